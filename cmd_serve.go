@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/receiver"
+	"github.com/hookledger/hookledger/schema"
+)
+
+// Flags shared by commands that find the configuration and data directory.
+func configFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "config", Aliases: []string{"c"}, EnvVars: []string{"HOOKLEDGER_CONFIG"},
+			Usage: "configuration file (default: ./hookledger.yml if it exists, else the embedded default)"},
+		&cli.StringFlag{Name: "data", EnvVars: []string{"HOOKLEDGER_DATA"},
+			Usage: "data directory holding hookledger.db (default: the config's data, else ./data)"},
+	}
+}
+
+// loadConfig resolves --config/--data the same way for every command.
+// generated is the newly created default secret, if one was created.
+func loadConfig(c *cli.Context) (cfg *config.Config, generated string, err error) {
+	path := c.String("config")
+	if path == "" {
+		if _, err := os.Stat(config.DefaultFile); err == nil {
+			path = config.DefaultFile
+		}
+	}
+	if path != "" {
+		cfg, err = config.Load(path)
+		if err != nil {
+			return nil, "", err
+		}
+		if d := c.String("data"); d != "" {
+			cfg.Data = d
+		}
+		return cfg, "", nil
+	}
+	data := c.String("data")
+	if data == "" {
+		data = config.DefaultData
+	}
+	return config.Default(data)
+}
+
+// dataDir finds the data directory without generating a default secret:
+// --data, else the config file's data, else ./data.
+func dataDir(c *cli.Context) (string, error) {
+	if d := c.String("data"); d != "" {
+		return d, nil
+	}
+	path := c.String("config")
+	if path == "" {
+		if _, err := os.Stat(config.DefaultFile); err != nil {
+			return config.DefaultData, nil
+		}
+		path = config.DefaultFile
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		return "", err
+	}
+	return cfg.Data, nil
+}
+
+func serveCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "serve",
+		Usage: "receive webhooks at POST /webhooks/{provider}",
+		Description: "Verifies each delivery's signature over the raw body, stores the authenticated event and its\n" +
+			"usage rows in one transaction, and answers 2xx only after that transaction is durable.\n" +
+			"Stops gracefully on SIGINT/SIGTERM: no new requests, in-flight batches finish, the database closes.",
+		Flags: append(configFlags(),
+			&cli.StringFlag{Name: "listen", EnvVars: []string{"HOOKLEDGER_LISTEN"},
+				Usage: "address for the webhook listener (default: the config's listen, else :8080)"},
+		),
+		Action: serve,
+	}
+}
+
+func serve(c *cli.Context) error {
+	cfg, generated, err := loadConfig(c)
+	if err != nil {
+		return err
+	}
+	if l := c.String("listen"); l != "" {
+		cfg.Listen = l
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	if generated != "" {
+		fmt.Fprintf(os.Stderr, "\nGenerated a signing secret for provider \"default\" (shown once; kept in %s):\n\n    %s\n\n"+
+			"Send with:  HOOKLEDGER_SECRET='%s' hookledger send --customer cus_1 --meter api_requests --quantity 3\n\n",
+			cfg.Data+string(os.PathSeparator)+config.SecretFile, generated, generated)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	db, err := schema.Open(ctx, cfg.DBPath(), schema.Options{})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	providers, err := receiver.NewProviders(cfg.Providers)
+	if err != nil {
+		return err
+	}
+	mapper := ledger.NewMapper(cfg.Usage, cfg.MeterNames())
+	writer := receiver.NewWriter(db)
+	if err := writer.Open(ctx); err != nil {
+		return err
+	}
+	defer writer.Close()
+
+	srv := &receiver.Server{
+		Providers:      providers,
+		Mapper:         mapper,
+		Writer:         writer,
+		HandlerVersion: "hookledger/" + version + "+" + mapper.Version(),
+		Log:            log,
+		Now:            time.Now,
+	}
+	mux := http.NewServeMux()
+	srv.Routes(mux)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("ok\n"))
+	})
+	hs := &http.Server{
+		Handler: mux,
+		// A slow or stalled client must not pin a connection.
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	names := make([]string, 0, len(providers))
+	for n := range providers {
+		names = append(names, n)
+	}
+	log.Info("serving", "addr", ln.Addr().String(), "db", db.Path, "providers", names, "config", cfgSource(cfg))
+
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Shutdown waits for in-flight handlers, and each handler waits for its
+	// batch to commit, so every acknowledged event is durable before Close.
+	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}
+
+func cfgSource(cfg *config.Config) string {
+	if cfg.Source == "" {
+		return "embedded default"
+	}
+	return cfg.Source
+}

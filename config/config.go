@@ -1,0 +1,364 @@
+// Package config loads hookledger.yml: providers and their secrets, usage
+// mappings and meters. Every mistake is a startup error that names the key and
+// the line, because a webhook receiver that starts with a wrong secret silently
+// rejects (or worse, accepts) real traffic.
+package config
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+
+	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/receiver/scheme"
+)
+
+// Defaults.
+const (
+	DefaultListen    = ":8080"
+	DefaultData      = "./data"
+	DefaultTolerance = 5 * time.Minute
+	DefaultMaxBody   = 256 << 10
+	// DefaultFile is read when no --config is given and it exists.
+	DefaultFile = "hookledger.yml"
+)
+
+// Config is the whole hookledger.yml.
+type Config struct {
+	Listen    string           `yaml:"listen"`
+	Data      string           `yaml:"data"`
+	Providers []Provider       `yaml:"providers"`
+	Usage     []ledger.Mapping `yaml:"usage"`
+	Meters    []Meter          `yaml:"meters"`
+
+	// Source is the file the config came from ("" for the embedded default).
+	Source string `yaml:"-"`
+}
+
+// Provider is one webhook sender, reachable at POST /webhooks/{name}.
+type Provider struct {
+	Name      string             `yaml:"name"`
+	Scheme    string             `yaml:"scheme"`
+	Secrets   []Secret           `yaml:"secrets"` // several during rotation; any may verify
+	Tolerance time.Duration      `yaml:"tolerance"`
+	MaxBody   int64              `yaml:"max_body"` // bytes
+	HMAC      scheme.HMACOptions `yaml:"hmac"`
+}
+
+// Secret is a signing secret given inline (with ${ENV} expansion) or read from
+// a file, e.g. a systemd credential or a Kubernetes secret mount.
+type Secret struct {
+	Value string `yaml:"-"`
+	File  string `yaml:"secret_file"`
+}
+
+// UnmarshalYAML accepts a plain string or {secret_file: PATH}.
+func (s *Secret) UnmarshalYAML(unmarshal func(any) error) error {
+	var v string
+	if err := unmarshal(&v); err == nil {
+		*s = Secret{Value: v}
+		return nil
+	}
+	var f struct {
+		File string `yaml:"secret_file"`
+	}
+	if err := unmarshal(&f); err != nil || f.File == "" {
+		return errors.New("a secret is a string or {secret_file: PATH}")
+	}
+	*s = Secret{File: f.File}
+	return nil
+}
+
+// String never reveals the secret.
+func (s Secret) String() string { return "[redacted]" }
+
+// Meter declares a meter. When any meter is declared, mappings may only
+// produce declared meters.
+type Meter struct {
+	Name        string `yaml:"name"`
+	Aggregation string `yaml:"aggregation"` // sum (default)
+	Unit        string `yaml:"unit"`
+}
+
+// MeterNames lists the declared meters.
+func (c *Config) MeterNames() []string {
+	names := make([]string, len(c.Meters))
+	for i, m := range c.Meters {
+		names[i] = m.Name
+	}
+	return names
+}
+
+// DBPath is the database file in the data directory.
+func (c *Config) DBPath() string { return filepath.Join(c.Data, "hookledger.db") }
+
+// Load reads and validates a config file.
+func Load(path string) (*Config, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	c, err := Parse(src, filepath.Dir(path))
+	if err != nil {
+		return nil, fmt.Errorf("%s:%w", path, err)
+	}
+	c.Source = path
+	return c, nil
+}
+
+// Parse parses and validates config text; relative secret_file paths resolve
+// against dir. Errors start with the line number ("12: providers[0]...").
+func Parse(src []byte, dir string) (*Config, error) {
+	file, err := parser.ParseBytes(src, 0)
+	if err != nil {
+		return nil, fmt.Errorf(" %s", yaml.FormatError(err, false, false))
+	}
+	if err := expandEnv(file); err != nil {
+		return nil, err
+	}
+	c := &Config{}
+	if len(file.Docs) > 0 && file.Docs[0].Body != nil {
+		if err := yaml.NodeToValue(file.Docs[0].Body, c, yaml.DisallowUnknownField()); err != nil {
+			return nil, fmt.Errorf(" %s", yaml.FormatError(err, false, false))
+		}
+	}
+	if err := c.resolve(dir); err != nil {
+		var pe *pathError
+		if errors.As(err, &pe) {
+			return nil, fmt.Errorf("%d: %s: %s", lineOf(file, pe.path), pe.path, pe.msg)
+		}
+		return nil, err
+	}
+	return c, nil
+}
+
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// expandEnv replaces ${NAME} in string values after parsing, so a value can
+// never change the YAML structure, and an unset variable names its line.
+func expandEnv(file *ast.File) error {
+	var err error
+	for _, doc := range file.Docs {
+		ast.Walk(visitFunc(func(n ast.Node) {
+			s, ok := n.(*ast.StringNode)
+			if !ok || err != nil || !strings.Contains(s.Value, "${") {
+				return
+			}
+			s.Value = envRef.ReplaceAllStringFunc(s.Value, func(ref string) string {
+				name := ref[2 : len(ref)-1]
+				v, ok := os.LookupEnv(name)
+				if !ok && err == nil {
+					err = fmt.Errorf("%d: environment variable %s is not set", s.GetToken().Position.Line, name)
+				}
+				return v
+			})
+		}), doc)
+	}
+	return err
+}
+
+type visitFunc func(ast.Node)
+
+func (f visitFunc) Visit(n ast.Node) ast.Visitor { f(n); return f }
+
+// pathError is a validation error at a YAML path such as providers[1].secrets.
+type pathError struct{ path, msg string }
+
+func (e *pathError) Error() string { return e.path + ": " + e.msg }
+
+func errAt(path, format string, args ...any) error {
+	return &pathError{path: path, msg: fmt.Sprintf(format, args...)}
+}
+
+// lineOf finds the line of the deepest node that exists along path.
+func lineOf(file *ast.File, path string) int {
+	for p := path; p != ""; {
+		yp, err := yaml.PathString("$." + p)
+		if err == nil {
+			if n, err := yp.FilterFile(file); err == nil && n != nil {
+				return n.GetToken().Position.Line
+			}
+		}
+		i := strings.LastIndexAny(p, ".[")
+		if i < 0 {
+			break
+		}
+		p = p[:i]
+	}
+	return 1
+}
+
+var providerName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
+
+// resolve fills defaults, reads secret files and validates everything.
+func (c *Config) resolve(dir string) error {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.Data == "" {
+		c.Data = DefaultData
+	}
+	if len(c.Providers) == 0 {
+		return errAt("providers", "at least one provider is required")
+	}
+	seen := map[string]bool{}
+	for i := range c.Providers {
+		p := &c.Providers[i]
+		at := fmt.Sprintf("providers[%d]", i)
+		if !providerName.MatchString(p.Name) {
+			return errAt(at+".name", "%q must be lowercase letters, digits, - or _ (it is the URL path /webhooks/NAME)", p.Name)
+		}
+		if seen[p.Name] {
+			return errAt(at+".name", "provider %q is defined twice", p.Name)
+		}
+		seen[p.Name] = true
+		s, err := scheme.New(p.Scheme, p.HMAC)
+		if err != nil {
+			return errAt(at+".scheme", "%v (supported: %s)", err, strings.Join(scheme.Names(), ", "))
+		}
+		if p.Scheme != "hmac" && p.HMAC != (scheme.HMACOptions{}) {
+			return errAt(at+".hmac", "only the hmac scheme takes hmac options")
+		}
+		if len(p.Secrets) == 0 {
+			return errAt(at+".secrets", "at least one secret is required")
+		}
+		for j := range p.Secrets {
+			sec := &p.Secrets[j]
+			sat := fmt.Sprintf("%s.secrets[%d]", at, j)
+			if sec.File != "" {
+				f := sec.File
+				if !filepath.IsAbs(f) {
+					f = filepath.Join(dir, f)
+				}
+				b, err := os.ReadFile(f)
+				if err != nil {
+					return errAt(sat, "secret_file: %v", err)
+				}
+				sec.Value = strings.TrimRight(string(b), "\r\n")
+			}
+			if sec.Value == "" {
+				return errAt(sat, "secret is empty (is its environment variable or file empty?)")
+			}
+			if _, err := s.Key(sec.Value); err != nil {
+				return errAt(sat, "not a valid %s secret: %v", p.Scheme, err)
+			}
+		}
+		if p.Tolerance == 0 {
+			p.Tolerance = DefaultTolerance
+		} else if p.Tolerance < 0 {
+			return errAt(at+".tolerance", "must be positive")
+		}
+		if p.MaxBody == 0 {
+			p.MaxBody = DefaultMaxBody
+		} else if p.MaxBody < 0 {
+			return errAt(at+".max_body", "must be positive")
+		}
+	}
+	meters := map[string]bool{}
+	for i, m := range c.Meters {
+		at := fmt.Sprintf("meters[%d]", i)
+		if m.Name == "" {
+			return errAt(at+".name", "required")
+		}
+		if meters[m.Name] {
+			return errAt(at+".name", "meter %q is defined twice", m.Name)
+		}
+		meters[m.Name] = true
+		if c.Meters[i].Aggregation == "" {
+			c.Meters[i].Aggregation = "sum"
+		}
+	}
+	for i, m := range c.Usage {
+		at := fmt.Sprintf("usage[%d]", i)
+		if m.Provider != "" && !seen[m.Provider] {
+			return errAt(at+".provider", "no provider named %q", m.Provider)
+		}
+		if err := m.Validate(); err != nil {
+			key, msg, _ := strings.Cut(err.Error(), ": ")
+			return errAt(at+"."+key, "%s", msg)
+		}
+		if len(meters) > 0 && m.Meter.Value != "" && !meters[m.Meter.Value] {
+			return errAt(at+".meter", "meter %q is not declared under meters", m.Meter.Value)
+		}
+	}
+	return nil
+}
+
+// Default is the zero-config setup: one Standard Webhooks provider named
+// "default" and a mapping for the generic usage.recorded event. The secret
+// comes from HOOKLEDGER_SECRET or is generated once and kept in the data
+// directory; generated is non-empty only the first time, so it can be shown.
+func Default(dataDir string) (c *Config, generated string, err error) {
+	secret := os.Getenv("HOOKLEDGER_SECRET")
+	if secret == "" {
+		secret, generated, err = defaultSecret(dataDir)
+		if err != nil {
+			return nil, "", err
+		}
+	}
+	c = &Config{
+		Data: dataDir,
+		Providers: []Provider{{
+			Name:    "default",
+			Scheme:  "standard",
+			Secrets: []Secret{{Value: secret}},
+		}},
+		Usage: []ledger.Mapping{{
+			Type:       "usage.recorded",
+			Customer:   ledger.Field{Path: "data.customer"},
+			Meter:      ledger.Field{Path: "data.meter"},
+			Quantity:   ledger.Field{Path: "data.quantity"},
+			OccurredAt: ledger.Field{Path: "data.occurred_at"},
+		}},
+	}
+	if err := c.resolve(dataDir); err != nil {
+		if strings.Contains(err.Error(), "secrets[0]") {
+			return nil, "", fmt.Errorf("HOOKLEDGER_SECRET: must be a Standard Webhooks secret (whsec_ followed by base64): %v", err)
+		}
+		return nil, "", err
+	}
+	return c, generated, nil
+}
+
+// SecretFile is where the generated default secret is kept.
+const SecretFile = "default.secret"
+
+func defaultSecret(dataDir string) (secret, generated string, err error) {
+	path := filepath.Join(dataDir, SecretFile)
+	if b, err := os.ReadFile(path); err == nil {
+		return strings.TrimSpace(string(b)), "", nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", "", fmt.Errorf("read default secret: %w", err)
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return "", "", fmt.Errorf("create data directory: %w", err)
+	}
+	raw := make([]byte, 24)
+	if _, err := rand.Read(raw); err != nil {
+		return "", "", err
+	}
+	secret = "whsec_" + base64.StdEncoding.EncodeToString(raw)
+	// O_EXCL: two processes starting at once must not each print a different secret.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", "", fmt.Errorf("store default secret: %w", err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(secret + "\n"); err != nil {
+		return "", "", fmt.Errorf("store default secret: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return "", "", fmt.Errorf("store default secret: %w", err)
+	}
+	return secret, secret, nil
+}

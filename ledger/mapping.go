@@ -1,0 +1,317 @@
+package ledger
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/tidwall/gjson"
+)
+
+// Field is where a usage attribute comes from: a JSON path into the event body
+// (gjson syntax) or a constant. In YAML a plain string is a path, a number is a
+// constant, and {value: X} or {path: P} says which explicitly.
+type Field struct {
+	Path  string `yaml:"path"`
+	Value string `yaml:"value"`
+}
+
+// IsZero reports whether the field was not configured.
+func (f Field) IsZero() bool { return f.Path == "" && f.Value == "" }
+
+// UnmarshalYAML accepts the shorthand forms described on Field.
+func (f *Field) UnmarshalYAML(unmarshal func(any) error) error {
+	var scalar any
+	if err := unmarshal(&scalar); err != nil {
+		return err
+	}
+	switch v := scalar.(type) {
+	case string:
+		*f = Field{Path: v}
+		return nil
+	case int, int64, uint64, float64:
+		*f = Field{Value: fmt.Sprint(v)}
+		return nil
+	case map[string]any:
+		type plain Field
+		var p plain
+		if err := unmarshal(&p); err != nil {
+			return err
+		}
+		for k := range v {
+			if k != "path" && k != "value" {
+				return fmt.Errorf("unknown key %q (want path or value)", k)
+			}
+		}
+		if (p.Path == "") == (p.Value == "") {
+			return errors.New("set exactly one of path or value")
+		}
+		*f = Field(p)
+		return nil
+	}
+	return fmt.Errorf("want a JSON path, a number or {value: ...}, got %T", scalar)
+}
+
+// Validate rejects paths gjson would silently never match.
+func (f Field) Validate() error {
+	if f.Path == "" {
+		return nil
+	}
+	p := f.Path
+	switch {
+	case strings.TrimSpace(p) != p:
+		return fmt.Errorf("path %q has surrounding spaces", p)
+	case strings.HasPrefix(p, "$"):
+		return fmt.Errorf("path %q: use gjson syntax without a leading $ (e.g. data.object.customer)", p)
+	case strings.HasPrefix(p, ".") || strings.HasSuffix(p, ".") || strings.Contains(p, ".."):
+		return fmt.Errorf("path %q has an empty segment", p)
+	case strings.ContainsAny(p, "|@#") && !strings.Contains(p, `\`):
+		return fmt.Errorf("path %q: modifiers, queries and pipes are not supported in mappings", p)
+	}
+	return nil
+}
+
+// Mapping turns one event type into one usage row. Several mappings may match
+// the same event; each yields a row, and their meters must differ.
+type Mapping struct {
+	Provider   string           `yaml:"provider"` // empty: any provider
+	Type       string           `yaml:"type"`     // the event type to match
+	Customer   Field            `yaml:"customer"`
+	Meter      Field            `yaml:"meter"`
+	Quantity   Field            `yaml:"quantity"`
+	OccurredAt Field            `yaml:"occurred_at"` // optional: RFC 3339 or unix seconds; default receipt time
+	Properties map[string]Field `yaml:"properties"`  // optional: kept on the row for aggregations
+}
+
+// Validate checks a mapping on its own; the error names the offending key.
+func (m Mapping) Validate() error {
+	if m.Type == "" {
+		return errors.New("type: required (the event type this mapping matches)")
+	}
+	for _, f := range []struct {
+		key      string
+		field    Field
+		required bool
+	}{
+		{"customer", m.Customer, true},
+		{"meter", m.Meter, true},
+		{"quantity", m.Quantity, true},
+		{"occurred_at", m.OccurredAt, false},
+	} {
+		if f.required && f.field.IsZero() {
+			return fmt.Errorf("%s: required", f.key)
+		}
+		if err := f.field.Validate(); err != nil {
+			return fmt.Errorf("%s: %w", f.key, err)
+		}
+	}
+	if m.Quantity.Value != "" {
+		if _, err := ParseQuantity(m.Quantity.Value); err != nil {
+			return fmt.Errorf("quantity: %w", err)
+		}
+	}
+	for k, f := range m.Properties {
+		if err := f.Validate(); err != nil {
+			return fmt.Errorf("properties.%s: %w", k, err)
+		}
+	}
+	return nil
+}
+
+// UsageRow is what a mapping extracts from one event.
+type UsageRow struct {
+	Customer   string
+	Meter      string
+	Quantity   Quantity
+	OccurredAt time.Time
+	Properties string // canonical JSON object
+}
+
+// Mapper applies the configured mappings to authenticated events.
+type Mapper struct {
+	version string
+	byType  map[string][]Mapping // key: event type
+	meters  map[string]bool      // nil: any meter is accepted
+}
+
+// NewMapper builds a mapper. If meters is non-empty, mapped meters must be among them.
+func NewMapper(mappings []Mapping, meters []string) *Mapper {
+	fp, _ := json.Marshal(struct {
+		M []Mapping
+		N []string
+	}{mappings, meters})
+	sum := sha256.Sum256(fp)
+	m := &Mapper{byType: make(map[string][]Mapping), version: "map-" + hex.EncodeToString(sum[:4])}
+	for _, mp := range mappings {
+		m.byType[mp.Type] = append(m.byType[mp.Type], mp)
+	}
+	if len(meters) > 0 {
+		m.meters = make(map[string]bool, len(meters))
+		for _, name := range meters {
+			m.meters[name] = true
+		}
+	}
+	return m
+}
+
+// Version identifies the mapping configuration; receipts record it so a
+// disputed charge shows which rules produced it.
+func (m *Mapper) Version() string { return m.version }
+
+// Map returns the usage rows for an event. matched is false when no mapping
+// covers the event type (the receipt is "ignored"); a non-nil error means a
+// mapping matched but the payload does not fit it (the receipt is "failed").
+func (m *Mapper) Map(provider, eventType string, body []byte, receivedAt time.Time) (rows []UsageRow, matched bool, err error) {
+	for _, mp := range m.byType[eventType] {
+		if mp.Provider != "" && mp.Provider != provider {
+			continue
+		}
+		matched = true
+		row, err := m.row(mp, body, receivedAt)
+		if err != nil {
+			return nil, true, err
+		}
+		for _, r := range rows {
+			if r.Meter == row.Meter {
+				return nil, true, fmt.Errorf("two mappings for %q produce meter %q", eventType, row.Meter)
+			}
+		}
+		rows = append(rows, row)
+	}
+	return rows, matched, nil
+}
+
+func (m *Mapper) row(mp Mapping, body []byte, receivedAt time.Time) (UsageRow, error) {
+	var r UsageRow
+	var err error
+	if r.Customer, err = text(mp.Customer, body, "customer"); err != nil {
+		return r, err
+	}
+	if r.Meter, err = text(mp.Meter, body, "meter"); err != nil {
+		return r, err
+	}
+	if m.meters != nil && !m.meters[r.Meter] {
+		return r, fmt.Errorf("meter %q is not configured", r.Meter)
+	}
+	if r.Quantity, err = quantity(mp.Quantity, body); err != nil {
+		return r, err
+	}
+	if r.OccurredAt, err = occurredAt(mp.OccurredAt, body, receivedAt); err != nil {
+		return r, err
+	}
+	r.Properties, err = properties(mp.Properties, body)
+	return r, err
+}
+
+func lookup(f Field, body []byte) (gjson.Result, bool) {
+	if f.Value != "" {
+		return gjson.Result{Type: gjson.String, Str: f.Value, Raw: f.Value}, true
+	}
+	v := gjson.GetBytes(body, f.Path)
+	return v, v.Exists() && v.Type != gjson.Null
+}
+
+func text(f Field, body []byte, name string) (string, error) {
+	v, ok := lookup(f, body)
+	if !ok {
+		return "", fmt.Errorf("%s: %s is missing", name, f.Path)
+	}
+	switch v.Type {
+	case gjson.String:
+		if v.Str == "" {
+			return "", fmt.Errorf("%s: %s is empty", name, f.Path)
+		}
+		return v.Str, nil
+	case gjson.Number:
+		return v.Raw, nil
+	}
+	return "", fmt.Errorf("%s: %s must be a string, got %s", name, f.Path, v.Type)
+}
+
+func quantity(f Field, body []byte) (Quantity, error) {
+	v, ok := lookup(f, body)
+	if !ok {
+		return 0, fmt.Errorf("quantity: %s is missing", f.Path)
+	}
+	var s string
+	switch v.Type {
+	case gjson.Number:
+		s = v.Raw
+	case gjson.String:
+		s = v.Str
+	default:
+		return 0, fmt.Errorf("quantity: %s must be a number, got %s", f.Path, v.Type)
+	}
+	q, err := ParseQuantity(s)
+	if err != nil {
+		return 0, fmt.Errorf("quantity: %w", err)
+	}
+	if q < 0 {
+		return 0, fmt.Errorf("quantity: %s is negative (%s); corrections are adjustments", f.Path, q)
+	}
+	return q, nil
+}
+
+func occurredAt(f Field, body []byte, receivedAt time.Time) (time.Time, error) {
+	if f.IsZero() {
+		return receivedAt, nil
+	}
+	v, ok := lookup(f, body)
+	if !ok {
+		return receivedAt, nil
+	}
+	switch v.Type {
+	case gjson.String:
+		t, err := time.Parse(time.RFC3339Nano, v.Str)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("occurred_at: %q is not an RFC 3339 time", v.Str)
+		}
+		return t.UTC(), nil
+	case gjson.Number:
+		secs := v.Float()
+		if secs < 0 || secs > math.MaxInt64/1e6 {
+			return time.Time{}, fmt.Errorf("occurred_at: %s is not a unix time in seconds", v.Raw)
+		}
+		return time.UnixMilli(int64(secs * 1000)).UTC(), nil
+	}
+	return time.Time{}, fmt.Errorf("occurred_at: must be an RFC 3339 string or unix seconds, got %s", v.Type)
+}
+
+// properties renders the configured properties as a JSON object with sorted
+// keys, so the same event always yields the same bytes (they are hashed).
+func properties(fields map[string]Field, body []byte) (string, error) {
+	if len(fields) == 0 {
+		return "{}", nil
+	}
+	keys := make([]string, 0, len(fields))
+	for k := range fields {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, k := range keys {
+		v, ok := lookup(fields[k], body)
+		raw := "null"
+		if ok {
+			raw = v.Raw
+			if fields[k].Value != "" {
+				raw = jsonString(v.Str)
+			}
+		}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(jsonString(k))
+		b.WriteByte(':')
+		b.WriteString(raw)
+	}
+	b.WriteByte('}')
+	return b.String(), nil
+}

@@ -1,0 +1,122 @@
+package ledger
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/big"
+	"strconv"
+	"strings"
+)
+
+// Quantity is an exact decimal with six fractional digits, held as integer
+// micro-units. Usage is money-adjacent: summing floats would drift, summing
+// integers cannot.
+type Quantity int64
+
+// Scale is the number of micro-units in one unit.
+const Scale = 1_000_000
+
+var (
+	errNotNumber = errors.New("not a decimal number")
+	errPrecision = errors.New("more than 6 decimal places")
+	errRange     = errors.New("out of range")
+)
+
+var bigScale = big.NewRat(Scale, 1)
+
+// ParseQuantity parses a JSON number or plain decimal string ("3", "-1.25",
+// "2.5e3") exactly. It refuses values that would need rounding.
+func ParseQuantity(s string) (Quantity, error) {
+	if !isDecimal(s) {
+		return 0, fmt.Errorf("%q: %w", s, errNotNumber)
+	}
+	// Fast path: integers that fit comfortably, the overwhelmingly common case.
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil && n > -math.MaxInt64/Scale && n < math.MaxInt64/Scale {
+		return Quantity(n * Scale), nil
+	}
+	r, ok := new(big.Rat).SetString(s)
+	if !ok {
+		return 0, fmt.Errorf("%q: %w", s, errNotNumber)
+	}
+	r.Mul(r, bigScale)
+	if !r.IsInt() {
+		return 0, fmt.Errorf("%q: %w", s, errPrecision)
+	}
+	n := r.Num()
+	if !n.IsInt64() {
+		return 0, fmt.Errorf("%q: %w", s, errRange)
+	}
+	return Quantity(n.Int64()), nil
+}
+
+// isDecimal reports whether s follows the JSON number grammar. big.Rat alone
+// would also accept fractions ("1/3") and hex, which are not quantities.
+func isDecimal(s string) bool {
+	i := 0
+	if i < len(s) && s[i] == '-' {
+		i++
+	}
+	start := i
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	if i == start {
+		return false
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		frac := i
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+		if i == frac {
+			return false
+		}
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		exp := i
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+		if i == exp || i-exp > 3 {
+			return false
+		}
+	}
+	return i == len(s)
+}
+
+// String formats q as a plain decimal without trailing zeros: "3", "1.5", "-0.000001".
+func (q Quantity) String() string {
+	sign := ""
+	u := uint64(q)
+	if q < 0 {
+		sign = "-"
+		u = uint64(-q)
+	}
+	whole, frac := u/Scale, u%Scale
+	if frac == 0 {
+		return sign + strconv.FormatUint(whole, 10)
+	}
+	f := strings.TrimRight(fmt.Sprintf("%06d", frac), "0")
+	return sign + strconv.FormatUint(whole, 10) + "." + f
+}
+
+// MarshalJSON writes q as a JSON string, so no consumer parses it into a float.
+func (q Quantity) MarshalJSON() ([]byte, error) {
+	return []byte(`"` + q.String() + `"`), nil
+}
+
+// UnmarshalJSON accepts a JSON number or a decimal string.
+func (q *Quantity) UnmarshalJSON(b []byte) error {
+	v, err := ParseQuantity(strings.Trim(string(b), `"`))
+	if err != nil {
+		return err
+	}
+	*q = v
+	return nil
+}

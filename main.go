@@ -1,0 +1,56 @@
+// Command hookledger receives signed webhooks, keeps each authenticated event
+// durably in SQLite and turns usage events into an append-only metered-usage
+// ledger. main only wires: flags, objects, signals.
+package main
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+
+	"github.com/urfave/cli/v2"
+)
+
+// Set by the Taskfile build with -ldflags "-X main.version=... -X main.commit=...".
+var (
+	version = "dev"
+	commit  = "unknown"
+)
+
+func main() {
+	if err := newApp().Run(os.Args); err != nil {
+		fmt.Fprintln(os.Stderr, "hookledger:", err)
+		os.Exit(1)
+	}
+}
+
+func newApp() *cli.App {
+	return &cli.App{
+		Name:  "hookledger",
+		Usage: "receive signed webhooks and keep a metered-usage ledger you can invoice from",
+		Description: "Run `hookledger serve` with no configuration to start on the embedded default: one Standard\n" +
+			"Webhooks provider named \"default\" at POST /webhooks/default, data in ./data.\n" +
+			"Every flag can also be set from the environment variable shown next to it.",
+		Version:              version,
+		HideVersion:          true,
+		EnableBashCompletion: true,
+		Commands: []*cli.Command{
+			serveCommand(),
+			sendCommand(),
+			usageCommand(),
+			migrateCommand(),
+			versionCommand(),
+		},
+	}
+}
+
+func versionCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "version",
+		Usage: "print version, commit and Go version",
+		Action: func(c *cli.Context) error {
+			fmt.Fprintf(c.App.Writer, "hookledger %s (commit %s, %s %s/%s)\n", version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			return nil
+		},
+	}
+}

@@ -1,0 +1,139 @@
+package receiver
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hookledger/hookledger/ledger"
+)
+
+// Receipt statuses.
+const (
+	StatusApplied = "applied" // usage rows written
+	StatusIgnored = "ignored" // no mapping for the event type
+	StatusFailed  = "failed"  // a mapping matched but the payload did not fit; kept for replay
+)
+
+// Attempt outcomes.
+const (
+	OutcomeInserted        = "inserted"
+	OutcomeDuplicate       = "duplicate"
+	OutcomePayloadMismatch = "payload_mismatch" // same event id, different body
+)
+
+// Receipt sources.
+const (
+	SourceWebhook   = "webhook"
+	SourceReconcile = "reconcile"
+	SourceReplay    = "replay"
+)
+
+// Delivery is an authenticated event plus the attempt that carried it. It is
+// the one apply path: webhooks, reconciliation and replays all submit one.
+type Delivery struct {
+	Provider         string
+	EventID          string
+	EventType        string
+	Body             []byte
+	BodySHA256       []byte
+	SignatureHeaders string // the headers needed to re-verify Body later
+	Source           string
+	HandlerVersion   string
+	ReceivedAt       time.Time
+
+	// The mapping outcome is computed before the writer, off the write path.
+	Rows   []ledger.UsageRow
+	Status string
+	Error  string
+
+	Attempt Attempt
+
+	// Outcome is set by the writer: inserted, duplicate or payload_mismatch.
+	Outcome string
+	// StoredStatus is the receipt's status after the write (for a duplicate,
+	// the status of the original).
+	StoredStatus string
+}
+
+// Attempt describes one delivery of an event.
+type Attempt struct {
+	RemoteAddr   string
+	UserAgent    string
+	RequestID    string
+	SignatureAge *time.Duration // nil when the scheme signs no timestamp
+	StatusCode   int
+}
+
+// apply inserts the receipt; only if it is new does it write the usage rows.
+// The unique key (provider, event_id) decides, inside the transaction, so
+// retries and racing deliveries can never apply an event twice.
+func (d *Delivery) apply(ctx context.Context, tx *batchTx) error {
+	received := d.ReceivedAt.UnixMilli()
+	var id int64
+	err := tx.insertReceipt.QueryRowxContext(ctx, d.Provider, d.EventID, d.EventType, d.Body, d.BodySHA256,
+		d.SignatureHeaders, d.Status, d.Error, d.HandlerVersion, d.Source, received, tx.now).Scan(&id)
+	switch {
+	case err == nil:
+		d.Outcome, d.StoredStatus = OutcomeInserted, d.Status
+		if tx.hook != nil {
+			if err := tx.hook(d); err != nil {
+				return err
+			}
+		}
+		if err := d.appendRows(ctx, tx); err != nil {
+			return err
+		}
+	case errors.Is(err, sql.ErrNoRows):
+		var stored []byte
+		if err := tx.storedReceipt.QueryRowxContext(ctx, d.Provider, d.EventID).Scan(&stored, &d.StoredStatus); err != nil {
+			return fmt.Errorf("read stored receipt %s/%s: %w", d.Provider, d.EventID, err)
+		}
+		d.Outcome = OutcomeDuplicate
+		if !bytes.Equal(stored, d.BodySHA256) {
+			d.Outcome = OutcomePayloadMismatch
+		}
+	default:
+		return fmt.Errorf("insert receipt %s/%s: %w", d.Provider, d.EventID, err)
+	}
+	var age sql.NullInt64
+	if d.Attempt.SignatureAge != nil {
+		age = sql.NullInt64{Int64: d.Attempt.SignatureAge.Milliseconds(), Valid: true}
+	}
+	a := d.Attempt
+	if _, err := tx.insertAttempt.ExecContext(ctx, d.Provider, d.EventID, received, a.RemoteAddr, a.UserAgent, a.RequestID,
+		d.BodySHA256, d.SignatureHeaders, age, d.Outcome, a.StatusCode); err != nil {
+		return fmt.Errorf("insert delivery attempt %s/%s: %w", d.Provider, d.EventID, err)
+	}
+	return nil
+}
+
+func (d *Delivery) appendRows(ctx context.Context, tx *batchTx) error {
+	if len(d.Rows) == 0 {
+		return nil
+	}
+	chain, err := tx.Chain(ctx)
+	if err != nil {
+		return err
+	}
+	for _, u := range d.Rows {
+		r := ledger.Row{
+			Kind:       ledger.KindUsage,
+			Provider:   d.Provider,
+			EventID:    d.EventID,
+			Customer:   u.Customer,
+			Meter:      u.Meter,
+			Quantity:   u.Quantity,
+			Properties: u.Properties,
+			OccurredAt: u.OccurredAt.UnixMilli(),
+			RecordedAt: tx.now,
+		}
+		if err := chain.Append(ctx, tx.insertRow, &r); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,213 @@
+package receiver
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/receiver/scheme"
+)
+
+// Server answers POST /webhooks/{provider}. The order of its steps is the
+// security contract: nothing is parsed before the signature over the raw bytes
+// checks out, and nothing is acknowledged before it is committed.
+type Server struct {
+	Providers      map[string]*Provider
+	Mapper         *ledger.Mapper
+	Writer         *Writer
+	HandlerVersion string
+	Log            *slog.Logger
+	// Now is the clock for signature tolerance and receipt times.
+	Now func() time.Time
+}
+
+// Routes registers the webhook route on mux.
+func (s *Server) Routes(mux *http.ServeMux) {
+	mux.HandleFunc("POST /webhooks/{provider}", s.serveWebhook)
+}
+
+type reply struct {
+	Accepted  bool   `json:"accepted"`
+	Duplicate bool   `json:"duplicate"`
+	Status    string `json:"status,omitempty"`
+	EventID   string `json:"event_id,omitempty"`
+	Error     string `json:"error,omitempty"`
+}
+
+func (s *Server) serveWebhook(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	received := s.Now()
+	reqID := requestID(r)
+	w.Header().Set("X-Request-Id", reqID)
+	name := r.PathValue("provider")
+	log := s.Log.With("provider", name, "request_id", reqID)
+
+	fail := func(code int, reason string, err error) {
+		attrs := []any{"outcome", "rejected", "status", code, "reason", reason, "latency_ms", msSince(start)}
+		if err != nil {
+			attrs = append(attrs, "error", err.Error())
+		}
+		log.Info("delivery", attrs...)
+		if code == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", "1")
+		}
+		writeJSON(w, code, reply{Error: reason})
+	}
+
+	p, ok := s.Providers[name]
+	if !ok {
+		fail(http.StatusNotFound, "unknown provider", nil)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, p.MaxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			fail(http.StatusRequestEntityTooLarge, "body exceeds the provider's limit", nil)
+		} else {
+			fail(http.StatusBadRequest, "could not read body", err)
+		}
+		return
+	}
+
+	ts, hasTS, err := p.Scheme.Verify(r.Header, body, p.Keys, received, p.Tolerance)
+	if err != nil {
+		code := http.StatusUnauthorized
+		if errors.Is(err, scheme.ErrMissingSignature) || errors.Is(err, scheme.ErrMalformedSignature) {
+			code = http.StatusBadRequest
+		}
+		fail(code, err.Error(), nil)
+		return
+	}
+	var age *time.Duration
+	if hasTS {
+		a := received.Sub(ts)
+		age = &a
+		log = log.With("signature_age_ms", a.Milliseconds())
+	}
+	if !gjson.ValidBytes(body) {
+		fail(http.StatusBadRequest, "body is not valid JSON", nil)
+		return
+	}
+	id, typ := p.Scheme.Identify(r.Header, body)
+	if id == "" {
+		if challenge, ok := slackChallenge(p, body); ok {
+			log.Info("delivery", "outcome", "url_verification", "status", http.StatusOK)
+			writeJSON(w, http.StatusOK, map[string]string{"challenge": challenge})
+			return
+		}
+		fail(http.StatusBadRequest, "delivery carries no event id", nil)
+		return
+	}
+	log = log.With("event_id", id, "event_type", typ)
+
+	sum := sha256.Sum256(body)
+	d := &Delivery{
+		Provider:         p.Name,
+		EventID:          id,
+		EventType:        typ,
+		Body:             body,
+		BodySHA256:       sum[:],
+		SignatureHeaders: signatureHeaders(r.Header, p.Scheme.Headers()),
+		Source:           SourceWebhook,
+		HandlerVersion:   s.HandlerVersion,
+		ReceivedAt:       received,
+		Attempt: Attempt{
+			RemoteAddr:   r.RemoteAddr,
+			UserAgent:    r.UserAgent(),
+			RequestID:    reqID,
+			SignatureAge: age,
+			StatusCode:   http.StatusOK,
+		},
+	}
+	d.Classify(s.Mapper)
+
+	if err := s.Writer.Submit(r.Context(), d); err != nil {
+		fail(http.StatusServiceUnavailable, "not stored, retry later", err)
+		return
+	}
+	log.Info("delivery", "outcome", d.Outcome, "receipt_status", d.StoredStatus, "status", http.StatusOK, "latency_ms", msSince(start))
+	writeJSON(w, http.StatusOK, reply{
+		Accepted:  true,
+		Duplicate: d.Outcome != OutcomeInserted,
+		Status:    d.StoredStatus,
+		EventID:   id,
+	})
+}
+
+// Classify runs the usage mapping and records its verdict on d.
+func (d *Delivery) Classify(m *ledger.Mapper) {
+	rows, matched, err := m.Map(d.Provider, d.EventType, d.Body, d.ReceivedAt)
+	switch {
+	case err != nil:
+		d.Status, d.Error, d.Rows = StatusFailed, err.Error(), nil
+	case !matched:
+		d.Status, d.Rows = StatusIgnored, nil
+	default:
+		d.Status, d.Rows = StatusApplied, rows
+	}
+}
+
+// slackChallenge answers Slack's endpoint check, which is signed but is not an event.
+func slackChallenge(p *Provider, body []byte) (string, bool) {
+	if p.Scheme.Name() != "slack" || gjson.GetBytes(body, "type").String() != "url_verification" {
+		return "", false
+	}
+	c := gjson.GetBytes(body, "challenge")
+	return c.String(), c.Exists()
+}
+
+// signatureHeaders keeps the headers needed to re-verify the body later, one
+// "Name: value" per line, exactly as received.
+func signatureHeaders(h http.Header, names []string) string {
+	var b strings.Builder
+	for _, n := range names {
+		for _, v := range h.Values(n) {
+			b.WriteString(http.CanonicalHeaderKey(n))
+			b.WriteString(": ")
+			b.WriteString(v)
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}
+
+// ParseSignatureHeaders is the inverse of the stored signature_headers text.
+func ParseSignatureHeaders(s string) http.Header {
+	h := http.Header{}
+	for _, line := range strings.Split(s, "\n") {
+		if k, v, ok := strings.Cut(line, ": "); ok {
+			h.Add(k, v)
+		}
+	}
+	return h
+}
+
+func requestID(r *http.Request) string {
+	if id := r.Header.Get("X-Request-Id"); id != "" && len(id) <= 64 {
+		return id
+	}
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v)
+}
+
+func msSince(t time.Time) float64 {
+	return float64(time.Since(t).Microseconds()) / 1000
+}

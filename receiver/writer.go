@@ -1,0 +1,224 @@
+package receiver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/schema"
+)
+
+// Writer errors a caller branches on.
+var (
+	// ErrQueueFull means the writer is saturated; answer 503 with Retry-After.
+	ErrQueueFull = errors.New("writer queue is full")
+	// ErrClosed means the writer is shutting down.
+	ErrClosed = errors.New("writer is closed")
+)
+
+// Writer owns the single write connection. Every write goes through its one
+// goroutine, which commits in batches (group commit): requests that arrive
+// while a commit is in flight share the next fsync. Each caller waits for the
+// batch holding its own work, so a reply always follows its commit.
+type Writer struct {
+	// QueueSize bounds the queue; beyond it Submit fails fast with ErrQueueFull
+	// instead of letting latency grow without bound. Default 4096.
+	QueueSize int
+	// MaxBatch caps how many items one transaction holds. Default 512.
+	MaxBatch int
+	// Now is the clock (tests replace it). Default time.Now.
+	Now func() time.Time
+	// AfterBatch, when set, is called with each committed batch's size and
+	// commit duration (metrics).
+	AfterBatch func(size int, commit time.Duration)
+
+	db       *schema.DB
+	stmts    statements
+	testHook func(*Delivery) error
+	lastNow  int64 // owned by the writer goroutine
+
+	mu     sync.RWMutex
+	closed bool
+	queue  chan *job
+	done   chan struct{}
+}
+
+// Op is one unit of work in a write transaction. It runs inside its own
+// savepoint: if it fails, only its own writes are rolled back.
+type Op interface {
+	apply(ctx context.Context, tx *batchTx) error
+}
+
+type job struct {
+	op    Op
+	reply chan error
+}
+
+// NewWriter returns a writer for db; call Open before Submit.
+func NewWriter(db *schema.DB) *Writer {
+	return &Writer{db: db, QueueSize: 4096, MaxBatch: 512, Now: time.Now}
+}
+
+// Open prepares statements and starts the writer goroutine.
+func (w *Writer) Open(ctx context.Context) error {
+	if err := w.stmts.prepare(ctx, w.db.Write); err != nil {
+		return err
+	}
+	w.queue = make(chan *job, w.QueueSize)
+	w.done = make(chan struct{})
+	go w.run()
+	return nil
+}
+
+// Close stops accepting work, commits everything already queued and waits.
+func (w *Writer) Close() error {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return nil
+	}
+	w.closed = true
+	close(w.queue)
+	w.mu.Unlock()
+	<-w.done
+	return w.stmts.close()
+}
+
+// Depth is the number of queued items (for metrics).
+func (w *Writer) Depth() int { return len(w.queue) }
+
+// Submit queues op and waits until the batch holding it has committed. A nil
+// error means op's writes are durable. If ctx ends first, Submit returns
+// ctx.Err() but op may still commit.
+func (w *Writer) Submit(ctx context.Context, op Op) error {
+	j := &job{op: op, reply: make(chan error, 1)}
+	w.mu.RLock()
+	if w.closed {
+		w.mu.RUnlock()
+		return ErrClosed
+	}
+	select {
+	case w.queue <- j:
+	default:
+		w.mu.RUnlock()
+		return ErrQueueFull
+	}
+	w.mu.RUnlock()
+	select {
+	case err := <-j.reply:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (w *Writer) run() {
+	defer close(w.done)
+	batch := make([]*job, 0, w.MaxBatch)
+	for first := range w.queue {
+		// No artificial delay: a lone request commits at once, and whatever
+		// queued up during the previous fsync rides along in this one.
+		batch = append(batch[:0], first)
+	drain:
+		for len(batch) < w.MaxBatch {
+			select {
+			case j, ok := <-w.queue:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, j)
+			default:
+				break drain
+			}
+		}
+		w.commit(batch)
+	}
+}
+
+// commit runs one transaction for the batch and replies to every job.
+func (w *Writer) commit(batch []*job) {
+	ctx := context.Background()
+	errs := make([]error, len(batch))
+	err := func() error {
+		tx, err := w.db.Write.BeginTxx(ctx, nil) // BEGIN IMMEDIATE (DSN _txlock)
+		if err != nil {
+			return fmt.Errorf("begin: %w", err)
+		}
+		defer tx.Rollback()
+		btx := &batchTx{Tx: tx, statements: w.stmts.bind(ctx, tx), hook: w.testHook, now: w.clock()}
+		for i, j := range batch {
+			errs[i] = btx.run(ctx, j.op)
+		}
+		start := time.Now()
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("commit: %w", err)
+		}
+		if w.AfterBatch != nil {
+			w.AfterBatch(len(batch), time.Since(start))
+		}
+		return nil
+	}()
+	for i, j := range batch {
+		if err != nil {
+			j.reply <- err // nothing in this batch is durable
+		} else {
+			j.reply <- errs[i]
+		}
+	}
+}
+
+// clock returns the batch time, never earlier than the previous batch's even
+// if the wall clock steps back.
+func (w *Writer) clock() int64 {
+	w.lastNow = max(w.lastNow, w.Now().UnixMilli())
+	return w.lastNow
+}
+
+// batchTx is a write transaction with the writer's statements bound to it.
+type batchTx struct {
+	*sqlx.Tx
+	statements
+	// now is the batch's commit clock in unix ms, read after BEGIN IMMEDIATE:
+	// a row's recorded_at never precedes a transaction that committed before it,
+	// which is what makes an invoice's ingestion cutoff exact.
+	now        int64
+	chain      ledger.Chain
+	chainReady bool
+	hook       func(*Delivery) error // tests inject failures here
+}
+
+// Chain returns the ledger head, loading it once per batch: under BEGIN
+// IMMEDIATE no other writer can move it until this transaction ends.
+func (b *batchTx) Chain(ctx context.Context) (*ledger.Chain, error) {
+	if !b.chainReady {
+		c, err := ledger.LoadChain(ctx, b.Tx)
+		if err != nil {
+			return nil, err
+		}
+		b.chain, b.chainReady = c, true
+	}
+	return &b.chain, nil
+}
+
+// run applies op inside a savepoint, so a failing op undoes only its own writes.
+func (b *batchTx) run(ctx context.Context, op Op) error {
+	if _, err := b.ExecContext(ctx, "SAVEPOINT op"); err != nil {
+		return err
+	}
+	saved, savedReady := b.chain, b.chainReady
+	if err := op.apply(ctx, b); err != nil {
+		b.chain, b.chainReady = saved, savedReady
+		_, rerr := b.ExecContext(ctx, "ROLLBACK TO op")
+		if rerr == nil {
+			_, rerr = b.ExecContext(ctx, "RELEASE op")
+		}
+		return errors.Join(err, rerr)
+	}
+	_, err := b.ExecContext(ctx, "RELEASE op")
+	return err
+}

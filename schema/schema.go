@@ -1,0 +1,202 @@
+// Package schema opens hookledger's SQLite database and keeps its schema current.
+package schema
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" driver; Litestream uses the same one
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// FileName is the database file inside the data directory.
+const FileName = "hookledger.db"
+
+// Options tune how the database is opened.
+type Options struct {
+	// NoAutoCheckpoint disables SQLite's automatic WAL checkpoints. Litestream
+	// must own checkpointing while it replicates, or frames can be checkpointed
+	// away before it has copied them.
+	NoAutoCheckpoint bool
+	// ReadOnly opens only the read pool and skips migrations (for inspecting a
+	// database another process is writing, or a restored copy).
+	ReadOnly bool
+}
+
+// DB holds the two handles hookledger uses. WAL lets the read pool run beside
+// the single writer, so queries never wait for a commit and vice versa.
+type DB struct {
+	Path string
+	// Write has exactly one connection: every write goes through one writer,
+	// and BEGIN is always IMMEDIATE so a transaction never has to upgrade its lock.
+	Write *sqlx.DB
+	// Read is a pool of query-only connections.
+	Read *sqlx.DB
+}
+
+// Path returns the database path inside dataDir.
+func Path(dataDir string) string { return filepath.Join(dataDir, FileName) }
+
+// Open opens (creating if needed) the database at path and applies pending migrations.
+func Open(ctx context.Context, path string, opts Options) (*DB, error) {
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("create data directory: %w", err)
+		}
+	}
+	db := &DB{Path: path}
+	if !opts.ReadOnly {
+		pragmas := []string{"journal_mode(wal)", "synchronous(full)", "busy_timeout(10000)", "foreign_keys(on)"}
+		if opts.NoAutoCheckpoint {
+			pragmas = append(pragmas, "wal_autocheckpoint(0)")
+		}
+		w, err := sqlx.Open("sqlite", dsn(path, pragmas, "_txlock=immediate"))
+		if err != nil {
+			return nil, fmt.Errorf("open %s: %w", path, err)
+		}
+		w.SetMaxOpenConns(1)
+		w.SetConnMaxLifetime(0)
+		w.SetConnMaxIdleTime(0)
+		db.Write = w
+		if err := migrate(ctx, w); err != nil {
+			w.Close()
+			return nil, fmt.Errorf("migrate %s: %w", path, err)
+		}
+	} else if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	r, err := sqlx.Open("sqlite", dsn(path, []string{"busy_timeout(10000)", "query_only(on)"}))
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	r.SetMaxOpenConns(8)
+	if err := r.PingContext(ctx); err != nil {
+		r.Close()
+		db.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	db.Read = r
+	return db, nil
+}
+
+func dsn(path string, pragmas []string, extra ...string) string {
+	q := make([]string, 0, len(pragmas)+len(extra))
+	for _, p := range pragmas {
+		q = append(q, "_pragma="+url.QueryEscape(p))
+	}
+	q = append(q, extra...)
+	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + strings.Join(q, "&")
+}
+
+// Close closes both handles. With Litestream running, close the DB first.
+func (db *DB) Close() error {
+	var first error
+	for _, h := range []*sqlx.DB{db.Read, db.Write} {
+		if h == nil {
+			continue
+		}
+		if err := h.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// Migration is one embedded SQL file.
+type Migration struct {
+	Version int
+	Name    string
+	SQL     string
+}
+
+// Migrations returns the embedded migrations in version order.
+func Migrations() ([]Migration, error) {
+	names, err := fs.Glob(migrationFiles, "migrations/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(names)
+	var ms []Migration
+	for _, n := range names {
+		base := filepath.Base(n)
+		v, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
+		if err != nil {
+			return nil, fmt.Errorf("migration %s: name must start with a number", base)
+		}
+		b, err := migrationFiles.ReadFile(n)
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, Migration{Version: v, Name: base, SQL: string(b)})
+	}
+	return ms, nil
+}
+
+// Pending reports the migrations not yet applied to db.
+func Pending(ctx context.Context, db sqlx.QueryerContext) ([]Migration, error) {
+	ms, err := Migrations()
+	if err != nil {
+		return nil, err
+	}
+	var applied []int
+	err = sqlx.SelectContext(ctx, db, &applied, `SELECT version FROM schema_migrations`)
+	if err != nil && strings.Contains(err.Error(), "no such table") {
+		return ms, nil
+	} else if err != nil {
+		return nil, err
+	}
+	done := make(map[int]bool, len(applied))
+	for _, v := range applied {
+		done[v] = true
+	}
+	var pending []Migration
+	for _, m := range ms {
+		if !done[m.Version] {
+			pending = append(pending, m)
+		}
+	}
+	return pending, nil
+}
+
+// migrate applies every pending migration in one transaction, so a database is
+// never left half-migrated.
+func migrate(ctx context.Context, db *sqlx.DB) error {
+	tx, err := db.BeginTxx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    INTEGER PRIMARY KEY,
+		name       TEXT    NOT NULL,
+		applied_at INTEGER NOT NULL)`); err != nil {
+		return err
+	}
+	pending, err := Pending(ctx, tx)
+	if err != nil {
+		return err
+	}
+	for _, m := range pending {
+		if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+			return fmt.Errorf("%s: %w", m.Name, err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+			m.Version, m.Name, time.Now().UnixMilli()); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
