@@ -14,6 +14,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/hookledger/hookledger/admin"
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/receiver"
@@ -151,28 +152,57 @@ func serve(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	servers := []*http.Server{hs}
+	listeners := []net.Listener{ln}
+
+	adm, err := admin.New(cfg.Admin.Listen, cfg.AdminTokens())
+	if err != nil {
+		return err
+	}
+	if len(adm.Tokens) > 0 {
+		aln, err := net.Listen("tcp", adm.Listen)
+		if err != nil {
+			return fmt.Errorf("admin listen: %w", err)
+		}
+		servers, listeners = append(servers, adm.HTTPServer()), append(listeners, aln)
+		log.Info("admin API", "addr", aln.Addr().String())
+	} else {
+		log.Info("admin API disabled: set HOOKLEDGER_ADMIN_TOKEN or admin.tokens to enable it")
+	}
+
 	names := make([]string, 0, len(providers))
 	for n := range providers {
 		names = append(names, n)
 	}
 	log.Info("serving", "addr", ln.Addr().String(), "db", db.Path, "providers", names, "config", cfgSource(cfg))
+	return runServers(ctx, log, servers, listeners)
+}
 
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+// runServers serves until ctx ends or one server fails, then shuts all down.
+// Shutdown waits for in-flight handlers, and each handler waits for its batch
+// to commit, so every acknowledged event is durable before the writer closes.
+func runServers(ctx context.Context, log *slog.Logger, servers []*http.Server, listeners []net.Listener) error {
+	errc := make(chan error, len(servers))
+	for i, hs := range servers {
+		go func() { errc <- hs.Serve(listeners[i]) }()
+	}
+	var err error
 	select {
-	case err := <-errc:
-		return err
+	case err = <-errc:
 	case <-ctx.Done():
 	}
 	log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	// Shutdown waits for in-flight handlers, and each handler waits for its
-	// batch to commit, so every acknowledged event is durable before Close.
-	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("shutdown: %w", err)
+	for _, hs := range servers {
+		if serr := hs.Shutdown(sctx); serr != nil && err == nil {
+			err = fmt.Errorf("shutdown: %w", serr)
+		}
 	}
-	return nil
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
 }
 
 func cfgSource(cfg *config.Config) string {

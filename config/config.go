@@ -40,6 +40,7 @@ type Config struct {
 	Providers []Provider       `yaml:"providers"`
 	Usage     []ledger.Mapping `yaml:"usage"`
 	Meters    []Meter          `yaml:"meters"`
+	Admin     Admin            `yaml:"admin"`
 
 	// Source is the file the config came from ("" for the embedded default).
 	Source string `yaml:"-"`
@@ -53,6 +54,25 @@ type Provider struct {
 	Tolerance time.Duration      `yaml:"tolerance"`
 	MaxBody   int64              `yaml:"max_body"` // bytes
 	HMAC      scheme.HMACOptions `yaml:"hmac"`
+}
+
+// Admin configures the operator API (usage queries, metrics). It is served
+// only when a token is set, and binds to loopback unless told otherwise.
+type Admin struct {
+	Listen string   `yaml:"listen"` // default 127.0.0.1:9090
+	Tokens []Secret `yaml:"tokens"` // bearer tokens; HOOKLEDGER_ADMIN_TOKEN adds one
+}
+
+// AdminTokens lists the configured admin tokens plus HOOKLEDGER_ADMIN_TOKEN.
+func (c *Config) AdminTokens() []string {
+	var ts []string
+	for _, t := range c.Admin.Tokens {
+		ts = append(ts, t.Value)
+	}
+	if t := os.Getenv("HOOKLEDGER_ADMIN_TOKEN"); t != "" {
+		ts = append(ts, t)
+	}
+	return ts
 }
 
 // Secret is a signing secret given inline (with ${ENV} expansion) or read from
@@ -76,6 +96,25 @@ func (s *Secret) UnmarshalYAML(unmarshal func(any) error) error {
 		return errors.New("a secret is a string or {secret_file: PATH}")
 	}
 	*s = Secret{File: f.File}
+	return nil
+}
+
+// read loads a secret_file (relative to dir) and rejects empty secrets.
+func (s *Secret) read(dir, at string) error {
+	if s.File != "" {
+		f := s.File
+		if !filepath.IsAbs(f) {
+			f = filepath.Join(dir, f)
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return errAt(at, "secret_file: %v", err)
+		}
+		s.Value = strings.TrimRight(string(b), "\r\n")
+	}
+	if s.Value == "" {
+		return errAt(at, "secret is empty (is its environment variable or file empty?)")
+	}
 	return nil
 }
 
@@ -235,19 +274,8 @@ func (c *Config) resolve(dir string) error {
 		for j := range p.Secrets {
 			sec := &p.Secrets[j]
 			sat := fmt.Sprintf("%s.secrets[%d]", at, j)
-			if sec.File != "" {
-				f := sec.File
-				if !filepath.IsAbs(f) {
-					f = filepath.Join(dir, f)
-				}
-				b, err := os.ReadFile(f)
-				if err != nil {
-					return errAt(sat, "secret_file: %v", err)
-				}
-				sec.Value = strings.TrimRight(string(b), "\r\n")
-			}
-			if sec.Value == "" {
-				return errAt(sat, "secret is empty (is its environment variable or file empty?)")
+			if err := sec.read(dir, sat); err != nil {
+				return err
 			}
 			if _, err := s.Key(sec.Value); err != nil {
 				return errAt(sat, "not a valid %s secret: %v", p.Scheme, err)
@@ -262,6 +290,11 @@ func (c *Config) resolve(dir string) error {
 			p.MaxBody = DefaultMaxBody
 		} else if p.MaxBody < 0 {
 			return errAt(at+".max_body", "must be positive")
+		}
+	}
+	for i := range c.Admin.Tokens {
+		if err := c.Admin.Tokens[i].read(dir, fmt.Sprintf("admin.tokens[%d]", i)); err != nil {
+			return err
 		}
 	}
 	meters := map[string]bool{}

@@ -68,13 +68,13 @@ type Attempt struct {
 	StatusCode   int
 }
 
-// apply inserts the receipt; only if it is new does it write the usage rows.
+// Apply inserts the receipt; only if it is new does it write the usage rows.
 // The unique key (provider, event_id) decides, inside the transaction, so
 // retries and racing deliveries can never apply an event twice.
-func (d *Delivery) apply(ctx context.Context, tx *batchTx) error {
+func (d *Delivery) Apply(ctx context.Context, tx *Tx) error {
 	received := d.ReceivedAt.UnixMilli()
 	var id int64
-	err := tx.insertReceipt.QueryRowxContext(ctx, d.Provider, d.EventID, d.EventType, d.Body, d.BodySHA256,
+	err := tx.stmts.insertReceipt.QueryRowxContext(ctx, d.Provider, d.EventID, d.EventType, d.Body, d.BodySHA256,
 		d.SignatureHeaders, d.Status, d.Error, d.HandlerVersion, d.Source, received, tx.now).Scan(&id)
 	switch {
 	case err == nil:
@@ -89,7 +89,7 @@ func (d *Delivery) apply(ctx context.Context, tx *batchTx) error {
 		}
 	case errors.Is(err, sql.ErrNoRows):
 		var stored []byte
-		if err := tx.storedReceipt.QueryRowxContext(ctx, d.Provider, d.EventID).Scan(&stored, &d.StoredStatus); err != nil {
+		if err := tx.stmts.storedReceipt.QueryRowxContext(ctx, d.Provider, d.EventID).Scan(&stored, &d.StoredStatus); err != nil {
 			return fmt.Errorf("read stored receipt %s/%s: %w", d.Provider, d.EventID, err)
 		}
 		d.Outcome = OutcomeDuplicate
@@ -104,21 +104,14 @@ func (d *Delivery) apply(ctx context.Context, tx *batchTx) error {
 		age = sql.NullInt64{Int64: d.Attempt.SignatureAge.Milliseconds(), Valid: true}
 	}
 	a := d.Attempt
-	if _, err := tx.insertAttempt.ExecContext(ctx, d.Provider, d.EventID, received, a.RemoteAddr, a.UserAgent, a.RequestID,
+	if _, err := tx.stmts.insertAttempt.ExecContext(ctx, d.Provider, d.EventID, received, a.RemoteAddr, a.UserAgent, a.RequestID,
 		d.BodySHA256, d.SignatureHeaders, age, d.Outcome, a.StatusCode); err != nil {
 		return fmt.Errorf("insert delivery attempt %s/%s: %w", d.Provider, d.EventID, err)
 	}
 	return nil
 }
 
-func (d *Delivery) appendRows(ctx context.Context, tx *batchTx) error {
-	if len(d.Rows) == 0 {
-		return nil
-	}
-	chain, err := tx.Chain(ctx)
-	if err != nil {
-		return err
-	}
+func (d *Delivery) appendRows(ctx context.Context, tx *Tx) error {
 	for _, u := range d.Rows {
 		r := ledger.Row{
 			Kind:       ledger.KindUsage,
@@ -131,7 +124,7 @@ func (d *Delivery) appendRows(ctx context.Context, tx *batchTx) error {
 			OccurredAt: u.OccurredAt.UnixMilli(),
 			RecordedAt: tx.now,
 		}
-		if err := chain.Append(ctx, tx.insertRow, &r); err != nil {
+		if err := tx.Append(ctx, &r); err != nil {
 			return err
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -29,6 +30,17 @@ type Server struct {
 	Log            *slog.Logger
 	// Now is the clock for signature tolerance and receipt times.
 	Now func() time.Time
+	// Observe, when set, sees every delivery attempt once (metrics).
+	Observe func(Observation)
+}
+
+// Observation summarises one delivery attempt. It never holds the body or a secret.
+type Observation struct {
+	Provider string
+	Outcome  string // inserted, duplicate, payload_mismatch, rejected, url_verification
+	Reason   string // why a delivery was rejected
+	Code     int
+	Latency  time.Duration
 }
 
 // Routes registers the webhook route on mux.
@@ -52,41 +64,60 @@ func (s *Server) serveWebhook(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("provider")
 	log := s.Log.With("provider", name, "request_id", reqID)
 
-	fail := func(code int, reason string, err error) {
-		attrs := []any{"outcome", "rejected", "status", code, "reason", reason, "latency_ms", msSince(start)}
+	// record is the one place an attempt is logged and observed.
+	record := func(o Observation, attrs ...any) {
+		o.Provider, o.Latency = name, time.Since(start)
+		attrs = append(attrs, "outcome", o.Outcome, "status", o.Code, "latency_ms", float64(o.Latency.Microseconds())/1000)
+		if o.Reason != "" {
+			attrs = append(attrs, "reason", o.Reason)
+		}
+		log.Info("delivery", attrs...)
+		if s.Observe != nil {
+			s.Observe(o)
+		}
+	}
+	// fail rejects the attempt: reason is a short stable label (logs, metrics),
+	// msg what the sender reads.
+	fail := func(code int, reason, msg string, err error) {
+		var attrs []any
 		if err != nil {
 			attrs = append(attrs, "error", err.Error())
 		}
-		log.Info("delivery", attrs...)
+		record(Observation{Outcome: "rejected", Reason: reason, Code: code}, attrs...)
 		if code == http.StatusServiceUnavailable {
 			w.Header().Set("Retry-After", "1")
 		}
-		writeJSON(w, code, reply{Error: reason})
+		writeJSON(w, code, reply{Error: msg})
 	}
 
 	p, ok := s.Providers[name]
 	if !ok {
-		fail(http.StatusNotFound, "unknown provider", nil)
+		fail(http.StatusNotFound, "unknown_provider", "unknown provider", nil)
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, p.MaxBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			fail(http.StatusRequestEntityTooLarge, "body exceeds the provider's limit", nil)
+			fail(http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("body exceeds %d bytes", p.MaxBody), nil)
 		} else {
-			fail(http.StatusBadRequest, "could not read body", err)
+			fail(http.StatusBadRequest, "read_error", "could not read body", err)
 		}
 		return
 	}
 
 	ts, hasTS, err := p.Scheme.Verify(r.Header, body, p.Keys, received, p.Tolerance)
 	if err != nil {
-		code := http.StatusUnauthorized
-		if errors.Is(err, scheme.ErrMissingSignature) || errors.Is(err, scheme.ErrMalformedSignature) {
-			code = http.StatusBadRequest
+		code, reason := http.StatusUnauthorized, "bad_signature"
+		switch {
+		case errors.Is(err, scheme.ErrMissingSignature):
+			code, reason = http.StatusBadRequest, "missing_signature"
+		case errors.Is(err, scheme.ErrMalformedSignature):
+			code, reason = http.StatusBadRequest, "malformed_signature"
+		case errors.Is(err, scheme.ErrTimestamp):
+			reason = "timestamp_out_of_tolerance"
 		}
-		fail(code, err.Error(), nil)
+		fail(code, reason, err.Error(), nil)
 		return
 	}
 	var age *time.Duration
@@ -96,17 +127,17 @@ func (s *Server) serveWebhook(w http.ResponseWriter, r *http.Request) {
 		log = log.With("signature_age_ms", a.Milliseconds())
 	}
 	if !gjson.ValidBytes(body) {
-		fail(http.StatusBadRequest, "body is not valid JSON", nil)
+		fail(http.StatusBadRequest, "not_json", "body is not valid JSON", nil)
 		return
 	}
 	id, typ := p.Scheme.Identify(r.Header, body)
 	if id == "" {
 		if challenge, ok := slackChallenge(p, body); ok {
-			log.Info("delivery", "outcome", "url_verification", "status", http.StatusOK)
+			record(Observation{Outcome: "url_verification", Code: http.StatusOK})
 			writeJSON(w, http.StatusOK, map[string]string{"challenge": challenge})
 			return
 		}
-		fail(http.StatusBadRequest, "delivery carries no event id", nil)
+		fail(http.StatusBadRequest, "no_event_id", "delivery carries no event id", nil)
 		return
 	}
 	log = log.With("event_id", id, "event_type", typ)
@@ -133,10 +164,14 @@ func (s *Server) serveWebhook(w http.ResponseWriter, r *http.Request) {
 	d.Classify(s.Mapper)
 
 	if err := s.Writer.Submit(r.Context(), d); err != nil {
-		fail(http.StatusServiceUnavailable, "not stored, retry later", err)
+		reason := "storage_error"
+		if errors.Is(err, ErrQueueFull) {
+			reason = "queue_full"
+		}
+		fail(http.StatusServiceUnavailable, reason, "not stored, retry later", err)
 		return
 	}
-	log.Info("delivery", "outcome", d.Outcome, "receipt_status", d.StoredStatus, "status", http.StatusOK, "latency_ms", msSince(start))
+	record(Observation{Outcome: d.Outcome, Code: http.StatusOK}, "receipt_status", d.StoredStatus)
 	writeJSON(w, http.StatusOK, reply{
 		Accepted:  true,
 		Duplicate: d.Outcome != OutcomeInserted,
@@ -206,8 +241,4 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	json.NewEncoder(w).Encode(v)
-}
-
-func msSince(t time.Time) float64 {
-	return float64(time.Since(t).Microseconds()) / 1000
 }

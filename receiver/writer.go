@@ -51,8 +51,15 @@ type Writer struct {
 // Op is one unit of work in a write transaction. It runs inside its own
 // savepoint: if it fails, only its own writes are rolled back.
 type Op interface {
-	apply(ctx context.Context, tx *batchTx) error
+	Apply(ctx context.Context, tx *Tx) error
 }
+
+// OpFunc adapts a function to Op, for writes defined outside this package
+// (adjustments, replays) that must share the writer and the ledger chain.
+type OpFunc func(ctx context.Context, tx *Tx) error
+
+// Apply calls f.
+func (f OpFunc) Apply(ctx context.Context, tx *Tx) error { return f(ctx, tx) }
 
 type job struct {
 	op    Op
@@ -150,7 +157,7 @@ func (w *Writer) commit(batch []*job) {
 			return fmt.Errorf("begin: %w", err)
 		}
 		defer tx.Rollback()
-		btx := &batchTx{Tx: tx, statements: w.stmts.bind(ctx, tx), hook: w.testHook, now: w.clock()}
+		btx := &Tx{Tx: tx, stmts: w.stmts.bind(ctx, tx), hook: w.testHook, now: w.clock()}
 		for i, j := range batch {
 			errs[i] = btx.run(ctx, j.op)
 		}
@@ -179,10 +186,10 @@ func (w *Writer) clock() int64 {
 	return w.lastNow
 }
 
-// batchTx is a write transaction with the writer's statements bound to it.
-type batchTx struct {
+// Tx is a batch's write transaction with the writer's statements bound to it.
+type Tx struct {
 	*sqlx.Tx
-	statements
+	stmts statements
 	// now is the batch's commit clock in unix ms, read after BEGIN IMMEDIATE:
 	// a row's recorded_at never precedes a transaction that committed before it,
 	// which is what makes an invoice's ingestion cutoff exact.
@@ -192,9 +199,21 @@ type batchTx struct {
 	hook       func(*Delivery) error // tests inject failures here
 }
 
-// Chain returns the ledger head, loading it once per batch: under BEGIN
+// Now is the batch time in unix milliseconds: the recorded_at of its rows.
+func (b *Tx) Now() int64 { return b.now }
+
+// Append adds a row to the ledger's hash chain.
+func (b *Tx) Append(ctx context.Context, r *ledger.Row) error {
+	c, err := b.chainHead(ctx)
+	if err != nil {
+		return err
+	}
+	return c.Append(ctx, b.stmts.insertRow, r)
+}
+
+// chainHead returns the ledger head, loading it once per batch: under BEGIN
 // IMMEDIATE no other writer can move it until this transaction ends.
-func (b *batchTx) Chain(ctx context.Context) (*ledger.Chain, error) {
+func (b *Tx) chainHead(ctx context.Context) (*ledger.Chain, error) {
 	if !b.chainReady {
 		c, err := ledger.LoadChain(ctx, b.Tx)
 		if err != nil {
@@ -206,12 +225,12 @@ func (b *batchTx) Chain(ctx context.Context) (*ledger.Chain, error) {
 }
 
 // run applies op inside a savepoint, so a failing op undoes only its own writes.
-func (b *batchTx) run(ctx context.Context, op Op) error {
+func (b *Tx) run(ctx context.Context, op Op) error {
 	if _, err := b.ExecContext(ctx, "SAVEPOINT op"); err != nil {
 		return err
 	}
 	saved, savedReady := b.chain, b.chainReady
-	if err := op.apply(ctx, b); err != nil {
+	if err := op.Apply(ctx, b); err != nil {
 		b.chain, b.chainReady = saved, savedReady
 		_, rerr := b.ExecContext(ctx, "ROLLBACK TO op")
 		if rerr == nil {
