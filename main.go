@@ -37,6 +37,7 @@ func newApp() *cli.App {
 		Commands: []*cli.Command{
 			serveCommand(),
 			sendCommand(),
+			benchCommand(),
 			usageCommand(),
 			migrateCommand(),
 			versionCommand(),

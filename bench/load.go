@@ -1,0 +1,290 @@
+// Package bench measures how many webhooks per second a receiver takes: a load
+// generator that signs deliveries exactly as a provider would, a reference
+// receiver that verifies and parses but stores nothing, a check that a run's
+// events reached the ledger exactly once, and a generator that pre-fills a
+// database so cost can be measured against a large ledger.
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/receiver/scheme"
+)
+
+// EventType is the type of every generated event; the default configuration
+// maps it to a usage row.
+const EventType = "usage.recorded"
+
+// Load describes one run. Fields are set by the caller; Plan validates them.
+type Load struct {
+	// URL is the full webhook URL, e.g. http://127.0.0.1:8080/webhooks/default.
+	URL string
+	// Scheme and Key sign every delivery, exactly as the provider would.
+	Scheme scheme.Scheme
+	Key    []byte
+	// Events is the number of unique events.
+	Events int
+	// Connections is the number of concurrent keep-alive connections.
+	Connections int
+	// Dup is the fraction of extra duplicate deliveries (0.1: one extra
+	// delivery per ten events). Half of them race their original: they are
+	// sent right next to it, so both are in flight at once. The other half are
+	// late retries, sent only after the original has been answered.
+	Dup float64
+	// Customers is how many customers the events are spread over.
+	Customers int
+	// Seed makes customers, quantities and the order of duplicates repeatable.
+	Seed uint64
+	// RunID prefixes every event id and names the run's meter, so a run's
+	// events can be told apart from everything else in the ledger.
+	RunID string
+	// Timeout bounds each request. Default 30 s.
+	Timeout time.Duration
+}
+
+// Event is one unique generated event.
+type Event struct {
+	ID       string
+	Customer string
+	Quantity ledger.Quantity
+}
+
+// Plan is a run prepared in full before the clock starts: every body built and
+// every delivery signed, so the timed run measures the receiver, not the signer.
+type Plan struct {
+	Load
+	Meter      string
+	Events     []Event
+	deliveries []delivery
+}
+
+type delivery struct {
+	event  int
+	dup    bool
+	late   bool // wait for the original's answer before sending
+	header http.Header
+	body   []byte
+}
+
+// Meter is the meter name a run's events are recorded under.
+func Meter(runID string) string { return "bench_" + runID }
+
+// EventID is the id of event i of a run. It is zero-padded so a run's ids
+// form one contiguous range in the (provider, event_id) index.
+func EventID(runID string, i int) string { return fmt.Sprintf("bench-%s-%08d", runID, i) }
+
+// Plan builds and signs every delivery of the run.
+func (l Load) Plan(now time.Time) (*Plan, error) {
+	switch {
+	case l.URL == "":
+		return nil, errors.New("URL is required")
+	case l.Scheme == nil || len(l.Key) == 0:
+		return nil, errors.New("a scheme and key are required")
+	case l.Events < 1:
+		return nil, fmt.Errorf("events must be at least 1, got %d", l.Events)
+	case l.Connections < 1:
+		return nil, fmt.Errorf("connections must be at least 1, got %d", l.Connections)
+	case l.Dup < 0 || l.Dup > 1:
+		return nil, fmt.Errorf("dup must be between 0 and 1, got %g", l.Dup)
+	case l.Customers < 1:
+		return nil, fmt.Errorf("customers must be at least 1, got %d", l.Customers)
+	case l.RunID == "":
+		return nil, errors.New("run id is required")
+	}
+	if l.Timeout == 0 {
+		l.Timeout = 30 * time.Second
+	}
+	rng := rand.New(rand.NewPCG(l.Seed, 0x686f6f6b))
+	p := &Plan{Load: l, Meter: Meter(l.RunID), Events: make([]Event, l.Events)}
+	occurred := now.UTC().Truncate(time.Second).Format(time.RFC3339)
+	bodies := make([][]byte, l.Events)
+	for i := range p.Events {
+		e := Event{
+			ID:       EventID(l.RunID, i),
+			Customer: "cus_" + strconv.Itoa(rng.IntN(l.Customers)),
+			// 0.001 to 1000.000: exercises the decimal path, not just integers.
+			Quantity: ledger.Quantity(1+rng.IntN(1_000_000)) * 1000,
+		}
+		p.Events[i] = e
+		b, err := eventBody(l.Scheme.Name(), e, p.Meter, occurred)
+		if err != nil {
+			return nil, err
+		}
+		bodies[i] = b
+	}
+
+	// Choose which events get a duplicate delivery, and which of those race.
+	dups := int(l.Dup*float64(l.Events) + 0.5)
+	racing := make(map[int]bool, dups/2+1)
+	var late []int
+	for k, i := range rng.Perm(l.Events)[:dups] {
+		if k%2 == 0 {
+			racing[i] = true
+		} else {
+			late = append(late, i)
+		}
+	}
+	p.deliveries = make([]delivery, 0, l.Events+dups)
+	for i := range p.Events {
+		p.deliveries = append(p.deliveries, p.sign(i, bodies[i], false, false, now))
+		if racing[i] {
+			p.deliveries = append(p.deliveries, p.sign(i, bodies[i], true, false, now))
+		}
+	}
+	for _, i := range late {
+		p.deliveries = append(p.deliveries, p.sign(i, bodies[i], true, true, now))
+	}
+	return p, nil
+}
+
+// sign signs one delivery. A duplicate is signed anew, as a provider signs each
+// retry, but carries the same body and event id.
+func (p *Plan) sign(i int, body []byte, dup, late bool, now time.Time) delivery {
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	h.Set("User-Agent", "hookledger-bench")
+	p.Scheme.Sign(h, body, p.Key, p.Events[i].ID, EventType, now)
+	return delivery{event: i, dup: dup, late: late, header: h, body: body}
+}
+
+func eventBody(schemeName string, e Event, meter, occurred string) ([]byte, error) {
+	event := map[string]any{
+		"id":   e.ID,
+		"type": EventType,
+		"data": map[string]any{
+			"customer":    e.Customer,
+			"meter":       meter,
+			"quantity":    json.Number(e.Quantity.String()),
+			"occurred_at": occurred,
+		},
+	}
+	if schemeName == "slack" {
+		event["event_id"] = e.ID // Slack carries the id in the body as event_id
+	}
+	return json.Marshal(event)
+}
+
+// Requests is the number of deliveries the plan sends.
+func (p *Plan) Requests() int { return len(p.deliveries) }
+
+// Outcome is what a run observed, per delivery and per event.
+type Outcome struct {
+	Result Result
+	// Acked[i] reports whether any delivery of event i got a 2xx.
+	Acked []bool
+	// Delivered counts deliveries (originals and duplicates) answered 2xx.
+	Delivered int
+}
+
+// Run sends every delivery over Connections keep-alive connections and
+// measures each request from send to the last byte of the answer. progress,
+// if not nil, is incremented after each request.
+func (p *Plan) Run(ctx context.Context, progress *atomic.Int64) (*Outcome, error) {
+	n := len(p.deliveries)
+	latency := make([]time.Duration, n)
+	status := make([]int, n) // 0: transport error
+	var firstErr error
+	var errOnce sync.Once
+	answered := make([]chan struct{}, len(p.Events))
+	for i := range answered {
+		answered[i] = make(chan struct{})
+	}
+
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range p.Connections {
+		// One transport per worker holds exactly one keep-alive connection.
+		client := &http.Client{
+			Timeout: p.Timeout,
+			Transport: &http.Transport{
+				Proxy:               nil,
+				DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+				MaxConnsPerHost:     1,
+				MaxIdleConnsPerHost: 1,
+				DisableCompression:  true,
+				IdleConnTimeout:     time.Minute,
+			},
+		}
+		wg.Go(func() {
+			defer client.CloseIdleConnections()
+			for {
+				k := int(next.Add(1)) - 1
+				if k >= n || ctx.Err() != nil {
+					return
+				}
+				d := &p.deliveries[k]
+				if d.late {
+					select {
+					case <-answered[d.event]:
+					case <-ctx.Done():
+						return
+					}
+				}
+				t0 := time.Now()
+				code, err := post(ctx, client, p.URL, d)
+				latency[k] = time.Since(t0)
+				status[k] = code
+				if err != nil {
+					errOnce.Do(func() { firstErr = err })
+				}
+				if !d.dup {
+					close(answered[d.event])
+				}
+				if progress != nil {
+					progress.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+
+	out := &Outcome{Acked: make([]bool, len(p.Events))}
+	for k, d := range p.deliveries {
+		if status[k]/100 == 2 {
+			out.Acked[d.event] = true
+			out.Delivered++
+		}
+	}
+	out.Result = summarize(p, latency, status, elapsed)
+	if firstErr != nil {
+		out.Result.FirstError = firstErr.Error()
+	}
+	return out, nil
+}
+
+func post(ctx context.Context, client *http.Client, url string, d *delivery) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(d.body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header = d.header // each delivery is sent once, so it can be handed over as is
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	// Reading to EOF lets the connection be reused.
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return 0, err
+	}
+	return resp.StatusCode, nil
+}
