@@ -121,13 +121,10 @@ func (s *Secret) read(dir, at string) error {
 // String never reveals the secret.
 func (s Secret) String() string { return "[redacted]" }
 
-// Meter declares a meter. When any meter is declared, mappings may only
-// produce declared meters.
-type Meter struct {
-	Name        string `yaml:"name"`
-	Aggregation string `yaml:"aggregation"` // sum (default)
-	Unit        string `yaml:"unit"`
-}
+// Meter declares a meter: name, aggregation (sum, count, max, min,
+// unique_count of a property, latest), unit label and the properties its rows
+// keep. When any meter is declared, mappings may only produce declared meters.
+type Meter = ledger.Meter
 
 // MeterNames lists the declared meters.
 func (c *Config) MeterNames() []string {
@@ -298,18 +295,16 @@ func (c *Config) resolve(dir string) error {
 		}
 	}
 	meters := map[string]bool{}
-	for i, m := range c.Meters {
+	for i := range c.Meters {
 		at := fmt.Sprintf("meters[%d]", i)
-		if m.Name == "" {
-			return errAt(at+".name", "required")
+		if err := c.Meters[i].Normalize(); err != nil {
+			key, msg, _ := strings.Cut(err.Error(), ": ")
+			return errAt(at+"."+key, "%s", msg)
 		}
-		if meters[m.Name] {
-			return errAt(at+".name", "meter %q is defined twice", m.Name)
+		if meters[c.Meters[i].Name] {
+			return errAt(at+".name", "meter %q is defined twice", c.Meters[i].Name)
 		}
-		meters[m.Name] = true
-		if c.Meters[i].Aggregation == "" {
-			c.Meters[i].Aggregation = "sum"
-		}
+		meters[c.Meters[i].Name] = true
 	}
 	for i, m := range c.Usage {
 		at := fmt.Sprintf("usage[%d]", i)
@@ -322,6 +317,13 @@ func (c *Config) resolve(dir string) error {
 		}
 		if len(meters) > 0 && m.Meter.Value != "" && !meters[m.Meter.Value] {
 			return errAt(at+".meter", "meter %q is not declared under meters", m.Meter.Value)
+		}
+		if m.Meter.Value != "" {
+			for _, p := range ledger.NewMeters(c.Meters).Get(m.Meter.Value).Properties {
+				if _, ok := m.Properties[p]; !ok {
+					return errAt(at+".properties", "meter %q keeps property %q: add properties.%s (a JSON path)", m.Meter.Value, p, p)
+				}
+			}
 		}
 	}
 	return nil

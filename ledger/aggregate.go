@@ -1,0 +1,95 @@
+package ledger
+
+import (
+	"github.com/tidwall/gjson"
+)
+
+// aggregate accumulates one group's rows. Usage rows feed the meter's
+// aggregation; adjustment rows add their signed quantity to its result.
+type aggregate struct {
+	spec spec
+
+	rows        int64 // usage rows
+	adjustments int64 // adjustment rows
+	adjusted    Quantity
+
+	sum      Quantity
+	max, min Quantity
+	latestAt int64
+	latestID int64
+	latest   Quantity
+	distinct map[string]struct{}
+}
+
+func newAggregate(s spec) *aggregate {
+	a := &aggregate{spec: s}
+	if s.agg == AggUniqueCount {
+		a.distinct = make(map[string]struct{})
+	}
+	return a
+}
+
+// add feeds one row. properties is only read by unique_count.
+func (a *aggregate) add(kind string, id int64, q Quantity, occurredAt int64, properties string) {
+	if kind == KindAdjustment {
+		a.adjustments++
+		a.adjusted += q
+		return
+	}
+	if a.rows == 0 {
+		a.max, a.min = q, q
+	} else {
+		a.max, a.min = max(a.max, q), min(a.min, q)
+	}
+	a.rows++
+	a.sum += q
+	// Latest by event time; among rows with the same event time, the one
+	// recorded last (highest id) wins, so the answer never depends on scan order.
+	if a.rows == 1 || occurredAt > a.latestAt || (occurredAt == a.latestAt && id > a.latestID) {
+		a.latestAt, a.latestID, a.latest = occurredAt, id, q
+	}
+	if a.distinct != nil {
+		// Values compare as canonical JSON text; rows without the property
+		// (or with null) do not count, like SQL's COUNT(DISTINCT x).
+		if v, ok := property(properties, a.spec.property); ok {
+			a.distinct[v] = struct{}{}
+		}
+	}
+}
+
+// value is the billed quantity: the aggregate of the usage rows (0 when there
+// are none) plus the adjustments.
+func (a *aggregate) value() Quantity {
+	var v Quantity
+	if a.rows > 0 {
+		switch a.spec.agg {
+		case AggSum:
+			v = a.sum
+		case AggCount:
+			v = Quantity(a.rows) * Scale
+		case AggMax:
+			v = a.max
+		case AggMin:
+			v = a.min
+		case AggLatest:
+			v = a.latest
+		case AggUniqueCount:
+			v = Quantity(len(a.distinct)) * Scale
+		}
+	}
+	return v + a.adjusted
+}
+
+// property returns the raw JSON of a top-level key of a row's properties
+// object; ok is false when the key is missing or null. The key is matched
+// literally, so names with dots or wildcards need no escaping.
+func property(properties, key string) (raw string, ok bool) {
+	gjson.Parse(properties).ForEach(func(k, v gjson.Result) bool {
+		if k.Str == key {
+			raw, ok = v.Raw, v.Type != gjson.Null
+			return false
+		}
+		return true
+	})
+	return raw, ok
+}

@@ -1,0 +1,91 @@
+package ledger
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/binary"
+	"hash"
+	"slices"
+)
+
+// covered is one ledger row an invoice line covers, as the digest sees it.
+type covered struct {
+	id   int64
+	hash []byte
+}
+
+// rowsDigest is SHA-256 over the covered rows' ids and row hashes in id
+// order. A row hash commits to the row's contents and, through the chain, to
+// every row before it, so the digest pins exactly which rows were billed.
+func rowsDigest(rows []covered) []byte {
+	slices.SortFunc(rows, func(a, b covered) int { return cmp.Compare(a.id, b.id) })
+	h := sha256.New()
+	var n [8]byte
+	for _, r := range rows {
+		binary.BigEndian.PutUint64(n[:], uint64(r.id))
+		h.Write(n[:])
+		h.Write(r.hash)
+	}
+	return h.Sum(nil)
+}
+
+// canon writes length-prefixed fields, like Row.Hash, so no two different
+// records encode to the same bytes.
+type canon struct{ h hash.Hash }
+
+func newCanon() canon { return canon{sha256.New()} }
+
+func (c canon) int(v int64) {
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(v))
+	c.h.Write(n[:])
+}
+
+func (c canon) str(s string) { c.int(int64(len(s))); c.h.Write([]byte(s)) }
+
+func (c canon) bytes(b []byte) { c.int(int64(len(b))); c.h.Write(b) }
+
+func (c canon) sum() []byte { return c.h.Sum(nil) }
+
+// invoiceDigest is SHA-256 over every stored field of the invoice and its
+// lines, so an edit to a closed invoice's numbers is detectable.
+func invoiceDigest(inv *Invoice) []byte {
+	c := newCanon()
+	c.str("hookledger-invoice-v1")
+	c.int(inv.ID)
+	c.int(inv.CloseID)
+	c.str(inv.Customer)
+	c.str(inv.Period)
+	c.str(inv.TZ)
+	c.int(inv.PeriodStart)
+	c.int(inv.PeriodEnd)
+	c.int(inv.Cutoff)
+	c.int(inv.LedgerHead)
+	c.int(inv.ClosedAt)
+	c.int(int64(len(inv.Lines)))
+	for _, l := range inv.Lines {
+		c.int(l.LineNo)
+		c.str(l.Customer)
+		c.str(l.Meter)
+		c.str(string(l.Aggregation))
+		c.str(l.Property)
+		c.str(l.Unit)
+		late := int64(0)
+		if l.Late {
+			late = 1
+		}
+		c.int(late)
+		c.str(l.Period)
+		c.str(l.TZ)
+		c.int(l.PeriodStart)
+		c.int(l.PeriodEnd)
+		c.int(l.AfterID)
+		c.int(l.ThroughID)
+		c.int(int64(l.Quantity))
+		c.int(l.Rows)
+		c.int(l.Adjustments)
+		c.int(l.MaxID)
+		c.bytes(l.Digest)
+	}
+	return c.sum()
+}

@@ -1,0 +1,102 @@
+package ledger
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Aggregation says how a meter's rows become one billed quantity.
+type Aggregation string
+
+// The aggregations a meter can declare.
+const (
+	AggSum         Aggregation = "sum"          // total of the quantities (the default)
+	AggCount       Aggregation = "count"        // number of usage rows
+	AggMax         Aggregation = "max"          // largest quantity, e.g. peak seats
+	AggMin         Aggregation = "min"          // smallest quantity
+	AggUniqueCount Aggregation = "unique_count" // distinct values of one property, e.g. active users
+	AggLatest      Aggregation = "latest"       // quantity of the row with the latest event time, e.g. plan size
+)
+
+// Aggregations lists every aggregation in documentation order.
+var Aggregations = []Aggregation{AggSum, AggCount, AggMax, AggMin, AggUniqueCount, AggLatest}
+
+// Meter declares how one meter is aggregated and labelled. Adjustments add
+// their signed quantity to the aggregate of the usage rows, whatever the
+// aggregation: a -1 adjustment on a unique_count meter bills one user fewer.
+type Meter struct {
+	Name        string      `yaml:"name" json:"name"`
+	Aggregation Aggregation `yaml:"aggregation" json:"aggregation"` // default sum
+	// Property is the property whose distinct values unique_count counts.
+	Property string `yaml:"property" json:"property,omitempty"`
+	Unit     string `yaml:"unit" json:"unit,omitempty"`
+	// Properties are the properties every usage row of this meter keeps
+	// (mappings must extract them); Property is always among them.
+	Properties []string `yaml:"properties" json:"properties,omitempty"`
+}
+
+// Normalize fills defaults and validates m. The error starts with the key it
+// concerns ("aggregation: ...").
+func (m *Meter) Normalize() error {
+	if m.Name == "" {
+		return fmt.Errorf("name: required")
+	}
+	if m.Aggregation == "" {
+		m.Aggregation = AggSum
+	}
+	if !slices.Contains(Aggregations, m.Aggregation) {
+		names := make([]string, len(Aggregations))
+		for i, a := range Aggregations {
+			names[i] = string(a)
+		}
+		return fmt.Errorf("aggregation: %q is not one of %s", m.Aggregation, strings.Join(names, ", "))
+	}
+	switch {
+	case m.Aggregation == AggUniqueCount && m.Property == "":
+		return fmt.Errorf("property: unique_count needs the property whose distinct values it counts")
+	case m.Aggregation != AggUniqueCount && m.Property != "":
+		return fmt.Errorf("property: only unique_count takes a property (list kept properties under properties)")
+	}
+	for i, p := range m.Properties {
+		if p == "" || strings.TrimSpace(p) != p {
+			return fmt.Errorf("properties[%d]: %q is not a property name", i, p)
+		}
+		if slices.Contains(m.Properties[:i], p) {
+			return fmt.Errorf("properties[%d]: %q is listed twice", i, p)
+		}
+	}
+	if m.Property != "" && !slices.Contains(m.Properties, m.Property) {
+		m.Properties = append(m.Properties, m.Property)
+	}
+	return nil
+}
+
+// Meters looks up meter declarations by name. An undeclared meter is summed.
+type Meters map[string]Meter
+
+// NewMeters indexes declared meters; they must already be normalized.
+func NewMeters(ms []Meter) Meters {
+	out := make(Meters, len(ms))
+	for _, m := range ms {
+		out[m.Name] = m
+	}
+	return out
+}
+
+// Get returns the declaration of name, or a sum meter without a unit.
+func (ms Meters) Get(name string) Meter {
+	if m, ok := ms[name]; ok {
+		return m
+	}
+	return Meter{Name: name, Aggregation: AggSum}
+}
+
+// spec is what must agree for rows of different meters to share one group.
+type spec struct {
+	agg      Aggregation
+	property string
+	unit     string
+}
+
+func (m Meter) spec() spec { return spec{m.Aggregation, m.Property, m.Unit} }
