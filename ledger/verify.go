@@ -204,11 +204,27 @@ func checkLine(ctx context.Context, db sqlx.QueryerContext, l InvoiceLine) (stri
 	got := newAggregate(m.spec())
 	var rows []covered
 	f := rowFilter{customer: l.Customer, meter: l.Meter, from: l.PeriodStart, to: l.PeriodEnd, afterID: l.AfterID, throughID: l.ThroughID}
-	err := ledgerScan(ctx, db, f, false, func(id int64, kind, _, _ string, q Quantity, occ int64, props string, hash []byte) {
-		got.add(kind, id, q, occ, props)
-		rows = append(rows, covered{id, hash})
-	})
+	from, args := f.where()
+	rs, err := db.QueryContext(ctx, `SELECT id, kind, provider, event_id, customer_id, meter, quantity, properties, reason, ref,
+		occurred_at, recorded_at, prev_hash`+from+` ORDER BY id`, args...)
 	if err != nil {
+		return "", err
+	}
+	defer rs.Close()
+	for rs.Next() {
+		var r Row
+		var qty int64
+		if err := rs.Scan(&r.ID, &r.Kind, &r.Provider, &r.EventID, &r.Customer, &r.Meter, &qty, &r.Properties, &r.Reason, &r.Ref,
+			&r.OccurredAt, &r.RecordedAt, &r.PrevHash); err != nil {
+			return "", err
+		}
+		r.Quantity = Quantity(qty)
+		got.add(r.Kind, r.ID, r.Quantity, r.OccurredAt, r.Properties)
+		// The hash recomputed from the row as it is now, not the stored
+		// one: an edit that left row_hash alone still changes the digest.
+		rows = append(rows, covered{r.ID, r.Hash(r.PrevHash)})
+	}
+	if err := rs.Err(); err != nil {
 		return "", err
 	}
 	la := lineAcc{agg: got, rows: rows}

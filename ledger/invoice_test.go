@@ -1,0 +1,273 @@
+package ledger_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/hookledger/hookledger/ledger"
+)
+
+var invMeters = ledger.NewMeters([]ledger.Meter{
+	{Name: "api", Aggregation: ledger.AggSum, Unit: "requests"},
+	{Name: "seats", Aggregation: ledger.AggMax, Unit: "seats"},
+})
+
+func month(t *testing.T, label, tz string) ledger.Period {
+	t.Helper()
+	p, err := ledger.MonthPeriod(label, mustZone(t, tz))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func (e *env) closePeriod(t *testing.T, req ledger.CloseRequest) *ledger.CloseResult {
+	t.Helper()
+	res, err := ledger.Close(e.ctx, e.db.Write, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func at(s string) func() time.Time { return func() time.Time { return ts(s) } }
+
+// lineMap indexes an invoice's lines by meter and period ("api 2026-10", late marked with *).
+func lineMap(inv ledger.Invoice) map[string]ledger.InvoiceLine {
+	m := map[string]ledger.InvoiceLine{}
+	for _, l := range inv.Lines {
+		k := l.Meter + " " + l.Period
+		if l.Late {
+			k += "*"
+		}
+		m[k] = l
+	}
+	return m
+}
+
+func byCustomer(invs []ledger.Invoice) map[string]ledger.Invoice {
+	m := map[string]ledger.Invoice{}
+	for _, inv := range invs {
+		m[inv.Customer] = inv
+	}
+	return m
+}
+
+func wantLines(t *testing.T, inv ledger.Invoice, want map[string]string) {
+	t.Helper()
+	got := lineMap(inv)
+	if len(got) != len(want) {
+		t.Fatalf("invoice %d (%s): lines %v, want %v", inv.ID, inv.Customer, got, want)
+	}
+	for k, v := range want {
+		if l, ok := got[k]; !ok || l.Quantity.String() != v {
+			t.Fatalf("invoice %d (%s) line %q: got %+v, want %s", inv.ID, inv.Customer, k, got[k], v)
+		}
+	}
+}
+
+func TestInvoiceKeepsTotalsAfterLateUsage(t *testing.T) {
+	e := newEnv(t)
+	defer e.close()
+	oct := month(t, "2026-10", "UTC")
+	e.setClock(ts("2026-10-31T12:00:00Z"))
+	e.write(
+		row{customer: "c1", meter: "api", qty: q("10"), at: ts("2026-10-02T00:00:00Z")},
+		row{customer: "c1", meter: "api", qty: q("5"), at: ts("2026-10-31T23:59:59.999Z")},
+		row{customer: "c1", meter: "seats", qty: q("3"), at: ts("2026-10-03T00:00:00Z")},
+		row{customer: "c2", meter: "api", qty: q("7"), at: ts("2026-10-04T00:00:00Z")},
+		row{customer: "c2", meter: "api", qty: q("1"), at: ts("2026-11-01T00:00:00Z")}, // November: not on October's invoice
+	)
+	first := e.closePeriod(t, ledger.CloseRequest{Period: oct, All: true, Grace: time.Hour, Meters: invMeters, Now: at("2026-11-01T02:00:00Z")})
+	if first.Existing || len(first.Invoices) != 2 || first.Head != 5 {
+		t.Fatalf("first close: %+v", first)
+	}
+	invs := byCustomer(first.Invoices)
+	wantLines(t, invs["c1"], map[string]string{"api 2026-10": "15", "seats 2026-10": "3"})
+	wantLines(t, invs["c2"], map[string]string{"api 2026-10": "7"})
+	if l := lineMap(invs["c1"])["api 2026-10"]; l.Rows != 2 || l.MaxID != 2 || l.ThroughID != 5 || len(l.Digest) != 32 {
+		t.Fatalf("c1 api line: %+v", l)
+	}
+	if first.Cutoff != ts("2026-11-01T02:00:00Z").UnixMilli() {
+		t.Fatalf("cutoff = %d", first.Cutoff)
+	}
+
+	// Late usage for October, recorded after the close.
+	e.setClock(ts("2026-11-02T00:00:00Z"))
+	e.write(
+		row{customer: "c1", meter: "api", qty: q("4"), at: ts("2026-10-20T00:00:00Z")},
+		row{customer: "c1", meter: "seats", qty: q("8"), at: ts("2026-10-21T00:00:00Z")}, // max 3 -> 8
+		row{customer: "c3", meter: "api", qty: q("2"), at: ts("2026-10-05T00:00:00Z")},   // no October invoice, but October is closed
+		row{customer: "c1", meter: "api", qty: q("100"), at: ts("2026-11-10T00:00:00Z")},
+	)
+
+	// The closed invoice is unchanged, in the database and on re-close.
+	stored, err := ledger.GetInvoice(e.ctx, e.db.Read, invs["c1"].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLines(t, *stored, map[string]string{"api 2026-10": "15", "seats 2026-10": "3"})
+	if !bytes.Equal(stored.Digest, invs["c1"].Digest) {
+		t.Fatal("stored digest differs from the one returned at close")
+	}
+	again := e.closePeriod(t, ledger.CloseRequest{Period: oct, All: true, Grace: time.Hour, Meters: invMeters, Now: at("2026-11-03T00:00:00Z")})
+	if !again.Existing || len(again.Invoices) != 2 || again.Cutoff != first.Cutoff || again.Head != first.Head {
+		t.Fatalf("re-close: %+v", again)
+	}
+	for _, inv := range again.Invoices {
+		if !bytes.Equal(inv.Digest, invs[inv.Customer].Digest) || inv.ID != invs[inv.Customer].ID {
+			t.Fatalf("re-close returned a different invoice for %s", inv.Customer)
+		}
+	}
+	// Re-closing for one customer also returns the invoice frozen for all.
+	one := e.closePeriod(t, ledger.CloseRequest{Period: oct, Customer: "c1", Grace: time.Hour, Meters: invMeters, Now: at("2026-11-03T00:00:00Z")})
+	if !one.Existing || len(one.Invoices) != 1 || one.Invoices[0].ID != invs["c1"].ID {
+		t.Fatalf("re-close c1: %+v", one)
+	}
+
+	// The usage query with the invoice's cutoff reproduces the invoice.
+	rep, err := ledger.Query(e.ctx, e.db.Read, ledger.UsageQuery{From: oct.Start, To: oct.End, Customer: "c1", Meters: invMeters, AsOf: time.UnixMilli(first.Cutoff)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Lines) != 2 || rep.Lines[0].Quantity != q("15") || rep.Lines[1].Quantity != q("3") {
+		t.Fatalf("as-of cutoff: %+v", rep.Lines)
+	}
+
+	late, err := ledger.LateUsage(e.ctx, e.db.Read, "", invMeters)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotLate := map[string]string{}
+	for _, l := range late {
+		if l.Period != "2026-10" {
+			t.Fatalf("late line names period %q", l.Period)
+		}
+		gotLate[l.Customer+" "+l.Meter] = l.Quantity.String()
+	}
+	if len(gotLate) != 3 || gotLate["c1 api"] != "4" || gotLate["c1 seats"] != "5" || gotLate["c3 api"] != "2" {
+		t.Fatalf("late usage: %v", gotLate)
+	}
+
+	nov := e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-11", "UTC"), All: true, Grace: time.Hour, Meters: invMeters, Now: at("2026-12-01T01:00:00Z")})
+	ninvs := byCustomer(nov.Invoices)
+	wantLines(t, ninvs["c1"], map[string]string{"api 2026-11": "100", "api 2026-10*": "4", "seats 2026-10*": "5"})
+	wantLines(t, ninvs["c2"], map[string]string{"api 2026-11": "1"})
+	wantLines(t, ninvs["c3"], map[string]string{"api 2026-10*": "2"})
+	if l := lineMap(ninvs["c1"])["api 2026-10*"]; l.AfterID != 5 || l.Rows != 1 || l.PeriodStart != oct.Start.UnixMilli() {
+		t.Fatalf("late line: %+v", l)
+	}
+	if late, _ := ledger.LateUsage(e.ctx, e.db.Read, "", invMeters); len(late) != 0 {
+		t.Fatalf("late usage after billing it: %+v", late)
+	}
+
+	// More late usage for October after November's close goes to the next invoice.
+	e.setClock(ts("2026-12-02T00:00:00Z"))
+	e.write(row{customer: "c1", meter: "api", qty: q("1"), at: ts("2026-10-09T00:00:00Z")})
+	late, _ = ledger.LateUsage(e.ctx, e.db.Read, "c1", invMeters)
+	if len(late) != 1 || late[0].Quantity != q("1") || late[0].AfterID != nov.Head {
+		t.Fatalf("late after second close: %+v", late)
+	}
+
+	rep2, err := ledger.Verify(e.ctx, e.db.Read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := rep2.First(); p != nil {
+		t.Fatalf("verify: %v", p)
+	}
+}
+
+func TestCloseRefusedBeforePeriodEndPlusGrace(t *testing.T) {
+	e := newEnv(t)
+	defer e.close()
+	e.write(row{customer: "c", meter: "api", qty: q("1"), at: ts("2026-10-02T00:00:00Z")})
+	_, err := ledger.Close(e.ctx, e.db.Write, ledger.CloseRequest{Period: month(t, "2026-10", "UTC"), All: true, Grace: time.Hour, Now: at("2026-11-01T00:59:59Z")})
+	if !errors.Is(err, ledger.ErrTooEarly) {
+		t.Fatalf("err = %v, want ErrTooEarly", err)
+	}
+	var n int
+	if err := e.db.Read.Get(&n, `SELECT (SELECT COUNT(*) FROM period_closes) + (SELECT COUNT(*) FROM invoices)`); err != nil || n != 0 {
+		t.Fatalf("refused close wrote %d rows (%v)", n, err)
+	}
+	e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-10", "UTC"), All: true, Grace: time.Hour, Now: at("2026-11-01T01:00:00Z")})
+}
+
+func TestCloseRefusesOverlappingPeriods(t *testing.T) {
+	e := newEnv(t)
+	defer e.close()
+	e.write(row{customer: "c", meter: "api", qty: q("1"), at: ts("2026-10-02T00:00:00Z")})
+	e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-10", "UTC"), All: true, Now: at("2026-11-05T00:00:00Z")})
+	_, err := ledger.Close(e.ctx, e.db.Write, ledger.CloseRequest{Period: month(t, "2026-10", "Europe/Berlin"), Customer: "c", Now: at("2026-11-05T00:00:00Z")})
+	if !errors.Is(err, ledger.ErrPeriodOverlap) {
+		t.Fatalf("err = %v, want ErrPeriodOverlap", err)
+	}
+	if _, err := ledger.Close(e.ctx, e.db.Write, ledger.CloseRequest{Period: month(t, "2026-10", "UTC")}); err == nil {
+		t.Fatal("close with neither a customer nor all succeeded")
+	}
+}
+
+func TestCloseOneCustomerThenAll(t *testing.T) {
+	e := newEnv(t)
+	defer e.close()
+	oct := month(t, "2026-10", "Europe/Berlin")
+	e.setClock(ts("2026-10-30T00:00:00Z"))
+	e.write(
+		row{customer: "c1", meter: "api", qty: q("2"), at: ts("2026-10-10T00:00:00Z")},
+		row{customer: "c2", meter: "api", qty: q("3"), at: ts("2026-10-10T00:00:00Z")},
+		row{customer: "c2", meter: "api", qty: q("50"), at: ts("2026-10-31T23:30:00Z")}, // 00:30 on 1 Nov in Berlin
+	)
+	r1 := e.closePeriod(t, ledger.CloseRequest{Period: oct, Customer: "c1", Meters: invMeters, Now: at("2026-11-02T00:00:00Z")})
+	if len(r1.Invoices) != 1 || r1.Invoices[0].Customer != "c1" {
+		t.Fatalf("close c1: %+v", r1)
+	}
+	e.setClock(ts("2026-11-02T01:00:00Z"))
+	e.write(row{customer: "c1", meter: "api", qty: q("9"), at: ts("2026-10-11T00:00:00Z")}) // late for c1
+	r2 := e.closePeriod(t, ledger.CloseRequest{Period: oct, All: true, Meters: invMeters, Now: at("2026-11-03T00:00:00Z")})
+	if len(r2.Invoices) != 1 || r2.Invoices[0].Customer != "c2" {
+		t.Fatalf("close all after c1: %+v", r2.Invoices)
+	}
+	wantLines(t, r2.Invoices[0], map[string]string{"api 2026-10": "3"})
+	late, err := ledger.LateUsage(e.ctx, e.db.Read, "", invMeters)
+	if err != nil || len(late) != 1 || late[0].Customer != "c1" || late[0].Quantity != q("9") {
+		t.Fatalf("late: %+v %v", late, err)
+	}
+}
+
+func TestCloseDryRunChangesNothing(t *testing.T) {
+	e := newEnv(t)
+	defer e.close()
+	e.write(row{customer: "c", meter: "api", qty: q("1"), at: ts("2026-10-02T00:00:00Z")})
+	res := e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-10", "UTC"), All: true, DryRun: true, Now: at("2026-11-05T00:00:00Z")})
+	if len(res.Invoices) != 1 || res.Invoices[0].Lines[0].Quantity != q("1") {
+		t.Fatalf("dry run: %+v", res)
+	}
+	invs, err := ledger.ListInvoices(context.Background(), e.db.Read, ledger.InvoiceFilter{})
+	if err != nil || len(invs) != 0 {
+		t.Fatalf("dry run stored %d invoices (%v)", len(invs), err)
+	}
+}
+
+func TestClosedInvoiceCannotBeEdited(t *testing.T) {
+	e := newEnv(t)
+	defer e.close()
+	e.write(row{customer: "c", meter: "api", qty: q("1"), at: ts("2026-10-02T00:00:00Z")})
+	e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-10", "UTC"), All: true, Now: at("2026-11-05T00:00:00Z")})
+	for _, stmt := range []string{
+		`UPDATE invoice_lines SET quantity = 0`,
+		`DELETE FROM invoice_lines`,
+		`UPDATE invoices SET cutoff = 0`,
+		`DELETE FROM invoices`,
+		`DELETE FROM period_closes`,
+	} {
+		if _, err := e.db.Write.Exec(stmt); err == nil {
+			t.Errorf("%s succeeded", stmt)
+		}
+	}
+	if _, err := ledger.GetInvoice(e.ctx, e.db.Read, 99); !errors.Is(err, ledger.ErrNoInvoice) {
+		t.Fatalf("missing invoice: %v", err)
+	}
+}
