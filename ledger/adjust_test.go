@@ -92,7 +92,6 @@ func TestAdjustmentsChangeTotalsAndKeepOriginals(t *testing.T) {
 	}
 }
 
-
 func TestAdjustmentErrors(t *testing.T) {
 	e := newEnv(t)
 	defer e.close()

@@ -100,7 +100,7 @@ func (e *env) op(rows ...row) receiver.Op {
 		body := fmt.Appendf(nil, `{"id":%q}`, id)
 		d := &receiver.Delivery{Provider: "test", EventID: id, EventType: "usage.recorded", Body: body, BodySHA256: []byte("sha"),
 			Source: receiver.SourceWebhook, HandlerVersion: "test", ReceivedAt: r.at, Status: receiver.StatusApplied,
-			Rows: []ledger.UsageRow{{Customer: r.customer, Meter: r.meter, Quantity: r.qty, OccurredAt: r.at, Properties: r.props}},
+			Rows:    []ledger.UsageRow{{Customer: r.customer, Meter: r.meter, Quantity: r.qty, OccurredAt: r.at, Properties: r.props}},
 			Attempt: receiver.Attempt{StatusCode: 200}}
 		ops = append(ops, d.Apply)
 	}
