@@ -1,0 +1,373 @@
+package receiver
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"math/rand"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/ledger"
+)
+
+func TestDeliveryIsStoredWithItsUsage(t *testing.T) {
+	e := newEnv(t)
+	body := usageBody("cus_1", "api_requests", "3")
+	r := e.send("msg_1", body)
+	if r.Code != 200 || !r.Body.Accepted || r.Body.Duplicate || r.Body.Status != StatusApplied {
+		t.Fatalf("got %d %+v", r.Code, r.Body)
+	}
+	var rc struct {
+		Body       []byte `db:"body"`
+		Sum        []byte `db:"body_sha256"`
+		Headers    string `db:"signature_headers"`
+		Status     string `db:"status"`
+		Type       string `db:"event_type"`
+		Version    string `db:"handler_version"`
+		Source     string `db:"source"`
+		ReceivedAt int64  `db:"received_at"`
+	}
+	if err := e.db.Read.Get(&rc, `SELECT body, body_sha256, signature_headers, status, event_type, handler_version, source, received_at
+		FROM receipts WHERE provider = 'default' AND event_id = 'msg_1'`); err != nil {
+		t.Fatal(err)
+	}
+	want := sha256.Sum256(body)
+	if !bytes.Equal(rc.Body, body) || !bytes.Equal(rc.Sum, want[:]) {
+		t.Errorf("stored body or digest differs from the bytes sent")
+	}
+	if rc.Status != StatusApplied || rc.Type != "usage.recorded" || rc.Version != "test" || rc.Source != SourceWebhook ||
+		rc.ReceivedAt != e.now.UnixMilli() {
+		t.Errorf("receipt = %+v", rc)
+	}
+	if !strings.Contains(rc.Headers, "Webhook-Signature: v1,") || !strings.Contains(rc.Headers, "Webhook-Id: msg_1") {
+		t.Errorf("signature headers not kept: %q", rc.Headers)
+	}
+	var u ledger.Row
+	if err := e.db.Read.Get(&u, `SELECT * FROM metered_usage`); err != nil {
+		t.Fatal(err)
+	}
+	if u.Customer != "cus_1" || u.Meter != "api_requests" || u.Quantity != 3*ledger.Scale || u.EventID != "msg_1" ||
+		u.OccurredAt != time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC).UnixMilli() || u.Kind != ledger.KindUsage {
+		t.Errorf("usage row = %+v", u)
+	}
+	if !bytes.Equal(u.RowHash, u.Hash(ledger.GenesisHash)) {
+		t.Errorf("row hash does not chain from genesis")
+	}
+	var outcome string
+	var age int64
+	if err := e.db.Read.QueryRow(`SELECT outcome, signature_age_ms FROM delivery_attempts`).Scan(&outcome, &age); err != nil {
+		t.Fatal(err)
+	}
+	if outcome != OutcomeInserted || age != 0 {
+		t.Errorf("attempt outcome %q age %d", outcome, age)
+	}
+}
+
+func TestSameEventFiftyTimesConcurrently(t *testing.T) {
+	e := newEnv(t)
+	body := usageBody("cus_1", "api_requests", "2.5")
+	h := e.sign("msg_same", body)
+	var wg sync.WaitGroup
+	results := make([]response, 50)
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = e.post("default", h, body)
+		}()
+	}
+	wg.Wait()
+	fresh := 0
+	for _, r := range results {
+		if r.Code != 200 || !r.Body.Accepted {
+			t.Fatalf("got %d %+v", r.Code, r.Body)
+		}
+		if !r.Body.Duplicate {
+			fresh++
+		}
+	}
+	if fresh != 1 {
+		t.Errorf("%d responses said not duplicate, want 1", fresh)
+	}
+	if got := e.counts(); got != [3]int{1, 50, 1} {
+		t.Errorf("receipts, attempts, usage = %v, want [1 50 1]", got)
+	}
+	if got := e.totals()["cus_1"]; got != 2_500_000 {
+		t.Errorf("total = %s, want 2.5", got)
+	}
+	var dups int
+	e.db.Read.Get(&dups, `SELECT COUNT(*) FROM delivery_attempts WHERE outcome = 'duplicate'`)
+	if dups != 49 {
+		t.Errorf("%d duplicate attempts, want 49", dups)
+	}
+}
+
+func TestDistinctEventsWithDuplicatesFromManySenders(t *testing.T) {
+	e := newEnv(t)
+	rng := rand.New(rand.NewSource(7))
+	type delivery struct {
+		id   string
+		body []byte
+	}
+	want := map[string]ledger.Quantity{}
+	var all []delivery
+	for i := range 1000 {
+		customer := fmt.Sprintf("cus_%d", rng.Intn(17))
+		q := ledger.Quantity(rng.Int63n(5_000_000) + 1) // up to 5 units, micro precision
+		want[customer] += q
+		d := delivery{fmt.Sprintf("msg_%04d", i), usageBody(customer, "api_requests", q.String())}
+		all = append(all, d)
+		if i%5 == 0 { // 20% duplicates
+			all = append(all, d)
+		}
+	}
+	rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+
+	work := make(chan delivery)
+	var wg sync.WaitGroup
+	var failed sync.Map
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for d := range work {
+				if r := e.send(d.id, d.body); r.Code != 200 {
+					failed.Store(d.id, r.Code)
+				}
+			}
+		}()
+	}
+	for _, d := range all {
+		work <- d
+	}
+	close(work)
+	wg.Wait()
+	failed.Range(func(k, v any) bool { t.Errorf("%v got %v", k, v); return true })
+
+	if got := e.counts(); got != [3]int{1000, 1200, 1000} {
+		t.Errorf("receipts, attempts, usage = %v, want [1000 1200 1000]", got)
+	}
+	got := e.totals()
+	if len(got) != len(want) {
+		t.Errorf("%d customers, want %d", len(got), len(want))
+	}
+	for c, q := range want {
+		if got[c] != q {
+			t.Errorf("%s total = %s, want %s", c, got[c], q)
+		}
+	}
+}
+
+func TestFailureBeforeCommitStoresNothingAndRetryAppliesOnce(t *testing.T) {
+	e := newEnv(t)
+	fail := true
+	e.writer.testHook = func(d *Delivery) error {
+		if fail {
+			fail = false
+			return errors.New("injected: disk on fire")
+		}
+		return nil
+	}
+	body := usageBody("cus_1", "api_requests", "4")
+	r := e.send("msg_retry", body)
+	if r.Code != http.StatusServiceUnavailable || r.Body.Accepted {
+		t.Fatalf("got %d %+v, want 503", r.Code, r.Body)
+	}
+	if got := e.counts(); got != [3]int{0, 0, 0} {
+		t.Fatalf("after a failed attempt: receipts, attempts, usage = %v, want nothing", got)
+	}
+	if r := e.send("msg_retry", body); r.Code != 200 || r.Body.Duplicate {
+		t.Fatalf("retry: got %d %+v", r.Code, r.Body)
+	}
+	if r := e.send("msg_retry", body); r.Code != 200 || !r.Body.Duplicate {
+		t.Fatalf("second retry: got %d %+v", r.Code, r.Body)
+	}
+	if got := e.counts(); got != [3]int{1, 2, 1} {
+		t.Errorf("receipts, attempts, usage = %v, want [1 2 1]", got)
+	}
+	if got := e.totals()["cus_1"]; got != 4*ledger.Scale {
+		t.Errorf("total = %s, want 4", got)
+	}
+}
+
+func TestOneFailingItemDoesNotSinkItsBatch(t *testing.T) {
+	e := newEnv(t)
+	// Hold the writer on the first item so the others queue into one batch.
+	entered, release := make(chan struct{}), make(chan struct{})
+	e.writer.testHook = func(d *Delivery) error {
+		switch d.EventID {
+		case "msg_0":
+			close(entered)
+			<-release
+		case "msg_3":
+			return errors.New("injected")
+		}
+		return nil
+	}
+	codes := make([]int, 6)
+	var wg sync.WaitGroup
+	for i := range codes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			codes[i] = e.send(fmt.Sprintf("msg_%d", i), usageBody("cus_1", "m", "1")).Code
+		}()
+		if i == 0 {
+			<-entered // msg_0 holds the writer
+		}
+	}
+	for e.writer.Depth() < 5 {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	wg.Wait()
+	for i, c := range codes {
+		if want := map[bool]int{true: 503, false: 200}[i == 3]; c != want {
+			t.Errorf("msg_%d: %d, want %d", i, c, want)
+		}
+	}
+	if got := e.counts(); got != [3]int{5, 5, 5} {
+		t.Errorf("receipts, attempts, usage = %v, want [5 5 5]", got)
+	}
+}
+
+func TestFullQueueAnswers503WithRetryAfter(t *testing.T) {
+	e := newEnv(t)
+	e.writer.Close()
+	w := NewWriter(e.db)
+	w.QueueSize = 1
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	w.testHook = func(*Delivery) error { once.Do(func() { close(entered) }); <-release; return nil }
+	if err := w.Open(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e.writer, e.srv.Writer = w, w
+	defer close(release)
+
+	go e.send("msg_a", usageBody("cus_1", "m", "1")) // held in the writer
+	<-entered
+	go e.send("msg_b", usageBody("cus_1", "m", "1")) // fills the queue
+	for w.Depth() != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	body := usageBody("cus_1", "m", "1")
+	req, _ := http.NewRequest(http.MethodPost, e.http.URL+"/webhooks/default", bytes.NewReader(body))
+	for k, v := range e.sign("msg_c", body) {
+		req.Header[k] = v
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("got %d Retry-After=%q, want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+}
+
+func TestMappingOutcomes(t *testing.T) {
+	e := newEnv(t)
+	cases := []struct {
+		name, body, status, errPart string
+	}{
+		{"negative quantity", `{"type":"usage.recorded","data":{"customer":"c","meter":"m","quantity":-1}}`, StatusFailed, "negative"},
+		{"text quantity", `{"type":"usage.recorded","data":{"customer":"c","meter":"m","quantity":"lots"}}`, StatusFailed, "not a decimal"},
+		{"too precise", `{"type":"usage.recorded","data":{"customer":"c","meter":"m","quantity":0.0000001}}`, StatusFailed, "6 decimal places"},
+		{"missing customer", `{"type":"usage.recorded","data":{"meter":"m","quantity":1}}`, StatusFailed, "customer"},
+		{"bad time", `{"type":"usage.recorded","data":{"customer":"c","meter":"m","quantity":1,"occurred_at":"yesterday"}}`, StatusFailed, "RFC 3339"},
+		{"unmapped type", `{"type":"invoice.paid","data":{}}`, StatusIgnored, ""},
+		{"empty object", `{}`, StatusIgnored, ""},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			id := fmt.Sprintf("msg_map_%d", i)
+			r := e.send(id, []byte(c.body))
+			if r.Code != 200 || r.Body.Status != c.status {
+				t.Fatalf("got %d %+v, want 200 %s", r.Code, r.Body, c.status)
+			}
+			var status, msg string
+			if err := e.db.Read.QueryRow(`SELECT status, error FROM receipts WHERE event_id = ?`, id).Scan(&status, &msg); err != nil {
+				t.Fatal(err)
+			}
+			if status != c.status || !strings.Contains(msg, c.errPart) {
+				t.Errorf("receipt status %q error %q, want %q containing %q", status, msg, c.status, c.errPart)
+			}
+		})
+	}
+	if n := e.count("metered_usage"); n != 0 {
+		t.Errorf("%d usage rows, want 0", n)
+	}
+	if n := e.count("receipts"); n != len(cases) {
+		t.Errorf("%d receipts, want %d: every authenticated event is kept", n, len(cases))
+	}
+}
+
+func TestSameIDDifferentBodyIsAPayloadMismatch(t *testing.T) {
+	e := newEnv(t)
+	e.send("msg_x", usageBody("cus_1", "m", "1"))
+	r := e.send("msg_x", usageBody("cus_1", "m", "1000"))
+	if r.Code != 200 || !r.Body.Duplicate {
+		t.Fatalf("got %d %+v", r.Code, r.Body)
+	}
+	var outcome string
+	e.db.Read.Get(&outcome, `SELECT outcome FROM delivery_attempts ORDER BY id DESC LIMIT 1`)
+	if outcome != OutcomePayloadMismatch {
+		t.Errorf("outcome %q, want payload_mismatch", outcome)
+	}
+	if got := e.totals()["cus_1"]; got != ledger.Scale {
+		t.Errorf("total = %s, want 1: the mismatching body must add nothing", got)
+	}
+}
+
+func TestAcknowledgedEventsSurviveRestart(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("HOOKLEDGER_SECRET", testSecret)
+	cfg, _, err := config.Default(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, now: newEnv(t).now}
+	path := dir + "/hookledger.db"
+	e.open(cfg, path)
+	for i := range 20 {
+		if r := e.send(fmt.Sprintf("msg_%d", i), usageBody("cus_1", "m", "1")); r.Code != 200 {
+			t.Fatalf("%d: %d", i, r.Code)
+		}
+	}
+	e.close()
+	e.open(cfg, path)
+	if got := e.counts(); got != [3]int{20, 20, 20} {
+		t.Errorf("after reopen: %v, want [20 20 20]", got)
+	}
+	if r := e.send("msg_3", usageBody("cus_1", "m", "1")); !r.Body.Duplicate {
+		t.Errorf("redelivery after restart was not a duplicate")
+	}
+	if got := e.totals()["cus_1"]; got != 20*ledger.Scale {
+		t.Errorf("total %s, want 20", got)
+	}
+}
+
+func TestLedgerIsAppendOnly(t *testing.T) {
+	e := newEnv(t)
+	e.send("msg_1", usageBody("cus_1", "m", "1"))
+	for _, stmt := range []string{
+		`UPDATE metered_usage SET quantity = 0`,
+		`DELETE FROM metered_usage`,
+	} {
+		_, err := e.db.Write.Exec(stmt)
+		if err == nil || !strings.Contains(err.Error(), "append-only") {
+			t.Errorf("%s: err = %v, want append-only refusal", stmt, err)
+		}
+	}
+	if got := e.totals()["cus_1"]; got != ledger.Scale {
+		t.Errorf("total %s, want 1", got)
+	}
+}
