@@ -159,6 +159,7 @@ func serve(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	adm.Mux.Handle("GET /v1/usage", admin.Usage(db.Read, ledger.NewMeters(cfg.Meters)))
 	if len(adm.Tokens) > 0 {
 		aln, err := net.Listen("tcp", adm.Listen)
 		if err != nil {

@@ -2,29 +2,50 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strconv"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/schema"
 )
 
+func formatFlag() cli.Flag {
+	return &cli.StringFlag{Name: "format", Value: "table", EnvVars: []string{"HOOKLEDGER_FORMAT"},
+		Usage: "output as table, json or csv (RFC 4180)"}
+}
+
+func tzFlag() cli.Flag {
+	return &cli.StringFlag{Name: "tz", Value: "UTC", EnvVars: []string{"HOOKLEDGER_TZ"},
+		Usage: "IANA time zone for date arguments and grouping, e.g. Europe/Berlin"}
+}
+
 func usageCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "usage",
-		Usage: "total usage per customer and meter over an event-time window",
-		Description: "The window is half-open on event time: --from <= occurred_at < --to. Times are RFC 3339\n" +
-			"or a date (YYYY-MM-DD, midnight UTC); an omitted bound is open. Adjustments are included.",
+		Usage: "usage per customer and meter over an event-time window",
+		Description: "The window is half-open on event time: --from <= occurred_at < --to. Times are RFC 3339, or a\n" +
+			"month (2026-11), a date (2026-11-01) or a wall-clock time read in --tz; an omitted bound is open.\n" +
+			"Each meter is aggregated as declared under meters in the config (sum when undeclared), and\n" +
+			"adjustments add their signed quantity. --as-of reproduces an earlier answer: only rows recorded\n" +
+			"before that time (or with ledger id <= N, for id:N) count. The admin API answers the same query\n" +
+			"at GET /v1/usage.",
 		Flags: append(configFlags(),
-			&cli.StringFlag{Name: "from", Usage: "start of the window, inclusive"},
-			&cli.StringFlag{Name: "to", Usage: "end of the window, exclusive"},
-			&cli.StringFlag{Name: "customer", Usage: "only this customer"},
-			&cli.StringFlag{Name: "meter", Usage: "only this meter"},
-			&cli.StringFlag{Name: "format", Value: "table", Usage: "table, json or csv"},
+			&cli.StringFlag{Name: "from", EnvVars: []string{"HOOKLEDGER_FROM"}, Usage: "start of the window, inclusive"},
+			&cli.StringFlag{Name: "to", EnvVars: []string{"HOOKLEDGER_TO"}, Usage: "end of the window, exclusive"},
+			tzFlag(),
+			&cli.StringFlag{Name: "customer", EnvVars: []string{"HOOKLEDGER_CUSTOMER"}, Usage: "only this customer"},
+			&cli.StringFlag{Name: "meter", EnvVars: []string{"HOOKLEDGER_METER"}, Usage: "only this meter"},
+			&cli.StringFlag{Name: "group-by", Value: "customer,meter", EnvVars: []string{"HOOKLEDGER_GROUP_BY"},
+				Usage: "comma-separated: customer, meter and at most one of hour, day, month (\"\" for one total)"},
+			&cli.StringFlag{Name: "as-of", EnvVars: []string{"HOOKLEDGER_AS_OF"},
+				Usage: "ingestion cutoff: a time (rows recorded before it) or id:N (rows with ledger id <= N)"},
+			formatFlag(),
 		),
-		Action: usage,
+		Action:      usage,
+		Subcommands: []*cli.Command{usageLateCommand()},
 	}
 }
 
@@ -33,34 +54,97 @@ func usage(c *cli.Context) error {
 	if err := checkFormat(format); err != nil {
 		return err
 	}
-	q := ledger.UsageQuery{Customer: c.String("customer"), Meter: c.String("meter")}
-	var err error
-	if q.From, err = parseTime("--from", c.String("from")); err != nil {
+	meters, err := loadMeters(c)
+	if err != nil {
 		return err
 	}
-	if q.To, err = parseTime("--to", c.String("to")); err != nil {
-		return err
+	p := ledger.UsageParams{From: c.String("from"), To: c.String("to"), TZ: c.String("tz"), Customer: c.String("customer"),
+		Meter: c.String("meter"), GroupBy: c.String("group-by"), AsOf: c.String("as-of")}
+	if !c.IsSet("group-by") {
+		p.GroupBy = ""
 	}
-	if !q.From.IsZero() && !q.To.IsZero() && !q.From.Before(q.To) {
-		return fmt.Errorf("--from must be before --to")
+	q, err := p.Query(meters)
+	if err != nil {
+		return flagError(err)
+	}
+	if c.IsSet("group-by") && c.String("group-by") == "" {
+		q.GroupBy = []string{}
 	}
 	db, err := openExisting(c)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	totals, err := ledger.Totals(c.Context, db.Read, q)
+	rep, err := ledger.Query(c.Context, db.Read, q)
 	if err != nil {
 		return err
 	}
-	if totals == nil {
-		totals = []ledger.UsageTotal{}
+	header, rows := rep.Records()
+	return writeRecords(c.App.Writer, format, header, rows, rep)
+}
+
+func usageLateCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "late",
+		Usage: "usage of closed periods recorded after their close and not yet billed",
+		Description: "Lists, per customer, meter and closed period, the usage (and adjustments) recorded after\n" +
+			"the period's invoice was closed. The next `invoice close` bills it as late lines naming that period.",
+		Flags: append(configFlags(),
+			&cli.StringFlag{Name: "customer", EnvVars: []string{"HOOKLEDGER_CUSTOMER"}, Usage: "only this customer"},
+			formatFlag(),
+		),
+		Action: func(c *cli.Context) error {
+			format := c.String("format")
+			if err := checkFormat(format); err != nil {
+				return err
+			}
+			meters, err := loadMeters(c)
+			if err != nil {
+				return err
+			}
+			db, err := openExisting(c)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			late, err := ledger.LateUsage(c.Context, db.Read, c.String("customer"), meters)
+			if err != nil {
+				return err
+			}
+			if late == nil {
+				late = []ledger.LateLine{}
+			}
+			rows := make([][]string, len(late))
+			for i, l := range late {
+				rows[i] = []string{l.Customer, l.Meter, l.Period, l.TZ, string(l.Aggregation), l.Quantity.String(), l.Unit,
+					strconv.FormatInt(l.Rows, 10), strconv.FormatInt(l.Adjustments, 10), strconv.FormatInt(l.AfterID, 10), strconv.FormatInt(l.MaxID, 10)}
+			}
+			header := []string{"customer", "meter", "period", "tz", "aggregation", "quantity", "unit", "events", "adjustments", "after_id", "max_id"}
+			return writeRecords(c.App.Writer, format, header, rows, late)
+		},
 	}
-	rows := make([][]string, len(totals))
-	for i, t := range totals {
-		rows[i] = []string{t.Customer, t.Meter, t.Quantity.String(), strconv.FormatInt(t.Events, 10)}
+}
+
+// loadMeters reads the meter declarations from --config or ./hookledger.yml.
+// Without a config file every meter is summed; no default secret is generated.
+func loadMeters(c *cli.Context) (ledger.Meters, error) {
+	path := c.String("config")
+	if path == "" {
+		if _, err := os.Stat(config.DefaultFile); err != nil {
+			return nil, nil
+		}
+		path = config.DefaultFile
 	}
-	return writeRecords(c.App.Writer, format, []string{"customer", "meter", "quantity", "events"}, rows, totals)
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	return ledger.NewMeters(cfg.Meters), nil
+}
+
+// flagError turns "from: ..." from the shared parser into "--from: ...".
+func flagError(err error) error {
+	return fmt.Errorf("--%w", err)
 }
 
 // openExisting opens the configured database for reading; it refuses to create one.
@@ -72,15 +156,12 @@ func openExisting(c *cli.Context) (*schema.DB, error) {
 	return schema.Open(c.Context, schema.Path(dir), schema.Options{ReadOnly: true})
 }
 
-func parseTime(flag, s string) (time.Time, error) {
-	if s == "" {
-		return time.Time{}, nil
+// openWritable opens (and migrates) the configured database for a command
+// that writes: invoice close, adjust, dev seed.
+func openWritable(c *cli.Context) (*schema.DB, error) {
+	dir, err := dataDir(c)
+	if err != nil {
+		return nil, err
 	}
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return t, nil
-	}
-	if t, err := time.Parse(time.DateOnly, s); err == nil {
-		return t, nil
-	}
-	return time.Time{}, fmt.Errorf("%s: %q is neither RFC 3339 (2026-11-01T00:00:00Z) nor a date (2026-11-01)", flag, s)
+	return schema.Open(c.Context, schema.Path(dir), schema.Options{})
 }

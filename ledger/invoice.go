@@ -138,10 +138,10 @@ type CloseRequest struct {
 // CloseResult is what a close produced or, when the period was already
 // closed for the scope, what the earlier close produced.
 type CloseResult struct {
-	Existing bool // nothing new: the period was already closed for this scope
-	Cutoff   int64
-	Head     int64
-	Invoices []Invoice
+	Existing bool      `json:"existing"` // nothing new: the period was already closed for this scope
+	Cutoff   int64     `json:"cutoff_ms"`
+	Head     int64     `json:"ledger_head"`
+	Invoices []Invoice `json:"invoices"`
 }
 
 // Close freezes the period's invoices in one write transaction (BEGIN
@@ -163,6 +163,9 @@ func Close(ctx context.Context, db *sqlx.DB, req CloseRequest) (*CloseResult, er
 	res, err := closeTx(ctx, tx, req)
 	if err != nil {
 		return nil, err
+	}
+	if res.Invoices == nil {
+		res.Invoices = []Invoice{}
 	}
 	if req.DryRun || res.Existing {
 		return res, nil
@@ -673,9 +676,9 @@ type InvoiceFilter struct {
 	PeriodStart, PeriodEnd int64
 }
 
-// ListInvoices returns invoices in id order, without their lines.
+// ListInvoices returns invoices with their lines, in id order.
 func ListInvoices(ctx context.Context, q sqlx.QueryerContext, f InvoiceFilter) ([]Invoice, error) {
-	return listInvoices(ctx, q, f, false)
+	return listInvoices(ctx, q, f, true)
 }
 
 func listInvoices(ctx context.Context, q sqlx.QueryerContext, f InvoiceFilter, withLines bool) ([]Invoice, error) {

@@ -20,6 +20,9 @@ import (
 type Field struct {
 	Path  string `yaml:"path"`
 	Value string `yaml:"value"`
+	// bad holds a decoding problem for Validate to report with its position:
+	// the YAML library cannot position errors raised inside custom decoders.
+	bad string
 }
 
 // IsZero reports whether the field was not configured.
@@ -31,35 +34,37 @@ func (f *Field) UnmarshalYAML(unmarshal func(any) error) error {
 	if err := unmarshal(&scalar); err != nil {
 		return err
 	}
+	*f = Field{}
 	switch v := scalar.(type) {
 	case string:
-		*f = Field{Path: v}
-		return nil
+		f.Path = v
 	case int, int64, uint64, float64:
-		*f = Field{Value: fmt.Sprint(v)}
-		return nil
+		f.Value = fmt.Sprint(v)
 	case map[string]any:
-		type plain Field
-		var p plain
-		if err := unmarshal(&p); err != nil {
-			return err
-		}
-		for k := range v {
-			if k != "path" && k != "value" {
-				return fmt.Errorf("unknown key %q (want path or value)", k)
+		for k, x := range v {
+			switch k {
+			case "path":
+				f.Path = fmt.Sprint(x)
+			case "value":
+				f.Value = fmt.Sprint(x)
+			default:
+				f.bad = fmt.Sprintf("unknown key %q (want path or value)", k)
 			}
 		}
-		if (p.Path == "") == (p.Value == "") {
-			return errors.New("set exactly one of path or value")
+		if f.bad == "" && (f.Path == "") == (f.Value == "") {
+			f.bad = "set exactly one of path or value"
 		}
-		*f = Field(p)
-		return nil
+	default:
+		f.bad = fmt.Sprintf("want a JSON path, a number or {value: ...}, got %T", scalar)
 	}
-	return fmt.Errorf("want a JSON path, a number or {value: ...}, got %T", scalar)
+	return nil
 }
 
 // Validate rejects paths gjson would silently never match.
 func (f Field) Validate() error {
+	if f.bad != "" {
+		return errors.New(f.bad)
+	}
 	if f.Path == "" {
 		return nil
 	}
@@ -104,7 +109,7 @@ func (m Mapping) Validate() error {
 		{"quantity", m.Quantity, true},
 		{"occurred_at", m.OccurredAt, false},
 	} {
-		if f.required && f.field.IsZero() {
+		if f.required && f.field.IsZero() && f.field.bad == "" {
 			return fmt.Errorf("%s: required", f.key)
 		}
 		if err := f.field.Validate(); err != nil {

@@ -3,6 +3,7 @@ package ledger
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -76,6 +77,10 @@ const (
 	GroupCustomer = "customer"
 	GroupMeter    = "meter"
 )
+
+// ErrMixedMeters means a group without meter would combine meters whose
+// aggregations or units differ; the caller asked a question with no answer.
+var ErrMixedMeters = errors.New("cannot combine meters")
 
 // DefaultGroupBy is the grouping when none is given.
 var DefaultGroupBy = []string{GroupCustomer, GroupMeter}
@@ -368,8 +373,8 @@ func Query(ctx context.Context, db sqlx.QueryerContext, q UsageQuery) (*UsageRep
 			groups[k] = a
 			meterOf[a] = meter
 		} else if a.spec != m.spec() {
-			return nil, fmt.Errorf("meters %q and %q aggregate differently (%s %s vs %s %s): group by meter or pick one with --meter",
-				meterOf[a], meter, a.spec.agg, a.spec.unit, m.Aggregation, m.Unit)
+			return nil, fmt.Errorf("%w: meters %q and %q aggregate differently (%s %s vs %s %s): group by meter or pick one with --meter",
+				ErrMixedMeters, meterOf[a], meter, a.spec.agg, a.spec.unit, m.Aggregation, m.Unit)
 		}
 		a.add(kind, id, Quantity(qty), occurred, props)
 	}
