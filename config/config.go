@@ -51,7 +51,7 @@ type Provider struct {
 	Name      string             `yaml:"name"`
 	Scheme    string             `yaml:"scheme"`
 	Secrets   []Secret           `yaml:"secrets"` // several during rotation; any may verify
-	Tolerance time.Duration      `yaml:"tolerance"`
+	Tolerance Duration           `yaml:"tolerance"`
 	MaxBody   int64              `yaml:"max_body"` // bytes
 	HMAC      scheme.HMACOptions `yaml:"hmac"`
 }
@@ -80,6 +80,7 @@ func (c *Config) AdminTokens() []string {
 type Secret struct {
 	Value string `yaml:"-"`
 	File  string `yaml:"secret_file"`
+	bad   bool   // not a string or {secret_file}; reported with its line by read
 }
 
 // UnmarshalYAML accepts a plain string or {secret_file: PATH}.
@@ -93,7 +94,8 @@ func (s *Secret) UnmarshalYAML(unmarshal func(any) error) error {
 		File string `yaml:"secret_file"`
 	}
 	if err := unmarshal(&f); err != nil || f.File == "" {
-		return errors.New("a secret is a string or {secret_file: PATH}")
+		*s = Secret{bad: true}
+		return nil
 	}
 	*s = Secret{File: f.File}
 	return nil
@@ -101,6 +103,9 @@ func (s *Secret) UnmarshalYAML(unmarshal func(any) error) error {
 
 // read loads a secret_file (relative to dir) and rejects empty secrets.
 func (s *Secret) read(dir, at string) error {
+	if s.bad {
+		return errAt(at, "a secret is a string or {secret_file: PATH}")
+	}
 	if s.File != "" {
 		f := s.File
 		if !filepath.IsAbs(f) {
@@ -278,10 +283,11 @@ func (c *Config) resolve(dir string) error {
 				return errAt(sat, "not a valid %s secret: %v", p.Scheme, err)
 			}
 		}
-		if p.Tolerance == 0 {
-			p.Tolerance = DefaultTolerance
-		} else if p.Tolerance < 0 {
-			return errAt(at+".tolerance", "must be positive")
+		if err := p.Tolerance.Check(); err != nil {
+			return errAt(at+".tolerance", "%v", err)
+		}
+		if p.Tolerance.Duration == 0 {
+			p.Tolerance.Duration = DefaultTolerance
 		}
 		if p.MaxBody == 0 {
 			p.MaxBody = DefaultMaxBody

@@ -23,7 +23,7 @@ func NewProvider(c config.Provider) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("provider %s: %w", c.Name, err)
 	}
-	p := &Provider{Name: c.Name, Scheme: s, Tolerance: c.Tolerance, MaxBody: c.MaxBody}
+	p := &Provider{Name: c.Name, Scheme: s, Tolerance: c.Tolerance.Duration, MaxBody: c.MaxBody}
 	for i, sec := range c.Secrets {
 		k, err := s.Key(sec.Value)
 		if err != nil {

@@ -108,7 +108,7 @@ func TestWrongMethodAndPathAreRefused(t *testing.T) {
 func TestSlackURLVerificationIsAnsweredNotStored(t *testing.T) {
 	e := newEnv(t, func(c *config.Config) {
 		c.Providers = append(c.Providers, config.Provider{Name: "slack", Scheme: "slack",
-			Secrets: []config.Secret{{Value: "8f742231b10e8888abcd99yyyzzz85a5"}}, Tolerance: 5 * time.Minute, MaxBody: 1 << 16})
+			Secrets: []config.Secret{{Value: "8f742231b10e8888abcd99yyyzzz85a5"}}, Tolerance: config.Duration{Duration: 5 * time.Minute}, MaxBody: 1 << 16})
 	})
 	body := []byte(`{"token":"x","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}`)
 	ts := strconv.FormatInt(e.now.Unix(), 10)

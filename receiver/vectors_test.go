@@ -52,7 +52,7 @@ func TestSignatureVectorsEndToEnd(t *testing.T) {
 				secrets = []string{v.Secret}
 			}
 			e := newEnv(t, func(c *config.Config) {
-				p := config.Provider{Name: "p", Scheme: v.Scheme, Tolerance: time.Duration(v.Tolerance) * time.Second, MaxBody: 1 << 20}
+				p := config.Provider{Name: "p", Scheme: v.Scheme, Tolerance: config.Duration{Duration: time.Duration(v.Tolerance) * time.Second}, MaxBody: 1 << 20}
 				for _, s := range secrets {
 					p.Secrets = append(p.Secrets, config.Secret{Value: s})
 				}
@@ -94,7 +94,7 @@ func TestProviderLibrarySignaturesEndToEnd(t *testing.T) {
 	const stripeSecret = "whsec_test_9f8e7d6c5b4a"
 	e := newEnv(t, func(c *config.Config) {
 		c.Providers = append(c.Providers, config.Provider{Name: "stripe", Scheme: "stripe",
-			Secrets: []config.Secret{{Value: stripeSecret}}, Tolerance: 5 * time.Minute, MaxBody: 1 << 20})
+			Secrets: []config.Secret{{Value: stripeSecret}}, Tolerance: config.Duration{Duration: 5 * time.Minute}, MaxBody: 1 << 20})
 		c.Usage[0].Provider = "default"
 		c.Usage = append(c.Usage, c.Usage[0])
 		c.Usage[1].Provider = "stripe"
