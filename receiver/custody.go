@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -73,11 +72,18 @@ type Attempt struct {
 // retries and racing deliveries can never apply an event twice.
 func (d *Delivery) Apply(ctx context.Context, tx *Tx) error {
 	received := d.ReceivedAt.UnixMilli()
-	var id int64
-	err := tx.stmts.insertReceipt.QueryRowxContext(ctx, d.Provider, d.EventID, d.EventType, d.Body, d.BodySHA256,
-		d.SignatureHeaders, d.Status, d.Error, d.HandlerVersion, d.Source, received, tx.now).Scan(&id)
-	switch {
-	case err == nil:
+	// ON CONFLICT DO NOTHING changes no row when the key exists: the unique
+	// constraint, not a prior read, tells a new event from a duplicate.
+	res, err := tx.stmts.insertReceipt.ExecContext(ctx, d.Provider, d.EventID, d.EventType, d.Body, d.BodySHA256,
+		d.SignatureHeaders, d.Status, d.Error, d.HandlerVersion, d.Source, received, tx.now)
+	if err != nil {
+		return fmt.Errorf("insert receipt %s/%s: %w", d.Provider, d.EventID, err)
+	}
+	inserted, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("insert receipt %s/%s: %w", d.Provider, d.EventID, err)
+	}
+	if inserted == 1 {
 		d.Outcome, d.StoredStatus = OutcomeInserted, d.Status
 		if tx.hook != nil {
 			if err := tx.hook(d); err != nil {
@@ -87,7 +93,7 @@ func (d *Delivery) Apply(ctx context.Context, tx *Tx) error {
 		if err := d.appendRows(ctx, tx); err != nil {
 			return err
 		}
-	case errors.Is(err, sql.ErrNoRows):
+	} else {
 		var stored []byte
 		if err := tx.stmts.storedReceipt.QueryRowxContext(ctx, d.Provider, d.EventID).Scan(&stored, &d.StoredStatus); err != nil {
 			return fmt.Errorf("read stored receipt %s/%s: %w", d.Provider, d.EventID, err)
@@ -96,8 +102,6 @@ func (d *Delivery) Apply(ctx context.Context, tx *Tx) error {
 		if !bytes.Equal(stored, d.BodySHA256) {
 			d.Outcome = OutcomePayloadMismatch
 		}
-	default:
-		return fmt.Errorf("insert receipt %s/%s: %w", d.Provider, d.EventID, err)
 	}
 	var age sql.NullInt64
 	if d.Attempt.SignatureAge != nil {

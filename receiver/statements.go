@@ -17,14 +17,18 @@ type statements struct {
 	storedReceipt *sqlx.Stmt
 	insertAttempt *sqlx.Stmt
 	insertRow     *sqlx.Stmt
+	// The per-item savepoint runs twice per delivery; prepared, it skips
+	// SQLite's parser each time.
+	savepoint  *sqlx.Stmt
+	release    *sqlx.Stmt
+	rollbackTo *sqlx.Stmt
 }
 
 const (
 	insertReceiptSQL = `INSERT INTO receipts
 	(provider, event_id, event_type, body, body_sha256, signature_headers, status, error, handler_version, source, received_at, processed_at)
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-	ON CONFLICT (provider, event_id) DO NOTHING
-	RETURNING id`
+	ON CONFLICT (provider, event_id) DO NOTHING`
 	storedReceiptSQL = `SELECT body_sha256, status FROM receipts WHERE provider = ? AND event_id = ?`
 	insertAttemptSQL = `INSERT INTO delivery_attempts
 	(provider, event_id, received_at, remote_addr, user_agent, request_id, body_sha256, signature_headers, signature_age_ms, outcome, status_code)
@@ -40,6 +44,9 @@ func (s *statements) prepare(ctx context.Context, db *sqlx.DB) error {
 		{&s.storedReceipt, storedReceiptSQL},
 		{&s.insertAttempt, insertAttemptSQL},
 		{&s.insertRow, ledger.InsertRowSQL},
+		{&s.savepoint, "SAVEPOINT op"},
+		{&s.release, "RELEASE op"},
+		{&s.rollbackTo, "ROLLBACK TO op"},
 	} {
 		st, err := db.PreparexContext(ctx, p.query)
 		if err != nil {
@@ -59,12 +66,15 @@ func (s *statements) bind(ctx context.Context, tx *sqlx.Tx) statements {
 		storedReceipt: tx.StmtxContext(ctx, s.storedReceipt),
 		insertAttempt: tx.StmtxContext(ctx, s.insertAttempt),
 		insertRow:     tx.StmtxContext(ctx, s.insertRow),
+		savepoint:     tx.StmtxContext(ctx, s.savepoint),
+		release:       tx.StmtxContext(ctx, s.release),
+		rollbackTo:    tx.StmtxContext(ctx, s.rollbackTo),
 	}
 }
 
 func (s *statements) close() error {
 	var errs []error
-	for _, st := range []*sqlx.Stmt{s.insertReceipt, s.storedReceipt, s.insertAttempt, s.insertRow} {
+	for _, st := range []*sqlx.Stmt{s.insertReceipt, s.storedReceipt, s.insertAttempt, s.insertRow, s.savepoint, s.release, s.rollbackTo} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}

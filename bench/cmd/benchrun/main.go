@@ -1,0 +1,528 @@
+// Command benchrun measures hookledger against the no-storage reference
+// receiver on this machine, in one run: it builds the binary, starts each
+// server on a free port with a fresh data directory, sends both the same load
+// with `hookledger bench`, verifies the ledger, and prints both results, their
+// ratio, serve's peak RSS and single-connection latency. `task bench` runs it.
+//
+// With -scaling it instead measures throughput and p99 at several connection
+// counts, against an empty database and one pre-filled with -prefill events.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hookledger/hookledger/bench"
+)
+
+// Targets from the throughput issue.
+const (
+	targetRatio     = 0.5
+	targetP99       = 25.0  // ms, serve at -c
+	targetRSS       = 150.0 // MB, serve peak
+	targetSingleP50 = 2.0   // ms, serve at one connection
+)
+
+type options struct {
+	runs    int
+	events  int
+	dup     float64
+	conns   int
+	single  int
+	scaling string
+	prefill int
+	keep    bool
+	jsonOut string
+	binary  string
+}
+
+func main() {
+	var o options
+	flag.IntVar(&o.runs, "runs", 3, "rounds; figures are medians over them")
+	flag.IntVar(&o.events, "n", 20000, "unique events per load")
+	flag.Float64Var(&o.dup, "dup", 0.1, "extra duplicate deliveries as a fraction of -n")
+	flag.IntVar(&o.conns, "c", 32, "connections for the main comparison")
+	flag.IntVar(&o.single, "single", 2000, "unique events for the single-connection latency run")
+	flag.StringVar(&o.scaling, "scaling", "", "comma-separated connection counts (e.g. 1,8,32,128): print the scaling table instead")
+	flag.IntVar(&o.prefill, "prefill", 1_000_000, "with -scaling: events in the pre-filled database (0: skip that column)")
+	flag.BoolVar(&o.keep, "keep", false, "keep the temporary directory (logs, databases)")
+	flag.StringVar(&o.jsonOut, "json", "", "also write every raw result to this JSON file")
+	flag.StringVar(&o.binary, "binary", "", "use this hookledger binary instead of building one")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "benchrun:", err)
+		os.Exit(1)
+	}
+}
+
+// round is one side-by-side measurement.
+type round struct {
+	Ref, Serve             bench.Result
+	RefSingle, ServeSingle bench.Result
+	PeakRSSMB              float64
+}
+
+func run(ctx context.Context, o options) error {
+	if o.runs < 1 {
+		return errors.New("-runs must be at least 1")
+	}
+	tmp, err := os.MkdirTemp("", "hookledger-bench-")
+	if err != nil {
+		return err
+	}
+	if o.keep {
+		fmt.Fprintln(os.Stderr, "keeping", tmp)
+	} else {
+		defer os.RemoveAll(tmp)
+	}
+	bin := o.binary
+	if bin == "" {
+		bin = filepath.Join(tmp, "hookledger")
+		fmt.Fprintln(os.Stderr, "building", bin)
+		build := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			return fmt.Errorf("go build (run from the repository root): %w", err)
+		}
+	}
+	raw := make([]byte, 24)
+	rand.Read(raw)
+	h := &harness{bin: bin, tmp: tmp, secret: "whsec_" + base64.StdEncoding.EncodeToString(raw), o: o}
+
+	printMachine(os.Stdout)
+	if o.scaling != "" {
+		return h.scalingTable(ctx)
+	}
+	var rounds []round
+	for r := range o.runs {
+		fmt.Fprintf(os.Stderr, "round %d/%d\n", r+1, o.runs)
+		rd, err := h.round(ctx, r)
+		if err != nil {
+			return err
+		}
+		rounds = append(rounds, rd)
+	}
+	if o.jsonOut != "" {
+		b, _ := json.MarshalIndent(rounds, "", "  ")
+		if err := os.WriteFile(o.jsonOut, b, 0o644); err != nil {
+			return err
+		}
+	}
+	return report(os.Stdout, o, rounds)
+}
+
+type harness struct {
+	bin, tmp, secret string
+	o                options
+	seq              int
+}
+
+func (h *harness) dir(name string) string {
+	h.seq++
+	return filepath.Join(h.tmp, fmt.Sprintf("%02d-%s", h.seq, name))
+}
+
+func (h *harness) round(ctx context.Context, r int) (round, error) {
+	var rd round
+	ref, err := h.start(ctx, "reference", h.dir("reference"), "bench", "reference-server")
+	if err != nil {
+		return rd, err
+	}
+	rd.Ref, err = h.load(ctx, ref.url, h.o.conns, h.o.events, "")
+	if err == nil {
+		rd.RefSingle, err = h.load(ctx, ref.url, 1, h.o.single, "")
+	}
+	ref.stop()
+	if err != nil {
+		return rd, fmt.Errorf("reference: %w", err)
+	}
+
+	data := h.dir("serve")
+	srv, err := h.start(ctx, "serve", data, "serve")
+	if err != nil {
+		return rd, err
+	}
+	defer srv.stop()
+	if rd.Serve, err = h.load(ctx, srv.url, h.o.conns, h.o.events, data); err != nil {
+		return rd, fmt.Errorf("serve: %w", err)
+	}
+	if rd.ServeSingle, err = h.load(ctx, srv.url, 1, h.o.single, data); err != nil {
+		return rd, fmt.Errorf("serve: %w", err)
+	}
+	rd.PeakRSSMB, err = srv.peakRSS()
+	return rd, err
+}
+
+// server is a running hookledger process.
+type server struct {
+	cmd      *exec.Cmd
+	url      string
+	done     chan error
+	stopOnce sync.Once
+}
+
+// start runs `hookledger ARGS --listen 127.0.0.1:0 --data DATA` in its own
+// directory (so no hookledger.yml is picked up: default config) and waits for
+// the address it logs.
+func (h *harness) start(ctx context.Context, name, data string, args ...string) (*server, error) {
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		return nil, err
+	}
+	args = append(args, "--listen", "127.0.0.1:0", "--data", data)
+	cmd := exec.CommandContext(ctx, h.bin, args...)
+	cmd.Dir = data
+	cmd.Env = h.env()
+	logf, err := os.Create(data + ".log")
+	if err != nil {
+		return nil, err
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	s := &server{cmd: cmd, done: make(chan error, 1)}
+	addr := make(chan string, 1)
+	go func() {
+		// The server logs JSON lines; the first with an addr is its listener.
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		found := false
+		for sc.Scan() {
+			line := sc.Bytes()
+			logf.Write(line)
+			logf.Write([]byte{'\n'})
+			if !found {
+				var l struct{ Addr string }
+				if json.Unmarshal(line, &l) == nil && l.Addr != "" {
+					found = true
+					addr <- l.Addr
+				}
+			}
+		}
+		io.Copy(logf, stderr)
+		logf.Close()
+		s.done <- cmd.Wait()
+	}()
+	select {
+	case a := <-addr:
+		s.url = "http://" + a
+		return s, nil
+	case err := <-s.done:
+		return nil, fmt.Errorf("%s exited before listening (%v); see %s.log", name, err, data)
+	case <-time.After(30 * time.Second):
+		s.stop()
+		return nil, fmt.Errorf("%s did not log a listen address within 30s; see %s.log", name, data)
+	}
+}
+
+// stop asks the server to shut down gracefully and waits for it to exit.
+func (s *server) stop() {
+	s.stopOnce.Do(func() {
+		s.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-s.done:
+		case <-time.After(30 * time.Second):
+			s.cmd.Process.Kill()
+			<-s.done
+		}
+	})
+}
+
+// peakRSS reads the kernel's high-water mark of the process's resident set.
+func (s *server) peakRSS() (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
+	if err != nil {
+		return 0, fmt.Errorf("read peak RSS: %w", err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+			if err != nil {
+				return 0, fmt.Errorf("parse VmHWM %q: %w", v, err)
+			}
+			return float64(kb) / 1024, nil
+		}
+	}
+	return 0, errors.New("no VmHWM in /proc/PID/status")
+}
+
+func (h *harness) env() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "HOOKLEDGER_") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, "HOOKLEDGER_SECRET="+h.secret)
+}
+
+// load runs `hookledger bench` against url; with data set it also verifies.
+func (h *harness) load(ctx context.Context, url string, conns, events int, data string) (bench.Result, error) {
+	args := []string{"bench", "--url", url, "-n", strconv.Itoa(events), "-c", strconv.Itoa(conns),
+		"--dup", strconv.FormatFloat(h.o.dup, 'f', -1, 64), "--format", "json"}
+	if data != "" {
+		args = append(args, "--verify", "--data", data)
+	}
+	cmd := exec.CommandContext(ctx, h.bin, args...)
+	cmd.Env = h.env()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+	var res bench.Result
+	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+		return res, fmt.Errorf("hookledger %s: %v: %s", strings.Join(args, " "), runErr, stderr.String())
+	}
+	fmt.Fprintf(os.Stderr, "  %-40s c=%-3d %6.0f req/s  p50 %6.2f ms  p99 %7.2f ms%s\n",
+		url, conns, res.RPS, res.Latency.P50, res.Latency.P99, verdict(&res))
+	if runErr != nil {
+		return res, fmt.Errorf("load against %s failed (%v): %s", url, runErr, strings.TrimSpace(stderr.String()))
+	}
+	return res, nil
+}
+
+func verdict(r *bench.Result) string {
+	if r.Verify == nil {
+		return ""
+	}
+	if r.Verify.OK() {
+		return fmt.Sprintf("  verify OK (%d/%d exactly once)", r.Verify.ExactlyOnce, r.Verify.Events)
+	}
+	return "  verify FAILED: " + strings.Join(r.Verify.Problems, "; ")
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func collect(rounds []round, f func(round) float64) []float64 {
+	out := make([]float64, len(rounds))
+	for i, r := range rounds {
+		out[i] = f(r)
+	}
+	return out
+}
+
+func report(w io.Writer, o options, rounds []round) error {
+	fmt.Fprintf(w, "load: -n %d --dup %g -c %d (%d requests); single connection: -n %d -c 1; %d rounds, medians\n\n",
+		o.events, o.dup, o.conns, rounds[0].Serve.Requests, o.single, len(rounds))
+	fmt.Fprintln(w, "| round | reference req/s | serve req/s | ratio | reference p99 ms | serve p99 ms | serve p50 c=1 ms | serve peak RSS MB | verify |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+	for i, r := range rounds {
+		v := "—"
+		if r.Serve.Verify != nil {
+			v = "OK"
+			if !r.Serve.Verify.OK() {
+				v = "FAILED"
+			}
+		}
+		fmt.Fprintf(w, "| %d | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f | %.1f | %s |\n", i+1,
+			r.Ref.RPS, r.Serve.RPS, r.Serve.RPS/r.Ref.RPS, r.Ref.Latency.P99, r.Serve.Latency.P99,
+			r.ServeSingle.Latency.P50, r.PeakRSSMB, v)
+	}
+	refRPS := median(collect(rounds, func(r round) float64 { return r.Ref.RPS }))
+	srvRPS := median(collect(rounds, func(r round) float64 { return r.Serve.RPS }))
+	refP99 := median(collect(rounds, func(r round) float64 { return r.Ref.Latency.P99 }))
+	srvP99 := median(collect(rounds, func(r round) float64 { return r.Serve.Latency.P99 }))
+	refP50 := median(collect(rounds, func(r round) float64 { return r.RefSingle.Latency.P50 }))
+	srvP50 := median(collect(rounds, func(r round) float64 { return r.ServeSingle.Latency.P50 }))
+	rss := median(collect(rounds, func(r round) float64 { return r.PeakRSSMB }))
+
+	fmt.Fprintf(w, "\nmedians                 reference      serve   serve/reference\n")
+	fmt.Fprintf(w, "throughput c=%-3d      %7.0f/s  %7.0f/s   %.2f\n", o.conns, refRPS, srvRPS, srvRPS/refRPS)
+	fmt.Fprintf(w, "p99 c=%-3d             %7.2f ms %7.2f ms  %.2f\n", o.conns, refP99, srvP99, srvP99/refP99)
+	fmt.Fprintf(w, "p50 c=1               %7.2f ms %7.2f ms  %.2f\n", refP50, srvP50, srvP50/refP50)
+	fmt.Fprintf(w, "serve peak RSS        %.1f MB (VmHWM)\n\n", rss)
+
+	ok := true
+	check := func(name string, met bool, got string) {
+		mark := "met"
+		if !met {
+			mark, ok = "NOT MET", false
+		}
+		fmt.Fprintf(w, "target %-32s %-8s (%s)\n", name, mark, got)
+	}
+	check(fmt.Sprintf("throughput ratio >= %.1f", targetRatio), srvRPS/refRPS >= targetRatio, fmt.Sprintf("%.2f", srvRPS/refRPS))
+	check(fmt.Sprintf("serve p99 <= %.0f ms", targetP99), srvP99 <= targetP99, fmt.Sprintf("%.2f ms", srvP99))
+	check(fmt.Sprintf("serve peak RSS <= %.0f MB", targetRSS), rss <= targetRSS, fmt.Sprintf("%.1f MB", rss))
+	check(fmt.Sprintf("serve p50 at c=1 <= %.0f ms", targetSingleP50), srvP50 <= targetSingleP50, fmt.Sprintf("%.2f ms", srvP50))
+	verified := true
+	for _, r := range rounds {
+		for _, res := range []bench.Result{r.Serve, r.ServeSingle} {
+			if res.Verify == nil || !res.Verify.OK() {
+				verified = false
+			}
+		}
+	}
+	check("verify: every event exactly once", verified, fmt.Sprintf("%d loads", 2*len(rounds)))
+	if !verified {
+		return errors.New("verify failed")
+	}
+	if !ok {
+		fmt.Fprintln(w, "\nsome targets are not met")
+	}
+	return nil
+}
+
+// scalingTable measures reference, serve on an empty database and serve on a
+// pre-filled one at each connection count.
+func (h *harness) scalingTable(ctx context.Context) error {
+	var conns []int
+	for f := range strings.SplitSeq(h.o.scaling, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return fmt.Errorf("-scaling: %q is not a connection count", f)
+		}
+		conns = append(conns, n)
+	}
+	var template string
+	if h.o.prefill > 0 {
+		template = h.dir("prefilled")
+		fmt.Fprintf(os.Stderr, "pre-filling %d events into %s\n", h.o.prefill, template)
+		cmd := exec.CommandContext(ctx, h.bin, "bench", "prefill", "--data", template, "--receipts", strconv.Itoa(h.o.prefill))
+		cmd.Env = h.env()
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("prefill: %w", err)
+		}
+	}
+	type point struct{ rps, p99 []float64 }
+	measure := func(name string, c int, prefilled bool) (point, error) {
+		var pt point
+		for range h.o.runs {
+			data := h.dir(name)
+			args := []string{"serve"}
+			if name == "reference" {
+				args = []string{"bench", "reference-server"}
+			}
+			if prefilled {
+				if err := copyDB(template, data); err != nil {
+					return pt, err
+				}
+			}
+			srv, err := h.start(ctx, name, data, args...)
+			if err != nil {
+				return pt, err
+			}
+			verifyData := data
+			if name == "reference" {
+				verifyData = ""
+			}
+			res, err := h.load(ctx, srv.url, c, h.o.events, verifyData)
+			srv.stop()
+			if err != nil {
+				return pt, err
+			}
+			if !h.o.keep {
+				os.RemoveAll(data)
+			}
+			pt.rps, pt.p99 = append(pt.rps, res.RPS), append(pt.p99, res.Latency.P99)
+		}
+		return pt, nil
+	}
+	w := os.Stdout
+	fmt.Fprintf(w, "load: -n %d --dup %g; %d runs per cell, medians; req/s (p99 ms)\n\n", h.o.events, h.o.dup, h.o.runs)
+	header := "| connections | reference | serve, empty database | ratio |"
+	sep := "|---|---|---|---|"
+	if template != "" {
+		header += fmt.Sprintf(" serve, %d receipts | ratio |", h.o.prefill)
+		sep += "---|---|"
+	}
+	var lines []string
+	for _, c := range conns {
+		ref, err := measure("reference", c, false)
+		if err != nil {
+			return err
+		}
+		empty, err := measure("serve", c, false)
+		if err != nil {
+			return err
+		}
+		line := fmt.Sprintf("| %d | %.0f (%.1f) | %.0f (%.1f) | %.2f |", c, median(ref.rps), median(ref.p99),
+			median(empty.rps), median(empty.p99), median(empty.rps)/median(ref.rps))
+		if template != "" {
+			full, err := measure("serve-prefilled", c, true)
+			if err != nil {
+				return err
+			}
+			line += fmt.Sprintf(" %.0f (%.1f) | %.2f |", median(full.rps), median(full.p99), median(full.rps)/median(ref.rps))
+		}
+		lines = append(lines, line)
+		fmt.Fprintln(os.Stderr, line)
+	}
+	fmt.Fprintln(w, header)
+	fmt.Fprintln(w, sep)
+	for _, l := range lines {
+		fmt.Fprintln(w, l)
+	}
+	return nil
+}
+
+// copyDB copies the pre-filled database (checkpointed, so the main file is
+// all of it) into a fresh data directory.
+func copyDB(from, to string) error {
+	if err := os.MkdirAll(to, 0o700); err != nil {
+		return err
+	}
+	src, err := os.Open(filepath.Join(from, "hookledger.db"))
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, err := os.Create(filepath.Join(to, "hookledger.db"))
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		dst.Close()
+		return err
+	}
+	return dst.Close()
+}
+
+func printMachine(w io.Writer) {
+	model := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.Lines(string(b)) {
+			if v, ok := strings.CutPrefix(line, "model name"); ok {
+				model = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	kernel := ""
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		kernel = " (Linux " + strings.TrimSpace(string(b)) + ")"
+	}
+	fmt.Fprintf(w, "machine: %s, %d cores%s; %s; %s\n", model, runtime.NumCPU(), kernel, runtime.Version(),
+		time.Now().UTC().Format("2006-01-02 15:04 MST"))
+}
