@@ -169,8 +169,8 @@ func Parse(src []byte, dir string) (*Config, error) {
 	}
 	c := &Config{}
 	if len(file.Docs) > 0 && file.Docs[0].Body != nil {
-		if err := yaml.NodeToValue(file.Docs[0].Body, c, yaml.DisallowUnknownField()); err != nil {
-			return nil, fmt.Errorf(" %s", yaml.FormatError(err, false, false))
+		if err := decode(file.Docs[0].Body, c); err != nil {
+			return nil, err
 		}
 	}
 	if err := c.resolve(dir); err != nil {
@@ -181,6 +181,21 @@ func Parse(src []byte, dir string) (*Config, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// decode maps the AST onto c. The YAML library can panic on some malformed
+// input (found by FuzzParse: a custom tag on a sequence), so a panic becomes
+// an ordinary config error rather than a crash at startup.
+func decode(body ast.Node, c *Config) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%d: cannot decode this YAML (%v)", body.GetToken().Position.Line, r)
+		}
+	}()
+	if err := yaml.NodeToValue(body, c, yaml.DisallowUnknownField()); err != nil {
+		return fmt.Errorf(" %s", yaml.FormatError(err, false, false))
+	}
+	return nil
 }
 
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
