@@ -41,6 +41,7 @@ type Config struct {
 	Usage     []ledger.Mapping `yaml:"usage"`
 	Meters    []Meter          `yaml:"meters"`
 	Admin     Admin            `yaml:"admin"`
+	Retention Retention        `yaml:"retention"` // see retention.go
 
 	// Source is the file the config came from ("" for the embedded default).
 	Source string `yaml:"-"`
@@ -54,6 +55,10 @@ type Provider struct {
 	Tolerance Duration           `yaml:"tolerance"`
 	MaxBody   int64              `yaml:"max_body"` // bytes
 	HMAC      scheme.HMACOptions `yaml:"hmac"`
+	// ReplayHorizon is how long the sender may deliver an event again
+	// (default by scheme: stripe 30d, github 3d); retention.keys must cover it.
+	ReplayHorizon Duration   `yaml:"replay_horizon"`
+	Reconcile     *Reconcile `yaml:"reconcile"` // optional; see retention.go
 }
 
 // Admin configures the operator API (usage queries, metrics). It is served
@@ -347,7 +352,7 @@ func (c *Config) resolve(dir string) error {
 			}
 		}
 	}
-	return nil
+	return c.resolveRetention(dir)
 }
 
 // Default is the zero-config setup: one Standard Webhooks provider named

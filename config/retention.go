@@ -1,0 +1,236 @@
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"time"
+)
+
+// Reconcile and retention defaults.
+const (
+	DefaultReconcileWindow  = 72 * time.Hour
+	DefaultReconcileOverlap = 15 * time.Minute
+	// MinReconcileOverlap is the least overlap between two reconcile windows.
+	// It must exceed any clock skew between this host and the provider, or an
+	// event stamped by the provider just before the previous window's end can
+	// fall between two windows and never be looked at.
+	MinReconcileOverlap  = time.Minute
+	DefaultPruneInterval = time.Hour
+	DefaultStripeBaseURL = "https://api.stripe.com"
+	DefaultGitHubBaseURL = "https://api.github.com"
+)
+
+// ReplayHorizons are how long a sender may still deliver an event again, by
+// scheme: Stripe lists and resends events for 30 days, GitHub keeps webhook
+// deliveries (and redelivers them on request) for 3 days. Other senders set
+// replay_horizon on the provider.
+var ReplayHorizons = map[string]time.Duration{
+	"stripe": 30 * 24 * time.Hour,
+	"github": 3 * 24 * time.Hour,
+}
+
+// Retention bounds storage. Raw bodies go after Payload; the receipt itself
+// (provider, event id, body digest, times: the tombstone that makes a late
+// redelivery a duplicate) goes after Keys. Zero keeps forever. Ledger rows
+// are never pruned.
+type Retention struct {
+	Payload  Duration `yaml:"payload"`
+	Keys     Duration `yaml:"keys"`
+	Interval Duration `yaml:"interval"` // how often serve prunes; default 1h when payload or keys is set
+}
+
+// Enabled reports whether anything is ever pruned.
+func (r Retention) Enabled() bool { return r.Payload.Duration > 0 || r.Keys.Duration > 0 }
+
+// Reconcile configures how hookledger lists a provider's events to find the
+// ones its webhooks missed.
+type Reconcile struct {
+	// Source is stripe (the events API), github (the webhook deliveries API)
+	// or file (a JSONL file, one raw event per line). Default: the scheme,
+	// when it is stripe or github.
+	Source  string `yaml:"source"`
+	BaseURL string `yaml:"base_url"`
+	APIKey  Secret `yaml:"api_key"` // stripe secret key or GitHub token, sent as a Bearer token
+	// GitHub: the hook is a repository's (repo: owner/name) or an organization's (org: name).
+	Repo   string `yaml:"repo"`
+	Org    string `yaml:"org"`
+	HookID int64  `yaml:"hook_id"`
+	// File source: the path and where each event keeps its id, type and time
+	// (gjson paths; defaults id, type, created).
+	File     string `yaml:"file"`
+	IDPath   string `yaml:"id_path"`
+	TypePath string `yaml:"type_path"`
+	TimePath string `yaml:"time_path"`
+	// Types, when set, limits reconciliation to these event types (the ones
+	// the webhook endpoint is subscribed to).
+	Types []string `yaml:"types"`
+
+	Window   Duration `yaml:"window"`   // how far back a run looks at most; default 72h
+	Overlap  Duration `yaml:"overlap"`  // how far a run re-reads before the previous one's end; default 15m
+	Interval Duration `yaml:"interval"` // serve reconciles this often; unset: never (CLI only)
+}
+
+var (
+	repoName = regexp.MustCompile(`^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$`)
+	orgName  = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+)
+
+// Horizon is how long the provider may redeliver an event: replay_horizon,
+// else the scheme's default, else 0 (unknown).
+func (p *Provider) Horizon() time.Duration {
+	if p.ReplayHorizon.Duration > 0 {
+		return p.ReplayHorizon.Duration
+	}
+	return ReplayHorizons[p.Scheme]
+}
+
+// resolveRetention validates retention and reconcile settings. It runs after
+// the providers are resolved.
+func (c *Config) resolveRetention(dir string) error {
+	r := &c.Retention
+	for _, d := range []struct {
+		key string
+		d   Duration
+	}{{"payload", r.Payload}, {"keys", r.Keys}, {"interval", r.Interval}} {
+		if err := d.d.Check(); err != nil {
+			return errAt("retention."+d.key, "%v", err)
+		}
+	}
+	if r.Keys.Duration > 0 && r.Payload.Duration > r.Keys.Duration {
+		return errAt("retention.payload", "%s is longer than retention.keys (%s): a body is deleted with its receipt, so it cannot outlive its key",
+			days(r.Payload.Duration), days(r.Keys.Duration))
+	}
+	if r.Interval.Duration == 0 {
+		r.Interval.Duration = DefaultPruneInterval
+	}
+	for i := range c.Providers {
+		p := &c.Providers[i]
+		at := fmt.Sprintf("providers[%d]", i)
+		if err := p.ReplayHorizon.Check(); err != nil {
+			return errAt(at+".replay_horizon", "%v", err)
+		}
+		if keys := r.Keys.Duration; keys > 0 {
+			h := p.Horizon()
+			if h == 0 {
+				return errAt(at+".replay_horizon", "required when retention.keys is set: how long %q may send an event again "+
+					"(retries, manual resends); hookledger must remember each event id at least that long, or a late "+
+					"redelivery would be taken as a new event and counted twice", p.Name)
+			}
+			if keys < h {
+				return errAt("retention.keys", "%s is shorter than provider %q's replay horizon (%s): %q may redeliver an event "+
+					"for up to %s, and once its id is forgotten a redelivery would be taken as a new event and counted twice. "+
+					"Set retention.keys to at least %s", days(keys), p.Name, days(h), p.Name, days(h), days(h))
+			}
+		}
+		if p.Reconcile != nil {
+			if err := p.Reconcile.resolve(p, dir, at+".reconcile", r.Keys.Duration); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (rc *Reconcile) resolve(p *Provider, dir, at string, keys time.Duration) error {
+	if rc.Source == "" {
+		switch p.Scheme {
+		case "stripe", "github":
+			rc.Source = p.Scheme
+		default:
+			return errAt(at+".source", "required for scheme %s: stripe, github or file", p.Scheme)
+		}
+	}
+	for _, d := range []struct {
+		key string
+		d   Duration
+	}{{"window", rc.Window}, {"overlap", rc.Overlap}, {"interval", rc.Interval}} {
+		if err := d.d.Check(); err != nil {
+			return errAt(at+"."+d.key, "%v", err)
+		}
+	}
+	if rc.Window.Duration == 0 {
+		rc.Window.Duration = DefaultReconcileWindow
+	}
+	if rc.Overlap.Duration == 0 {
+		rc.Overlap.Duration = DefaultReconcileOverlap
+	}
+	if rc.Overlap.Duration < MinReconcileOverlap {
+		return errAt(at+".overlap", "%s is too short: consecutive windows must overlap by more than the clock skew "+
+			"between this host and the provider (at least %s)", rc.Overlap.Duration, MinReconcileOverlap)
+	}
+	if rc.Overlap.Duration >= rc.Window.Duration {
+		return errAt(at+".overlap", "must be shorter than the window (%s)", rc.Window.Duration)
+	}
+	if keys > 0 && rc.Window.Duration > keys {
+		return errAt(at+".window", "%s is longer than retention.keys (%s): reconciling events whose ids were already "+
+			"forgotten would insert them again", days(rc.Window.Duration), days(keys))
+	}
+	needKey := func() error {
+		if rc.APIKey.Value == "" && rc.APIKey.File == "" && !rc.APIKey.bad {
+			return errAt(at+".api_key", "required for the %s source", rc.Source)
+		}
+		return rc.APIKey.read(dir, at+".api_key")
+	}
+	checkURL := func(def string) error {
+		if rc.BaseURL == "" {
+			rc.BaseURL = def
+		}
+		u, err := url.Parse(rc.BaseURL)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return errAt(at+".base_url", "%q is not an http(s) URL", rc.BaseURL)
+		}
+		return nil
+	}
+	switch rc.Source {
+	case "stripe":
+		if err := checkURL(DefaultStripeBaseURL); err != nil {
+			return err
+		}
+		return needKey()
+	case "github":
+		if err := checkURL(DefaultGitHubBaseURL); err != nil {
+			return err
+		}
+		switch {
+		case rc.Repo != "" && rc.Org != "":
+			return errAt(at+".org", "set repo or org, not both")
+		case rc.Repo != "" && !repoName.MatchString(rc.Repo):
+			return errAt(at+".repo", "%q is not owner/name", rc.Repo)
+		case rc.Org != "" && !orgName.MatchString(rc.Org):
+			return errAt(at+".org", "%q is not an organization name", rc.Org)
+		case rc.Repo == "" && rc.Org == "":
+			return errAt(at+".repo", "required for the github source: owner/name of the repository whose hook to reconcile (or org)")
+		case rc.HookID <= 0:
+			return errAt(at+".hook_id", "required for the github source: the webhook's numeric id")
+		}
+		return needKey()
+	case "file":
+		if rc.File == "" {
+			return errAt(at+".file", "required for the file source: a JSONL file with one raw event per line")
+		}
+		if !filepath.IsAbs(rc.File) {
+			rc.File = filepath.Join(dir, rc.File)
+		}
+		if rc.IDPath == "" {
+			rc.IDPath = "id"
+		}
+		if rc.TypePath == "" {
+			rc.TypePath = "type"
+		}
+		if rc.TimePath == "" {
+			rc.TimePath = "created"
+		}
+		return nil
+	}
+	return errAt(at+".source", "%q is not one of stripe, github, file", rc.Source)
+}
+
+// days prints a duration in whole days when it is one ("30d"), else as Go does.
+func days(d time.Duration) string {
+	if d > 0 && d%(24*time.Hour) == 0 {
+		return fmt.Sprintf("%dd", d/(24*time.Hour))
+	}
+	return d.String()
+}
