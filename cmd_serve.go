@@ -134,6 +134,13 @@ func serve(c *cli.Context) error {
 		Log:            log,
 		Now:            time.Now,
 	}
+	// Periodic reconcile and prune (cmd_reconcile.go); deferred after
+	// writer.Close, so it runs first: the jobs submit to the writer.
+	stopBackground, err := startBackground(ctx, log, cfg, db, writer, mapper, srv.HandlerVersion)
+	if err != nil {
+		return err
+	}
+	defer stopBackground()
 	mux := http.NewServeMux()
 	srv.Routes(mux)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {

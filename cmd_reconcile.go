@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/receiver"
+	"github.com/hookledger/hookledger/reconcile"
+	"github.com/hookledger/hookledger/schema"
+)
+
+func reconcileCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "reconcile",
+		Usage: "list a provider's events and insert the ones its webhooks missed",
+		Description: "Lists the provider's events over a bounded window (its reconcile settings in the config: the Stripe\n" +
+			"events API, GitHub webhook deliveries, or a JSONL file) and compares them with the stored receipts.\n" +
+			"A missing event is inserted through the same idempotent path as a webhook (receipt source=reconcile);\n" +
+			"a missing GitHub delivery is redelivered by GitHub on request, asked once per event. After each complete\n" +
+			"page the checkpoint moves; a run that fails resumes there. Without --since a run starts where the last\n" +
+			"complete one ended, minus the configured overlap, and looks back at most the configured window.",
+		Flags: append(configFlags(),
+			&cli.StringFlag{Name: "provider", Aliases: []string{"p"}, Required: true, EnvVars: []string{"HOOKLEDGER_PROVIDER"},
+				Usage: "the provider to reconcile (a name under providers in the config)"},
+			&cli.StringFlag{Name: "since", EnvVars: []string{"HOOKLEDGER_SINCE"},
+				Usage: "look back this far from now (e.g. 72h, 3d) instead of continuing from the checkpoint"},
+			&cli.BoolFlag{Name: "dry-run", EnvVars: []string{"HOOKLEDGER_DRY_RUN"},
+				Usage: "list and compare only: insert nothing, ask for no redelivery, leave the checkpoint"},
+			&cli.StringFlag{Name: "file", EnvVars: []string{"HOOKLEDGER_RECONCILE_FILE"},
+				Usage: "read events from this JSONL file (one raw event per line) instead of the provider's configured source"},
+			formatFlag(),
+		),
+		Action: reconcileAction,
+	}
+}
+
+func reconcileAction(c *cli.Context) error {
+	format := c.String("format")
+	if err := checkFormat(format); err != nil {
+		return err
+	}
+	cfg, _, err := loadConfig(c)
+	if err != nil {
+		return err
+	}
+	p, err := lookupProvider(cfg, c.String("provider"))
+	if err != nil {
+		return err
+	}
+	since, err := sinceFlag(c, cfg)
+	if err != nil {
+		return err
+	}
+	var src reconcile.Source
+	if f := c.String("file"); f != "" {
+		fs := &reconcile.FileSource{Path: f}
+		if rc := p.Reconcile; rc != nil && rc.Source == "file" {
+			fs.IDPath, fs.TypePath, fs.TimePath, fs.Types = rc.IDPath, rc.TypePath, rc.TimePath, rc.Types
+		}
+		src = fs
+	} else if p.Reconcile == nil {
+		return fmt.Errorf("provider %q has no reconcile settings: add providers[].reconcile to the config "+
+			"(source stripe, github or file), or pass --file with a JSONL export", p.Name)
+	}
+	dryRun := c.Bool("dry-run")
+	db, w, err := openCustody(c.Context, cfg, dryRun)
+	if err != nil {
+		return err
+	}
+	defer closeCustody(db, w)
+	mapper := ledger.NewMapper(cfg.Usage, cfg.MeterNames())
+	r, err := reconcile.ForProvider(*p, src, reconcile.Reconciler{DB: db, Writer: w, Mapper: mapper, HandlerVersion: handlerVersion(mapper)})
+	if err != nil {
+		return err
+	}
+	rep, runErr := r.Run(c.Context, reconcile.Options{Since: since, DryRun: dryRun})
+	header := []string{"provider", "from", "to", "pages", "seen", "already_present", "inserted", "redelivery_requested",
+		"redelivery_pending", "failed"}
+	row := []string{rep.Provider, rep.WindowFrom.Format(time.RFC3339), rep.WindowTo.Format(time.RFC3339), itoa(rep.Pages),
+		itoa(rep.Seen), itoa(rep.AlreadyPresent), itoa(rep.Inserted), itoa(rep.RedeliveryRequested), itoa(rep.RedeliveryPending), itoa(rep.Failed)}
+	if err := writeRecords(c.App.Writer, format, header, [][]string{row}, rep); err != nil {
+		return err
+	}
+	if format == "table" {
+		out := c.App.Writer
+		if rep.Resumed {
+			fmt.Fprintln(out, "resumed an interrupted run from its checkpoint")
+		}
+		if dryRun {
+			fmt.Fprintln(out, "dry run: nothing was written or requested; inserted and redelivery_requested are what a run would do")
+		}
+		if rep.MappingFailed > 0 {
+			fmt.Fprintf(out, "%d inserted events did not fit the mapping (status failed): fix it, then hookledger replay --provider %s --status failed\n",
+				rep.MappingFailed, rep.Provider)
+		}
+	}
+	return runErr
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// lookupProvider looks a provider up by name, listing the configured ones if absent.
+func lookupProvider(cfg *config.Config, name string) (*config.Provider, error) {
+	var names []string
+	for i := range cfg.Providers {
+		if cfg.Providers[i].Name == name {
+			return &cfg.Providers[i], nil
+		}
+		names = append(names, cfg.Providers[i].Name)
+	}
+	return nil, fmt.Errorf("--provider: no provider named %q (configured: %s)", name, strings.Join(names, ", "))
+}
+
+// sinceFlag parses --since (0 when unset). A window longer than retention.keys
+// could re-insert events whose ids were already forgotten.
+func sinceFlag(c *cli.Context, cfg *config.Config) (time.Duration, error) {
+	s := c.String("since")
+	if s == "" {
+		return 0, nil
+	}
+	d, err := config.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("--since: %v", err)
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("--since: must be positive, e.g. 72h or 3d")
+	}
+	if keys := cfg.Retention.Keys.Duration; keys > 0 && d > keys {
+		return 0, fmt.Errorf("--since: %s reaches further back than retention.keys (%s): events older than that "+
+			"may have had their ids forgotten and would be inserted again", s, keys)
+	}
+	return d, nil
+}
+
+// handlerVersion is recorded on every receipt this binary applies.
+func handlerVersion(m *ledger.Mapper) string { return "hookledger/" + version + "+" + m.Version() }
+
+// openCustody opens the database and, unless readOnly, a writer on it. A
+// writing command shares the database with a running serve: each commit is
+// BEGIN IMMEDIATE, so they take turns.
+func openCustody(ctx context.Context, cfg *config.Config, readOnly bool) (*schema.DB, *receiver.Writer, error) {
+	db, err := schema.Open(ctx, cfg.DBPath(), schema.Options{ReadOnly: readOnly})
+	if err != nil {
+		return nil, nil, err
+	}
+	if readOnly {
+		return db, nil, nil
+	}
+	w := receiver.NewWriter(db)
+	if err := w.Open(ctx); err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	return db, w, nil
+}
+
+func closeCustody(db *schema.DB, w *receiver.Writer) {
+	if w != nil {
+		w.Close()
+	}
+	db.Close()
+}
+
+// startBackground runs serve's periodic jobs: reconcile for each provider
+// with reconcile.interval set, and prune when retention is configured. Each
+// runs once at start, then every interval. stop cancels them and waits, and
+// must be called before the writer closes.
+func startBackground(ctx context.Context, log *slog.Logger, cfg *config.Config, db *schema.DB, w *receiver.Writer,
+	m *ledger.Mapper, version string) (stop func(), err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	every := func(name string, d time.Duration, job func(context.Context)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.NewTicker(d)
+			defer t.Stop()
+			for {
+				job(ctx)
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+			}
+		}()
+		log.Info("background job", "job", name, "every", d.String())
+	}
+	for _, p := range cfg.Providers {
+		if p.Reconcile == nil || p.Reconcile.Interval.Duration <= 0 {
+			continue
+		}
+		r, err := reconcile.ForProvider(p, nil, reconcile.Reconciler{DB: db, Writer: w, Mapper: m, HandlerVersion: version, Log: log})
+		if err != nil {
+			cancel()
+			wg.Wait()
+			return nil, err
+		}
+		every("reconcile "+p.Name, p.Reconcile.Interval.Duration, func(ctx context.Context) {
+			rep, err := r.Run(ctx, reconcile.Options{})
+			attrs := []any{"provider", rep.Provider, "seen", rep.Seen, "already_present", rep.AlreadyPresent, "inserted", rep.Inserted,
+				"redelivery_requested", rep.RedeliveryRequested, "redelivery_pending", rep.RedeliveryPending, "failed", rep.Failed}
+			if err != nil && ctx.Err() == nil {
+				log.Warn("reconcile", append(attrs, "error", err.Error())...)
+			} else if err == nil {
+				log.Info("reconcile", attrs...)
+			}
+		})
+	}
+	if ret := cfg.Retention; ret.Enabled() {
+		policy := reconcile.Retention{Payload: ret.Payload.Duration, Keys: ret.Keys.Duration}
+		every("prune", ret.Interval.Duration, func(ctx context.Context) {
+			rep, err := reconcile.Prune(ctx, db, w, policy, time.Now(), false)
+			attrs := []any{"bodies_pruned", rep.BodiesPruned, "keys_deleted", rep.KeysDeleted, "failed_kept", rep.FailedKept}
+			if err != nil && ctx.Err() == nil {
+				log.Warn("prune", append(attrs, "error", err.Error())...)
+			} else if err == nil {
+				log.Info("prune", attrs...)
+			}
+		})
+	}
+	return func() { cancel(); wg.Wait() }, nil
+}
