@@ -357,3 +357,31 @@ func TestInvoiceAdjustVerifyCLI(t *testing.T) {
 		t.Fatalf("verify output:\n%s", out)
 	}
 }
+
+func TestUsageCLIErrors(t *testing.T) {
+	e := newCLIEnv(t)
+	seedAwkward(e)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"usage", "--format", "xml"}, "--format"},
+		{[]string{"usage", "--tz", "Mars/Base"}, "--tz: time zone"},
+		{[]string{"usage", "--from", "last week"}, "--from:"},
+		{[]string{"usage", "--group-by", "customer,week"}, "--group-by:"},
+		{[]string{"usage", "--group-by", "day"}, "cannot combine meters"},
+		{[]string{"usage", "--as-of", "id:-1"}, "--as-of:"},
+		{[]string{"usage", "late", "--format", "yaml"}, "--format"},
+		{[]string{"invoice", "list", "--format", "yaml"}, "--format"},
+		{[]string{"verify", "--format", "yaml"}, "--format"},
+	} {
+		if out, err := e.run(tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: err = %v, want %q\n%s", tc.args, err, tc.want, out)
+		}
+	}
+	// One total over everything, and a single meter over all customers.
+	out := e.mustRun("usage", "--group-by", "", "--meter", "users", "--format", "csv")
+	if out != "aggregation,quantity,unit,events,adjustments\nunique_count,2,users,12,0\n" {
+		t.Fatalf("one total:\n%q", out)
+	}
+}

@@ -341,7 +341,8 @@ func Query(ctx context.Context, db sqlx.QueryerContext, q UsageQuery) (*UsageRep
 	defer rows.Close()
 
 	groups := map[groupKey]*aggregate{}
-	meterOf := map[*aggregate]string{}
+	var firstMeter string
+	var firstSpec spec
 	var bStart, bEnd int64 = 1, 0 // cached bucket; empty until the first row
 	var (
 		id, occurred, qty int64
@@ -366,15 +367,21 @@ func Query(ctx context.Context, db sqlx.QueryerContext, q UsageQuery) (*UsageRep
 			}
 			k.bucket = bStart
 		}
-		a := groups[k]
 		m := q.Meters.Get(meter)
+		if !byMeter {
+			// Every group must mean the same thing, whatever the data
+			// happens to put in each bucket.
+			if firstMeter == "" {
+				firstMeter, firstSpec = meter, m.spec()
+			} else if m.spec() != firstSpec {
+				return nil, fmt.Errorf("%w: meters %q and %q aggregate differently (%s %s vs %s %s): group by meter or pick one with --meter",
+					ErrMixedMeters, firstMeter, meter, firstSpec.agg, firstSpec.unit, m.Aggregation, m.Unit)
+			}
+		}
+		a := groups[k]
 		if a == nil {
 			a = newAggregate(m.spec())
 			groups[k] = a
-			meterOf[a] = meter
-		} else if a.spec != m.spec() {
-			return nil, fmt.Errorf("%w: meters %q and %q aggregate differently (%s %s vs %s %s): group by meter or pick one with --meter",
-				ErrMixedMeters, meterOf[a], meter, a.spec.agg, a.spec.unit, m.Aggregation, m.Unit)
 		}
 		a.add(kind, id, Quantity(qty), occurred, props)
 	}
