@@ -1,0 +1,238 @@
+package ledger
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// closedPeriod is one closed event-time period and how far each customer's
+// usage in it has been billed.
+type closedPeriod struct {
+	label, tz  string
+	start, end int64
+	allHead    int64            // head of a close for all customers; -1 if none
+	invoiced   map[string]int64 // customer -> head of the close that closed or invoiced them
+	lateBilled map[string]int64 // customer -> highest through_id of late lines billed
+}
+
+// coverage is the highest ledger id billed for customer's usage in the
+// period; ok is false when the period is not closed for that customer.
+func (cp *closedPeriod) coverage(customer string) (int64, bool) {
+	base, ok := cp.invoiced[customer]
+	if !ok {
+		if cp.allHead < 0 {
+			return 0, false
+		}
+		base = cp.allHead
+	}
+	return max(base, cp.lateBilled[customer]), true
+}
+
+// minCoverage is the lowest coverage of any customer: late rows have higher ids.
+func (cp *closedPeriod) minCoverage() int64 {
+	m := int64(-1)
+	consider := func(v int64) {
+		if m < 0 || v < m {
+			m = v
+		}
+	}
+	if cp.allHead >= 0 {
+		consider(cp.allHead)
+	}
+	for c := range cp.invoiced {
+		v, _ := cp.coverage(c)
+		consider(v)
+	}
+	return max(m, 0)
+}
+
+// closedPeriods loads every closed period that applies to scope ("" = all).
+func closedPeriods(ctx context.Context, q sqlx.QueryerContext, scope string) ([]*closedPeriod, error) {
+	type pk struct{ start, end int64 }
+	byKey := map[pk]*closedPeriod{}
+	get := func(label, tz string, start, end int64) *closedPeriod {
+		k := pk{start, end}
+		cp := byKey[k]
+		if cp == nil {
+			cp = &closedPeriod{label: label, tz: tz, start: start, end: end, allHead: -1,
+				invoiced: map[string]int64{}, lateBilled: map[string]int64{}}
+			byKey[k] = cp
+		}
+		return cp
+	}
+	var closes []periodClose
+	query := `SELECT id, customer_id, period, tz, period_start, period_end, cutoff, ledger_head FROM period_closes`
+	var args []any
+	if scope != "" {
+		query += ` WHERE customer_id IN ('', ?)`
+		args = append(args, scope)
+	}
+	if err := sqlx.SelectContext(ctx, q, &closes, query, args...); err != nil {
+		return nil, fmt.Errorf("read closed periods: %w", err)
+	}
+	for _, c := range closes {
+		cp := get(c.Period, c.TZ, c.PeriodStart, c.PeriodEnd)
+		if c.Customer == "" {
+			cp.allHead = c.LedgerHead
+		} else {
+			cp.invoiced[c.Customer] = max(cp.invoiced[c.Customer], c.LedgerHead)
+		}
+	}
+	var invs []struct {
+		Customer string `db:"customer_id"`
+		Period   string `db:"period"`
+		TZ       string `db:"tz"`
+		Start    int64  `db:"period_start"`
+		End      int64  `db:"period_end"`
+		Head     int64  `db:"ledger_head"`
+	}
+	query = `SELECT customer_id, period, tz, period_start, period_end, ledger_head FROM invoices`
+	if scope != "" {
+		query += ` WHERE customer_id = ?`
+	}
+	if err := sqlx.SelectContext(ctx, q, &invs, query, args...); err != nil {
+		return nil, fmt.Errorf("read invoices: %w", err)
+	}
+	for _, inv := range invs {
+		cp := get(inv.Period, inv.TZ, inv.Start, inv.End)
+		cp.invoiced[inv.Customer] = max(cp.invoiced[inv.Customer], inv.Head)
+	}
+	var billed []struct {
+		Customer string `db:"customer_id"`
+		Period   string `db:"period"`
+		TZ       string `db:"tz"`
+		Start    int64  `db:"period_start"`
+		End      int64  `db:"period_end"`
+		Through  int64  `db:"through_id"`
+	}
+	query = `SELECT customer_id, MIN(period) AS period, MIN(tz) AS tz, period_start, period_end, MAX(through_id) AS through_id
+		FROM invoice_lines WHERE late = 1`
+	if scope != "" {
+		query += ` AND customer_id = ?`
+	}
+	query += ` GROUP BY customer_id, period_start, period_end`
+	if err := sqlx.SelectContext(ctx, q, &billed, query, args...); err != nil {
+		return nil, fmt.Errorf("read late lines: %w", err)
+	}
+	for _, b := range billed {
+		cp := get(b.Period, b.TZ, b.Start, b.End)
+		cp.lateBilled[b.Customer] = max(cp.lateBilled[b.Customer], b.Through)
+	}
+	out := make([]*closedPeriod, 0, len(byKey))
+	for _, cp := range byKey {
+		out = append(out, cp)
+	}
+	slices.SortFunc(out, func(a, b *closedPeriod) int { return cmp.Compare(a.start, b.start) })
+	return out, nil
+}
+
+// lateLines finds usage of closed periods recorded after their close and not
+// yet billed, up to ledger id head, as invoice lines naming their period. A
+// late line's quantity is the change to the period's total: the aggregate
+// over everything up to head minus the aggregate already billed, which for
+// sum and count is simply the late rows' own total.
+func lateLines(ctx context.Context, q sqlx.QueryerContext, scope string, head int64, meters Meters, skip map[string]bool, noIndex bool) ([]InvoiceLine, error) {
+	periods, err := closedPeriods(ctx, q, scope)
+	if err != nil {
+		return nil, err
+	}
+	type key struct{ customer, meter string }
+	var lines []InvoiceLine
+	for _, cp := range periods {
+		floor := cp.minCoverage()
+		if floor >= head {
+			continue
+		}
+		accs := map[key]*lineAcc{}
+		f := rowFilter{from: cp.start, to: cp.end, customer: scope, afterID: floor, throughID: head, noIndex: noIndex}
+		err := ledgerScan(ctx, q, f, false, func(id int64, kind, c, m string, qty Quantity, occ int64, props string, hash []byte) {
+			if skip[c] {
+				return
+			}
+			if cov, ok := cp.coverage(c); !ok || id <= cov {
+				return
+			}
+			k := key{c, m}
+			la := accs[k]
+			if la == nil {
+				la = &lineAcc{agg: newAggregate(meters.Get(m).spec())}
+				accs[k] = la
+			}
+			la.add(kind, id, qty, occ, props, hash)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("late usage for %s: %w", cp.label, err)
+		}
+		for k, la := range accs {
+			cov, _ := cp.coverage(k.customer)
+			m := meters.Get(k.meter)
+			delta, err := aggregateDelta(ctx, q, k.customer, m, cp.start, cp.end, cov, head)
+			if err != nil {
+				return nil, err
+			}
+			lines = append(lines, InvoiceLine{Customer: k.customer, Meter: k.meter, Aggregation: m.Aggregation, Property: m.Property, Unit: m.Unit,
+				Late: true, Period: cp.label, TZ: cp.tz, PeriodStart: cp.start, PeriodEnd: cp.end, AfterID: cov, ThroughID: head,
+				Quantity: delta, Rows: la.agg.rows, Adjustments: la.agg.adjustments, MaxID: la.maxID(), Digest: rowsDigest(la.rows)})
+		}
+	}
+	return lines, nil
+}
+
+// aggregateDelta is agg(rows with id <= through) - agg(rows with id <= after)
+// for one customer, meter and period: what a line covering (after, through]
+// adds to the period's billed total.
+func aggregateDelta(ctx context.Context, q sqlx.QueryerContext, customer string, m Meter, start, end, after, through int64) (Quantity, error) {
+	upTo, before := newAggregate(m.spec()), newAggregate(m.spec())
+	f := rowFilter{customer: customer, meter: m.Name, from: start, to: end, throughID: through}
+	err := ledgerScan(ctx, q, f, m.Aggregation == AggUniqueCount, func(id int64, kind, _, _ string, qty Quantity, occ int64, props string, _ []byte) {
+		upTo.add(kind, id, qty, occ, props)
+		if id <= after {
+			before.add(kind, id, qty, occ, props)
+		}
+	})
+	if err != nil {
+		return 0, err
+	}
+	return upTo.value() - before.value(), nil
+}
+
+// LateLine is usage of a closed period recorded after its close and not yet
+// billed: it will be billed by the customer's next invoice.
+type LateLine struct {
+	Customer    string      `json:"customer"`
+	Meter       string      `json:"meter"`
+	Period      string      `json:"period"`
+	TZ          string      `json:"tz"`
+	Aggregation Aggregation `json:"aggregation"`
+	Quantity    Quantity    `json:"quantity"` // change to the period's total
+	Unit        string      `json:"unit,omitempty"`
+	Rows        int64       `json:"rows"`
+	Adjustments int64       `json:"adjustments"`
+	AfterID     int64       `json:"after_id"`
+	MaxID       int64       `json:"max_id"`
+}
+
+// LateUsage lists unbilled late usage up to the current ledger head.
+func LateUsage(ctx context.Context, q sqlx.QueryerContext, customer string, meters Meters) ([]LateLine, error) {
+	head, err := LoadChain(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	lines, err := lateLines(ctx, q, customer, head.LastID, meters, nil, false)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]LateLine, len(lines))
+	for i, l := range lines {
+		out[i] = LateLine{Customer: l.Customer, Meter: l.Meter, Period: l.Period, TZ: l.TZ, Aggregation: l.Aggregation, Quantity: l.Quantity,
+			Unit: l.Unit, Rows: l.Rows, Adjustments: l.Adjustments, AfterID: l.AfterID, MaxID: l.MaxID}
+	}
+	slices.SortFunc(out, func(a, b LateLine) int {
+		return cmp.Or(cmp.Compare(a.Customer, b.Customer), cmp.Compare(a.Period, b.Period), cmp.Compare(a.Meter, b.Meter))
+	})
+	return out, nil
+}
