@@ -1,0 +1,64 @@
+package health
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/hookledger/hookledger/receiver"
+	"github.com/hookledger/hookledger/schema"
+)
+
+// Writable probes the write path through the writer itself: an empty item
+// waits its turn in the queue like a delivery, then the writer's BEGIN
+// IMMEDIATE … COMMIT must succeed. It fails when the writer is closed or its
+// queue is full, when another process holds the write lock, or when BEGIN or
+// COMMIT fails. Going through the writer, rather than a second connection,
+// means a busy writer is never mistaken for a locked database. It writes no
+// row, so it proves the lock and the commit path but not free space: the
+// disk check covers that.
+func Writable(w *receiver.Writer) CheckFunc {
+	probe := receiver.OpFunc(func(context.Context, *receiver.Tx) error { return nil })
+	return func(ctx context.Context) error {
+		if err := w.Submit(ctx, probe); err != nil {
+			if errors.Is(err, context.DeadlineExceeded) {
+				return errors.New("write probe timed out: the writer could not commit (is the database locked?)")
+			}
+			return fmt.Errorf("write probe: %w", err)
+		}
+		return nil
+	}
+}
+
+// Migrated checks that every embedded migration is applied and that the
+// database has none this binary does not know (a newer binary migrated it).
+func Migrated(db sqlx.QueryerContext) CheckFunc {
+	return func(ctx context.Context) error {
+		pending, err := schema.Pending(ctx, db)
+		if err != nil {
+			return fmt.Errorf("read migrations: %w", err)
+		}
+		if len(pending) > 0 {
+			names := make([]string, len(pending))
+			for i, m := range pending {
+				names[i] = m.Name
+			}
+			return fmt.Errorf("%d migration(s) not applied: %s", len(pending), strings.Join(names, ", "))
+		}
+		all, err := schema.Migrations()
+		if err != nil {
+			return err
+		}
+		var newest int
+		if err := sqlx.GetContext(ctx, db, &newest, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`); err != nil {
+			return fmt.Errorf("read migrations: %w", err)
+		}
+		if known := all[len(all)-1].Version; newest > known {
+			return fmt.Errorf("database is at migration %d but this binary knows only up to %d: run the newer binary", newest, known)
+		}
+		return nil
+	}
+}
