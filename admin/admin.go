@@ -61,10 +61,12 @@ func (s *Server) Handler() http.Handler {
 // authorized compares SHA-256 digests in constant time, so neither the
 // token's content nor its length leaks through timing.
 func authorized(header string, sums [][32]byte) bool {
-	token, ok := strings.CutPrefix(header, "Bearer ")
-	if !ok || token == "" {
+	// The scheme name is case-insensitive (RFC 9110 §11.1); the token is not.
+	const scheme = "Bearer "
+	if len(header) <= len(scheme) || !strings.EqualFold(header[:len(scheme)], scheme) {
 		return false
 	}
+	token := header[len(scheme):]
 	got := sha256.Sum256([]byte(token))
 	match := 0
 	for _, want := range sums {
