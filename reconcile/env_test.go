@@ -481,3 +481,5 @@ func (f *fakeGitHub) postCount(id string) int {
 	defer f.mu.Unlock()
 	return f.posts[id]
 }
+
+func writeFile(path, content string) error { return os.WriteFile(path, []byte(content), 0o600) }

@@ -45,7 +45,8 @@ type PruneReport struct {
 
 // pruneBatch is how many receipts one writer op changes: small enough that a
 // prune never holds the writer long enough to delay webhooks noticeably.
-const pruneBatch = 500
+// A variable so tests can make batches small.
+var pruneBatch = 500
 
 // Prune applies p at now. Each batch is its own writer op (and so shares
 // commits with webhooks); an error stops Prune with what was done so far

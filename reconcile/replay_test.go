@@ -1,0 +1,192 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/receiver"
+)
+
+// fixedMapper is the test config's mapping with the stripe quantity path corrected.
+func (e *env) fixedMapper() *ledger.Mapper {
+	usage := append([]ledger.Mapping(nil), e.cfg.Usage...)
+	usage[0].Quantity = ledger.Field{Path: "data.object.value"}
+	return ledger.NewMapper(usage, e.cfg.MeterNames())
+}
+
+func (e *env) verifyLedger() {
+	e.t.Helper()
+	rep, err := ledger.Verify(context.Background(), e.db.Read)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if p := rep.First(); p != nil {
+		e.t.Errorf("ledger verify: %v", p)
+	}
+}
+
+func TestReplayAfterMappingFix(t *testing.T) {
+	// The deployed mapping reads a quantity path the events do not have.
+	e := newEnv(t, envOptions{quantityPath: "data.object.amount"})
+	var want ledger.Quantity
+	for i := 0; i < 6; i++ {
+		body := stripeEventJSON(i, testNow.Add(-time.Hour))
+		if code, r := e.post("stripe", "", "", body); code != 200 || r["status"] != receiver.StatusFailed {
+			t.Fatalf("webhook %d: %d %v", i, code, r)
+		}
+		want += ledger.Quantity(i%7+1) * ledger.Scale
+	}
+	if e.count(`SELECT COUNT(*) FROM metered_usage`) != 0 {
+		t.Fatal("failed events wrote usage")
+	}
+	ctx := context.Background()
+	fixed := e.fixedMapper()
+	rep, err := receiver.ReplayReceipts(ctx, e.db.Read, e.w, fixed, "v2", receiver.ReplayFilter{Provider: "stripe", Status: "failed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Selected != 6 || rep.Applied != 6 || rep.StillFailed+rep.AlreadyApplied+rep.Errors != 0 {
+		t.Fatalf("report %+v", rep)
+	}
+	if got := e.usageSum("stripe"); got != want {
+		t.Errorf("usage %s, want %s", got, want)
+	}
+	if n := e.count(`SELECT COUNT(*) FROM receipts WHERE status = 'applied' AND error = '' AND handler_version = 'v2'
+		AND source = 'webhook' AND processed_at = ?`, testNow.UnixMilli()); n != 6 {
+		t.Errorf("replayed receipts = %d", n)
+	}
+	if n := e.count(`SELECT COUNT(*) FROM replays WHERE from_status = 'failed' AND to_status = 'applied'
+		AND from_handler_version = 'test' AND handler_version = 'v2'`); n != 6 {
+		t.Errorf("replay records = %d", n)
+	}
+	// The default occurred_at of a replayed row is the original receipt time,
+	// here the mapping's created path: unchanged by the replay's later clock.
+	var occurred int64
+	if err := e.db.Read.Get(&occurred, `SELECT MIN(occurred_at) FROM metered_usage`); err != nil || occurred != testNow.Add(-time.Hour).UnixMilli() {
+		t.Errorf("occurred_at %d (%v)", occurred, err)
+	}
+	e.verifyLedger()
+
+	// Replaying an applied event adds nothing, by id or by status.
+	rows := e.count(`SELECT COUNT(*) FROM metered_usage`)
+	rep, err = receiver.ReplayReceipts(ctx, e.db.Read, e.w, fixed, "v3", receiver.ReplayFilter{Provider: "stripe", EventID: "evt_000"})
+	if err != nil || rep.AlreadyApplied != 1 || rep.Applied != 0 {
+		t.Fatalf("err %v report %+v", err, rep)
+	}
+	rep, err = receiver.ReplayReceipts(ctx, e.db.Read, e.w, fixed, "v3", receiver.ReplayFilter{Provider: "stripe", Status: "failed"})
+	if err != nil || rep.Selected != 0 {
+		t.Fatalf("err %v report %+v", err, rep)
+	}
+	if n := e.count(`SELECT COUNT(*) FROM metered_usage`); n != rows {
+		t.Errorf("usage rows %d -> %d", rows, n)
+	}
+	if n := e.count(`SELECT COUNT(*) FROM receipts WHERE handler_version = 'v3'`); n != 0 {
+		t.Errorf("an applied receipt was rewritten")
+	}
+}
+
+func TestReplayRacesApplyOnce(t *testing.T) {
+	e := newEnv(t, envOptions{quantityPath: "data.object.amount"})
+	body := stripeEventJSON(3, testNow.Add(-time.Hour))
+	if code, _ := e.post("stripe", "", "", body); code != 200 {
+		t.Fatal(code)
+	}
+	fixed := e.fixedMapper()
+	ops := make([]*receiver.Replay, 20)
+	var wg sync.WaitGroup
+	for i := range ops {
+		ops[i] = &receiver.Replay{Provider: "stripe", EventID: "evt_003", Mapper: fixed, HandlerVersion: "v2"}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := e.w.Submit(context.Background(), ops[i]); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	outcomes := map[string]int{}
+	for _, op := range ops {
+		outcomes[op.Outcome]++
+	}
+	if outcomes[receiver.ReplayApplied] != 1 || outcomes[receiver.ReplayAlreadyApplied] != 19 {
+		t.Errorf("outcomes %v", outcomes)
+	}
+	if n := e.count(`SELECT COUNT(*) FROM metered_usage`); n != 1 {
+		t.Errorf("usage rows = %d, want 1", n)
+	}
+	if n := e.count(`SELECT COUNT(*) FROM replays`); n != 1 {
+		t.Errorf("replays = %d, want 1", n)
+	}
+}
+
+func TestReplayOutcomes(t *testing.T) {
+	e := newEnv(t, envOptions{quantityPath: "data.object.amount"})
+	ctx := context.Background()
+	for i := 0; i < 3; i++ {
+		e.post("stripe", "", "", stripeEventJSON(i, testNow.Add(-time.Hour)))
+	}
+	e.post("stripe", "", "", []byte(`{"id":"evt_other","object":"event","type":"customer.created","created":1,"data":{}}`))
+	broken := e.mapper()
+
+	t.Run("still failing keeps the receipt failed with the new error", func(t *testing.T) {
+		rep, err := receiver.ReplayReceipts(ctx, e.db.Read, e.w, broken, "v2", receiver.ReplayFilter{Provider: "stripe", Status: "failed"})
+		if err != nil || rep.StillFailed != 3 || len(rep.Failures) != 3 || !strings.Contains(rep.Failures[0].Error, "quantity") {
+			t.Fatalf("err %v report %+v", err, rep)
+		}
+		if n := e.count(`SELECT COUNT(*) FROM receipts WHERE status = 'failed' AND handler_version = 'v2'`); n != 3 {
+			t.Errorf("failed receipts with the new version = %d", n)
+		}
+		if n := e.count(`SELECT COUNT(*) FROM replays WHERE to_status = 'failed'`); n != 3 {
+			t.Errorf("replay records = %d", n)
+		}
+	})
+	t.Run("ignored stays ignored without a mapping", func(t *testing.T) {
+		rep, err := receiver.ReplayReceipts(ctx, e.db.Read, e.w, broken, "v2", receiver.ReplayFilter{Provider: "stripe", Status: "ignored"})
+		if err != nil || rep.Selected != 1 || rep.Ignored != 1 {
+			t.Fatalf("err %v report %+v", err, rep)
+		}
+	})
+	t.Run("since selects by receipt time", func(t *testing.T) {
+		rep, err := receiver.ReplayReceipts(ctx, e.db.Read, e.w, broken, "v2",
+			receiver.ReplayFilter{Provider: "stripe", Status: "failed", Since: testNow.Add(time.Minute)})
+		if err != nil || rep.Selected != 0 {
+			t.Fatalf("err %v report %+v", err, rep)
+		}
+	})
+	t.Run("unknown event", func(t *testing.T) {
+		rep, err := receiver.ReplayReceipts(ctx, e.db.Read, e.w, broken, "v2", receiver.ReplayFilter{Provider: "stripe", EventID: "evt_nope"})
+		if err != nil || rep.NotFound != 1 {
+			t.Fatalf("err %v report %+v", err, rep)
+		}
+	})
+	t.Run("bad status", func(t *testing.T) {
+		_, err := receiver.ReplayReceipts(ctx, e.db.Read, e.w, broken, "v2", receiver.ReplayFilter{Provider: "stripe", Status: "applied"})
+		if err == nil || !strings.Contains(err.Error(), "failed or ignored") {
+			t.Fatalf("err %v", err)
+		}
+	})
+	t.Run("a pruned body cannot be replayed", func(t *testing.T) {
+		if _, err := e.db.Write.Exec(`UPDATE receipts SET body = NULL WHERE event_id = 'evt_001'`); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := receiver.ReplayReceipts(ctx, e.db.Read, e.w, e.fixedMapper(), "v3", receiver.ReplayFilter{Provider: "stripe", Status: "failed"})
+		if err != nil || rep.Pruned != 1 || rep.Applied != 2 {
+			t.Fatalf("err %v report %+v", err, rep)
+		}
+	})
+	t.Run("storage errors are counted and returned", func(t *testing.T) {
+		e2 := newEnv(t, envOptions{quantityPath: "data.object.amount"})
+		e2.post("stripe", "", "", stripeEventJSON(1, testNow))
+		e2.w.Close()
+		rep, err := receiver.ReplayReceipts(ctx, e2.db.Read, e2.w, e2.fixedMapper(), "v2", receiver.ReplayFilter{Provider: "stripe", Status: "failed"})
+		if err == nil || rep.Errors != 1 || !strings.Contains(err.Error(), fmt.Sprint(receiver.ErrClosed)) {
+			t.Fatalf("err %v report %+v", err, rep)
+		}
+	})
+}
