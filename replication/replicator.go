@@ -1,0 +1,399 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/benbjohnson/litestream"
+	"github.com/benbjohnson/litestream/file"
+	"github.com/benbjohnson/litestream/s3"
+	"github.com/superfly/ltx"
+)
+
+// ErrClosed is returned by a Replicator that is not open.
+var ErrClosed = errors.New("replicator is not open")
+
+// Replicator runs Litestream inside the process for one database.
+//
+// Order of operations:
+//
+//	app opens *sql.DB and migrates  →  Replicator.Open
+//	… serve; Sync when a reply must wait for the replica …
+//	app closes its *sql.DB          →  Replicator.Close
+//
+// The app's database must be closed first so that no commit can land after
+// Close's final sync. The app should open its connections with
+// wal_autocheckpoint(0) while a Replicator runs: Litestream checkpoints on
+// its own schedule, and an autocheckpoint would only add checkpoint I/O to the
+// writer's commits (it cannot recycle WAL frames Litestream has not copied,
+// because Litestream holds a read transaction that pins them).
+type Replicator struct {
+	// ShutdownSyncTimeout bounds Close's final sync, so a dead replica cannot
+	// hang shutdown. Default: the config's shutdown-sync-timeout (10 s unless
+	// set). Zero means one attempt bounded only by Close's context.
+	ShutdownSyncTimeout time.Duration
+
+	// Logger receives Litestream's logs. Default: slog.Default().
+	Logger *slog.Logger
+
+	cfg  *Config
+	path string
+
+	// Sync and Status hold mu shared for their whole call and Close holds it
+	// exclusively, so Close waits for in-flight Syncs (bounded by their
+	// contexts) instead of closing the DB under them.
+	mu     sync.RWMutex
+	db     *litestream.DB
+	store  *litestream.Store
+	client *trackingClient
+}
+
+// NewReplicator returns a Replicator for dbPath, which must be the database
+// named in cfg. Set fields, then call Open.
+func NewReplicator(cfg *Config, dbPath string) (*Replicator, error) {
+	if err := cfg.CheckDB(dbPath); err != nil {
+		return nil, err
+	}
+	return &Replicator{
+		ShutdownSyncTimeout: cfg.ShutdownSyncTimeout,
+		Logger:              slog.Default(),
+		cfg:                 cfg,
+		path:                cfg.DB.Path,
+	}, nil
+}
+
+// Open starts replicating. The database file must already exist: Open takes
+// Litestream's read lock and cuts the first LTX file before it returns, so a
+// broken sidecar or an unreadable database fails here rather than later in a
+// background goroutine. It does not wait for the replica; call Sync for that.
+func (r *Replicator) Open(ctx context.Context) (err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.store != nil {
+		return errors.New("replicator already open")
+	}
+	if _, err := os.Stat(r.path); err != nil {
+		return fmt.Errorf("replicate %s: the database must exist before replication starts: %w", r.path, err)
+	}
+	client, err := newReplicaClient(&r.cfg.DB.Replica)
+	if err != nil {
+		return err
+	}
+	c := r.cfg
+	db := litestream.NewDB(r.path)
+	db.MonitorInterval = c.DB.MonitorInterval
+	db.CheckpointInterval = c.DB.CheckpointInterval
+	db.BusyTimeout = c.DB.BusyTimeout
+	r.client = &trackingClient{ReplicaClient: client}
+	db.Replica = litestream.NewReplicaWithClient(db, r.client)
+	db.Replica.SyncInterval = c.DB.Replica.SyncInterval
+	if fc, ok := client.(*file.ReplicaClient); ok {
+		fc.Replica = db.Replica // lets it create replica dirs with the database dir's mode
+	}
+
+	// Levels as the stock CLI builds them: L0 raw, then one per interval.
+	levels := litestream.CompactionLevels{{Level: 0}}
+	for i, d := range c.Levels {
+		levels = append(levels, &litestream.CompactionLevel{Level: i + 1, Interval: d})
+	}
+	store := litestream.NewStore([]*litestream.DB{db}, levels)
+	store.Logger = r.Logger.With("system", "litestream")
+	// NewStore copies its defaults into the DB; the setters re-propagate.
+	store.SnapshotInterval = c.SnapshotInterval
+	store.SnapshotRetention = c.SnapshotRetention
+	store.SetL0Retention(c.L0Retention)
+	store.SetShutdownSyncTimeout(r.ShutdownSyncTimeout)
+	store.SetRetentionEnabled(c.RetentionEnabled)
+	db.SetLogger(r.Logger.With("db", filepath.Base(r.path)))
+
+	if err := store.Open(ctx); err != nil {
+		return fmt.Errorf("start litestream: %w", err)
+	}
+	r.db, r.store = db, store
+	if err := db.Sync(ctx); err != nil {
+		_ = r.close(context.WithoutCancel(ctx))
+		return fmt.Errorf("first litestream sync of %s: %w", r.path, err)
+	}
+	return nil
+}
+
+// Sync returns once the replica holds every transaction committed before the
+// call: it cuts the WAL into an LTX file and uploads all pending LTX files
+// (DB.SyncAndWait). Concurrent calls queue on Litestream's locks, so callers
+// batch naturally: one Sync covers every commit that preceded it.
+func (r *Replicator) Sync(ctx context.Context) error {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.db == nil {
+		return ErrClosed
+	}
+	if err := r.client.record(r.db.SyncAndWait(ctx)); err != nil {
+		return fmt.Errorf("replica sync: %w", err)
+	}
+	return nil
+}
+
+// Status describes how far the replica is behind the local database.
+type Status struct {
+	DBPath      string
+	Replica     string // "file:<dir>" or "s3://bucket/prefix"
+	LocalTXID   TXID   // last transaction Litestream has cut from the WAL
+	ReplicaTXID TXID   // last transaction the replica holds
+	InSync      bool   // ReplicaTXID == LocalTXID
+	// LagBytes and LagTime cover LTX files cut locally but not yet uploaded
+	// (LagTime is the age of the oldest). Commits still in the WAL are not
+	// counted; they wait at most the monitor interval (1 s) to be cut.
+	LagBytes    int64
+	LagTime     time.Duration
+	LastSyncAt  time.Time // last successful replica sync; zero if none
+	LastError   string    // last replica error; empty if none
+	LastErrorAt time.Time
+}
+
+// Healthy reports whether the replica's last operation succeeded.
+func (s Status) Healthy() bool { return s.LastError == "" || s.LastSyncAt.After(s.LastErrorAt) }
+
+// Status asks the replica for its position, so it fails when the replica is
+// unreachable.
+func (r *Replicator) Status(ctx context.Context) (Status, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.db == nil {
+		return Status{}, ErrClosed
+	}
+	st, err := readStatus(ctx, r.path, &r.cfg.DB.Replica, r.client)
+	st.LastSyncAt = r.db.LastSuccessfulSyncAt()
+	r.client.mu.Lock()
+	if r.client.lastErr != nil {
+		st.LastError, st.LastErrorAt = r.client.lastErr.Error(), r.client.lastErrAt
+	}
+	r.client.mu.Unlock()
+	return st, err
+}
+
+// ReadStatus reports positions and lag from another process (the
+// `replica status` command) by reading the database's Litestream sidecar and
+// listing the replica. It does not start replication. LastSyncAt is the
+// creation time of the replica's newest L0 file; LastError is unknown.
+func ReadStatus(ctx context.Context, cfg *Config) (Status, error) {
+	client, err := newReplicaClient(&cfg.DB.Replica)
+	if err != nil {
+		return Status{}, err
+	}
+	return readStatus(ctx, cfg.DB.Path, &cfg.DB.Replica, client)
+}
+
+func readStatus(ctx context.Context, dbPath string, rc *ReplicaConfig, client litestream.ReplicaClient) (Status, error) {
+	st := Status{DBPath: dbPath, Replica: rc.String()}
+	if err := client.Init(ctx); err != nil {
+		return st, fmt.Errorf("replica %s: %w", st.Replica, err)
+	}
+	itr, err := client.LTXFiles(ctx, 0, 0, false)
+	if err != nil {
+		return st, fmt.Errorf("list replica %s: %w", st.Replica, err)
+	}
+	for itr.Next() {
+		if info := itr.Item(); info.MaxTXID >= st.ReplicaTXID {
+			st.ReplicaTXID, st.LastSyncAt = info.MaxTXID, info.CreatedAt
+		}
+	}
+	if err := itr.Close(); err != nil {
+		return st, fmt.Errorf("list replica %s: %w", st.Replica, err)
+	}
+	ents, err := os.ReadDir(filepath.FromSlash(litestream.LTXLevelDir(MetaPath(dbPath), 0)))
+	if err != nil && !os.IsNotExist(err) {
+		return st, err
+	}
+	var oldest time.Time
+	for _, ent := range ents {
+		minTXID, maxTXID, err := ltx.ParseFilename(ent.Name())
+		if err != nil {
+			continue
+		}
+		st.LocalTXID = max(st.LocalTXID, maxTXID)
+		if minTXID <= st.ReplicaTXID {
+			continue
+		}
+		if fi, err := ent.Info(); err == nil {
+			st.LagBytes += fi.Size()
+			if oldest.IsZero() || fi.ModTime().Before(oldest) {
+				oldest = fi.ModTime()
+			}
+		}
+	}
+	if !oldest.IsZero() {
+		st.LagTime = time.Since(oldest)
+	}
+	st.InSync = st.LocalTXID == st.ReplicaTXID
+	return st, nil
+}
+
+// Close stops replication after a final sync bounded by ShutdownSyncTimeout.
+// Close the application's *sql.DB first (see Replicator). The replicator
+// cannot be reopened.
+func (r *Replicator) Close(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.close(ctx)
+}
+
+func (r *Replicator) close(ctx context.Context) error {
+	if r.store == nil {
+		return nil
+	}
+	if r.ShutdownSyncTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.ShutdownSyncTimeout)
+		defer cancel()
+	}
+	err := r.client.record(r.store.Close(ctx))
+	r.store, r.db = nil, nil
+	if err != nil {
+		return fmt.Errorf("stop replication of %s: %w", r.path, err)
+	}
+	return nil
+}
+
+// trackingClient remembers the replica's last error: Litestream's background
+// uploads only log failures, and /readyz must be able to report them.
+type trackingClient struct {
+	litestream.ReplicaClient
+
+	mu        sync.Mutex
+	lastErr   error
+	lastErrAt time.Time
+}
+
+func (c *trackingClient) record(err error) error {
+	if err != nil && !errors.Is(err, context.Canceled) {
+		c.mu.Lock()
+		c.lastErr, c.lastErrAt = err, time.Now()
+		c.mu.Unlock()
+	}
+	return err
+}
+
+func (c *trackingClient) WriteLTXFile(ctx context.Context, level int, minTXID, maxTXID ltx.TXID, rd io.Reader) (*ltx.FileInfo, error) {
+	info, err := c.ReplicaClient.WriteLTXFile(ctx, level, minTXID, maxTXID, rd)
+	return info, c.record(err)
+}
+
+func (c *trackingClient) LTXFiles(ctx context.Context, level int, seek ltx.TXID, useMetadata bool) (ltx.FileIterator, error) {
+	itr, err := c.ReplicaClient.LTXFiles(ctx, level, seek, useMetadata)
+	return itr, c.record(err)
+}
+
+// String names the replica for logs and status output, without credentials.
+func (rc *ReplicaConfig) String() string {
+	if rc.Type == "file" {
+		return "file:" + rc.Path
+	}
+	if rc.URL != "" {
+		u, _, _ := strings.Cut(rc.URL, "?")
+		return u
+	}
+	return "s3://" + rc.Bucket + "/" + strings.TrimPrefix(rc.Path, "/")
+}
+
+func newReplicaClient(rc *ReplicaConfig) (litestream.ReplicaClient, error) {
+	switch rc.Type {
+	case "file":
+		return file.NewReplicaClient(rc.Path), nil
+	case "s3":
+		// Litestream's S3 client brings its own *http.Client, to which the
+		// AWS SDK cannot add AWS_CA_BUNDLE's roots: Init would fail with
+		// "unable to add custom RootCAs HTTPClient". Say what to do instead.
+		if os.Getenv("AWS_CA_BUNDLE") != "" {
+			return nil, errors.New("s3 replica: Litestream v0.5.18 cannot use AWS_CA_BUNDLE; " +
+				"unset it and put extra CA certificates in SSL_CERT_FILE or SSL_CERT_DIR, which Go reads")
+		}
+		return newS3Client(rc)
+	}
+	return nil, fmt.Errorf("unsupported replica type %q", rc.Type)
+}
+
+// newS3Client builds the client the way the stock CLI builds it from
+// litestream.yml (NewS3ReplicaClientFromConfig), for the keys we accept.
+func newS3Client(rc *ReplicaConfig) (*s3.ReplicaClient, error) {
+	bucket, prefix, region, endpoint := rc.Bucket, rc.Path, rc.Region, rc.Endpoint
+	pathStyle, pathStyleSet, skipVerify := endpoint != "", rc.ForcePathStyle != nil, rc.SkipVerify
+	if rc.URL != "" {
+		_, host, upath, query, _, err := litestream.ParseReplicaURLWithQuery(rc.URL)
+		if err != nil {
+			return nil, err
+		}
+		for key := range query {
+			switch key {
+			case "endpoint", "region", "forcePathStyle", "force-path-style", "skipVerify", "skip-verify":
+			default:
+				return nil, fmt.Errorf("url parameter %q is not supported", key)
+			}
+		}
+		ubucket, uregion, uendpoint, upathStyle := s3.ParseHost(host)
+		if strings.HasPrefix(host, "arn:") {
+			ubucket, uregion, uendpoint, upathStyle = host, litestream.RegionFromS3ARN(host), "", false
+		}
+		if v := query.Get("endpoint"); v != "" {
+			uendpoint, _ = litestream.EnsureEndpointScheme(v)
+			upathStyle = true
+		}
+		if v := query.Get("region"); v != "" {
+			uregion = v
+		}
+		if v, ok := litestream.BoolQueryValue(query, "forcePathStyle", "force-path-style"); ok {
+			upathStyle, pathStyleSet = v, true
+		}
+		if v, ok := litestream.BoolQueryValue(query, "skipVerify", "skip-verify"); ok {
+			skipVerify = v
+		}
+		bucket, prefix = ubucket, upath
+		if region == "" {
+			region = uregion
+		}
+		if endpoint == "" {
+			endpoint = uendpoint
+		}
+		if rc.ForcePathStyle == nil && !pathStyle {
+			pathStyle = upathStyle
+		}
+	}
+	if rc.ForcePathStyle != nil {
+		pathStyle = *rc.ForcePathStyle
+	}
+	if bucket == "" {
+		return nil, errors.New("bucket required for s3 replica")
+	}
+	// Provider quirks, as in the stock CLI.
+	if !pathStyleSet && (litestream.IsFilebaseEndpoint(endpoint) || litestream.IsBackblazeEndpoint(endpoint) ||
+		litestream.IsMinIOEndpoint(endpoint) || litestream.IsSupabaseEndpoint(endpoint) || litestream.IsNeonEndpoint(endpoint)) {
+		pathStyle = true
+	}
+	c := s3.NewReplicaClient()
+	c.Bucket, c.Path, c.Region, c.Endpoint = bucket, prefix, region, endpoint
+	c.ForcePathStyle, c.SkipVerify = pathStyle, skipVerify
+	c.AccessKeyID, c.SecretAccessKey = rc.AccessKeyID, rc.SecretAccessKey
+	if litestream.IsTigrisEndpoint(endpoint) {
+		c.RequireContentMD5 = false
+		c.Concurrency, c.PartSize = s3.DefaultTigrisConcurrency, s3.DefaultTigrisPartSize
+	}
+	if litestream.IsCloudflareR2Endpoint(endpoint) {
+		c.Concurrency = s3.DefaultR2Concurrency
+	}
+	// The stock CLI copies LITESTREAM_* credentials to AWS_* when those are
+	// unset; without touching our environment, the effect is the same.
+	if c.AccessKeyID == "" && os.Getenv("AWS_ACCESS_KEY_ID") == "" {
+		c.AccessKeyID = os.Getenv("LITESTREAM_ACCESS_KEY_ID")
+	}
+	if c.SecretAccessKey == "" && os.Getenv("AWS_SECRET_ACCESS_KEY") == "" {
+		c.SecretAccessKey = os.Getenv("LITESTREAM_SECRET_ACCESS_KEY")
+	}
+	return c, nil
+}
