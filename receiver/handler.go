@@ -62,16 +62,20 @@ func (s *Server) serveWebhook(w http.ResponseWriter, r *http.Request) {
 	reqID := requestID(r)
 	w.Header().Set("X-Request-Id", reqID)
 	name := r.PathValue("provider")
-	log := s.Log.With("provider", name, "request_id", reqID)
+	// logAttrs gathers what is learned about the attempt as the handler goes;
+	// record logs them once (Logger.With would encode them again at each step).
+	logAttrs := make([]slog.Attr, 0, 12)
+	logAttrs = append(logAttrs, slog.String("provider", name), slog.String("request_id", reqID))
 
 	// record is the one place an attempt is logged and observed.
-	record := func(o Observation, attrs ...any) {
+	record := func(o Observation, attrs ...slog.Attr) {
 		o.Provider, o.Latency = name, time.Since(start)
-		attrs = append(attrs, "outcome", o.Outcome, "status", o.Code, "latency_ms", float64(o.Latency.Microseconds())/1000)
+		logAttrs = append(append(logAttrs, attrs...), slog.String("outcome", o.Outcome), slog.Int("status", o.Code),
+			slog.Float64("latency_ms", float64(o.Latency.Microseconds())/1000))
 		if o.Reason != "" {
-			attrs = append(attrs, "reason", o.Reason)
+			logAttrs = append(logAttrs, slog.String("reason", o.Reason))
 		}
-		log.Info("delivery", attrs...)
+		s.Log.LogAttrs(r.Context(), slog.LevelInfo, "delivery", logAttrs...)
 		if s.Observe != nil {
 			s.Observe(o)
 		}
@@ -79,9 +83,9 @@ func (s *Server) serveWebhook(w http.ResponseWriter, r *http.Request) {
 	// fail rejects the attempt: reason is a short stable label (logs, metrics),
 	// msg what the sender reads.
 	fail := func(code int, reason, msg string, err error) {
-		var attrs []any
+		var attrs []slog.Attr
 		if err != nil {
-			attrs = append(attrs, "error", err.Error())
+			attrs = append(attrs, slog.String("error", err.Error()))
 		}
 		record(Observation{Outcome: "rejected", Reason: reason, Code: code}, attrs...)
 		if code == http.StatusServiceUnavailable {
@@ -124,7 +128,7 @@ func (s *Server) serveWebhook(w http.ResponseWriter, r *http.Request) {
 	if hasTS {
 		a := received.Sub(ts)
 		age = &a
-		log = log.With("signature_age_ms", a.Milliseconds())
+		logAttrs = append(logAttrs, slog.Int64("signature_age_ms", a.Milliseconds()))
 	}
 	if !gjson.ValidBytes(body) {
 		fail(http.StatusBadRequest, "not_json", "body is not valid JSON", nil)
@@ -140,7 +144,7 @@ func (s *Server) serveWebhook(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusBadRequest, "no_event_id", "delivery carries no event id", nil)
 		return
 	}
-	log = log.With("event_id", id, "event_type", typ)
+	logAttrs = append(logAttrs, slog.String("event_id", id), slog.String("event_type", typ))
 
 	sum := sha256.Sum256(body)
 	d := &Delivery{
@@ -171,7 +175,7 @@ func (s *Server) serveWebhook(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusServiceUnavailable, reason, "not stored, retry later", err)
 		return
 	}
-	record(Observation{Outcome: d.Outcome, Code: http.StatusOK}, "receipt_status", d.StoredStatus)
+	record(Observation{Outcome: d.Outcome, Code: http.StatusOK}, slog.String("receipt_status", d.StoredStatus))
 	writeJSON(w, http.StatusOK, reply{
 		Accepted:  true,
 		Duplicate: d.Outcome != OutcomeInserted,
