@@ -124,6 +124,7 @@ func (s *Server) serveWebhook(w http.ResponseWriter, r *http.Request) {
 		fail(code, reason, err.Error(), nil)
 		return
 	}
+	logAttrs = append(logAttrs, slog.String("signature", "valid")) // a rejection's reason names the failure
 	var age *time.Duration
 	if hasTS {
 		a := received.Sub(ts)
