@@ -10,6 +10,9 @@ import (
 	"github.com/hookledger/hookledger/reconcile"
 )
 
+// msTime prints stored unix-millisecond times in full.
+const msTime = "2006-01-02T15:04:05.000Z07:00"
+
 func auditCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "audit",
@@ -57,8 +60,8 @@ func auditCommand() *cli.Command {
 					"duplicate_received_at", "duplicate_sha256", "remote_addr"}
 				rows := make([][]string, len(ms))
 				for i, m := range ms {
-					rows[i] = []string{m.Provider, m.EventID, m.OriginalSource, m.OriginalTime.Format(time.RFC3339Nano), m.OriginalHex,
-						m.DuplicateTime.Format(time.RFC3339Nano), m.DuplicateHex, m.RemoteAddr}
+					rows[i] = []string{m.Provider, m.EventID, m.OriginalSource, m.OriginalTime.Format(msTime), m.OriginalHex,
+						m.DuplicateTime.Format(msTime), m.DuplicateHex, m.RemoteAddr}
 				}
 				return writeRecords(c.App.Writer, format, header, rows, ms)
 			},

@@ -103,7 +103,8 @@ var ErrIncomplete = errors.New("reconcile incomplete")
 // their redelivery requested), and only then does the checkpoint move past
 // that page. Any failure stops the run with the checkpoint where it was.
 func (r *Reconciler) Run(ctx context.Context, o Options) (*Report, error) {
-	now := r.Now()
+	// Millisecond precision, as stored: a resumed window is the same window.
+	now := time.UnixMilli(r.Now().UnixMilli()).UTC()
 	rep := &Report{Provider: r.Provider, Source: r.Source.Name(), DryRun: o.DryRun}
 	cp, found, err := LoadCheckpoint(ctx, r.DB.Read, r.Provider)
 	if err != nil {

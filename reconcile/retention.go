@@ -53,6 +53,7 @@ var pruneBatch = 500
 // counted and durable.
 func Prune(ctx context.Context, db *schema.DB, w *receiver.Writer, p Retention, now time.Time, dryRun bool) (*PruneReport, error) {
 	rep := &PruneReport{DryRun: dryRun}
+	now = time.UnixMilli(now.UnixMilli()) // as stored
 	if p.Payload > 0 {
 		cut := now.Add(-p.Payload).UTC()
 		rep.PayloadBefore = &cut
