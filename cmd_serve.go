@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -16,7 +17,9 @@ import (
 
 	"github.com/hookledger/hookledger/admin"
 	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/health"
 	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/metrics"
 	"github.com/hookledger/hookledger/receiver"
 	"github.com/hookledger/hookledger/schema"
 )
@@ -83,16 +86,28 @@ func serveCommand() *cli.Command {
 		Usage: "receive webhooks at POST /webhooks/{provider}",
 		Description: "Verifies each delivery's signature over the raw body, stores the authenticated event and its\n" +
 			"usage rows in one transaction, and answers 2xx only after that transaction is durable.\n" +
-			"Stops gracefully on SIGINT/SIGTERM: no new requests, in-flight batches finish, the database closes.",
-		Flags: append(configFlags(),
+			"Stops gracefully on SIGINT/SIGTERM: no new requests, in-flight batches finish, the database closes.\n" +
+			"GET /healthz and /readyz on the webhook listener; Prometheus metrics at /metrics on the admin listener.",
+		Flags: append(append(append(configFlags(),
 			&cli.StringFlag{Name: "listen", EnvVars: []string{"HOOKLEDGER_LISTEN"},
 				Usage: "address for the webhook listener (default: the config's listen, else :8080)"},
-		),
+		), logFlags()...), tlsFlags()...),
 		Action: serve,
 	}
 }
 
 func serve(c *cli.Context) error {
+	log, err := newLogger(c.App.ErrWriter, c.String("log-level"), c.String("log-format"))
+	if err != nil {
+		return err
+	}
+	slog.SetDefault(log) // libraries that log through slog.Default (Litestream) match
+	var certs *certReloader
+	if c.String("tls-cert") != "" || c.String("tls-key") != "" {
+		if certs, err = newCertReloader(c.String("tls-cert"), c.String("tls-key")); err != nil {
+			return err
+		}
+	}
 	cfg, generated, err := loadConfig(c)
 	if err != nil {
 		return err
@@ -100,14 +115,15 @@ func serve(c *cli.Context) error {
 	if l := c.String("listen"); l != "" {
 		cfg.Listen = l
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	if generated != "" {
-		fmt.Fprintf(os.Stderr, "\nGenerated a signing secret for provider \"default\" (shown once; kept in %s):\n\n    %s\n\n"+
+		// Zero-config first start only: deploy/ always configures secrets, so
+		// no generated secret reaches a journal.
+		fmt.Fprintf(c.App.ErrWriter, "\nGenerated a signing secret for provider \"default\" (shown once; kept in %s):\n\n    %s\n\n"+
 			"Send with:  HOOKLEDGER_SECRET='%s' hookledger send --customer cus_1 --meter api_requests --quantity 3\n\n",
 			cfg.Data+string(os.PathSeparator)+config.SecretFile, generated, generated)
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
 	db, err := schema.Open(ctx, cfg.DBPath(), schema.Options{})
@@ -120,7 +136,10 @@ func serve(c *cli.Context) error {
 		return err
 	}
 	mapper := ledger.NewMapper(cfg.Usage, cfg.MeterNames())
+	names := providerNames(providers)
+	met := metrics.New(metrics.Options{Providers: names, Version: version, Commit: commit})
 	writer := receiver.NewWriter(db)
+	writer.AfterBatch = met.ObserveBatch // before Open: the writer goroutine reads it
 	if err := writer.Open(ctx); err != nil {
 		return err
 	}
@@ -133,7 +152,21 @@ func serve(c *cli.Context) error {
 		HandlerVersion: "hookledger/" + version + "+" + mapper.Version(),
 		Log:            log,
 		Now:            time.Now,
+		Observe: func(o receiver.Observation) {
+			met.ObserveDelivery(o.Provider, o.Outcome, o.Reason, o.Latency)
+		},
 	}
+	met.WatchWriterQueue(writer.Depth, writer.QueueSize)
+	met.WatchDatabase(db, log)
+	met.WatchDisk(func() (uint64, uint64, error) {
+		st, err := health.StatDisk(cfg.Data)
+		return st.FreeBytes, st.TotalBytes, err
+	})
+	// Readiness: components add their own checks (e.g. "replication").
+	ready := health.New(log)
+	ready.Add("database", health.Writable(writer))
+	ready.Add("migrations", health.Migrated(db.Read))
+	ready.Add("disk", health.Disk(cfg.Data, minFreeDisk))
 	// Periodic reconcile and prune (cmd_reconcile.go); deferred after
 	// writer.Close, so it runs first: the jobs submit to the writer.
 	stopBackground, err := startBackground(ctx, log, cfg, db, writer, mapper, srv.HandlerVersion)
@@ -143,9 +176,7 @@ func serve(c *cli.Context) error {
 	defer stopBackground()
 	mux := http.NewServeMux()
 	srv.Routes(mux)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		w.Write([]byte("ok\n"))
-	})
+	ready.Routes(mux) // GET /healthz, GET /readyz
 	hs := &http.Server{
 		Handler: mux,
 		// A slow or stalled client must not pin a connection.
@@ -159,6 +190,12 @@ func serve(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	if certs != nil {
+		hs.TLSConfig = certs.config()
+		met.SetTLSCertificate(certs.cert.Load().Leaf.NotAfter)
+		logCert(log, "serving HTTPS", certs.cert.Load())
+	}
+	watchSIGHUP(ctx, log, certs, met)
 	servers := []*http.Server{hs}
 	listeners := []net.Listener{ln}
 
@@ -167,6 +204,8 @@ func serve(c *cli.Context) error {
 		return err
 	}
 	adm.Mux.Handle("GET /v1/usage", admin.Usage(db.Read, ledger.NewMeters(cfg.Meters)))
+	adm.Mux.Handle("GET /metrics", met.Handler())
+	adm.Mux.Handle("GET /readyz", ready.DetailHandler()) // with each failing check's error
 	if len(adm.Tokens) > 0 {
 		aln, err := net.Listen("tcp", adm.Listen)
 		if err != nil {
@@ -174,15 +213,17 @@ func serve(c *cli.Context) error {
 		}
 		servers, listeners = append(servers, adm.HTTPServer()), append(listeners, aln)
 		log.Info("admin API", "addr", aln.Addr().String())
+		for _, t := range adm.Tokens {
+			if len(t) < minAdminToken {
+				log.Warn("an admin token is shorter than 16 characters; use a long random one (openssl rand -hex 32)")
+				break
+			}
+		}
 	} else {
 		log.Info("admin API disabled: set HOOKLEDGER_ADMIN_TOKEN or admin.tokens to enable it")
 	}
 
-	names := make([]string, 0, len(providers))
-	for n := range providers {
-		names = append(names, n)
-	}
-	log.Info("serving", "addr", ln.Addr().String(), "db", db.Path, "providers", names, "config", cfgSource(cfg))
+	log.Info("serving", "addr", ln.Addr().String(), "tls", certs != nil, "db", db.Path, "providers", names, "config", cfgSource(cfg))
 	return runServers(ctx, log, servers, listeners)
 }
 
@@ -192,7 +233,13 @@ func serve(c *cli.Context) error {
 func runServers(ctx context.Context, log *slog.Logger, servers []*http.Server, listeners []net.Listener) error {
 	errc := make(chan error, len(servers))
 	for i, hs := range servers {
-		go func() { errc <- hs.Serve(listeners[i]) }()
+		go func() {
+			if hs.TLSConfig != nil {
+				errc <- hs.ServeTLS(listeners[i], "", "") // the certificate comes from TLSConfig
+				return
+			}
+			errc <- hs.Serve(listeners[i])
+		}()
 	}
 	var err error
 	select {
@@ -211,6 +258,24 @@ func runServers(ctx context.Context, log *slog.Logger, servers []*http.Server, l
 		err = nil
 	}
 	return err
+}
+
+// Operating thresholds.
+const (
+	// minFreeDisk: below this much free space /readyz reports the disk check
+	// failing, before SQLite starts failing commits.
+	minFreeDisk = 64 << 20
+	// minAdminToken: shorter admin tokens draw a startup warning.
+	minAdminToken = 16
+)
+
+func providerNames(providers map[string]*receiver.Provider) []string {
+	names := make([]string, 0, len(providers))
+	for n := range providers {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
 }
 
 func cfgSource(cfg *config.Config) string {

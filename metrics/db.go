@@ -129,3 +129,40 @@ func (c *dbCollector) read() (dbStats, error) {
 	}
 	return st, nil
 }
+
+// DiskStatFunc reports the free (available to unprivileged users) and total
+// bytes of the filesystem holding the data directory.
+type DiskStatFunc func() (free, total uint64, err error)
+
+// WatchDisk exports the data directory's filesystem space, read at scrape
+// time. A full disk is the commonest way a single-VM service stops: alert on
+// it here even where node_exporter is not installed. Call it once.
+func (m *Metrics) WatchDisk(stat DiskStatFunc) {
+	if m == nil {
+		return
+	}
+	m.Registry.MustRegister(diskCollector(stat))
+}
+
+type diskCollector DiskStatFunc
+
+var (
+	diskFreeDesc = prometheus.NewDesc(Namespace+"_data_filesystem_avail_bytes",
+		"Bytes available to hookledger on the filesystem holding the data directory.", nil, nil)
+	diskSizeDesc = prometheus.NewDesc(Namespace+"_data_filesystem_size_bytes",
+		"Size of the filesystem holding the data directory.", nil, nil)
+)
+
+func (c diskCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- diskFreeDesc
+	ch <- diskSizeDesc
+}
+
+func (c diskCollector) Collect(ch chan<- prometheus.Metric) {
+	free, total, err := c()
+	if err != nil {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(diskFreeDesc, prometheus.GaugeValue, float64(free))
+	ch <- prometheus.MustNewConstMetric(diskSizeDesc, prometheus.GaugeValue, float64(total))
+}

@@ -369,6 +369,28 @@ func TestReconcileAndTLS(t *testing.T) {
 	}
 }
 
+func TestDisk(t *testing.T) {
+	m := New(Options{})
+	var fail bool
+	m.WatchDisk(func() (uint64, uint64, error) {
+		if fail {
+			return 0, 0, errors.New("statfs: no such file")
+		}
+		return 5 << 30, 20 << 30, nil
+	})
+	mfs := scrape(t, m)
+	if got := value(t, mfs, "hookledger_data_filesystem_avail_bytes", nil); got != 5<<30 {
+		t.Errorf("avail = %v", got)
+	}
+	if got := value(t, mfs, "hookledger_data_filesystem_size_bytes", nil); got != 20<<30 {
+		t.Errorf("size = %v", got)
+	}
+	fail = true
+	if mfs := scrape(t, m); mfs["hookledger_data_filesystem_avail_bytes"] != nil {
+		t.Error("disk metrics exported although statfs failed")
+	}
+}
+
 func TestTLSMetricsAbsentWithoutTLS(t *testing.T) {
 	mfs := scrape(t, New(Options{}))
 	for name := range mfs {
@@ -388,6 +410,7 @@ func TestNilMetricsIsANoOp(t *testing.T) {
 	m.SetReplicationStatus(nil)
 	m.SetTLSCertificate(time.Now())
 	m.TLSReload(nil)
+	m.WatchDisk(nil)
 }
 
 // Every exported family passes promlint, the linter behind `promtool check
@@ -428,6 +451,8 @@ func full(t *testing.T, db *schema.DB) *Metrics {
 	m.ReconcileRun("acme", 1, nil)
 	m.SetReplicationStatus(func() (time.Duration, time.Time, bool) { return time.Second, time.Now(), true })
 	m.SetTLSCertificate(time.Now().Add(time.Hour))
+	m.TLSReload(nil)
+	m.WatchDisk(func() (uint64, uint64, error) { return 1, 2, nil })
 	return m
 }
 
