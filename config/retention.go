@@ -188,6 +188,9 @@ func (rc *Reconcile) resolve(p *Provider, dir, at string, keys time.Duration) er
 		if err := checkURL(DefaultStripeBaseURL); err != nil {
 			return err
 		}
+		if len(rc.Types) > 20 {
+			return errAt(at+".types", "Stripe filters on at most 20 event types; list fewer, or none to reconcile every type")
+		}
 		return needKey()
 	case "github":
 		if err := checkURL(DefaultGitHubBaseURL); err != nil {

@@ -90,8 +90,10 @@ func TestRetentionConfigErrors(t *testing.T) {
 			"must be shorter than the window"},
 		"window longer than keys": {"    reconcile:\n      api_key: k\n      window: 40d", "", "retention:\n  keys: 35d\n",
 			"providers[0].reconcile.window: 40d is longer than retention.keys (35d)"},
-		"bad base url":      {"    reconcile:\n      api_key: k\n      base_url: ftp://x", "", "", `base_url: "ftp://x" is not an http(s) URL`},
-		"unknown source":    {"    reconcile:\n      source: sftp", "", "", `reconcile.source: "sftp" is not one of stripe, github, file`},
+		"bad base url":   {"    reconcile:\n      api_key: k\n      base_url: ftp://x", "", "", `base_url: "ftp://x" is not an http(s) URL`},
+		"unknown source": {"    reconcile:\n      source: sftp", "", "", `reconcile.source: "sftp" is not one of stripe, github, file`},
+		"too many stripe types": {"    reconcile:\n      api_key: k\n      types: [a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q,r,s,t,u]", "", "",
+			"providers[0].reconcile.types: Stripe filters on at most 20 event types"},
 		"file without path": {"    reconcile:\n      source: file", "", "", "reconcile.file: required for the file source"},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -75,7 +75,7 @@ usage:
 // env is a receiver on a real SQLite file behind a real HTTP listener, with a
 // fake Stripe events API and a fake GitHub deliveries API beside it.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	dir    string
 	cfg    *config.Config
 	db     *schema.DB
@@ -94,7 +94,7 @@ type envOptions struct {
 	quantityPath string // the stripe mapping's quantity path
 }
 
-func newEnv(t *testing.T, o envOptions) *env {
+func newEnv(t testing.TB, o envOptions) *env {
 	t.Helper()
 	if o.quantityPath == "" {
 		o.quantityPath = "data.object.value"
@@ -271,6 +271,7 @@ type fakeStripe struct {
 	fail         func(page, attempt int) (code int, retryAfter string)
 	tries        map[int]int
 	unauthorized int
+	unsorted     bool
 }
 
 type stripeRequest struct {
@@ -289,7 +290,15 @@ func (f *fakeStripe) add(body []byte) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.events, f.created, f.ids = append(f.events, body), append(f.created, ev.Created), append(f.ids, ev.ID)
-	// newest first, ties by id descending, as Stripe orders them
+	f.unsorted = true
+}
+
+// sort orders the events newest first, ties by id descending, as Stripe does.
+func (f *fakeStripe) sort() {
+	if !f.unsorted {
+		return
+	}
+	f.unsorted = false
 	idx := make([]int, len(f.events))
 	for i := range idx {
 		idx[i] = i
@@ -320,6 +329,7 @@ func (f *fakeStripe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":{"message":"Invalid API Key provided"}}`, http.StatusUnauthorized)
 		return
 	}
+	f.sort()
 	q := r.URL.Query()
 	gte, _ := strconv.ParseInt(q.Get("created[gte]"), 10, 64)
 	lte, err := strconv.ParseInt(q.Get("created[lte]"), 10, 64)
