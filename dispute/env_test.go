@@ -1,0 +1,263 @@
+package dispute
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/receiver"
+	"github.com/hookledger/hookledger/schema"
+)
+
+// Secrets of the test providers. acme's is full of shell metacharacters, so
+// the README's openssl commands are shown to quote it right.
+var secrets = map[string]string{
+	"default": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+	"stripe":  "whsec_stripe5a1f0c2e9b7d4e1f",
+	"github":  "gh-webhook-secret-0123456789",
+	"shopify": "shpss_0123456789abcdef0123",
+	"slack":   "8f742231b10e8888abcd99yyyzzz85a5",
+	"acme":    `acme's "quoted" secret $HOME`,
+}
+
+// providerNames lists every provider, one per scheme.
+var providerNames = []string{"default", "stripe", "github", "shopify", "slack", "acme"}
+
+const configYAML = `
+providers:
+  - name: default
+    scheme: standard
+    secrets: ["%s"]
+  - name: stripe
+    scheme: stripe
+    secrets: ["%s"]
+  - name: github
+    scheme: github
+    secrets: ["%s"]
+  - name: shopify
+    scheme: shopify
+    secrets: ["%s"]
+  - name: slack
+    scheme: slack
+    secrets: ["%s"]
+  - name: acme
+    scheme: hmac
+    secrets: ['%s']
+    hmac:
+      header: X-Acme-Signature
+      encoding: base64
+      prefix: "sha256="
+      timestamp_header: X-Acme-Timestamp
+      id_header: X-Acme-Event
+      template: "{timestamp}:{id}:{body}|end"
+usage:
+  - type: usage.recorded
+    customer: data.customer
+    meter: data.meter
+    quantity: data.quantity
+    occurred_at: data.occurred_at
+meters:
+  - name: api_requests
+    aggregation: sum
+    unit: requests
+  - name: seats
+    aggregation: max
+    unit: seats
+`
+
+// testConfig parses the test configuration; edit changes the text first
+// (rotating a secret, dropping a provider).
+func testConfig(t *testing.T, dir string, edit func(map[string]string)) *config.Config {
+	t.Helper()
+	s := map[string]string{}
+	for k, v := range secrets {
+		s[k] = v
+	}
+	if edit != nil {
+		edit(s)
+	}
+	quote := func(v string) string { b, _ := json.Marshal(v); return string(b[1 : len(b)-1]) }
+	src := fmt.Sprintf(configYAML, quote(s["default"]), quote(s["stripe"]), quote(s["github"]), quote(s["shopify"]), quote(s["slack"]),
+		// single-quoted YAML: a quote is doubled
+		bytes.ReplaceAll([]byte(s["acme"]), []byte("'"), []byte("''")))
+	cfg, err := config.Parse([]byte(src), dir)
+	if err != nil {
+		t.Fatalf("config: %v\n%s", err, src)
+	}
+	return cfg
+}
+
+// env is the real receiver on a real SQLite file behind a real HTTP listener.
+type env struct {
+	t      *testing.T
+	dir    string
+	cfg    *config.Config
+	db     *schema.DB
+	writer *receiver.Writer
+	srv    *receiver.Server
+	http   *httptest.Server
+	now    time.Time
+	lag    time.Duration // how long before e.now deliveries are signed
+	reqs   int
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	dir := t.TempDir()
+	e := &env{t: t, dir: dir, cfg: testConfig(t, dir, nil), now: time.Date(2026, 10, 20, 12, 0, 0, 0, time.UTC)}
+	db, err := schema.Open(context.Background(), filepath.Join(dir, schema.FileName), schema.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	providers, err := receiver.NewProviders(e.cfg.Providers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := receiver.NewWriter(db)
+	w.Now = func() time.Time { return e.now }
+	if err := w.Open(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e.db, e.writer = db, w
+	e.srv = &receiver.Server{
+		Providers:      providers,
+		Mapper:         ledger.NewMapper(e.cfg.Usage, e.cfg.MeterNames()),
+		Writer:         w,
+		HandlerVersion: "test-1",
+		Log:            slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Now:            func() time.Time { return e.now },
+	}
+	mux := http.NewServeMux()
+	e.srv.Routes(mux)
+	e.http = httptest.NewServer(mux)
+	t.Cleanup(func() {
+		e.http.Close()
+		e.writer.Close()
+		e.db.Close()
+	})
+	return e
+}
+
+// body is a usage event as each provider would shape it.
+func body(provider, id, customer, meter, qty, occurred string) []byte {
+	data := fmt.Sprintf(`"data":{"customer":%q,"meter":%q,"quantity":%s,"occurred_at":%q}`, customer, meter, qty, occurred)
+	switch provider {
+	case "stripe":
+		return fmt.Appendf(nil, `{"id":%q,"object":"event","type":"usage.recorded",%s}`, id, data)
+	case "slack":
+		return fmt.Appendf(nil, `{"event_id":%q,"type":"event_callback","event":{"type":"usage.recorded"},%s}`, id, data)
+	}
+	return fmt.Appendf(nil, `{"type":"usage.recorded",%s}`, data)
+}
+
+// deliver signs b as provider does at e.now and posts it; the request id
+// and user agent are fixed so traces are reproducible.
+func (e *env) deliver(provider, id string, b []byte) int {
+	e.t.Helper()
+	p := e.srv.Providers[provider]
+	h := http.Header{}
+	p.Scheme.Sign(h, b, p.Keys[0], id, "usage.recorded", e.now.Add(-e.lag))
+	e.reqs++
+	h.Set("X-Request-Id", fmt.Sprintf("req-%d", e.reqs))
+	h.Set("User-Agent", provider+"-webhooks/1.0")
+	return e.post(provider, h, b)
+}
+
+func (e *env) post(provider string, h http.Header, b []byte) int {
+	e.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, e.http.URL+"/webhooks/"+provider, bytes.NewReader(b))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header = h
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// send delivers a usage event and insists it was accepted.
+func (e *env) send(provider, id, customer, qty, occurred string) {
+	e.t.Helper()
+	if code := e.deliver(provider, id, body(provider, id, customer, "api_requests", qty, occurred)); code != http.StatusOK {
+		e.t.Fatalf("deliver %s/%s: status %d", provider, id, code)
+	}
+}
+
+// close closes a month for every customer at e.now.
+func (e *env) close(month string) *ledger.CloseResult {
+	e.t.Helper()
+	p, err := ledger.MonthPeriod(month, time.UTC)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	res, err := ledger.Close(context.Background(), e.db.Write, ledger.CloseRequest{Period: p, All: true, Grace: time.Hour,
+		Meters: ledger.NewMeters(e.cfg.Meters), Now: func() time.Time { return e.now }})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return res
+}
+
+// adjust appends an adjustment through the writer, as `hookledger adjust` does.
+func (e *env) adjust(a ledger.Adjustment) *ledger.Row {
+	e.t.Helper()
+	var row *ledger.Row
+	err := e.writer.Submit(context.Background(), receiver.OpFunc(func(ctx context.Context, tx *receiver.Tx) error {
+		r, err := a.Row(ctx, tx, tx.Now())
+		if err != nil {
+			return err
+		}
+		row = r
+		return tx.Append(ctx, r)
+	}))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return row
+}
+
+// tracer traces with the configuration as it is, or as edit changes it.
+func (e *env) tracer(edit func(map[string]string)) *Tracer {
+	e.t.Helper()
+	cfg := e.cfg
+	if edit != nil {
+		cfg = testConfig(e.t, e.dir, edit)
+	}
+	v, err := NewVerifier(cfg.Providers)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return &Tracer{DB: e.db.Read, Verifier: v, Meters: ledger.NewMeters(cfg.Meters)}
+}
+
+func (e *env) trace(target string) *Trace {
+	e.t.Helper()
+	tr, err := e.tracer(nil).Trace(context.Background(), target)
+	if err != nil {
+		e.t.Fatalf("trace %s: %v", target, err)
+	}
+	return tr
+}
+
+func (e *env) exec(query string, args ...any) {
+	e.t.Helper()
+	if _, err := e.db.Write.Exec(query, args...); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) advance(d time.Duration) { e.now = e.now.Add(d) }

@@ -1,0 +1,135 @@
+package dispute
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+)
+
+// readme writes README.txt: what the bundle holds and, per event, the
+// openssl commands that re-verify its body with the provider's secret.
+func readme(m *Manifest) []byte {
+	var b bytes.Buffer
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	tr := m.Trace
+	p("hookledger dispute evidence bundle")
+	p("==================================")
+	p("")
+	p("Target: %s", m.Target)
+	p("")
+	p("Files")
+	p("  manifest.json    the whole trace as JSON: invoice lines with their digests recomputed, the")
+	p("                   ledger rows with their hash-chain check, each event's receipt, every")
+	p("                   delivery attempt and hookledger's re-verification; and where each file is")
+	p("  README.txt       this file")
+	p("  SHA256SUMS       the SHA-256 of every other file; check with: sha256sum -c SHA256SUMS")
+	p("  events/NNN-PROVIDER-EVENT/")
+	p("    body.raw                 the raw body, byte for byte as received")
+	p("    signature-headers.txt    the signature headers it arrived with, one \"Name: value\" a line")
+	p("    attempts/ID-OUTCOME.txt  each delivery attempt's own signature headers (retries are")
+	p("                             signed afresh)")
+	p("")
+	p("What was billed")
+	if len(tr.Invoices) == 0 {
+		p("  no closed invoice is part of this trace")
+	}
+	for _, inv := range tr.Invoices {
+		p("  invoice %d, customer %s, period %s (%s), digest %s", inv.ID, inv.Customer, inv.Period, inv.TZ, okWord(inv.DigestOK, "matches", "DOES NOT MATCH"))
+		for _, l := range inv.Lines {
+			late := ""
+			if l.Late {
+				late = ", late usage of " + l.Period
+			}
+			p("    line %d: %s %s%s (%s%s), %d usage rows, %d adjustments, digest %s",
+				l.Line, l.Meter, l.Quantity, unit(l.Unit), l.Aggregation, late, l.Rows, l.Adjustments, okWord(l.OK, "matches", "DOES NOT MATCH"))
+		}
+	}
+	s := tr.Summary
+	p("  %s, %s, %d events, %s (%s)",
+		plural(s.UsageRows, "usage row"), plural(s.Adjustments, "adjustment"), s.Events, plural(s.Attempts, "delivery attempt"), plural(s.Duplicates, "duplicate"))
+	p("  bodies: %d valid, %d invalid, %d not verifiable, %d pruned; hash chain %s",
+		s.Bodies.Valid, s.Bodies.Invalid, s.Bodies.NotVerifiable, s.Bodies.Pruned, okWord(s.ChainOK, "ok", "BROKEN"))
+	for _, prob := range s.Problems {
+		p("  PROBLEM: %s", prob)
+	}
+	p("")
+	p("How the digests are made")
+	p("  Each ledger row's row_hash is SHA-256 over the previous row's row_hash and the row's fields;")
+	p("  an invoice line's digest is SHA-256 over its rows' ids (8-byte big-endian) and row_hashes in")
+	p("  id order; the invoice digest covers its fields and lines. `hookledger verify` recomputes all")
+	p("  of them from the database; manifest.json holds the ids and hashes.")
+	p("")
+	p("Checking a body against its recorded digest")
+	p("  openssl dgst -sha256 events/<event>/body.raw")
+	p("  prints the SHA-256 the receipt recorded when the body arrived (body_sha256 below).")
+	p("")
+	p("Re-verifying a signature")
+	p("  Anyone holding the provider's webhook signing secret can recompute the provider's signature")
+	p("  over a stored body with openssl and compare it with the signature the provider sent. In a")
+	p("  POSIX shell, in the directory this bundle was unzipped into, read the secret without echoing")
+	p("  it or keeping it in the shell history:")
+	p("")
+	p("      stty -echo; read -r SECRET; stty echo")
+	p("")
+	p("  then run the commands listed under an event. The line they print must equal one of the")
+	p("  event's expected signatures (hex compares case-insensitively). A secret rotated away since")
+	p("  still verifies the bodies it signed: hookledger reports those as not verifiable because it")
+	p("  no longer holds that secret, not because the body changed.")
+	p("")
+	p("  hookledger's verdicts: valid (a current secret verifies the stored body); invalid (the body")
+	p("  no longer hashes to the digest recorded on arrival: it was changed); not verifiable (the body")
+	p("  is intact but no current secret verifies it, e.g. after a rotation, or it was fetched by")
+	p("  reconciliation and never signed); body pruned by retention (only its digest remains).")
+	for i, e := range m.Evidence {
+		p("")
+		p("Event %d of %d: provider %s, event %s", i+1, len(m.Evidence), e.Provider, e.EventID)
+		if e.Body == "" {
+			p("  body:       not stored (SHA-256 recorded on arrival: %s)", orNone(e.BodySHA256))
+		} else {
+			p("  body:       %s (SHA-256 %s)", e.Body, e.BodySHA256)
+			p("  headers:    %s", e.SignatureHeaders)
+		}
+		p("  hookledger: %s", e.Verification.Text)
+		if e.Recipe == nil {
+			p("  no openssl recipe: %s", e.NoRecipe)
+			continue
+		}
+		r := e.Recipe
+		p("  scheme:     %s", r.Scheme)
+		p("  signed:     %s", r.Signed)
+		switch {
+		case r.Prefix != "" && r.Suffix != "":
+			p("              = %q, the body, then %q", r.Prefix, r.Suffix)
+		case r.Prefix != "":
+			p("              = %q followed by the body", r.Prefix)
+		case r.Suffix != "":
+			p("              = the body followed by %q", r.Suffix)
+		}
+		if r.Key == KeyBase64 {
+			p("  key:        the secret without its whsec_ prefix, base64-decoded")
+		} else {
+			p("  key:        the secret as configured")
+		}
+		p("  encoding:   %s", r.Encoding)
+		p("  expected:   %s (from %s)", strings.Join(r.Signatures, " or "), r.Header)
+		p("  commands:")
+		for _, c := range r.Commands {
+			p("    %s", c)
+		}
+	}
+	return b.Bytes()
+}
+
+func okWord(ok bool, yes, no string) string {
+	if ok {
+		return yes
+	}
+	return no
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none (the receipt was deleted by retention)"
+	}
+	return s
+}

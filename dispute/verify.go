@@ -1,0 +1,149 @@
+package dispute
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/receiver"
+	"github.com/hookledger/hookledger/receiver/scheme"
+)
+
+// Verification statuses.
+const (
+	Valid         = "valid"          // a current secret verifies the stored body
+	Invalid       = "invalid"        // the stored bytes changed after they were received
+	NotVerifiable = "not_verifiable" // the body is intact but no current secret can speak for it
+	Pruned        = "pruned"         // retention deleted the body (or the whole receipt)
+)
+
+// Verification is the re-verification of a stored body against the
+// provider's secrets as configured now.
+//
+// The rule, in order:
+//  1. no body stored (retention.payload pruned it, or retention.keys the
+//     receipt) -> pruned;
+//  2. the body's SHA-256 differs from the body_sha256 the receipt recorded on
+//     arrival, or from the digest the attempt recorded -> invalid: the stored
+//     body was altered;
+//  3. a current secret verifies the stored signature headers over the body,
+//     timestamps ignored -> valid;
+//  4. otherwise -> not verifiable. The body still hashes to what arrived, so
+//     the likeliest cause is a secret rotated out of the configuration; a
+//     secret nobody holds any more cannot tell rotation from tampering that
+//     also rewrote every recorded digest, and this says so rather than guess.
+//     Reconciled events (fetched from the provider's API, never signed) and
+//     providers no longer configured are not verifiable too.
+type Verification struct {
+	Status string `json:"status"`
+	// Text is the status as people read it, e.g. "not verifiable (no current secret matches)".
+	Text   string `json:"text"`
+	Detail string `json:"detail"`
+	Scheme string `json:"scheme,omitempty"`
+	// Secret is the position (from 1) of the configured secret that verified.
+	Secret int `json:"secret,omitempty"`
+}
+
+func verdict(status, text, detail string, args ...any) Verification {
+	return Verification{Status: status, Text: text, Detail: fmt.Sprintf(detail, args...)}
+}
+
+// Verifier re-verifies stored bodies with the providers' current secrets.
+type Verifier struct {
+	providers map[string]*receiver.Provider
+	configs   map[string]config.Provider
+}
+
+// NewVerifier builds the configured providers and decodes their secrets.
+func NewVerifier(ps []config.Provider) (*Verifier, error) {
+	built, err := receiver.NewProviders(ps)
+	if err != nil {
+		return nil, err
+	}
+	v := &Verifier{providers: built, configs: make(map[string]config.Provider, len(ps))}
+	for _, p := range ps {
+		v.configs[p.Name] = p
+	}
+	return v, nil
+}
+
+// stored is what re-verification reads of one receipt.
+type stored struct {
+	provider, source string
+	body             []byte // nil when pruned
+	pruned           bool
+	sha              []byte // body_sha256 recorded on arrival
+}
+
+// receipt re-verifies a receipt's body with the signature headers it arrived
+// with. inserted is the body digest recorded by the attempt that inserted the
+// receipt (nil if there is none).
+func (v *Verifier) receipt(s *stored, headers string, inserted []byte) Verification {
+	if s == nil {
+		return verdict(Pruned, "receipt pruned by retention", "the receipt and its body were deleted by retention.keys; the ledger rows remain")
+	}
+	if s.pruned {
+		return verdict(Pruned, "body pruned by retention", "the body was deleted by retention.payload; its SHA-256 %x remains", s.sha)
+	}
+	if sum := sha256.Sum256(s.body); !bytes.Equal(sum[:], s.sha) {
+		return verdict(Invalid, "invalid", "the stored body hashes to %x but the receipt recorded %x on arrival: the body was changed after it was received", sum, s.sha)
+	}
+	if inserted != nil && !bytes.Equal(inserted, s.sha) {
+		return verdict(Invalid, "invalid", "the receipt's body_sha256 %x differs from the %x the delivery that inserted it recorded: the receipt was rewritten", s.sha, inserted)
+	}
+	return v.signature(s, headers)
+}
+
+// attempt re-verifies one delivery attempt's own signature headers over the
+// stored body (a retry is signed afresh, so each attempt has its own).
+func (v *Verifier) attempt(s *stored, headers, outcome string, sha []byte) Verification {
+	if s == nil || s.pruned {
+		return verdict(Pruned, "body pruned by retention", "the body this attempt carried is no longer stored")
+	}
+	if outcome == receiver.OutcomePayloadMismatch {
+		return verdict(NotVerifiable, "not verifiable (different body, not stored)",
+			"this attempt carried a different body (SHA-256 %x) under the same event id; only the first body is kept", sha)
+	}
+	if sum := sha256.Sum256(s.body); !bytes.Equal(sum[:], sha) {
+		return verdict(Invalid, "invalid", "the stored body hashes to %x but this attempt recorded %x: the body was changed after it was received", sum, sha)
+	}
+	return v.signature(s, headers)
+}
+
+// signature checks headers over an intact body with each current secret in turn.
+func (v *Verifier) signature(s *stored, headers string) Verification {
+	p := v.providers[s.provider]
+	if p == nil {
+		return verdict(NotVerifiable, "not verifiable (provider not configured)",
+			"provider %q is not in the current configuration, so there is no secret to check with", s.provider)
+	}
+	if strings.TrimSpace(headers) == "" {
+		if s.source == receiver.SourceReconcile {
+			return Verification{Status: NotVerifiable, Text: "not verifiable (fetched by reconciliation, unsigned)", Scheme: p.Scheme.Name(),
+				Detail: "the event was fetched from the provider's API by reconciliation, authenticated by the API key; it carries no webhook signature"}
+		}
+		return Verification{Status: NotVerifiable, Text: "not verifiable (no signature headers stored)", Scheme: p.Scheme.Name(),
+			Detail: "no signature headers were stored with this delivery"}
+	}
+	h := receiver.ParseSignatureHeaders(headers)
+	for i, key := range p.Keys {
+		// Tolerance < 0: a stored delivery is old by design; the signature,
+		// not its age, is the question here.
+		_, _, err := p.Scheme.Verify(h, s.body, [][]byte{key}, time.Time{}, -1)
+		if err == nil {
+			return Verification{Status: Valid, Text: "valid", Scheme: p.Scheme.Name(), Secret: i + 1,
+				Detail: fmt.Sprintf("secret %d of %d of provider %q verifies the stored body with the stored signature headers", i+1, len(p.Keys), s.provider)}
+		}
+		if !errors.Is(err, scheme.ErrMismatch) {
+			return Verification{Status: NotVerifiable, Text: "not verifiable (signature headers unreadable)", Scheme: p.Scheme.Name(),
+				Detail: fmt.Sprintf("the stored signature headers do not parse under the current %s scheme: %v", p.Scheme.Name(), err)}
+		}
+	}
+	return Verification{Status: NotVerifiable, Text: "not verifiable (no current secret matches)", Scheme: p.Scheme.Name(),
+		Detail: fmt.Sprintf("the body still hashes to the digest recorded on arrival, but none of the %d current secret(s) of provider %q "+
+			"verifies its signature: the secret that signed it was most likely rotated out of the configuration", len(p.Keys), s.provider)}
+}
