@@ -108,6 +108,14 @@ func reconcileAction(c *cli.Context) error {
 
 func itoa(n int) string { return strconv.Itoa(n) }
 
+// days prints whole days as config does ("35d"), anything else as Go does.
+func days(d time.Duration) string {
+	if d > 0 && d%(24*time.Hour) == 0 {
+		return strconv.FormatInt(int64(d/(24*time.Hour)), 10) + "d"
+	}
+	return d.String()
+}
+
 // lookupProvider looks a provider up by name, listing the configured ones if absent.
 func lookupProvider(cfg *config.Config, name string) (*config.Provider, error) {
 	var names []string
@@ -136,7 +144,7 @@ func sinceFlag(c *cli.Context, cfg *config.Config) (time.Duration, error) {
 	}
 	if keys := cfg.Retention.Keys.Duration; keys > 0 && d > keys {
 		return 0, fmt.Errorf("--since: %s reaches further back than retention.keys (%s): events older than that "+
-			"may have had their ids forgotten and would be inserted again", s, keys)
+			"may have had their ids forgotten and would be inserted again", s, days(keys))
 	}
 	return d, nil
 }
