@@ -36,6 +36,10 @@ type Writer struct {
 	// AfterBatch, when set, is called with each committed batch's size and
 	// commit duration (metrics).
 	AfterBatch func(size int, commit time.Duration)
+	// Replicate, when set, turns on ACK-after-replica mode: a committed item's
+	// reply waits until Replicate, called after its COMMIT, returns (see
+	// replica.go; it must return in bounded time). nil: reply after COMMIT.
+	Replicate func(ctx context.Context) error
 
 	db       *schema.DB
 	stmts    statements
@@ -46,6 +50,8 @@ type Writer struct {
 	closed bool
 	queue  chan *job
 	done   chan struct{}
+
+	replica *replicaStage // nil unless Replicate is set
 }
 
 // Op is one unit of work in a write transaction. It runs inside its own
@@ -85,6 +91,7 @@ func (w *Writer) Open(ctx context.Context) error {
 	}
 	w.queue = make(chan *job, w.QueueSize)
 	w.done = make(chan struct{})
+	w.startReplicaStage()
 	go w.run()
 	return nil
 }
@@ -100,6 +107,7 @@ func (w *Writer) Close() error {
 	close(w.queue)
 	w.mu.Unlock()
 	<-w.done
+	w.stopReplicaStage()
 	return w.stmts.close()
 }
 
@@ -177,6 +185,10 @@ func (w *Writer) commit(batch []*job) {
 		}
 		return nil
 	}()
+	if err == nil && w.replica != nil {
+		w.awaitReplica(batch, errs) // the writer goes on to the next batch
+		return
+	}
 	for i, j := range batch {
 		if err != nil {
 			j.reply <- err // nothing in this batch is durable

@@ -2,6 +2,7 @@ package replication
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -156,6 +157,9 @@ type Status struct {
 	LastSyncAt  time.Time // last successful replica sync; zero if none
 	LastError   string    // last replica error; empty if none
 	LastErrorAt time.Time
+	// ReportedAt is set by ReadStatus when a running Replicator has
+	// published its LastSyncAt and LastError (see Publish): when it did.
+	ReportedAt time.Time
 }
 
 // Healthy reports whether the replica's last operation succeeded.
@@ -179,16 +183,93 @@ func (r *Replicator) Status(ctx context.Context) (Status, error) {
 	return st, err
 }
 
+// Healthy reports the replica's last outcome without asking the replica,
+// so it is cheap enough for every readiness probe: the last replica error,
+// unless a sync has succeeded since. It does not notice a replica that died
+// while nothing was written; Status does (it lists the replica).
+func (r *Replicator) Healthy() error {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.db == nil {
+		return ErrClosed
+	}
+	r.client.mu.Lock()
+	err, at := r.client.lastErr, r.client.lastErrAt
+	r.client.mu.Unlock()
+	if err != nil && !r.db.LastSuccessfulSyncAt().After(at) {
+		return fmt.Errorf("replica %s: %w", r.cfg.DB.Replica.String(), err)
+	}
+	return nil
+}
+
+// reportFile, inside the database's Litestream sidecar, is where a running
+// Replicator publishes what only it knows (its last successful sync and last
+// error) for ReadStatus in another process. It lives and dies with the
+// sidecar, so it never describes a different database.
+const reportFile = "hookledger-replica.json"
+
+type report struct {
+	PID         int       `json:"pid"`
+	UpdatedAt   time.Time `json:"updated_at"`
+	LastSyncAt  time.Time `json:"last_sync_at"`
+	LastError   string    `json:"last_error,omitempty"`
+	LastErrorAt time.Time `json:"last_error_at"`
+}
+
+// Publish writes the replicator's last successful sync and last error where
+// ReadStatus (the `replica status` command) finds them. serve calls it
+// periodically.
+func (r *Replicator) Publish() error {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.db == nil {
+		return ErrClosed
+	}
+	rep := report{PID: os.Getpid(), UpdatedAt: time.Now().UTC(), LastSyncAt: r.db.LastSuccessfulSyncAt().UTC()}
+	r.client.mu.Lock()
+	if r.client.lastErr != nil {
+		rep.LastError, rep.LastErrorAt = r.client.lastErr.Error(), r.client.lastErrAt.UTC()
+	}
+	r.client.mu.Unlock()
+	buf, err := json.Marshal(rep)
+	if err != nil {
+		return err
+	}
+	// Write and rename, so a reader never sees half a file. No fsync: it is
+	// advisory and rewritten every few seconds.
+	path := filepath.Join(MetaPath(r.path), reportFile)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, buf, 0o600); err != nil {
+		return fmt.Errorf("publish replica status: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("publish replica status: %w", err)
+	}
+	return nil
+}
+
 // ReadStatus reports positions and lag from another process (the
 // `replica status` command) by reading the database's Litestream sidecar and
 // listing the replica. It does not start replication. LastSyncAt is the
-// creation time of the replica's newest L0 file; LastError is unknown.
+// creation time of the replica's newest L0 file, or the running serve's last
+// successful sync if it published a later one; LastError is what serve
+// published (ReportedAt says when), else unknown.
 func ReadStatus(ctx context.Context, cfg *Config) (Status, error) {
 	client, err := newReplicaClient(&cfg.DB.Replica)
 	if err != nil {
 		return Status{}, err
 	}
-	return readStatus(ctx, cfg.DB.Path, &cfg.DB.Replica, client)
+	st, err := readStatus(ctx, cfg.DB.Path, &cfg.DB.Replica, client)
+	if buf, rerr := os.ReadFile(filepath.Join(MetaPath(cfg.DB.Path), reportFile)); rerr == nil {
+		var rep report
+		if json.Unmarshal(buf, &rep) == nil {
+			st.ReportedAt, st.LastError, st.LastErrorAt = rep.UpdatedAt, rep.LastError, rep.LastErrorAt
+			if rep.LastSyncAt.After(st.LastSyncAt) {
+				st.LastSyncAt = rep.LastSyncAt
+			}
+		}
+	}
+	return st, err
 }
 
 func readStatus(ctx context.Context, dbPath string, rc *ReplicaConfig, client litestream.ReplicaClient) (Status, error) {

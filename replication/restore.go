@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/benbjohnson/litestream"
@@ -73,6 +75,12 @@ type RestoreOptions struct {
 
 	// Logger receives Litestream's restore logs. Default: slog.Default().
 	Logger *slog.Logger
+
+	// Progress, when set, is called as LTX bytes are read from the replica:
+	// read so far and the plan's total (a reader retried after a network
+	// error counts again, so read is capped at total). It may be called
+	// from several goroutines at once.
+	Progress func(read, total int64)
 }
 
 // RestoreResult describes what Restore wrote.
@@ -169,6 +177,13 @@ func Restore(ctx context.Context, cfg *Config, opts RestoreOptions) (res Restore
 	ropt.OutputPath = tmp
 	ropt.TXID = res.TXID
 	ropt.IntegrityCheck = litestream.IntegrityCheckFull // PRAGMA integrity_check
+	if opts.Progress != nil {
+		pc := &progressClient{ReplicaClient: client, report: opts.Progress}
+		for _, info := range plan {
+			pc.total += info.Size
+		}
+		client = pc
+	}
 	replica := litestream.NewReplicaWithClient(nil, client)
 	if err := replica.Restore(ctx, ropt); err != nil {
 		return res, fmt.Errorf("restore %s from %s: %w", res.TXID, where, err)
@@ -218,6 +233,35 @@ func replicaEmpty(ctx context.Context, client litestream.ReplicaClient) (bool, e
 		}
 	}
 	return true, nil
+}
+
+// progressClient counts the LTX bytes a restore reads.
+type progressClient struct {
+	litestream.ReplicaClient
+	total  int64
+	read   atomic.Int64
+	report func(read, total int64)
+}
+
+func (c *progressClient) OpenLTXFile(ctx context.Context, level int, minTXID, maxTXID ltx.TXID, offset, size int64) (io.ReadCloser, error) {
+	rc, err := c.ReplicaClient.OpenLTXFile(ctx, level, minTXID, maxTXID, offset, size)
+	if err != nil {
+		return nil, err
+	}
+	return &countingReader{ReadCloser: rc, c: c}, nil
+}
+
+type countingReader struct {
+	io.ReadCloser
+	c *progressClient
+}
+
+func (r *countingReader) Read(p []byte) (int, error) {
+	n, err := r.ReadCloser.Read(p)
+	if n > 0 {
+		r.c.report(min(r.c.read.Add(int64(n)), r.c.total), r.c.total)
+	}
+	return n, err
 }
 
 // syncDir makes the rename durable.
