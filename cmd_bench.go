@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -142,9 +143,9 @@ func runBench(c *cli.Context) error {
 	}
 	switch {
 	case res.Verify != nil && !res.Verify.OK():
-		return cli.Exit("verify failed: the ledger does not hold every event exactly once", 1)
+		return errors.New("verify failed: the ledger does not hold every event exactly once")
 	case !res.OK():
-		return cli.Exit("some requests were not answered 2xx", 1)
+		return errors.New("some requests were not answered 2xx")
 	}
 	return nil
 }
@@ -252,7 +253,15 @@ func referenceServer(c *cli.Context) error {
 	ref := &bench.Reference{Providers: providers, Mapper: ledger.NewMapper(cfg.Usage, cfg.MeterNames())}
 	mux := http.NewServeMux()
 	ref.Routes(mux)
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 120 * time.Second}
+	// The same server settings as serve, so the two differ only in storage.
+	hs := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
 	ln, err := net.Listen("tcp", c.String("listen"))
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
