@@ -42,6 +42,7 @@ func newApp() *cli.App {
 			invoiceCommand(),
 			adjustCommand(),
 			verifyCommand(),
+			disputeCommand(),
 			devCommand(),
 			reconcileCommand(),
 			replayCommand(),

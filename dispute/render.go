@@ -316,8 +316,13 @@ func unit(u string) string {
 	return " " + u
 }
 
-// stamp is a time in RFC 3339 with milliseconds when it has any.
-func stamp(t time.Time) string { return t.Format("2006-01-02T15:04:05.999Z07:00") }
+// stamp is a time in RFC 3339, with all three digits of milliseconds when it has any.
+func stamp(t time.Time) string {
+	if t.Nanosecond() == 0 {
+		return t.Format(time.RFC3339)
+	}
+	return t.Format("2006-01-02T15:04:05.000Z07:00")
+}
 
 type column struct {
 	name    string

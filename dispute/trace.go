@@ -269,7 +269,7 @@ func (b *builder) target(tg Target) error {
 	case KindInvoice, KindLine:
 		inv, err := ledger.GetInvoice(b.ctx, b.q, tg.Invoice)
 		if errors.Is(err, ledger.ErrNoInvoice) {
-			return fmt.Errorf("%s: invoice %d does not exist (see `hookledger invoice list`): %w", tg, tg.Invoice, ErrNotFound)
+			return fmt.Errorf("%s: %w: there is no invoice %d (see `hookledger invoice list`)", tg, ErrNotFound, tg.Invoice)
 		}
 		if err != nil {
 			return err
@@ -285,13 +285,13 @@ func (b *builder) target(tg Target) error {
 			}
 		}
 		if tg.Kind == KindLine && !found {
-			return fmt.Errorf("%s: invoice %d has no line %d (it has %d): %w", tg, tg.Invoice, tg.Line, len(inv.Lines), ErrNotFound)
+			return fmt.Errorf("%s: %w: invoice %d has no line %d (it has %d)", tg, ErrNotFound, tg.Invoice, tg.Line, len(inv.Lines))
 		}
 		return nil
 	case KindRow:
 		r, err := ledger.GetRow(b.ctx, b.q, tg.Row)
 		if errors.Is(err, ledger.ErrNoRow) {
-			return fmt.Errorf("%s: the ledger has no row %d: %w", tg, tg.Row, ErrNotFound)
+			return fmt.Errorf("%s: %w: the ledger has no row %d", tg, ErrNotFound, tg.Row)
 		}
 		if err != nil {
 			return err
@@ -307,7 +307,7 @@ func (b *builder) target(tg Target) error {
 			return err
 		}
 		if ev.Receipt == nil && len(rows) == 0 {
-			return fmt.Errorf("%s: no receipt and no ledger row for event %q of provider %q: %w", tg, tg.EventID, tg.Provider, ErrNotFound)
+			return fmt.Errorf("%s: %w: no receipt and no ledger row for event %q of provider %q", tg, ErrNotFound, tg.EventID, tg.Provider)
 		}
 		for _, r := range rows {
 			if err := b.addRow(r); err != nil {
@@ -362,7 +362,7 @@ func (b *builder) customer(customer string, p ledger.Period, meters ledger.Meter
 	}
 	b.tr.Usage = rep.Lines
 	if len(b.invoices) == 0 && len(b.rows) == 0 {
-		return fmt.Errorf("customer %q has no invoice and no ledger rows for %s: %w", customer, p, ErrNotFound)
+		return fmt.Errorf("customer %q: %w: no invoice and no ledger rows for %s", customer, ErrNotFound, p)
 	}
 	return nil
 }

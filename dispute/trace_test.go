@@ -184,7 +184,7 @@ func TestUnknownTargets(t *testing.T) {
 		err    error
 		msg    string
 	}{
-		{"invoice:99", ErrNotFound, "invoice 99 does not exist"},
+		{"invoice:99", ErrNotFound, "invoice:99: not found: there is no invoice 99"},
 		{"invoice:1/7", ErrNotFound, "invoice 1 has no line 7 (it has 1)"},
 		{"row:999", ErrNotFound, "no row 999"},
 		{"default:evt_zzz", ErrNotFound, `no receipt and no ledger row for event "evt_zzz" of provider "default"`},

@@ -1,0 +1,372 @@
+package main
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/dispute"
+	"github.com/hookledger/hookledger/ledger"
+)
+
+func disputeFormatFlag() cli.Flag {
+	return &cli.StringFlag{Name: "format", Value: "table", EnvVars: []string{"HOOKLEDGER_FORMAT"},
+		Usage: "output as table (fits 100 columns) or json (everything, untruncated)"}
+}
+
+func disputePeriodFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "period", EnvVars: []string{"HOOKLEDGER_PERIOD"}, Usage: "the month of event time to explain, YYYY-MM"},
+		&cli.StringFlag{Name: "tz", EnvVars: []string{"HOOKLEDGER_TZ"},
+			Usage: "IANA zone of the month (default: the zone the customer's invoice for it was closed in, else UTC)"},
+	}
+}
+
+func disputeCommand() *cli.Command {
+	traceFlags := append(configFlags(), disputeFormatFlag())
+	customerFlags := append(append(configFlags(), disputePeriodFlags()...), disputeFormatFlag())
+	exportFlags := append(append(configFlags(),
+		&cli.StringFlag{Name: "out", Aliases: []string{"o"}, EnvVars: []string{"HOOKLEDGER_DISPUTE_OUT"},
+			Usage: "the zip file to write, e.g. dispute-invoice-12.zip"},
+		&cli.BoolFlag{Name: "force", EnvVars: []string{"HOOKLEDGER_DISPUTE_FORCE"}, Usage: "replace --out if it exists"},
+		&cli.StringFlag{Name: "customer", EnvVars: []string{"HOOKLEDGER_CUSTOMER"},
+			Usage: "export a customer's period (with --period) instead of a TARGET"},
+	), disputePeriodFlags()...)
+	return &cli.Command{
+		Name:      "dispute",
+		Usage:     "trace a charge to its events, raw bodies and delivery attempts, and re-verify the signatures",
+		ArgsUsage: "TARGET",
+		Description: "TARGET is one of\n" +
+			"  invoice:ID          a whole invoice\n" +
+			"  invoice:ID/LINE     one invoice line (line numbers as in `hookledger invoice show ID`)\n" +
+			"  row:ID              one ledger row\n" +
+			"  PROVIDER:EVENT_ID   one event (event:PROVIDER/EVENT_ID when the provider is named invoice, row or event)\n\n" +
+			"Shows the invoice line (period, cutoffs, quantity, digest recomputed and compared), the ledger rows it\n" +
+			"covers (with their hash-chain links checked), each event's receipt and every delivery attempt, and\n" +
+			"re-verifies each stored raw body against the provider's secrets in the current configuration:\n" +
+			"valid; invalid (the body no longer hashes to the digest recorded on arrival); not verifiable (the\n" +
+			"body is intact but no current secret verifies it, e.g. after a rotation); or body pruned by\n" +
+			"retention. Reads only; safe while `serve` runs. Flags may follow TARGET.",
+		Flags:  traceFlags,
+		Action: func(c *cli.Context) error { return disputeTrace(c, traceFlags) },
+		Subcommands: []*cli.Command{
+			{
+				Name:      "customer",
+				Usage:     "every event behind a customer's charges for a month, with duplicates and adjustments",
+				ArgsUsage: "CUSTOMER --period YYYY-MM",
+				Description: "Lists the customer's invoice for the month (and any late lines it bills), late lines of later\n" +
+					"invoices billing the month, and every ledger row of the month, billed or not, down to each\n" +
+					"event's deliveries: the answer to \"why was I charged N\".",
+				Flags:  customerFlags,
+				Action: func(c *cli.Context) error { return disputeCustomer(c, customerFlags) },
+			},
+			{
+				Name:      "export",
+				Usage:     "write an evidence bundle (zip) anyone holding the webhook secret can check with openssl",
+				ArgsUsage: "TARGET --out FILE.zip",
+				Description: "The bundle holds manifest.json (the whole trace), each raw body and its signature headers exactly\n" +
+					"as received, every attempt's headers, SHA256SUMS, and a README.txt with per-event openssl\n" +
+					"commands that recompute the provider's signature. Exporting the same data twice gives\n" +
+					"byte-identical files.",
+				Flags:  exportFlags,
+				Action: func(c *cli.Context) error { return disputeExport(c, exportFlags) },
+			},
+		},
+	}
+}
+
+func disputeTrace(c *cli.Context, flags []cli.Flag) error {
+	args, err := interspersed(c, flags)
+	if err != nil {
+		return err
+	}
+	if len(args) != 1 {
+		return fmt.Errorf("dispute: give one TARGET: %s", dispute.TargetForms)
+	}
+	if _, err := dispute.ParseTarget(args[0]); err != nil {
+		return fmt.Errorf("dispute: %w", err)
+	}
+	format, err := disputeFormat(c)
+	if err != nil {
+		return err
+	}
+	tracer, done, err := newTracer(c)
+	if err != nil {
+		return err
+	}
+	defer done()
+	tr, err := tracer.Trace(c.Context, args[0])
+	if err != nil {
+		return fmt.Errorf("dispute: %w", err)
+	}
+	return writeTrace(c.App.Writer, format, tr)
+}
+
+func disputeCustomer(c *cli.Context, flags []cli.Flag) error {
+	args, err := interspersed(c, flags)
+	if err != nil {
+		return err
+	}
+	if len(args) != 1 {
+		return errors.New("dispute customer: give one CUSTOMER id and --period YYYY-MM")
+	}
+	format, err := disputeFormat(c)
+	if err != nil {
+		return err
+	}
+	tracer, done, err := newTracer(c)
+	if err != nil {
+		return err
+	}
+	defer done()
+	tr, err := customerTrace(c, tracer, args[0])
+	if err != nil {
+		return err
+	}
+	return writeTrace(c.App.Writer, format, tr)
+}
+
+func customerTrace(c *cli.Context, tracer *dispute.Tracer, customer string) (*dispute.Trace, error) {
+	label := c.String("period")
+	if label == "" {
+		return nil, errors.New("--period: required, the month to explain as YYYY-MM")
+	}
+	tz := c.String("tz")
+	if tz == "" {
+		// The zone the customer's invoice for that month was closed in, so
+		// "--period 2026-11" means the month that was billed.
+		invs, err := ledger.ListInvoices(c.Context, tracer.DB, ledger.InvoiceFilter{Customer: customer, Period: label})
+		if err != nil {
+			return nil, err
+		}
+		tz = "UTC"
+		if len(invs) > 0 {
+			tz = invs[0].TZ
+		}
+	}
+	loc, err := ledger.LoadZone(tz)
+	if err != nil {
+		return nil, fmt.Errorf("--tz: %w", err)
+	}
+	p, err := ledger.MonthPeriod(label, loc)
+	if err != nil {
+		return nil, fmt.Errorf("--%w", err)
+	}
+	tr, err := tracer.Customer(c.Context, customer, p)
+	if err != nil {
+		return nil, fmt.Errorf("dispute customer: %w", err)
+	}
+	return tr, nil
+}
+
+func disputeExport(c *cli.Context, flags []cli.Flag) error {
+	args, err := interspersed(c, flags)
+	if err != nil {
+		return err
+	}
+	customer := c.String("customer")
+	switch {
+	case customer == "" && len(args) != 1:
+		return fmt.Errorf("dispute export: give one TARGET (%s) or --customer C --period YYYY-MM", dispute.TargetForms)
+	case customer != "" && len(args) != 0:
+		return errors.New("dispute export: give a TARGET or --customer, not both")
+	}
+	if len(args) == 1 {
+		if _, err := dispute.ParseTarget(args[0]); err != nil {
+			return fmt.Errorf("dispute export: %w", err)
+		}
+	}
+	out := c.String("out")
+	if out == "" {
+		return errors.New("--out: required, the zip file to write")
+	}
+	if _, err := os.Stat(out); err == nil && !c.Bool("force") {
+		return fmt.Errorf("--out: %s exists; choose another name or pass --force to replace it", out)
+	}
+	tracer, done, err := newTracer(c)
+	if err != nil {
+		return err
+	}
+	defer done()
+	var tr *dispute.Trace
+	if customer != "" {
+		tr, err = customerTrace(c, tracer, customer)
+	} else {
+		tr, err = tracer.Trace(c.Context, args[0])
+		if err != nil {
+			err = fmt.Errorf("dispute export: %w", err)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	sum, size, err := writeFileAtomic(out, func(w io.Writer) error { return tracer.Verifier.WriteBundle(w, tr) })
+	if err != nil {
+		return fmt.Errorf("dispute export: %w", err)
+	}
+	s := tr.Summary
+	fmt.Fprintf(c.App.Writer, "wrote %s (%d bytes, sha256 %x): %s, %d events, %d delivery attempts; bodies %d valid, %d invalid, %d not verifiable, %d pruned\n",
+		out, size, sum, tr.Target, s.Events, s.Attempts, s.Bodies.Valid, s.Bodies.Invalid, s.Bodies.NotVerifiable, s.Bodies.Pruned)
+	return nil
+}
+
+// writeFileAtomic writes through a temporary file in the same directory and
+// renames it into place, so a failed export never leaves half a bundle.
+func writeFileAtomic(path string, write func(io.Writer) error) (sum []byte, size int64, err error) {
+	f, err := os.CreateTemp(filepath.Dir(path), ".hookledger-export-*")
+	if err != nil {
+		return nil, 0, err
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	h := sha256.New()
+	cw := &countWriter{w: io.MultiWriter(f, h)}
+	if err = write(cw); err != nil {
+		return nil, 0, err
+	}
+	if err = f.Sync(); err != nil {
+		return nil, 0, err
+	}
+	if err = f.Chmod(0o644); err != nil {
+		return nil, 0, err
+	}
+	if err = f.Close(); err != nil {
+		return nil, 0, err
+	}
+	if err = os.Rename(f.Name(), path); err != nil {
+		return nil, 0, err
+	}
+	return h.Sum(nil), cw.n, nil
+}
+
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func disputeFormat(c *cli.Context) (string, error) {
+	f := c.String("format")
+	if f != "table" && f != "json" {
+		return "", fmt.Errorf("--format: %q is not one of table, json", f)
+	}
+	return f, nil
+}
+
+func writeTrace(w io.Writer, format string, tr *dispute.Trace) error {
+	if format == "json" {
+		return dispute.WriteJSON(w, tr)
+	}
+	return dispute.WriteTable(w, tr)
+}
+
+// newTracer opens the database read-only and builds the verifier from the
+// providers' current secrets. It never generates a default secret: a
+// dispute only reads.
+func newTracer(c *cli.Context) (*dispute.Tracer, func(), error) {
+	cfg, err := disputeConfig(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	var providers []config.Provider
+	var meters ledger.Meters
+	if cfg != nil {
+		providers, meters = cfg.Providers, ledger.NewMeters(cfg.Meters)
+	} else {
+		fmt.Fprintln(c.App.ErrWriter, "hookledger: no configuration and no default secret found: signatures are reported not verifiable")
+	}
+	v, err := dispute.NewVerifier(providers)
+	if err != nil {
+		return nil, nil, err
+	}
+	db, err := openExisting(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &dispute.Tracer{DB: db.Read, Verifier: v, Meters: meters}, func() { db.Close() }, nil
+}
+
+// disputeConfig is loadConfig without its side effect: with no config file
+// it uses the default provider only if its secret already exists.
+func disputeConfig(c *cli.Context) (*config.Config, error) {
+	path := c.String("config")
+	if path == "" {
+		if _, err := os.Stat(config.DefaultFile); err == nil {
+			path = config.DefaultFile
+		}
+	}
+	if path != "" {
+		return config.Load(path)
+	}
+	data := c.String("data")
+	if data == "" {
+		data = config.DefaultData
+	}
+	if os.Getenv("HOOKLEDGER_SECRET") == "" {
+		if _, err := os.Stat(filepath.Join(data, config.SecretFile)); err != nil {
+			return nil, nil
+		}
+	}
+	cfg, _, err := config.Default(data)
+	return cfg, err
+}
+
+// interspersed lets flags follow the positional arguments, as in
+// `dispute export invoice:12/1 --out x.zip`: urfave/cli stops parsing flags
+// at the first argument, so the rest are set here.
+func interspersed(c *cli.Context, flags []cli.Flag) ([]string, error) {
+	byName := map[string]cli.Flag{}
+	for _, f := range flags {
+		for _, n := range f.Names() {
+			byName[n] = f
+		}
+	}
+	var positional []string
+	args := c.Args().Slice()
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			positional = append(positional, args[i+1:]...)
+			break
+		}
+		if len(a) < 2 || a[0] != '-' {
+			positional = append(positional, a)
+			continue
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		f, ok := byName[name]
+		if !ok {
+			return nil, fmt.Errorf("flag provided but not defined: %s", a)
+		}
+		if _, isBool := f.(*cli.BoolFlag); isBool && !hasValue {
+			value, hasValue = "true", true
+		}
+		if !hasValue {
+			if i+1 == len(args) {
+				return nil, fmt.Errorf("flag needs an argument: %s", a)
+			}
+			i++
+			value = args[i]
+		}
+		if err := c.Set(name, value); err != nil {
+			return nil, fmt.Errorf("invalid value %q for flag %s: %w", value, a, err)
+		}
+	}
+	return positional, nil
+}
