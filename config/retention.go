@@ -23,9 +23,9 @@ const (
 )
 
 // ReplayHorizons are how long a sender may still deliver an event again, by
-// scheme: Stripe lists and resends events for 30 days, GitHub keeps webhook
-// deliveries (and redelivers them on request) for 3 days. Other senders set
-// replay_horizon on the provider.
+// scheme: Stripe's events API lists events (so reconcile can bring them back)
+// for 30 days, GitHub keeps webhook deliveries (and redelivers them on
+// request) for 3 days. Other senders set replay_horizon on the provider.
 var ReplayHorizons = map[string]time.Duration{
 	"stripe": 30 * 24 * time.Hour,
 	"github": 3 * 24 * time.Hour,
