@@ -130,7 +130,7 @@ func (r *Reconciler) Run(ctx context.Context, o Options) (*Report, error) {
 			}
 		}
 	}
-	w.From, w.To = w.From.UTC(), w.To.UTC()
+	w.From, w.To = time.UnixMilli(w.From.UnixMilli()).UTC(), w.To.UTC()
 	rep.WindowFrom, rep.WindowTo = w.From, w.To
 	if !w.From.Before(w.To) {
 		rep.Complete = true
