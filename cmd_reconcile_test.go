@@ -2,13 +2,19 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/ledger"
 )
 
 // recEnv is a data directory with a config for one provider reconciled from a
@@ -189,4 +195,69 @@ func TestPruneWithoutRetentionSaysSo(t *testing.T) {
 	if err != nil || !strings.Contains(out, "retention is not configured") {
 		t.Errorf("err %v\n%s", err, out)
 	}
+}
+
+// serve's periodic jobs: reconcile and prune run at start and on their
+// interval, log what they did, and stop before the writer closes.
+func TestBackgroundJobs(t *testing.T) {
+	e := newRecEnv(t)
+	e.config("data.quantity")
+	cfg, err := config.Load(e.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Providers[0].Reconcile.Interval.Duration = 50 * time.Millisecond
+	cfg.Retention.Interval.Duration = 50 * time.Millisecond
+	ctx := context.Background()
+	db, w, err := openCustody(ctx, cfg, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	log := slog.New(slog.NewJSONHandler(&logs, nil))
+	mapper := ledger.NewMapper(cfg.Usage, cfg.MeterNames())
+	stop, err := startBackground(ctx, log, cfg, db, w, mapper, handlerVersion(mapper))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var n int
+		if err := db.Read.Get(&n, `SELECT COUNT(*) FROM receipts WHERE source = 'reconcile' AND status = 'applied'`); err != nil {
+			t.Fatal(err)
+		}
+		if n == 3 && strings.Count(logs.String(), `"msg":"prune"`) >= 2 && strings.Count(logs.String(), `"msg":"reconcile"`) >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("background jobs did not run: %d receipts\n%s", n, logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stop()
+	closeCustody(db, w)
+	out := logs.String()
+	if !strings.Contains(out, `"msg":"reconcile","provider":"acme","seen":3,"already_present":0,"inserted":3`) {
+		t.Errorf("first reconcile not logged with its counts:\n%s", out)
+	}
+	if strings.Contains(out, `"level":"WARN"`) {
+		t.Errorf("a job failed:\n%s", out)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
