@@ -94,7 +94,28 @@ func Prune(ctx context.Context, db *schema.DB, w *receiver.Writer, p Retention, 
 			return rep, fmt.Errorf("prune redelivery requests: %w", err)
 		}
 	}
+	if !dryRun && rep.BodiesPruned+rep.KeysDeleted > 0 {
+		if err := w.Submit(ctx, recordPrune(rep, now)); err != nil {
+			return rep, fmt.Errorf("record prune: %w", err)
+		}
+	}
 	return rep, nil
+}
+
+// recordPrune logs a prune in prune_runs, so a usage row whose receipt is gone
+// can be told apart from one that lost its receipt.
+func recordPrune(rep *PruneReport, now time.Time) receiver.Op {
+	ms := func(t *time.Time) any {
+		if t == nil {
+			return nil
+		}
+		return t.UnixMilli()
+	}
+	return receiver.OpFunc(func(ctx context.Context, tx *receiver.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO prune_runs (pruned_at, payload_before, keys_before, bodies_pruned, keys_deleted)
+			VALUES (?, ?, ?, ?, ?)`, now.UnixMilli(), ms(rep.PayloadBefore), ms(rep.KeysBefore), rep.BodiesPruned, rep.KeysDeleted)
+		return err
+	})
 }
 
 // pruneEach walks the applied and ignored receipts received before cut that

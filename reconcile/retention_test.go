@@ -110,10 +110,20 @@ func TestPruneKeepsTombstonesAndTheLedger(t *testing.T) {
 		t.Errorf("redelivery requests = %d, want the recent one", n)
 	}
 
-	// A second prune finds nothing more.
+	// The prune is logged with its cutoffs.
+	if n := e.count(`SELECT COUNT(*) FROM prune_runs WHERE bodies_pruned = 5 AND keys_deleted = 2 AND pruned_at = ?
+		AND payload_before = ? AND keys_before = ?`, testNow.UnixMilli(), testNow.Add(-30*24*time.Hour).UnixMilli(),
+		testNow.Add(-60*24*time.Hour).UnixMilli()); n != 1 {
+		t.Errorf("prune_runs rows matching = %d", n)
+	}
+
+	// A second prune finds nothing more, and logs nothing.
 	again, err := Prune(ctx, e.db, e.w, p, testNow, false)
 	if err != nil || again.BodiesPruned != 0 || again.KeysDeleted != 0 {
 		t.Errorf("second prune %+v %v", again, err)
+	}
+	if n := e.count(`SELECT COUNT(*) FROM prune_runs`); n != 1 {
+		t.Errorf("prune_runs = %d after a prune that changed nothing", n)
 	}
 }
 

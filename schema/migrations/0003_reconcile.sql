@@ -44,6 +44,18 @@ CREATE TABLE replays (
 );
 CREATE INDEX replays_event ON replays (provider, event_id);
 
+-- Every prune that changed something: what retention deleted and up to when.
+-- A usage row older than keys_before whose receipt is gone was pruned on
+-- purpose, not lost (ledger rows themselves are never pruned).
+CREATE TABLE prune_runs (
+    id             INTEGER PRIMARY KEY,
+    pruned_at      INTEGER NOT NULL,
+    payload_before INTEGER,          -- NULL when retention.payload is unset
+    keys_before    INTEGER,          -- NULL when retention.keys is unset
+    bodies_pruned  INTEGER NOT NULL,
+    keys_deleted   INTEGER NOT NULL
+);
+
 -- audit mismatches reads only these rows; a partial index costs nothing on
 -- the ordinary (inserted/duplicate) attempts.
 CREATE INDEX delivery_attempts_mismatch ON delivery_attempts (received_at) WHERE outcome = 'payload_mismatch';
