@@ -102,8 +102,8 @@ func Prune(ctx context.Context, db *schema.DB, w *receiver.Writer, p Retention, 
 	return rep, nil
 }
 
-// recordPrune logs a prune in prune_runs, so a usage row whose receipt is gone
-// can be told apart from one that lost its receipt.
+// recordPrune logs a prune in prune_runs with the ledger head at its end: a
+// usage row above the head of every key-deleting prune must have its receipt.
 func recordPrune(rep *PruneReport, now time.Time) receiver.Op {
 	ms := func(t *time.Time) any {
 		if t == nil {
@@ -112,8 +112,9 @@ func recordPrune(rep *PruneReport, now time.Time) receiver.Op {
 		return t.UnixMilli()
 	}
 	return receiver.OpFunc(func(ctx context.Context, tx *receiver.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO prune_runs (pruned_at, payload_before, keys_before, bodies_pruned, keys_deleted)
-			VALUES (?, ?, ?, ?, ?)`, now.UnixMilli(), ms(rep.PayloadBefore), ms(rep.KeysBefore), rep.BodiesPruned, rep.KeysDeleted)
+		_, err := tx.ExecContext(ctx, `INSERT INTO prune_runs (pruned_at, payload_before, keys_before, bodies_pruned, keys_deleted, ledger_head_id)
+			VALUES (?, ?, ?, ?, ?, (SELECT COALESCE(MAX(id), 0) FROM metered_usage))`,
+			now.UnixMilli(), ms(rep.PayloadBefore), ms(rep.KeysBefore), rep.BodiesPruned, rep.KeysDeleted)
 		return err
 	})
 }

@@ -45,15 +45,17 @@ CREATE TABLE replays (
 CREATE INDEX replays_event ON replays (provider, event_id);
 
 -- Every prune that changed something: what retention deleted and up to when.
--- A usage row older than keys_before whose receipt is gone was pruned on
--- purpose, not lost (ledger rows themselves are never pruned).
+-- Ledger rows are never pruned, so after a prune that deleted keys a usage row
+-- can lack its receipt on purpose: only rows with id <= ledger_head_id of such
+-- a prune can (every later row was written while its receipt existed).
 CREATE TABLE prune_runs (
     id             INTEGER PRIMARY KEY,
     pruned_at      INTEGER NOT NULL,
     payload_before INTEGER,          -- NULL when retention.payload is unset
     keys_before    INTEGER,          -- NULL when retention.keys is unset
     bodies_pruned  INTEGER NOT NULL,
-    keys_deleted   INTEGER NOT NULL
+    keys_deleted   INTEGER NOT NULL,
+    ledger_head_id INTEGER NOT NULL  -- MAX(metered_usage.id) when the prune ended
 );
 
 -- audit mismatches reads only these rows; a partial index costs nothing on
