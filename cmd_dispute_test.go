@@ -130,6 +130,7 @@ func TestDisputeCLI(t *testing.T) {
 		{[]string{"dispute", "customer", "cus_9", "--period", "2026-10"}, `customer "cus_9": not found`},
 		{[]string{"dispute", "export", "invoice:1"}, "--out"},
 		{[]string{"dispute", "export", "invoice:77", "--out", "x.zip"}, "there is no invoice 77"},
+		{[]string{"dispute", "export", "invoice:1", "--out", filepath.Join("no-such-dir", "x.zip")}, "no such file or directory"},
 	} {
 		out, err := run(t, bin, dir, c.args...)
 		if exitCode(err) != 1 || !strings.Contains(out, c.want) {

@@ -117,7 +117,13 @@ func (v *Verifier) WriteBundle(w io.Writer, tr *Trace) error {
 
 	zw := zip.NewWriter(w)
 	for _, name := range sortedNames(files) {
-		fh := &zip.FileHeader{Name: name, Method: zip.Deflate, Modified: zipTime}
+		// Bodies and headers are small: storing them costs little space and
+		// spares a compressor per entry.
+		method := zip.Store
+		if len(files[name]) > 4096 {
+			method = zip.Deflate
+		}
+		fh := &zip.FileHeader{Name: name, Method: method, Modified: zipTime}
 		fh.SetMode(0o644)
 		f, err := zw.CreateHeader(fh)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -345,5 +346,21 @@ func TestCustomerBundle(t *testing.T) {
 	}
 	if m.Target != "customer:cus_1@2026-10" || len(m.Evidence) != 7 || m.Trace.Summary.Attempts != 8 {
 		t.Errorf("target %s, %d events, %d attempts", m.Target, len(m.Evidence), m.Trace.Summary.Attempts)
+	}
+}
+
+type failWriter struct{}
+
+func (failWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+
+func TestBundleWriteError(t *testing.T) {
+	e := seedLine(t)
+	tracer := e.tracer(nil)
+	tr, err := tracer.Trace(context.Background(), "invoice:1/1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tracer.Verifier.WriteBundle(failWriter{}, tr); err == nil || !strings.Contains(err.Error(), "disk full") {
+		t.Errorf("WriteBundle to a failing writer: %v", err)
 	}
 }

@@ -77,7 +77,7 @@ meters:
 
 // testConfig parses the test configuration; edit changes the text first
 // (rotating a secret, dropping a provider).
-func testConfig(t *testing.T, dir string, edit func(map[string]string)) *config.Config {
+func testConfig(t testing.TB, dir string, edit func(map[string]string)) *config.Config {
 	t.Helper()
 	s := map[string]string{}
 	for k, v := range secrets {
@@ -99,7 +99,7 @@ func testConfig(t *testing.T, dir string, edit func(map[string]string)) *config.
 
 // env is the real receiver on a real SQLite file behind a real HTTP listener.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	dir    string
 	cfg    *config.Config
 	db     *schema.DB
@@ -111,7 +111,7 @@ type env struct {
 	reqs   int
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	dir := t.TempDir()
 	e := &env{t: t, dir: dir, cfg: testConfig(t, dir, nil), now: time.Date(2026, 10, 20, 12, 0, 0, 0, time.UTC)}

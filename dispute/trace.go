@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -235,7 +236,8 @@ func (t *Tracer) trace(ctx context.Context, target, kind string, fill func(*buil
 	}
 	defer tx.Rollback()
 	b := &builder{ctx: ctx, q: tx, v: t.Verifier, tr: &Trace{Target: target, Kind: kind},
-		invoices: map[int64]*invoiceAcc{}, rows: map[int64]*RowView{}, events: map[eventKey]*EventView{}}
+		invoices: map[int64]*invoiceAcc{}, rows: map[int64]*RowView{}, rowsRead: map[int64]ledger.Row{},
+		lines: map[string][]ledger.InvoiceLine{}, events: map[eventKey]*EventView{}}
 	if err := fill(b); err != nil {
 		return nil, err
 	}
@@ -260,8 +262,11 @@ type builder struct {
 	tr       *Trace
 	invoices map[int64]*invoiceAcc
 	rows     map[int64]*RowView
+	rowsRead map[int64]ledger.Row // the rows as read, for the chain checks
+	lines    map[string][]ledger.InvoiceLine
 	events   map[eventKey]*EventView
 	eventSeq []eventKey // events named by the target come first
+	loaded   int        // eventSeq[:loaded] have their receipts and attempts
 }
 
 func (b *builder) target(tg Target) error {
@@ -302,8 +307,8 @@ func (b *builder) target(tg Target) error {
 		if err != nil {
 			return err
 		}
-		ev, err := b.addEvent(tg.Provider, tg.EventID)
-		if err != nil {
+		ev := b.wantEvent(tg.Provider, tg.EventID)
+		if err := b.loadEvents(); err != nil {
 			return err
 		}
 		if ev.Receipt == nil && len(rows) == 0 {
@@ -425,40 +430,49 @@ func (b *builder) addRow(r ledger.Row) error {
 	if b.rows[r.ID] != nil {
 		return nil
 	}
-	problem, err := ledger.CheckLinks(b.ctx, b.q, r)
-	if err != nil {
-		return err
-	}
-	chain := "ok"
-	if problem != "" {
-		chain = problem
-	}
 	props := r.Properties
 	if props == "{}" {
 		props = ""
 	}
+	b.rowsRead[r.ID] = r
 	b.rows[r.ID] = &RowView{ID: r.ID, Kind: r.Kind, Provider: r.Provider, EventID: r.EventID, Customer: r.Customer, Meter: r.Meter,
 		Quantity: r.Quantity, Properties: props, Reason: r.Reason, Ref: r.Ref, OccurredAt: utc(r.OccurredAt), RecordedAt: utc(r.RecordedAt),
-		PrevHash: hex.EncodeToString(r.PrevHash), RowHash: hex.EncodeToString(r.RowHash), Chain: chain, BilledBy: []string{}}
+		PrevHash: hex.EncodeToString(r.PrevHash), RowHash: hex.EncodeToString(r.RowHash), Chain: "ok", BilledBy: []string{}}
 	return nil
 }
 
-// finish bills each row to its lines, adds the events behind the usage rows,
-// orders everything and sums it up.
+// finish checks the rows' chain links, bills each row to its lines, adds the
+// events behind the usage rows, orders everything and sums it up.
 func (b *builder) finish() error {
 	ids := make([]int64, 0, len(b.rows))
 	for id := range b.rows {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
-	for _, id := range ids {
-		rv := b.rows[id]
-		r := ledger.Row{ID: rv.ID, Customer: rv.Customer, Meter: rv.Meter, OccurredAt: rv.OccurredAt.UnixMilli()}
-		lines, err := ledger.LinesCovering(b.ctx, b.q, r)
-		if err != nil {
-			return err
+	rows := make([]ledger.Row, len(ids))
+	for i, id := range ids {
+		rows[i] = b.rowsRead[id]
+	}
+	problems, err := ledger.CheckLinksBatch(b.ctx, b.q, rows)
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		rv := b.rows[r.ID]
+		if p, ok := problems[r.ID]; ok {
+			rv.Chain = p
+		}
+		lines, ok := b.lines[r.Customer]
+		if !ok {
+			if lines, err = ledger.CustomerLines(b.ctx, b.q, r.Customer); err != nil {
+				return err
+			}
+			b.lines[r.Customer] = lines
 		}
 		for _, l := range lines {
+			if !l.Covers(r) {
+				continue
+			}
 			rv.BilledBy = append(rv.BilledBy, lineRef(l.InvoiceID, l.LineNo))
 			if b.invoices[l.InvoiceID] == nil || b.invoices[l.InvoiceID].lines[l.LineNo] == nil {
 				inv, err := b.invoice(l.InvoiceID)
@@ -471,16 +485,16 @@ func (b *builder) finish() error {
 			}
 		}
 		if rv.Kind == ledger.KindUsage {
-			ev, err := b.addEvent(rv.Provider, rv.EventID)
-			if err != nil {
-				return err
-			}
+			ev := b.wantEvent(rv.Provider, rv.EventID)
 			ev.RowIDs = append(ev.RowIDs, rv.ID)
 		}
 		b.tr.Rows = append(b.tr.Rows, *rv)
 	}
 	if b.tr.Rows == nil {
 		b.tr.Rows = []RowView{}
+	}
+	if err := b.loadEvents(); err != nil {
+		return err
 	}
 
 	invIDs := make([]int64, 0, len(b.invoices))
@@ -560,63 +574,121 @@ func (b *builder) summarize() {
 	}
 }
 
-// addEvent reads an event's receipt and attempts and re-verifies them.
-func (b *builder) addEvent(provider, eventID string) (*EventView, error) {
+// wantEvent adds an event to the trace; loadEvents reads it.
+func (b *builder) wantEvent(provider, eventID string) *EventView {
 	k := eventKey{provider, eventID}
-	if ev := b.events[k]; ev != nil {
-		return ev, nil
+	ev := b.events[k]
+	if ev == nil {
+		ev = &EventView{Provider: provider, EventID: eventID, Attempts: []AttemptView{}, RowIDs: []int64{}}
+		b.events[k] = ev
+		b.eventSeq = append(b.eventSeq, k)
 	}
-	ev := &EventView{Provider: provider, EventID: eventID, Attempts: []AttemptView{}, RowIDs: []int64{}}
-	var rc struct {
-		Type           string `db:"event_type"`
-		Status         string `db:"status"`
-		Error          string `db:"error"`
-		Source         string `db:"source"`
-		HandlerVersion string `db:"handler_version"`
-		ReceivedAt     int64  `db:"received_at"`
-		ProcessedAt    int64  `db:"processed_at"`
-		Body           []byte `db:"body"`
-		Pruned         bool   `db:"pruned"`
-		SHA            []byte `db:"body_sha256"`
-		Headers        string `db:"signature_headers"`
+	return ev
+}
+
+type receiptRow struct {
+	Provider       string `db:"provider"`
+	EventID        string `db:"event_id"`
+	Type           string `db:"event_type"`
+	Status         string `db:"status"`
+	Error          string `db:"error"`
+	Source         string `db:"source"`
+	HandlerVersion string `db:"handler_version"`
+	ReceivedAt     int64  `db:"received_at"`
+	ProcessedAt    int64  `db:"processed_at"`
+	Body           []byte `db:"body"`
+	Pruned         bool   `db:"pruned"`
+	SHA            []byte `db:"body_sha256"`
+	Headers        string `db:"signature_headers"`
+}
+
+type attemptRow struct {
+	Provider   string        `db:"provider"`
+	EventID    string        `db:"event_id"`
+	ID         int64         `db:"id"`
+	ReceivedAt int64         `db:"received_at"`
+	RemoteAddr string        `db:"remote_addr"`
+	UserAgent  string        `db:"user_agent"`
+	RequestID  string        `db:"request_id"`
+	SHA        []byte        `db:"body_sha256"`
+	Headers    string        `db:"signature_headers"`
+	Age        sql.NullInt64 `db:"signature_age_ms"`
+	Outcome    string        `db:"outcome"`
+	StatusCode int           `db:"status_code"`
+}
+
+// eventChunk bounds the ids per query, well under SQLite's variable limit.
+const eventChunk = 500
+
+// loadEvents reads the receipts and attempts of the events added since the
+// last call, a provider and a chunk of ids per query, and re-verifies them.
+func (b *builder) loadEvents() error {
+	keys := b.eventSeq[b.loaded:]
+	b.loaded = len(b.eventSeq)
+	byProvider := map[string][]string{}
+	var providers []string
+	for _, k := range keys {
+		if byProvider[k.provider] == nil {
+			providers = append(providers, k.provider)
+		}
+		byProvider[k.provider] = append(byProvider[k.provider], k.id)
 	}
-	err := sqlx.GetContext(b.ctx, b.q, &rc, `SELECT event_type, status, error, source, handler_version, received_at, processed_at,
-		body, body IS NULL AS pruned, body_sha256, signature_headers FROM receipts WHERE provider = ? AND event_id = ?`, provider, eventID)
+	receipts := map[eventKey]*receiptRow{}
+	attempts := map[eventKey][]attemptRow{}
+	for _, p := range providers {
+		ids := byProvider[p]
+		for len(ids) > 0 {
+			n := min(eventChunk, len(ids))
+			args := make([]any, 0, n+1)
+			args = append(args, p)
+			for _, id := range ids[:n] {
+				args = append(args, id)
+			}
+			in := `provider = ? AND event_id IN (?` + strings.Repeat(", ?", n-1) + `)`
+			var rs []receiptRow
+			if err := sqlx.SelectContext(b.ctx, b.q, &rs, `SELECT provider, event_id, event_type, status, error, source, handler_version,
+				received_at, processed_at, body, body IS NULL AS pruned, body_sha256, signature_headers FROM receipts WHERE `+in, args...); err != nil {
+				return fmt.Errorf("read receipts of %s: %w", p, err)
+			}
+			for i := range rs {
+				receipts[eventKey{rs[i].Provider, rs[i].EventID}] = &rs[i]
+			}
+			var as []attemptRow
+			if err := sqlx.SelectContext(b.ctx, b.q, &as, `SELECT provider, event_id, id, received_at, remote_addr, user_agent, request_id,
+				body_sha256, signature_headers, signature_age_ms, outcome, status_code FROM delivery_attempts WHERE `+in+` ORDER BY id`, args...); err != nil {
+				return fmt.Errorf("read delivery attempts of %s: %w", p, err)
+			}
+			for _, a := range as {
+				k := eventKey{a.Provider, a.EventID}
+				attempts[k] = append(attempts[k], a)
+			}
+			ids = ids[n:]
+		}
+	}
+	for _, k := range keys {
+		b.fillEvent(b.events[k], receipts[k], attempts[k])
+	}
+	return nil
+}
+
+// fillEvent puts a receipt and its attempts on ev and re-verifies them.
+func (b *builder) fillEvent(ev *EventView, rc *receiptRow, attempts []attemptRow) {
 	var st *stored
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-	case err != nil:
-		return nil, fmt.Errorf("read receipt %s/%s: %w", provider, eventID, err)
-	default:
-		st = &stored{provider: provider, source: rc.Source, body: rc.Body, pruned: rc.Pruned, sha: rc.SHA}
+	headers := ""
+	if rc != nil {
+		st = &stored{provider: ev.Provider, source: rc.Source, body: rc.Body, pruned: rc.Pruned, sha: rc.SHA}
 		if !rc.Pruned && st.body == nil {
 			st.body = []byte{} // an empty body is not a pruned one
 		}
+		headers = rc.Headers
 		ev.Receipt = &ReceiptView{Type: rc.Type, Status: rc.Status, Error: rc.Error, Source: rc.Source, HandlerVersion: rc.HandlerVersion,
 			ReceivedAt: utc(rc.ReceivedAt), ProcessedAt: utc(rc.ProcessedAt), BodySHA256: hex.EncodeToString(rc.SHA),
 			BodyPruned: rc.Pruned, SignatureHeaders: rc.Headers}
 		if !rc.Pruned {
-			n := len(rc.Body)
+			n := len(st.body)
 			ev.Receipt.BodyBytes = &n
 			ev.body = st.body
 		}
-	}
-	var attempts []struct {
-		ID         int64         `db:"id"`
-		ReceivedAt int64         `db:"received_at"`
-		RemoteAddr string        `db:"remote_addr"`
-		UserAgent  string        `db:"user_agent"`
-		RequestID  string        `db:"request_id"`
-		SHA        []byte        `db:"body_sha256"`
-		Headers    string        `db:"signature_headers"`
-		Age        sql.NullInt64 `db:"signature_age_ms"`
-		Outcome    string        `db:"outcome"`
-		StatusCode int           `db:"status_code"`
-	}
-	if err := sqlx.SelectContext(b.ctx, b.q, &attempts, `SELECT id, received_at, remote_addr, user_agent, request_id, body_sha256,
-		signature_headers, signature_age_ms, outcome, status_code FROM delivery_attempts WHERE provider = ? AND event_id = ? ORDER BY id`,
-		provider, eventID); err != nil {
-		return nil, fmt.Errorf("read delivery attempts of %s/%s: %w", provider, eventID, err)
 	}
 	var inserted []byte
 	for _, a := range attempts {
@@ -632,10 +704,7 @@ func (b *builder) addEvent(provider, eventID string) (*EventView, error) {
 		}
 		ev.Attempts = append(ev.Attempts, av)
 	}
-	ev.Verification = b.v.receipt(st, rc.Headers, inserted)
-	b.events[k] = ev
-	b.eventSeq = append(b.eventSeq, k)
-	return ev, nil
+	ev.Verification = b.v.receipt(st, headers, inserted)
 }
 
 func lineRef(invoice, line int64) string { return fmt.Sprintf("invoice:%d/%d", invoice, line) }

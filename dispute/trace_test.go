@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/schema"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -327,5 +328,43 @@ func TestTamperedLedgerShowsInTrace(t *testing.T) {
 	tr = e.trace("row:2")
 	if !strings.Contains(tr.Rows[0].Chain, "row 3's prev_hash does not match") {
 		t.Errorf("rewritten row 2: chain %q", tr.Rows[0].Chain)
+	}
+}
+
+// A deleted row shows as a gap on both sides and in the line's counts.
+func TestDeletedRowShowsInTrace(t *testing.T) {
+	e := seedLine(t)
+	e.exec(`DROP TRIGGER metered_usage_no_delete`)
+	e.exec(`DELETE FROM metered_usage WHERE id = 2`)
+	tr := e.trace("invoice:1/1")
+	if len(tr.Rows) != 2 || tr.Rows[0].Chain != "ids jump from 1 to 3: rows were deleted" || tr.Rows[1].Chain != "ids jump from 1 to 3: rows were deleted" {
+		t.Fatalf("rows %+v", tr.Rows)
+	}
+	if l := tr.Invoices[0].Lines[0]; l.OK || l.Recomputed.Rows != 2 || !strings.Contains(l.Problem, "ledger rows were added or removed") {
+		t.Errorf("line %+v", l)
+	}
+}
+
+// A failing database is an error, never a partial trace.
+func TestTraceReadErrors(t *testing.T) {
+	e := seedLine(t)
+	db, err := schema.Open(context.Background(), e.db.Path, schema.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	tracer := e.tracer(nil)
+	tracer.DB = db.Read
+	if _, err := tracer.Trace(context.Background(), "invoice:1/1"); err == nil || errors.Is(err, ErrNotFound) {
+		t.Errorf("closed database: %v", err)
+	}
+	oct, _ := ledger.MonthPeriod("2026-10", time.UTC)
+	if _, err := tracer.Customer(context.Background(), "cus_1", oct); err == nil {
+		t.Errorf("closed database: no error")
+	}
+	// A table that cannot be read is an error too.
+	e.exec(`DROP TABLE delivery_attempts`)
+	if _, err := e.tracer(nil).Trace(context.Background(), "default:evt_a"); err == nil || !strings.Contains(err.Error(), "delivery attempts") {
+		t.Errorf("missing table: %v", err)
 	}
 }

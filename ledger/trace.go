@@ -123,18 +123,24 @@ func InvoiceDigest(inv *Invoice) []byte { return invoiceDigest(inv) }
 const lineColumns = `invoice_id, line_no, customer_id, meter, aggregation, property, unit, late, period, tz,
 	period_start, period_end, after_id, through_id, quantity, row_count, adjustments, max_id, digest`
 
-// LinesCovering returns the invoice lines that bill row r, in invoice and
-// line order: normally one; none while its period is open or its late usage
-// awaits the next invoice.
-func LinesCovering(ctx context.Context, q sqlx.QueryerContext, r Row) ([]InvoiceLine, error) {
+// CustomerLines returns every invoice line of one customer, in invoice and
+// line order. A customer has a few lines a month, so the dispute trace reads
+// them once and finds the lines billing each row in memory (Covers).
+func CustomerLines(ctx context.Context, q sqlx.QueryerContext, customer string) ([]InvoiceLine, error) {
 	var lines []InvoiceLine
 	err := sqlx.SelectContext(ctx, q, &lines, `SELECT `+lineColumns+` FROM invoice_lines
-		WHERE customer_id = ? AND meter = ? AND period_start <= ? AND period_end > ? AND after_id < ? AND through_id >= ?
-		ORDER BY invoice_id, line_no`, r.Customer, r.Meter, r.OccurredAt, r.OccurredAt, r.ID, r.ID)
+		WHERE customer_id = ? ORDER BY invoice_id, line_no`, customer)
 	if err != nil {
-		return nil, fmt.Errorf("read invoice lines covering row %d: %w", r.ID, err)
+		return nil, fmt.Errorf("read invoice lines of %s: %w", customer, err)
 	}
 	return lines, nil
+}
+
+// Covers reports whether line l bills row r: same customer and meter, event
+// time in the line's period, ledger id in (AfterID, ThroughID].
+func (l InvoiceLine) Covers(r Row) bool {
+	return l.Customer == r.Customer && l.Meter == r.Meter && r.OccurredAt >= l.PeriodStart && r.OccurredAt < l.PeriodEnd &&
+		r.ID > l.AfterID && r.ID <= l.ThroughID
 }
 
 // LinesForPeriod returns every invoice line that bills one customer's usage
@@ -186,4 +192,77 @@ func CheckLinks(ctx context.Context, q sqlx.QueryerContext, r Row) (string, erro
 		return fmt.Sprintf("row %d's prev_hash does not match this row's row_hash: this row was rewritten", id), nil
 	}
 	return "", nil
+}
+
+// CheckLinksBatch is CheckLinks for many rows, reading the neighbours of all
+// of them in a few queries. Problems are keyed by row id; rows whose links
+// hold are absent.
+func CheckLinksBatch(ctx context.Context, q sqlx.QueryerContext, rows []Row) (map[int64]string, error) {
+	problems := map[int64]string{}
+	want := map[int64]bool{}
+	for _, r := range rows {
+		want[r.ID-1], want[r.ID+1] = true, true
+	}
+	ids := make([]int64, 0, len(want))
+	for id := range want {
+		if id > 0 {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	type link struct{ prev, hash []byte }
+	near := make(map[int64]link, len(ids))
+	var head int64
+	if err := q.QueryRowxContext(ctx, `SELECT COALESCE(MAX(id), 0) FROM metered_usage`).Scan(&head); err != nil {
+		return nil, fmt.Errorf("read ledger head: %w", err)
+	}
+	const chunk = 500 // well under SQLite's bound on variables
+	for len(ids) > 0 {
+		n := min(chunk, len(ids))
+		args := make([]any, n)
+		for i, id := range ids[:n] {
+			args[i] = id
+		}
+		rs, err := q.QueryContext(ctx, `SELECT id, prev_hash, row_hash FROM metered_usage WHERE id IN (?`+strings.Repeat(", ?", n-1)+`)`, args...)
+		if err != nil {
+			return nil, fmt.Errorf("read ledger rows: %w", err)
+		}
+		for rs.Next() {
+			var id int64
+			var l link
+			if err := rs.Scan(&id, &l.prev, &l.hash); err != nil {
+				rs.Close()
+				return nil, fmt.Errorf("read ledger rows: %w", err)
+			}
+			near[id] = l
+		}
+		if err := rs.Close(); err != nil {
+			return nil, fmt.Errorf("read ledger rows: %w", err)
+		}
+		ids = ids[n:]
+	}
+	for _, r := range rows {
+		prev, okPrev := near[r.ID-1]
+		next, okNext := near[r.ID+1]
+		switch {
+		case !bytes.Equal(r.Hash(r.PrevHash), r.RowHash):
+			problems[r.ID] = "row_hash does not match the row's contents: the row was changed after it was written"
+		case r.ID > 1 && !okPrev, r.ID < head && !okNext:
+			// A gap: the single-row check names where the ids jump.
+			p, err := CheckLinks(ctx, q, r)
+			if err != nil {
+				return nil, err
+			}
+			if p != "" {
+				problems[r.ID] = p
+			}
+		case r.ID == 1 && !bytes.Equal(r.PrevHash, GenesisHash):
+			problems[r.ID] = "prev_hash does not match row 0's row_hash: the chain was rewritten"
+		case r.ID > 1 && !bytes.Equal(r.PrevHash, prev.hash):
+			problems[r.ID] = fmt.Sprintf("prev_hash does not match row %d's row_hash: the chain was rewritten", r.ID-1)
+		case okNext && !bytes.Equal(next.prev, r.RowHash):
+			problems[r.ID] = fmt.Sprintf("row %d's prev_hash does not match this row's row_hash: this row was rewritten", r.ID+1)
+		}
+	}
+	return problems, nil
 }
