@@ -325,6 +325,10 @@ func TestTamperedLedgerShowsInTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.exec(`UPDATE metered_usage SET row_hash = ? WHERE id = 2`, r.Hash(r.PrevHash))
+	tr = e.trace("invoice:1/1")
+	if !strings.Contains(tr.Rows[2].Chain, "prev_hash does not match row 2's row_hash") {
+		t.Errorf("row 3 after row 2 was rehashed: chain %q", tr.Rows[2].Chain)
+	}
 	tr = e.trace("row:2")
 	if !strings.Contains(tr.Rows[0].Chain, "row 3's prev_hash does not match") {
 		t.Errorf("rewritten row 2: chain %q", tr.Rows[0].Chain)
