@@ -120,6 +120,22 @@ func TestReconcilerGuards(t *testing.T) {
 			t.Errorf("err %v report %+v", err, rep)
 		}
 	})
+	t.Run("an interrupted run older than the window starts afresh", func(t *testing.T) {
+		stale := Checkpoint{Provider: "stripe", WindowStart: testNow.Add(-100 * time.Hour).UnixMilli(),
+			WindowEnd: testNow.Add(-90 * time.Hour).UnixMilli(), Cursor: "evt_gone", Pages: 3}
+		if err := e.w.Submit(context.Background(), saveCheckpoint(stale)); err != nil {
+			t.Fatal(err)
+		}
+		r := *base
+		r.Source = &stubSource{pages: []Page{{}}}
+		rep, err := r.Run(context.Background(), Options{})
+		if err != nil || rep.Resumed || !rep.WindowFrom.Equal(testNow.Add(-r.Window)) || !rep.Complete {
+			t.Errorf("err %v report %+v", err, rep)
+		}
+		if cp := e.checkpoint("stripe"); cp.Cursor != "" || cp.CompletedThrough != rep.WindowTo.UnixMilli() {
+			t.Errorf("checkpoint %+v", cp)
+		}
+	})
 	t.Run("a checkpoint ahead of the clock gives an empty window, not a backwards one", func(t *testing.T) {
 		cp := Checkpoint{Provider: "stripe", CompletedThrough: testNow.Add(time.Hour).UnixMilli()}
 		if err := e.w.Submit(context.Background(), saveCheckpoint(cp)); err != nil {

@@ -119,7 +119,10 @@ func (r *Reconciler) Run(ctx context.Context, o Options) (*Report, error) {
 			settle = 0
 		}
 		w = Window{From: now.Add(-o.Since), To: now.Add(-settle)}
-	case found && cp.Cursor != "":
+	case found && cp.Cursor != "" && !time.UnixMilli(cp.WindowEnd).Before(now.Add(-r.Window)):
+		// An interrupted run resumes at its cursor, unless its whole window
+		// has aged out of the look-back (its cursor may be long invalid):
+		// then a fresh window below covers what still matters.
 		w = Window{From: time.UnixMilli(cp.WindowStart), To: time.UnixMilli(cp.WindowEnd)}
 		cursor, pages, rep.Resumed = cp.Cursor, cp.Pages, true
 	default:
