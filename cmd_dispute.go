@@ -90,9 +90,6 @@ func disputeTrace(c *cli.Context, flags []cli.Flag) error {
 	if len(args) != 1 {
 		return fmt.Errorf("dispute: give one TARGET: %s", dispute.TargetForms)
 	}
-	if _, err := dispute.ParseTarget(args[0]); err != nil {
-		return fmt.Errorf("dispute: %w", err)
-	}
 	format, err := disputeFormat(c)
 	if err != nil {
 		return err
@@ -102,6 +99,9 @@ func disputeTrace(c *cli.Context, flags []cli.Flag) error {
 		return err
 	}
 	defer done()
+	if _, err := dispute.ParseTarget(args[0]); err != nil {
+		return fmt.Errorf("dispute: %w", didYouMean(c, tracer, args[0], err))
+	}
 	tr, err := tracer.Trace(c.Context, args[0])
 	if err != nil {
 		return fmt.Errorf("dispute: %w", err)
@@ -178,11 +178,6 @@ func disputeExport(c *cli.Context, flags []cli.Flag) error {
 	case customer != "" && len(args) != 0:
 		return errors.New("dispute export: give a TARGET or --customer, not both")
 	}
-	if len(args) == 1 {
-		if _, err := dispute.ParseTarget(args[0]); err != nil {
-			return fmt.Errorf("dispute export: %w", err)
-		}
-	}
 	out := c.String("out")
 	if out == "" {
 		return errors.New("--out: required, the zip file to write")
@@ -195,6 +190,11 @@ func disputeExport(c *cli.Context, flags []cli.Flag) error {
 		return err
 	}
 	defer done()
+	if len(args) == 1 {
+		if _, err := dispute.ParseTarget(args[0]); err != nil {
+			return fmt.Errorf("dispute export: %w", didYouMean(c, tracer, args[0], err))
+		}
+	}
 	var tr *dispute.Trace
 	if customer != "" {
 		tr, err = customerTrace(c, tracer, customer)
@@ -259,6 +259,18 @@ func (c *countWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n += int64(n)
 	return n, err
+}
+
+// didYouMean turns a bad target that is an event id without its provider
+// into a question naming the targets it may mean; other errors stay as they are.
+func didYouMean(c *cli.Context, tracer *dispute.Tracer, arg string, err error) error {
+	if strings.Contains(arg, ":") {
+		return err
+	}
+	if s := tracer.Suggest(c.Context, arg); len(s) > 0 {
+		return fmt.Errorf("%w: %q names no provider: did you mean %s?", dispute.ErrBadTarget, arg, strings.Join(s, " or "))
+	}
+	return err
 }
 
 func disputeFormat(c *cli.Context) (string, error) {

@@ -6,6 +6,7 @@
 package dispute
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -105,4 +106,18 @@ func ParseTarget(s string) (Target, error) {
 func positive(s string) (int64, bool) {
 	n, err := strconv.ParseInt(s, 10, 64)
 	return n, err == nil && n > 0
+}
+
+// Suggest finds the configured providers that hold a receipt for eventID,
+// for a target given without its provider ("evt_1" instead of "stripe:evt_1").
+func (t *Tracer) Suggest(ctx context.Context, eventID string) []string {
+	var out []string
+	for _, p := range t.Verifier.Providers() {
+		var n int
+		// The unique (provider, event_id) index answers each lookup.
+		if err := t.DB.QueryRowxContext(ctx, `SELECT COUNT(*) FROM receipts WHERE provider = ? AND event_id = ?`, p, eventID).Scan(&n); err == nil && n > 0 {
+			out = append(out, Target{Kind: KindEvent, Provider: p, EventID: eventID}.String())
+		}
+	}
+	return out
 }

@@ -372,3 +372,15 @@ func TestTraceReadErrors(t *testing.T) {
 		t.Errorf("missing table: %v", err)
 	}
 }
+
+func TestSuggest(t *testing.T) {
+	e := seedLine(t)
+	e.send("stripe", "evt_a", "cus_1", "1", "2026-10-20T10:00:00Z") // the same id at two providers
+	tracer := e.tracer(nil)
+	if got := tracer.Suggest(context.Background(), "evt_a"); !slices.Equal(got, []string{"default:evt_a", "stripe:evt_a"}) {
+		t.Errorf("Suggest(evt_a) = %v", got)
+	}
+	if got := tracer.Suggest(context.Background(), "evt_none"); got != nil {
+		t.Errorf("Suggest(evt_none) = %v", got)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -69,6 +70,16 @@ func NewVerifier(ps []config.Provider) (*Verifier, error) {
 		v.configs[p.Name] = p
 	}
 	return v, nil
+}
+
+// Providers lists the configured provider names, sorted.
+func (v *Verifier) Providers() []string {
+	names := make([]string, 0, len(v.providers))
+	for n := range v.providers {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
 }
 
 // stored is what re-verification reads of one receipt.
