@@ -87,11 +87,12 @@ func serveCommand() *cli.Command {
 		Description: "Verifies each delivery's signature over the raw body, stores the authenticated event and its\n" +
 			"usage rows in one transaction, and answers 2xx only after that transaction is durable.\n" +
 			"Stops gracefully on SIGINT/SIGTERM: no new requests, in-flight batches finish, the database closes.\n" +
-			"GET /healthz and /readyz on the webhook listener; Prometheus metrics at /metrics on the admin listener.",
-		Flags: append(append(append(configFlags(),
+			"GET /healthz and /readyz on the webhook listener; Prometheus metrics at /metrics on the admin listener.\n" +
+			"With a litestream.yml it replicates the database continuously (see `hookledger restore`, `replica status`).",
+		Flags: append(append(append(append(configFlags(),
 			&cli.StringFlag{Name: "listen", EnvVars: []string{"HOOKLEDGER_LISTEN"},
 				Usage: "address for the webhook listener (default: the config's listen, else :8080)"},
-		), logFlags()...), tlsFlags()...),
+		), logFlags()...), tlsFlags()...), replicationFlags()...),
 		Action: serve,
 	}
 }
@@ -126,11 +127,22 @@ func serve(c *cli.Context) error {
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	db, err := schema.Open(ctx, cfg.DBPath(), schema.Options{})
+	// Replication (cmd_replica.go): validates litestream.yml and restores a
+	// missing database. Its Close is deferred before db.Close, so the final
+	// replica sync runs after the database has closed.
+	repl, err := prepareReplication(ctx, c, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer repl.Close()
+	db, err := schema.Open(ctx, cfg.DBPath(), schema.Options{NoAutoCheckpoint: repl.Enabled()}) // Litestream checkpoints
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	if err := repl.Open(ctx); err != nil {
+		return err
+	}
 	providers, err := receiver.NewProviders(cfg.Providers)
 	if err != nil {
 		return err
@@ -140,6 +152,7 @@ func serve(c *cli.Context) error {
 	met := metrics.New(metrics.Options{Providers: names, Version: version, Commit: commit})
 	writer := receiver.NewWriter(db)
 	writer.AfterBatch = met.ObserveBatch // before Open: the writer goroutine reads it
+	writer.Replicate = repl.AckFunc()    // ACK-after-replica mode; nil replies after COMMIT
 	if err := writer.Open(ctx); err != nil {
 		return err
 	}
@@ -167,6 +180,7 @@ func serve(c *cli.Context) error {
 	ready.Add("database", health.Writable(writer))
 	ready.Add("migrations", health.Migrated(db.Read))
 	ready.Add("disk", health.Disk(cfg.Data, minFreeDisk))
+	repl.Register(ready, met) // "replication" check in ACK-after-replica mode; metrics
 	// Periodic reconcile and prune (cmd_reconcile.go); deferred after
 	// writer.Close, so it runs first: the jobs submit to the writer.
 	stopBackground, err := startBackground(ctx, log, cfg, db, writer, mapper, srv.HandlerVersion)

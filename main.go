@@ -49,6 +49,8 @@ func newApp() *cli.App {
 			pruneCommand(),
 			auditCommand(),
 			migrateCommand(),
+			restoreCommand(),
+			replicaCommand(),
 			versionCommand(),
 		},
 	}

@@ -31,6 +31,10 @@ const (
 	DefaultMaxBody   = 256 << 10
 	// DefaultFile is read when no --config is given and it exists.
 	DefaultFile = "hookledger.yml"
+
+	// Durability values.
+	DurabilityLocal   = "local"
+	DurabilityReplica = "replica"
 )
 
 // Config is the whole hookledger.yml.
@@ -42,6 +46,10 @@ type Config struct {
 	Meters    []Meter          `yaml:"meters"`
 	Admin     Admin            `yaml:"admin"`
 	Retention Retention        `yaml:"retention"` // see retention.go
+	// Durability is when a delivery is acknowledged: "local" (default) once
+	// its commit is on local disk, "replica" once Litestream's replica holds
+	// it too (needs litestream.yml; same as serve --ack-after-replica).
+	Durability string `yaml:"durability"`
 
 	// Source is the file the config came from ("" for the embedded default).
 	Source string `yaml:"-"`
@@ -268,6 +276,13 @@ func (c *Config) resolve(dir string) error {
 	}
 	if c.Data == "" {
 		c.Data = DefaultData
+	}
+	switch c.Durability {
+	case "":
+		c.Durability = DurabilityLocal
+	case DurabilityLocal, DurabilityReplica:
+	default:
+		return errAt("durability", "%q is not one of %s, %s", c.Durability, DurabilityLocal, DurabilityReplica)
 	}
 	if len(c.Providers) == 0 {
 		return errAt("providers", "at least one provider is required")

@@ -208,6 +208,10 @@ func (r *Replicator) Healthy() error {
 // sidecar, so it never describes a different database.
 const reportFile = "hookledger-replica.json"
 
+// ReportStale is how old a published report may be before Restore stops
+// treating its publisher as running; publish more often than this.
+const ReportStale = 30 * time.Second
+
 type report struct {
 	PID         int       `json:"pid"`
 	UpdatedAt   time.Time `json:"updated_at"`

@@ -2,6 +2,7 @@ package replication
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -28,6 +29,11 @@ var (
 	// ErrDBExists means the output database (or a -wal/-shm/-journal file
 	// of one) exists and RestoreOptions.Force is not set.
 	ErrDBExists = errors.New("database already exists")
+
+	// ErrInUse means a running Replicator (hookledger serve) published its
+	// status for the output database moments ago: restoring over a database
+	// another process has open would corrupt it.
+	ErrInUse = errors.New("database is in use")
 )
 
 // TXID is a Litestream transaction ID. It counts Litestream sync batches
@@ -127,7 +133,12 @@ func Restore(ctx context.Context, cfg *Config, opts RestoreOptions) (res Restore
 	case err != nil && !os.IsNotExist(err):
 		return res, fmt.Errorf("restore: %w", err)
 	}
-	if !opts.Force {
+	if opts.Force {
+		if pid, ago, ok := liveReplicator(out); ok {
+			return res, fmt.Errorf("restore: %s: %w: process %d (hookledger serve) replicated it %s ago; stop it first",
+				out, ErrInUse, pid, ago.Round(time.Second))
+		}
+	} else {
 		for _, p := range []string{out + "-wal", out + "-shm", out + "-journal"} {
 			if _, err := os.Stat(p); err == nil {
 				return res, fmt.Errorf("restore: stale %s without its database: %w (use --force to remove it)", p, ErrDBExists)
@@ -208,6 +219,29 @@ func Restore(ctx context.Context, cfg *Config, opts RestoreOptions) (res Restore
 		return res, fmt.Errorf("restore: %w", err)
 	}
 	return res, nil
+}
+
+// liveReplicator reports another process that published a status report for
+// dbPath recently (Publish runs every few seconds while serve replicates),
+// unless /proc shows that process is gone.
+func liveReplicator(dbPath string) (pid int, ago time.Duration, ok bool) {
+	buf, err := os.ReadFile(filepath.Join(MetaPath(dbPath), reportFile))
+	if err != nil {
+		return 0, 0, false
+	}
+	var rep report
+	if json.Unmarshal(buf, &rep) != nil || rep.PID == os.Getpid() {
+		return 0, 0, false
+	}
+	if ago = time.Since(rep.UpdatedAt); ago > ReportStale {
+		return 0, 0, false
+	}
+	if _, err := os.Stat("/proc/self"); err == nil {
+		if _, err := os.Stat("/proc/" + strconv.Itoa(rep.PID)); err != nil {
+			return 0, 0, false // Linux, and that process has exited
+		}
+	}
+	return rep.PID, ago, true
 }
 
 func target(opts RestoreOptions) string {

@@ -2,10 +2,15 @@ package replication
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // breakFileReplica puts a plain file where the replica directory was, so
@@ -107,5 +112,34 @@ func TestRestoreProgress(t *testing.T) {
 	}
 	if got, _ := digest(t, res.Path); got != want {
 		t.Error("restore with progress restored the wrong state")
+	}
+}
+
+// A forced restore over a database that a running serve replicates (it
+// published its status moments ago) is refused; a stale report or an exited
+// process is not in the way.
+func TestForcedRestoreRefusesLiveDatabase(t *testing.T) {
+	cfg, dbPath := setup(t, fast)
+	replicateAndLose(t, cfg, dbPath)
+	mustRestore(t, cfg, RestoreOptions{})
+	writeReport := func(pid int, at time.Time) {
+		if err := os.MkdirAll(MetaPath(dbPath), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		buf, _ := json.Marshal(report{PID: pid, UpdatedAt: at})
+		if err := os.WriteFile(filepath.Join(MetaPath(dbPath), reportFile), buf, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeReport(os.Getppid(), time.Now()) // a process that is certainly running
+	_, err := Restore(context.Background(), cfg, RestoreOptions{Force: true})
+	if !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), strconv.Itoa(os.Getppid())) {
+		t.Fatalf("forced restore under a live replicator: %v; want ErrInUse naming its pid", err)
+	}
+	writeReport(os.Getppid(), time.Now().Add(-2*ReportStale))
+	mustRestore(t, cfg, RestoreOptions{Force: true})
+	if _, err := os.Stat("/proc/self"); err == nil {
+		writeReport(1<<30, time.Now()) // no such pid
+		mustRestore(t, cfg, RestoreOptions{Force: true})
 	}
 }

@@ -1,0 +1,366 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/health"
+	"github.com/hookledger/hookledger/metrics"
+	"github.com/hookledger/hookledger/replication"
+)
+
+// defaultLitestreamFile is read when no --litestream-config is given and it
+// exists, like hookledger.yml.
+const defaultLitestreamFile = "litestream.yml"
+
+func litestreamConfigFlag() cli.Flag {
+	return &cli.StringFlag{Name: "litestream-config", EnvVars: []string{"HOOKLEDGER_LITESTREAM_CONFIG"},
+		Usage: "Litestream replication config, in Litestream's own v0.5 format (default: ./" + defaultLitestreamFile + " if it exists)"}
+}
+
+// replicationFlags are serve's replication flags.
+func replicationFlags() []cli.Flag {
+	return []cli.Flag{
+		litestreamConfigFlag(),
+		&cli.BoolFlag{Name: "restore-if-missing", EnvVars: []string{"HOOKLEDGER_RESTORE_IF_MISSING"},
+			Usage: "when the database does not exist, restore it from the replica before accepting traffic (a new machine)"},
+		&cli.BoolFlag{Name: "ack-after-replica", EnvVars: []string{"HOOKLEDGER_ACK_AFTER_REPLICA"},
+			Usage: "answer 2xx only once the replica holds the event (same as durability: replica in the config); the replica being down then means 503s"},
+		&cli.DurationFlag{Name: "shutdown-sync-timeout", EnvVars: []string{"HOOKLEDGER_SHUTDOWN_SYNC_TIMEOUT"},
+			Usage: "bound on the final replica sync at shutdown (default: litestream.yml's shutdown-sync-timeout, else 10s)"},
+	}
+}
+
+// loadLitestream reads --litestream-config, else ./litestream.yml if it
+// exists; nil when there is neither (no replication).
+func loadLitestream(c *cli.Context) (*replication.Config, error) {
+	path := c.String("litestream-config")
+	if path == "" {
+		if _, err := os.Stat(defaultLitestreamFile); err != nil {
+			return nil, nil
+		}
+		path = defaultLitestreamFile
+	}
+	return replication.LoadConfig(path)
+}
+
+// requireLitestream is loadLitestream for commands that cannot do without.
+func requireLitestream(c *cli.Context) (*replication.Config, error) {
+	cfg, err := loadLitestream(c)
+	if err == nil && cfg == nil {
+		err = fmt.Errorf("no ./%s here: pass --litestream-config FILE (or set HOOKLEDGER_LITESTREAM_CONFIG)", defaultLitestreamFile)
+	}
+	return cfg, err
+}
+
+// Replication timing in serve.
+const (
+	// ackSyncTimeout bounds one replica sync in ACK-after-replica mode: past
+	// it the waiting deliveries get 503 and their senders retry.
+	ackSyncTimeout = 5 * time.Second
+	// replicaStatusEvery is how often serve lists the replica (its status,
+	// published for `replica status`); replicaStatusRetry while that fails,
+	// so recovery shows soon. Listing is a LIST request on S3: not per probe.
+	replicaStatusEvery = 10 * time.Second
+	replicaStatusRetry = 2 * time.Second
+)
+
+// serveReplication is Litestream inside serve. A nil *serveReplication means
+// not replicating; every method is then a no-op.
+type serveReplication struct {
+	cfg *replication.Config
+	ack bool
+	log *slog.Logger
+	rep *replication.Replicator
+
+	mu        sync.Mutex
+	status    replication.Status
+	statusErr error // the last listing's error
+
+	stop, done chan struct{}
+}
+
+// prepareReplication runs before the database is opened: it validates
+// litestream.yml against hookledger's database and, for --restore-if-missing,
+// restores a missing database from the replica.
+func prepareReplication(ctx context.Context, c *cli.Context, cfg *config.Config, log *slog.Logger) (*serveReplication, error) {
+	lcfg, err := loadLitestream(c)
+	if err != nil {
+		return nil, err
+	}
+	ack := c.Bool("ack-after-replica") || cfg.Durability == config.DurabilityReplica
+	if lcfg == nil {
+		switch {
+		case ack:
+			return nil, fmt.Errorf("ACK-after-replica mode (--ack-after-replica or durability: replica) needs a replica: no ./%s and no --litestream-config", defaultLitestreamFile)
+		case c.Bool("restore-if-missing"):
+			return nil, fmt.Errorf("--restore-if-missing needs a replica: no ./%s and no --litestream-config", defaultLitestreamFile)
+		}
+		return nil, nil
+	}
+	if err := lcfg.CheckDB(cfg.DBPath()); err != nil {
+		return nil, fmt.Errorf("%w (set --data, or the path in %s, so they agree)", err, lcfg.File)
+	}
+	if c.IsSet("shutdown-sync-timeout") {
+		if lcfg.ShutdownSyncTimeout = c.Duration("shutdown-sync-timeout"); lcfg.ShutdownSyncTimeout < 0 {
+			return nil, errors.New("--shutdown-sync-timeout must not be negative")
+		}
+	}
+	if c.Bool("restore-if-missing") || lcfg.DB.RestoreIfDBNotExists {
+		res, err := replication.Restore(ctx, lcfg, replication.RestoreOptions{IfDBNotExists: true, Logger: log})
+		switch {
+		case errors.Is(err, replication.ErrNoReplica):
+			// As Litestream does: a first deploy has nothing to restore yet.
+			log.Warn("restore-if-missing: the replica holds no backup yet; starting with an empty database",
+				"replica", lcfg.DB.Replica.String())
+		case err != nil:
+			return nil, err
+		case res.Skipped:
+			log.Info("restore-if-missing: the database exists; nothing restored", "db", res.Path)
+		default:
+			log.Info("restored the database from the replica", "db", res.Path, "txid", res.TXID.String(),
+				"timestamp", res.Timestamp.UTC(), "replica", lcfg.DB.Replica.String())
+		}
+	}
+	return &serveReplication{cfg: lcfg, ack: ack, log: log}, nil
+}
+
+// Enabled reports whether serve replicates.
+func (s *serveReplication) Enabled() bool { return s != nil }
+
+// Open starts Litestream on the open, migrated database. Call it before the
+// writer opens, and Close after the database has closed.
+func (s *serveReplication) Open(ctx context.Context) error {
+	if s == nil {
+		return nil
+	}
+	rep, err := replication.NewReplicator(s.cfg, s.cfg.DB.Path)
+	if err != nil {
+		return err
+	}
+	rep.Logger = s.log
+	if err := rep.Open(ctx); err != nil {
+		return err
+	}
+	s.rep = rep
+	s.stop, s.done = make(chan struct{}), make(chan struct{})
+	go s.watch()
+	s.log.Info("replicating", "db", s.cfg.DB.Path, "replica", s.cfg.DB.Replica.String(),
+		"ack_after_replica", s.ack, "sync_interval", s.cfg.DB.Replica.SyncInterval.String(), "config", s.cfg.File)
+	return nil
+}
+
+// AckFunc is the writer's Replicate in ACK-after-replica mode, else nil.
+func (s *serveReplication) AckFunc() func(context.Context) error {
+	if s == nil || !s.ack {
+		return nil
+	}
+	return func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, ackSyncTimeout)
+		defer cancel()
+		return s.rep.Sync(ctx)
+	}
+}
+
+// Register adds the replication metrics and, in ACK-after-replica mode, the
+// "replication" readiness check: there a dead replica means every delivery
+// gets 503, so the instance is not ready. In the default mode deliveries are
+// still taken into custody locally, so a dead replica is an alert (metrics,
+// `replica status`, the logs), not a reason to refuse traffic.
+func (s *serveReplication) Register(ready *health.Checker, met *metrics.Metrics) {
+	if s == nil {
+		return
+	}
+	if s.ack {
+		ready.Add("replication", s.check)
+	}
+	met.SetReplicationStatus(func() (time.Duration, time.Time, bool) {
+		s.mu.Lock()
+		st := s.status
+		s.mu.Unlock()
+		return st.LagTime, st.LastSyncAt, s.check(context.Background()) == nil
+	})
+}
+
+// check is the replica's health from what is already known: the last
+// replica operation's outcome (live), and the last periodic listing, which is
+// what notices a replica that died while nothing was written.
+func (s *serveReplication) check(context.Context) error {
+	if err := s.rep.Healthy(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.statusErr
+}
+
+// watch lists the replica periodically and publishes the result for
+// `replica status` in other processes.
+func (s *serveReplication) watch() {
+	defer close(s.done)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), ackSyncTimeout)
+		st, err := s.rep.Status(ctx)
+		cancel()
+		s.mu.Lock()
+		s.status, s.statusErr = st, err
+		s.mu.Unlock()
+		if perr := s.rep.Publish(); perr != nil {
+			s.log.Warn("cannot publish replica status", "error", perr.Error())
+		}
+		next := replicaStatusEvery
+		if err != nil {
+			next = replicaStatusRetry
+		}
+		select {
+		case <-s.stop:
+			return
+		case <-time.After(next):
+		}
+	}
+}
+
+// Close stops replication with a final sync bounded by the shutdown sync
+// timeout. The application's database must be closed already.
+func (s *serveReplication) Close() {
+	if s == nil || s.rep == nil {
+		return
+	}
+	close(s.stop)
+	<-s.done
+	begin := time.Now()
+	if err := s.rep.Close(context.Background()); err != nil {
+		s.log.Error("final replica sync failed: the replica may lack the last commits (they are in the local database)",
+			"error", err.Error(), "timeout", s.rep.ShutdownSyncTimeout.String())
+		return
+	}
+	s.log.Info("replication stopped", "final_sync", time.Since(begin).Round(time.Millisecond).String())
+}
+
+func replicaCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "replica",
+		Usage: "inspect the Litestream replica",
+		Subcommands: []*cli.Command{{
+			Name:  "status",
+			Usage: "local and replica positions, lag, last successful sync and last error",
+			Description: "Reads the database's Litestream sidecar and lists the replica; works whether or not serve is\n" +
+				"running (a running serve publishes its last sync and last error every few seconds).\n" +
+				"Exits non-zero when the replica cannot be read.",
+			Flags: []cli.Flag{
+				litestreamConfigFlag(),
+				&cli.StringFlag{Name: "format", Value: "table", EnvVars: []string{"HOOKLEDGER_FORMAT"}, Usage: "table, json or csv"},
+			},
+			Action: replicaStatus,
+		}},
+	}
+}
+
+// replicaStatusJSON is the --format json shape: stable snake_case names,
+// TXIDs as the hex Litestream prints, lag in seconds.
+type replicaStatusJSON struct {
+	Database    string     `json:"database"`
+	Replica     string     `json:"replica"`
+	LocalTXID   string     `json:"local_txid"`
+	ReplicaTXID string     `json:"replica_txid"`
+	InSync      bool       `json:"in_sync"`
+	LagBytes    int64      `json:"lag_bytes"`
+	LagSeconds  float64    `json:"lag_seconds"`
+	LastSyncAt  *time.Time `json:"last_sync_at"`
+	LastError   string     `json:"last_error"`
+	LastErrorAt *time.Time `json:"last_error_at"`
+	ReportedAt  *time.Time `json:"reported_at"` // when a running serve last published last_sync_at/last_error
+	Error       string     `json:"error,omitempty"`
+}
+
+func replicaStatus(c *cli.Context) error {
+	format := c.String("format")
+	if err := checkFormat(format); err != nil {
+		return err
+	}
+	if c.Args().Present() {
+		return fmt.Errorf("unexpected argument %q", c.Args().First())
+	}
+	cfg, err := requireLitestream(c)
+	if err != nil {
+		return err
+	}
+	st, readErr := replication.ReadStatus(c.Context, cfg)
+	v := replicaStatusJSON{
+		Database: st.DBPath, Replica: st.Replica, LocalTXID: st.LocalTXID.String(), ReplicaTXID: st.ReplicaTXID.String(),
+		InSync: st.InSync, LagBytes: st.LagBytes, LagSeconds: st.LagTime.Seconds(), LastError: st.LastError,
+		LastSyncAt: timeOrNil(st.LastSyncAt), LastErrorAt: timeOrNil(st.LastErrorAt), ReportedAt: timeOrNil(st.ReportedAt),
+	}
+	if readErr != nil {
+		v.Error = readErr.Error()
+	}
+	now := time.Now()
+	when := func(t *time.Time) string {
+		if t == nil {
+			return "never"
+		}
+		return t.Format(time.RFC3339) + " (" + now.Sub(*t).Round(time.Second).String() + " ago)"
+	}
+	lastErr := "none"
+	if st.LastError != "" {
+		lastErr = st.LastError + " at " + when(v.LastErrorAt)
+	}
+	if st.ReportedAt.IsZero() {
+		lastErr = "unknown (serve is not running here)"
+	} else {
+		lastErr += ", reported by serve " + now.Sub(st.ReportedAt).Round(time.Second).String() + " ago"
+	}
+	rows := [][2]string{
+		{"database", v.Database},
+		{"replica", v.Replica},
+		{"local txid", v.LocalTXID},
+		{"replica txid", v.ReplicaTXID},
+		{"in sync", map[bool]string{true: "yes", false: "no"}[v.InSync]},
+		{"lag", fmt.Sprintf("%d bytes, %s", v.LagBytes, st.LagTime.Round(time.Millisecond))},
+		{"last sync", when(v.LastSyncAt)},
+		{"last error", lastErr},
+	}
+	if readErr != nil {
+		rows = append(rows, [2]string{"replica error", readErr.Error()})
+	}
+	switch format {
+	case "json":
+		err = writeRecords(c.App.Writer, format, nil, nil, v)
+	case "csv":
+		header, values := make([]string, len(rows)), make([]string, len(rows))
+		for i, r := range rows {
+			header[i], values[i] = r[0], r[1]
+		}
+		err = writeRecords(c.App.Writer, format, header, [][]string{values}, v)
+	default:
+		tw := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
+		for _, r := range rows {
+			fmt.Fprintf(tw, "%s\t%s\n", r[0], r[1])
+		}
+		err = tw.Flush()
+	}
+	if err != nil {
+		return err
+	}
+	if readErr != nil {
+		return fmt.Errorf("replica status: %w", readErr)
+	}
+	return nil
+}
+
+func timeOrNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
+}

@@ -1,0 +1,634 @@
+package main
+
+// End-to-end tests of replication and restore against the built binary: a
+// real `serve` with Litestream embedded, real load, kill -9, and `restore`
+// from the replica alone. The replication package has the unit tests,
+// including the S3 replica (in-process gofakes3) and the same replica
+// restored through both the S3 and the file client:
+// replication.TestS3ReplicaAndFileClient and TestStockLitestreamRestores.
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/hookledger/hookledger/bench"
+	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/receiver/scheme"
+)
+
+// e2eSecret signs every test delivery; serve gets it as HOOKLEDGER_SECRET,
+// so the data directory holds nothing but the database and can be deleted.
+const e2eSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+// replEnv is a working directory with a litestream.yml for ./data/hookledger.db
+// and a file replica in ./replica, outside the data directory, so deleting
+// ./data loses the machine but not the backup.
+type replEnv struct {
+	t   *testing.T
+	bin string
+	dir string
+}
+
+// newReplEnv writes litestream.yml with the given Litestream intervals.
+func newReplEnv(t *testing.T, bin string, monitor, sync time.Duration) *replEnv {
+	t.Helper()
+	e := &replEnv{t: t, bin: bin, dir: t.TempDir()}
+	yml := fmt.Sprintf(`dbs:
+  - path: ./data/hookledger.db
+    monitor-interval: %s
+    replica:
+      type: file
+      path: ./replica
+      sync-interval: %s
+shutdown-sync-timeout: 5s
+`, monitor, sync)
+	if err := os.WriteFile(filepath.Join(e.dir, "litestream.yml"), []byte(yml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func (e *replEnv) path(p ...string) string { return filepath.Join(append([]string{e.dir}, p...)...) }
+func (e *replEnv) db() string              { return e.path("data", "hookledger.db") }
+
+func (e *replEnv) serve(args ...string) (*exec.Cmd, *bytes.Buffer, string) {
+	e.t.Helper()
+	return startServe(e.t, e.bin, e.dir, []string{"HOOKLEDGER_SECRET=" + e2eSecret}, args...)
+}
+
+// stop sends SIGTERM and expects a clean exit.
+func (e *replEnv) stop(cmd *exec.Cmd, stderr *bytes.Buffer) {
+	e.t.Helper()
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		e.t.Fatalf("serve exited with %v after SIGTERM\n%s", err, stderr)
+	}
+}
+
+// run runs the binary in the working directory and fails the test on error.
+func (e *replEnv) mustRun(args ...string) string {
+	e.t.Helper()
+	out, err := run(e.t, e.bin, e.dir, args...)
+	if err != nil {
+		e.t.Fatalf("hookledger %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// removeDB deletes the database and every sidecar of it.
+func (e *replEnv) removeDB() {
+	e.t.Helper()
+	db := e.db()
+	for _, p := range []string{db, db + "-wal", db + "-shm", filepath.Join(filepath.Dir(db), ".hookledger.db-litestream")} {
+		if err := os.RemoveAll(p); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+}
+
+// load sends n signed usage events (plus 10% duplicates) over c connections.
+func load(t *testing.T, url, runID string, n, c int) (*bench.Plan, *bench.Outcome) {
+	t.Helper()
+	s, _ := scheme.New("standard", scheme.HMACOptions{})
+	key, err := s.Key(e2eSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := bench.Load{URL: url + "/webhooks/default", Scheme: s, Key: key, Events: n, Connections: c,
+		Dup: 0.1, Customers: 20, Seed: 7, RunID: runID, Timeout: 20 * time.Second}.Plan(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := plan.Run(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plan, out
+}
+
+// post sends one signed event and returns the status code and body.
+func post(t *testing.T, url, id string) (int, string) {
+	t.Helper()
+	s, _ := scheme.New("standard", scheme.HMACOptions{})
+	key, _ := s.Key(e2eSecret)
+	body := []byte(`{"type":"usage.recorded","data":{"customer":"cus_1","meter":"api","quantity":1,"occurred_at":"2026-11-29T10:00:00Z"}}`)
+	req, _ := http.NewRequest(http.MethodPost, url+"/webhooks/default", bytes.NewReader(body))
+	s.Sign(req.Header, body, key, id, "", time.Now())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func openRO(t *testing.T, path string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// ledgerDigest hashes every row of every hookledger table (Litestream's own
+// _litestream_* bookkeeping tables excluded) and counts rows per table.
+func ledgerDigest(t *testing.T, path string) (string, map[string]int) {
+	t.Helper()
+	db := openRO(t, path)
+	defer db.Close()
+	var tables []string
+	rows, err := db.Query(`SELECT name FROM sqlite_master WHERE type = 'table'
+		AND name NOT LIKE 'sqlite\_%' ESCAPE '\' AND name NOT LIKE '\_litestream\_%' ESCAPE '\' ORDER BY name`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var n string
+		rows.Scan(&n)
+		tables = append(tables, n)
+	}
+	rows.Close()
+	h, counts := sha256.New(), map[string]int{}
+	for _, table := range tables {
+		rows, err := db.Query(`SELECT * FROM "` + table + `"`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cols, _ := rows.Columns()
+		var lines []string
+		for rows.Next() {
+			vals := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				t.Fatal(err)
+			}
+			lines = append(lines, fmt.Sprintf("%q", vals))
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		rows.Close()
+		slices.Sort(lines)
+		fmt.Fprintf(h, "%s %d\n%s\n", table, len(lines), strings.Join(lines, "\n"))
+		counts[table] = len(lines)
+	}
+	if len(tables) < 4 || counts["schema_migrations"] == 0 {
+		t.Fatalf("%s has tables %v: not a hookledger database", path, tables)
+	}
+	return fmt.Sprintf("%x", h.Sum(nil)), counts
+}
+
+// restoredField reads one "name  value" line of `hookledger restore` output.
+func restoredField(t *testing.T, out, name string) string {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^` + name + `\s+(\S+)$`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("restore output has no %q line:\n%s", name, out)
+	}
+	return m[1]
+}
+
+// TestReplication runs every end-to-end case on one build of the binary.
+func TestReplication(t *testing.T) {
+	bin := buildBinary(t)
+	t.Run("replicate-delete-restore", func(t *testing.T) { testReplicateDeleteRestore(t, bin) })
+	t.Run("point-in-time", func(t *testing.T) { testPointInTimeRestore(t, bin) })
+	t.Run("kill-9-ack-after-replica", func(t *testing.T) { testKillUnderLoad(t, bin, true) })
+	t.Run("kill-9-default", func(t *testing.T) { testKillUnderLoad(t, bin, false) })
+	t.Run("replica-down", func(t *testing.T) { testReplicaDown(t, bin) })
+	t.Run("cli-errors", func(t *testing.T) { testReplicationCLIErrors(t, bin) })
+}
+
+// Replicate, stop, lose the database and every sidecar, restore: every
+// acknowledged receipt and usage row is back and the digest over all ledger
+// rows is identical. Then restore's refusals, --if-db-not-exists, --force,
+// and serve --restore-if-missing on the same replica.
+func testReplicateDeleteRestore(t *testing.T, bin string) {
+	e := newReplEnv(t, bin, time.Second, time.Second)
+	cmd, stderr, url := e.serve()
+	plan, out := load(t, url, "rt", 400, 8)
+	if !out.Result.OK() {
+		t.Fatalf("load: %+v", out.Result)
+	}
+	e.stop(cmd, stderr)
+	if !strings.Contains(stderr.String(), "replication stopped") {
+		t.Errorf("serve did not log its final replica sync:\n%s", stderr)
+	}
+	want, counts := ledgerDigest(t, e.db())
+	if counts["receipts"] != 400 || counts["metered_usage"] != 400 || counts["delivery_attempts"] != out.Delivered {
+		t.Fatalf("before the loss: %v; want 400 receipts and usage rows, %d attempts", counts, out.Delivered)
+	}
+
+	e.removeDB()
+	restored := e.mustRun("restore")
+	if got, gotCounts := ledgerDigest(t, e.db()); got != want {
+		t.Fatalf("restored ledger differs: %v, was %v", gotCounts, counts)
+	}
+	if restoredField(t, restored, "receipts") != "400" || restoredField(t, restored, "usage rows") != "400" ||
+		restoredField(t, restored, "integrity") != "ok" {
+		t.Errorf("restore output:\n%s", restored)
+	}
+	db := sqlx.NewDb(openRO(t, e.db()), "sqlite")
+	rep, err := bench.Verify(context.Background(), db, "default", plan, out)
+	if err != nil || !rep.OK() || rep.ExactlyOnce != 400 {
+		t.Fatalf("acknowledged events after restore: %+v, %v", rep, err)
+	}
+	db.Close()
+	e.mustRun("verify", "--data", "data") // hash chain, receipts ↔ usage, integrity
+
+	// An existing database is never replaced without --force.
+	if o, err := run(t, e.bin, e.dir, "restore"); err == nil || !strings.Contains(o, "already exists") || !strings.Contains(o, "--force") {
+		t.Errorf("restore over an existing database: %v\n%s", err, o)
+	}
+	if o := e.mustRun("restore", "--if-db-not-exists"); !strings.Contains(o, "nothing restored") {
+		t.Errorf("--if-db-not-exists: %s", o)
+	}
+	e.mustRun("restore", "--force")
+	if got, _ := ledgerDigest(t, e.db()); got != want {
+		t.Fatal("forced restore changed the ledger")
+	}
+
+	// A new machine: no database; serve restores it before taking traffic.
+	e.removeDB()
+	cmd, stderr, url = e.serve("--restore-if-missing")
+	if !strings.Contains(stderr.String(), "restored the database from the replica") {
+		t.Errorf("serve --restore-if-missing did not say it restored:\n%s", stderr)
+	}
+	if code, body := post(t, url, bench.EventID("rt", 0)); code != 200 || !strings.Contains(body, `"duplicate":true`) {
+		t.Errorf("an event from before the loss: %d %s; want a 200 duplicate", code, body)
+	}
+	e.stop(cmd, stderr)
+}
+
+// Point-in-time restore by TXID and by timestamp returns the state at that
+// point; a point the replica does not reach is a clear error.
+func testPointInTimeRestore(t *testing.T, bin string) {
+	e := newReplEnv(t, bin, time.Second, time.Second)
+	// ACK-after-replica: once load returns, the replica holds every event.
+	cmd, stderr, url := e.serve("--ack-after-replica")
+	if _, out := load(t, url, "a", 100, 4); !out.Result.OK() {
+		t.Fatalf("load a: %+v", out.Result)
+	}
+	var st replicaStatusJSON
+	if err := json.Unmarshal([]byte(e.mustRun("replica", "status", "--format", "json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.ReplicaTXID == "" || st.ReplicaTXID == "0000000000000000" || st.ReportedAt == nil {
+		t.Fatalf("replica status while serving: %+v", st)
+	}
+	stateA, countsA := ledgerDigest(t, e.db()) // read beside the running serve (WAL)
+	time.Sleep(50 * time.Millisecond)          // replica timestamps have millisecond precision
+	at := time.Now().UTC()
+	time.Sleep(50 * time.Millisecond)
+	if _, out := load(t, url, "b", 100, 4); !out.Result.OK() {
+		t.Fatalf("load b: %+v", out.Result)
+	}
+	e.stop(cmd, stderr)
+	latest, countsLatest := ledgerDigest(t, e.db())
+
+	byTXID := e.mustRun("restore", "-o", e.path("txid.db"), "--txid", st.ReplicaTXID)
+	byTime := e.mustRun("restore", "-o", e.path("time.db"), "--timestamp", at.Format(time.RFC3339Nano))
+	e.mustRun("restore", "-o", e.path("latest.db"))
+	for _, c := range []struct {
+		file, want string
+		counts     map[string]int
+	}{{"txid.db", stateA, countsA}, {"time.db", stateA, countsA}, {"latest.db", latest, countsLatest}} {
+		if got, counts := ledgerDigest(t, e.path(c.file)); got != c.want {
+			t.Errorf("%s: %v; want the state with %v", c.file, counts, c.counts)
+		}
+	}
+	if restoredField(t, byTXID, "txid") != st.ReplicaTXID || restoredField(t, byTime, "receipts") != "100" {
+		t.Errorf("point-in-time output:\nby txid:\n%s\nby time:\n%s", byTXID, byTime)
+	}
+
+	for _, args := range [][]string{
+		{"--txid", "7fffffffffffffff"},
+		{"--timestamp", "2001-01-01T00:00:00Z"},
+	} {
+		o, err := run(t, e.bin, e.dir, append([]string{"restore", "-o", e.path("never.db")}, args...)...)
+		if err == nil || !strings.Contains(o, "not in the replica") {
+			t.Errorf("restore %v: %v\n%s", args, err, o)
+		}
+	}
+	if _, err := os.Stat(e.path("never.db")); !os.IsNotExist(err) {
+		t.Error("a failed restore left its output behind")
+	}
+}
+
+// kill -9 of serve under sustained load, then the data directory is deleted
+// and the database restored from the replica alone. With ACK-after-replica
+// every acknowledged event is there exactly once. By default a commit reaches
+// the replica within about one monitor interval (WAL cut) plus one sync
+// interval (upload), so only events acknowledged that recently before the
+// kill may be lost; the test reports how many were.
+func testKillUnderLoad(t *testing.T, bin string, ackAfterReplica bool) {
+	const monitor, sync = 200 * time.Millisecond, 200 * time.Millisecond
+	// slack covers scheduling on a loaded CI machine.
+	const slack = 800 * time.Millisecond
+	e := newReplEnv(t, bin, monitor, sync)
+	var args []string
+	if ackAfterReplica {
+		args = append(args, "--ack-after-replica")
+	}
+	cmd, _, url := e.serve(args...)
+	l := sustain(t, url, 16)
+	// Kill once the load is well under way, however fast this machine is.
+	for deadline := time.Now().Add(30 * time.Second); l.ackedCount() < 1500; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			break
+		}
+	}
+	cmd.Process.Kill() // SIGKILL: no shutdown, no final sync
+	killedAt := time.Now()
+	cmd.Wait()
+	acked, sent := l.stop()
+	if len(acked) < 100 {
+		t.Fatalf("only %d events acknowledged before the kill: not a kill under load", len(acked))
+	}
+	if err := os.RemoveAll(e.path("data")); err != nil {
+		t.Fatal(err)
+	}
+
+	e.mustRun("restore")
+	rows, err := openRO(t, e.db()).Query(`SELECT u.event_id, COUNT(*), SUM(u.quantity), COUNT(DISTINCT r.event_id)
+		FROM metered_usage u JOIN receipts r USING (provider, event_id) WHERE u.meter = 'kill' GROUP BY u.event_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	present := map[string]bool{}
+	for rows.Next() {
+		var id string
+		var n, q, receipts int64
+		rows.Scan(&id, &n, &q, &receipts)
+		present[id] = true
+		if want := killQuantity(id); n != 1 || receipts != 1 || ledger.Quantity(q) != want {
+			t.Errorf("%s: %d usage rows totalling %s, %d receipts; want exactly one of %s", id, n, ledger.Quantity(q), receipts, want)
+		}
+	}
+	rows.Close()
+	var lost []time.Duration // how long before the kill each lost event was acknowledged
+	for id, at := range acked {
+		if !present[id] {
+			lost = append(lost, killedAt.Sub(at))
+		}
+	}
+	slices.Sort(lost)
+	mode := map[bool]string{true: "ACK-after-replica", false: "default"}[ackAfterReplica]
+	t.Logf("%s: %d events sent, %d acknowledged before kill -9; after restoring from the replica: %d present, %d acknowledged events lost",
+		mode, sent, len(acked), len(present), len(lost))
+	if ackAfterReplica {
+		if len(lost) > 0 {
+			t.Fatalf("ACK-after-replica lost %d acknowledged events", len(lost))
+		}
+		return
+	}
+	if len(lost) > 0 {
+		t.Logf("default: the lost events were acknowledged %v to %v before the kill (monitor %v + sync %v)",
+			lost[0].Round(time.Millisecond), lost[len(lost)-1].Round(time.Millisecond), monitor, sync)
+		if oldest := lost[len(lost)-1]; oldest > monitor+sync+slack {
+			t.Fatalf("default mode lost an event acknowledged %v before the kill; the replication window is %v (+%v slack)",
+				oldest, monitor+sync, slack)
+		}
+	}
+}
+
+// killQuantity is the quantity sent for an event id of sustain.
+func killQuantity(id string) ledger.Quantity {
+	var n int
+	fmt.Sscanf(id[strings.LastIndexByte(id, '-')+1:], "%d", &n)
+	return ledger.Quantity(n%1000+1) * ledger.Scale / 1000
+}
+
+// loader sends distinct signed events until stopped and records when each
+// was acknowledged.
+type loader struct {
+	mu    sync.Mutex
+	acked map[string]time.Time
+	sent  atomic.Int64
+	quit  chan struct{}
+	wg    sync.WaitGroup
+}
+
+func sustain(t *testing.T, url string, workers int) *loader {
+	s, _ := scheme.New("standard", scheme.HMACOptions{})
+	key, err := s.Key(e2eSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &loader{acked: map[string]time.Time{}, quit: make(chan struct{})}
+	var next atomic.Int64
+	occurred := time.Now().UTC().Format(time.RFC3339)
+	for range workers {
+		client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+		l.wg.Go(func() {
+			for {
+				select {
+				case <-l.quit:
+					return
+				default:
+				}
+				id := fmt.Sprintf("kill-%07d", next.Add(1))
+				body := fmt.Appendf(nil, `{"type":"usage.recorded","data":{"customer":"cus_%d","meter":"kill","quantity":%s,"occurred_at":%q}}`,
+					len(id)%7, killQuantity(id), occurred)
+				req, _ := http.NewRequest(http.MethodPost, url+"/webhooks/default", bytes.NewReader(body))
+				s.Sign(req.Header, body, key, id, "", time.Now())
+				l.sent.Add(1)
+				resp, err := client.Do(req)
+				if err != nil {
+					time.Sleep(time.Millisecond) // refused after the kill; wait to be stopped
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					l.mu.Lock()
+					l.acked[id] = time.Now()
+					l.mu.Unlock()
+				}
+			}
+		})
+	}
+	return l
+}
+
+func (l *loader) ackedCount() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.acked)
+}
+
+func (l *loader) stop() (map[string]time.Time, int64) {
+	close(l.quit)
+	l.wg.Wait()
+	return l.acked, l.sent.Load()
+}
+
+// In ACK-after-replica mode an unreachable replica means 503 (not an
+// unreplicated 2xx) and an unready /readyz; once it is back, the sender's
+// retry is acknowledged as a duplicate.
+func testReplicaDown(t *testing.T, bin string) {
+	e := newReplEnv(t, bin, time.Second, time.Second)
+	cmd, stderr, url := e.serve("--ack-after-replica")
+	if code, body := post(t, url, "evt_before"); code != 200 {
+		t.Fatalf("with the replica up: %d %s", code, body)
+	}
+	readyz := func() (int, string) {
+		resp, err := http.Get(url + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := readyz(); code != 200 || !strings.Contains(body, `"replication":"ok"`) {
+		t.Fatalf("/readyz with the replica up: %d %s", code, body)
+	}
+
+	// A plain file where the replica directory was: every replica operation fails.
+	replica := e.path("replica")
+	if err := os.Rename(replica, replica+".away"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(replica, []byte("gone"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := post(t, url, "evt_during"); code != http.StatusServiceUnavailable {
+		t.Fatalf("with the replica down: %d %s; want 503", code, body)
+	}
+	waitReady := func(wantCode int, want string) {
+		t.Helper()
+		var code int
+		var body string
+		for deadline := time.Now().Add(8 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			if code, body = readyz(); code == wantCode && strings.Contains(body, want) {
+				return
+			}
+		}
+		t.Fatalf("/readyz: %d %s; want %d with %s", code, body, wantCode, want)
+	}
+	waitReady(http.StatusServiceUnavailable, `"replication":"failing"`)
+
+	os.Remove(replica)
+	if err := os.Rename(replica+".away", replica); err != nil {
+		t.Fatal(err)
+	}
+	// The sender retries: the event was committed locally, so it is a duplicate.
+	var code int
+	var body string
+	for deadline := time.Now().Add(8 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if code, body = post(t, url, "evt_during"); code == 200 {
+			break
+		}
+	}
+	if code != 200 || !strings.Contains(body, `"duplicate":true`) {
+		t.Fatalf("retry after the replica is back: %d %s; want a 200 duplicate", code, body)
+	}
+	waitReady(http.StatusOK, `"replication":"ok"`)
+	e.stop(cmd, stderr)
+
+	// The replica holds both events.
+	e.removeDB()
+	e.mustRun("restore")
+	var n int
+	openRO(t, e.db()).QueryRow(`SELECT COUNT(*) FROM receipts WHERE event_id IN ('evt_before', 'evt_during')`).Scan(&n)
+	if n != 2 {
+		t.Errorf("restored %d of the 2 events", n)
+	}
+}
+
+// Configuration and restore mistakes are clear errors with a non-zero exit.
+func testReplicationCLIErrors(t *testing.T, bin string) {
+	runIn := func(dir string, args ...string) (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bin, args...)
+		cmd.Dir, cmd.Env = dir, append(cleanEnv(), "HOOKLEDGER_SECRET="+e2eSecret)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	file := func(dir, name, text string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const goodYML = "dbs:\n  - path: ./data/hookledger.db\n    replica:\n      type: file\n      path: ./replica\n"
+	listen := []string{"serve", "--listen", "127.0.0.1:0"}
+	for _, c := range []struct {
+		name       string
+		litestream string // "" writes none
+		hookledger string // "" writes none
+		args       []string
+		want       []string
+	}{
+		{"unknown litestream key", strings.Replace(goodYML, "type: file", "type: file\n      sync_interval: 1s", 1), "", listen,
+			[]string{"litestream.yml", "line 5", `unknown key "sync_interval"`}},
+		{"litestream db is not hookledger's", strings.Replace(goodYML, "./data/hookledger.db", "./other.db", 1), "", listen,
+			[]string{"dbs[0].path", "other.db", "hookledger's database is"}},
+		{"ack without a replica", "", "", append(listen, "--ack-after-replica"),
+			[]string{"needs a replica", "litestream.yml"}},
+		{"durability replica without a replica", "", "durability: replica\nproviders:\n  - name: default\n    scheme: standard\n    secrets: [\"" + e2eSecret + "\"]\n", listen,
+			[]string{"needs a replica"}},
+		{"bad durability", goodYML, "durability: eventually\nproviders:\n  - name: default\n    scheme: standard\n    secrets: [\"" + e2eSecret + "\"]\n", listen,
+			[]string{"hookledger.yml:1", "durability", `"eventually"`, "local, replica"}},
+		{"restore-if-missing without a replica", "", "", append(listen, "--restore-if-missing"), []string{"--restore-if-missing needs a replica"}},
+		{"negative shutdown sync timeout", goodYML, "", append(listen, "--shutdown-sync-timeout", "-1s"), []string{"--shutdown-sync-timeout"}},
+		{"restore from an empty replica", goodYML, "", []string{"restore"}, []string{"replica holds no backup", "litestream.yml"}},
+		{"restore without litestream.yml", "", "", []string{"restore"}, []string{"no ./litestream.yml", "--litestream-config"}},
+		{"restore with a missing config file", "", "", []string{"restore", "--litestream-config", "nope.yml"}, []string{"nope.yml"}},
+		{"restore with both points in time", goodYML, "", []string{"restore", "--txid", "2", "--timestamp", "2026-01-01T00:00:00Z"}, []string{"choose one"}},
+		{"restore with a bad txid", goodYML, "", []string{"restore", "--txid", "xyz"}, []string{"--txid", "hex"}},
+		{"restore with a bad timestamp", goodYML, "", []string{"restore", "--timestamp", "yesterday"}, []string{"--timestamp", "RFC 3339"}},
+		{"replica status without a replica dir", goodYML, "", []string{"replica", "status"}, []string{"replica"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if c.litestream != "" {
+				file(dir, "litestream.yml", c.litestream)
+			}
+			if c.hookledger != "" {
+				file(dir, "hookledger.yml", c.hookledger)
+			}
+			if c.name == "replica status without a replica dir" {
+				file(dir, "replica", "a file, not a directory")
+			}
+			out, err := runIn(dir, c.args...)
+			if err == nil {
+				t.Fatalf("exit 0; want failure\n%s", out)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("output does not mention %q:\n%s", w, out)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(dir, "data", "hookledger.db")); !os.IsNotExist(err) && c.args[0] == "restore" {
+				t.Errorf("a failed restore created a database")
+			}
+		})
+	}
+}
