@@ -299,37 +299,3 @@ func ledgerScan(ctx context.Context, q sqlx.QueryerContext, f rowFilter, props b
 	}
 	return nil
 }
-
-// periodLines bills the period's rows up to the ledger head, per customer and meter.
-func periodLines(ctx context.Context, tx *sqlx.Tx, req CloseRequest, head int64, skip map[string]bool) ([]InvoiceLine, error) {
-	p := req.Period
-	type key struct{ customer, meter string }
-	accs := map[key]*lineAcc{}
-	f := rowFilter{from: p.Start.UnixMilli(), to: p.End.UnixMilli(), customer: req.Customer, throughID: head, noIndex: req.noIndex}
-	if head == 0 {
-		return nil, nil
-	}
-	err := ledgerScan(ctx, tx, f, needsProperties(req.Meters, ""), func(id int64, kind, c, m string, q Quantity, occ int64, props string, hash []byte) {
-		if skip[c] {
-			return
-		}
-		k := key{c, m}
-		la := accs[k]
-		if la == nil {
-			la = &lineAcc{agg: newAggregate(req.Meters.Get(m).spec())}
-			accs[k] = la
-		}
-		la.add(kind, id, q, occ, props, hash)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("close %s: %w", p.Label, err)
-	}
-	lines := make([]InvoiceLine, 0, len(accs))
-	for k, la := range accs {
-		m := req.Meters.Get(k.meter)
-		lines = append(lines, InvoiceLine{Customer: k.customer, Meter: k.meter, Aggregation: m.Aggregation, Property: m.Property, Unit: m.Unit,
-			Period: p.Label, TZ: p.Zone, PeriodStart: p.Start.UnixMilli(), PeriodEnd: p.End.UnixMilli(), AfterID: 0, ThroughID: head,
-			Quantity: la.agg.value(), Rows: la.agg.rows, Adjustments: la.agg.adjustments, MaxID: la.maxID(), Digest: rowsDigest(la.rows)})
-	}
-	return lines, nil
-}

@@ -11,9 +11,14 @@ func (r CloseRequest) NoIndex() CloseRequest { r.noIndex = true; return r }
 // UsageSQL is the statement Query runs for q.
 func UsageSQL(q UsageQuery) (string, []any) { return usageSQL(q) }
 
-// PeriodSQL is the statement a close runs to read its period's rows.
-func PeriodSQL(r CloseRequest, head int64) (string, []any) {
+// PeriodSQL returns the statements a close for all customers runs to read its
+// period: the id-range probe, and the scan (over the id range lo..hi).
+func PeriodSQL(r CloseRequest, head, lo, hi int64) (probe string, probeArgs []any, scan string, scanArgs []any) {
 	f := rowFilter{from: r.Period.Start.UnixMilli(), to: r.Period.End.UnixMilli(), customer: r.Customer, throughID: head, noIndex: r.noIndex}
-	from, args := f.where()
-	return "SELECT id, kind, customer_id, meter, quantity, occurred_at, properties, row_hash" + from, args
+	where, args := f.where()
+	scan, scanArgs = periodScanSQL(r.Meters, f, lo, hi, !r.noIndex)
+	return periodRangeSQL + where, args, scan, scanArgs
 }
+
+// SetRangeScan turns the id-range read of closes on or off.
+func SetRangeScan(on bool) { noRangeScan = !on }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -269,5 +270,42 @@ func TestClosedInvoiceCannotBeEdited(t *testing.T) {
 	}
 	if _, err := ledger.GetInvoice(e.ctx, e.db.Read, 99); !errors.Is(err, ledger.ErrNoInvoice) {
 		t.Fatalf("missing invoice: %v", err)
+	}
+}
+
+// A close for all customers reads its period as one id range when the
+// period's rows are (nearly) contiguous, else through the event-time index;
+// both must freeze the same invoices.
+func TestCloseRangeAndIndexScansAgree(t *testing.T) {
+	defer ledger.SetRangeScan(true)
+	for _, interleave := range []int{1, 2, 5} { // 1, 2: one id range (2 with other months inside); 5: too sparse, index
+		e := newEnv(t)
+		var rows []row
+		for i := 0; i < 3000; i++ {
+			at := ts("2026-10-01T00:00:00Z").Add(time.Duration(i) * 13 * time.Minute)
+			if i%interleave != 0 {
+				at = ts("2026-08-01T00:00:00Z").Add(time.Duration(i) * time.Minute) // another month in between
+			}
+			r := row{customer: fmt.Sprintf("c%d", i%7), meter: []string{"api", "seats"}[i%2], qty: ledger.Quantity(i%97) * ledger.Scale, at: at}
+			if i%50 == 0 {
+				r.adjust, r.qty = true, -ledger.Scale
+			}
+			rows = append(rows, r)
+		}
+		e.write(rows...)
+		req := ledger.CloseRequest{Period: month(t, "2026-10", "UTC"), All: true, Meters: invMeters, DryRun: true, Now: at("2026-12-01T00:00:00Z")}
+		ledger.SetRangeScan(true)
+		ranged := e.closePeriod(t, req)
+		ledger.SetRangeScan(false)
+		indexed := e.closePeriod(t, req)
+		if len(ranged.Invoices) != 7 || len(ranged.Invoices) != len(indexed.Invoices) {
+			t.Fatalf("interleave %d: %d vs %d invoices", interleave, len(ranged.Invoices), len(indexed.Invoices))
+		}
+		for i := range ranged.Invoices {
+			if !bytes.Equal(ranged.Invoices[i].Digest, indexed.Invoices[i].Digest) {
+				t.Fatalf("interleave %d: invoice %s differs:\n%+v\n%+v", interleave, ranged.Invoices[i].Customer, ranged.Invoices[i], indexed.Invoices[i])
+			}
+		}
+		e.close()
 	}
 }
