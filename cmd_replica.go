@@ -86,7 +86,8 @@ type serveReplication struct {
 	status    replication.Status
 	statusErr error // the last listing's error
 
-	stop, done chan struct{}
+	stopWatch context.CancelFunc
+	done      chan struct{}
 }
 
 // prepareReplication runs before the database is opened: it validates
@@ -152,8 +153,9 @@ func (s *serveReplication) Open(ctx context.Context) error {
 		return err
 	}
 	s.rep = rep
-	s.stop, s.done = make(chan struct{}), make(chan struct{})
-	go s.watch()
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	s.stopWatch, s.done = stopWatch, make(chan struct{})
+	go s.watch(watchCtx)
 	s.log.Info("replicating", "db", s.cfg.DB.Path, "replica", s.cfg.DB.Replica.String(),
 		"ack_after_replica", s.ack, "sync_interval", s.cfg.DB.Replica.SyncInterval.String(), "config", s.cfg.File)
 	return nil
@@ -205,12 +207,15 @@ func (s *serveReplication) check(context.Context) error {
 
 // watch lists the replica periodically and publishes the result for
 // `replica status` in other processes.
-func (s *serveReplication) watch() {
+func (s *serveReplication) watch(stop context.Context) {
 	defer close(s.done)
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), ackSyncTimeout)
+		ctx, cancel := context.WithTimeout(stop, ackSyncTimeout)
 		st, err := s.rep.Status(ctx)
 		cancel()
+		if stop.Err() != nil {
+			return // shutting down: a cancelled listing says nothing about the replica
+		}
 		s.mu.Lock()
 		s.status, s.statusErr = st, err
 		s.mu.Unlock()
@@ -222,7 +227,7 @@ func (s *serveReplication) watch() {
 			next = replicaStatusRetry
 		}
 		select {
-		case <-s.stop:
+		case <-stop.Done():
 			return
 		case <-time.After(next):
 		}
@@ -235,7 +240,7 @@ func (s *serveReplication) Close() {
 	if s == nil || s.rep == nil {
 		return
 	}
-	close(s.stop)
+	s.stopWatch() // a listing of a hung replica must not delay shutdown
 	<-s.done
 	begin := time.Now()
 	if err := s.rep.Close(context.Background()); err != nil {

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,6 +30,8 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"github.com/hookledger/hookledger/bench"
 	"github.com/hookledger/hookledger/ledger"
@@ -46,13 +49,13 @@ type replEnv struct {
 	t   *testing.T
 	bin string
 	dir string
+	env []string // extra environment for every command
 }
 
 // newReplEnv writes litestream.yml with the given Litestream intervals.
 func newReplEnv(t *testing.T, bin string, monitor, sync time.Duration) *replEnv {
 	t.Helper()
-	e := &replEnv{t: t, bin: bin, dir: t.TempDir()}
-	yml := fmt.Sprintf(`dbs:
+	return newReplEnvYML(t, bin, fmt.Sprintf(`dbs:
   - path: ./data/hookledger.db
     monitor-interval: %s
     replica:
@@ -60,7 +63,12 @@ func newReplEnv(t *testing.T, bin string, monitor, sync time.Duration) *replEnv 
       path: ./replica
       sync-interval: %s
 shutdown-sync-timeout: 5s
-`, monitor, sync)
+`, monitor, sync))
+}
+
+func newReplEnvYML(t *testing.T, bin, yml string, env ...string) *replEnv {
+	t.Helper()
+	e := &replEnv{t: t, bin: bin, dir: t.TempDir(), env: append([]string{"HOOKLEDGER_SECRET=" + e2eSecret}, env...)}
 	if err := os.WriteFile(filepath.Join(e.dir, "litestream.yml"), []byte(yml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +80,7 @@ func (e *replEnv) db() string              { return e.path("data", "hookledger.d
 
 func (e *replEnv) serve(args ...string) (*exec.Cmd, *bytes.Buffer, string) {
 	e.t.Helper()
-	return startServe(e.t, e.bin, e.dir, []string{"HOOKLEDGER_SECRET=" + e2eSecret}, args...)
+	return startServe(e.t, e.bin, e.dir, e.env, args...)
 }
 
 // stop sends SIGTERM and expects a clean exit.
@@ -84,10 +92,18 @@ func (e *replEnv) stop(cmd *exec.Cmd, stderr *bytes.Buffer) {
 	}
 }
 
-// run runs the binary in the working directory and fails the test on error.
+// run runs the binary in the working directory with the environment.
+func (e *replEnv) run(args ...string) (string, error) {
+	cmd := exec.Command(e.bin, args...)
+	cmd.Dir, cmd.Env = e.dir, append(cleanEnv(), e.env...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// mustRun is run that fails the test on error.
 func (e *replEnv) mustRun(args ...string) string {
 	e.t.Helper()
-	out, err := run(e.t, e.bin, e.dir, args...)
+	out, err := e.run(args...)
 	if err != nil {
 		e.t.Fatalf("hookledger %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
@@ -221,6 +237,7 @@ func TestReplication(t *testing.T) {
 	t.Run("kill-9-ack-after-replica", func(t *testing.T) { testKillUnderLoad(t, bin, true) })
 	t.Run("kill-9-default", func(t *testing.T) { testKillUnderLoad(t, bin, false) })
 	t.Run("replica-down", func(t *testing.T) { testReplicaDown(t, bin) })
+	t.Run("s3-replica-bounded-shutdown", func(t *testing.T) { testS3BoundedShutdown(t, bin) })
 	t.Run("cli-errors", func(t *testing.T) { testReplicationCLIErrors(t, bin) })
 }
 
@@ -559,6 +576,83 @@ func testReplicaDown(t *testing.T, bin string) {
 	openRO(t, e.db()).QueryRow(`SELECT COUNT(*) FROM receipts WHERE event_id IN ('evt_before', 'evt_during')`).Scan(&n)
 	if n != 2 {
 		t.Errorf("restored %d of the 2 events", n)
+	}
+}
+
+// fakeS3 serves an in-process S3 on loopback; while hang is set every
+// request blocks until the client gives up.
+func fakeS3(t *testing.T) (url string, hang *atomic.Bool) {
+	backend := gofakes3.New(s3mem.New(), gofakes3.WithAutoBucket(true), gofakes3.WithLogger(gofakes3.DiscardLog()))
+	hang, stop := new(atomic.Bool), make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if hang.Load() {
+			select {
+			case <-req.Context().Done():
+			case <-stop:
+			}
+			return
+		}
+		backend.Server().ServeHTTP(w, req)
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(stop) }) // runs first: release hung handlers
+	return srv.URL, hang
+}
+
+// serve replicating to S3: acknowledged events restore from the bucket, and a
+// replica that hangs at shutdown delays exit by the shutdown sync timeout,
+// not forever; the delivery in flight meanwhile gets 503, not 2xx.
+func testS3BoundedShutdown(t *testing.T, bin string) {
+	endpoint, hang := fakeS3(t)
+	e := newReplEnvYML(t, bin, fmt.Sprintf(`dbs:
+  - path: ./data/hookledger.db
+    replica:
+      type: s3
+      bucket: hookledger
+      path: e2e/ledger
+      endpoint: %s
+      region: us-east-1
+      access-key-id: fake-key
+      secret-access-key: ${HL_E2E_S3_SECRET}
+`, endpoint), "HL_E2E_S3_SECRET=fake-secret", "AWS_CA_BUNDLE=")
+	cmd, stderr, url := e.serve("--ack-after-replica", "--shutdown-sync-timeout", "1s")
+	for i := range 20 {
+		if code, body := post(t, url, fmt.Sprintf("evt_%02d", i)); code != 200 {
+			t.Fatalf("evt_%02d: %d %s", i, code, body)
+		}
+	}
+	hang.Store(true)
+	inflight := make(chan int, 1)
+	go func() {
+		code, _ := post(t, url, "evt_hung")
+		inflight <- code
+	}()
+	time.Sleep(200 * time.Millisecond) // evt_hung commits and waits for the replica
+	begin := time.Now()
+	cmd.Process.Signal(syscall.SIGTERM)
+	err := cmd.Wait()
+	elapsed := time.Since(begin)
+	// The request waits out its replica sync (5 s) before the HTTP server
+	// finishes shutting down; then the final sync is cut off after 1 s.
+	if elapsed > 12*time.Second || !strings.Contains(stderr.String(), "final replica sync failed") {
+		t.Fatalf("shutdown against a hung replica took %v (exit %v)\n%s", elapsed, err, stderr)
+	}
+	if code := <-inflight; code != http.StatusServiceUnavailable {
+		t.Errorf("the delivery in flight while the replica hung got %d; want 503", code)
+	}
+
+	hang.Store(false)
+	if err := os.RemoveAll(e.path("data")); err != nil {
+		t.Fatal(err)
+	}
+	out := e.mustRun("restore")
+	if got := restoredField(t, out, "from"); !strings.HasPrefix(got, "s3://hookledger/e2e/ledger") {
+		t.Errorf("restored from %s", got)
+	}
+	var n int
+	openRO(t, e.db()).QueryRow(`SELECT COUNT(*) FROM receipts WHERE event_id LIKE 'evt\_%' ESCAPE '\' AND event_id != 'evt_hung'`).Scan(&n)
+	if n != 20 {
+		t.Errorf("restored %d of the 20 acknowledged events from S3", n)
 	}
 }
 

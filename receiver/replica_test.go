@@ -181,3 +181,37 @@ func TestReplicaCloseDrainsStage(t *testing.T) {
 		t.Errorf("Submit after Close: %v, want ErrClosed", err)
 	}
 }
+
+// A batch the writer is committing when the previous one is handed over rides
+// along in the same replica sync instead of waiting for the next one.
+func TestReplicaSyncGathersTheBatchBeingCommitted(t *testing.T) {
+	defer func(d time.Duration) { replicaGather = d }(replicaGather)
+	replicaGather = 5 * time.Second // never the reason this test passes
+	f := newFakeReplica()
+	f.open()
+	e := replicaEnv(t, f)
+	entered, release := make(chan struct{}), make(chan struct{})
+	e.writer.testHook = func(d *Delivery) error {
+		if d.EventID == "msg_a" {
+			close(entered)
+			<-release
+		}
+		return nil
+	}
+	codes := make(chan int, 3)
+	go func() { codes <- e.send("msg_a", usageBody("cus_1", "m", "1")).Code }()
+	<-entered // msg_a holds the writer; the next two queue behind it
+	for _, id := range []string{"msg_b", "msg_c"} {
+		go func() { codes <- e.send(id, usageBody("cus_1", "m", "1")).Code }()
+	}
+	waitFor(t, "two items queue behind msg_a", func() bool { return e.writer.Depth() == 2 })
+	close(release)
+	for range 3 {
+		if c := <-codes; c != http.StatusOK {
+			t.Errorf("reply %d, want 200", c)
+		}
+	}
+	if n := f.calls.Load(); n != 1 {
+		t.Errorf("replica synced %d times for two back-to-back batches, want 1", n)
+	}
+}
