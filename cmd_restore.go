@@ -34,7 +34,7 @@ func restoreCommand() *cli.Command {
 			&cli.StringFlag{Name: "timestamp", EnvVars: []string{"HOOKLEDGER_RESTORE_TIMESTAMP"},
 				Usage: "restore the state as of this time, RFC 3339 (e.g. 2026-11-29T14:05:00Z): the last replica sync before it"},
 			&cli.StringFlag{Name: "txid", EnvVars: []string{"HOOKLEDGER_RESTORE_TXID"},
-				Usage: "restore the state as of this Litestream TXID (hex, as `replica status` prints it)"},
+				Usage: "restore the state as of this Litestream TXID (hex, as \"hookledger replica status\" prints it)"},
 			&cli.BoolFlag{Name: "if-db-not-exists", EnvVars: []string{"HOOKLEDGER_RESTORE_IF_DB_NOT_EXISTS"},
 				Usage: "do nothing, successfully, when the database already exists"},
 			&cli.BoolFlag{Name: "force", EnvVars: []string{"HOOKLEDGER_RESTORE_FORCE"},

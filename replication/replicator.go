@@ -137,7 +137,7 @@ func (r *Replicator) Sync(ctx context.Context) error {
 		return ErrClosed
 	}
 	if err := r.client.record(r.db.SyncAndWait(ctx)); err != nil {
-		return fmt.Errorf("replica sync: %w", err)
+		return fmt.Errorf("%s: %w", r.cfg.DB.Replica.String(), err) // Litestream says "replica sync: …"
 	}
 	return nil
 }
