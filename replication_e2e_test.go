@@ -510,9 +510,36 @@ func (l *loader) stop() (map[string]time.Time, int64) {
 // retry is acknowledged as a duplicate.
 func testReplicaDown(t *testing.T, bin string) {
 	e := newReplEnv(t, bin, time.Second, time.Second)
+	// The admin listener, for /metrics.
+	const token = "e2e-admin-token-0123456789"
+	admin := freeAddr(t)
+	if err := os.WriteFile(e.path("hookledger.yml"), fmt.Appendf(nil, `admin:
+  listen: %s
+  tokens: [%q]
+providers:
+  - name: default
+    scheme: standard
+    secrets: [%q]
+`, admin, token, e2eSecret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	replicationUp := func() string {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+admin+"/metrics", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return regexp.MustCompile(`(?m)^hookledger_replication_up (\S+)$`).FindString(string(b))
+	}
 	cmd, stderr, url := e.serve("--ack-after-replica")
 	if code, body := post(t, url, "evt_before"); code != 200 {
 		t.Fatalf("with the replica up: %d %s", code, body)
+	}
+	if got := replicationUp(); got != "hookledger_replication_up 1" {
+		t.Errorf("metrics with the replica up: %q", got)
 	}
 	readyz := func() (int, string) {
 		resp, err := http.Get(url + "/readyz")
@@ -550,6 +577,9 @@ func testReplicaDown(t *testing.T, bin string) {
 		t.Fatalf("/readyz: %d %s; want %d with %s", code, body, wantCode, want)
 	}
 	waitReady(http.StatusServiceUnavailable, `"replication":"failing"`)
+	if got := replicationUp(); got != "hookledger_replication_up 0" {
+		t.Errorf("metrics with the replica down: %q", got)
+	}
 
 	os.Remove(replica)
 	if err := os.Rename(replica+".away", replica); err != nil {
