@@ -108,6 +108,22 @@ func BenchmarkInvoicing10M(b *testing.B) {
 			b.Fatal(err)
 		}
 	})
+	// The SQL part of a close alone: finding the month's rows (COUNT over
+	// the event-time index) against scanning the table for them.
+	monthCount := func(noIndex bool) func(int) {
+		q := `SELECT COUNT(*) FROM metered_usage WHERE occurred_at >= ? AND occurred_at < ?`
+		if noIndex {
+			q = `SELECT COUNT(*) FROM metered_usage NOT INDEXED WHERE occurred_at >= ? AND occurred_at < ?`
+		}
+		return func(int) {
+			var n int64
+			if err := db.Read.QueryRowx(q, month.Start.UnixMilli(), month.End.UnixMilli()).Scan(&n); err != nil || n != inMonth {
+				b.Fatalf("count: %d %v", n, err)
+			}
+		}
+	}
+	run("month-rows-count/index", monthCount(false))
+	run("month-rows-count/no-index", monthCount(true))
 	closeRun := func(req ledger.CloseRequest) func(int) {
 		return func(int) {
 			res, err := ledger.Close(ctx, db.Write, req)
