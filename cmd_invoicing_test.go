@@ -231,18 +231,18 @@ func TestAdminUsageAPIMatchesCLI(t *testing.T) {
 		t.Fatalf("JSON: %d %s %s", code, ctype, body)
 	}
 	cliJSON := e.mustRun("usage", "--from", "2026-10-01", "--to", "2026-11-01", "--tz", "Europe/Berlin", "--group-by", "customer,meter,day", "--format", "json")
-	var api, cli ledger.UsageReport
+	var api, cli []ledger.UsageLine
 	if err := json.Unmarshal([]byte(body), &api); err != nil {
 		t.Fatal(err)
 	}
 	if err := json.Unmarshal([]byte(cliJSON), &cli); err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(api, cli) || len(api.Lines) != 4*4 {
+	if !reflect.DeepEqual(api, cli) || len(api) != 4*4 {
 		t.Fatalf("API and CLI differ:\nAPI %+v\nCLI %+v", api, cli)
 	}
 	var total ledger.Quantity
-	for _, l := range api.Lines {
+	for _, l := range api {
 		if l.Meter == "api" {
 			total += l.Quantity
 		}

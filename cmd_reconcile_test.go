@@ -120,15 +120,13 @@ func TestReconcileReplayPruneAuditCLI(t *testing.T) {
 	if m["already_applied"] != 1.0 || m["applied"] != 0.0 {
 		t.Fatalf("replay of an applied event %v", m)
 	}
-	var usage struct {
-		Lines []struct {
-			Customer string `json:"customer"`
-			Quantity string `json:"quantity"`
-			Events   int    `json:"events"`
-		} `json:"lines"`
+	var usage []struct {
+		Customer string `json:"customer"`
+		Quantity string `json:"quantity"`
+		Events   int    `json:"events"`
 	}
 	e.json(&usage, []string{"usage"})
-	if len(usage.Lines) != 1 || usage.Lines[0].Quantity != "6" || usage.Lines[0].Events != 3 {
+	if len(usage) != 1 || usage[0].Quantity != "6" || usage[0].Events != 3 {
 		t.Errorf("usage after replay %+v, want 1+2+3 = 6 over 3 events", usage)
 	}
 

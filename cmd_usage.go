@@ -80,7 +80,12 @@ func usage(c *cli.Context) error {
 		return err
 	}
 	header, rows := rep.Records()
-	return writeRecords(c.App.Writer, format, header, rows, rep)
+	// JSON is a plain array of lines, one object per customer × meter (× bucket).
+	lines := rep.Lines
+	if lines == nil {
+		lines = []ledger.UsageLine{}
+	}
+	return writeRecords(c.App.Writer, format, header, rows, lines)
 }
 
 func usageLateCommand() *cli.Command {

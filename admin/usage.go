@@ -67,7 +67,11 @@ func Usage(db sqlx.QueryerContext, meters ledger.Meters) http.Handler {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(rep)
+		lines := rep.Lines // the same array of lines as `hookledger usage --format json`
+		if lines == nil {
+			lines = []ledger.UsageLine{}
+		}
+		json.NewEncoder(w).Encode(lines)
 	})
 }
 
