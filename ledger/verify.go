@@ -159,9 +159,15 @@ func verifyReceipts(ctx context.Context, db sqlx.QueryerContext) (CheckResult, e
 		Provider string `db:"provider"`
 		EventID  string `db:"event_id"`
 	}
+	// Retention (retention.keys) deletes old receipts on purpose, and each
+	// such prune records the ledger head it left behind: a row at or below it
+	// may lack its receipt entirely. A row above it, or one whose receipt
+	// exists but is not applied, is still a problem.
 	if err := sqlx.SelectContext(ctx, db, &orphanRows, `SELECT u.id, u.provider, u.event_id FROM metered_usage u
 		WHERE u.kind = 'usage' AND NOT EXISTS (
 			SELECT 1 FROM receipts r WHERE r.provider = u.provider AND r.event_id = u.event_id AND r.status = 'applied')
+		AND NOT (u.id <= (SELECT COALESCE(MAX(ledger_head_id), 0) FROM prune_runs WHERE keys_deleted > 0)
+			AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.provider = u.provider AND r.event_id = u.event_id))
 		ORDER BY u.id LIMIT ?`, maxProblems); err != nil {
 		return c, err
 	}

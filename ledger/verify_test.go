@@ -117,6 +117,25 @@ func TestVerifyReportsReceiptMismatches(t *testing.T) {
 	}
 }
 
+// Receipts deleted by retention.keys leave their usage rows behind on
+// purpose; only rows the recorded prune covered are excused.
+func TestVerifyAcceptsReceiptsDeletedByRetention(t *testing.T) {
+	e, dir := seedForVerify(t)
+	defer e.close()
+	tamper(t, dir,
+		`DELETE FROM receipts WHERE event_id IN ('evt_000001', 'evt_000002')`,
+		`INSERT INTO prune_runs (pruned_at, bodies_pruned, keys_deleted, ledger_head_id) VALUES (0, 0, 2, 2)`,
+	)
+	if rep := verified(t, e); len(rep.Checks[2].Problems) != 0 {
+		t.Fatalf("rows covered by a keys prune reported: %+v", rep.Checks[2].Problems)
+	}
+	tamper(t, dir, `DELETE FROM receipts WHERE event_id = 'evt_000004'`)
+	c := verified(t, e).Checks[2]
+	if len(c.Problems) != 1 || c.Problems[0].ID != 4 {
+		t.Fatalf("a row above the prune's ledger head must still be reported: %+v", c.Problems)
+	}
+}
+
 func TestVerifyReportsEditedInvoice(t *testing.T) {
 	e, dir := seedForVerify(t)
 	defer e.close()
