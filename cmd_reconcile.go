@@ -13,6 +13,7 @@ import (
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/metrics"
 	"github.com/hookledger/hookledger/receiver"
 	"github.com/hookledger/hookledger/reconcile"
 	"github.com/hookledger/hookledger/schema"
@@ -183,7 +184,7 @@ func closeCustody(db *schema.DB, w *receiver.Writer) {
 // runs once at start, then every interval. stop cancels them and waits, and
 // must be called before the writer closes.
 func startBackground(ctx context.Context, log *slog.Logger, cfg *config.Config, db *schema.DB, w *receiver.Writer,
-	m *ledger.Mapper, version string) (stop func(), err error) {
+	m *ledger.Mapper, version string, met *metrics.Metrics) (stop func(), err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	every := func(name string, d time.Duration, job func(context.Context)) {
@@ -215,6 +216,9 @@ func startBackground(ctx context.Context, log *slog.Logger, cfg *config.Config, 
 		}
 		every("reconcile "+p.Name, p.Reconcile.Interval.Duration, func(ctx context.Context) {
 			rep, err := r.Run(ctx, reconcile.Options{})
+			if ctx.Err() == nil {
+				met.ReconcileRun(p.Name, rep.Inserted, err)
+			}
 			attrs := []any{"provider", rep.Provider, "seen", rep.Seen, "already_present", rep.AlreadyPresent, "inserted", rep.Inserted,
 				"redelivery_requested", rep.RedeliveryRequested, "redelivery_pending", rep.RedeliveryPending, "failed", rep.Failed}
 			if err != nil && ctx.Err() == nil {

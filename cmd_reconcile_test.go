@@ -214,7 +214,7 @@ func TestBackgroundJobs(t *testing.T) {
 	var logs syncBuffer
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
 	mapper := ledger.NewMapper(cfg.Usage, cfg.MeterNames())
-	stop, err := startBackground(ctx, log, cfg, db, w, mapper, handlerVersion(mapper))
+	stop, err := startBackground(ctx, log, cfg, db, w, mapper, handlerVersion(mapper), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

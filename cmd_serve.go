@@ -183,7 +183,7 @@ func serve(c *cli.Context) error {
 	repl.Register(ready, met) // "replication" check in ACK-after-replica mode; metrics
 	// Periodic reconcile and prune (cmd_reconcile.go); deferred after
 	// writer.Close, so it runs first: the jobs submit to the writer.
-	stopBackground, err := startBackground(ctx, log, cfg, db, writer, mapper, srv.HandlerVersion)
+	stopBackground, err := startBackground(ctx, log, cfg, db, writer, mapper, srv.HandlerVersion, met)
 	if err != nil {
 		return err
 	}
