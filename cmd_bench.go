@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -84,7 +83,7 @@ func runBench(c *cli.Context) error {
 	if c.Args().Present() {
 		return fmt.Errorf("unexpected argument %q (subcommands: reference-server, prefill)", c.Args().First())
 	}
-	s, key, err := benchSigner(c)
+	s, key, err := signer(c)
 	if err != nil {
 		return err
 	}
@@ -148,49 +147,6 @@ func runBench(c *cli.Context) error {
 		return errors.New("some requests were not answered 2xx")
 	}
 	return nil
-}
-
-// benchSigner resolves the scheme and key the way `send` does: flags, then
-// the provider in --config, then the generated default secret in --data.
-func benchSigner(c *cli.Context) (scheme.Scheme, []byte, error) {
-	name, schemeName, secret := c.String("provider"), c.String("scheme"), c.String("secret")
-	var hmacOpts scheme.HMACOptions
-	if path := c.String("config"); path != "" {
-		cfg, err := config.Load(path)
-		if err != nil {
-			return nil, nil, err
-		}
-		p := findProvider(cfg, name)
-		if p == nil {
-			return nil, nil, fmt.Errorf("provider %q is not in %s", name, path)
-		}
-		if schemeName == "" {
-			schemeName = p.Scheme
-		}
-		if secret == "" {
-			secret = p.Secrets[0].Value
-		}
-		hmacOpts = p.HMAC
-	}
-	if schemeName == "" {
-		schemeName = "standard"
-	}
-	if secret == "" {
-		b, err := os.ReadFile(filepath.Join(c.String("data"), config.SecretFile))
-		if err != nil {
-			return nil, nil, fmt.Errorf("no secret: pass --secret or set HOOKLEDGER_SECRET (no generated secret in %s: %v)", c.String("data"), err)
-		}
-		secret = strings.TrimSpace(string(b))
-	}
-	s, err := scheme.New(schemeName, hmacOpts)
-	if err != nil {
-		return nil, nil, err
-	}
-	key, err := s.Key(secret)
-	if err != nil {
-		return nil, nil, fmt.Errorf("secret: %w", err)
-	}
-	return s, key, nil
 }
 
 // progress draws a bar on an interactive terminal only, so piped output and

@@ -49,42 +49,9 @@ func sendCommand() *cli.Command {
 }
 
 func send(c *cli.Context) error {
-	name, schemeName, secret := c.String("provider"), c.String("scheme"), c.String("secret")
-	var hmacOpts scheme.HMACOptions
-	if path := c.String("config"); path != "" {
-		cfg, err := config.Load(path)
-		if err != nil {
-			return err
-		}
-		p := findProvider(cfg, name)
-		if p == nil {
-			return fmt.Errorf("provider %q is not in %s", name, path)
-		}
-		if schemeName == "" {
-			schemeName = p.Scheme
-		}
-		if secret == "" {
-			secret = p.Secrets[0].Value
-		}
-		hmacOpts = p.HMAC
-	}
-	if schemeName == "" {
-		schemeName = "standard"
-	}
-	if secret == "" {
-		b, err := os.ReadFile(filepath.Join(c.String("data"), config.SecretFile))
-		if err != nil {
-			return fmt.Errorf("no secret: pass --secret or set HOOKLEDGER_SECRET (no generated secret in %s: %v)", c.String("data"), err)
-		}
-		secret = strings.TrimSpace(string(b))
-	}
-	s, err := scheme.New(schemeName, hmacOpts)
+	s, key, err := signer(c)
 	if err != nil {
 		return err
-	}
-	key, err := s.Key(secret)
-	if err != nil {
-		return fmt.Errorf("secret: %w", err)
 	}
 	id := c.String("id")
 	if id == "" {
@@ -92,14 +59,14 @@ func send(c *cli.Context) error {
 		rand.Read(b[:])
 		id = "evt_" + hex.EncodeToString(b[:])
 	}
-	body, err := sendBody(c, schemeName, id)
+	body, err := sendBody(c, s.Name(), id)
 	if err != nil {
 		return err
 	}
 
 	url := c.String("url")
 	if !strings.Contains(url, "/webhooks/") {
-		url = strings.TrimRight(url, "/") + "/webhooks/" + name
+		url = strings.TrimRight(url, "/") + "/webhooks/" + c.String("provider")
 	}
 	req, err := http.NewRequestWithContext(c.Context, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
@@ -120,6 +87,49 @@ func send(c *cli.Context) error {
 		return cli.Exit("", 1)
 	}
 	return nil
+}
+
+// signer resolves the scheme and key for send and bench: flags, then the
+// provider in --config, then the generated default secret in --data.
+func signer(c *cli.Context) (scheme.Scheme, []byte, error) {
+	name, schemeName, secret := c.String("provider"), c.String("scheme"), c.String("secret")
+	var hmacOpts scheme.HMACOptions
+	if path := c.String("config"); path != "" {
+		cfg, err := config.Load(path)
+		if err != nil {
+			return nil, nil, err
+		}
+		p := findProvider(cfg, name)
+		if p == nil {
+			return nil, nil, fmt.Errorf("provider %q is not in %s", name, path)
+		}
+		if schemeName == "" {
+			schemeName = p.Scheme
+		}
+		if secret == "" {
+			secret = p.Secrets[0].Value
+		}
+		hmacOpts = p.HMAC
+	}
+	if schemeName == "" {
+		schemeName = "standard"
+	}
+	if secret == "" {
+		b, err := os.ReadFile(filepath.Join(c.String("data"), config.SecretFile))
+		if err != nil {
+			return nil, nil, fmt.Errorf("no secret: pass --secret or set HOOKLEDGER_SECRET (no generated secret in %s: %v)", c.String("data"), err)
+		}
+		secret = strings.TrimSpace(string(b))
+	}
+	s, err := scheme.New(schemeName, hmacOpts)
+	if err != nil {
+		return nil, nil, err
+	}
+	key, err := s.Key(secret)
+	if err != nil {
+		return nil, nil, fmt.Errorf("secret: %w", err)
+	}
+	return s, key, nil
 }
 
 func findProvider(cfg *config.Config, name string) *config.Provider {
