@@ -23,11 +23,11 @@ func adjustCommand() *cli.Command {
 			"lands in the period it corrects; if that period is closed it is late usage and the next invoice\n" +
 			"bills it naming that period.",
 		Flags: append(configFlags(),
-			&cli.StringFlag{Name: "customer", Required: true, EnvVars: []string{"HOOKLEDGER_CUSTOMER"}, Usage: "customer id"},
-			&cli.StringFlag{Name: "meter", Required: true, EnvVars: []string{"HOOKLEDGER_METER"}, Usage: "meter name"},
-			&cli.StringFlag{Name: "quantity", Required: true, EnvVars: []string{"HOOKLEDGER_QUANTITY"},
-				Usage: "signed exact decimal (up to 6 places), e.g. -5 or 2.5"},
-			&cli.StringFlag{Name: "reason", Required: true, EnvVars: []string{"HOOKLEDGER_REASON"}, Usage: "why the ledger is corrected (required)"},
+			&cli.StringFlag{Name: "customer", EnvVars: []string{"HOOKLEDGER_CUSTOMER"}, Usage: "customer id (required)"},
+			&cli.StringFlag{Name: "meter", EnvVars: []string{"HOOKLEDGER_METER"}, Usage: "meter name (required)"},
+			&cli.StringFlag{Name: "quantity", EnvVars: []string{"HOOKLEDGER_QUANTITY"},
+				Usage: "signed exact decimal (up to 6 places), e.g. -5 or 2.5 (required)"},
+			&cli.StringFlag{Name: "reason", EnvVars: []string{"HOOKLEDGER_REASON"}, Usage: "why the ledger is corrected (required)"},
 			&cli.StringFlag{Name: "ref", EnvVars: []string{"HOOKLEDGER_REF"},
 				Usage: "what is corrected: event:PROVIDER/EVENT_ID, row:ID (ledger row) or invoice:ID"},
 			&cli.StringFlag{Name: "occurred-at", EnvVars: []string{"HOOKLEDGER_OCCURRED_AT"},
@@ -43,6 +43,11 @@ func adjust(c *cli.Context) error {
 	format := c.String("format")
 	if err := checkFormat(format); err != nil {
 		return err
+	}
+	// Missing values are reported by Validate in one clear line rather than
+	// by the flag parser's help screen.
+	if c.String("quantity") == "" {
+		return errors.New("adjust: --quantity is required (a signed decimal, e.g. -5)")
 	}
 	qty, err := ledger.ParseQuantity(c.String("quantity"))
 	if err != nil {

@@ -313,6 +313,12 @@ func TestInvoiceAdjustVerifyCLI(t *testing.T) {
 	if _, err := e.run("adjust", "--customer", "c1", "--meter", "api", "--quantity", "-3", "--ref", "row:1"); err == nil || !strings.Contains(err.Error(), "reason") {
 		t.Fatalf("adjust without reason: %v", err)
 	}
+	if _, err := e.run("adjust", "--customer", "c1", "--meter", "api", "--reason", "x"); err == nil || !strings.Contains(err.Error(), "--quantity is required") {
+		t.Fatalf("adjust without quantity: %v", err)
+	}
+	if _, err := e.run("adjust", "--meter", "api", "--quantity", "1", "--reason", "x"); err == nil || !strings.Contains(err.Error(), "customer is required") {
+		t.Fatalf("adjust without customer: %v", err)
+	}
 	if _, err := e.run("adjust", "--customer", "c1", "--meter", "api", "--quantity", "abc", "--reason", "x"); err == nil || !strings.Contains(err.Error(), "--quantity") {
 		t.Fatalf("adjust bad quantity: %v", err)
 	}
