@@ -48,10 +48,12 @@ type Replicator struct {
 	cfg  *Config
 	path string
 
-	// Sync and Status hold mu shared for their whole call and Close holds it
-	// exclusively, so Close waits for in-flight Syncs (bounded by their
-	// contexts) instead of closing the DB under them.
+	// Status holds mu shared for its whole call and Close holds it
+	// exclusively. Sync holds it only to start: its goroutine may be stuck
+	// behind a hung upload that only closing the store cancels, so Close
+	// closes the store first and then waits for those goroutines (bounded).
 	mu     sync.RWMutex
+	syncs  sync.WaitGroup // Sync goroutines still running
 	db     *litestream.DB
 	store  *litestream.Store
 	client *trackingClient
@@ -130,13 +132,33 @@ func (r *Replicator) Open(ctx context.Context) (err error) {
 // call: it cuts the WAL into an LTX file and uploads all pending LTX files
 // (DB.SyncAndWait). Concurrent calls queue on Litestream's locks, so callers
 // batch naturally: one Sync covers every commit that preceded it.
+//
+// Litestream's sync can wait on an internal mutex, held by a background
+// upload to a hung replica, without watching ctx. So the sync runs in its own
+// goroutine and Sync returns when ctx ends even then: a hung replica turns
+// into an error (503 in ACK-after-replica mode), never a hung caller.
 func (r *Replicator) Sync(ctx context.Context) error {
 	r.mu.RLock()
-	defer r.mu.RUnlock()
-	if r.db == nil {
+	db := r.db
+	if db != nil {
+		r.syncs.Add(1)
+	}
+	r.mu.RUnlock()
+	if db == nil {
 		return ErrClosed
 	}
-	if err := r.client.record(r.db.SyncAndWait(ctx)); err != nil {
+	done := make(chan error, 1)
+	go func() {
+		defer r.syncs.Done()
+		done <- r.client.record(db.SyncAndWait(ctx))
+	}()
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		err = r.client.record(fmt.Errorf("sync did not finish: %w", ctx.Err()))
+	}
+	if err != nil {
 		return fmt.Errorf("%s: %w", r.cfg.DB.Replica.String(), err) // Litestream says "replica sync: …"
 	}
 	return nil
@@ -339,8 +361,16 @@ func (r *Replicator) close(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, r.ShutdownSyncTimeout)
 		defer cancel()
 	}
+	// Closing the store cancels Litestream's background work, which frees any
+	// Sync goroutine stuck behind it; then wait for those, within ctx.
 	err := r.client.record(r.store.Close(ctx))
 	r.store, r.db = nil, nil
+	synced := make(chan struct{})
+	go func() { r.syncs.Wait(); close(synced) }()
+	select {
+	case <-synced:
+	case <-ctx.Done():
+	}
 	if err != nil {
 		return fmt.Errorf("stop replication of %s: %w", r.path, err)
 	}
