@@ -9,11 +9,7 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -23,15 +19,12 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"runtime"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
-	"time"
 
 	"github.com/hookledger/hookledger/bench"
+	"github.com/hookledger/hookledger/bench/cmd/internal/harness"
 )
 
 // Targets from the throughput issue.
@@ -88,30 +81,14 @@ func run(ctx context.Context, o options) error {
 	if o.runs < 1 {
 		return errors.New("-runs must be at least 1")
 	}
-	tmp, err := os.MkdirTemp("", "hookledger-bench-")
+	hn, err := harness.New(ctx, "", "hookledger-bench-", o.binary, o.keep)
 	if err != nil {
 		return err
 	}
-	if o.keep {
-		fmt.Fprintln(os.Stderr, "keeping", tmp)
-	} else {
-		defer os.RemoveAll(tmp)
-	}
-	bin := o.binary
-	if bin == "" {
-		bin = filepath.Join(tmp, "hookledger")
-		fmt.Fprintln(os.Stderr, "building", bin)
-		build := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			return fmt.Errorf("go build (run from the repository root): %w", err)
-		}
-	}
-	raw := make([]byte, 24)
-	rand.Read(raw)
-	h := &harness{bin: bin, tmp: tmp, secret: "whsec_" + base64.StdEncoding.EncodeToString(raw), o: o}
+	defer hn.Close()
+	h := &runner{Harness: hn, o: o}
 
-	printMachine(os.Stdout)
+	harness.PrintMachine(os.Stdout)
 	if o.scaling != "" {
 		return h.scalingTable(ctx)
 	}
@@ -133,176 +110,72 @@ func run(ctx context.Context, o options) error {
 	return report(os.Stdout, o, rounds)
 }
 
-type harness struct {
-	bin, tmp, secret string
-	o                options
-	seq              int
+// runner runs the rounds and the scaling table in one harness.
+type runner struct {
+	*harness.Harness
+	o   options
+	seq int
 }
 
-func (h *harness) dir(name string) string {
+func (h *runner) dir(name string) string {
 	h.seq++
-	return filepath.Join(h.tmp, fmt.Sprintf("%02d-%s", h.seq, name))
+	return filepath.Join(h.Dir, fmt.Sprintf("%02d-%s", h.seq, name))
 }
 
-func (h *harness) round(ctx context.Context, r int) (round, error) {
+func (h *runner) round(ctx context.Context, r int) (round, error) {
 	var rd round
-	ref, err := h.start(ctx, "reference", h.dir("reference"), "bench", "reference-server")
+	ref, err := h.launch(ctx, "reference", h.dir("reference"), "bench", "reference-server")
 	if err != nil {
 		return rd, err
 	}
-	rd.Ref, err = h.load(ctx, ref.url, h.o.conns, h.o.events, "")
+	rd.Ref, err = h.load(ctx, ref.URL, h.o.conns, h.o.events, "")
 	if err == nil {
-		rd.RefSingle, err = h.load(ctx, ref.url, 1, h.o.single, "")
+		rd.RefSingle, err = h.load(ctx, ref.URL, 1, h.o.single, "")
 	}
-	ref.stop()
+	ref.Stop()
 	if err != nil {
 		return rd, fmt.Errorf("reference: %w", err)
 	}
 
 	data := h.dir("serve")
-	srv, err := h.start(ctx, "serve", data, "serve")
+	srv, err := h.launch(ctx, "serve", data, "serve")
 	if err != nil {
 		return rd, err
 	}
-	defer srv.stop()
-	if rd.Serve, err = h.load(ctx, srv.url, h.o.conns, h.o.events, data); err != nil {
+	defer srv.Stop()
+	if rd.Serve, err = h.load(ctx, srv.URL, h.o.conns, h.o.events, data); err != nil {
 		return rd, fmt.Errorf("serve: %w", err)
 	}
-	if rd.ServeSingle, err = h.load(ctx, srv.url, 1, h.o.single, data); err != nil {
+	if rd.ServeSingle, err = h.load(ctx, srv.URL, 1, h.o.single, data); err != nil {
 		return rd, fmt.Errorf("serve: %w", err)
 	}
-	rd.PeakRSSMB, err = srv.peakRSS()
+	rd.PeakRSSMB, err = srv.PeakRSS()
 	return rd, err
 }
 
-// server is a running hookledger process.
-type server struct {
-	cmd      *exec.Cmd
-	url      string
-	done     chan error
-	stopOnce sync.Once
-}
-
-// start runs `hookledger ARGS --listen 127.0.0.1:0 --data DATA` in its own
-// directory (so no hookledger.yml is picked up: default config) and waits for
-// the address it logs.
-func (h *harness) start(ctx context.Context, name, data string, args ...string) (*server, error) {
+// launch runs `hookledger ARGS --listen 127.0.0.1:0 --data DATA` in DATA,
+// logging to DATA.log.
+func (h *runner) launch(ctx context.Context, name, data string, args ...string) (*harness.Server, error) {
 	if err := os.MkdirAll(data, 0o700); err != nil {
 		return nil, err
 	}
 	args = append(args, "--listen", "127.0.0.1:0", "--data", data)
-	cmd := exec.CommandContext(ctx, h.bin, args...)
-	cmd.Dir = data
-	cmd.Env = h.env()
-	logf, err := os.Create(data + ".log")
-	if err != nil {
-		return nil, err
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	s := &server{cmd: cmd, done: make(chan error, 1)}
-	addr := make(chan string, 1)
-	go func() {
-		// The server logs JSON lines; the first with an addr is its listener.
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		found := false
-		for sc.Scan() {
-			line := sc.Bytes()
-			logf.Write(line)
-			logf.Write([]byte{'\n'})
-			if !found {
-				var l struct{ Addr string }
-				if json.Unmarshal(line, &l) == nil && l.Addr != "" {
-					found = true
-					addr <- l.Addr
-				}
-			}
-		}
-		io.Copy(logf, stderr)
-		logf.Close()
-		s.done <- cmd.Wait()
-	}()
-	select {
-	case a := <-addr:
-		s.url = "http://" + a
-		return s, nil
-	case err := <-s.done:
-		return nil, fmt.Errorf("%s exited before listening (%v); see %s.log", name, err, data)
-	case <-time.After(30 * time.Second):
-		s.stop()
-		return nil, fmt.Errorf("%s did not log a listen address within 30s; see %s.log", name, data)
-	}
-}
-
-// stop asks the server to shut down gracefully and waits for it to exit.
-func (s *server) stop() {
-	s.stopOnce.Do(func() {
-		s.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-s.done:
-		case <-time.After(30 * time.Second):
-			s.cmd.Process.Kill()
-			<-s.done
-		}
-	})
-}
-
-// peakRSS reads the kernel's high-water mark of the process's resident set.
-func (s *server) peakRSS() (float64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
-	if err != nil {
-		return 0, fmt.Errorf("read peak RSS: %w", err)
-	}
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
-			if err != nil {
-				return 0, fmt.Errorf("parse VmHWM %q: %w", v, err)
-			}
-			return float64(kb) / 1024, nil
-		}
-	}
-	return 0, errors.New("no VmHWM in /proc/PID/status")
-}
-
-func (h *harness) env() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "HOOKLEDGER_") {
-			env = append(env, kv)
-		}
-	}
-	return append(env, "HOOKLEDGER_SECRET="+h.secret)
+	return h.Start(ctx, name, data, data+".log", args...)
 }
 
 // load runs `hookledger bench` against url; with data set it also verifies.
-func (h *harness) load(ctx context.Context, url string, conns, events int, data string) (bench.Result, error) {
-	args := []string{"bench", "--url", url, "-n", strconv.Itoa(events), "-c", strconv.Itoa(conns),
-		"--dup", strconv.FormatFloat(h.o.dup, 'f', -1, 64), "--format", "json"}
+func (h *runner) load(ctx context.Context, url string, conns, events int, data string) (bench.Result, error) {
+	var extra []string
 	if data != "" {
-		args = append(args, "--verify", "--data", data)
+		extra = []string{"--verify", "--data", data}
 	}
-	cmd := exec.CommandContext(ctx, h.bin, args...)
-	cmd.Env = h.env()
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	runErr := cmd.Run()
-	var res bench.Result
-	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
-		return res, fmt.Errorf("hookledger %s: %v: %s", strings.Join(args, " "), runErr, stderr.String())
+	res, err := h.Load(ctx, url, conns, events, h.o.dup, extra...)
+	if res == nil {
+		return bench.Result{}, err
 	}
 	fmt.Fprintf(os.Stderr, "  %-40s c=%-3d %6.0f req/s  p50 %6.2f ms  p99 %7.2f ms%s\n",
-		url, conns, res.RPS, res.Latency.P50, res.Latency.P99, verdict(&res))
-	if runErr != nil {
-		return res, fmt.Errorf("load against %s failed (%v): %s", url, runErr, strings.TrimSpace(stderr.String()))
-	}
-	return res, nil
+		url, conns, res.RPS, res.Latency.P50, res.Latency.P99, verdict(res))
+	return *res, err
 }
 
 func verdict(r *bench.Result) string {
@@ -313,15 +186,6 @@ func verdict(r *bench.Result) string {
 		return fmt.Sprintf("  verify OK (%d/%d exactly once)", r.Verify.ExactlyOnce, r.Verify.Events)
 	}
 	return "  verify FAILED: " + strings.Join(r.Verify.Problems, "; ")
-}
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 func collect(rounds []round, f func(round) float64) []float64 {
@@ -349,13 +213,13 @@ func report(w io.Writer, o options, rounds []round) error {
 			r.Ref.RPS, r.Serve.RPS, r.Serve.RPS/r.Ref.RPS, r.Ref.Latency.P99, r.Serve.Latency.P99,
 			r.ServeSingle.Latency.P50, r.PeakRSSMB, v)
 	}
-	refRPS := median(collect(rounds, func(r round) float64 { return r.Ref.RPS }))
-	srvRPS := median(collect(rounds, func(r round) float64 { return r.Serve.RPS }))
-	refP99 := median(collect(rounds, func(r round) float64 { return r.Ref.Latency.P99 }))
-	srvP99 := median(collect(rounds, func(r round) float64 { return r.Serve.Latency.P99 }))
-	refP50 := median(collect(rounds, func(r round) float64 { return r.RefSingle.Latency.P50 }))
-	srvP50 := median(collect(rounds, func(r round) float64 { return r.ServeSingle.Latency.P50 }))
-	rss := median(collect(rounds, func(r round) float64 { return r.PeakRSSMB }))
+	refRPS := harness.Median(collect(rounds, func(r round) float64 { return r.Ref.RPS }))
+	srvRPS := harness.Median(collect(rounds, func(r round) float64 { return r.Serve.RPS }))
+	refP99 := harness.Median(collect(rounds, func(r round) float64 { return r.Ref.Latency.P99 }))
+	srvP99 := harness.Median(collect(rounds, func(r round) float64 { return r.Serve.Latency.P99 }))
+	refP50 := harness.Median(collect(rounds, func(r round) float64 { return r.RefSingle.Latency.P50 }))
+	srvP50 := harness.Median(collect(rounds, func(r round) float64 { return r.ServeSingle.Latency.P50 }))
+	rss := harness.Median(collect(rounds, func(r round) float64 { return r.PeakRSSMB }))
 
 	fmt.Fprintf(w, "\nmedians                 reference      serve   serve/reference\n")
 	fmt.Fprintf(w, "throughput c=%-3d      %7.0f/s  %7.0f/s   %.2f\n", o.conns, refRPS, srvRPS, srvRPS/refRPS)
@@ -395,7 +259,7 @@ func report(w io.Writer, o options, rounds []round) error {
 
 // scalingTable measures reference, serve on an empty database and serve on a
 // pre-filled one at each connection count.
-func (h *harness) scalingTable(ctx context.Context) error {
+func (h *runner) scalingTable(ctx context.Context) error {
 	var conns []int
 	for f := range strings.SplitSeq(h.o.scaling, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -408,8 +272,8 @@ func (h *harness) scalingTable(ctx context.Context) error {
 	if h.o.prefill > 0 {
 		template = h.dir("prefilled")
 		fmt.Fprintf(os.Stderr, "pre-filling %d events into %s\n", h.o.prefill, template)
-		cmd := exec.CommandContext(ctx, h.bin, "bench", "prefill", "--data", template, "--receipts", strconv.Itoa(h.o.prefill))
-		cmd.Env = h.env()
+		cmd := exec.CommandContext(ctx, h.Bin, "bench", "prefill", "--data", template, "--receipts", strconv.Itoa(h.o.prefill))
+		cmd.Env = h.Env
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {
 			return fmt.Errorf("prefill: %w", err)
@@ -429,7 +293,7 @@ func (h *harness) scalingTable(ctx context.Context) error {
 					return pt, err
 				}
 			}
-			srv, err := h.start(ctx, name, data, args...)
+			srv, err := h.launch(ctx, name, data, args...)
 			if err != nil {
 				return pt, err
 			}
@@ -437,8 +301,8 @@ func (h *harness) scalingTable(ctx context.Context) error {
 			if name == "reference" {
 				verifyData = ""
 			}
-			res, err := h.load(ctx, srv.url, c, h.o.events, verifyData)
-			srv.stop()
+			res, err := h.load(ctx, srv.URL, c, h.o.events, verifyData)
+			srv.Stop()
 			if err != nil {
 				return pt, err
 			}
@@ -467,14 +331,14 @@ func (h *harness) scalingTable(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		line := fmt.Sprintf("| %d | %.0f (%.1f) | %.0f (%.1f) | %.2f |", c, median(ref.rps), median(ref.p99),
-			median(empty.rps), median(empty.p99), median(empty.rps)/median(ref.rps))
+		line := fmt.Sprintf("| %d | %.0f (%.1f) | %.0f (%.1f) | %.2f |", c, harness.Median(ref.rps), harness.Median(ref.p99),
+			harness.Median(empty.rps), harness.Median(empty.p99), harness.Median(empty.rps)/harness.Median(ref.rps))
 		if template != "" {
 			full, err := measure("serve-prefilled", c, true)
 			if err != nil {
 				return err
 			}
-			line += fmt.Sprintf(" %.0f (%.1f) | %.2f |", median(full.rps), median(full.p99), median(full.rps)/median(ref.rps))
+			line += fmt.Sprintf(" %.0f (%.1f) | %.2f |", harness.Median(full.rps), harness.Median(full.p99), harness.Median(full.rps)/harness.Median(ref.rps))
 		}
 		lines = append(lines, line)
 		fmt.Fprintln(os.Stderr, line)
@@ -507,22 +371,4 @@ func copyDB(from, to string) error {
 		return err
 	}
 	return dst.Close()
-}
-
-func printMachine(w io.Writer) {
-	model := "unknown CPU"
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for line := range strings.Lines(string(b)) {
-			if v, ok := strings.CutPrefix(line, "model name"); ok {
-				model = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
-				break
-			}
-		}
-	}
-	kernel := ""
-	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		kernel = " (Linux " + strings.TrimSpace(string(b)) + ")"
-	}
-	fmt.Fprintf(w, "machine: %s, %d cores%s; %s; %s\n", model, runtime.NumCPU(), kernel, runtime.Version(),
-		time.Now().UTC().Format("2006-01-02 15:04 MST"))
 }

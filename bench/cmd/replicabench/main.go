@@ -12,28 +12,18 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"runtime"
-	"slices"
-	"strconv"
-	"strings"
 	"syscall"
-	"time"
 
 	"github.com/hookledger/hookledger/bench"
+	"github.com/hookledger/hookledger/bench/cmd/internal/harness"
 )
 
 const targetRatio = 0.5 // ACK-after-replica throughput vs default mode
@@ -69,40 +59,17 @@ func run(ctx context.Context, o options) error {
 	if o.runs < 1 {
 		return errors.New("-runs must be at least 1")
 	}
-	tmp, err := os.MkdirTemp(o.tmp, "hookledger-replicabench-")
+	h, err := harness.New(ctx, o.tmp, "hookledger-replicabench-", o.binary, o.keep)
 	if err != nil {
 		return err
 	}
-	if o.keep {
-		fmt.Fprintln(os.Stderr, "keeping", tmp)
-	} else {
-		defer os.RemoveAll(tmp)
-	}
-	bin := o.binary
-	if bin == "" {
-		bin = filepath.Join(tmp, "hookledger")
-		fmt.Fprintln(os.Stderr, "building", bin)
-		build := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			return fmt.Errorf("go build (run from the repository root): %w", err)
-		}
-	}
-	raw := make([]byte, 24)
-	rand.Read(raw)
-	secret := "whsec_" + base64.StdEncoding.EncodeToString(raw)
-	env := []string{"HOOKLEDGER_SECRET=" + secret}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "HOOKLEDGER_") {
-			env = append(env, kv)
-		}
-	}
+	defer h.Close()
 
-	printMachine(os.Stdout)
+	harness.PrintMachine(os.Stdout)
 	results := map[string][]bench.Result{}
 	for r := range o.runs {
 		for _, mode := range modes {
-			res, err := measure(ctx, o, bin, env, filepath.Join(tmp, fmt.Sprintf("%02d-%s", r+1, mode)), mode)
+			res, err := measure(ctx, o, h, filepath.Join(h.Dir, fmt.Sprintf("%02d-%s", r+1, mode)), mode)
 			if err != nil {
 				return fmt.Errorf("round %d, %s: %w", r+1, mode, err)
 			}
@@ -116,7 +83,7 @@ func run(ctx context.Context, o options) error {
 
 // measure starts serve in mode with a fresh data directory, loads it and
 // verifies the ledger, and stops it.
-func measure(ctx context.Context, o options, bin string, env []string, dir, mode string) (bench.Result, error) {
+func measure(ctx context.Context, o options, h *harness.Harness, dir, mode string) (bench.Result, error) {
 	var res bench.Result
 	data := filepath.Join(dir, "data")
 	if err := os.MkdirAll(data, 0o700); err != nil {
@@ -135,101 +102,20 @@ func measure(ctx context.Context, o options, bin string, env []string, dir, mode
 	if mode == "replica" {
 		args = append(args, "--ack-after-replica")
 	}
-	srv, err := start(ctx, bin, env, dir, args)
+	srv, err := h.Start(ctx, "serve", dir, filepath.Join(dir, "serve.log"), args...)
 	if err != nil {
 		return res, err
 	}
-	defer srv.stop()
+	defer srv.Stop()
 
-	cmd := exec.CommandContext(ctx, bin, "bench", "--url", srv.url, "-n", strconv.Itoa(o.events), "-c", strconv.Itoa(o.conns),
-		"--dup", strconv.FormatFloat(o.dup, 'f', -1, 64), "--format", "json", "--verify", "--data", data, "--run-id", mode)
-	cmd.Env = env
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	runErr := cmd.Run()
-	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
-		return res, fmt.Errorf("bench: %v: %s", runErr, stderr.String())
-	}
-	if runErr != nil {
-		return res, fmt.Errorf("bench failed (%v): %s", runErr, strings.TrimSpace(stderr.String()))
-	}
-	if res.Verify == nil || !res.Verify.OK() {
-		return res, fmt.Errorf("verify failed: %+v", res.Verify)
-	}
-	return res, nil
-}
-
-type server struct {
-	cmd  *exec.Cmd
-	url  string
-	done chan error
-}
-
-// start runs serve and waits for the address it logs (JSON lines on a pipe).
-func start(ctx context.Context, bin string, env []string, dir string, args []string) (*server, error) {
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Dir, cmd.Env = dir, env
-	logf, err := os.Create(filepath.Join(dir, "serve.log"))
+	r, err := h.Load(ctx, srv.URL, o.conns, o.events, o.dup, "--verify", "--data", data, "--run-id", mode)
 	if err != nil {
-		return nil, err
+		return res, err
 	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		return nil, err
+	if r.Verify == nil || !r.Verify.OK() {
+		return *r, fmt.Errorf("verify failed: %+v", r.Verify)
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	s := &server{cmd: cmd, done: make(chan error, 1)}
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		found := false
-		for sc.Scan() {
-			logf.Write(append(sc.Bytes(), '\n'))
-			var l struct{ Addr string }
-			if !found && json.Unmarshal(sc.Bytes(), &l) == nil && l.Addr != "" {
-				found = true
-				addr <- l.Addr
-			}
-		}
-		io.Copy(logf, stderr)
-		logf.Close()
-		s.done <- cmd.Wait()
-	}()
-	select {
-	case a := <-addr:
-		s.url = "http://" + a
-		return s, nil
-	case err := <-s.done:
-		return nil, fmt.Errorf("serve exited before listening (%v); see %s", err, filepath.Join(dir, "serve.log"))
-	case <-time.After(30 * time.Second):
-		s.stop()
-		return nil, fmt.Errorf("serve did not log a listen address within 30s; see %s", filepath.Join(dir, "serve.log"))
-	}
-}
-
-func (s *server) stop() {
-	if s.cmd.ProcessState != nil {
-		return
-	}
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.done:
-	case <-time.After(30 * time.Second):
-		s.cmd.Process.Kill()
-		<-s.done
-	}
-}
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	return *r, nil
 }
 
 func report(w io.Writer, o options, results map[string][]bench.Result) error {
@@ -247,7 +133,7 @@ func report(w io.Writer, o options, results map[string][]bench.Result) error {
 		for _, r := range results[mode] {
 			xs = append(xs, f(r))
 		}
-		return median(xs)
+		return harness.Median(xs)
 	}
 	rps := func(r bench.Result) float64 { return r.RPS }
 	p50 := func(r bench.Result) float64 { return r.Latency.P50 }
@@ -263,22 +149,4 @@ func report(w io.Writer, o options, results map[string][]bench.Result) error {
 	}
 	fmt.Fprintf(w, "target ACK-after-replica >= %.1fx default throughput: %s (%.2f)\n", targetRatio, verdict, ratio)
 	return nil
-}
-
-func printMachine(w io.Writer) {
-	model := "unknown CPU"
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for line := range strings.Lines(string(b)) {
-			if v, ok := strings.CutPrefix(line, "model name"); ok {
-				model = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
-				break
-			}
-		}
-	}
-	kernel := ""
-	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		kernel = " (Linux " + strings.TrimSpace(string(b)) + ")"
-	}
-	fmt.Fprintf(w, "machine: %s, %d cores%s; %s; %s\n", model, runtime.NumCPU(), kernel, runtime.Version(),
-		time.Now().UTC().Format("2006-01-02 15:04 MST"))
 }

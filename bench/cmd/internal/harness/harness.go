@@ -1,0 +1,215 @@
+// Package harness is what the benchmark runners under bench/cmd share: a
+// temporary directory with a hookledger binary, a fresh signing secret,
+// hookledger processes started on free ports, `hookledger bench` loads, and
+// the machine line and medians they print.
+package harness
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hookledger/hookledger/bench"
+)
+
+// Harness is one benchmark run's temporary directory, binary and secret.
+type Harness struct {
+	Bin  string   // the hookledger binary
+	Dir  string   // the temporary directory; Close removes it unless kept
+	Env  []string // the environment without HOOKLEDGER_*, plus a fresh HOOKLEDGER_SECRET
+	keep bool
+}
+
+// New makes a temporary directory named prefix* under parent (the system
+// temp dir when empty), builds hookledger into it unless binary names one,
+// and makes a fresh whsec_ secret for the processes it runs.
+func New(ctx context.Context, parent, prefix, binary string, keep bool) (*Harness, error) {
+	dir, err := os.MkdirTemp(parent, prefix)
+	if err != nil {
+		return nil, err
+	}
+	h := &Harness{Bin: binary, Dir: dir, keep: keep}
+	if keep {
+		fmt.Fprintln(os.Stderr, "keeping", dir)
+	}
+	if h.Bin == "" {
+		h.Bin = filepath.Join(dir, "hookledger")
+		fmt.Fprintln(os.Stderr, "building", h.Bin)
+		build := exec.CommandContext(ctx, "go", "build", "-o", h.Bin, ".")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			h.Close()
+			return nil, fmt.Errorf("go build (run from the repository root): %w", err)
+		}
+	}
+	raw := make([]byte, 24)
+	rand.Read(raw)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "HOOKLEDGER_") {
+			h.Env = append(h.Env, kv)
+		}
+	}
+	h.Env = append(h.Env, "HOOKLEDGER_SECRET=whsec_"+base64.StdEncoding.EncodeToString(raw))
+	return h, nil
+}
+
+// Close removes the temporary directory unless it is kept.
+func (h *Harness) Close() {
+	if !h.keep {
+		os.RemoveAll(h.Dir)
+	}
+}
+
+// Server is a running hookledger process.
+type Server struct {
+	URL      string
+	cmd      *exec.Cmd
+	done     chan error
+	stopOnce sync.Once
+}
+
+// Start runs `hookledger ARGS` in dir (so no hookledger.yml is picked up:
+// default config), copies its stderr to logPath and waits for the listen
+// address it logs. ARGS should listen on 127.0.0.1:0.
+func (h *Harness) Start(ctx context.Context, name, dir, logPath string, args ...string) (*Server, error) {
+	cmd := exec.CommandContext(ctx, h.Bin, args...)
+	cmd.Dir, cmd.Env = dir, h.Env
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	s := &Server{cmd: cmd, done: make(chan error, 1)}
+	addr := make(chan string, 1)
+	go func() {
+		// The server logs JSON lines; the first with an addr is its listener.
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		found := false
+		for sc.Scan() {
+			logf.Write(append(sc.Bytes(), '\n'))
+			var l struct{ Addr string }
+			if !found && json.Unmarshal(sc.Bytes(), &l) == nil && l.Addr != "" {
+				found = true
+				addr <- l.Addr
+			}
+		}
+		io.Copy(logf, stderr)
+		logf.Close()
+		s.done <- cmd.Wait()
+	}()
+	select {
+	case a := <-addr:
+		s.URL = "http://" + a
+		return s, nil
+	case err := <-s.done:
+		return nil, fmt.Errorf("%s exited before listening (%v); see %s", name, err, logPath)
+	case <-time.After(30 * time.Second):
+		s.Stop()
+		return nil, fmt.Errorf("%s did not log a listen address within 30s; see %s", name, logPath)
+	}
+}
+
+// Stop asks the server to shut down gracefully and waits for it to exit.
+func (s *Server) Stop() {
+	s.stopOnce.Do(func() {
+		s.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-s.done:
+		case <-time.After(30 * time.Second):
+			s.cmd.Process.Kill()
+			<-s.done
+		}
+	})
+}
+
+// PeakRSS reads the kernel's high-water mark of the process's resident set, in MB.
+func (s *Server) PeakRSS() (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
+	if err != nil {
+		return 0, fmt.Errorf("read peak RSS: %w", err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+			if err != nil {
+				return 0, fmt.Errorf("parse VmHWM %q: %w", v, err)
+			}
+			return float64(kb) / 1024, nil
+		}
+	}
+	return 0, errors.New("no VmHWM in /proc/PID/status")
+}
+
+// Load runs `hookledger bench --url URL -n EVENTS -c CONNS --dup DUP
+// --format json EXTRA...` and returns the result it printed. The result is
+// nil when bench printed none; when bench printed one but exited non-zero
+// (a failed verify, say), both the result and an error come back.
+func (h *Harness) Load(ctx context.Context, url string, conns, events int, dup float64, extra ...string) (*bench.Result, error) {
+	args := append([]string{"bench", "--url", url, "-n", strconv.Itoa(events), "-c", strconv.Itoa(conns),
+		"--dup", strconv.FormatFloat(dup, 'f', -1, 64), "--format", "json"}, extra...)
+	cmd := exec.CommandContext(ctx, h.Bin, args...)
+	cmd.Env = h.Env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+	var res bench.Result
+	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+		return nil, fmt.Errorf("hookledger %s: %v: %s", strings.Join(args, " "), runErr, stderr.String())
+	}
+	if runErr != nil {
+		return &res, fmt.Errorf("load against %s failed (%v): %s", url, runErr, strings.TrimSpace(stderr.String()))
+	}
+	return &res, nil
+}
+
+// Median is the middle of xs (the mean of the two middle ones for an even count).
+func Median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// PrintMachine writes the machine line: CPU model, cores, kernel, Go version, date.
+func PrintMachine(w io.Writer) {
+	model := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.Lines(string(b)) {
+			if v, ok := strings.CutPrefix(line, "model name"); ok {
+				model = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	kernel := ""
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		kernel = " (Linux " + strings.TrimSpace(string(b)) + ")"
+	}
+	fmt.Fprintf(w, "machine: %s, %d cores%s; %s; %s\n", model, runtime.NumCPU(), kernel, runtime.Version(),
+		time.Now().UTC().Format("2006-01-02 15:04 MST"))
+}
