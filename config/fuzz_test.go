@@ -15,8 +15,8 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("{}"))
 	f.Add([]byte("- [a, b]\n"))
 	f.Add([]byte("providers: &a [*a]\n"))
+	dir := f.TempDir() // once: a directory per input would dominate the run
 	f.Fuzz(func(t *testing.T, src []byte) {
-		dir := t.TempDir()
 		c, err := Parse(src, dir)
 		if err == nil && len(c.Providers) == 0 {
 			t.Fatal("accepted a config without providers")
