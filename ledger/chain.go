@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"database/sql"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,32 +36,23 @@ type Row struct {
 }
 
 // Hash returns SHA-256 over prev and the row's canonical encoding: every field
-// but the hashes, each length-prefixed so no two rows encode alike.
+// but the hashes, each length-prefixed (canon) so no two rows encode alike.
 func (r *Row) Hash(prev []byte) []byte {
-	h := sha256.New()
-	h.Write(prev)
-	var n [8]byte
-	putInt := func(v int64) {
-		binary.BigEndian.PutUint64(n[:], uint64(v))
-		h.Write(n[:])
-	}
-	putStr := func(s string) {
-		putInt(int64(len(s)))
-		h.Write([]byte(s))
-	}
-	putInt(r.ID)
-	putStr(r.Kind)
-	putStr(r.Provider)
-	putStr(r.EventID)
-	putStr(r.Customer)
-	putStr(r.Meter)
-	putInt(int64(r.Quantity))
-	putStr(r.Properties)
-	putStr(r.Reason)
-	putStr(r.Ref)
-	putInt(r.OccurredAt)
-	putInt(r.RecordedAt)
-	return h.Sum(nil)
+	c := newCanon()
+	c.h.Write(prev)
+	c.int(r.ID)
+	c.str(r.Kind)
+	c.str(r.Provider)
+	c.str(r.EventID)
+	c.str(r.Customer)
+	c.str(r.Meter)
+	c.int(int64(r.Quantity))
+	c.str(r.Properties)
+	c.str(r.Reason)
+	c.str(r.Ref)
+	c.int(r.OccurredAt)
+	c.int(r.RecordedAt)
+	return c.sum()
 }
 
 // GenesisHash is the prev_hash of the first ledger row.

@@ -19,17 +19,15 @@ type covered struct {
 // every row before it, so the digest pins exactly which rows were billed.
 func rowsDigest(rows []covered) []byte {
 	slices.SortFunc(rows, func(a, b covered) int { return cmp.Compare(a.id, b.id) })
-	h := sha256.New()
-	var n [8]byte
+	c := newCanon()
 	for _, r := range rows {
-		binary.BigEndian.PutUint64(n[:], uint64(r.id))
-		h.Write(n[:])
-		h.Write(r.hash)
+		c.int(r.id)
+		c.h.Write(r.hash)
 	}
-	return h.Sum(nil)
+	return c.sum()
 }
 
-// canon writes length-prefixed fields, like Row.Hash, so no two different
+// canon writes length-prefixed fields (Row.Hash, invoice digests), so no two different
 // records encode to the same bytes.
 type canon struct{ h hash.Hash }
 
