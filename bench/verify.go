@@ -83,7 +83,7 @@ func Verify(ctx context.Context, db sqlx.QueryerContext, provider string, p *Pla
 			}
 		}
 	}
-	expected := map[string]ledger.UsageTotal{}
+	expected := map[string]ledger.UsageLine{}
 	var missing []string
 	unacked := 0
 	for i, c := range count {
@@ -120,13 +120,13 @@ func Verify(ctx context.Context, db sqlx.QueryerContext, provider string, p *Pla
 	}
 
 	// The ledger's own aggregation must agree with the events sent.
-	totals, err := ledger.Totals(ctx, db, ledger.UsageQuery{Meter: p.Meter})
+	rep, err := ledger.Query(ctx, db, ledger.UsageQuery{Meter: p.Meter})
 	if err != nil {
 		return nil, err
 	}
-	got := map[string]ledger.UsageTotal{}
-	for _, t := range totals {
-		got[t.Customer] = t
+	got := map[string]ledger.UsageLine{}
+	for _, l := range rep.Lines {
+		got[l.Customer] = l
 	}
 	for c, want := range expected {
 		if g := got[c]; g.Quantity != want.Quantity || g.Events != want.Events {

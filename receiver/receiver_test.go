@@ -157,13 +157,13 @@ func (e *env) counts() [3]int {
 
 // totals sums usage per customer in micro-units.
 func (e *env) totals() map[string]ledger.Quantity {
-	rows, err := ledger.Totals(context.Background(), e.db.Read, ledger.UsageQuery{})
+	rep, err := ledger.Query(context.Background(), e.db.Read, ledger.UsageQuery{})
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	m := map[string]ledger.Quantity{}
-	for _, r := range rows {
-		m[r.Customer] += r.Quantity
+	for _, l := range rep.Lines {
+		m[l.Customer] += l.Quantity
 	}
 	return m
 }
