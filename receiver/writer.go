@@ -79,13 +79,6 @@ func NewWriter(db *schema.DB) *Writer {
 
 // Open prepares statements and starts the writer goroutine.
 func (w *Writer) Open(ctx context.Context) error {
-	// Each item's savepoint journals the original of every page it changes.
-	// With temp_store=FILE that sub-journal spills to a temporary file after
-	// 64 KiB and then costs a pwrite per page; in memory it is a copy. It is
-	// never read after the transaction ends, so durability is unchanged.
-	if _, err := w.db.Write.ExecContext(ctx, `PRAGMA temp_store = MEMORY`); err != nil {
-		return fmt.Errorf("writer connection: %w", err)
-	}
 	if err := w.stmts.prepare(ctx, w.db.Write); err != nil {
 		return err
 	}

@@ -31,7 +31,11 @@ func TestOpenAppliesMigrationsOnceWithDurablePragmas(t *testing.T) {
 		t.Errorf("pending after open: %v %v", p, err)
 	}
 	var mode string
-	var sync, fk int
+	var sync, fk, temp int
+	db.Write.Get(&temp, `PRAGMA temp_store`)
+	if temp != 2 {
+		t.Errorf("temp_store=%d, want 2 (MEMORY)", temp)
+	}
 	db.Write.Get(&mode, `PRAGMA journal_mode`)
 	db.Write.Get(&sync, `PRAGMA synchronous`)
 	db.Write.Get(&fk, `PRAGMA foreign_keys`)
