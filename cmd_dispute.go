@@ -317,13 +317,7 @@ func newTracer(c *cli.Context) (*dispute.Tracer, func(), error) {
 // disputeConfig is loadConfig without its side effect: with no config file
 // it uses the default provider only if its secret already exists.
 func disputeConfig(c *cli.Context) (*config.Config, error) {
-	path := c.String("config")
-	if path == "" {
-		if _, err := os.Stat(config.DefaultFile); err == nil {
-			path = config.DefaultFile
-		}
-	}
-	if path != "" {
+	if path := configPath(c); path != "" {
 		return config.Load(path)
 	}
 	data := c.String("data")

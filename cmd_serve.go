@@ -34,16 +34,22 @@ func configFlags() []cli.Flag {
 	}
 }
 
+// configPath is --config, else ./hookledger.yml if it exists, else "" (the
+// embedded default).
+func configPath(c *cli.Context) string {
+	if p := c.String("config"); p != "" {
+		return p
+	}
+	if _, err := os.Stat(config.DefaultFile); err == nil {
+		return config.DefaultFile
+	}
+	return ""
+}
+
 // loadConfig resolves --config/--data the same way for every command.
 // generated is the newly created default secret, if one was created.
 func loadConfig(c *cli.Context) (cfg *config.Config, generated string, err error) {
-	path := c.String("config")
-	if path == "" {
-		if _, err := os.Stat(config.DefaultFile); err == nil {
-			path = config.DefaultFile
-		}
-	}
-	if path != "" {
+	if path := configPath(c); path != "" {
 		cfg, err = config.Load(path)
 		if err != nil {
 			return nil, "", err
@@ -66,12 +72,9 @@ func dataDir(c *cli.Context) (string, error) {
 	if d := c.String("data"); d != "" {
 		return d, nil
 	}
-	path := c.String("config")
+	path := configPath(c)
 	if path == "" {
-		if _, err := os.Stat(config.DefaultFile); err != nil {
-			return config.DefaultData, nil
-		}
-		path = config.DefaultFile
+		return config.DefaultData, nil
 	}
 	cfg, err := config.Load(path)
 	if err != nil {

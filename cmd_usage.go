@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"strconv"
 
 	"github.com/urfave/cli/v2"
@@ -133,12 +132,9 @@ func usageLateCommand() *cli.Command {
 // loadMeters reads the meter declarations from --config or ./hookledger.yml.
 // Without a config file every meter is summed; no default secret is generated.
 func loadMeters(c *cli.Context) (ledger.Meters, error) {
-	path := c.String("config")
+	path := configPath(c)
 	if path == "" {
-		if _, err := os.Stat(config.DefaultFile); err != nil {
-			return nil, nil
-		}
-		path = config.DefaultFile
+		return nil, nil
 	}
 	cfg, err := config.Load(path)
 	if err != nil {
