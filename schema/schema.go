@@ -3,6 +3,7 @@ package schema
 
 import (
 	"context"
+	"database/sql"
 	"embed"
 	"fmt"
 	"io/fs"
@@ -58,10 +59,11 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	}
 	db := &DB{Path: path}
 	if !opts.ReadOnly {
-		// temp_store(memory): the writer's per-item savepoints journal every
-		// page they change; on disk that sub-journal costs a pwrite per page
-		// once past 64 KiB. It is never read after its transaction, so
-		// durability is unchanged. In the DSN, a reconnected handle keeps it.
+		// temp_store(memory): savepoints (the writer's fallback when an op
+		// fails) and statement journals copy every page they change; on disk
+		// that sub-journal costs a pwrite per page once past 64 KiB. It is
+		// never read after its transaction, so durability is unchanged. In the
+		// DSN, a reconnected handle keeps it.
 		pragmas := []string{"journal_mode(wal)", "synchronous(full)", "busy_timeout(10000)", "foreign_keys(on)", "temp_store(memory)"}
 		if opts.NoAutoCheckpoint {
 			pragmas = append(pragmas, "wal_autocheckpoint(0)")
@@ -176,9 +178,26 @@ func Pending(ctx context.Context, db sqlx.QueryerContext) ([]Migration, error) {
 }
 
 // migrate applies every pending migration in one transaction, so a database is
-// never left half-migrated.
-func migrate(ctx context.Context, db *sqlx.DB) error {
-	tx, err := db.BeginTxx(ctx, nil)
+// never left half-migrated. Foreign keys are off while it runs, as SQLite's
+// table-rebuild procedure requires (dropping a rebuilt parent table would
+// otherwise cascade into its children), and foreign_key_check must come back
+// empty before the transaction commits.
+func migrate(ctx context.Context, db *sqlx.DB) (err error) {
+	conn, err := db.Connx(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	// foreign_keys cannot change inside a transaction: set it around one.
+	if _, err := conn.ExecContext(ctx, `PRAGMA foreign_keys = OFF`); err != nil {
+		return err
+	}
+	defer func() {
+		if _, ferr := conn.ExecContext(ctx, `PRAGMA foreign_keys = ON`); ferr != nil && err == nil {
+			err = ferr
+		}
+	}()
+	tx, err := conn.BeginTxx(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -200,6 +219,22 @@ func migrate(ctx context.Context, db *sqlx.DB) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
 			m.Version, m.Name, time.Now().UnixMilli()); err != nil {
 			return err
+		}
+	}
+	if len(pending) > 0 {
+		var violations []struct {
+			Table  string        `db:"table"`
+			RowID  sql.NullInt64 `db:"rowid"`
+			Parent string        `db:"parent"`
+			FKID   int           `db:"fkid"`
+		}
+		if err := tx.SelectContext(ctx, &violations, `PRAGMA foreign_key_check`); err != nil {
+			return fmt.Errorf("foreign_key_check: %w", err)
+		}
+		if len(violations) > 0 {
+			v := violations[0]
+			return fmt.Errorf("foreign_key_check: %d rows violate a foreign key, the first in %s (rowid %d) -> %s",
+				len(violations), v.Table, v.RowID.Int64, v.Parent)
 		}
 	}
 	return tx.Commit()
