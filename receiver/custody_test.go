@@ -236,6 +236,15 @@ func TestOneFailingItemDoesNotSinkItsBatch(t *testing.T) {
 	if got := e.counts(); got != [3]int{5, 5, 5} {
 		t.Errorf("receipts, attempts, usage = %v, want [5 5 5]", got)
 	}
+	// The batch ran twice (optimistically, then with a savepoint per item):
+	// the ledger holds each row once, on an unbroken chain.
+	rep, err := ledger.Verify(context.Background(), e.db.Read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := rep.First(); p != nil {
+		t.Errorf("verify: %+v", *p)
+	}
 }
 
 func TestFullQueueAnswers503WithRetryAfter(t *testing.T) {

@@ -17,11 +17,6 @@ type statements struct {
 	storedReceipt *sqlx.Stmt
 	insertAttempt *sqlx.Stmt
 	insertRow     *sqlx.Stmt
-	// The per-item savepoint runs twice per delivery; prepared, it skips
-	// SQLite's parser each time.
-	savepoint  *sqlx.Stmt
-	release    *sqlx.Stmt
-	rollbackTo *sqlx.Stmt
 }
 
 const (
@@ -44,9 +39,6 @@ func (s *statements) prepare(ctx context.Context, db *sqlx.DB) error {
 		{&s.storedReceipt, storedReceiptSQL},
 		{&s.insertAttempt, insertAttemptSQL},
 		{&s.insertRow, ledger.InsertRowSQL},
-		{&s.savepoint, "SAVEPOINT op"},
-		{&s.release, "RELEASE op"},
-		{&s.rollbackTo, "ROLLBACK TO op"},
 	} {
 		st, err := db.PreparexContext(ctx, p.query)
 		if err != nil {
@@ -66,15 +58,12 @@ func (s *statements) bind(ctx context.Context, tx *sqlx.Tx) statements {
 		storedReceipt: tx.StmtxContext(ctx, s.storedReceipt),
 		insertAttempt: tx.StmtxContext(ctx, s.insertAttempt),
 		insertRow:     tx.StmtxContext(ctx, s.insertRow),
-		savepoint:     tx.StmtxContext(ctx, s.savepoint),
-		release:       tx.StmtxContext(ctx, s.release),
-		rollbackTo:    tx.StmtxContext(ctx, s.rollbackTo),
 	}
 }
 
 func (s *statements) close() error {
 	var errs []error
-	for _, st := range []*sqlx.Stmt{s.insertReceipt, s.storedReceipt, s.insertAttempt, s.insertRow, s.savepoint, s.release, s.rollbackTo} {
+	for _, st := range []*sqlx.Stmt{s.insertReceipt, s.storedReceipt, s.insertAttempt, s.insertRow} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}

@@ -54,8 +54,13 @@ type Writer struct {
 	replica *replicaStage // nil unless Replicate is set
 }
 
-// Op is one unit of work in a write transaction. It runs inside its own
-// savepoint: if it fails, only its own writes are rolled back.
+// Op is one unit of work in a write transaction. If it fails, only its own
+// writes are undone and the rest of its batch still commits.
+//
+// Apply may run more than once for one Submit: when another op in the same
+// batch fails, the writer rolls the batch back and applies it again. Each call
+// must start afresh from the transaction it is given, setting its results
+// rather than adding to them.
 type Op interface {
 	Apply(ctx context.Context, tx *Tx) error
 }
@@ -156,28 +161,17 @@ func (w *Writer) run() {
 }
 
 // commit runs one transaction for the batch and replies to every job.
+//
+// It first runs the batch without savepoints: they cost a journal copy of
+// every page an op touches, and ops almost never fail. If one does, that pass
+// is rolled back and the batch runs again with a savepoint per op, leaving out
+// the op that failed, so it fails alone and the others commit.
 func (w *Writer) commit(batch []*job) {
-	ctx := context.Background()
 	errs := make([]error, len(batch))
-	err := func() error {
-		tx, err := w.db.Write.BeginTxx(ctx, nil) // BEGIN IMMEDIATE (DSN _txlock)
-		if err != nil {
-			return fmt.Errorf("begin: %w", err)
-		}
-		defer tx.Rollback()
-		btx := &Tx{Tx: tx, stmts: w.stmts.bind(ctx, tx), hook: w.testHook, now: w.clock()}
-		for i, j := range batch {
-			errs[i] = btx.run(ctx, j.op)
-		}
-		start := time.Now()
-		if err := tx.Commit(); err != nil {
-			return fmt.Errorf("commit: %w", err)
-		}
-		if w.AfterBatch != nil {
-			w.AfterBatch(len(batch), time.Since(start))
-		}
-		return nil
-	}()
+	failed, err := w.apply(batch, errs, false)
+	if err == nil && failed {
+		_, err = w.apply(batch, errs, true)
+	}
 	if err == nil && w.replica != nil {
 		w.awaitReplica(batch, errs) // the writer goes on to the next batch
 		return
@@ -189,6 +183,40 @@ func (w *Writer) commit(batch []*job) {
 			j.reply <- errs[i]
 		}
 	}
+}
+
+// apply runs the batch's ops in one transaction and commits it. Ops whose
+// errs entry is already set are skipped. Without isolate, the first op to fail
+// (its error goes into errs) abandons the transaction and apply reports
+// failed; with isolate, each op runs in its own savepoint. err is a failure of
+// the transaction itself: nothing of the batch is durable.
+func (w *Writer) apply(batch []*job, errs []error, isolate bool) (failed bool, err error) {
+	ctx := context.Background()
+	tx, err := w.db.Write.BeginTxx(ctx, nil) // BEGIN IMMEDIATE (DSN _txlock)
+	if err != nil {
+		return false, fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback()
+	btx := &Tx{Tx: tx, stmts: w.stmts.bind(ctx, tx), hook: w.testHook, now: w.clock()}
+	for i, j := range batch {
+		switch {
+		case errs[i] != nil:
+		case isolate:
+			errs[i] = btx.isolated(ctx, j.op)
+		default:
+			if errs[i] = j.op.Apply(ctx, btx); errs[i] != nil {
+				return true, nil
+			}
+		}
+	}
+	start := time.Now()
+	if err := tx.Commit(); err != nil {
+		return false, fmt.Errorf("commit: %w", err)
+	}
+	if w.AfterBatch != nil {
+		w.AfterBatch(len(batch), time.Since(start))
+	}
+	return false, nil
 }
 
 // clock returns the batch time, never earlier than the previous batch's even
@@ -236,20 +264,20 @@ func (b *Tx) chainHead(ctx context.Context) (*ledger.Chain, error) {
 	return &b.chain, nil
 }
 
-// run applies op inside a savepoint, so a failing op undoes only its own writes.
-func (b *Tx) run(ctx context.Context, op Op) error {
-	if _, err := b.stmts.savepoint.ExecContext(ctx); err != nil {
+// isolated applies op inside a savepoint, so a failing op undoes only its own writes.
+func (b *Tx) isolated(ctx context.Context, op Op) error {
+	if _, err := b.ExecContext(ctx, "SAVEPOINT op"); err != nil {
 		return err
 	}
 	saved, savedReady := b.chain, b.chainReady
 	if err := op.Apply(ctx, b); err != nil {
 		b.chain, b.chainReady = saved, savedReady
-		_, rerr := b.stmts.rollbackTo.ExecContext(ctx)
+		_, rerr := b.ExecContext(ctx, "ROLLBACK TO op")
 		if rerr == nil {
-			_, rerr = b.stmts.release.ExecContext(ctx)
+			_, rerr = b.ExecContext(ctx, "RELEASE op")
 		}
 		return errors.Join(err, rerr)
 	}
-	_, err := b.stmts.release.ExecContext(ctx)
+	_, err := b.ExecContext(ctx, "RELEASE op")
 	return err
 }
