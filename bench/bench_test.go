@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -181,6 +182,15 @@ func TestRunAgainstReference(t *testing.T) {
 	}
 	if r.RPS <= 0 || r.Latency.P50 <= 0 || r.Latency.P50 > r.Latency.P99 || r.Latency.P99 > r.Latency.Max {
 		t.Fatalf("implausible figures %+v", r)
+	}
+	// 220 requests cannot cost less than a microsecond of CPU each, nor (this
+	// process runs the reference server too) more than the whole run's wall
+	// time on every core.
+	if _, ok := processCPU(); ok {
+		most := r.Seconds * 1e6 * float64(runtime.NumCPU()) / float64(r.Requests)
+		if r.LoadCPUPerRequest < 1 || r.LoadCPUPerRequest > most {
+			t.Errorf("load CPU %.1f µs per request, want between 1 and %.0f", r.LoadCPUPerRequest, most)
+		}
 	}
 }
 

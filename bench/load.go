@@ -205,6 +205,7 @@ func (p *Plan) Run(ctx context.Context, progress *atomic.Int64) (*Outcome, error
 
 	var next atomic.Int64
 	var wg sync.WaitGroup
+	cpu0, cpuOK := processCPU()
 	start := time.Now()
 	for range p.Connections {
 		// One transport per worker holds exactly one keep-alive connection.
@@ -252,6 +253,7 @@ func (p *Plan) Run(ctx context.Context, progress *atomic.Int64) (*Outcome, error
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	cpu1, _ := processCPU()
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -264,6 +266,9 @@ func (p *Plan) Run(ctx context.Context, progress *atomic.Int64) (*Outcome, error
 		}
 	}
 	out.Result = summarize(p, latency, status, elapsed)
+	if cpuOK && n > 0 {
+		out.Result.LoadCPUPerRequest = float64(cpu1-cpu0) / float64(time.Microsecond) / float64(n)
+	}
 	if firstErr != nil {
 		out.Result.FirstError = firstErr.Error()
 	}

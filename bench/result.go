@@ -11,17 +11,22 @@ import (
 
 // Result summarises a run. Latencies are in milliseconds.
 type Result struct {
-	URL         string         `json:"url"`
-	Requests    int            `json:"requests"`
-	Events      int            `json:"events"`
-	Duplicates  int            `json:"duplicates"`
-	Connections int            `json:"connections"`
-	Seconds     float64        `json:"seconds"`
-	RPS         float64        `json:"requests_per_second"`
-	Latency     Latency        `json:"latency_ms"`
-	Status      map[string]int `json:"status"` // HTTP status code, or "error" for a transport failure
-	FirstError  string         `json:"first_error,omitempty"`
-	Verify      *Report        `json:"verify,omitempty"`
+	URL         string  `json:"url"`
+	Requests    int     `json:"requests"`
+	Events      int     `json:"events"`
+	Duplicates  int     `json:"duplicates"`
+	Connections int     `json:"connections"`
+	Seconds     float64 `json:"seconds"`
+	RPS         float64 `json:"requests_per_second"`
+	Latency     Latency `json:"latency_ms"`
+	// LoadCPUPerRequest is the load generator's own CPU time (user and
+	// system) per request during the timed run, in microseconds: on a machine
+	// it shares with the receiver, what the load itself costs. 0 where the
+	// platform does not report it.
+	LoadCPUPerRequest float64        `json:"load_cpu_us_per_request,omitempty"`
+	Status            map[string]int `json:"status"` // HTTP status code, or "error" for a transport failure
+	FirstError        string         `json:"first_error,omitempty"`
+	Verify            *Report        `json:"verify,omitempty"`
 }
 
 // Latency percentiles in milliseconds.
@@ -90,6 +95,9 @@ func (r *Result) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "  throughput   %.0f requests/s\n", r.RPS)
 	fmt.Fprintf(w, "  latency      p50 %.2f ms  p90 %.2f ms  p99 %.2f ms  max %.2f ms\n",
 		r.Latency.P50, r.Latency.P90, r.Latency.P99, r.Latency.Max)
+	if r.LoadCPUPerRequest > 0 {
+		fmt.Fprintf(w, "  load CPU     %.0f µs per request (this load generator's own user+system time)\n", r.LoadCPUPerRequest)
+	}
 	codes := make([]string, 0, len(r.Status))
 	for code := range r.Status {
 		codes = append(codes, code)

@@ -19,9 +19,11 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/hookledger/hookledger/bench"
 	"github.com/hookledger/hookledger/bench/cmd/internal/harness"
@@ -75,6 +77,9 @@ type round struct {
 	Ref, Serve             bench.Result
 	RefSingle, ServeSingle bench.Result
 	PeakRSSMB              float64
+	// The server process's CPU time (user and system) per request during
+	// the main load, in microseconds.
+	RefCPU, ServeCPU float64
 }
 
 func run(ctx context.Context, o options) error {
@@ -128,7 +133,7 @@ func (h *runner) round(ctx context.Context, r int) (round, error) {
 	if err != nil {
 		return rd, err
 	}
-	rd.Ref, err = h.load(ctx, ref.URL, h.o.conns, h.o.events, "")
+	rd.Ref, rd.RefCPU, err = h.measured(ctx, ref, "")
 	if err == nil {
 		rd.RefSingle, err = h.load(ctx, ref.URL, 1, h.o.single, "")
 	}
@@ -143,7 +148,7 @@ func (h *runner) round(ctx context.Context, r int) (round, error) {
 		return rd, err
 	}
 	defer srv.Stop()
-	if rd.Serve, err = h.load(ctx, srv.URL, h.o.conns, h.o.events, data); err != nil {
+	if rd.Serve, rd.ServeCPU, err = h.measured(ctx, srv, data); err != nil {
 		return rd, fmt.Errorf("serve: %w", err)
 	}
 	if rd.ServeSingle, err = h.load(ctx, srv.URL, 1, h.o.single, data); err != nil {
@@ -161,6 +166,24 @@ func (h *runner) launch(ctx context.Context, name, data string, args ...string) 
 	}
 	args = append(args, "--listen", "127.0.0.1:0", "--data", data)
 	return h.Start(ctx, name, data, data+".log", args...)
+}
+
+// measured runs the main load (-c connections) against srv and also returns
+// the server's CPU time per request during it, in microseconds.
+func (h *runner) measured(ctx context.Context, srv *harness.Server, data string) (bench.Result, float64, error) {
+	cpu0, err := srv.CPU()
+	if err != nil {
+		return bench.Result{}, 0, err
+	}
+	res, err := h.load(ctx, srv.URL, h.o.conns, h.o.events, data)
+	if err != nil {
+		return res, 0, err
+	}
+	cpu1, err := srv.CPU()
+	if err != nil {
+		return res, 0, err
+	}
+	return res, float64(cpu1-cpu0) / float64(time.Microsecond) / float64(res.Requests), nil
 }
 
 // load runs `hookledger bench` against url; with data set it also verifies.
@@ -226,6 +249,7 @@ func report(w io.Writer, o options, rounds []round) error {
 	fmt.Fprintf(w, "p99 c=%-3d             %7.2f ms %7.2f ms  %.2f\n", o.conns, refP99, srvP99, srvP99/refP99)
 	fmt.Fprintf(w, "p50 c=1               %7.2f ms %7.2f ms  %.2f\n", refP50, srvP50, srvP50/refP50)
 	fmt.Fprintf(w, "serve peak RSS        %.1f MB (VmHWM)\n\n", rss)
+	writeCPU(w, o, rounds, refRPS)
 
 	ok := true
 	check := func(name string, met bool, got string) {
@@ -255,6 +279,25 @@ func report(w io.Writer, o options, rounds []round) error {
 		fmt.Fprintln(w, "\nsome targets are not met")
 	}
 	return nil
+}
+
+// writeCPU prints where the machine's CPU went at -c connections: the server's
+// and the load generator's CPU time per request, and the throughput serve
+// could reach if every core were busy at that cost per request.
+func writeCPU(w io.Writer, o options, rounds []round, refRPS float64) {
+	med := func(f func(round) float64) float64 { return harness.Median(collect(rounds, f)) }
+	refSrv, refLoad := med(func(r round) float64 { return r.RefCPU }), med(func(r round) float64 { return r.Ref.LoadCPUPerRequest })
+	srvSrv, srvLoad := med(func(r round) float64 { return r.ServeCPU }), med(func(r round) float64 { return r.Serve.LoadCPUPerRequest })
+	if refLoad == 0 || srvLoad == 0 {
+		return // the load generator could not measure its CPU here
+	}
+	cores := runtime.NumCPU()
+	fmt.Fprintf(w, "CPU per request, c=%d   server   load generator   total (µs, user+system)\n", o.conns)
+	fmt.Fprintf(w, "reference             %7.0f   %7.0f          %7.0f\n", refSrv, refLoad, refSrv+refLoad)
+	fmt.Fprintf(w, "serve                 %7.0f   %7.0f          %7.0f\n", srvSrv, srvLoad, srvSrv+srvLoad)
+	ceiling := float64(cores) * 1e6 / (srvSrv + srvLoad)
+	fmt.Fprintf(w, "serve with all %d cores busy at that cost: at most %.0f req/s, ratio at most %.2f\n\n",
+		cores, ceiling, ceiling/refRPS)
 }
 
 // scalingTable measures reference, serve on an empty database and serve on a

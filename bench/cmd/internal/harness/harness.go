@@ -145,6 +145,31 @@ func (s *Server) Stop() {
 	})
 }
 
+// CPU reads the CPU time (user and system, all threads) the server has used so
+// far from /proc/PID/stat, whose clock ticks are USER_HZ = 100 on Linux.
+func (s *Server) CPU() (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
+	if err != nil {
+		return 0, fmt.Errorf("read CPU time: %w", err)
+	}
+	// The command name is in parentheses and may hold spaces: count fields
+	// after its closing parenthesis, where field 3 (state) comes first.
+	_, rest, ok := strings.Cut(string(b), ") ")
+	f := strings.Fields(rest)
+	if !ok || len(f) < 13 {
+		return 0, fmt.Errorf("parse /proc/%d/stat: too few fields", s.cmd.Process.Pid)
+	}
+	var ticks int64
+	for _, v := range f[11:13] { // utime (14) and stime (15)
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("parse /proc/%d/stat: %w", s.cmd.Process.Pid, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond, nil
+}
+
 // PeakRSS reads the kernel's high-water mark of the process's resident set, in MB.
 func (s *Server) PeakRSS() (float64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
