@@ -177,11 +177,10 @@ func (w *Writer) commit(batch []*job) {
 		return
 	}
 	for i, j := range batch {
-		if err != nil {
-			j.reply <- err // nothing in this batch is durable
-		} else {
-			j.reply <- errs[i]
+		if errs[i] == nil {
+			errs[i] = err // nothing in this batch is durable
 		}
+		j.reply <- errs[i]
 	}
 }
 
@@ -202,7 +201,10 @@ func (w *Writer) apply(batch []*job, errs []error, isolate bool) (failed bool, e
 		switch {
 		case errs[i] != nil:
 		case isolate:
-			errs[i] = btx.isolated(ctx, j.op)
+			var txErr error
+			if errs[i], txErr = btx.isolated(ctx, j.op); txErr != nil {
+				return false, txErr // the savepoint could not be undone: commit nothing
+			}
 		default:
 			if errs[i] = j.op.Apply(ctx, btx); errs[i] != nil {
 				return true, nil
@@ -264,20 +266,22 @@ func (b *Tx) chainHead(ctx context.Context) (*ledger.Chain, error) {
 	return &b.chain, nil
 }
 
-// isolated applies op inside a savepoint, so a failing op undoes only its own writes.
-func (b *Tx) isolated(ctx context.Context, op Op) error {
+// isolated applies op inside a savepoint, so a failing op undoes only its own
+// writes: opErr is op's error. txErr means the savepoint itself failed, so the
+// op's writes may still be in the transaction and it must not commit.
+func (b *Tx) isolated(ctx context.Context, op Op) (opErr, txErr error) {
 	if _, err := b.ExecContext(ctx, "SAVEPOINT op"); err != nil {
-		return err
+		return nil, fmt.Errorf("savepoint: %w", err)
 	}
 	saved, savedReady := b.chain, b.chainReady
-	if err := op.Apply(ctx, b); err != nil {
+	if opErr = op.Apply(ctx, b); opErr != nil {
 		b.chain, b.chainReady = saved, savedReady
-		_, rerr := b.ExecContext(ctx, "ROLLBACK TO op")
-		if rerr == nil {
-			_, rerr = b.ExecContext(ctx, "RELEASE op")
+		if _, err := b.ExecContext(ctx, "ROLLBACK TO op"); err != nil {
+			return opErr, fmt.Errorf("rollback to savepoint: %w", err)
 		}
-		return errors.Join(err, rerr)
 	}
-	_, err := b.ExecContext(ctx, "RELEASE op")
-	return err
+	if _, err := b.ExecContext(ctx, "RELEASE op"); err != nil {
+		return opErr, fmt.Errorf("release savepoint: %w", err)
+	}
+	return opErr, nil
 }

@@ -82,13 +82,17 @@ func Prune(ctx context.Context, db *schema.DB, w *receiver.Writer, p Retention, 
 		if dryRun {
 			err = db.Read.GetContext(ctx, &rep.RedeliveryRequestsDeleted, `SELECT COUNT(*) FROM redelivery_requests WHERE requested_at < ?`, cut.UnixMilli())
 		} else {
+			var n int64 // reported only once the delete has committed
 			err = w.Submit(ctx, receiver.OpFunc(func(ctx context.Context, tx *receiver.Tx) error {
 				res, err := tx.ExecContext(ctx, `DELETE FROM redelivery_requests WHERE requested_at < ?`, cut.UnixMilli())
 				if err == nil {
-					rep.RedeliveryRequestsDeleted, err = res.RowsAffected()
+					n, err = res.RowsAffected()
 				}
 				return err
 			}))
+			if err == nil {
+				rep.RedeliveryRequestsDeleted = n
+			}
 		}
 		if err != nil {
 			return rep, fmt.Errorf("prune redelivery requests: %w", err)

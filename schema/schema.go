@@ -233,8 +233,12 @@ func migrate(ctx context.Context, db *sqlx.DB) (err error) {
 		}
 		if len(violations) > 0 {
 			v := violations[0]
-			return fmt.Errorf("foreign_key_check: %d rows violate a foreign key, the first in %s (rowid %d) -> %s",
-				len(violations), v.Table, v.RowID.Int64, v.Parent)
+			row := "a WITHOUT ROWID row"
+			if v.RowID.Valid {
+				row = fmt.Sprintf("rowid %d", v.RowID.Int64)
+			}
+			return fmt.Errorf("foreign_key_check: %d rows violate a foreign key, the first in %s (%s) -> %s",
+				len(violations), v.Table, row, v.Parent)
 		}
 	}
 	return tx.Commit()
