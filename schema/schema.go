@@ -237,7 +237,8 @@ func migrate(ctx context.Context, db *sqlx.DB) (err error) {
 			if v.RowID.Valid {
 				row = fmt.Sprintf("rowid %d", v.RowID.Int64)
 			}
-			return fmt.Errorf("foreign_key_check: %d rows violate a foreign key, the first in %s (%s) -> %s",
+			return fmt.Errorf("foreign_key_check: %d rows violate a foreign key, the first in %s (%s) -> %s; "+
+				"nothing was migrated: `sqlite3 DB 'PRAGMA foreign_key_check'` lists them, repair or remove them and start again",
 				len(violations), v.Table, row, v.Parent)
 		}
 	}
