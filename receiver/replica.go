@@ -67,8 +67,8 @@ func (w *Writer) stopReplicaStage() {
 }
 
 // awaitReplica is called by the writer goroutine after a successful COMMIT in
-// place of replying. Items whose own op failed were rolled back to their
-// savepoint, so there is nothing of theirs to replicate: they get their error
+// place of replying. Items whose own op failed left nothing in the committed
+// transaction, so there is nothing of theirs to replicate: they get their error
 // at once. The rest wait for the replica.
 func (w *Writer) awaitReplica(batch []*job, errs []error) {
 	s := w.replica
