@@ -130,12 +130,10 @@ func (s *hmacScheme) Verify(h http.Header, body []byte, keys [][]byte, now time.
 		if t = h.Get(s.opts.TimestampHeader); t == "" {
 			return time.Time{}, false, missing(s.opts.TimestampHeader)
 		}
+		var signed bool
 		var err error
-		if ts, err = parseUnix(t); err != nil {
-			return time.Time{}, false, err
-		}
-		if err := checkAge(ts, now, tolerance); err != nil {
-			return ts, true, err
+		if ts, signed, err = signedAt(t, now, tolerance); err != nil {
+			return ts, signed, err
 		}
 	}
 	if s.signsID {

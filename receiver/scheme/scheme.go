@@ -252,6 +252,17 @@ func checkAge(ts, now time.Time, tolerance time.Duration) error {
 	return nil
 }
 
+// signedAt parses the signed timestamp t and checks its age: the time and
+// "signed" results every timestamped scheme's Verify returns, and the error
+// that ends it early (a malformed t, or a timestamp outside the tolerance).
+func signedAt(t string, now time.Time, tolerance time.Duration) (time.Time, bool, error) {
+	ts, err := parseUnix(t)
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	return ts, true, checkAge(ts, now, tolerance)
+}
+
 // missing reports an absent required header.
 func missing(header string) error {
 	return fmt.Errorf("%s: %w", header, ErrMissingSignature)

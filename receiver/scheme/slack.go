@@ -36,12 +36,9 @@ func (slackScheme) Verify(h http.Header, body []byte, keys [][]byte, now time.Ti
 	if err := sigs.add(hexEncoding, hexSig); err != nil {
 		return time.Time{}, false, err
 	}
-	ts, err := parseUnix(t)
+	ts, signed, err := signedAt(t, now, tolerance)
 	if err != nil {
-		return time.Time{}, false, err
-	}
-	if err := checkAge(ts, now, tolerance); err != nil {
-		return ts, true, err
+		return ts, signed, err
 	}
 	var buf [32]byte
 	pre := append(append(append(buf[:0], "v0:"...), t...), ':')

@@ -68,12 +68,9 @@ func (standardScheme) Verify(h http.Header, body []byte, keys [][]byte, now time
 			}
 		}
 	}
-	ts, err := parseUnix(t)
+	ts, signed, err := signedAt(t, now, tolerance)
 	if err != nil {
-		return time.Time{}, false, err
-	}
-	if err := checkAge(ts, now, tolerance); err != nil {
-		return ts, true, err
+		return ts, signed, err
 	}
 	if sigs.n == 0 {
 		return ts, true, fmt.Errorf("no v1 signature: %w", ErrMismatch)

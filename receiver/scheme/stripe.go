@@ -48,12 +48,9 @@ func (stripeScheme) Verify(h http.Header, body []byte, keys [][]byte, now time.T
 	if t == "" {
 		return time.Time{}, false, fmt.Errorf("no t= timestamp: %w", ErrMalformedSignature)
 	}
-	ts, err := parseUnix(t)
+	ts, signed, err := signedAt(t, now, tolerance)
 	if err != nil {
-		return time.Time{}, false, err
-	}
-	if err := checkAge(ts, now, tolerance); err != nil {
-		return ts, true, err
+		return ts, signed, err
 	}
 	if sigs.n == 0 {
 		return ts, true, fmt.Errorf("no v1 signature: %w", ErrMismatch)
