@@ -41,9 +41,6 @@ func adjustCommand() *cli.Command {
 
 func adjust(c *cli.Context) error {
 	format := c.String("format")
-	if err := checkFormat(format); err != nil {
-		return err
-	}
 	// Missing values are reported by Validate in one clear line rather than
 	// by the flag parser's help screen.
 	if c.String("quantity") == "" {

@@ -33,9 +33,6 @@ func auditCommand() *cli.Command {
 			),
 			Action: func(c *cli.Context) error {
 				format := c.String("format")
-				if err := checkFormat(format); err != nil {
-					return err
-				}
 				f := reconcile.MismatchFilter{Provider: c.String("provider")}
 				if s := c.String("since"); s != "" {
 					d, err := config.ParseDuration(s)

@@ -63,7 +63,7 @@ func (e *cliEnv) run(args ...string) (string, error) {
 	cmd := append([]string{"hookledger", args[0]}, args[1:]...)
 	// --config goes right after the (sub)command names.
 	at := 2
-	for at < len(cmd) && map[string]bool{"late": true, "close": true, "list": true, "show": true, "seed": true}[cmd[at]] {
+	for at < len(cmd) && map[string]bool{"late": true, "close": true, "list": true, "show": true, "seed": true, "mismatches": true}[cmd[at]] {
 		at++
 	}
 	cmd = append(cmd[:at], append([]string{"--config", e.config}, cmd[at:]...)...)
@@ -389,5 +389,43 @@ func TestUsageCLIErrors(t *testing.T) {
 	out := e.mustRun("usage", "--group-by", "", "--meter", "users", "--format", "csv")
 	if out != "aggregation,quantity,unit,events,adjustments\nunique_count,2,users,12,0\n" {
 		t.Fatalf("one total:\n%q", out)
+	}
+}
+
+// A bad --format (flag or HOOKLEDGER_FORMAT) is refused by the flag itself,
+// before the command opens or creates anything.
+func TestBadFormatIsRefusedBeforeTheCommandRuns(t *testing.T) {
+	e := newCLIEnv(t)
+	// FORMAT marks where --format goes: before any positional argument.
+	commands := [][]string{
+		{"usage", "FORMAT"}, {"usage", "late", "FORMAT"}, {"invoice", "list", "FORMAT"}, {"invoice", "show", "FORMAT", "1"},
+		{"verify", "FORMAT"}, {"audit", "mismatches", "FORMAT"},
+		{"adjust", "FORMAT", "--customer", "c", "--meter", "api", "--quantity", "1", "--reason", "r"},
+	}
+	with := func(cmd []string, format ...string) []string {
+		var args []string
+		for _, a := range cmd {
+			if a == "FORMAT" {
+				args = append(args, format...)
+			} else {
+				args = append(args, a)
+			}
+		}
+		return args
+	}
+	want := `--format: "xml" is not one of table, json, csv`
+	for _, cmd := range commands {
+		if _, err := e.run(with(cmd, "--format", "xml")...); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%v --format xml: %v, want %q", cmd, err, want)
+		}
+	}
+	t.Setenv("HOOKLEDGER_FORMAT", "xml")
+	for _, cmd := range commands {
+		if _, err := e.run(with(cmd)...); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%v with HOOKLEDGER_FORMAT=xml: %v, want %q", cmd, err, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(e.dir, "data")); !os.IsNotExist(err) {
+		t.Errorf("a refused command created the data directory: %v", err)
 	}
 }

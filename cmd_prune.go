@@ -23,9 +23,6 @@ func pruneCommand() *cli.Command {
 		),
 		Action: func(c *cli.Context) error {
 			format := c.String("format")
-			if err := checkFormat(format); err != nil {
-				return err
-			}
 			cfg, _, err := loadConfig(c)
 			if err != nil {
 				return err

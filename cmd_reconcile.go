@@ -46,9 +46,6 @@ func reconcileCommand() *cli.Command {
 
 func reconcileAction(c *cli.Context) error {
 	format := c.String("format")
-	if err := checkFormat(format); err != nil {
-		return err
-	}
 	cfg, _, err := loadConfig(c)
 	if err != nil {
 		return err

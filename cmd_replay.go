@@ -37,9 +37,6 @@ func replayCommand() *cli.Command {
 
 func replayAction(c *cli.Context) error {
 	format := c.String("format")
-	if err := checkFormat(format); err != nil {
-		return err
-	}
 	f := receiver.ReplayFilter{Provider: c.String("provider"), EventID: c.String("event"), Status: c.String("status")}
 	switch {
 	case (f.EventID == "") == (f.Status == ""):

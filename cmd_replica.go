@@ -263,7 +263,7 @@ func replicaCommand() *cli.Command {
 				"Exits non-zero when the replica cannot be read.",
 			Flags: []cli.Flag{
 				litestreamConfigFlag(),
-				&cli.StringFlag{Name: "format", Value: "table", EnvVars: []string{"HOOKLEDGER_FORMAT"}, Usage: "table, json or csv"},
+				formatFlag(),
 			},
 			Action: replicaStatus,
 		}},
@@ -289,9 +289,6 @@ type replicaStatusJSON struct {
 
 func replicaStatus(c *cli.Context) error {
 	format := c.String("format")
-	if err := checkFormat(format); err != nil {
-		return err
-	}
 	if c.Args().Present() {
 		return fmt.Errorf("unexpected argument %q", c.Args().First())
 	}

@@ -11,11 +11,6 @@ import (
 	"github.com/hookledger/hookledger/schema"
 )
 
-func formatFlag() cli.Flag {
-	return &cli.StringFlag{Name: "format", Value: "table", EnvVars: []string{"HOOKLEDGER_FORMAT"},
-		Usage: "output as table, json or csv (RFC 4180)"}
-}
-
 func tzFlag() cli.Flag {
 	return &cli.StringFlag{Name: "tz", Value: "UTC", EnvVars: []string{"HOOKLEDGER_TZ"},
 		Usage: "IANA time zone for date arguments and grouping, e.g. Europe/Berlin"}
@@ -50,9 +45,6 @@ func usageCommand() *cli.Command {
 
 func usage(c *cli.Context) error {
 	format := c.String("format")
-	if err := checkFormat(format); err != nil {
-		return err
-	}
 	meters, err := loadMeters(c)
 	if err != nil {
 		return err
@@ -99,9 +91,6 @@ func usageLateCommand() *cli.Command {
 		),
 		Action: func(c *cli.Context) error {
 			format := c.String("format")
-			if err := checkFormat(format); err != nil {
-				return err
-			}
 			meters, err := loadMeters(c)
 			if err != nil {
 				return err

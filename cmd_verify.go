@@ -20,9 +20,6 @@ func verifyCommand() *cli.Command {
 		Flags: append(configFlags(), formatFlag()),
 		Action: func(c *cli.Context) error {
 			format := c.String("format")
-			if err := checkFormat(format); err != nil {
-				return err
-			}
 			db, err := openExisting(c)
 			if err != nil {
 				return err

@@ -7,10 +7,20 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
 )
 
 // formatFlag values.
 var formats = []string{"table", "json", "csv"}
+
+// formatFlag is --format for every command that prints records. The flag
+// checks its own value, so a bad one fails before the command does anything.
+func formatFlag() cli.Flag {
+	return &cli.StringFlag{Name: "format", Value: "table", EnvVars: []string{"HOOKLEDGER_FORMAT"},
+		Usage:  "output as table, json or csv (RFC 4180)",
+		Action: func(_ *cli.Context, f string) error { return checkFormat(f) }}
+}
 
 func checkFormat(f string) error {
 	for _, ok := range formats {
