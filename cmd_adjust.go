@@ -32,7 +32,7 @@ func adjustCommand() *cli.Command {
 				Usage: "what is corrected: event:PROVIDER/EVENT_ID, row:ID (ledger row) or invoice:ID"},
 			&cli.StringFlag{Name: "occurred-at", EnvVars: []string{"HOOKLEDGER_OCCURRED_AT"},
 				Usage: "event time of the adjustment (default: the ref's event time or period start, else now)"},
-			tzFlag(),
+			tzFlag("IANA time zone for a date or local time in --occurred-at, e.g. Europe/Berlin"),
 			formatFlag(),
 		),
 		Action: adjust,

@@ -189,12 +189,21 @@ func referenceServerCommand() *cli.Command {
 		Description: "Uses the same configuration, providers, signature verification, JSON validation and usage\n" +
 			"mapping as `hookledger serve`, then answers 200 without writing anything. The difference\n" +
 			"between the two under the same load is the cost of durable custody.",
-		Flags: append(configFlags(),
+		Flags: append(referenceConfigFlags(),
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:8081", EnvVars: []string{"HOOKLEDGER_BENCH_LISTEN"},
 				Usage: "address to listen on (port 0 picks a free port; the address is logged)"},
 		),
 		Action: referenceServer,
 	}
+}
+
+// referenceConfigFlags are serve's --config and --data; the reference stores
+// nothing, so its data directory only holds the generated default secret.
+func referenceConfigFlags() []cli.Flag {
+	flags := configFlags()
+	flags[1] = &cli.StringFlag{Name: "data", EnvVars: []string{"HOOKLEDGER_DATA"},
+		Usage: "data directory holding the generated default secret, as for serve; nothing is stored (default: the config's data, else ./data)"}
+	return flags
 }
 
 func referenceServer(c *cli.Context) error {
@@ -234,7 +243,8 @@ func prefillCommand() *cli.Command {
 		Name:  "prefill",
 		Usage: "write N applied events straight into a database, for measuring against a large ledger",
 		Description: "Benchmark fixture only: inserts receipts, delivery attempts and hash-chained usage rows\n" +
-			"(meter \"prefill\") directly, 100,000 per transaction, bypassing HTTP and the writer.\n" +
+			"(meter \"prefill\") through the writer and the webhook path's Delivery.Apply, 100,000 per\n" +
+			"transaction, without HTTP or signatures.\n" +
 			"Never run it against a database whose ledger you bill from.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "data", Required: true, EnvVars: []string{"HOOKLEDGER_DATA"},

@@ -23,7 +23,7 @@ func devCommand() *cli.Command {
 					"api_requests (sum), storage_gb (max) and active_users (unique_count of property user). Event ids\n" +
 					"are random per run, so seeding twice adds more. Never point it at a production database.",
 				Flags: append(configFlags(),
-					&cli.IntFlag{Name: "rows", Required: true, EnvVars: []string{"HOOKLEDGER_SEED_ROWS"}, Usage: "number of usage rows to add"},
+					&cli.IntFlag{Name: "rows", Required: true, DefaultText: "none, required", EnvVars: []string{"HOOKLEDGER_SEED_ROWS"}, Usage: "number of usage rows to add"},
 					&cli.IntFlag{Name: "customers", Value: 10_000, EnvVars: []string{"HOOKLEDGER_SEED_CUSTOMERS"}, Usage: "number of distinct customers"},
 					&cli.StringFlag{Name: "from", Value: "2026-01", EnvVars: []string{"HOOKLEDGER_SEED_FROM"}, Usage: "first event time (RFC 3339, date or month, UTC)"},
 					&cli.IntFlag{Name: "months", Value: 12, EnvVars: []string{"HOOKLEDGER_SEED_MONTHS"}, Usage: "spread events evenly over this many months"},

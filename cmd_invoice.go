@@ -28,7 +28,7 @@ func invoiceCommand() *cli.Command {
 				Usage: "close a month: freeze its invoices (closing again returns the same invoices)",
 				Flags: append(configFlags(),
 					&cli.StringFlag{Name: "period", Required: true, EnvVars: []string{"HOOKLEDGER_PERIOD"}, Usage: "the month to close, YYYY-MM"},
-					tzFlag(),
+					tzFlag("IANA time zone whose month is closed, e.g. Europe/Berlin"),
 					&cli.StringFlag{Name: "customer", EnvVars: []string{"HOOKLEDGER_CUSTOMER"}, Usage: "close for this customer only"},
 					&cli.BoolFlag{Name: "all", EnvVars: []string{"HOOKLEDGER_ALL"}, Usage: "close for every customer"},
 					&cli.DurationFlag{Name: "grace", Value: time.Hour, EnvVars: []string{"HOOKLEDGER_GRACE"},

@@ -36,7 +36,7 @@ func replicationFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "ack-after-replica", EnvVars: []string{"HOOKLEDGER_ACK_AFTER_REPLICA"},
 			Usage: "answer 2xx only once the replica holds the event (same as durability: replica in the config); the replica being down then means 503s"},
 		&cli.DurationFlag{Name: "shutdown-sync-timeout", EnvVars: []string{"HOOKLEDGER_SHUTDOWN_SYNC_TIMEOUT"},
-			Usage: "bound on the final replica sync at shutdown (default: litestream.yml's shutdown-sync-timeout, else 10s)"},
+			Usage: "bound on the final replica sync at shutdown", DefaultText: "litestream.yml's shutdown-sync-timeout, else 10s"},
 	}
 }
 

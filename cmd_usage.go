@@ -11,9 +11,9 @@ import (
 	"github.com/hookledger/hookledger/schema"
 )
 
-func tzFlag() cli.Flag {
-	return &cli.StringFlag{Name: "tz", Value: "UTC", EnvVars: []string{"HOOKLEDGER_TZ"},
-		Usage: "IANA time zone for date arguments and grouping, e.g. Europe/Berlin"}
+// tzFlag is --tz; usage says what the zone applies to in this command.
+func tzFlag(usage string) cli.Flag {
+	return &cli.StringFlag{Name: "tz", Value: "UTC", EnvVars: []string{"HOOKLEDGER_TZ"}, Usage: usage}
 }
 
 func usageCommand() *cli.Command {
@@ -29,7 +29,7 @@ func usageCommand() *cli.Command {
 		Flags: append(configFlags(),
 			&cli.StringFlag{Name: "from", EnvVars: []string{"HOOKLEDGER_FROM"}, Usage: "start of the window, inclusive"},
 			&cli.StringFlag{Name: "to", EnvVars: []string{"HOOKLEDGER_TO"}, Usage: "end of the window, exclusive"},
-			tzFlag(),
+			tzFlag("IANA time zone for --from/--to and for hour, day and month grouping, e.g. Europe/Berlin"),
 			&cli.StringFlag{Name: "customer", EnvVars: []string{"HOOKLEDGER_CUSTOMER"}, Usage: "only this customer"},
 			&cli.StringFlag{Name: "meter", EnvVars: []string{"HOOKLEDGER_METER"}, Usage: "only this meter"},
 			&cli.StringFlag{Name: "group-by", Value: "customer,meter", EnvVars: []string{"HOOKLEDGER_GROUP_BY"},

@@ -73,7 +73,7 @@ func benchDelivery(id string, now time.Time) *Delivery {
 }
 
 // BenchmarkWriterBatch commits batches of a fixed size straight through the
-// writer's batch path (one transaction, a savepoint per item): the cost of the
+// writer's batch path (one transaction per batch): the cost of the
 // SQL per delivery and how one fsync is shared.
 func BenchmarkWriterBatch(b *testing.B) {
 	for _, size := range []int{1, 32, 128} {
