@@ -160,9 +160,19 @@ func TestEqualityChecksMigrationKeepsRowsAndConstraints(t *testing.T) {
 
 	// Deleting a receipt still cascades to its attempts and replays.
 	db.Write.MustExec(`DELETE FROM receipts WHERE id = 7`)
-	var attempts, replays int
-	db.Write.Get(&attempts, `SELECT COUNT(*) FROM delivery_attempts WHERE event_id = 'evt_1'`)
-	db.Write.Get(&replays, `SELECT COUNT(*) FROM replays`)
+	var attempts, replays, others int
+	for q, dst := range map[string]*int{
+		`SELECT COUNT(*) FROM delivery_attempts WHERE event_id = 'evt_1'`: &attempts,
+		`SELECT COUNT(*) FROM replays`:                                    &replays,
+		`SELECT COUNT(*) FROM delivery_attempts WHERE event_id = 'd-2'`:   &others,
+	} {
+		if err := db.Write.Get(dst, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if others != 1 {
+		t.Errorf("the other receipt's attempts: %d, want 1 (the cascade must stay with its receipt)", others)
+	}
 	if attempts != 0 || replays != 0 {
 		t.Errorf("after deleting the receipt: %d attempts, %d replays remain, want 0 and 0", attempts, replays)
 	}
@@ -186,10 +196,13 @@ func TestMigrationRefusesForeignKeyViolations(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	var version int
-	db.Get(&version, `SELECT MAX(version) FROM schema_migrations`)
-	var tables int
-	db.Get(&tables, `SELECT COUNT(*) FROM sqlite_schema WHERE name LIKE '%_new'`)
+	var version, tables int
+	if err := db.Get(&version, `SELECT MAX(version) FROM schema_migrations`); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Get(&tables, `SELECT COUNT(*) FROM sqlite_schema WHERE name LIKE '%_new'`); err != nil {
+		t.Fatal(err)
+	}
 	if version != 3 || tables != 0 {
 		t.Errorf("after the refused migration: version %d, %d leftover tables; want 3 and 0", version, tables)
 	}
