@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/receiver"
+	"github.com/hookledger/hookledger/schema"
 )
 
 const benchTestSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -125,5 +127,16 @@ func TestBenchPrefill(t *testing.T) {
 	}
 	if !strings.Contains(out, "wrote 20 events to "+filepath.Join(dir, "hookledger.db")) {
 		t.Fatalf("output %q", out)
+	}
+	db, err := schema.Open(context.Background(), filepath.Join(dir, schema.FileName), schema.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, table := range []string{"receipts", "delivery_attempts", "metered_usage"} {
+		var n int
+		if err := db.Read.Get(&n, "SELECT COUNT(*) FROM "+table); err != nil || n != 20 {
+			t.Errorf("%s: %d rows (%v), want 20", table, n, err)
+		}
 	}
 }

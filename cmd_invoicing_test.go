@@ -86,6 +86,21 @@ type usageEvent struct {
 }
 
 // write appends events through the real apply path with a writer clock set to recorded.
+// count runs a COUNT query on the database, read-only.
+func (e *cliEnv) count(query string) int {
+	e.t.Helper()
+	db, err := schema.Open(context.Background(), filepath.Join(e.dir, "data", schema.FileName), schema.Options{ReadOnly: true})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.Read.Get(&n, query); err != nil {
+		e.t.Fatal(err)
+	}
+	return n
+}
+
 func (e *cliEnv) write(recorded time.Time, events ...usageEvent) {
 	e.t.Helper()
 	ctx := context.Background()
@@ -280,6 +295,9 @@ func TestInvoiceAdjustVerifyCLI(t *testing.T) {
 	}
 	if _, err := e.run("invoice", "close", "--period", "2026-1", "--all"); err == nil || !strings.Contains(err.Error(), "YYYY-MM") {
 		t.Fatalf("bad period: %v", err)
+	}
+	if n := e.count("SELECT (SELECT COUNT(*) FROM period_closes) + (SELECT COUNT(*) FROM invoices) + (SELECT COUNT(*) FROM invoice_lines)"); n != 0 {
+		t.Fatalf("refused closes stored %d rows in period_closes, invoices and invoice_lines", n)
 	}
 	out := e.mustRun("invoice", "close", "--period", "2026-10", "--all", "--format", "json")
 	var res ledger.CloseResult

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -174,6 +175,11 @@ func TestReconcileCLIErrors(t *testing.T) {
 		out, err := e.run(tc.cmd, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v %v: err %v, want %q\n%s", tc.cmd, tc.args, err, tc.want, out)
+		}
+		if slices.Contains(tc.args, "--dry-run") {
+			if _, err := os.Stat(filepath.Join(e.dir, "data", "hookledger.db")); !os.IsNotExist(err) {
+				t.Errorf("%v %v created the database (stat: %v)", tc.cmd, tc.args, err)
+			}
 		}
 	}
 	// A config whose keys window is shorter than a provider's horizon stops every command.

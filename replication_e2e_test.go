@@ -144,6 +144,15 @@ func load(t *testing.T, url, runID string, n, c int) (*bench.Plan, *bench.Outcom
 // post sends one signed event and returns the status code and body.
 func post(t *testing.T, url, id string) (int, string) {
 	t.Helper()
+	code, body, err := tryPost(url, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return code, body
+}
+
+// tryPost sends one signed usage event; safe to call from any goroutine.
+func tryPost(url, id string) (int, string, error) {
 	s, _ := scheme.New("standard", scheme.HMACOptions{})
 	key, _ := s.Key(e2eSecret)
 	body := []byte(`{"type":"usage.recorded","data":{"customer":"cus_1","meter":"api","quantity":1,"occurred_at":"2026-11-29T10:00:00Z"}}`)
@@ -151,11 +160,11 @@ func post(t *testing.T, url, id string) (int, string) {
 	s.Sign(req.Header, body, key, id, "", time.Now())
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return 0, "", err
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
 }
 
 func openRO(t *testing.T, path string) *sql.DB {
@@ -654,7 +663,11 @@ func testS3BoundedShutdown(t *testing.T, bin string) {
 	hang.Store(true)
 	inflight := make(chan int, 1)
 	go func() {
-		code, _ := post(t, url, "evt_hung")
+		// Not post: t.Fatal from this goroutine would leave the test waiting on inflight.
+		code, _, err := tryPost(url, "evt_hung")
+		if err != nil {
+			t.Errorf("evt_hung: %v", err)
+		}
 		inflight <- code
 	}()
 	time.Sleep(200 * time.Millisecond) // evt_hung commits and waits for the replica

@@ -115,23 +115,28 @@ func TestReadmeTour(t *testing.T) {
 		t.Fatalf("third send: %v\n%s", err, out)
 	}
 
-	out, err = run(t, bin, dir, "usage", "--format", "json")
-	if err != nil {
-		t.Fatalf("usage: %v\n%s", err, out)
-	}
-	var totals []struct {
-		Customer, Meter, Quantity string
-		Events                    int
-	}
-	if err := json.Unmarshal([]byte(out), &totals); err != nil {
-		t.Fatalf("usage json: %v\n%s", err, out)
+	// usageTotals runs `usage --format json`: one "customer meter quantity events" per row.
+	usageTotals := func() string {
+		t.Helper()
+		out, err := run(t, bin, dir, "usage", "--format", "json")
+		if err != nil {
+			t.Fatalf("usage: %v\n%s", err, out)
+		}
+		var totals []struct {
+			Customer, Meter, Quantity string
+			Events                    int
+		}
+		if err := json.Unmarshal([]byte(out), &totals); err != nil {
+			t.Fatalf("usage json: %v\n%s", err, out)
+		}
+		var got []any
+		for _, r := range totals {
+			got = append(got, fmt.Sprintf("%s %s %s %d", r.Customer, r.Meter, r.Quantity, r.Events))
+		}
+		return fmt.Sprint(got)
 	}
 	want := fmt.Sprint([]any{"cus_1 api_requests 3 1", "cus_2 api_requests 0.25 1"})
-	var got []any
-	for _, r := range totals {
-		got = append(got, fmt.Sprintf("%s %s %s %d", r.Customer, r.Meter, r.Quantity, r.Events))
-	}
-	if fmt.Sprint(got) != want {
+	if got := usageTotals(); got != want {
 		t.Errorf("usage = %v, want %v", got, want)
 	}
 	out, err = run(t, bin, dir, "usage")
@@ -145,9 +150,12 @@ func TestReadmeTour(t *testing.T) {
 		t.Fatalf("serve exited with %v after SIGTERM\n%s", err, stderr.String())
 	}
 	_, stderr2, url2 := startServe(t, bin, dir, nil)
-	out, _ = run(t, bin, dir, "send", "--url", url2, "--customer", "cus_1", "--meter", "api_requests", "--quantity", "3", "--id", "evt_1")
-	if !strings.Contains(out, `"duplicate":true`) {
-		t.Errorf("after restart evt_1 is not a duplicate:\n%s", out)
+	out, err = run(t, bin, dir, "send", "--url", url2, "--customer", "cus_1", "--meter", "api_requests", "--quantity", "3", "--id", "evt_1")
+	if err != nil || !strings.Contains(out, `"duplicate":true`) {
+		t.Errorf("after restart evt_1 is not a duplicate: %v\n%s", err, out)
+	}
+	if got := usageTotals(); got != want {
+		t.Errorf("usage after the restart and the repeated send = %v, want %v", got, want)
 	}
 	if strings.Contains(stderr2.String(), "Generated a signing secret") {
 		t.Errorf("second start generated a new secret")

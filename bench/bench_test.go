@@ -388,23 +388,28 @@ func TestPrefillWritesAConsistentLedger(t *testing.T) {
 	if err := Prefill(context.Background(), db, "default", 250, time.Now(), nil); err != nil {
 		t.Fatal(err)
 	}
-	for table, want := range map[string]int{"receipts": 250, "delivery_attempts": 250, "metered_usage": 250} {
-		var n int
-		if err := db.Read.Get(&n, "SELECT COUNT(*) FROM "+table); err != nil {
+	// check asserts 250 rows in each custody table and their exact usage sum.
+	check := func(when string) {
+		t.Helper()
+		for table, want := range map[string]int{"receipts": 250, "delivery_attempts": 250, "metered_usage": 250} {
+			var n int
+			if err := db.Read.Get(&n, "SELECT COUNT(*) FROM "+table); err != nil {
+				t.Fatal(err)
+			}
+			if n != want {
+				t.Fatalf("%s: %s has %d rows, want %d", when, table, n, want)
+			}
+		}
+		var total int64
+		if err := db.Read.Get(&total, "SELECT SUM(quantity) FROM metered_usage WHERE meter = 'prefill'"); err != nil {
 			t.Fatal(err)
 		}
-		if n != want {
-			t.Fatalf("%s has %d rows, want %d", table, n, want)
+		// Event i has quantity (1 + i%1000) / 1000 units: 1..250 thousandths.
+		if want := int64(250*251/2) * 1000; total != want {
+			t.Fatalf("%s: total quantity %d micro-units, want %d", when, total, want)
 		}
 	}
-	var total int64
-	if err := db.Read.Get(&total, "SELECT SUM(quantity) FROM metered_usage WHERE meter = 'prefill'"); err != nil {
-		t.Fatal(err)
-	}
-	// Event i has quantity (1 + i%1000) / 1000 units: 1..250 thousandths.
-	if want := int64(250*251/2) * 1000; total != want {
-		t.Fatalf("total quantity %d micro-units, want %d", total, want)
-	}
+	check("after the prefill")
 	lv, err := ledger.Verify(context.Background(), db.Read)
 	if err != nil {
 		t.Fatal(err)
@@ -416,6 +421,7 @@ func TestPrefillWritesAConsistentLedger(t *testing.T) {
 	if err := Prefill(context.Background(), db, "default", 10, time.Now(), nil); err == nil || !strings.Contains(err.Error(), "insert receipt prefill-0") {
 		t.Fatalf("error %v, want a duplicate-receipt failure", err)
 	}
+	check("after the refused second prefill")
 }
 
 func TestPercentile(t *testing.T) {
