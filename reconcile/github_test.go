@@ -118,6 +118,13 @@ func TestGitHubFailedRedeliveryRequestIsAskedAgainNextRun(t *testing.T) {
 	if got := e.github.postCount("105"); got != 2 {
 		t.Errorf("g4: %d requests, want 2 (one refused, one accepted)", got)
 	}
+	if n := e.count(`SELECT COUNT(*) FROM redelivery_requests WHERE provider = 'github' AND event_id = 'g4'`); n != 1 {
+		t.Errorf("redelivery_requests rows for g4 = %d, want 1", n)
+	}
+	if n := e.count(`SELECT COUNT(*) FROM redelivery_requests WHERE provider = 'github' AND event_id = 'g4'
+		AND delivery_id = '105' AND status_code = 202`); n != 1 {
+		t.Errorf("redelivery_requests rows for g4 with delivery 105 and the accepted 202 = %d, want 1", n)
+	}
 	for _, id := range []string{"108", "107"} {
 		if got := e.github.postCount(id); got != 1 {
 			t.Errorf("delivery %s: %d requests, want 1", id, got)

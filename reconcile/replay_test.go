@@ -151,6 +151,12 @@ func TestReplayOutcomes(t *testing.T) {
 		if err != nil || rep.Selected != 1 || rep.Ignored != 1 {
 			t.Fatalf("err %v report %+v", err, rep)
 		}
+		if n := e.count(`SELECT COUNT(*) FROM receipts WHERE provider = 'stripe' AND event_id = 'evt_other' AND status = 'ignored'`); n != 1 {
+			t.Errorf("ignored receipts for evt_other = %d, want 1 (still ignored)", n)
+		}
+		if n := e.count(`SELECT COUNT(*) FROM metered_usage WHERE provider = 'stripe' AND event_id = 'evt_other'`); n != 0 {
+			t.Errorf("usage rows for the ignored evt_other = %d, want 0", n)
+		}
 	})
 	t.Run("since selects by receipt time", func(t *testing.T) {
 		rep, err := receiver.ReplayReceipts(ctx, e.db.Read, e.w, broken, "v2",
@@ -175,9 +181,25 @@ func TestReplayOutcomes(t *testing.T) {
 		if _, err := e.db.Write.Exec(`UPDATE receipts SET body = NULL WHERE event_id = 'evt_001'`); err != nil {
 			t.Fatal(err)
 		}
+		if n := e.count(`SELECT COUNT(*) FROM metered_usage`); n != 0 {
+			t.Fatalf("usage rows before the replay = %d, want 0 (every event failed or was ignored)", n)
+		}
 		rep, err := receiver.ReplayReceipts(ctx, e.db.Read, e.w, e.fixedMapper(), "v3", receiver.ReplayFilter{Provider: "stripe", Status: "failed"})
 		if err != nil || rep.Pruned != 1 || rep.Applied != 2 {
 			t.Fatalf("err %v report %+v", err, rep)
+		}
+		// Only evt_000 (value 1) and evt_002 (value 3) reached the ledger.
+		if n := e.count(`SELECT COUNT(*) FROM metered_usage`); n != 2 {
+			t.Errorf("usage rows = %d, want 2 (the pruned event added none)", n)
+		}
+		if got, want := e.usageSum("stripe"), ledger.Quantity(4)*ledger.Scale; got != want {
+			t.Errorf("usage %s, want %s", got, want)
+		}
+		if n := e.count(`SELECT COUNT(*) FROM metered_usage WHERE event_id = 'evt_001'`); n != 0 {
+			t.Errorf("usage rows for the pruned evt_001 = %d, want 0", n)
+		}
+		if n := e.count(`SELECT COUNT(*) FROM receipts WHERE provider = 'stripe' AND event_id = 'evt_001' AND status = 'failed'`); n != 1 {
+			t.Errorf("failed receipts for the pruned evt_001 = %d, want 1 (still failed)", n)
 		}
 	})
 	t.Run("storage errors are counted and returned", func(t *testing.T) {

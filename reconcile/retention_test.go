@@ -174,11 +174,11 @@ func TestRedeliveryOfPrunedEventIsDuplicate(t *testing.T) {
 		!ms[0].OriginalTime.Equal(testNow.Add(-40*24*time.Hour)) || !ms[0].DuplicateTime.Equal(testNow) {
 		t.Errorf("mismatches %+v", ms)
 	}
-	if ms, _ := Mismatches(ctx, e.db.Read, MismatchFilter{Provider: "github"}); len(ms) != 0 {
-		t.Errorf("provider filter: %+v", ms)
+	if ms, err := Mismatches(ctx, e.db.Read, MismatchFilter{Provider: "github"}); err != nil || len(ms) != 0 {
+		t.Errorf("provider filter: %+v (err %v)", ms, err)
 	}
-	if ms, _ := Mismatches(ctx, e.db.Read, MismatchFilter{Since: testNow.Add(time.Second)}); len(ms) != 0 {
-		t.Errorf("since filter: %+v", ms)
+	if ms, err := Mismatches(ctx, e.db.Read, MismatchFilter{Since: testNow.Add(time.Second)}); err != nil || len(ms) != 0 {
+		t.Errorf("since filter: %+v (err %v)", ms, err)
 	}
 }
 

@@ -46,6 +46,18 @@ func (e *env) reconcileIDs(provider string) []string {
 	return ids
 }
 
+// checkReconciled asserts the ledger total and that exactly the missing ids
+// were inserted with source 'reconcile'.
+func (e *env) checkReconciled(provider string, missing []string, total ledger.Quantity) {
+	e.t.Helper()
+	if got := e.usageSum(provider); got != total {
+		e.t.Errorf("ledger total %s, want %s", got, total)
+	}
+	if got := e.reconcileIDs(provider); strings.Join(got, ",") != strings.Join(missing, ",") {
+		e.t.Errorf("reconciled ids\n got %v\nwant %v", got, missing)
+	}
+}
+
 func TestStripeReconcileInsertsExactlyTheMissingEvents(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	missing, total := stripeFixture(t, e)
@@ -216,7 +228,7 @@ func TestStripe500OnPage2KeepsCheckpointAfterPage1(t *testing.T) {
 
 func TestStripeTransient5xxIsRetried(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	stripeFixture(t, e)
+	missing, total := stripeFixture(t, e)
 	e.stripe.fail = func(page, attempt int) (int, string) {
 		if page == 2 && attempt == 1 {
 			return 503, ""
@@ -227,11 +239,12 @@ func TestStripeTransient5xxIsRetried(t *testing.T) {
 	if err != nil || rep.Inserted != 17 || !rep.Complete {
 		t.Fatalf("err %v report %+v", err, rep)
 	}
+	e.checkReconciled("stripe", missing, total)
 }
 
 func TestStripe429RetryAfterIsHonored(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	stripeFixture(t, e)
+	missing, total := stripeFixture(t, e)
 	e.stripe.fail = func(page, attempt int) (int, string) {
 		if page == 1 && attempt == 1 {
 			return 429, "1"
@@ -242,6 +255,7 @@ func TestStripe429RetryAfterIsHonored(t *testing.T) {
 	if err != nil || rep.Inserted != 17 {
 		t.Fatalf("err %v report %+v", err, rep)
 	}
+	e.checkReconciled("stripe", missing, total)
 	l := e.stripe.log()
 	if l[0].Code != 429 || l[1].Code != 200 || l[1].Page != 1 {
 		t.Fatalf("requests %+v", l)
@@ -280,6 +294,12 @@ func TestStripeErrorsThatEndARun(t *testing.T) {
 		}
 		if n := e.stripe.unauthorized; n != 1 {
 			t.Errorf("%d requests with the wrong key, want 1 (a 401 is final)", n)
+		}
+		if n := e.count(`SELECT COUNT(*) FROM receipts WHERE source = 'reconcile'`); n != 0 {
+			t.Errorf("reconcile receipts = %d after a 401, want 0", n)
+		}
+		if n := e.count(`SELECT COUNT(*) FROM reconcile_checkpoints`); n != 0 {
+			t.Errorf("checkpoints = %d after a 401, want 0", n)
 		}
 	})
 	t.Run("storage failure does not advance the checkpoint", func(t *testing.T) {
