@@ -1,5 +1,11 @@
 package ledger
 
+import (
+	"context"
+
+	"github.com/jmoiron/sqlx"
+)
+
 // Hooks for the external tests and benchmarks in package ledger_test.
 
 // NoIndex makes q read the table without its indexes (benchmark comparison).
@@ -22,3 +28,17 @@ func PeriodSQL(r CloseRequest, head, lo, hi int64) (probe string, probeArgs []an
 
 // SetRangeScan turns the id-range read of closes on or off.
 func SetRangeScan(on bool) { noRangeScan = !on }
+
+// PeriodRange runs the id-range probe a close for all customers runs to read
+// r's period over rows up to head: the range lo..hi holding the period's rows,
+// and whether the close reads that range in rowid order (true) or reads the
+// period through the event-time index (false).
+func PeriodRange(ctx context.Context, db *sqlx.DB, r CloseRequest, head int64) (lo, hi int64, ranged bool, err error) {
+	tx, err := db.BeginTxx(ctx, nil)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	defer tx.Rollback()
+	f := rowFilter{from: r.Period.Start.UnixMilli(), to: r.Period.End.UnixMilli(), customer: r.Customer, throughID: head, noIndex: r.noIndex}
+	return periodRange(ctx, tx, f)
+}

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -161,14 +163,19 @@ func TestInvoiceKeepsTotalsAfterLateUsage(t *testing.T) {
 	if l := lineMap(ninvs["c1"])["api 2026-10*"]; l.AfterID != 5 || l.Rows != 1 || l.PeriodStart != oct.Start.UnixMilli() {
 		t.Fatalf("late line: %+v", l)
 	}
-	if late, _ := ledger.LateUsage(e.ctx, e.db.Read, "", invMeters); len(late) != 0 {
+	if late, err := ledger.LateUsage(e.ctx, e.db.Read, "", invMeters); err != nil {
+		t.Fatalf("late usage after billing it: %v", err)
+	} else if len(late) != 0 {
 		t.Fatalf("late usage after billing it: %+v", late)
 	}
 
 	// More late usage for October after November's close goes to the next invoice.
 	e.setClock(ts("2026-12-02T00:00:00Z"))
 	e.write(row{customer: "c1", meter: "api", qty: q("1"), at: ts("2026-10-09T00:00:00Z")})
-	late, _ = ledger.LateUsage(e.ctx, e.db.Read, "c1", invMeters)
+	late, err = ledger.LateUsage(e.ctx, e.db.Read, "c1", invMeters)
+	if err != nil {
+		t.Fatalf("late after second close: %v", err)
+	}
 	if len(late) != 1 || late[0].Quantity != q("1") || late[0].AfterID != nov.Head {
 		t.Fatalf("late after second close: %+v", late)
 	}
@@ -250,24 +257,87 @@ func TestCloseDryRunChangesNothing(t *testing.T) {
 	if err != nil || len(invs) != 0 {
 		t.Fatalf("dry run stored %d invoices (%v)", len(invs), err)
 	}
+	wantCounts(t, e, "after the dry run", 0, 0, 0)
+
+	// The dry run left the period open: a real close freezes the same invoice.
+	closed := e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-10", "UTC"), All: true, Now: at("2026-11-05T00:00:00Z")})
+	if closed.Existing || len(closed.Invoices) != 1 || closed.Invoices[0].Customer != "c" || closed.Head != 1 {
+		t.Fatalf("close after the dry run: %+v", closed)
+	}
+	wantLines(t, closed.Invoices[0], map[string]string{"api 2026-10": "1"})
+	if !bytes.Equal(closed.Invoices[0].Digest, res.Invoices[0].Digest) {
+		t.Fatal("close after the dry run froze a different invoice than the dry run showed")
+	}
+	wantCounts(t, e, "after the real close", 1, 1, 1)
+}
+
+// wantCounts checks how many rows period_closes, invoices and invoice_lines hold.
+func wantCounts(t *testing.T, e *env, when string, closes, invoices, lines int) {
+	t.Helper()
+	var got struct{ Closes, Invoices, Lines int }
+	if err := e.db.Read.QueryRow(`SELECT (SELECT COUNT(*) FROM period_closes), (SELECT COUNT(*) FROM invoices), (SELECT COUNT(*) FROM invoice_lines)`).
+		Scan(&got.Closes, &got.Invoices, &got.Lines); err != nil {
+		t.Fatal(err)
+	}
+	if got.Closes != closes || got.Invoices != invoices || got.Lines != lines {
+		t.Fatalf("%s: period_closes, invoices, invoice_lines hold %d, %d, %d rows, want %d, %d, %d",
+			when, got.Closes, got.Invoices, got.Lines, closes, invoices, lines)
+	}
 }
 
 func TestClosedInvoiceCannotBeEdited(t *testing.T) {
 	e := newEnv(t)
 	defer e.close()
 	e.write(row{customer: "c", meter: "api", qty: q("1"), at: ts("2026-10-02T00:00:00Z")})
-	e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-10", "UTC"), All: true, Now: at("2026-11-05T00:00:00Z")})
+	res := e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-10", "UTC"), All: true, Now: at("2026-11-05T00:00:00Z")})
+	if len(res.Invoices) != 1 {
+		t.Fatalf("close: %+v", res)
+	}
+	before, err := ledger.GetInvoice(e.ctx, e.db.Read, res.Invoices[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The message of the trigger (schema/migrations/0002_invoices.sql) that
+	// must stop each statement: a foreign key error would not prove it fires.
+	const closedPeriod, closedInvoice = "closed periods never change", "a closed invoice never changes: add an adjustment instead"
+	raises := map[string]string{
+		`UPDATE invoice_lines SET quantity = 0`: closedInvoice, // invoice_lines_no_update
+		`DELETE FROM invoice_lines`:             closedInvoice, // invoice_lines_no_delete
+		`UPDATE invoices SET cutoff = 0`:        closedInvoice, // invoices_no_update
+		`DELETE FROM invoices`:                  closedInvoice, // invoices_no_delete
+		`DELETE FROM period_closes`:             closedPeriod,  // period_closes_no_delete
+		`UPDATE period_closes SET cutoff = 0`:   closedPeriod,  // period_closes_no_update
+	}
 	for _, stmt := range []string{
 		`UPDATE invoice_lines SET quantity = 0`,
 		`DELETE FROM invoice_lines`,
 		`UPDATE invoices SET cutoff = 0`,
 		`DELETE FROM invoices`,
 		`DELETE FROM period_closes`,
+		`UPDATE period_closes SET cutoff = 0`,
 	} {
 		if _, err := e.db.Write.Exec(stmt); err == nil {
 			t.Errorf("%s succeeded", stmt)
+		} else if !strings.Contains(err.Error(), raises[stmt]) {
+			t.Errorf("%s: %v, want the trigger's %q", stmt, err, raises[stmt])
 		}
 	}
+	after, err := ledger.GetInvoice(e.ctx, e.db.Read, before.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(after.Digest, before.Digest) || len(after.Lines) != len(before.Lines) {
+		t.Fatalf("invoice changed: digest %x, %d lines; before %x, %d lines", after.Digest, len(after.Lines), before.Digest, len(before.Lines))
+	}
+	for i := range after.Lines {
+		if after.Lines[i].Quantity != before.Lines[i].Quantity {
+			t.Fatalf("line %d quantity %s, before %s", i+1, after.Lines[i].Quantity, before.Lines[i].Quantity)
+		}
+	}
+	if !reflect.DeepEqual(after, before) {
+		t.Fatalf("invoice changed:\n%+v\nbefore\n%+v", after, before)
+	}
+	wantCounts(t, e, "after the edits", 1, 1, 1)
 	if _, err := ledger.GetInvoice(e.ctx, e.db.Read, 99); !errors.Is(err, ledger.ErrNoInvoice) {
 		t.Fatalf("missing invoice: %v", err)
 	}
@@ -298,6 +368,50 @@ func TestCloseRangeAndIndexScansAgree(t *testing.T) {
 		ranged := e.closePeriod(t, req)
 		ledger.SetRangeScan(false)
 		indexed := e.closePeriod(t, req)
+
+		// The close's id-range probe picks the path this interleave is for:
+		// one id range for 1 and 2 (with other months' rows inside it for 2),
+		// the event-time index for 5.
+		lo, hi, byRange, err := ledger.PeriodRange(e.ctx, e.db.Read, req, ranged.Head)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := interleave != 5; byRange != want {
+			t.Fatalf("interleave %d: close reads ids %d..%d as one range: %v, want %v", interleave, lo, hi, byRange, want)
+		}
+		var inPeriod int64
+		if err := e.db.Read.Get(&inPeriod, `SELECT COUNT(*) FROM metered_usage WHERE occurred_at >= ? AND occurred_at < ? AND id <= ?`,
+			req.Period.Start.UnixMilli(), req.Period.End.UnixMilli(), ranged.Head); err != nil {
+			t.Fatal(err)
+		}
+		if span := hi - lo + 1; (span == inPeriod) != (interleave == 1) {
+			t.Fatalf("interleave %d: ids %d..%d hold the period's %d rows", interleave, lo, hi, inPeriod)
+		}
+
+		// The invoices' lines add up to the usage query's lines for the period.
+		rep, err := ledger.Query(e.ctx, e.db.Read, ledger.UsageQuery{From: req.Period.Start, To: req.Period.End, Meters: invMeters, AsOfID: ranged.Head})
+		if err != nil {
+			t.Fatal(err)
+		}
+		queried := map[string]ledger.Quantity{}
+		var queryTotal, invoiceTotal ledger.Quantity
+		for _, l := range rep.Lines {
+			queried[l.Customer+" "+l.Meter] = l.Quantity
+			queryTotal += l.Quantity
+		}
+		var nLines int
+		for _, inv := range ranged.Invoices {
+			for _, l := range inv.Lines {
+				nLines++
+				invoiceTotal += l.Quantity
+				if want, ok := queried[l.Customer+" "+l.Meter]; !ok || want != l.Quantity || l.Late {
+					t.Fatalf("interleave %d: invoice line %+v, query says %s", interleave, l, want)
+				}
+			}
+		}
+		if invoiceTotal != queryTotal || nLines != len(rep.Lines) || queryTotal == 0 {
+			t.Fatalf("interleave %d: invoice lines (%d) add up to %s, the query's (%d) to %s", interleave, nLines, invoiceTotal, len(rep.Lines), queryTotal)
+		}
 		if len(ranged.Invoices) != 7 || len(ranged.Invoices) != len(indexed.Invoices) {
 			t.Fatalf("interleave %d: %d vs %d invoices", interleave, len(ranged.Invoices), len(indexed.Invoices))
 		}
