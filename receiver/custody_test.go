@@ -259,14 +259,15 @@ func TestFullQueueAnswers503WithRetryAfter(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.writer, e.srv.Writer = w, w
-	defer close(release)
+	releaseWriter := sync.OnceFunc(func() { close(release) })
+	defer releaseWriter()
 
-	go e.send("msg_a", usageBody("cus_1", "m", "1")) // held in the writer
-	<-entered
-	go e.send("msg_b", usageBody("cus_1", "m", "1")) // fills the queue
-	for w.Depth() != 1 {
-		time.Sleep(time.Millisecond)
-	}
+	// msg_a's and msg_b's codes (see goSend).
+	held := make(chan int, 2)
+	goSend(e, "msg_a", usageBody("cus_1", "m", "1"), held) // held in the writer
+	awaitSignal(t, "msg_a holds the writer", entered, held)
+	goSend(e, "msg_b", usageBody("cus_1", "m", "1"), held) // fills the queue
+	waitFor(t, "msg_b fills the queue", func() bool { return w.Depth() == 1 })
 	body := usageBody("cus_1", "m", "1")
 	req, _ := http.NewRequest(http.MethodPost, e.http.URL+"/webhooks/default", bytes.NewReader(body))
 	for k, v := range e.sign("msg_c", body) {
@@ -279,6 +280,35 @@ func TestFullQueueAnswers503WithRetryAfter(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
 		t.Errorf("got %d Retry-After=%q, want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+
+	// Let the writer go: msg_a and msg_b commit, msg_c was never queued.
+	releaseWriter()
+	waitFor(t, "the writer queue drains", func() bool { return w.Depth() == 0 })
+	for range 2 {
+		if c := recvCode(t, held); c != http.StatusOK {
+			t.Errorf("held delivery: %d, want 200 once the writer is released", c)
+		}
+	}
+	var rejected int
+	if err := e.db.Read.Get(&rejected, `SELECT COUNT(*) FROM receipts WHERE provider = 'default' AND event_id = 'msg_c'`); err != nil {
+		t.Fatal(err)
+	}
+	if rejected != 0 {
+		t.Errorf("%d receipts for msg_c, want 0: a 503 for a full queue stores nothing", rejected)
+	}
+	if got := e.counts(); got != [3]int{2, 2, 2} {
+		t.Errorf("receipts, attempts, usage = %v, want [2 2 2] (msg_a, msg_b)", got)
+	}
+	// The sender's retry is a new event, not a duplicate of anything.
+	if r := e.send("msg_c", body); r.Code != http.StatusOK || !r.Body.Accepted || r.Body.Duplicate || r.Body.Status != StatusApplied {
+		t.Errorf("retry of msg_c: %d %+v, want 200 accepted, not duplicate, applied", r.Code, r.Body)
+	}
+	if got := e.counts(); got != [3]int{3, 3, 3} {
+		t.Errorf("after the retry: receipts, attempts, usage = %v, want [3 3 3]", got)
+	}
+	if got := e.totals()["cus_1"]; got != 3*ledger.Scale {
+		t.Errorf("total %s, want 3 (msg_a, msg_b, msg_c once each)", got)
 	}
 }
 
@@ -308,6 +338,10 @@ func TestMappingOutcomes(t *testing.T) {
 			}
 			if status != c.status || !strings.Contains(msg, c.errPart) {
 				t.Errorf("receipt status %q error %q, want %q containing %q", status, msg, c.status, c.errPart)
+			}
+			// Contains(msg, "") always holds: an ignored event must carry no error at all.
+			if c.status == StatusIgnored && msg != "" {
+				t.Errorf("ignored receipt has error %q, want \"\"", msg)
 			}
 		})
 	}

@@ -1,9 +1,11 @@
 package receiver
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/receiver/scheme"
 )
 
 // fakeReplica stands in for Litestream's sync-and-wait: while gate is closed
@@ -27,7 +30,16 @@ func newFakeReplica() *fakeReplica {
 	return &fakeReplica{started: make(chan struct{}, 100), gate: make(chan struct{})}
 }
 
-func (f *fakeReplica) open() { f.mu.Lock(); close(f.gate); f.mu.Unlock() }
+// open lets every call through; it may be called more than once.
+func (f *fakeReplica) open() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	select {
+	case <-f.gate:
+	default:
+		close(f.gate)
+	}
+}
 
 func (f *fakeReplica) sync(ctx context.Context) error {
 	f.calls.Add(1)
@@ -56,7 +68,86 @@ func replicaEnv(t *testing.T, f *fakeReplica) *env {
 		t.Fatal(err)
 	}
 	e.writer, e.srv.Writer = w, w
+	// Runs before newEnv's cleanup: a test that stops early with the gate
+	// still closed must not leave e.close waiting on a held reply forever.
+	t.Cleanup(f.open)
 	return e
+}
+
+// goSend posts a signed delivery for the default provider from a new
+// goroutine and always sends exactly one code on out: the reply's status, or
+// -1 if the request failed (reported with t.Errorf). Unlike e.send it never
+// calls t.Fatal, which must not run off the test goroutine; and the deferred
+// send means even a goroutine that ends early cannot leave the test waiting
+// on out until the package timeout.
+func goSend(e *env, id string, body []byte, out chan<- int) {
+	go func() {
+		code := -1
+		defer func() { out <- code }()
+		c, err := postNoFatal(e, id, body)
+		if err != nil {
+			e.t.Errorf("%s: %v", id, err)
+			return
+		}
+		code = c
+	}()
+}
+
+// postNoFatal is e.send without t.Fatal: it returns the status code.
+func postNoFatal(e *env, id string, body []byte) (int, error) {
+	s, err := scheme.New("standard", scheme.HMACOptions{})
+	if err != nil {
+		return 0, err
+	}
+	key, err := s.Key(testSecret)
+	if err != nil {
+		return 0, err
+	}
+	req, err := http.NewRequest(http.MethodPost, e.http.URL+"/webhooks/default", bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	s.Sign(req.Header, body, key, id, "", e.now)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return 0, err
+	}
+	return resp.StatusCode, nil
+}
+
+// awaitSignal waits for ch, a hook or the fake replica saying a sender got
+// that far, and fails the test instead of hanging if a sender's code (see
+// goSend) comes first or nothing happens within 10 s.
+func awaitSignal(t *testing.T, what string, ch <-chan struct{}, codes <-chan int) {
+	t.Helper()
+	select {
+	case <-ch:
+	case c := <-codes:
+		t.Fatalf("waiting until %s: a sender finished first with code %d", what, c)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("timed out waiting until %s", what)
+	}
+}
+
+// recvCode takes one code goSend delivered, failing the test (instead of
+// hanging it) if none arrives within 10 s, and failing it if the code is the
+// -1 of a request that got no reply.
+func recvCode(t *testing.T, codes <-chan int) int {
+	t.Helper()
+	select {
+	case c := <-codes:
+		if c == -1 {
+			t.Errorf("a sender goroutine got no reply (code -1)")
+		}
+		return c
+	case <-time.After(10 * time.Second):
+		t.Fatal("timed out waiting for a reply")
+		return 0
+	}
 }
 
 // waitFor polls cond for up to 5 s.
@@ -76,13 +167,13 @@ func TestReplicaAckWaitsForReplicaNotWriter(t *testing.T) {
 	f := newFakeReplica()
 	e := replicaEnv(t, f)
 	codes := make(chan int, 5)
-	go func() { codes <- e.send("msg_0", usageBody("cus_1", "m", "1")).Code }()
-	<-f.started // msg_0 committed; its replica sync is in flight
+	goSend(e, "msg_0", usageBody("cus_1", "m", "1"), codes)
+	awaitSignal(t, "msg_0's replica sync starts", f.started, codes) // msg_0 committed; its replica sync is in flight
 	if got := e.count("receipts"); got != 1 {
 		t.Fatalf("receipts = %d while the replica sync hangs, want 1 (committed locally)", got)
 	}
 	for i := 1; i <= 4; i++ {
-		go func() { codes <- e.send(fmt.Sprintf("msg_%d", i), usageBody("cus_1", "m", "1")).Code }()
+		goSend(e, fmt.Sprintf("msg_%d", i), usageBody("cus_1", "m", "1"), codes)
 	}
 	waitFor(t, "the writer commits 4 more events behind the hung sync", func() bool { return e.count("receipts") == 5 })
 	select {
@@ -93,7 +184,7 @@ func TestReplicaAckWaitsForReplicaNotWriter(t *testing.T) {
 
 	f.open()
 	for range 5 {
-		if c := <-codes; c != http.StatusOK {
+		if c := recvCode(t, codes); c != http.StatusOK {
 			t.Errorf("reply %d, want 200", c)
 		}
 	}
@@ -153,6 +244,13 @@ func TestReplicaFailedItemIsNotHeldBack(t *testing.T) {
 	if n := f.calls.Load(); n != 0 {
 		t.Errorf("a batch with nothing committed synced the replica %d times", n)
 	}
+	// Rolled back: no receipt, no attempt, no usage row, nothing in the total.
+	if got := e.counts(); got != [3]int{0, 0, 0} {
+		t.Errorf("receipts, attempts, usage = %v, want [0 0 0]: the failed item was rolled back", got)
+	}
+	if got, ok := e.totals()["cus_1"]; ok || got != 0 {
+		t.Errorf("cus_1 total %s (present %v), want none: the failed event must add nothing", got, ok)
+	}
 	f.open()
 }
 
@@ -191,6 +289,8 @@ func TestReplicaSyncGathersTheBatchBeingCommitted(t *testing.T) {
 	f.open()
 	e := replicaEnv(t, f)
 	entered, release := make(chan struct{}), make(chan struct{})
+	releaseWriter := sync.OnceFunc(func() { close(release) })
+	defer releaseWriter() // a test that stops early must not leave msg_a held
 	e.writer.testHook = func(d *Delivery) error {
 		if d.EventID == "msg_a" {
 			close(entered)
@@ -199,15 +299,15 @@ func TestReplicaSyncGathersTheBatchBeingCommitted(t *testing.T) {
 		return nil
 	}
 	codes := make(chan int, 3)
-	go func() { codes <- e.send("msg_a", usageBody("cus_1", "m", "1")).Code }()
-	<-entered // msg_a holds the writer; the next two queue behind it
+	goSend(e, "msg_a", usageBody("cus_1", "m", "1"), codes)
+	awaitSignal(t, "msg_a holds the writer", entered, codes) // msg_a holds the writer; the next two queue behind it
 	for _, id := range []string{"msg_b", "msg_c"} {
-		go func() { codes <- e.send(id, usageBody("cus_1", "m", "1")).Code }()
+		goSend(e, id, usageBody("cus_1", "m", "1"), codes)
 	}
 	waitFor(t, "two items queue behind msg_a", func() bool { return e.writer.Depth() == 2 })
-	close(release)
+	releaseWriter()
 	for range 3 {
-		if c := <-codes; c != http.StatusOK {
+		if c := recvCode(t, codes); c != http.StatusOK {
 			t.Errorf("reply %d, want 200", c)
 		}
 	}
