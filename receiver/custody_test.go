@@ -211,25 +211,22 @@ func TestOneFailingItemDoesNotSinkItsBatch(t *testing.T) {
 		}
 		return nil
 	}
-	codes := make([]int, 6)
-	var wg sync.WaitGroup
+	releaseWriter := sync.OnceFunc(func() { close(release) })
+	defer releaseWriter() // a failed wait below must not leave the writer held
+	// One channel per sender: goSend always delivers exactly one code, so a
+	// sender that fails makes the test fail instead of hang.
+	codes := make([]chan int, 6)
 	for i := range codes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			codes[i] = e.send(fmt.Sprintf("msg_%d", i), usageBody("cus_1", "m", "1")).Code
-		}()
+		codes[i] = make(chan int, 1)
+		goSend(e, fmt.Sprintf("msg_%d", i), usageBody("cus_1", "m", "1"), codes[i])
 		if i == 0 {
-			<-entered // msg_0 holds the writer
+			awaitSignal(t, "msg_0 holds the writer", entered, codes[0])
 		}
 	}
-	for e.writer.Depth() < 5 {
-		time.Sleep(time.Millisecond)
-	}
-	close(release)
-	wg.Wait()
-	for i, c := range codes {
-		if want := map[bool]int{true: 503, false: 200}[i == 3]; c != want {
+	waitFor(t, "the other five deliveries are queued", func() bool { return e.writer.Depth() >= 5 })
+	releaseWriter()
+	for i, ch := range codes {
+		if want, c := map[bool]int{true: 503, false: 200}[i == 3], recvCode(t, ch); c != want {
 			t.Errorf("msg_%d: %d, want %d", i, c, want)
 		}
 	}
