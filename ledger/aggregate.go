@@ -11,9 +11,9 @@ type aggregate struct {
 
 	rows        int64 // usage rows
 	adjustments int64 // adjustment rows
-	adjusted    Quantity
+	adjusted    total // exact: sums never wrap
 
-	sum      Quantity
+	sum      total
 	max, min Quantity
 	latestAt int64
 	latestID int64
@@ -33,7 +33,7 @@ func newAggregate(s spec) *aggregate {
 func (a *aggregate) add(kind string, id int64, q Quantity, occurredAt int64, properties string) {
 	if kind == KindAdjustment {
 		a.adjustments++
-		a.adjusted += q
+		a.adjusted.add(q)
 		return
 	}
 	if a.rows == 0 {
@@ -42,7 +42,7 @@ func (a *aggregate) add(kind string, id int64, q Quantity, occurredAt int64, pro
 		a.max, a.min = max(a.max, q), min(a.min, q)
 	}
 	a.rows++
-	a.sum += q
+	a.sum.add(q)
 	// Latest by event time; among rows with the same event time, the one
 	// recorded last (highest id) wins, so the answer never depends on scan order.
 	if a.rows == 1 || occurredAt > a.latestAt || (occurredAt == a.latestAt && id > a.latestID) {
@@ -57,27 +57,28 @@ func (a *aggregate) add(kind string, id int64, q Quantity, occurredAt int64, pro
 	}
 }
 
-// value is the billed quantity: the aggregate of the usage rows (0 when there
-// are none) plus the adjustments.
-func (a *aggregate) value() Quantity {
-	var v Quantity
+// value is the billed quantity, exactly: the aggregate of the usage rows (0
+// when there are none) plus the adjustments. It may be beyond a Quantity's
+// range; total.checked turns it into one or into an error naming the line.
+func (a *aggregate) value() total {
+	var v total
 	if a.rows > 0 {
 		switch a.spec.agg {
 		case AggSum:
 			v = a.sum
 		case AggCount:
-			v = Quantity(a.rows) * Scale
+			v = countTotal(a.rows)
 		case AggMax:
-			v = a.max
+			v = totalOf(a.max)
 		case AggMin:
-			v = a.min
+			v = totalOf(a.min)
 		case AggLatest:
-			v = a.latest
+			v = totalOf(a.latest)
 		case AggUniqueCount:
-			v = Quantity(len(a.distinct)) * Scale
+			v = countTotal(int64(len(a.distinct)))
 		}
 	}
-	return v + a.adjusted
+	return v.plus(a.adjusted)
 }
 
 // property returns the raw JSON of a top-level key of a row's properties

@@ -174,11 +174,11 @@ func closeTx(ctx context.Context, tx *sqlx.Tx, req CloseRequest) (*CloseResult, 
 
 	lines, err := periodLines(ctx, tx, req, head.LastID, skip)
 	if err != nil {
-		return nil, err
+		return nil, refuseOverflow(p, err)
 	}
 	late, err := lateLines(ctx, tx, scope, head.LastID, req.Meters, skip, req.noIndex)
 	if err != nil {
-		return nil, err
+		return nil, refuseOverflow(p, err)
 	}
 	lines = append(lines, late...)
 
@@ -239,6 +239,16 @@ func closeTx(ctx context.Context, tx *sqlx.Tx, req CloseRequest) (*CloseResult, 
 		res.Invoices = append(res.Invoices, inv)
 	}
 	return res, nil
+}
+
+// refuseOverflow says what a close refused for a total out of range: the
+// whole close, for every customer (the transaction rolls back), and how to
+// proceed. Other errors pass unchanged.
+func refuseOverflow(p Period, err error) error {
+	if !errors.Is(err, ErrOverflow) {
+		return err
+	}
+	return fmt.Errorf("close %s: %w; nothing was closed: bring the total into range with an adjustment (hookledger adjust) and close again", p.Label, err)
 }
 
 func cmpBool(a, b bool) int {

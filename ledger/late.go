@@ -170,7 +170,11 @@ func lateLines(ctx context.Context, q sqlx.QueryerContext, scope string, head in
 		for k, la := range accs {
 			cov, _ := cp.coverage(k.customer)
 			m := meters.Get(k.meter)
-			delta, err := aggregateDelta(ctx, q, k.customer, m, cp.start, cp.end, cov, head)
+			d, err := aggregateDelta(ctx, q, k.customer, m, cp.start, cp.end, cov, head)
+			if err != nil {
+				return nil, err
+			}
+			delta, err := d.checked(k.customer, k.meter, cp.label+" (late usage)")
 			if err != nil {
 				return nil, err
 			}
@@ -184,8 +188,9 @@ func lateLines(ctx context.Context, q sqlx.QueryerContext, scope string, head in
 
 // aggregateDelta is agg(rows with id <= through) - agg(rows with id <= after)
 // for one customer, meter and period: what a line covering (after, through]
-// adds to the period's billed total.
-func aggregateDelta(ctx context.Context, q sqlx.QueryerContext, customer string, m Meter, start, end, after, through int64) (Quantity, error) {
+// adds to the period's billed total. Exact: either side, or the difference,
+// may be beyond a Quantity's range.
+func aggregateDelta(ctx context.Context, q sqlx.QueryerContext, customer string, m Meter, start, end, after, through int64) (total, error) {
 	upTo, before := newAggregate(m.spec()), newAggregate(m.spec())
 	f := rowFilter{customer: customer, meter: m.Name, from: start, to: end, throughID: through}
 	err := ledgerScan(ctx, q, f, m.Aggregation == AggUniqueCount, func(id int64, kind, _, _ string, qty Quantity, occ int64, props string, _ []byte) {
@@ -195,9 +200,9 @@ func aggregateDelta(ctx context.Context, q sqlx.QueryerContext, customer string,
 		}
 	})
 	if err != nil {
-		return 0, err
+		return total{}, err
 	}
-	return upTo.value() - before.value(), nil
+	return upTo.value().minus(before.value()), nil
 }
 
 // LateLine is usage of a closed period recorded after its close and not yet

@@ -133,9 +133,13 @@ func periodLines(ctx context.Context, tx *sqlx.Tx, req CloseRequest, head int64,
 	for _, set := range order {
 		for i, la := range set.accs {
 			m := req.Meters.Get(set.meters[i])
+			qty, err := la.agg.value().checked(set.customer, m.Name, p.Label)
+			if err != nil {
+				return nil, err
+			}
 			lines = append(lines, InvoiceLine{Customer: set.customer, Meter: m.Name, Aggregation: m.Aggregation, Property: m.Property, Unit: m.Unit,
 				Period: p.Label, TZ: p.Zone, PeriodStart: p.Start.UnixMilli(), PeriodEnd: p.End.UnixMilli(), AfterID: 0, ThroughID: head,
-				Quantity: la.agg.value(), Rows: la.agg.rows, Adjustments: la.agg.adjustments, MaxID: la.maxID(), Digest: rowsDigest(la.rows)})
+				Quantity: qty, Rows: la.agg.rows, Adjustments: la.agg.adjustments, MaxID: la.maxID(), Digest: rowsDigest(la.rows)})
 		}
 	}
 	return lines, nil

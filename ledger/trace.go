@@ -107,10 +107,12 @@ func CheckLine(ctx context.Context, q sqlx.QueryerContext, l InvoiceLine) (*Line
 		la.add(r.Kind, r.ID, r.Quantity, r.OccurredAt, r.Properties, r.Hash(r.PrevHash))
 	}
 	c.Digest, c.UsageRows, c.Adjustments, c.MaxID = rowsDigest(la.rows), agg.rows, agg.adjustments, la.maxID()
-	var err error
-	if c.Quantity, err = aggregateDelta(ctx, q, l.Customer, m, l.PeriodStart, l.PeriodEnd, l.AfterID, l.ThroughID); err != nil {
+	d, err := aggregateDelta(ctx, q, l.Customer, m, l.PeriodStart, l.PeriodEnd, l.AfterID, l.ThroughID)
+	if err != nil {
 		return nil, fmt.Errorf("recompute invoice %d line %d: %w", l.InvoiceID, l.LineNo, err)
 	}
+	// A recomputed total beyond a Quantity's range stays 0 here; Problem says so.
+	c.Quantity, _ = d.checked(l.Customer, l.Meter, l.Period)
 	if c.Problem, err = checkLine(ctx, q, l); err != nil {
 		return nil, fmt.Errorf("check invoice %d line %d: %w", l.InvoiceID, l.LineNo, err)
 	}

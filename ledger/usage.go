@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -275,6 +276,20 @@ func usageSQL(q UsageQuery) (string, []any) {
 	return "SELECT id, kind, customer_id, meter, quantity, occurred_at, " + props + from, args
 }
 
+// window names the query's event-time window in errors.
+func (q UsageQuery) window() string {
+	at := func(t time.Time) string { return t.In(q.Zone).Format(time.RFC3339) }
+	switch {
+	case q.From.IsZero() && q.To.IsZero():
+		return "any event time"
+	case q.To.IsZero():
+		return "from " + at(q.From)
+	case q.From.IsZero():
+		return "before " + at(q.To)
+	}
+	return "from " + at(q.From) + " to " + at(q.To)
+}
+
 type groupKey struct {
 	customer, meter string
 	bucket          int64
@@ -363,19 +378,28 @@ func Query(ctx context.Context, db sqlx.QueryerContext, q UsageQuery) (*UsageRep
 	if !q.AsOf.IsZero() {
 		rep.AsOf = q.AsOf.In(q.Zone).Format(time.RFC3339Nano)
 	}
-	for k, a := range groups {
+	// Lines in key order, so the first total out of range is reported the
+	// same way every time.
+	keys := slices.SortedFunc(maps.Keys(groups), func(a, b groupKey) int {
+		return cmp.Or(cmp.Compare(a.customer, b.customer), cmp.Compare(a.meter, b.meter), cmp.Compare(a.bucket, b.bucket))
+	})
+	for _, k := range keys {
+		a := groups[k]
 		l := UsageLine{Customer: k.customer, Meter: k.meter, Aggregation: a.spec.agg, Unit: a.spec.unit,
-			Quantity: a.value(), Events: a.rows, Adjustments: a.adjustments, bucket: k.bucket}
+			Events: a.rows, Adjustments: a.adjustments, bucket: k.bucket}
+		period := q.window()
 		if grain != "" {
 			s := time.UnixMilli(k.bucket).In(q.Zone)
 			l.Period = bucketLabel(grain, s)
 			l.PeriodStart = s.Format(time.RFC3339)
 			l.PeriodEnd = bucketEnd(grain, s).Format(time.RFC3339)
+			period = l.Period
+		}
+		var err error
+		if l.Quantity, err = a.value().checked(cmp.Or(k.customer, q.Customer), cmp.Or(k.meter, q.Meter), period); err != nil {
+			return nil, fmt.Errorf("usage: %w", err)
 		}
 		rep.Lines = append(rep.Lines, l)
 	}
-	slices.SortFunc(rep.Lines, func(a, b UsageLine) int {
-		return cmp.Or(cmp.Compare(a.Customer, b.Customer), cmp.Compare(a.Meter, b.Meter), cmp.Compare(a.bucket, b.bucket))
-	})
 	return rep, nil
 }

@@ -193,6 +193,13 @@ func verifyInvoices(ctx context.Context, db sqlx.QueryerContext) (CheckResult, e
 		if d := invoiceDigest(inv); !bytes.Equal(d, inv.Digest) {
 			c.add(Problem{Table: "invoices", ID: inv.ID, Msg: "stored digest does not match the invoice's fields and lines: the invoice was changed after it was closed"})
 		}
+		msgs, err := checkInvoiceLines(ctx, db, inv)
+		if err != nil {
+			return c, err
+		}
+		for _, msg := range msgs {
+			c.add(Problem{Table: "invoices", ID: inv.ID, Msg: msg})
+		}
 		for _, l := range inv.Lines {
 			c.Checked++
 			if msg, err := checkLine(ctx, db, l); err != nil {
@@ -203,6 +210,50 @@ func verifyInvoices(ctx context.Context, db sqlx.QueryerContext) (CheckResult, e
 		}
 	}
 	return c, nil
+}
+
+// checkInvoiceLines checks that an invoice holds the lines its close wrote:
+// every line is the invoice's customer's and reaches the invoice's ledger
+// head; the period's own lines cover every row from the first, one line per
+// meter that has rows in the period up to the head. checkLine proves each
+// line matches the rows it names; this proves the lines name the rows they
+// should, so rows cannot be left off an invoice by editing its lines and
+// recomputing the (unkeyed) digests.
+func checkInvoiceLines(ctx context.Context, db sqlx.QueryerContext, inv *Invoice) ([]string, error) {
+	var msgs []string
+	own := map[string]bool{}
+	for i, l := range inv.Lines {
+		switch {
+		case l.LineNo != int64(i+1):
+			msgs = append(msgs, fmt.Sprintf("line %d is line number %d: lines were removed or renumbered", i+1, l.LineNo))
+		case l.Customer != inv.Customer:
+			msgs = append(msgs, fmt.Sprintf("line %d bills customer %q on customer %q's invoice", l.LineNo, l.Customer, inv.Customer))
+		case l.ThroughID != inv.LedgerHead:
+			msgs = append(msgs, fmt.Sprintf("line %d covers rows up to id %d, the invoice's ledger head is %d", l.LineNo, l.ThroughID, inv.LedgerHead))
+		case l.Late && l.PeriodEnd > inv.PeriodStart:
+			msgs = append(msgs, fmt.Sprintf("late line %d bills %s, which does not end before the invoice's period %s", l.LineNo, l.Period, inv.Period))
+		case !l.Late && (l.PeriodStart != inv.PeriodStart || l.PeriodEnd != inv.PeriodEnd || l.AfterID != 0):
+			msgs = append(msgs, fmt.Sprintf("line %d covers %s after id %d, not all of the invoice's period %s", l.LineNo, l.Period, l.AfterID, inv.Period))
+		}
+		if !l.Late {
+			if own[l.Meter] {
+				msgs = append(msgs, fmt.Sprintf("line %d bills meter %q for %s a second time", l.LineNo, l.Meter, inv.Period))
+			}
+			own[l.Meter] = true
+		}
+	}
+	f := rowFilter{customer: inv.Customer, from: inv.PeriodStart, to: inv.PeriodEnd, throughID: inv.LedgerHead}
+	from, args := f.where()
+	var meters []string
+	if err := sqlx.SelectContext(ctx, db, &meters, `SELECT DISTINCT meter`+from+` ORDER BY meter`, args...); err != nil {
+		return nil, fmt.Errorf("read meters of invoice %d: %w", inv.ID, err)
+	}
+	for _, m := range meters {
+		if !own[m] {
+			msgs = append(msgs, fmt.Sprintf("meter %q has rows in %s up to id %d but no line: they were left off the invoice", m, inv.Period, inv.LedgerHead))
+		}
+	}
+	return msgs, nil
 }
 
 func checkLine(ctx context.Context, db sqlx.QueryerContext, l InvoiceLine) (string, error) {
@@ -241,9 +292,14 @@ func checkLine(ctx context.Context, db sqlx.QueryerContext, l InvoiceLine) (stri
 	if !bytes.Equal(rowsDigest(rows), l.Digest) {
 		return "digest of the covered rows differs: a covered ledger row was changed (see the hash chain check)", nil
 	}
-	q, err := aggregateDelta(ctx, db, l.Customer, m, l.PeriodStart, l.PeriodEnd, l.AfterID, l.ThroughID)
+	exact, err := aggregateDelta(ctx, db, l.Customer, m, l.PeriodStart, l.PeriodEnd, l.AfterID, l.ThroughID)
 	if err != nil {
 		return "", err
+	}
+	q, err := exact.checked(l.Customer, l.Meter, l.Period)
+	if err != nil {
+		// What a version that wrapped sums froze: no stored value can be right.
+		return fmt.Sprintf("quantity recomputes to %s, beyond the largest quantity; invoice says %s", exact, l.Quantity), nil
 	}
 	if q != l.Quantity {
 		return fmt.Sprintf("quantity recomputes to %s, invoice says %s", q, l.Quantity), nil

@@ -1,7 +1,9 @@
 package ledger_test
 
 import (
+	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -147,5 +149,117 @@ func TestVerifyReportsEditedInvoice(t *testing.T) {
 	}
 	if probs := rep.Checks[3].Problems; len(probs) != 2 || !strings.Contains(probs[1].Msg, "quantity recomputes to 10") {
 		t.Fatalf("invoice problems: %+v", probs)
+	}
+}
+
+// forgeInvoice stores inv as a close would have, with digests that match its
+// fields and the rows its lines name (what an older version wrote, or what
+// someone with file access and this package's digest code can write).
+func forgeInvoice(t *testing.T, e *env, dir string, inv ledger.Invoice) {
+	t.Helper()
+	stmts := []string{fmt.Sprintf(`INSERT INTO period_closes (id, customer_id, period, tz, period_start, period_end, grace_ms, cutoff, ledger_head, closed_at)
+		VALUES (%d, '', %q, %q, %d, %d, 0, %d, %d, %d)`, inv.CloseID, inv.Period, inv.TZ, inv.PeriodStart, inv.PeriodEnd, inv.Cutoff, inv.LedgerHead, inv.ClosedAt)}
+	for i := range inv.Lines {
+		l := &inv.Lines[i]
+		chk, err := ledger.CheckLine(e.ctx, e.db.Read, *l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Digest = chk.Digest
+		stmts = append(stmts, fmt.Sprintf(`INSERT INTO invoice_lines (invoice_id, line_no, customer_id, meter, aggregation, property, unit, late, period, tz,
+			period_start, period_end, after_id, through_id, quantity, row_count, adjustments, max_id, digest)
+			VALUES (%d, %d, %q, %q, %q, %q, %q, %d, %q, %q, %d, %d, %d, %d, %d, %d, %d, %d, x'%x')`,
+			l.InvoiceID, l.LineNo, l.Customer, l.Meter, l.Aggregation, l.Property, l.Unit, map[bool]int{true: 1}[l.Late], l.Period, l.TZ,
+			l.PeriodStart, l.PeriodEnd, l.AfterID, l.ThroughID, int64(l.Quantity), l.Rows, l.Adjustments, l.MaxID, l.Digest))
+	}
+	stmts = append(stmts, fmt.Sprintf(`INSERT INTO invoices (id, close_id, customer_id, period, tz, period_start, period_end, cutoff, ledger_head, closed_at, digest)
+		VALUES (%d, %d, %q, %q, %q, %d, %d, %d, %d, %d, x'%x')`, inv.ID, inv.CloseID, inv.Customer, inv.Period, inv.TZ, inv.PeriodStart, inv.PeriodEnd,
+		inv.Cutoff, inv.LedgerHead, inv.ClosedAt, ledger.InvoiceDigest(&inv)))
+	// Lines reference their invoice: insert it first.
+	stmts[1], stmts[len(stmts)-1] = stmts[len(stmts)-1], stmts[1]
+	tamper(t, dir, stmts...)
+}
+
+// Two usage rows of 5,000,000,000,000 for one customer and meter, frozen as
+// -8446744073709.551616 by a close that added int64 micro-units unchecked.
+// Recomputing the same way agreed with it, so verify passed; the exact total
+// cannot agree with any stored value.
+func TestVerifyReportsAWrappedInvoiceQuantity(t *testing.T) {
+	dir := t.TempDir()
+	e := newEnvAt(t, dir)
+	defer e.close()
+	e.setClock(ts("2026-10-20T00:00:00Z"))
+	five := q("5000000000000")
+	e.write(row{customer: "c", meter: "api", qty: five, at: october}, row{customer: "c", meter: "api", qty: five, at: october})
+	oct := month(t, "2026-10", "UTC")
+	start, end := oct.Start.UnixMilli(), oct.End.UnixMilli()
+	forgeInvoice(t, e, dir, ledger.Invoice{ID: 1, CloseID: 1, Customer: "c", Period: "2026-10", TZ: "UTC", PeriodStart: start, PeriodEnd: end,
+		Cutoff: ts("2026-11-02T00:00:00Z").UnixMilli(), LedgerHead: 2, ClosedAt: ts("2026-11-02T00:00:00Z").UnixMilli(),
+		Lines: []ledger.InvoiceLine{{InvoiceID: 1, LineNo: 1, Customer: "c", Meter: "api", Aggregation: ledger.AggSum, Period: "2026-10", TZ: "UTC",
+			PeriodStart: start, PeriodEnd: end, ThroughID: 2, Quantity: q("-8446744073709.551616"), Rows: 2, MaxID: 2}}})
+
+	rep := verified(t, e)
+	probs := rep.Checks[3].Problems
+	want := "line 1 (api 2026-10): quantity recomputes to 10000000000000, beyond the largest quantity; invoice says -8446744073709.551616"
+	if len(probs) != 1 || probs[0].Table != "invoices" || probs[0].ID != 1 || probs[0].Msg != want {
+		t.Fatalf("invoice problems: %+v\nwant one: %s", probs, want)
+	}
+	if p := rep.First(); p == nil || p.Check != "invoices" {
+		t.Fatalf("first problem: %+v (the ledger itself is intact)", p)
+	}
+	// dispute reads the same check: the line does not match, and says why.
+	inv, err := ledger.GetInvoice(e.ctx, e.db.Read, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chk, err := ledger.CheckLine(e.ctx, e.db.Read, inv.Lines[0])
+	if err != nil || chk.Problem != strings.TrimPrefix(want, "line 1 (api 2026-10): ") || chk.Quantity != 0 || chk.UsageRows != 2 {
+		t.Fatalf("CheckLine: %v %+v", err, chk)
+	}
+}
+
+// Lines edited consistently (numbers, digests and the invoice digest all
+// recomputed) so that they no longer cover every row of the period: each
+// line still matches the rows it names, but the invoice leaves rows off.
+func TestVerifyReportsInvoiceLinesThatLeaveRowsOff(t *testing.T) {
+	oct := month(t, "2026-10", "UTC")
+	start, end := oct.Start.UnixMilli(), oct.End.UnixMilli()
+	line := func(no int64, meter string, after, through int64, qty string, rows, maxID int64) ledger.InvoiceLine {
+		return ledger.InvoiceLine{InvoiceID: 1, LineNo: no, Customer: "c", Meter: meter, Aggregation: ledger.AggSum, Period: "2026-10", TZ: "UTC",
+			PeriodStart: start, PeriodEnd: end, AfterID: after, ThroughID: through, Quantity: q(qty), Rows: rows, MaxID: maxID}
+	}
+	for _, c := range []struct {
+		name  string
+		head  int64
+		lines []ledger.InvoiceLine
+		want  []string
+	}{
+		{"an intact invoice", 3, []ledger.InvoiceLine{line(1, "api", 0, 3, "3", 2, 3), line(2, "gpu", 0, 3, "5", 1, 2)}, nil},
+		{"a line cut short of the head", 3, []ledger.InvoiceLine{line(1, "api", 0, 1, "1", 1, 1), line(2, "gpu", 0, 3, "5", 1, 2)},
+			[]string{"line 1 covers rows up to id 1, the invoice's ledger head is 3"}},
+		{"a line starting late", 3, []ledger.InvoiceLine{line(1, "api", 1, 3, "2", 1, 3), line(2, "gpu", 0, 3, "5", 1, 2)},
+			[]string{"line 1 covers 2026-10 after id 1, not all of the invoice's period 2026-10"}},
+		{"a meter's line removed", 3, []ledger.InvoiceLine{line(1, "api", 0, 3, "3", 2, 3)},
+			[]string{`meter "gpu" has rows in 2026-10 up to id 3 but no line: they were left off the invoice`}},
+		{"a meter billed twice", 3, []ledger.InvoiceLine{line(1, "api", 0, 3, "3", 2, 3), line(2, "api", 0, 3, "3", 2, 3), line(3, "gpu", 0, 3, "5", 1, 2)},
+			[]string{`line 2 bills meter "api" for 2026-10 a second time`}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			e := newEnvAt(t, dir)
+			defer e.close()
+			e.setClock(ts("2026-10-20T00:00:00Z"))
+			e.write(row{customer: "c", meter: "api", qty: q("1"), at: october}, row{customer: "c", meter: "gpu", qty: q("5"), at: october},
+				row{customer: "c", meter: "api", qty: q("2"), at: october})
+			forgeInvoice(t, e, dir, ledger.Invoice{ID: 1, CloseID: 1, Customer: "c", Period: "2026-10", TZ: "UTC", PeriodStart: start, PeriodEnd: end,
+				Cutoff: ts("2026-11-02T00:00:00Z").UnixMilli(), LedgerHead: c.head, ClosedAt: ts("2026-11-02T00:00:00Z").UnixMilli(), Lines: c.lines})
+			var got []string
+			for _, p := range verified(t, e).Checks[3].Problems {
+				got = append(got, p.Msg)
+			}
+			if !slices.Equal(got, c.want) {
+				t.Fatalf("invoice problems:\n%q\nwant\n%q", got, c.want)
+			}
+		})
 	}
 }
