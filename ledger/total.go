@@ -17,7 +17,7 @@ import (
 // Quantity (see checked).
 type total struct {
 	n   int64
-	big *big.Int // the value when non-nil (n is then unused); never shared between totals
+	big *big.Int // non-nil exactly when the value is outside int64's range (n is then unused); never shared
 }
 
 func totalOf(q Quantity) total { return total{n: int64(q)} }
@@ -57,6 +57,9 @@ func (t *total) add(q Quantity) {
 		t.big = big.NewInt(t.n)
 	}
 	t.big.Add(t.big, big.NewInt(int64(q)))
+	if t.big.IsInt64() { // back in range: adjustments may bring it there
+		t.n, t.big = t.big.Int64(), nil
+	}
 }
 
 // plus returns t + u exactly.
