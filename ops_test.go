@@ -63,6 +63,7 @@ func TestOperating(t *testing.T) {
 		{"non-loopback admin with token", opsNonLoopbackAdminWithToken},
 		{"log level and format", opsLogLevelAndFormat},
 		{"HTTPS end to end and reload on SIGHUP", opsHTTPSEndToEndAndReloadOnSIGHUP},
+		{"totals out of range are refused", opsTotalsOutOfRange},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

@@ -397,7 +397,7 @@ func Query(ctx context.Context, db sqlx.QueryerContext, q UsageQuery) (*UsageRep
 		}
 		var err error
 		if l.Quantity, err = a.value().checked(cmp.Or(k.customer, q.Customer), cmp.Or(k.meter, q.Meter), period); err != nil {
-			return nil, fmt.Errorf("usage: %w", err)
+			return nil, fmt.Errorf("usage: %w; a shorter window or hour, day or month buckets may answer, or an adjustment can bring it into range", err)
 		}
 		rep.Lines = append(rep.Lines, l)
 	}
