@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/hookledger/hookledger/schema"
 )
 
@@ -140,6 +142,22 @@ usage:
 	}
 	if out, err := hookledger("verify"); err != nil {
 		t.Fatalf("verify: %v\n%s", err, out)
+	}
+
+	// The frozen invoice edited to the wrapped amount: verify exits non-zero.
+	db, err := sqlx.Open("sqlite", "file:"+s.dbPath+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range []string{`DROP TRIGGER invoice_lines_no_update`, `UPDATE invoice_lines SET quantity = -8446744073709551616`} {
+		if _, err := db.Exec(stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	out, err = hookledger("verify")
+	if err == nil || !strings.Contains(out, "verify failed: invoices row 1") || !strings.Contains(out, "quantity recomputes to 5000000000000, invoice says -8446744073709.551616") {
+		t.Fatalf("verify after editing the invoice: %v\n%s", err, out)
 	}
 	s.stop(t)
 }
