@@ -20,6 +20,7 @@ import (
 	"github.com/goccy/go-yaml/parser"
 
 	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/payload"
 	"github.com/hookledger/hookledger/receiver/scheme"
 )
 
@@ -29,6 +30,9 @@ const (
 	DefaultData      = "./data"
 	DefaultTolerance = 5 * time.Minute
 	DefaultMaxBody   = 256 << 10
+	// DefaultMaxDepth is the deepest nesting of arrays and objects a body may have; providers'
+	// events nest under 10 levels, and a hostile body is refused before it costs anything.
+	DefaultMaxDepth = 128
 	// DefaultFile is read when no --config is given and it exists.
 	DefaultFile = "hookledger.yml"
 
@@ -61,7 +65,8 @@ type Provider struct {
 	Scheme    string             `yaml:"scheme"`
 	Secrets   []Secret           `yaml:"secrets"` // several during rotation; any may verify
 	Tolerance Duration           `yaml:"tolerance"`
-	MaxBody   int64              `yaml:"max_body"` // bytes
+	MaxBody   int64              `yaml:"max_body"`  // bytes
+	MaxDepth  int                `yaml:"max_depth"` // nesting of arrays and objects; deeper bodies get 400 too_deep
 	HMAC      scheme.HMACOptions `yaml:"hmac"`
 	// ReplayHorizon is how long the sender may deliver an event again
 	// (default by scheme: stripe 30d, github 3d); retention.keys must cover it.
@@ -328,6 +333,11 @@ func (c *Config) resolve(dir string) error {
 			p.MaxBody = DefaultMaxBody
 		} else if p.MaxBody < 0 {
 			return errAt(at+".max_body", "must be positive")
+		}
+		if p.MaxDepth == 0 {
+			p.MaxDepth = DefaultMaxDepth
+		} else if p.MaxDepth < 0 || p.MaxDepth > payload.MaxDepthLimit {
+			return errAt(at+".max_depth", "must be between 1 and %d, got %d", payload.MaxDepthLimit, p.MaxDepth)
 		}
 	}
 	for i := range c.Admin.Tokens {

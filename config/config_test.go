@@ -21,6 +21,7 @@ providers:
     scheme: github
     secrets: ["${TEST_GITHUB_SECRET}"]
     max_body: 1048576
+    max_depth: 32
 meters:
   - name: api_requests
     unit: requests
@@ -49,11 +50,11 @@ func TestParseValidConfig(t *testing.T) {
 	if s.Secrets[0].Value != "whsec_from_env" || s.Secrets[1].Value != "whsec_from_file" {
 		t.Errorf("secrets not resolved: %q %q", s.Secrets[0].Value, s.Secrets[1].Value)
 	}
-	if s.Tolerance.Duration != 2*time.Minute || s.MaxBody != DefaultMaxBody {
-		t.Errorf("stripe tolerance %v max_body %d", s.Tolerance, s.MaxBody)
+	if s.Tolerance.Duration != 2*time.Minute || s.MaxBody != DefaultMaxBody || s.MaxDepth != DefaultMaxDepth {
+		t.Errorf("stripe tolerance %v max_body %d max_depth %d", s.Tolerance, s.MaxBody, s.MaxDepth)
 	}
 	g := c.Providers[1]
-	if g.Secrets[0].Value != "gh-secret: with # yaml chars" || g.Tolerance.Duration != DefaultTolerance || g.MaxBody != 1<<20 {
+	if g.Secrets[0].Value != "gh-secret: with # yaml chars" || g.Tolerance.Duration != DefaultTolerance || g.MaxBody != 1<<20 || g.MaxDepth != 32 {
 		t.Errorf("github = %+v", g)
 	}
 	m := c.Usage[0]
@@ -86,6 +87,10 @@ func TestConfigErrorsNameLineAndKey(t *testing.T) {
 		{"duplicate provider", "providers:\n  - name: a\n    scheme: github\n    secrets: [x]\n  - name: a\n    scheme: github\n    secrets: [y]\n", []string{"5:", "twice"}},
 		{"bad tolerance", "providers:\n  - name: a\n    scheme: github\n    secrets: [x]\n    tolerance: soon\n", []string{"5:", "tolerance"}},
 		{"bad path", "providers:\n  - name: a\n    scheme: github\n    secrets: [x]\nusage:\n  - type: t\n    customer: $.data.customer\n    meter: m\n    quantity: q\n", []string{"7:", "usage[0].customer", "gjson"}},
+		{"wildcard path", "providers:\n  - name: a\n    scheme: github\n    secrets: [x]\nusage:\n  - type: t\n    customer: data.*\n    meter: m\n    quantity: q\n", []string{"7:", "usage[0].customer", "gjson syntax"}},
+		{"negative max_depth", "providers:\n  - name: a\n    scheme: github\n    secrets: [x]\n    max_depth: -1\n", []string{"5:", "providers[0].max_depth", "between 1 and 1024"}},
+		{"max_depth over the limit", "providers:\n  - name: a\n    scheme: github\n    secrets: [x]\n  - name: b\n    scheme: github\n    secrets: [x]\n    max_depth: 5000\n", []string{"8:", "providers[1].max_depth", "between 1 and 1024, got 5000"}},
+		{"hmac id_path with a query", "providers:\n  - name: a\n    scheme: hmac\n    secrets: [x]\n    hmac: {header: X-Sig, id_path: \"events.#.id\"}\n", []string{"3:", "providers[0].scheme", "hmac.id_path", "gjson syntax"}},
 		{"empty path segment", "providers:\n  - name: a\n    scheme: github\n    secrets: [x]\nusage:\n  - type: t\n    customer: c\n    meter: m\n    quantity: data..q\n", []string{"9:", "usage[0].quantity", "empty segment"}},
 		{"mapping without type", "providers:\n  - name: a\n    scheme: github\n    secrets: [x]\nusage:\n  - customer: c\n    meter: m\n    quantity: q\n", []string{"6:", "usage[0].type", "required"}},
 		{"mapping missing quantity", "providers:\n  - name: a\n    scheme: github\n    secrets: [x]\nusage:\n  - type: t\n    customer: c\n    meter: m\n", []string{"6:", "usage[0].quantity", "required"}},

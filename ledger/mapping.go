@@ -12,10 +12,12 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/hookledger/hookledger/payload"
 )
 
 // Field is where a usage attribute comes from: a JSON path into the event body
-// (gjson syntax) or a constant. In YAML a plain string is a path, a number is a
+// (payload.Get: plain gjson keys, the last of duplicate keys winning) or a constant. In YAML a plain string is a path, a number is a
 // constant, and {value: X} or {path: P} says which explicitly.
 type Field struct {
 	Path  string `yaml:"path"`
@@ -60,7 +62,7 @@ func (f *Field) UnmarshalYAML(unmarshal func(any) error) error {
 	return nil
 }
 
-// Validate rejects paths gjson would silently never match.
+// Validate rejects paths that would silently never match, or not as meant.
 func (f Field) Validate() error {
 	if f.bad != "" {
 		return errors.New(f.bad)
@@ -68,18 +70,7 @@ func (f Field) Validate() error {
 	if f.Path == "" {
 		return nil
 	}
-	p := f.Path
-	switch {
-	case strings.TrimSpace(p) != p:
-		return fmt.Errorf("path %q has surrounding spaces", p)
-	case strings.HasPrefix(p, "$"):
-		return fmt.Errorf("path %q: use gjson syntax without a leading $ (e.g. data.object.customer)", p)
-	case strings.HasPrefix(p, ".") || strings.HasSuffix(p, ".") || strings.Contains(p, ".."):
-		return fmt.Errorf("path %q has an empty segment", p)
-	case strings.ContainsAny(p, "|@#") && !strings.Contains(p, `\`):
-		return fmt.Errorf("path %q: modifiers, queries and pipes are not supported in mappings", p)
-	}
-	return nil
+	return payload.CheckPath(f.Path)
 }
 
 // Mapping turns one event type into one usage row. Several mappings may match
@@ -218,7 +209,7 @@ func lookup(f Field, body []byte) (gjson.Result, bool) {
 	if f.Value != "" {
 		return gjson.Result{Type: gjson.String, Str: f.Value, Raw: f.Value}, true
 	}
-	v := gjson.GetBytes(body, f.Path)
+	v := payload.Get(body, f.Path)
 	return v, v.Exists() && v.Type != gjson.Null
 }
 
@@ -231,6 +222,9 @@ func text(f Field, body []byte, name string) (string, error) {
 	case gjson.String:
 		if v.Str == "" {
 			return "", fmt.Errorf("%s: %s is empty", name, f.Path)
+		}
+		if err := CheckIdentifier(v.Str); err != nil {
+			return "", fmt.Errorf("%s: %w", name, err)
 		}
 		return v.Str, nil
 	case gjson.Number:

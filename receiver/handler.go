@@ -13,9 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/payload"
 	"github.com/hookledger/hookledger/receiver/scheme"
 )
 
@@ -131,7 +130,11 @@ func (s *Server) serveWebhook(w http.ResponseWriter, r *http.Request) {
 		age = &a
 		logAttrs = append(logAttrs, slog.Int64("signature_age_ms", a.Milliseconds()))
 	}
-	if !gjson.ValidBytes(body) {
+	switch err := payload.Check(body, p.MaxDepth); {
+	case errors.Is(err, payload.ErrTooDeep):
+		fail(http.StatusBadRequest, "too_deep", fmt.Sprintf("body nests deeper than %d levels (max_depth)", p.MaxDepth), nil)
+		return
+	case err != nil:
 		fail(http.StatusBadRequest, "not_json", "body is not valid JSON", nil)
 		return
 	}
@@ -143,6 +146,12 @@ func (s *Server) serveWebhook(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		fail(http.StatusBadRequest, "no_event_id", "delivery carries no event id", nil)
+		return
+	}
+	// The event id is the receipt's key, printed by every command that lists receipts: one that
+	// is not clean text cannot be kept faithfully, so it is refused like a missing one.
+	if err := ledger.CheckIdentifier(id); err != nil {
+		fail(http.StatusBadRequest, "bad_event_id", "event id: "+err.Error(), fmt.Errorf("event id %q", id))
 		return
 	}
 	logAttrs = append(logAttrs, slog.String("event_id", id), slog.String("event_type", typ))
@@ -200,10 +209,10 @@ func (d *Delivery) Classify(m *ledger.Mapper) {
 
 // slackChallenge answers Slack's endpoint check, which is signed but is not an event.
 func slackChallenge(p *Provider, body []byte) (string, bool) {
-	if p.Scheme.Name() != "slack" || gjson.GetBytes(body, "type").String() != "url_verification" {
+	if p.Scheme.Name() != "slack" || payload.Get(body, "type").String() != "url_verification" {
 		return "", false
 	}
-	c := gjson.GetBytes(body, "challenge")
+	c := payload.Get(body, "challenge")
 	return c.String(), c.Exists()
 }
 

@@ -15,6 +15,7 @@ type Provider struct {
 	Keys      [][]byte // current secrets, any of which may sign (rotation)
 	Tolerance time.Duration
 	MaxBody   int64
+	MaxDepth  int // deepest nesting of arrays and objects a body may have
 }
 
 // NewProvider builds a provider from its validated configuration.
@@ -23,7 +24,10 @@ func NewProvider(c config.Provider) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("provider %s: %w", c.Name, err)
 	}
-	p := &Provider{Name: c.Name, Scheme: s, Tolerance: c.Tolerance.Duration, MaxBody: c.MaxBody}
+	p := &Provider{Name: c.Name, Scheme: s, Tolerance: c.Tolerance.Duration, MaxBody: c.MaxBody, MaxDepth: c.MaxDepth}
+	if p.MaxDepth == 0 { // a Provider built in code rather than by config.Parse
+		p.MaxDepth = config.DefaultMaxDepth
+	}
 	for i, sec := range c.Secrets {
 		k, err := s.Key(sec.Value)
 		if err != nil {

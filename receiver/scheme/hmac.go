@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hookledger/hookledger/payload"
 )
 
 // hmacScheme covers providers without a dedicated scheme: HMAC-SHA256 over a configurable template,
@@ -39,6 +41,13 @@ func newHMAC(o HMACOptions) (*hmacScheme, error) {
 	}
 	if o.TypeHeader == "" && o.TypePath == "" {
 		o.TypePath = "type"
+	}
+	for _, f := range []struct{ key, path string }{{"id_path", o.IDPath}, {"type_path", o.TypePath}} {
+		if f.path != "" {
+			if err := payload.CheckPath(f.path); err != nil {
+				return nil, fmt.Errorf("hmac.%s: %w", f.key, err)
+			}
+		}
 	}
 	if o.Template == "" {
 		o.Template = "{body}"

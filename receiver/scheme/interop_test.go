@@ -59,6 +59,18 @@ func TestStripeInterop(t *testing.T) {
 			t.Fatalf("Identify = %q, %q; stripe-go says %q, %q", id, typ, ev.ID, ev.Type)
 		}
 	})
+	t.Run("duplicate keys: we read the id and type stripe-go reads", func(t *testing.T) {
+		body := []byte(`{"id":"evt_first","type":"a.first","object":"event","type":"invoice.paid","id":"evt_last"}`)
+		h := http.Header{}
+		s.Sign(h, body, keys[0], "", "", now)
+		ev, err := webhook.ConstructEventWithOptions(body, h.Get(stripeHeader), secret, webhook.ConstructEventOptions{IgnoreAPIVersionMismatch: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id, typ := s.Identify(h, body); id != ev.ID || typ != string(ev.Type) || id != "evt_last" {
+			t.Fatalf("Identify = %q, %q; stripe-go says %q, %q", id, typ, ev.ID, ev.Type)
+		}
+	})
 }
 
 func TestStandardInterop(t *testing.T) {

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/hookledger/hookledger/payload"
 )
 
 // Sentinel outcomes of Verify; every error from Verify wraps exactly one of them so the HTTP layer
@@ -59,7 +61,7 @@ type HMACOptions struct {
 	TimestampHeader string `yaml:"timestamp_header"` // optional; unix seconds; enables tolerance
 	Template        string `yaml:"template"`         // signed string; placeholders {timestamp}, {body}, {id}; default "{body}" (or "{timestamp}.{body}" when TimestampHeader is set)
 	IDHeader        string `yaml:"id_header"`        // where the event id comes from: a header ...
-	IDPath          string `yaml:"id_path"`          // ... or a gjson path into the body (one of the two is required)
+	IDPath          string `yaml:"id_path"`          // ... or a path into the body, as in usage mappings (one of the two is required)
 	TypeHeader      string `yaml:"type_header"`
 	TypePath        string `yaml:"type_path"` // default "type" when TypeHeader is empty
 }
@@ -268,10 +270,11 @@ func missing(header string) error {
 	return fmt.Errorf("%s: %w", header, ErrMissingSignature)
 }
 
-// bodyString reads an id or type from the raw body. Only strings and numbers count: an object or
-// boolean at that path is not an identifier. Integers keep their exact digits (ids above 2^53).
+// bodyString reads an id or type from the raw body, the last of duplicate keys winning as in the
+// providers' own libraries (payload.Get). Only strings and numbers count: an object or boolean at
+// that path is not an identifier. Integers keep their exact digits (ids above 2^53).
 func bodyString(body []byte, path string) string {
-	r := gjson.GetBytes(body, path)
+	r := payload.Get(body, path)
 	if r.Type != gjson.String && r.Type != gjson.Number {
 		return ""
 	}

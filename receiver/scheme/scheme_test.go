@@ -55,6 +55,8 @@ func TestNew(t *testing.T) {
 		{"bad encoding", "hmac", HMACOptions{Header: "X-Sig", IDPath: "id", Encoding: "HEX"}, `hmac.encoding must be "hex" or "base64"`},
 		{"no id", "hmac", HMACOptions{Header: "X-Sig"}, "hmac.id_header and hmac.id_path"},
 		{"two ids", "hmac", HMACOptions{Header: "X-Sig", IDHeader: "X-Id", IDPath: "id"}, "hmac.id_header and hmac.id_path"},
+		{"wildcard id_path", "hmac", HMACOptions{Header: "X-Sig", IDPath: "events.*"}, "hmac.id_path: path \"events.*\""},
+		{"query type_path", "hmac", HMACOptions{Header: "X-Sig", IDHeader: "X-Id", TypePath: "a|b"}, "hmac.type_path: path \"a|b\""},
 		{"two types", "hmac", HMACOptions{Header: "X-Sig", IDPath: "id", TypeHeader: "X-T", TypePath: "type"}, "hmac.type_header and hmac.type_path"},
 		{"template without body", "hmac", HMACOptions{Header: "X-Sig", IDPath: "id", Template: "{id}"}, "{body} exactly once"},
 		{"template with body twice", "hmac", HMACOptions{Header: "X-Sig", IDPath: "id", Template: "{body}{body}"}, "{body} exactly once"},

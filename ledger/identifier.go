@@ -1,0 +1,31 @@
+package ledger
+
+import (
+	"errors"
+	"fmt"
+	"unicode/utf8"
+)
+
+// CheckIdentifier refuses an identifier (customer id, meter name, event id) that is not clean text.
+// Such ids print like other ids or not at all: "cus_\xff" shows as "cus_\ufffd", a NUL vanishes
+// from a terminal and lands raw in CSV. So they never reach the ledger or a receipt key: a mapping
+// that extracts one fails (the receipt keeps the reason), an event id of that kind is refused.
+//
+// Refused: bytes that are not UTF-8; control characters (C0 U+0000-U+001F, DEL U+007F, C1
+// U+0080-U+009F); and U+FFFD, which is what decoders put in place of bytes they could not read
+// (encoding/json for "\xff", gjson for a lone surrogate escape such as "\ud800"), so an id holding
+// it cannot be told from the one it was made from.
+func CheckIdentifier(s string) error {
+	if !utf8.ValidString(s) {
+		return errors.New("is not valid UTF-8")
+	}
+	for _, r := range s {
+		switch {
+		case r < 0x20, 0x7f <= r && r <= 0x9f:
+			return fmt.Errorf("contains a control character (%U)", r)
+		case r == utf8.RuneError:
+			return errors.New("contains U+FFFD, the replacement character (for a character lost before it reached hookledger)")
+		}
+	}
+	return nil
+}

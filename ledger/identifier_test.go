@@ -1,0 +1,29 @@
+package ledger
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestCheckIdentifier(t *testing.T) {
+	for _, s := range []string{"cus_1", "api_requests", "evt_1PqXyZ", "cus é", "顧客", "😀", "a\u00a0b", "\u00a0"} {
+		if err := CheckIdentifier(s); err != nil {
+			t.Errorf("%q: %v", s, err)
+		}
+	}
+	for s, want := range map[string]string{
+		"\x00":         "control character (U+0000)",
+		"a\x1f":        "control character (U+001F)",
+		"a\x7f":        "control character (U+007F)",
+		"a\u0080":      "control character (U+0080)",
+		"a\u009f":      "control character (U+009F)",
+		"cus_\xff":     "not valid UTF-8",
+		"\xc2":         "not valid UTF-8",
+		"\xed\xa0\x80": "not valid UTF-8", // a surrogate encoded as UTF-8
+		"cus_\ufffd":   "U+FFFD",
+	} {
+		if err := CheckIdentifier(s); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", s, err, want)
+		}
+	}
+}
