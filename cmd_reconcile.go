@@ -60,7 +60,7 @@ func reconcileAction(c *cli.Context) error {
 	}
 	var src reconcile.Source
 	if f := c.String("file"); f != "" {
-		fs := &reconcile.FileSource{Path: f}
+		fs := &reconcile.FileSource{Path: f, MaxDepth: p.MaxDepth}
 		if rc := p.Reconcile; rc != nil && rc.Source == "file" {
 			fs.IDPath, fs.TypePath, fs.TimePath, fs.Types = rc.IDPath, rc.TypePath, rc.TimePath, rc.Types
 		}

@@ -7,9 +7,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/payload"
 	"github.com/hookledger/hookledger/receiver"
 )
 
@@ -63,8 +62,8 @@ func (s *Reference) serveWebhook(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusUnauthorized, referenceReply{Error: err.Error()})
 		return
 	}
-	if !gjson.ValidBytes(body) {
-		reply(w, http.StatusBadRequest, referenceReply{Error: "body is not valid JSON"})
+	if payload.Check(body, p.MaxDepth) != nil {
+		reply(w, http.StatusBadRequest, referenceReply{Error: "body is not valid JSON or nests too deep"})
 		return
 	}
 	id, typ := p.Scheme.Identify(r.Header, body)

@@ -14,12 +14,16 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/payload"
 )
 
 // FileSource reads a JSONL file with one raw provider event per line, for
 // providers without an events API (an export, a dead-letter dump). Each line
 // is the exact body a webhook would carry; its id, type and creation time are
-// read with gjson paths.
+// read with payload.Get, as the webhook path reads them (the last of duplicate
+// keys wins), and a line is held to the provider's nesting limit like a body.
 type FileSource struct {
 	Path     string
 	IDPath   string   // default "id"
@@ -27,6 +31,7 @@ type FileSource struct {
 	TimePath string   // RFC 3339 string or unix seconds; default "created"
 	Types    []string // only these types; empty: every type
 	PageSize int      // events per page; default 100
+	MaxDepth int      // nesting limit of a line; default config.DefaultMaxDepth
 }
 
 // Name implements Source.
@@ -110,16 +115,23 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 }
 
 func (s *FileSource) event(raw []byte) (Event, error) {
-	if !gjson.ValidBytes(raw) {
+	depth := s.MaxDepth
+	if depth == 0 {
+		depth = config.DefaultMaxDepth
+	}
+	switch err := payload.Check(raw, depth); {
+	case errors.Is(err, payload.ErrTooDeep):
+		return Event{}, fmt.Errorf("nests deeper than %d levels (the provider's max_depth)", depth)
+	case err != nil:
 		return Event{}, errors.New("not valid JSON")
 	}
 	idPath, typePath, timePath := or(s.IDPath, "id"), or(s.TypePath, "type"), or(s.TimePath, "created")
-	id := gjson.GetBytes(raw, idPath)
+	id := payload.Get(raw, idPath)
 	if id.Type != gjson.String || id.Str == "" {
 		return Event{}, fmt.Errorf("no event id (a non-empty string) at %s", idPath)
 	}
 	var created time.Time
-	switch t := gjson.GetBytes(raw, timePath); t.Type {
+	switch t := payload.Get(raw, timePath); t.Type {
 	case gjson.Number:
 		created = time.UnixMilli(int64(t.Float() * 1000)).UTC()
 	case gjson.String:
@@ -131,7 +143,7 @@ func (s *FileSource) event(raw []byte) (Event, error) {
 	default:
 		return Event{}, fmt.Errorf("no event time (RFC 3339 or unix seconds) at %s", timePath)
 	}
-	return Event{ID: id.Str, Type: gjson.GetBytes(raw, typePath).String(), Created: created, Body: append([]byte(nil), raw...)}, nil
+	return Event{ID: id.Str, Type: payload.Get(raw, typePath).String(), Created: created, Body: append([]byte(nil), raw...)}, nil
 }
 
 func or(s, def string) string {

@@ -88,6 +88,32 @@ func TestFileSourceBadLineStopsAtItsPage(t *testing.T) {
 	}
 }
 
+// A line is read as the webhook path reads a body: the last of duplicate keys wins, so a
+// reconciled event gets the receipt key its webhook got, and an id that is not clean text fails
+// its page instead of becoming a key.
+func TestFileSourceReadsLinesAsWebhooksAre(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	line := `{"id":"msg_first","type":"usage.recorded","created":"2026-01-01T00:00:00Z","id":"msg_last",` +
+		`"created":` + fmt.Sprint(testNow.Add(-time.Hour).Unix()) + `,"data":{"customer":"cus_1","meter":"api_requests","quantity":2}}`
+	e.writeFile("events.jsonl", line+"\n")
+	rep, err := e.reconciler("files").Run(context.Background(), Options{})
+	if err != nil || rep.Inserted != 1 {
+		t.Fatalf("err %v, report %+v", err, rep)
+	}
+	if n := e.count(`SELECT COUNT(*) FROM receipts WHERE event_id = 'msg_last'`); n != 1 {
+		t.Errorf("%d receipts under the last id, want 1", n)
+	}
+
+	e.writeFile("events.jsonl", strings.Replace(usageLine("msg_bad", testNow.Add(-time.Hour), "cus_1", 1), "msg_bad", `msg_\u0000`, 1)+"\n")
+	rep, err = e.reconciler("files").Run(context.Background(), Options{Since: 24 * time.Hour})
+	if !errors.Is(err, ErrIncomplete) || !strings.Contains(err.Error(), "event id: contains a control character (U+0000)") {
+		t.Fatalf("err %v, want the bad id named", err)
+	}
+	if n := e.count(`SELECT COUNT(*) FROM receipts`); n != 1 || rep.Inserted != 0 {
+		t.Errorf("%d receipts, %d inserted; want the bad event left out", n, rep.Inserted)
+	}
+}
+
 func TestFileSourceRejects(t *testing.T) {
 	w := Window{From: testNow.Add(-time.Hour), To: testNow}
 	for name, tc := range map[string]struct{ content, want string }{
@@ -95,6 +121,7 @@ func TestFileSourceRejects(t *testing.T) {
 		"no id":        {`{"type":"x","created":1}` + "\n", ":1: no event id"},
 		"numeric id":   {`{"id":5,"created":1}` + "\n", ":1: no event id"},
 		"bad time":     {"\n" + `{"id":"a","created":"yesterday"}`, `:2: created: "yesterday" is not an RFC 3339 time`},
+		"too deep":     {`{"id":"a","created":1,"x":` + strings.Repeat("[", 128) + strings.Repeat("]", 128) + "}\n", ":1: nests deeper than 128 levels"},
 		"missing file": {"", "no such file"},
 	} {
 		t.Run(name, func(t *testing.T) {

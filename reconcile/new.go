@@ -22,7 +22,7 @@ func NewSource(p config.Provider) (Source, error) {
 		s.Types = rc.Types
 		return s, nil
 	case "file":
-		return &FileSource{Path: rc.File, IDPath: rc.IDPath, TypePath: rc.TypePath, TimePath: rc.TimePath, Types: rc.Types}, nil
+		return &FileSource{Path: rc.File, IDPath: rc.IDPath, TypePath: rc.TypePath, TimePath: rc.TimePath, Types: rc.Types, MaxDepth: p.MaxDepth}, nil
 	}
 	return nil, fmt.Errorf("provider %q: unknown reconcile source %q", p.Name, rc.Source)
 }

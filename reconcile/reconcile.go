@@ -183,6 +183,11 @@ func (r *Reconciler) Run(ctx context.Context, o Options) (*Report, error) {
 func (r *Reconciler) handle(ctx context.Context, page Page, seen map[string]bool, now time.Time, dryRun bool, rep *Report) {
 	var events []Event
 	for _, e := range page.Events {
+		// The rule of the webhook path: an event id that is not clean text cannot be a receipt's key.
+		if err := ledger.CheckIdentifier(e.ID); err != nil {
+			rep.fail(fmt.Errorf("event %q: event id: %w", e.ID, err))
+			continue
+		}
 		// GitHub lists every attempt of an event; one is enough.
 		if !seen[e.ID] {
 			seen[e.ID] = true
