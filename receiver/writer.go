@@ -214,11 +214,10 @@ func (w *Writer) apply(batch []*job, errs []error, isolate bool) (failed bool, e
 			if errs[i], txErr = btx.isolated(ctx, j.op); txErr != nil {
 				return false, w.storageError("savepoint", txErr) // the savepoint could not be undone: commit nothing
 			}
-			if _, ok := j.op.(*Delivery); ok && errs[i] != nil {
-				w.storageError("delivery", errs[i])
-			}
+			w.opFailed(j.op, errs[i])
 		default:
 			if errs[i] = j.op.Apply(ctx, btx); errs[i] != nil {
+				w.opFailed(j.op, errs[i]) // final: the isolated pass skips it
 				return true, nil
 			}
 		}
@@ -239,6 +238,15 @@ func (w *Writer) storageError(op string, err error) error {
 		w.OnStorageError(op, err)
 	}
 	return err
+}
+
+// opFailed reports a delivery whose own writes failed: everything a
+// Delivery's Apply returns is a database error (a payload that cannot be
+// mapped is stored as failed, not returned).
+func (w *Writer) opFailed(op Op, err error) {
+	if _, ok := op.(*Delivery); ok && err != nil {
+		w.storageError("delivery", err)
+	}
 }
 
 // clock returns the batch time, never earlier than the previous batch's even
