@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/urfave/cli/v2"
 
@@ -19,6 +20,15 @@ func migrateCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			// Not beside a running serve, which migrates on start itself.
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return fmt.Errorf("create data directory: %w", err)
+			}
+			lock, err := schema.LockDir(dir)
+			if err != nil {
+				return err
+			}
+			defer lock.Unlock()
 			path := schema.Path(dir)
 			db, err := schema.Open(c.Context, path, schema.Options{})
 			if err != nil {

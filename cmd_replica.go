@@ -31,10 +31,14 @@ func litestreamConfigFlag() cli.Flag {
 func replicationFlags() []cli.Flag {
 	return []cli.Flag{
 		litestreamConfigFlag(),
+		&cli.BoolFlag{Name: "no-replication", EnvVars: []string{"HOOKLEDGER_NO_REPLICATION"},
+			Usage: "do not replicate, even when ./" + defaultLitestreamFile + " exists (e.g. serving another --data from a directory that has one)"},
 		&cli.BoolFlag{Name: "restore-if-missing", EnvVars: []string{"HOOKLEDGER_RESTORE_IF_MISSING"},
-			Usage: "when the database does not exist, restore it from the replica before accepting traffic (a new machine)"},
+			Usage: "when the database does not exist, restore it from the replica before accepting traffic (a new machine); serve does not start while that replica cannot be read"},
 		&cli.BoolFlag{Name: "ack-after-replica", EnvVars: []string{"HOOKLEDGER_ACK_AFTER_REPLICA"},
 			Usage: "answer 2xx only once the replica holds the event (same as durability: replica in the config); the replica being down then means 503s"},
+		&cli.BoolFlag{Name: "replica-takeover", EnvVars: []string{"HOOKLEDGER_REPLICA_TAKEOVER"},
+			Usage: "when the replica holds later transactions than this database, move the replica's files aside (kept whole, beside it) and replicate this database as its new history, instead of refusing to start"},
 		&cli.DurationFlag{Name: "shutdown-sync-timeout", EnvVars: []string{"HOOKLEDGER_SHUTDOWN_SYNC_TIMEOUT"},
 			Usage: "bound on the final replica sync at shutdown", DefaultText: "litestream.yml's shutdown-sync-timeout, else 10s"},
 	}
@@ -72,15 +76,24 @@ const (
 	// so recovery shows soon. Listing is a LIST request on S3: not per probe.
 	replicaStatusEvery = 10 * time.Second
 	replicaStatusRetry = 2 * time.Second
+	// replicaCheckTimeout bounds serve's first look at the replica (its
+	// position, before anything is replicated). An S3 endpoint that refuses
+	// connections costs the SDK's retries, about 14 s, without it; past it
+	// serve starts anyway and keeps trying in the background.
+	replicaCheckTimeout = 5 * time.Second
+	// replicaDownLogEvery rate-limits the ERROR line while replication is down.
+	replicaDownLogEvery = time.Minute
 )
 
 // serveReplication is Litestream inside serve. A nil *serveReplication means
 // not replicating; every method is then a no-op.
 type serveReplication struct {
-	cfg *replication.Config
-	ack bool
-	log *slog.Logger
-	rep *replication.Replicator
+	cfg              *replication.Config
+	ack              bool
+	restoreIfMissing bool
+	log              *slog.Logger
+	rep              *replication.Replicator
+	down             *rateLimitedLog // "replication is down", while it is
 
 	mu        sync.Mutex
 	status    replication.Status
@@ -90,73 +103,129 @@ type serveReplication struct {
 	done      chan struct{}
 }
 
-// prepareReplication runs before the database is opened: it validates
-// litestream.yml against hookledger's database and, for --restore-if-missing,
-// restores a missing database from the replica.
-func prepareReplication(ctx context.Context, c *cli.Context, cfg *config.Config, log *slog.Logger) (*serveReplication, error) {
+// loadReplication validates serve's replication flags and litestream.yml
+// against hookledger's database. It reads files but creates none and does
+// not contact the replica: serve calls it before anything exists.
+func loadReplication(c *cli.Context, cfg *config.Config, log *slog.Logger) (*serveReplication, error) {
+	ack := c.Bool("ack-after-replica") || cfg.Durability == config.DurabilityReplica
+	if c.Bool("no-replication") {
+		for _, f := range []struct {
+			set  bool
+			name string
+		}{
+			{ack, "ACK-after-replica mode (--ack-after-replica or durability: replica)"},
+			{c.Bool("restore-if-missing"), "--restore-if-missing"},
+			{c.Bool("replica-takeover"), "--replica-takeover"},
+		} {
+			if f.set {
+				return nil, fmt.Errorf("--no-replication and %s contradict each other", f.name)
+			}
+		}
+		return nil, nil
+	}
 	lcfg, err := loadLitestream(c)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w (or --no-replication to serve without replicating)", err)
 	}
-	ack := c.Bool("ack-after-replica") || cfg.Durability == config.DurabilityReplica
 	if lcfg == nil {
 		switch {
 		case ack:
 			return nil, fmt.Errorf("ACK-after-replica mode (--ack-after-replica or durability: replica) needs a replica: no ./%s and no --litestream-config", defaultLitestreamFile)
 		case c.Bool("restore-if-missing"):
 			return nil, fmt.Errorf("--restore-if-missing needs a replica: no ./%s and no --litestream-config", defaultLitestreamFile)
+		case c.Bool("replica-takeover"):
+			return nil, fmt.Errorf("--replica-takeover needs a replica: no ./%s and no --litestream-config", defaultLitestreamFile)
 		}
 		return nil, nil
 	}
 	if err := lcfg.CheckDB(cfg.DBPath()); err != nil {
-		return nil, fmt.Errorf("%w (set --data, or the path in %s, so they agree)", err, lcfg.File)
+		return nil, fmt.Errorf("%w (set --data, or the path in %s, so they agree; or pass --no-replication to serve without replicating)", err, lcfg.File)
 	}
 	if c.IsSet("shutdown-sync-timeout") {
 		if lcfg.ShutdownSyncTimeout = c.Duration("shutdown-sync-timeout"); lcfg.ShutdownSyncTimeout < 0 {
 			return nil, errors.New("--shutdown-sync-timeout must not be negative")
 		}
 	}
-	if c.Bool("restore-if-missing") || lcfg.DB.RestoreIfDBNotExists {
-		res, err := replication.Restore(ctx, lcfg, replication.RestoreOptions{IfDBNotExists: true, Logger: log})
-		switch {
-		case errors.Is(err, replication.ErrNoReplica):
-			// As Litestream does: a first deploy has nothing to restore yet.
-			log.Warn("restore-if-missing: the replica holds no backup yet; starting with an empty database",
-				"replica", lcfg.DB.Replica.String())
-		case err != nil:
-			return nil, err
-		case res.Skipped:
-			log.Info("restore-if-missing: the database exists; nothing restored", "db", res.Path)
-		default:
-			log.Info("restored the database from the replica", "db", res.Path, "txid", res.TXID.String(),
-				"timestamp", res.Timestamp.UTC(), "replica", lcfg.DB.Replica.String())
+	rep, err := replication.NewReplicator(lcfg, lcfg.DB.Path)
+	if err != nil {
+		return nil, err
+	}
+	rep.Logger, rep.Takeover = log, c.Bool("replica-takeover")
+	return &serveReplication{
+		cfg: lcfg, ack: ack, log: log, rep: rep,
+		restoreIfMissing: c.Bool("restore-if-missing") || lcfg.DB.RestoreIfDBNotExists,
+		down:             &rateLimitedLog{Every: replicaDownLogEvery},
+	}, nil
+}
+
+// Prepare runs once the data directory is locked and before the database is
+// opened: restore-if-missing, then the check that the replica is not ahead
+// of the local database. A replica that cannot be read is no reason not to
+// start (deliveries are taken into custody locally and replication starts
+// when it can), except for a missing database that should be restored.
+func (s *serveReplication) Prepare(ctx context.Context) error {
+	if s == nil {
+		return nil
+	}
+	if s.restoreIfMissing {
+		if err := s.restore(ctx); err != nil {
+			return err
 		}
 	}
-	return &serveReplication{cfg: lcfg, ack: ack, log: log}, nil
+	cctx, cancel := context.WithTimeout(ctx, replicaCheckTimeout)
+	defer cancel()
+	switch err := s.rep.Check(cctx); {
+	case errors.Is(err, replication.ErrReplicaAhead):
+		return err
+	case err != nil:
+		s.log.Error("cannot read the replica: serving anyway; deliveries are kept locally and replication starts once the replica can be read",
+			"replica", s.cfg.DB.Replica.String(), "error", err.Error(), "ack_after_replica", s.ack)
+	}
+	return nil
+}
+
+// restore is --restore-if-missing. With a replica that cannot be read and no
+// database, serve refuses to start rather than start empty: an empty
+// database taking deliveries forks the ledger from the replica's history
+// with no way to merge them, while the senders keep retrying until serve is
+// back (systemd restarts it; each start tries the replica again).
+func (s *serveReplication) restore(ctx context.Context) error {
+	res, err := replication.Restore(ctx, s.cfg, replication.RestoreOptions{IfDBNotExists: true, Logger: s.log})
+	switch {
+	case errors.Is(err, replication.ErrNoReplica):
+		// As Litestream does: a first deploy has nothing to restore yet.
+		s.log.Warn("restore-if-missing: the replica holds no backup yet; starting with an empty database",
+			"replica", s.cfg.DB.Replica.String())
+	case err != nil:
+		return fmt.Errorf("restore-if-missing: %w\n(serve does not start on an empty database while the replica may hold the ledger: "+
+			"its history would fork. Start again once the replica can be read; without --restore-if-missing serve would refuse too, "+
+			"once it sees the replica's data)", err)
+	case res.Skipped:
+		s.log.Info("restore-if-missing: the database exists; nothing restored", "db", res.Path)
+	default:
+		s.log.Info("restored the database from the replica", "db", res.Path, "txid", res.TXID.String(),
+			"timestamp", res.Timestamp.UTC(), "replica", s.cfg.DB.Replica.String())
+	}
+	return nil
 }
 
 // Enabled reports whether serve replicates.
 func (s *serveReplication) Enabled() bool { return s != nil }
 
-// Open starts Litestream on the open, migrated database. Call it before the
+// Open starts Litestream on the open, migrated database, or keeps trying in
+// the background while the replica cannot be read. Call it before the
 // writer opens, and Close after the database has closed.
 func (s *serveReplication) Open(ctx context.Context) error {
 	if s == nil {
 		return nil
 	}
-	rep, err := replication.NewReplicator(s.cfg, s.cfg.DB.Path)
-	if err != nil {
+	if err := s.rep.Open(ctx); err != nil {
 		return err
 	}
-	rep.Logger = s.log
-	if err := rep.Open(ctx); err != nil {
-		return err
-	}
-	s.rep = rep
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	s.stopWatch, s.done = stopWatch, make(chan struct{})
 	go s.watch(watchCtx)
-	s.log.Info("replicating", "db", s.cfg.DB.Path, "replica", s.cfg.DB.Replica.String(),
+	s.log.Info("replicating", "db", s.cfg.DB.Path, "replica", s.cfg.DB.Replica.String(), "started", s.rep.Healthy() == nil,
 		"ack_after_replica", s.ack, "sync_interval", s.cfg.DB.Replica.SyncInterval.String(), "config", s.cfg.File)
 	return nil
 }
@@ -184,6 +253,8 @@ func (s *serveReplication) Register(ready *health.Checker, met *metrics.Metrics)
 	}
 	if s.ack {
 		ready.Add("replication", s.check)
+	} else {
+		ready.AddAdvisory("replication", s.check) // shown, but the instance stays ready
 	}
 	met.SetReplicationStatus(func() (time.Duration, time.Time, bool) {
 		s.mu.Lock()
@@ -219,6 +290,7 @@ func (s *serveReplication) watch(stop context.Context) {
 		s.mu.Lock()
 		s.status, s.statusErr = st, err
 		s.mu.Unlock()
+		s.report(s.check(stop))
 		if perr := s.rep.Publish(); perr != nil {
 			s.log.Warn("cannot publish replica status", "error", perr.Error())
 		}
@@ -234,14 +306,37 @@ func (s *serveReplication) watch(stop context.Context) {
 	}
 }
 
+// report logs replication going down at ERROR, then at most once per
+// replicaDownLogEvery while it stays down, and its recovery at INFO.
+func (s *serveReplication) report(err error) {
+	if err == nil {
+		if n, since, was := s.down.Recover(); was {
+			s.log.Info("replication recovered", "down_for", time.Since(since).Round(time.Second).String(), "errors", n)
+		}
+		return
+	}
+	if n, since, ok := s.down.Allow(); ok {
+		msg := "replication is down: deliveries are stored locally but not replicated"
+		if s.ack {
+			msg = "replication is down: deliveries are stored locally and answered 503 until the replica holds them"
+		}
+		s.log.Error(msg, "replica", s.cfg.DB.Replica.String(), "error", err.Error(),
+			"down_since", since.UTC().Format(time.RFC3339), "failed_checks_since_last_line", n)
+	}
+}
+
 // Close stops replication with a final sync bounded by the shutdown sync
 // timeout. The application's database must be closed already.
 func (s *serveReplication) Close() {
-	if s == nil || s.rep == nil {
+	if s == nil || s.stopWatch == nil {
 		return
 	}
 	s.stopWatch() // a listing of a hung replica must not delay shutdown
 	<-s.done
+	if err := s.rep.Healthy(); errors.Is(err, replication.ErrNotStarted) {
+		s.log.Error("stopping before replication could start: the replica lacks this run's deliveries (they are in the local database, and the next start replicates them)",
+			"error", err.Error())
+	}
 	begin := time.Now()
 	if err := s.rep.Close(context.Background()); err != nil {
 		s.log.Error("final replica sync failed: the replica may lack the last commits (they are in the local database)",

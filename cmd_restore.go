@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"text/tabwriter"
@@ -82,6 +83,21 @@ func restore(c *cli.Context) error {
 	var bar restoreBar
 	if isTerminal(c.App.ErrWriter) {
 		opts.Progress = bar.set
+	}
+
+	// Never write into the data directory of a running serve (or beside a
+	// migrate or another restore). A directory that does not exist yet is
+	// nobody's: Restore creates it.
+	out := opts.OutputPath
+	if out == "" {
+		out = cfg.DB.Path
+	}
+	if fi, err := os.Stat(filepath.Dir(out)); err == nil && fi.IsDir() {
+		lock, err := schema.LockDir(filepath.Dir(out))
+		if err != nil {
+			return fmt.Errorf("restore: %w", err)
+		}
+		defer lock.Unlock()
 	}
 
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)

@@ -106,18 +106,77 @@ func serve(c *cli.Context) error {
 		return err
 	}
 	slog.SetDefault(log) // libraries that log through slog.Default (Litestream) match
+
+	// 1. Validate everything, creating nothing: a serve that cannot start
+	// leaves no data directory, database or secret behind, and prints no
+	// banner for a secret it then does not use.
 	var certs *certReloader
 	if c.String("tls-cert") != "" || c.String("tls-key") != "" {
 		if certs, err = newCertReloader(c.String("tls-cert"), c.String("tls-key")); err != nil {
 			return err
 		}
 	}
-	cfg, generated, err := loadConfig(c)
+	cfg, err := loadServeConfig(c)
 	if err != nil {
 		return err
 	}
 	if l := c.String("listen"); l != "" {
 		cfg.Listen = l
+	}
+	repl, err := loadReplication(c, cfg, log) // litestream.yml, incl. its database path
+	if err != nil {
+		return err
+	}
+	providers, err := receiver.NewProviders(cfg.Providers)
+	if err != nil {
+		return err
+	}
+	adm, err := admin.New(cfg.Admin.Listen, cfg.AdminTokens())
+	if err != nil {
+		return err
+	}
+	// Admin token rules (length, whitespace on a non-loopback address) are
+	// checked here, before anything is created.
+
+	// 2. Take the data directory and bind the listeners: a second serve on
+	// this directory, a port in use or an address that cannot be bound fail
+	// here. A data directory that exists is locked before binding, so a
+	// second serve with the same config is told who holds the directory
+	// rather than that the port is taken.
+	var lock *schema.DirLock
+	if fi, err := os.Stat(cfg.Data); err == nil && fi.IsDir() {
+		if lock, err = schema.LockDir(cfg.Data); err != nil {
+			return err
+		}
+		defer lock.Unlock()
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	defer ln.Close() // on a failed start; Shutdown closes it otherwise
+	var aln net.Listener
+	if len(adm.Tokens) > 0 {
+		if aln, err = net.Listen("tcp", adm.Listen); err != nil {
+			return fmt.Errorf("admin listen: %w", err)
+		}
+		defer aln.Close()
+	}
+
+	// 3. Side effects, in order: the data directory and its lock, the
+	// generated secret, restore-if-missing, the database.
+	if lock == nil {
+		if err := os.MkdirAll(cfg.Data, 0o700); err != nil {
+			return fmt.Errorf("create data directory: %w", err)
+		}
+		if lock, err = schema.LockDir(cfg.Data); err != nil {
+			return err
+		}
+		defer lock.Unlock()
+	}
+	generated, err := cfg.SaveSecret()
+	if err != nil {
+		return err
 	}
 	if generated != "" {
 		// Zero-config first start only: deploy/ always configures secrets, so
@@ -130,11 +189,10 @@ func serve(c *cli.Context) error {
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	// Replication (cmd_replica.go): validates litestream.yml and restores a
-	// missing database. Its Close is deferred before db.Close, so the final
-	// replica sync runs after the database has closed.
-	repl, err := prepareReplication(ctx, c, cfg, log)
-	if err != nil {
+	// Replication (cmd_replica.go): restore-if-missing, then refuse a replica
+	// that is ahead of the local database. Close is deferred before
+	// db.Close, so the final replica sync runs after the database has closed.
+	if err := repl.Prepare(ctx); err != nil {
 		return err
 	}
 	defer repl.Close()
@@ -146,16 +204,15 @@ func serve(c *cli.Context) error {
 	if err := repl.Open(ctx); err != nil {
 		return err
 	}
-	providers, err := receiver.NewProviders(cfg.Providers)
-	if err != nil {
-		return err
-	}
 	mapper := ledger.NewMapper(cfg.Usage, cfg.MeterNames())
 	names := providerNames(providers)
 	met := metrics.New(metrics.Options{Providers: names, Version: version, Commit: commit})
+	storageErrs := newStorageErrorLog(log, met)
 	writer := receiver.NewWriter(db)
-	writer.AfterBatch = met.ObserveBatch // before Open: the writer goroutine reads it
-	writer.Replicate = repl.AckFunc()    // ACK-after-replica mode; nil replies after COMMIT
+	// Before Open: the writer goroutine reads these.
+	writer.AfterBatch = func(size int, d time.Duration) { met.ObserveBatch(size, d); storageErrs.Committed() }
+	writer.OnStorageError = storageErrs.Observe
+	writer.Replicate = repl.AckFunc() // ACK-after-replica mode; nil replies after COMMIT
 	if err := writer.Open(ctx); err != nil {
 		return err
 	}
@@ -183,7 +240,7 @@ func serve(c *cli.Context) error {
 	ready.Add("database", health.Writable(writer))
 	ready.Add("migrations", health.Migrated(db.Read))
 	ready.Add("disk", health.Disk(cfg.Data, minFreeDisk))
-	repl.Register(ready, met) // "replication" check in ACK-after-replica mode; metrics
+	repl.Register(ready, met) // "replication" check (advisory unless ACK-after-replica); metrics
 	// Periodic reconcile and prune (cmd_reconcile.go); deferred after
 	// writer.Close, so it runs first: the jobs submit to the writer.
 	stopBackground, err := startBackground(ctx, log, cfg, db, writer, mapper, srv.HandlerVersion, met)
@@ -203,10 +260,6 @@ func serve(c *cli.Context) error {
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
 	if certs != nil {
 		hs.TLSConfig = certs.config()
 		met.SetTLSCertificate(certs.cert.Load().Leaf.NotAfter)
@@ -216,18 +269,10 @@ func serve(c *cli.Context) error {
 	servers := []*http.Server{hs}
 	listeners := []net.Listener{ln}
 
-	adm, err := admin.New(cfg.Admin.Listen, cfg.AdminTokens())
-	if err != nil {
-		return err
-	}
 	adm.Mux.Handle("GET /v1/usage", admin.Usage(db.Read, ledger.NewMeters(cfg.Meters)))
 	adm.Mux.Handle("GET /metrics", met.Handler())
 	adm.Mux.Handle("GET /readyz", ready.DetailHandler()) // with each failing check's error
-	if len(adm.Tokens) > 0 {
-		aln, err := net.Listen("tcp", adm.Listen)
-		if err != nil {
-			return fmt.Errorf("admin listen: %w", err)
-		}
+	if aln != nil {
 		servers, listeners = append(servers, adm.HTTPServer()), append(listeners, aln)
 		log.Info("admin API", "addr", aln.Addr().String())
 		for _, t := range adm.Tokens {
@@ -239,9 +284,33 @@ func serve(c *cli.Context) error {
 	} else {
 		log.Info("admin API disabled: set HOOKLEDGER_ADMIN_TOKEN or admin.tokens to enable it")
 	}
+	if !repl.Enabled() {
+		log.Info("not replicating", "reason", replicationOffReason(c))
+	}
 
 	log.Info("serving", "addr", ln.Addr().String(), "tls", certs != nil, "db", db.Path, "providers", names, "config", cfgSource(cfg))
 	return runServers(ctx, log, servers, listeners)
+}
+
+// loadServeConfig is loadConfig without side effects: a default secret that
+// must be generated is kept in memory until cfg.SaveSecret.
+func loadServeConfig(c *cli.Context) (*config.Config, error) {
+	if configPath(c) != "" {
+		cfg, _, err := loadConfig(c)
+		return cfg, err
+	}
+	data := c.String("data")
+	if data == "" {
+		data = config.DefaultData
+	}
+	return config.DefaultUnsaved(data)
+}
+
+func replicationOffReason(c *cli.Context) string {
+	if c.Bool("no-replication") {
+		return "--no-replication"
+	}
+	return "no ./" + defaultLitestreamFile + " and no --litestream-config"
 }
 
 // runServers serves until ctx ends or one server fails, then shuts all down.

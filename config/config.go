@@ -57,6 +57,8 @@ type Config struct {
 
 	// Source is the file the config came from ("" for the embedded default).
 	Source string `yaml:"-"`
+
+	unsavedSecret string // see DefaultUnsaved
 }
 
 // Provider is one webhook sender, reachable at POST /webhooks/{name}.
@@ -385,14 +387,28 @@ func (c *Config) resolve(dir string) error {
 // comes from HOOKLEDGER_SECRET or is generated once and kept in the data
 // directory; generated is non-empty only the first time, so it can be shown.
 func Default(dataDir string) (c *Config, generated string, err error) {
-	secret := os.Getenv("HOOKLEDGER_SECRET")
+	if c, err = DefaultUnsaved(dataDir); err != nil {
+		return nil, "", err
+	}
+	if generated, err = c.SaveSecret(); err != nil {
+		return nil, "", err
+	}
+	return c, generated, nil
+}
+
+// DefaultUnsaved is Default without side effects: a secret that must be
+// generated is generated in memory only, and SaveSecret stores it. serve
+// validates everything first, and stores the secret (creating the data
+// directory) only when nothing can fail any more for a reason of its own.
+func DefaultUnsaved(dataDir string) (*Config, error) {
+	secret, unsaved := os.Getenv("HOOKLEDGER_SECRET"), false
 	if secret == "" {
-		secret, generated, err = defaultSecret(dataDir)
-		if err != nil {
-			return nil, "", err
+		var err error
+		if secret, unsaved, err = readOrNewSecret(dataDir); err != nil {
+			return nil, err
 		}
 	}
-	c = &Config{
+	c := &Config{
 		Data: dataDir,
 		Providers: []Provider{{
 			Name:    "default",
@@ -407,44 +423,62 @@ func Default(dataDir string) (c *Config, generated string, err error) {
 			OccurredAt: ledger.Field{Path: "data.occurred_at"},
 		}},
 	}
+	if unsaved {
+		c.unsavedSecret = secret
+	}
 	if err := c.resolve(dataDir); err != nil {
 		if strings.Contains(err.Error(), "secrets[0]") {
-			return nil, "", fmt.Errorf("HOOKLEDGER_SECRET: must be a Standard Webhooks secret (whsec_ followed by base64): %v", err)
+			return nil, fmt.Errorf("HOOKLEDGER_SECRET: must be a Standard Webhooks secret (whsec_ followed by base64): %v", err)
 		}
-		return nil, "", err
+		return nil, err
 	}
-	return c, generated, nil
+	return c, nil
+}
+
+// SaveSecret stores a default secret that DefaultUnsaved generated, creating
+// the data directory, and returns it (to be shown once); "" when there was
+// nothing to store. If another process stored one first, that one is
+// refused rather than silently replaced: the config would verify with a
+// secret nobody was shown.
+func (c *Config) SaveSecret() (generated string, err error) {
+	if c.unsavedSecret == "" {
+		return "", nil
+	}
+	secret := c.unsavedSecret
+	if err := os.MkdirAll(c.Data, 0o700); err != nil {
+		return "", fmt.Errorf("create data directory: %w", err)
+	}
+	// O_EXCL: two processes starting at once must not each print a different secret.
+	f, err := os.OpenFile(filepath.Join(c.Data, SecretFile), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("store default secret: %w", err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(secret + "\n"); err != nil {
+		return "", fmt.Errorf("store default secret: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return "", fmt.Errorf("store default secret: %w", err)
+	}
+	c.unsavedSecret = ""
+	return secret, nil
 }
 
 // SecretFile is where the generated default secret is kept.
 const SecretFile = "default.secret"
 
-func defaultSecret(dataDir string) (secret, generated string, err error) {
+// readOrNewSecret reads the stored default secret, or generates one in
+// memory (unsaved) when there is none.
+func readOrNewSecret(dataDir string) (secret string, unsaved bool, err error) {
 	path := filepath.Join(dataDir, SecretFile)
 	if b, err := os.ReadFile(path); err == nil {
-		return strings.TrimSpace(string(b)), "", nil
+		return strings.TrimSpace(string(b)), false, nil
 	} else if !errors.Is(err, os.ErrNotExist) {
-		return "", "", fmt.Errorf("read default secret: %w", err)
-	}
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return "", "", fmt.Errorf("create data directory: %w", err)
+		return "", false, fmt.Errorf("read default secret: %w", err)
 	}
 	raw := make([]byte, 24)
 	if _, err := rand.Read(raw); err != nil {
-		return "", "", err
+		return "", false, err
 	}
-	secret = "whsec_" + base64.StdEncoding.EncodeToString(raw)
-	// O_EXCL: two processes starting at once must not each print a different secret.
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return "", "", fmt.Errorf("store default secret: %w", err)
-	}
-	defer f.Close()
-	if _, err := f.WriteString(secret + "\n"); err != nil {
-		return "", "", fmt.Errorf("store default secret: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		return "", "", fmt.Errorf("store default secret: %w", err)
-	}
-	return secret, secret, nil
+	return "whsec_" + base64.StdEncoding.EncodeToString(raw), true, nil
 }

@@ -25,6 +25,9 @@ type CheckFunc func(ctx context.Context) error
 type Result struct {
 	Name string
 	Err  error
+	// Advisory results are reported but do not make the instance unready
+	// (see AddAdvisory).
+	Advisory bool
 }
 
 // Checker runs the readiness checks. Set fields before serving.
@@ -47,8 +50,9 @@ type Checker struct {
 }
 
 type named struct {
-	name string
-	fn   CheckFunc
+	name     string
+	fn       CheckFunc
+	advisory bool
 }
 
 // New returns a Checker with the default timeout and cache.
@@ -60,7 +64,18 @@ func New(log *slog.Logger) *Checker {
 func (c *Checker) Add(name string, fn CheckFunc) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.checks = append(c.checks, named{name, fn})
+	c.checks = append(c.checks, named{name: name, fn: fn})
+	c.lastAt = time.Time{}
+}
+
+// AddAdvisory registers a check that is reported like any other (its error
+// in DetailHandler, "failing" on /readyz) but never makes the instance
+// unready: a condition to alert on while the instance still does its job
+// (e.g. a replica that is down while deliveries are kept locally).
+func (c *Checker) AddAdvisory(name string, fn CheckFunc) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.checks = append(c.checks, named{name: name, fn: fn, advisory: true})
 	c.lastAt = time.Time{}
 }
 
@@ -108,9 +123,9 @@ func (c *Checker) run(ctx context.Context) []Result {
 			defer grace.Stop()
 			select {
 			case err := <-done:
-				res[i] = Result{ch.name, err}
+				res[i] = Result{Name: ch.name, Err: err, Advisory: ch.advisory}
 			case <-grace.C:
-				res[i] = Result{ch.name, fmt.Errorf("no answer within %v: %w", timeout, context.DeadlineExceeded)}
+				res[i] = Result{Name: ch.name, Err: fmt.Errorf("no answer within %v: %w", timeout, context.DeadlineExceeded), Advisory: ch.advisory}
 			}
 		})
 	}
@@ -142,7 +157,7 @@ func (c *Checker) logTransitions(res []Result) {
 
 func allOK(res []Result) bool {
 	for _, r := range res {
-		if r.Err != nil {
+		if r.Err != nil && !r.Advisory {
 			return false
 		}
 	}

@@ -325,3 +325,20 @@ func TestReadyzCachesAndCoalesces(t *testing.T) {
 		t.Errorf("50 requests ran the check %d times, want 1", n)
 	}
 }
+
+// An advisory check (replication in the default durability mode) shows its
+// error in the detail and "failing" on /readyz, but the instance stays ready.
+func TestAdvisoryCheckReportsButStaysReady(t *testing.T) {
+	e := newEnv(t)
+	e.checker.AddAdvisory("replication", func(context.Context) error {
+		return errors.New("replica file:/r: open /r/ltx/0: not a directory")
+	})
+	code, rep, _ := get(t, e.public.URL+"/readyz")
+	if code != 200 || rep.Status != "ready" || rep.Checks["replication"] != "failing" {
+		t.Errorf("public /readyz with an advisory check failing: %d %+v; want 200, ready, replication failing", code, rep)
+	}
+	code, rep, _ = get(t, e.admin.URL)
+	if code != 200 || !strings.Contains(rep.Checks["replication"], "not a directory") {
+		t.Errorf("detail with an advisory check failing: %d %+v; want 200 and the error", code, rep)
+	}
+}

@@ -49,6 +49,7 @@ type Metrics struct {
 	batchSize       prometheus.Histogram
 	commitLatency   prometheus.Histogram
 	queueCapacity   prometheus.Gauge
+	storageErrors   *prometheus.CounterVec
 
 	reconcileRuns        *prometheus.CounterVec
 	reconcileInserted    *prometheus.CounterVec
@@ -93,6 +94,10 @@ func New(opts Options) *Metrics {
 		Namespace: Namespace, Subsystem: "writer", Name: "queue_capacity",
 		Help: "Capacity of the writer queue; beyond it deliveries get 503 with Retry-After.",
 	})
+	m.storageErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Name: "storage_errors_total",
+		Help: "Storage failures in the writer by op: begin, commit, savepoint (the whole batch failed) or delivery (one delivery's writes failed); each is a 503. A full disk or an I/O error shows here first.",
+	}, []string{"op"})
 	m.reconcileRuns = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: Namespace, Subsystem: "reconcile", Name: "runs_total",
 		Help: "Reconciliation runs by provider and result (ok, error).",
@@ -120,12 +125,15 @@ func New(opts Options) *Metrics {
 	buildInfo.WithLabelValues(opts.Version, opts.Commit, runtime.Version()).Set(1)
 	m.replication = &replicationCollector{timeout: replicationTimeout}
 
-	reg.MustRegister(m.deliveries, m.deliveryLatency, m.batchSize, m.commitLatency, m.queueCapacity,
+	reg.MustRegister(m.deliveries, m.deliveryLatency, m.batchSize, m.commitLatency, m.queueCapacity, m.storageErrors,
 		m.reconcileRuns, m.reconcileInserted, m.reconcileLastSuccess, buildInfo, m.replication,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 
+	for _, op := range StorageOps {
+		m.storageErrors.WithLabelValues(op)
+	}
 	for _, p := range opts.Providers {
 		for _, o := range acceptedOutcomes {
 			m.deliveries.WithLabelValues(p, o, "")
@@ -165,6 +173,19 @@ func (m *Metrics) ObserveBatch(size int, commit time.Duration) {
 	}
 	m.batchSize.Observe(float64(size))
 	m.commitLatency.Observe(commit.Seconds())
+}
+
+// StorageOps are the op labels of hookledger_storage_errors_total
+// (receiver.Writer.OnStorageError), exported from the first scrape at 0.
+var StorageOps = []string{"begin", "commit", "savepoint", "delivery"}
+
+// StorageError counts one storage failure in the writer; op is one of
+// StorageOps.
+func (m *Metrics) StorageError(op string) {
+	if m == nil {
+		return
+	}
+	m.storageErrors.WithLabelValues(op).Inc()
 }
 
 // WatchWriterQueue exports the writer queue's depth, read at scrape time from

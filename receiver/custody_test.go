@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -409,5 +410,63 @@ func TestLedgerIsAppendOnly(t *testing.T) {
 	}
 	if got := e.totals()["cus_1"]; got != ledger.Scale {
 		t.Errorf("total %s, want 1", got)
+	}
+}
+
+// A full database (SQLite's own SQLITE_FULL, as a full disk gives) is a
+// storage error: the delivery gets 503, nothing of it is stored, the writer
+// reports it through OnStorageError, and once there is room again the
+// sender's retry is applied once.
+func TestFullDatabaseIsAStorageError(t *testing.T) {
+	var mu sync.Mutex
+	var ops []string
+	var errs []error
+	e := newEnvWithWriter(t, func(w *Writer) {
+		w.OnStorageError = func(op string, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			ops, errs = append(ops, op), append(errs, err)
+		}
+	})
+	if r := e.send("msg_ok", usageBody("cus_1", "api_requests", "1")); r.Code != 200 {
+		t.Fatalf("before the disk fills: %d %+v", r.Code, r.Body)
+	}
+	// Cap the database at its current size: the next page it needs fails
+	// with SQLITE_FULL. The write handle has one connection, so the pragma
+	// stays on the writer's connection.
+	var pages int
+	if err := e.db.Write.Get(&pages, `PRAGMA page_count`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.db.Write.Exec(fmt.Sprintf(`PRAGMA max_page_count = %d`, pages)); err != nil {
+		t.Fatal(err)
+	}
+	big := []byte(fmt.Sprintf(`{"type":"usage.recorded","data":{"customer":"cus_2","meter":"api_requests","quantity":2,"occurred_at":"2026-11-29T10:00:00Z","pad":%q}}`,
+		strings.Repeat("x", 100_000)))
+	r := e.send("msg_full", big)
+	if r.Code != http.StatusServiceUnavailable {
+		t.Fatalf("with the database full: %d %+v; want 503", r.Code, r.Body)
+	}
+	mu.Lock()
+	gotOps, gotErrs := slices.Clone(ops), slices.Clone(errs)
+	mu.Unlock()
+	if len(gotOps) == 0 || !strings.Contains(gotErrs[0].Error(), "full") {
+		t.Fatalf("storage errors reported: %v %v; want the SQLITE_FULL failure (reply %+v)", gotOps, gotErrs, r)
+	}
+	if gotOps[0] != "delivery" && gotOps[0] != "commit" {
+		t.Errorf("op %q; want delivery or commit", gotOps[0])
+	}
+	if got := e.counts(); got != [3]int{1, 1, 1} {
+		t.Fatalf("receipts, attempts, usage with the database full = %v; want only msg_ok's [1 1 1]", got)
+	}
+
+	if _, err := e.db.Write.Exec(`PRAGMA max_page_count = 1073741823`); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.send("msg_full", big); r.Code != 200 || r.Body.Duplicate {
+		t.Fatalf("retry once there is room: %d %+v; want 200, not a duplicate", r.Code, r.Body)
+	}
+	if got := e.counts(); got != [3]int{2, 2, 2} {
+		t.Errorf("receipts, attempts, usage after the retry = %v; want [2 2 2]", got)
 	}
 }

@@ -30,6 +30,8 @@ type env struct {
 	srv    *Server
 	http   *httptest.Server
 	now    time.Time
+
+	configure func(*Writer) // see newEnvWithWriter
 }
 
 type envOpt func(*config.Config)
@@ -37,6 +39,13 @@ type envOpt func(*config.Config)
 // newEnv starts a receiver with one provider per given config (default: the
 // zero-config "default" standard provider and usage.recorded mapping).
 func newEnv(t *testing.T, opts ...envOpt) *env {
+	t.Helper()
+	return newEnvWithWriter(t, nil, opts...)
+}
+
+// newEnvWithWriter is newEnv with configure applied to the writer before it
+// opens (its hooks are read by the writer goroutine).
+func newEnvWithWriter(t *testing.T, configure func(*Writer), opts ...envOpt) *env {
 	t.Helper()
 	dir := t.TempDir()
 	t.Setenv("HOOKLEDGER_SECRET", testSecret)
@@ -47,7 +56,7 @@ func newEnv(t *testing.T, opts ...envOpt) *env {
 	for _, o := range opts {
 		o(cfg)
 	}
-	e := &env{t: t, now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	e := &env{t: t, now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC), configure: configure}
 	e.open(cfg, filepath.Join(dir, "hookledger.db"))
 	return e
 }
@@ -64,6 +73,9 @@ func (e *env) open(cfg *config.Config, path string) {
 	}
 	w := NewWriter(db)
 	w.Now = func() time.Time { return e.now }
+	if e.configure != nil {
+		e.configure(w)
+	}
 	if err := w.Open(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -36,6 +36,15 @@ type Writer struct {
 	// AfterBatch, when set, is called with each committed batch's size and
 	// commit duration (metrics).
 	AfterBatch func(size int, commit time.Duration)
+	// OnStorageError, when set, is called from the writer goroutine for each
+	// storage failure: a BEGIN, COMMIT or SAVEPOINT that failed (op "begin",
+	// "commit", "savepoint": the whole batch got the error) or a delivery
+	// whose writes failed on their own (op "delivery": that item alone).
+	// Each of these is a 503 to a sender; a full disk or an I/O error turns
+	// every delivery into one, so serve logs and counts them (the delivery
+	// lines alone are INFO). Errors of other ops (an adjustment a check
+	// refused) are theirs to report.
+	OnStorageError func(op string, err error)
 	// Replicate, when set, turns on ACK-after-replica mode: a committed item's
 	// reply waits until Replicate, called after its COMMIT, returns (see
 	// replica.go; it must return in bounded time). nil: reply after COMMIT.
@@ -193,7 +202,7 @@ func (w *Writer) apply(batch []*job, errs []error, isolate bool) (failed bool, e
 	ctx := context.Background()
 	tx, err := w.db.Write.BeginTxx(ctx, nil) // BEGIN IMMEDIATE (DSN _txlock)
 	if err != nil {
-		return false, fmt.Errorf("begin: %w", err)
+		return false, w.storageError("begin", fmt.Errorf("begin: %w", err))
 	}
 	defer tx.Rollback()
 	btx := &Tx{Tx: tx, stmts: w.stmts.bind(ctx, tx), hook: w.testHook, now: w.clock()}
@@ -203,22 +212,41 @@ func (w *Writer) apply(batch []*job, errs []error, isolate bool) (failed bool, e
 		case isolate:
 			var txErr error
 			if errs[i], txErr = btx.isolated(ctx, j.op); txErr != nil {
-				return false, txErr // the savepoint could not be undone: commit nothing
+				return false, w.storageError("savepoint", txErr) // the savepoint could not be undone: commit nothing
 			}
+			w.opFailed(j.op, errs[i])
 		default:
 			if errs[i] = j.op.Apply(ctx, btx); errs[i] != nil {
+				w.opFailed(j.op, errs[i]) // final: the isolated pass skips it
 				return true, nil
 			}
 		}
 	}
 	start := time.Now()
 	if err := tx.Commit(); err != nil {
-		return false, fmt.Errorf("commit: %w", err)
+		return false, w.storageError("commit", fmt.Errorf("commit: %w", err))
 	}
 	if w.AfterBatch != nil {
 		w.AfterBatch(len(batch), time.Since(start))
 	}
 	return false, nil
+}
+
+// storageError reports err (see OnStorageError) and returns it.
+func (w *Writer) storageError(op string, err error) error {
+	if w.OnStorageError != nil {
+		w.OnStorageError(op, err)
+	}
+	return err
+}
+
+// opFailed reports a delivery whose own writes failed: everything a
+// Delivery's Apply returns is a database error (a payload that cannot be
+// mapped is stored as failed, not returned).
+func (w *Writer) opFailed(op Op, err error) {
+	if _, ok := op.(*Delivery); ok && err != nil {
+		w.storageError("delivery", err)
+	}
 }
 
 // clock returns the batch time, never earlier than the previous batch's even

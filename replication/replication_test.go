@@ -294,11 +294,18 @@ func TestRestoreRefusesToOverwrite(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	mustRestore(t, cfg, RestoreOptions{Force: true})
-	for _, p := range []string{dbPath + "-wal", dbPath + "-shm", MetaPath(dbPath)} {
+	res := mustRestore(t, cfg, RestoreOptions{Force: true})
+	for _, p := range []string{dbPath + "-wal", dbPath + "-shm", filepath.Join(MetaPath(dbPath), "junk")} {
 		if _, err := os.Stat(p); !os.IsNotExist(err) {
 			t.Errorf("%s survived a forced restore", p)
 		}
+	}
+	// The new sidecar holds only the position the restore left.
+	if ents, _ := os.ReadDir(MetaPath(dbPath)); len(ents) != 1 || ents[0].Name() != restoredFile {
+		t.Errorf("sidecar after a forced restore: %v; want only %s", ents, restoredFile)
+	}
+	if txid, restored, err := LocalTXID(dbPath); err != nil || !restored || txid != res.TXID {
+		t.Errorf("LocalTXID after restore: %s %v %v; want %s from the restore marker", txid, restored, err, res.TXID)
 	}
 	if got, _ := digest(t, dbPath); got != want {
 		t.Fatal("forced restore did not bring back the replica's state")

@@ -22,6 +22,11 @@ import (
 // ErrClosed is returned by a Replicator that is not open.
 var ErrClosed = errors.New("replicator is not open")
 
+// ErrNotStarted means the Replicator is open but not replicating yet: its
+// first attempts to reach the replica failed (or found it ahead) and it keeps
+// trying in the background. Commits stay local meanwhile.
+var ErrNotStarted = errors.New("replication has not started")
+
 // Replicator runs Litestream inside the process for one database.
 //
 // Order of operations:
@@ -45,6 +50,21 @@ type Replicator struct {
 	// Logger receives Litestream's logs. Default: slog.Default().
 	Logger *slog.Logger
 
+	// Takeover: when the replica holds later transactions than the local
+	// database, move the replica's files aside and replicate the local
+	// database as a new history instead of refusing (see takeover.go).
+	Takeover bool
+
+	// While replication cannot start (the replica is unreachable, or ahead),
+	// Open's background attempts wait RetryInterval at first, growing to
+	// MaxRetryInterval; AttemptTimeout bounds one attempt. Defaults 500 ms,
+	// 30 s and 30 s: a replica that comes back is noticed within about 30 s,
+	// and an unreachable S3 costs one LIST (with the SDK's own retries) per
+	// attempt, not a tight loop.
+	RetryInterval    time.Duration
+	MaxRetryInterval time.Duration
+	AttemptTimeout   time.Duration
+
 	cfg  *Config
 	path string
 
@@ -57,6 +77,13 @@ type Replicator struct {
 	db     *litestream.DB
 	store  *litestream.Store
 	client *trackingClient
+
+	// Start-up state (start.go), under mu.
+	opened, closed bool
+	tried, checked bool  // Check ran; it found the replica not ahead
+	pending        error // why replication is not running yet; nil once it runs
+	stopRetry      context.CancelFunc
+	retryDone      chan struct{}
 }
 
 // NewReplicator returns a Replicator for dbPath, which must be the database
@@ -65,67 +92,20 @@ func NewReplicator(cfg *Config, dbPath string) (*Replicator, error) {
 	if err := cfg.CheckDB(dbPath); err != nil {
 		return nil, err
 	}
+	client, err := newReplicaClient(&cfg.DB.Replica)
+	if err != nil {
+		return nil, err
+	}
 	return &Replicator{
 		ShutdownSyncTimeout: cfg.ShutdownSyncTimeout,
 		Logger:              slog.Default(),
+		RetryInterval:       500 * time.Millisecond,
+		MaxRetryInterval:    30 * time.Second,
+		AttemptTimeout:      30 * time.Second,
 		cfg:                 cfg,
 		path:                cfg.DB.Path,
+		client:              &trackingClient{ReplicaClient: client},
 	}, nil
-}
-
-// Open starts replicating. The database file must already exist: Open takes
-// Litestream's read lock and cuts the first LTX file before it returns, so a
-// broken sidecar or an unreadable database fails here rather than later in a
-// background goroutine. It does not wait for the replica; call Sync for that.
-func (r *Replicator) Open(ctx context.Context) (err error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.store != nil {
-		return errors.New("replicator already open")
-	}
-	if _, err := os.Stat(r.path); err != nil {
-		return fmt.Errorf("replicate %s: the database must exist before replication starts: %w", r.path, err)
-	}
-	client, err := newReplicaClient(&r.cfg.DB.Replica)
-	if err != nil {
-		return err
-	}
-	c := r.cfg
-	db := litestream.NewDB(r.path)
-	db.MonitorInterval = c.DB.MonitorInterval
-	db.CheckpointInterval = c.DB.CheckpointInterval
-	db.BusyTimeout = c.DB.BusyTimeout
-	r.client = &trackingClient{ReplicaClient: client}
-	db.Replica = litestream.NewReplicaWithClient(db, r.client)
-	db.Replica.SyncInterval = c.DB.Replica.SyncInterval
-	if fc, ok := client.(*file.ReplicaClient); ok {
-		fc.Replica = db.Replica // lets it create replica dirs with the database dir's mode
-	}
-
-	// Levels as the stock CLI builds them: L0 raw, then one per interval.
-	levels := litestream.CompactionLevels{{Level: 0}}
-	for i, d := range c.Levels {
-		levels = append(levels, &litestream.CompactionLevel{Level: i + 1, Interval: d})
-	}
-	store := litestream.NewStore([]*litestream.DB{db}, levels)
-	store.Logger = r.Logger.With("system", "litestream")
-	// NewStore copies its defaults into the DB; the setters re-propagate.
-	store.SnapshotInterval = c.SnapshotInterval
-	store.SnapshotRetention = c.SnapshotRetention
-	store.SetL0Retention(c.L0Retention)
-	store.SetShutdownSyncTimeout(r.ShutdownSyncTimeout)
-	store.SetRetentionEnabled(c.RetentionEnabled)
-	db.SetLogger(r.Logger.With("db", filepath.Base(r.path)))
-
-	if err := store.Open(ctx); err != nil {
-		return fmt.Errorf("start litestream: %w", err)
-	}
-	r.db, r.store = db, store
-	if err := db.Sync(ctx); err != nil {
-		_ = r.close(context.WithoutCancel(ctx))
-		return fmt.Errorf("first litestream sync of %s: %w", r.path, err)
-	}
-	return nil
 }
 
 // Sync returns once the replica holds every transaction committed before the
@@ -139,12 +119,15 @@ func (r *Replicator) Open(ctx context.Context) (err error) {
 // into an error (503 in ACK-after-replica mode), never a hung caller.
 func (r *Replicator) Sync(ctx context.Context) error {
 	r.mu.RLock()
-	db := r.db
+	db, pending := r.db, r.pending
 	if db != nil {
 		r.syncs.Add(1)
 	}
 	r.mu.RUnlock()
 	if db == nil {
+		if pending != nil {
+			return fmt.Errorf("%w: %w", ErrNotStarted, pending)
+		}
 		return ErrClosed
 	}
 	done := make(chan error, 1)
@@ -192,11 +175,15 @@ func (s Status) Healthy() bool { return s.LastError == "" || s.LastSyncAt.After(
 func (r *Replicator) Status(ctx context.Context) (Status, error) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if r.db == nil {
+	if r.db == nil && r.pending == nil {
 		return Status{}, ErrClosed
 	}
 	st, err := readStatus(ctx, r.path, &r.cfg.DB.Replica, r.client)
-	st.LastSyncAt = r.db.LastSuccessfulSyncAt()
+	if r.db != nil {
+		st.LastSyncAt = r.db.LastSuccessfulSyncAt()
+	} else if err == nil {
+		err = fmt.Errorf("%w: %w", ErrNotStarted, r.pending) // listing works, but nothing is replicated
+	}
 	r.client.mu.Lock()
 	if r.client.lastErr != nil {
 		st.LastError, st.LastErrorAt = r.client.lastErr.Error(), r.client.lastErrAt
@@ -213,6 +200,9 @@ func (r *Replicator) Healthy() error {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if r.db == nil {
+		if r.pending != nil {
+			return fmt.Errorf("%w: %w", ErrNotStarted, r.pending)
+		}
 		return ErrClosed
 	}
 	r.client.mu.Lock()
@@ -248,21 +238,29 @@ type report struct {
 func (r *Replicator) Publish() error {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if r.db == nil {
+	rep := report{PID: os.Getpid(), UpdatedAt: time.Now().UTC()}
+	switch {
+	case r.db != nil:
+		rep.LastSyncAt = r.db.LastSuccessfulSyncAt().UTC()
+		r.client.mu.Lock()
+		if r.client.lastErr != nil {
+			rep.LastError, rep.LastErrorAt = r.client.lastErr.Error(), r.client.lastErrAt.UTC()
+		}
+		r.client.mu.Unlock()
+	case r.pending != nil:
+		rep.LastError, rep.LastErrorAt = fmt.Errorf("%w: %w", ErrNotStarted, r.pending).Error(), rep.UpdatedAt
+	default:
 		return ErrClosed
 	}
-	rep := report{PID: os.Getpid(), UpdatedAt: time.Now().UTC(), LastSyncAt: r.db.LastSuccessfulSyncAt().UTC()}
-	r.client.mu.Lock()
-	if r.client.lastErr != nil {
-		rep.LastError, rep.LastErrorAt = r.client.lastErr.Error(), r.client.lastErrAt.UTC()
-	}
-	r.client.mu.Unlock()
 	buf, err := json.Marshal(rep)
 	if err != nil {
 		return err
 	}
 	// Write and rename, so a reader never sees half a file. No fsync: it is
 	// advisory and rewritten every few seconds.
+	if err := os.MkdirAll(MetaPath(r.path), 0o700); err != nil { // before Litestream's first start
+		return fmt.Errorf("publish replica status: %w", err)
+	}
 	path := filepath.Join(MetaPath(r.path), reportFile)
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, buf, 0o600); err != nil {
@@ -348,7 +346,16 @@ func readStatus(ctx context.Context, dbPath string, rc *ReplicaConfig, client li
 // cannot be reopened.
 func (r *Replicator) Close(ctx context.Context) error {
 	r.mu.Lock()
+	r.closed = true
+	stop, done := r.stopRetry, r.retryDone
+	r.mu.Unlock()
+	if stop != nil {
+		stop() // an attempt to reach the replica must not delay shutdown
+		<-done
+	}
+	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.pending = nil
 	return r.close(ctx)
 }
 

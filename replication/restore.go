@@ -218,6 +218,11 @@ func Restore(ctx context.Context, cfg *Config, opts RestoreOptions) (res Restore
 	if err := syncDir(filepath.Dir(out)); err != nil {
 		return res, fmt.Errorf("restore: %w", err)
 	}
+	// Without this, serve could not tell the restored database from a new
+	// empty one and would refuse to replicate it (see LocalTXID).
+	if err := writeRestoredMarker(out, res.TXID, where); err != nil {
+		return res, fmt.Errorf("restored %s, but cannot record its position (serve will refuse to replicate it): %w", out, err)
+	}
 	return res, nil
 }
 

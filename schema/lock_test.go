@@ -1,0 +1,40 @@
+package schema
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// A second lock on the same directory is refused with the holder's PID; once
+// released, the directory can be locked again. (A kill -9'd holder is covered
+// end to end: TestLifecycle in the main package.)
+func TestLockDir(t *testing.T) {
+	dir := t.TempDir()
+	l, err := LockDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, LockFile))
+	if strings.TrimSpace(string(b)) != strconv.Itoa(os.Getpid()) {
+		t.Errorf("lock file holds %q; want this process's pid", b)
+	}
+	_, err = LockDir(dir)
+	if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), "pid "+strconv.Itoa(os.Getpid())) {
+		t.Fatalf("second lock: %v; want ErrLocked naming the holder", err)
+	}
+	if err := l.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := LockDir(dir)
+	if err != nil {
+		t.Fatalf("lock after unlock: %v", err)
+	}
+	l2.Unlock()
+	if _, err := LockDir(filepath.Join(dir, "missing")); err == nil {
+		t.Error("locked a directory that does not exist")
+	}
+}
