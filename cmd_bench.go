@@ -33,7 +33,7 @@ func benchCommand() *cli.Command {
 		Name:  "bench",
 		Usage: "load-test a webhook receiver with signed deliveries (and check the ledger afterwards)",
 		Description: "Signs -n usage events (plus --dup duplicate deliveries, half of them racing their original)\n" +
-			"before the clock starts, sends them over -c keep-alive connections and prints requests/s,\n" +
+			"before the clock starts, sends them over -k keep-alive connections and prints requests/s,\n" +
 			"latency percentiles and status counts. Works against hookledger or any receiver that\n" +
 			"speaks the provider's scheme. With --verify --data DIR it then checks hookledger's ledger:\n" +
 			"every event exactly once with the right quantity, and nothing added by duplicates.\n" +
@@ -45,13 +45,14 @@ func benchCommand() *cli.Command {
 			&cli.StringFlag{Name: "provider", Value: "default", EnvVars: []string{"HOOKLEDGER_PROVIDER"}, Usage: "provider name"},
 			&cli.StringFlag{Name: "scheme", EnvVars: []string{"HOOKLEDGER_SCHEME"},
 				Usage: "signature scheme (" + strings.Join(scheme.Names(), ", ") + "); default: the provider's in --config, else standard"},
-			&cli.StringFlag{Name: "secret", EnvVars: []string{"HOOKLEDGER_SECRET"}, Usage: "signing secret"},
-			&cli.StringFlag{Name: "config", EnvVars: []string{"HOOKLEDGER_CONFIG"}, Usage: "config file to take the provider's scheme and secret from"},
+			secretFlag(),
+			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, EnvVars: []string{"HOOKLEDGER_CONFIG"},
+				Usage: "config file to take the provider's scheme and secret from (default: ./hookledger.yml if it exists)"},
 			&cli.StringFlag{Name: "data", Value: config.DefaultData, EnvVars: []string{"HOOKLEDGER_DATA"},
 				Usage: "data directory: holds the generated default secret, and the database --verify reads"},
 			&cli.IntFlag{Name: "events", Aliases: []string{"n"}, Value: 10000, EnvVars: []string{"HOOKLEDGER_BENCH_EVENTS"},
 				Usage: "number of unique events"},
-			&cli.IntFlag{Name: "connections", Aliases: []string{"c"}, Value: 32, EnvVars: []string{"HOOKLEDGER_BENCH_CONNECTIONS"},
+			&cli.IntFlag{Name: "connections", Aliases: []string{"k"}, Value: 32, EnvVars: []string{"HOOKLEDGER_BENCH_CONNECTIONS"},
 				Usage: "concurrent keep-alive connections"},
 			&cli.Float64Flag{Name: "dup", Value: 0.1, EnvVars: []string{"HOOKLEDGER_BENCH_DUP"},
 				Usage: "extra duplicate deliveries as a fraction of -n; half race their original, half are late retries"},
@@ -78,10 +79,7 @@ func benchCommand() *cli.Command {
 func runBench(c *cli.Context) error {
 	format := c.String("format")
 	if format != "text" && format != "json" {
-		return fmt.Errorf("--format: %q is not one of text, json", format)
-	}
-	if c.Args().Present() {
-		return fmt.Errorf("unexpected argument %q (subcommands: reference-server, prefill)", c.Args().First())
+		return usageErrorf(c, "--format: %q is not one of text, json", format)
 	}
 	s, key, err := signer(c)
 	if err != nil {
@@ -105,7 +103,7 @@ func runBench(c *cli.Context) error {
 	var db *schema.DB
 	if c.Bool("verify") {
 		// Open before the run: a wrong --data should fail before minutes of load, not after.
-		db, err = schema.Open(c.Context, schema.Path(c.String("data")), schema.Options{ReadOnly: true})
+		db, err = openDB(c.Context, schema.Path(c.String("data")), schema.Options{ReadOnly: true})
 		if err != nil {
 			return fmt.Errorf("--verify: %w", err)
 		}

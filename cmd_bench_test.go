@@ -50,7 +50,7 @@ func benchReference(t *testing.T) *httptest.Server {
 
 func TestBenchAgainstReferenceServer(t *testing.T) {
 	srv := benchReference(t)
-	out, err := runBenchCLI(t, "--url", srv.URL, "--secret", benchTestSecret, "-n", "30", "-c", "3", "--dup", "0.1", "--format", "json")
+	out, err := runBenchCLI(t, "--url", srv.URL, "--secret", benchTestSecret, "-n", "30", "-k", "3", "--dup", "0.1", "--format", "json")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
@@ -65,7 +65,7 @@ func TestBenchAgainstReferenceServer(t *testing.T) {
 		t.Fatalf("url %q: the path /webhooks/PROVIDER should be added to a base URL", r.URL)
 	}
 
-	text, err := runBenchCLI(t, "--url", srv.URL+"/webhooks/default", "--secret", benchTestSecret, "-n", "5", "-c", "1")
+	text, err := runBenchCLI(t, "--url", srv.URL+"/webhooks/default", "--secret", benchTestSecret, "-n", "5", "-k", "1")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, text)
 	}
@@ -83,7 +83,7 @@ func TestBenchReportsFailedRequests(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	out, err := runBenchCLI(t, "--url", "http://"+addr, "--secret", benchTestSecret, "-n", "4", "-c", "2", "--dup", "0")
+	out, err := runBenchCLI(t, "--url", "http://"+addr, "--secret", benchTestSecret, "-n", "4", "-k", "2", "--dup", "0")
 	if err == nil || !strings.Contains(err.Error(), "some requests were not answered 2xx") {
 		t.Fatalf("error %v, want a failure", err)
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/dispute"
 	"github.com/hookledger/hookledger/ledger"
 )
@@ -55,7 +54,7 @@ func disputeCommand() *cli.Command {
 			"body is intact but no current secret verifies it, e.g. after a rotation); or body pruned by\n" +
 			"retention. Reads only; safe while `serve` runs. Flags may follow TARGET.",
 		Flags:  traceFlags,
-		Action: func(c *cli.Context) error { return disputeTrace(c, traceFlags) },
+		Action: disputeTrace,
 		Subcommands: []*cli.Command{
 			{
 				Name:      "customer",
@@ -65,7 +64,7 @@ func disputeCommand() *cli.Command {
 					"invoices billing the month, and every ledger row of the month, billed or not, down to each\n" +
 					"event's deliveries: the answer to \"why was I charged N\".",
 				Flags:  customerFlags,
-				Action: func(c *cli.Context) error { return disputeCustomer(c, customerFlags) },
+				Action: disputeCustomer,
 			},
 			{
 				Name:      "export",
@@ -76,19 +75,16 @@ func disputeCommand() *cli.Command {
 					"commands that recompute the provider's signature. Exporting the same data twice gives\n" +
 					"byte-identical files.",
 				Flags:  exportFlags,
-				Action: func(c *cli.Context) error { return disputeExport(c, exportFlags) },
+				Action: disputeExport,
 			},
 		},
 	}
 }
 
-func disputeTrace(c *cli.Context, flags []cli.Flag) error {
-	args, err := interspersed(c, flags)
-	if err != nil {
-		return err
-	}
+func disputeTrace(c *cli.Context) error {
+	args := positional(c)
 	if len(args) != 1 {
-		return fmt.Errorf("dispute: give one TARGET: %s", dispute.TargetForms)
+		return usageErrorf(c, "give one TARGET: %s", dispute.TargetForms)
 	}
 	format, err := disputeFormat(c)
 	if err != nil {
@@ -109,13 +105,10 @@ func disputeTrace(c *cli.Context, flags []cli.Flag) error {
 	return writeTrace(c.App.Writer, format, tr)
 }
 
-func disputeCustomer(c *cli.Context, flags []cli.Flag) error {
-	args, err := interspersed(c, flags)
-	if err != nil {
-		return err
-	}
+func disputeCustomer(c *cli.Context) error {
+	args := positional(c)
 	if len(args) != 1 {
-		return errors.New("dispute customer: give one CUSTOMER id and --period YYYY-MM")
+		return usageErrorf(c, "give one CUSTOMER id and --period YYYY-MM")
 	}
 	format, err := disputeFormat(c)
 	if err != nil {
@@ -166,17 +159,14 @@ func customerTrace(c *cli.Context, tracer *dispute.Tracer, customer string) (*di
 	return tr, nil
 }
 
-func disputeExport(c *cli.Context, flags []cli.Flag) error {
-	args, err := interspersed(c, flags)
-	if err != nil {
-		return err
-	}
+func disputeExport(c *cli.Context) error {
+	args := positional(c)
 	customer := c.String("customer")
 	switch {
 	case customer == "" && len(args) != 1:
-		return fmt.Errorf("dispute export: give one TARGET (%s) or --customer C --period YYYY-MM", dispute.TargetForms)
+		return usageErrorf(c, "give one TARGET (%s) or --customer C --period YYYY-MM", dispute.TargetForms)
 	case customer != "" && len(args) != 0:
-		return errors.New("dispute export: give a TARGET or --customer, not both")
+		return usageErrorf(c, "give a TARGET or --customer, not both")
 	}
 	out := c.String("out")
 	if out == "" {
@@ -276,7 +266,7 @@ func didYouMean(c *cli.Context, tracer *dispute.Tracer, arg string, err error) e
 func disputeFormat(c *cli.Context) (string, error) {
 	f := c.String("format")
 	if f != "table" && f != "json" {
-		return "", fmt.Errorf("--format: %q is not one of table, json", f)
+		return "", usageErrorf(c, "--format: %q is not one of table, json", f)
 	}
 	return f, nil
 }
@@ -290,20 +280,22 @@ func writeTrace(w io.Writer, format string, tr *dispute.Trace) error {
 
 // newTracer opens the database read-only and builds the verifier from the
 // providers' current secrets. It never generates a default secret: a
-// dispute only reads.
+// dispute only reads. A secret it cannot resolve is named on stderr, and the
+// bodies it would verify are reported not verifiable.
 func newTracer(c *cli.Context) (*dispute.Tracer, func(), error) {
-	cfg, err := disputeConfig(c)
+	cfg, err := commandConfig(c)
 	if err != nil {
 		return nil, nil, err
 	}
-	var providers []config.Provider
-	var meters ledger.Meters
-	if cfg != nil {
-		providers, meters = cfg.Providers, ledger.NewMeters(cfg.Meters)
-	} else {
+	switch {
+	case cfg.Source == "" && len(cfg.Unresolved) > 0:
 		fmt.Fprintln(c.App.ErrWriter, "hookledger: no configuration and no default secret found: signatures are reported not verifiable")
+	default:
+		for _, u := range cfg.Unresolved {
+			fmt.Fprintf(c.App.ErrWriter, "hookledger: %s:%s: signatures it would verify are reported not verifiable\n", cfg.Source, u)
+		}
 	}
-	v, err := dispute.NewVerifier(providers)
+	v, err := dispute.NewVerifier(cfg.Providers)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -311,68 +303,5 @@ func newTracer(c *cli.Context) (*dispute.Tracer, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return &dispute.Tracer{DB: db.Read, Verifier: v, Meters: meters}, func() { db.Close() }, nil
-}
-
-// disputeConfig is loadConfig without its side effect: with no config file
-// it uses the default provider only if its secret already exists.
-func disputeConfig(c *cli.Context) (*config.Config, error) {
-	if path := configPath(c); path != "" {
-		return config.Load(path)
-	}
-	data := c.String("data")
-	if data == "" {
-		data = config.DefaultData
-	}
-	if os.Getenv("HOOKLEDGER_SECRET") == "" {
-		if _, err := os.Stat(filepath.Join(data, config.SecretFile)); err != nil {
-			return nil, nil
-		}
-	}
-	cfg, _, err := config.Default(data)
-	return cfg, err
-}
-
-// interspersed lets flags follow the positional arguments, as in
-// `dispute export invoice:12/1 --out x.zip`: urfave/cli stops parsing flags
-// at the first argument, so the rest are set here.
-func interspersed(c *cli.Context, flags []cli.Flag) ([]string, error) {
-	byName := map[string]cli.Flag{}
-	for _, f := range flags {
-		for _, n := range f.Names() {
-			byName[n] = f
-		}
-	}
-	var positional []string
-	args := c.Args().Slice()
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			positional = append(positional, args[i+1:]...)
-			break
-		}
-		if len(a) < 2 || a[0] != '-' {
-			positional = append(positional, a)
-			continue
-		}
-		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		f, ok := byName[name]
-		if !ok {
-			return nil, fmt.Errorf("flag provided but not defined: %s", a)
-		}
-		if _, isBool := f.(*cli.BoolFlag); isBool && !hasValue {
-			value, hasValue = "true", true
-		}
-		if !hasValue {
-			if i+1 == len(args) {
-				return nil, fmt.Errorf("flag needs an argument: %s", a)
-			}
-			i++
-			value = args[i]
-		}
-		if err := c.Set(name, value); err != nil {
-			return nil, fmt.Errorf("invalid value %q for flag %s: %w", value, a, err)
-		}
-	}
-	return positional, nil
+	return &dispute.Tracer{DB: db.Read, Verifier: v, Meters: ledger.NewMeters(cfg.Meters)}, func() { db.Close() }, nil
 }

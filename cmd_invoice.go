@@ -145,12 +145,13 @@ func invoiceList(c *cli.Context) error {
 
 func invoiceShow(c *cli.Context) error {
 	format := c.String("format")
-	if c.NArg() != 1 {
-		return errors.New("invoice show: give one invoice ID (see `hookledger invoice list`)")
+	args := positional(c)
+	if len(args) != 1 {
+		return usageErrorf(c, "give one invoice ID (see `hookledger invoice list`)")
 	}
-	id, err := strconv.ParseInt(c.Args().First(), 10, 64)
+	id, err := strconv.ParseInt(args[0], 10, 64)
 	if err != nil || id <= 0 {
-		return fmt.Errorf("invoice show: %q is not an invoice ID (a positive number)", c.Args().First())
+		return usageErrorf(c, "%q is not an invoice ID (a positive number)", args[0])
 	}
 	db, err := openExisting(c)
 	if err != nil {

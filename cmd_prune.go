@@ -23,7 +23,7 @@ func pruneCommand() *cli.Command {
 		),
 		Action: func(c *cli.Context) error {
 			format := c.String("format")
-			cfg, _, err := loadConfig(c)
+			cfg, err := commandConfig(c)
 			if err != nil {
 				return err
 			}

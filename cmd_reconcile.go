@@ -46,13 +46,16 @@ func reconcileCommand() *cli.Command {
 
 func reconcileAction(c *cli.Context) error {
 	format := c.String("format")
-	cfg, _, err := loadConfig(c)
+	cfg, err := commandConfig(c)
 	if err != nil {
 		return err
 	}
 	p, err := lookupProvider(cfg, c.String("provider"))
 	if err != nil {
 		return err
+	}
+	if rc := p.Reconcile; c.String("file") == "" && rc != nil && rc.APIKey.Value == "" && len(cfg.Unresolved) > 0 {
+		return fmt.Errorf("provider %q: reconcile.api_key is not resolved: %s", p.Name, strings.Join(cfg.Unresolved, "; "))
 	}
 	since, err := sinceFlag(c, cfg)
 	if err != nil {
@@ -149,32 +152,6 @@ func sinceFlag(c *cli.Context, cfg *config.Config) (time.Duration, error) {
 
 // handlerVersion is recorded on every receipt this binary applies.
 func handlerVersion(m *ledger.Mapper) string { return "hookledger/" + version + "+" + m.Version() }
-
-// openCustody opens the database and, unless readOnly, a writer on it. A
-// writing command shares the database with a running serve: each commit is
-// BEGIN IMMEDIATE, so they take turns.
-func openCustody(ctx context.Context, cfg *config.Config, readOnly bool) (*schema.DB, *receiver.Writer, error) {
-	db, err := schema.Open(ctx, cfg.DBPath(), schema.Options{ReadOnly: readOnly})
-	if err != nil {
-		return nil, nil, err
-	}
-	if readOnly {
-		return db, nil, nil
-	}
-	w := receiver.NewWriter(db)
-	if err := w.Open(ctx); err != nil {
-		db.Close()
-		return nil, nil, err
-	}
-	return db, w, nil
-}
-
-func closeCustody(db *schema.DB, w *receiver.Writer) {
-	if w != nil {
-		w.Close()
-	}
-	db.Close()
-}
 
 // startBackground runs serve's periodic jobs: reconcile for each provider
 // with reconcile.interval set, and prune when retention is configured. Each

@@ -53,7 +53,7 @@ func replayAction(c *cli.Context) error {
 		}
 		f.Since = time.Now().Add(-d)
 	}
-	cfg, _, err := loadConfig(c)
+	cfg, err := commandConfig(c)
 	if err != nil {
 		return err
 	}

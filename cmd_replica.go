@@ -384,9 +384,6 @@ type replicaStatusJSON struct {
 
 func replicaStatus(c *cli.Context) error {
 	format := c.String("format")
-	if c.Args().Present() {
-		return fmt.Errorf("unexpected argument %q", c.Args().First())
-	}
 	cfg, err := requireLitestream(c)
 	if err != nil {
 		return err

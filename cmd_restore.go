@@ -46,9 +46,6 @@ func restoreCommand() *cli.Command {
 }
 
 func restore(c *cli.Context) error {
-	if c.Args().Present() {
-		return fmt.Errorf("unexpected argument %q (the database comes from litestream.yml; -o for another path)", c.Args().First())
-	}
 	var opts replication.RestoreOptions
 	if ts, id := c.String("timestamp"), c.String("txid"); ts != "" && id != "" {
 		return errors.New("--timestamp and --txid: choose one")

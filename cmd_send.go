@@ -24,17 +24,23 @@ func sendCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "send",
 		Usage: "sign one usage event exactly as a provider would and POST it",
-		Description: "Builds {\"id\",\"type\":\"usage.recorded\",\"data\":{customer,meter,quantity,occurred_at}} (or sends --body as is),\n" +
-			"signs it with the provider's scheme and secret, POSTs it and prints the response.\n" +
-			"Without --secret or HOOKLEDGER_SECRET it uses the generated default secret in --data.",
+		Description: "Builds {\"id\":ID,\"type\":TYPE,\"data\":{\"customer\",\"meter\",\"quantity\"[,\"occurred_at\"]}} (slack: with\n" +
+			"\"event_id\":ID after id), or sends the bytes of --body FILE as they are (a provider-shaped event, any\n" +
+			"scheme; the event id then defaults to the body's \"id\" or \"event_id\"), signs it with the provider's\n" +
+			"scheme and secret, POSTs it and prints the response.\n" +
+			"The provider, its scheme and its secret come from --config, else ./hookledger.yml, like every command.\n" +
+			"--secret overrides the configured secret. HOOKLEDGER_SECRET is used only when no config file is\n" +
+			"found (the embedded default provider), else the generated default secret in --data; set beside a\n" +
+			"configured provider whose secret differs, it is refused, as one of the two is stale.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "url", Value: "http://localhost:8080", EnvVars: []string{"HOOKLEDGER_URL"},
 				Usage: "hookledger base URL (the path /webhooks/PROVIDER is added) or a full webhook URL"},
 			&cli.StringFlag{Name: "provider", Value: "default", EnvVars: []string{"HOOKLEDGER_PROVIDER"}, Usage: "provider name"},
 			&cli.StringFlag{Name: "scheme", EnvVars: []string{"HOOKLEDGER_SCHEME"},
 				Usage: "signature scheme (" + strings.Join(scheme.Names(), ", ") + "); default: the provider's in --config, else standard"},
-			&cli.StringFlag{Name: "secret", EnvVars: []string{"HOOKLEDGER_SECRET"}, Usage: "signing secret"},
-			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, EnvVars: []string{"HOOKLEDGER_CONFIG"}, Usage: "config file to take the provider's scheme and secret from"},
+			secretFlag(),
+			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, EnvVars: []string{"HOOKLEDGER_CONFIG"},
+				Usage: "config file to take the provider's scheme and secret from (default: ./hookledger.yml if it exists)"},
 			&cli.StringFlag{Name: "data", Value: config.DefaultData, EnvVars: []string{"HOOKLEDGER_DATA"}, Usage: "data directory holding the generated default secret"},
 			&cli.StringFlag{Name: "id", Usage: "event id (default: a random evt_…); send the same id twice to see deduplication"},
 			&cli.StringFlag{Name: "type", Value: "usage.recorded", Usage: "event type"},
@@ -42,7 +48,7 @@ func sendCommand() *cli.Command {
 			&cli.StringFlag{Name: "meter", Value: "api_requests", Usage: "meter name"},
 			&cli.StringFlag{Name: "quantity", Value: "1", Usage: "quantity, an exact decimal (up to 6 places)"},
 			&cli.StringFlag{Name: "occurred-at", Usage: "event time, RFC 3339 (default: omitted, so the receipt time is used)"},
-			&cli.StringFlag{Name: "body", Usage: "send this file's bytes as the body instead (- for stdin)"},
+			&cli.StringFlag{Name: "body", Usage: "send this file's bytes as the body instead, e.g. a provider's own event JSON (- for stdin)"},
 		},
 		Action: send,
 	}
@@ -54,14 +60,24 @@ func send(c *cli.Context) error {
 		return err
 	}
 	id := c.String("id")
+	var body []byte
+	if c.String("body") != "" {
+		if body, err = sendBody(c, s.Name(), id); err != nil {
+			return err
+		}
+		if id == "" {
+			id = bodyID(body)
+		}
+	}
 	if id == "" {
 		var b [12]byte
 		rand.Read(b[:])
 		id = "evt_" + hex.EncodeToString(b[:])
 	}
-	body, err := sendBody(c, s.Name(), id)
-	if err != nil {
-		return err
+	if body == nil {
+		if body, err = sendBody(c, s.Name(), id); err != nil {
+			return err
+		}
 	}
 
 	url := c.String("url")
@@ -89,27 +105,50 @@ func send(c *cli.Context) error {
 	return nil
 }
 
-// signer resolves the scheme and key for send and bench: flags, then the
-// provider in --config, then the generated default secret in --data.
+// secretFlag is --secret for send and bench. HOOKLEDGER_SECRET is not its
+// environment variable: signer decides when that variable applies.
+func secretFlag() cli.Flag {
+	return &cli.StringFlag{Name: "secret",
+		Usage: "signing secret (default: the provider's in the config; without a config file HOOKLEDGER_SECRET, else the generated default secret in --data)"}
+}
+
+// signer resolves the scheme and key for send and bench: the provider in
+// --config or ./hookledger.yml (its scheme and first secret), else the
+// embedded default provider's secret (HOOKLEDGER_SECRET or the generated one
+// in --data). --secret and --scheme override.
 func signer(c *cli.Context) (scheme.Scheme, []byte, error) {
 	name, schemeName, secret := c.String("provider"), c.String("scheme"), c.String("secret")
+	env := os.Getenv("HOOKLEDGER_SECRET")
 	var hmacOpts scheme.HMACOptions
-	if path := c.String("config"); path != "" {
-		cfg, err := config.Load(path)
+	if path := configPath(c); path != "" {
+		cfg, err := config.LoadSecretsOptional(path)
 		if err != nil {
 			return nil, nil, err
 		}
 		p := findProvider(cfg, name)
 		if p == nil {
-			return nil, nil, fmt.Errorf("provider %q is not in %s", name, path)
+			var names []string
+			for _, p := range cfg.Providers {
+				names = append(names, p.Name)
+			}
+			return nil, nil, fmt.Errorf("--provider: no provider named %q in %s (configured: %s)", name, path, strings.Join(names, ", "))
 		}
 		if schemeName == "" {
 			schemeName = p.Scheme
 		}
-		if secret == "" {
+		hmacOpts = p.HMAC
+		switch {
+		case secret != "":
+		case len(p.Secrets) == 0:
+			return nil, nil, fmt.Errorf("provider %q in %s has no secret here (%s): set it, or pass --secret", name, path, strings.Join(cfg.Unresolved, "; "))
+		case env != "" && env != p.Secrets[0].Value:
+			return nil, nil, fmt.Errorf("HOOKLEDGER_SECRET is set, and provider %q in %s has a different secret: unset HOOKLEDGER_SECRET, or pass --secret to choose", name, path)
+		default:
 			secret = p.Secrets[0].Value
 		}
-		hmacOpts = p.HMAC
+	}
+	if secret == "" {
+		secret = env
 	}
 	if schemeName == "" {
 		schemeName = "standard"
@@ -141,6 +180,22 @@ func findProvider(cfg *config.Config, name string) *config.Provider {
 	return nil
 }
 
+// sendEvent is the body send builds, in the order the README shows it.
+type sendEvent struct {
+	ID      string    `json:"id"`
+	EventID string    `json:"event_id,omitempty"` // Slack carries the id in the body as event_id
+	Type    string    `json:"type"`
+	Data    sendEventData `json:"data"`
+}
+
+type sendEventData struct {
+	Customer   string      `json:"customer"`
+	Meter      string      `json:"meter"`
+	Quantity   json.Number `json:"quantity"`
+	OccurredAt string      `json:"occurred_at,omitempty"`
+}
+
+// sendBody is --body's bytes, or the generic usage event.
 func sendBody(c *cli.Context, schemeName, id string) ([]byte, error) {
 	switch f := c.String("body"); f {
 	case "":
@@ -153,20 +208,30 @@ func sendBody(c *cli.Context, schemeName, id string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--quantity: %w", err)
 	}
-	data := map[string]any{
-		"customer": c.String("customer"),
-		"meter":    c.String("meter"),
-		"quantity": json.Number(q.String()),
-	}
+	ev := sendEvent{ID: id, Type: c.String("type"),
+		Data: sendEventData{Customer: c.String("customer"), Meter: c.String("meter"), Quantity: json.Number(q.String())}}
 	if at := c.String("occurred-at"); at != "" {
 		if _, err := time.Parse(time.RFC3339Nano, at); err != nil {
 			return nil, fmt.Errorf("--occurred-at: %q is not an RFC 3339 time", at)
 		}
-		data["occurred_at"] = at
+		ev.Data.OccurredAt = at
 	}
-	event := map[string]any{"id": id, "type": c.String("type"), "data": data}
 	if schemeName == "slack" {
-		event["event_id"] = id // Slack carries the id in the body as event_id
+		ev.EventID = id
 	}
-	return json.Marshal(event)
+	return json.Marshal(ev)
+}
+
+// bodyID is the event id a provider-shaped body carries ("id", or Slack's
+// "event_id"), so the headers name the same event the body does.
+func bodyID(body []byte) string {
+	var ids struct {
+		ID      string `json:"id"`
+		EventID string `json:"event_id"`
+	}
+	json.Unmarshal(body, &ids)
+	if ids.ID != "" {
+		return ids.ID
+	}
+	return ids.EventID
 }

@@ -66,8 +66,8 @@ func loadConfig(c *cli.Context) (cfg *config.Config, generated string, err error
 	return config.Default(data)
 }
 
-// dataDir finds the data directory without generating a default secret:
-// --data, else the config file's data, else ./data.
+// dataDir finds the data directory without generating a default secret or
+// needing any: --data, else the config file's data, else ./data.
 func dataDir(c *cli.Context) (string, error) {
 	if d := c.String("data"); d != "" {
 		return d, nil
@@ -76,7 +76,7 @@ func dataDir(c *cli.Context) (string, error) {
 	if path == "" {
 		return config.DefaultData, nil
 	}
-	cfg, err := config.Load(path)
+	cfg, err := config.LoadSecretsOptional(path)
 	if err != nil {
 		return "", err
 	}

@@ -6,9 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/ledger"
-	"github.com/hookledger/hookledger/schema"
 )
 
 // tzFlag is --tz; usage says what the zone applies to in this command.
@@ -118,40 +116,7 @@ func usageLateCommand() *cli.Command {
 	}
 }
 
-// loadMeters reads the meter declarations from --config or ./hookledger.yml.
-// Without a config file every meter is summed; no default secret is generated.
-func loadMeters(c *cli.Context) (ledger.Meters, error) {
-	path := configPath(c)
-	if path == "" {
-		return nil, nil
-	}
-	cfg, err := config.Load(path)
-	if err != nil {
-		return nil, err
-	}
-	return ledger.NewMeters(cfg.Meters), nil
-}
-
 // flagError turns "from: ..." from the shared parser into "--from: ...".
 func flagError(err error) error {
 	return fmt.Errorf("--%w", err)
-}
-
-// openExisting opens the configured database for reading; it refuses to create one.
-func openExisting(c *cli.Context) (*schema.DB, error) {
-	dir, err := dataDir(c)
-	if err != nil {
-		return nil, err
-	}
-	return schema.Open(c.Context, schema.Path(dir), schema.Options{ReadOnly: true})
-}
-
-// openWritable opens (and migrates) the configured database for a command
-// that writes: invoice close, adjust, dev seed.
-func openWritable(c *cli.Context) (*schema.DB, error) {
-	dir, err := dataDir(c)
-	if err != nil {
-		return nil, err
-	}
-	return schema.Open(c.Context, schema.Path(dir), schema.Options{})
 }

@@ -19,21 +19,25 @@ var (
 
 func main() {
 	if err := newApp().Run(os.Args); err != nil {
-		fmt.Fprintln(os.Stderr, "hookledger:", err)
-		os.Exit(1)
+		printError(os.Stderr, err)
+		os.Exit(exitStatus(err))
 	}
 }
 
 func newApp() *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:  "hookledger",
 		Usage: "receive signed webhooks and keep a metered-usage ledger you can invoice from",
 		Description: "Run `hookledger serve` with no configuration to start on the embedded default: one Standard\n" +
 			"Webhooks provider named \"default\" at POST /webhooks/default, data in ./data.\n" +
 			"Every flag can also be set from the environment variable shown next to it.",
 		Version:              version,
-		HideVersion:          true,
 		EnableBashCompletion: true,
+		Action:               rootAction,
+		OnUsageError:         onUsageError,
+		// Errors come back from Run; main prints them and picks the exit code
+		// (args.go), instead of urfave/cli exiting from inside Run.
+		ExitErrHandler: func(*cli.Context, error) {},
 		Commands: []*cli.Command{
 			serveCommand(),
 			sendCommand(),
@@ -54,6 +58,9 @@ func newApp() *cli.App {
 			versionCommand(),
 		},
 	}
+	strictArgs(app.Commands)
+	cli.VersionPrinter = printVersion // --version prints what `version` does
+	return app
 }
 
 func versionCommand() *cli.Command {
@@ -61,8 +68,12 @@ func versionCommand() *cli.Command {
 		Name:  "version",
 		Usage: "print version, commit and Go version",
 		Action: func(c *cli.Context) error {
-			fmt.Fprintf(c.App.Writer, "hookledger %s (commit %s, %s %s/%s)\n", version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			printVersion(c)
 			return nil
 		},
 	}
+}
+
+func printVersion(c *cli.Context) {
+	fmt.Fprintf(c.App.Writer, "hookledger %s (commit %s, %s %s/%s)\n", version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }

@@ -19,16 +19,16 @@ var formats = []string{"table", "json", "csv"}
 func formatFlag() cli.Flag {
 	return &cli.StringFlag{Name: "format", Value: "table", EnvVars: []string{"HOOKLEDGER_FORMAT"},
 		Usage:  "output as table, json or csv (RFC 4180)",
-		Action: func(_ *cli.Context, f string) error { return checkFormat(f) }}
+		Action: func(c *cli.Context, f string) error { return checkFormat(c, f) }}
 }
 
-func checkFormat(f string) error {
+func checkFormat(c *cli.Context, f string) error {
 	for _, ok := range formats {
 		if f == ok {
 			return nil
 		}
 	}
-	return fmt.Errorf("--format: %q is not one of %s", f, strings.Join(formats, ", "))
+	return usageErrorf(c, "--format: %q is not one of %s", f, strings.Join(formats, ", "))
 }
 
 // writeRecords prints a header and rows as an aligned table or RFC 4180 CSV;

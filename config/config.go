@@ -57,6 +57,14 @@ type Config struct {
 
 	// Source is the file the config came from ("" for the embedded default).
 	Source string `yaml:"-"`
+	// Unresolved lists, for a config loaded with LoadSecretsOptional or
+	// DefaultSecretsOptional, the secrets
+	// that were left out because they could not be resolved (an unset
+	// ${VAR}, an unreadable secret_file), each as "LINE: PATH: why".
+	Unresolved []string `yaml:"-"`
+
+	// lenient is LoadSecretsOptional's mode: unresolvable secrets are left out.
+	lenient bool
 
 	unsavedSecret string // see DefaultUnsaved
 }
@@ -121,7 +129,10 @@ func (s *Secret) UnmarshalYAML(unmarshal func(any) error) error {
 	return nil
 }
 
-// read loads a secret_file (relative to dir) and rejects empty secrets.
+// read expands ${ENV} in an inline secret, loads a secret_file (relative to
+// dir) and rejects empty secrets. Secrets are resolved here rather than with
+// the rest of the file, so a command that needs none (usage, verify) can load
+// a config whose secrets live in variables it was not given.
 func (s *Secret) read(dir, at string) error {
 	if s.bad {
 		return errAt(at, "a secret is a string or {secret_file: PATH}")
@@ -133,9 +144,13 @@ func (s *Secret) read(dir, at string) error {
 		}
 		b, err := os.ReadFile(f)
 		if err != nil {
-			return errAt(at, "secret_file: %v", err)
+			return &pathError{path: at, msg: fmt.Sprintf("secret_file: %v", err), unresolved: true}
 		}
 		s.Value = strings.TrimRight(string(b), "\r\n")
+	} else if v, unset := expand(s.Value); unset != "" {
+		return &pathError{path: at, msg: fmt.Sprintf("environment variable %s is not set", unset), unresolved: true}
+	} else {
+		s.Value = v
 	}
 	if s.Value == "" {
 		return errAt(at, "secret is empty (is its environment variable or file empty?)")
@@ -164,12 +179,22 @@ func (c *Config) MeterNames() []string {
 func (c *Config) DBPath() string { return filepath.Join(c.Data, "hookledger.db") }
 
 // Load reads and validates a config file.
-func Load(path string) (*Config, error) {
+func Load(path string) (*Config, error) { return load(path, false) }
+
+// LoadSecretsOptional is Load for commands that need no secret (usage, verify,
+// replay) or can do without some (dispute reports a body it has no secret
+// for as not verifiable): a secret
+// that cannot be resolved (an unset ${VAR}, an unreadable secret_file) is left
+// out and listed in Unresolved instead of failing the command. Everything
+// else is validated as strictly as Load does.
+func LoadSecretsOptional(path string) (*Config, error) { return load(path, true) }
+
+func load(path string, lenient bool) (*Config, error) {
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	c, err := Parse(src, filepath.Dir(path))
+	c, err := parse(src, filepath.Dir(path), lenient)
 	if err != nil {
 		return nil, fmt.Errorf("%s:%w", path, err)
 	}
@@ -179,7 +204,9 @@ func Load(path string) (*Config, error) {
 
 // Parse parses and validates config text; relative secret_file paths resolve
 // against dir. Errors start with the line number ("12: providers[0]...").
-func Parse(src []byte, dir string) (*Config, error) {
+func Parse(src []byte, dir string) (*Config, error) { return parse(src, dir, false) }
+
+func parse(src []byte, dir string, lenient bool) (*Config, error) {
 	file, err := parser.ParseBytes(src, 0)
 	if err != nil {
 		return nil, fmt.Errorf(" %s", yaml.FormatError(err, false, false))
@@ -187,7 +214,7 @@ func Parse(src []byte, dir string) (*Config, error) {
 	if err := expandEnv(file); err != nil {
 		return nil, err
 	}
-	c := &Config{}
+	c := &Config{lenient: lenient}
 	if len(file.Docs) > 0 && file.Docs[0].Body != nil {
 		if err := decode(file.Docs[0].Body, c); err != nil {
 			return nil, err
@@ -200,7 +227,21 @@ func Parse(src []byte, dir string) (*Config, error) {
 		}
 		return nil, err
 	}
+	for i, u := range c.Unresolved { // paths, until the lines are known here
+		c.Unresolved[i] = fmt.Sprintf("%d: %s", lineOf(file, strings.SplitN(u, ":", 2)[0]), u)
+	}
 	return c, nil
+}
+
+// leaveOut reports whether a secret's error may be skipped: in lenient mode an
+// unresolvable secret is recorded in Unresolved and left out.
+func (c *Config) leaveOut(err error) bool {
+	var pe *pathError
+	if !c.lenient || !errors.As(err, &pe) || !pe.unresolved {
+		return false
+	}
+	c.Unresolved = append(c.Unresolved, pe.Error())
+	return true
 }
 
 // decode maps the AST onto c. The YAML library can panic on some malformed
@@ -220,27 +261,51 @@ func decode(body ast.Node, c *Config) (err error) {
 
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
+// secretPaths hold Secret values; their ${NAME}s are expanded by Secret.read.
+var secretPaths = []string{"$.providers[*].secrets", "$.providers[*].reconcile.api_key", "$.admin.tokens"}
+
 // expandEnv replaces ${NAME} in string values after parsing, so a value can
 // never change the YAML structure, and an unset variable names its line.
+// Secrets are left for Secret.read.
 func expandEnv(file *ast.File) error {
+	secret := map[ast.Node]bool{}
+	for _, p := range secretPaths {
+		yp, err := yaml.PathString(p)
+		if err != nil {
+			return err
+		}
+		if n, err := yp.FilterFile(file); err == nil && n != nil {
+			ast.Walk(visitFunc(func(n ast.Node) { secret[n] = true }), n)
+		}
+	}
 	var err error
 	for _, doc := range file.Docs {
 		ast.Walk(visitFunc(func(n ast.Node) {
 			s, ok := n.(*ast.StringNode)
-			if !ok || err != nil || !strings.Contains(s.Value, "${") {
+			if !ok || err != nil || secret[n] || !strings.Contains(s.Value, "${") {
 				return
 			}
-			s.Value = envRef.ReplaceAllStringFunc(s.Value, func(ref string) string {
-				name := ref[2 : len(ref)-1]
-				v, ok := os.LookupEnv(name)
-				if !ok && err == nil {
-					err = fmt.Errorf("%d: environment variable %s is not set", s.GetToken().Position.Line, name)
-				}
-				return v
-			})
+			v, unset := expand(s.Value)
+			if unset != "" {
+				err = fmt.Errorf("%d: environment variable %s is not set", s.GetToken().Position.Line, unset)
+			}
+			s.Value = v
 		}), doc)
 	}
 	return err
+}
+
+// expand replaces each ${NAME} in s; unset is the first variable not set.
+func expand(s string) (v, unset string) {
+	v = envRef.ReplaceAllStringFunc(s, func(ref string) string {
+		name := ref[2 : len(ref)-1]
+		v, ok := os.LookupEnv(name)
+		if !ok && unset == "" {
+			unset = name
+		}
+		return v
+	})
+	return v, unset
 }
 
 type visitFunc func(ast.Node)
@@ -248,7 +313,11 @@ type visitFunc func(ast.Node)
 func (f visitFunc) Visit(n ast.Node) ast.Visitor { f(n); return f }
 
 // pathError is a validation error at a YAML path such as providers[1].secrets.
-type pathError struct{ path, msg string }
+// unresolved marks a secret that could not be read (see LoadSecretsOptional).
+type pathError struct {
+	path, msg  string
+	unresolved bool
+}
 
 func (e *pathError) Error() string { return e.path + ": " + e.msg }
 
@@ -315,16 +384,21 @@ func (c *Config) resolve(dir string) error {
 		if len(p.Secrets) == 0 {
 			return errAt(at+".secrets", "at least one secret is required")
 		}
+		resolved := p.Secrets[:0:0]
 		for j := range p.Secrets {
 			sec := &p.Secrets[j]
 			sat := fmt.Sprintf("%s.secrets[%d]", at, j)
-			if err := sec.read(dir, sat); err != nil {
+			if err := sec.read(dir, sat); c.leaveOut(err) {
+				continue
+			} else if err != nil {
 				return err
 			}
 			if _, err := s.Key(sec.Value); err != nil {
 				return errAt(sat, "not a valid %s secret: %v", p.Scheme, err)
 			}
+			resolved = append(resolved, *sec)
 		}
+		p.Secrets = resolved
 		if err := p.Tolerance.Check(); err != nil {
 			return errAt(at+".tolerance", "%v", err)
 		}
@@ -342,11 +416,16 @@ func (c *Config) resolve(dir string) error {
 			return errAt(at+".max_depth", "must be between 1 and %d, got %d", payload.MaxDepthLimit, p.MaxDepth)
 		}
 	}
+	tokens := c.Admin.Tokens[:0:0]
 	for i := range c.Admin.Tokens {
-		if err := c.Admin.Tokens[i].read(dir, fmt.Sprintf("admin.tokens[%d]", i)); err != nil {
+		if err := c.Admin.Tokens[i].read(dir, fmt.Sprintf("admin.tokens[%d]", i)); c.leaveOut(err) {
+			continue
+		} else if err != nil {
 			return err
 		}
+		tokens = append(tokens, c.Admin.Tokens[i])
 	}
+	c.Admin.Tokens = tokens
 	meters := map[string]bool{}
 	for i := range c.Meters {
 		at := fmt.Sprintf("meters[%d]", i)
@@ -408,12 +487,35 @@ func DefaultUnsaved(dataDir string) (*Config, error) {
 			return nil, err
 		}
 	}
+	c, err := embedded(dataDir, Secret{Value: secret}, false)
+	if err != nil {
+		return nil, err
+	}
+	if unsaved {
+		c.unsavedSecret = secret
+	}
+	return c, nil
+}
+
+// DefaultSecretsOptional is Default for every command but serve: it never
+// generates a secret. Without HOOKLEDGER_SECRET or a stored default secret the
+// provider has no secret, and Unresolved says so.
+func DefaultSecretsOptional(dataDir string) (*Config, error) {
+	secret := Secret{File: SecretFile} // in dataDir
+	if v := os.Getenv("HOOKLEDGER_SECRET"); v != "" {
+		secret = Secret{Value: v}
+	}
+	return embedded(dataDir, secret, true)
+}
+
+// embedded is the zero-config setup with the given secret.
+func embedded(dataDir string, secret Secret, lenient bool) (*Config, error) {
 	c := &Config{
 		Data: dataDir,
 		Providers: []Provider{{
 			Name:    "default",
 			Scheme:  "standard",
-			Secrets: []Secret{{Value: secret}},
+			Secrets: []Secret{secret},
 		}},
 		Usage: []ledger.Mapping{{
 			Type:       "usage.recorded",
@@ -422,9 +524,7 @@ func DefaultUnsaved(dataDir string) (*Config, error) {
 			Quantity:   ledger.Field{Path: "data.quantity"},
 			OccurredAt: ledger.Field{Path: "data.occurred_at"},
 		}},
-	}
-	if unsaved {
-		c.unsavedSecret = secret
+		lenient: lenient,
 	}
 	if err := c.resolve(dataDir); err != nil {
 		if strings.Contains(err.Error(), "secrets[0]") {

@@ -174,3 +174,50 @@ func TestDefaultTakesSecretFromEnvironment(t *testing.T) {
 		t.Errorf("bad HOOKLEDGER_SECRET: err = %v", err)
 	}
 }
+
+// A command that only reads the database loads the config without the
+// secrets it cannot resolve; serve (Load) still refuses them, naming the line.
+func TestLoadSecretsOptionalLeavesOutUnresolvableSecrets(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "hookledger.yml")
+	os.WriteFile(path, []byte(`data: ${TEST_DATA_DIR}
+providers:
+  - name: stripe
+    scheme: stripe
+    secrets: ["${TEST_UNSET_STRIPE_SECRET}", "whsec_ok"]
+  - name: github
+    scheme: github
+    secrets: [{secret_file: missing.secret}]
+admin:
+  tokens: ["${TEST_UNSET_ADMIN_TOKEN}"]
+meters:
+  - name: api
+`), 0o600)
+	t.Setenv("TEST_DATA_DIR", "/srv/hl")
+	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "hookledger.yml:5: providers[0].secrets[0]: environment variable TEST_UNSET_STRIPE_SECRET is not set") {
+		t.Fatalf("Load: %v, want the unset variable with its line", err)
+	}
+	c, err := LoadSecretsOptional(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Data != "/srv/hl" || len(c.Meters) != 1 || len(c.Providers[0].Secrets) != 1 || c.Providers[0].Secrets[0].Value != "whsec_ok" ||
+		len(c.Providers[1].Secrets) != 0 || len(c.Admin.Tokens) != 0 {
+		t.Fatalf("LoadSecretsOptional: %+v", c)
+	}
+	want := []string{"5: providers[0].secrets[0]: environment variable TEST_UNSET_STRIPE_SECRET is not set",
+		"8: providers[1].secrets[0]: secret_file:", "10: admin.tokens[0]: environment variable TEST_UNSET_ADMIN_TOKEN is not set"}
+	if len(c.Unresolved) != len(want) {
+		t.Fatalf("Unresolved = %q", c.Unresolved)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(c.Unresolved[i], w) {
+			t.Errorf("Unresolved[%d] = %q, want %q…", i, c.Unresolved[i], w)
+		}
+	}
+	// Outside secrets an unset variable is still an error: it could change where data lives.
+	os.Unsetenv("TEST_DATA_DIR")
+	if _, err := LoadSecretsOptional(path); err == nil || !strings.Contains(err.Error(), "1: environment variable TEST_DATA_DIR") {
+		t.Fatalf("LoadSecretsOptional with data unset: %v", err)
+	}
+}

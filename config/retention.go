@@ -125,7 +125,8 @@ func (c *Config) resolveRetention(dir string) error {
 			}
 		}
 		if p.Reconcile != nil {
-			if err := p.Reconcile.resolve(p, dir, at+".reconcile", r.Keys.Duration); err != nil {
+			// An unresolvable api_key is the last check LoadForReading may skip.
+			if err := p.Reconcile.resolve(p, dir, at+".reconcile", r.Keys.Duration); err != nil && !c.leaveOut(err) {
 				return err
 			}
 		}

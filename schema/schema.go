@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"net/url"
@@ -32,9 +33,17 @@ type Options struct {
 	// away before it has copied them.
 	NoAutoCheckpoint bool
 	// ReadOnly opens only the read pool and skips migrations (for inspecting a
-	// database another process is writing, or a restored copy).
+	// database another process is writing, or a restored copy). It never
+	// creates a file or directory: a missing database is ErrNoDatabase.
 	ReadOnly bool
+	// MustExist opens an existing database for writing (and migrates it) but
+	// refuses to create one: a missing database is ErrNoDatabase.
+	MustExist bool
 }
+
+// ErrNoDatabase is returned by Open with ReadOnly or MustExist when there is
+// no database at the path.
+var ErrNoDatabase = errors.New("no database")
 
 // DB holds the two handles hookledger uses. WAL lets the read pool run beside
 // the single writer, so queries never wait for a commit and vice versa.
@@ -50,9 +59,20 @@ type DB struct {
 // Path returns the database path inside dataDir.
 func Path(dataDir string) string { return filepath.Join(dataDir, FileName) }
 
-// Open opens (creating if needed) the database at path and applies pending migrations.
+// Open opens (creating if needed, unless ReadOnly or MustExist) the database
+// at path and applies pending migrations.
 func Open(ctx context.Context, path string, opts Options) (*DB, error) {
-	if dir := filepath.Dir(path); dir != "" {
+	mode := "mode=rwc"
+	if opts.ReadOnly || opts.MustExist {
+		// mode=rw/ro make SQLite itself refuse to create the file; the Stat
+		// gives the error a clear name.
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w at %s", ErrNoDatabase, path)
+		} else if err != nil {
+			return nil, fmt.Errorf("open %s: %w", path, err)
+		}
+		mode = "mode=rw"
+	} else if dir := filepath.Dir(path); dir != "" {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("create data directory: %w", err)
 		}
@@ -68,7 +88,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		if opts.NoAutoCheckpoint {
 			pragmas = append(pragmas, "wal_autocheckpoint(0)")
 		}
-		w, err := sqlx.Open("sqlite", dsn(path, pragmas, "_txlock=immediate"))
+		w, err := sqlx.Open("sqlite", dsn(path, pragmas, mode, "_txlock=immediate"))
 		if err != nil {
 			return nil, fmt.Errorf("open %s: %w", path, err)
 		}
@@ -80,22 +100,58 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 			w.Close()
 			return nil, fmt.Errorf("migrate %s: %w", path, err)
 		}
-	} else if _, err := os.Stat(path); err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	r, err := sqlx.Open("sqlite", dsn(path, []string{"busy_timeout(10000)", "query_only(on)"}))
+	r, err := openRead(ctx, path, opts.ReadOnly)
 	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open %s: %w", path, err)
-	}
-	r.SetMaxOpenConns(8)
-	if err := r.PingContext(ctx); err != nil {
-		r.Close()
 		db.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	db.Read = r
 	return db, nil
+}
+
+// sqliteReadonlyDirectory is SQLITE_READONLY_DIRECTORY: a WAL database whose
+// -shm does not exist and cannot be created, because the directory is read-only.
+const sqliteReadonlyDirectory = 1544
+
+// openRead opens the query-only pool. A read-only open (mode=ro) must also
+// work in a read-only data directory (a backup, another user's files): with a
+// live -wal and -shm SQLite reads them as they are; with none (the database
+// was closed cleanly, so every commit is in the main file) it cannot create
+// the -shm, and immutable=1 reads the main file without one. immutable is
+// never used while a -wal exists: it would ignore the commits in it.
+func openRead(ctx context.Context, path string, readOnly bool) (*sqlx.DB, error) {
+	pragmas := []string{"busy_timeout(10000)", "query_only(on)"}
+	mode := []string{}
+	if readOnly {
+		mode = append(mode, "mode=ro")
+	}
+	r, err := pingRead(ctx, dsn(path, pragmas, mode...))
+	var coded interface{ Code() int }
+	if readOnly && errors.As(err, &coded) && coded.Code() == sqliteReadonlyDirectory {
+		if _, serr := os.Stat(path + "-wal"); errors.Is(serr, fs.ErrNotExist) {
+			return pingRead(ctx, dsn(path, pragmas, "mode=ro", "immutable=1"))
+		}
+	}
+	return r, err
+}
+
+func pingRead(ctx context.Context, dsn string) (*sqlx.DB, error) {
+	r, err := sqlx.Open("sqlite", dsn)
+	if err != nil {
+		return nil, err
+	}
+	r.SetMaxOpenConns(8)
+	if err := r.PingContext(ctx); err != nil {
+		r.Close()
+		return nil, err
+	}
+	// Ping may not touch the WAL index; the first read does.
+	if _, err := r.ExecContext(ctx, `SELECT 1 FROM sqlite_schema LIMIT 1`); err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
 }
 
 func dsn(path string, pragmas []string, extra ...string) string {
