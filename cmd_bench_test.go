@@ -105,10 +105,10 @@ func TestBenchRefusals(t *testing.T) {
 		"bad standard key":  {[]string{"--secret", "whsec_***"}, "secret: standard secret must be base64"},
 		"no events":         {[]string{"--secret", benchTestSecret, "-n", "0"}, "events must be at least 1"},
 		"dup out of range":  {[]string{"--secret", benchTestSecret, "--dup", "2"}, "dup must be between 0 and 1"},
-		"verify, no db":     {[]string{"--secret", benchTestSecret, "--verify", "--data", filepath.Join(empty, "missing")}, "--verify: open"},
+		"verify, no db":     {[]string{"--secret", benchTestSecret, "--verify", "--data", filepath.Join(empty, "missing")}, "--verify: no database at " + filepath.Join(empty, "missing", "hookledger.db")},
 		"missing config":    {[]string{"--config", filepath.Join(empty, "nope.yml")}, "read config"},
 		"prefill none":      {[]string{"prefill", "--data", empty, "--receipts", "0"}, "--receipts must be at least 1"},
-		"prefill no --data": {[]string{"prefill"}, `Required flag "data" not set`},
+		"prefill no --data": {[]string{"prefill"}, `--data is required`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			out, err := runBenchCLI(t, tc.args...)

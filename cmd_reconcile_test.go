@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -95,6 +94,9 @@ func (e *recEnv) json(v any, cmd []string, args ...string) {
 
 func TestReconcileReplayPruneAuditCLI(t *testing.T) {
 	e := newRecEnv(t)
+	if out, err := e.run([]string{"migrate"}); err != nil {
+		t.Fatalf("migrate: %v\n%s", err, out)
+	}
 	rec := []string{"reconcile"}
 
 	var m map[string]any
@@ -148,14 +150,28 @@ func TestReconcileReplayPruneAuditCLI(t *testing.T) {
 
 func TestReconcileCLIErrors(t *testing.T) {
 	e := newRecEnv(t)
+	// No database yet: reconcile, replay and prune refuse to create one, dry run or not.
+	db := filepath.Join(e.dir, "data", "hookledger.db")
+	for _, cmd := range [][]string{
+		{"reconcile", "--provider", "acme", "--dry-run"}, {"reconcile", "--provider", "acme"},
+		{"replay", "--provider", "acme", "--status", "failed"}, {"prune"}, {"prune", "--dry-run"},
+	} {
+		if _, err := e.run(cmd[:1], cmd[1:]...); err == nil || !strings.Contains(err.Error(), "no database at "+db+": run `hookledger serve` or `hookledger migrate`") {
+			t.Errorf("%v without a database: %v", cmd, err)
+		}
+		if _, err := os.Stat(filepath.Join(e.dir, "data")); !os.IsNotExist(err) {
+			t.Fatalf("%v created the data directory (stat: %v)", cmd, err)
+		}
+	}
+	if out, err := e.run([]string{"migrate"}); err != nil {
+		t.Fatalf("migrate: %v\n%s", err, out)
+	}
 	for _, tc := range []struct {
 		cmd  []string
 		args []string
 		want string
 	}{
-		// No database yet: a dry run reads only, so it does not create one.
-		{[]string{"reconcile"}, []string{"--provider", "acme", "--dry-run"}, "no such file"},
-		{[]string{"reconcile"}, nil, `Required flag "provider" not set`},
+		{[]string{"reconcile"}, nil, `--provider is required`},
 		{[]string{"reconcile"}, []string{"--provider", "nope"}, `--provider: no provider named "nope" (configured: acme, plain)`},
 		{[]string{"reconcile"}, []string{"--provider", "plain"}, `provider "plain" has no reconcile settings`},
 		{[]string{"reconcile"}, []string{"--provider", "acme", "--since", "soon"}, `--since: invalid duration "soon"`},
@@ -175,11 +191,6 @@ func TestReconcileCLIErrors(t *testing.T) {
 		out, err := e.run(tc.cmd, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v %v: err %v, want %q\n%s", tc.cmd, tc.args, err, tc.want, out)
-		}
-		if slices.Contains(tc.args, "--dry-run") {
-			if _, err := os.Stat(filepath.Join(e.dir, "data", "hookledger.db")); !os.IsNotExist(err) {
-				t.Errorf("%v %v created the database (stat: %v)", tc.cmd, tc.args, err)
-			}
 		}
 	}
 	// A config whose keys window is shorter than a provider's horizon stops every command.

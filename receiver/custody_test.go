@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand"
 	"net/http"
 	"slices"
@@ -312,6 +314,8 @@ func TestFullQueueAnswers503WithRetryAfter(t *testing.T) {
 
 func TestMappingOutcomes(t *testing.T) {
 	e := newEnv(t)
+	var logs bytes.Buffer // one JSON delivery line per request; the handler logs before it replies
+	e.srv.Log = slog.New(slog.NewJSONHandler(&logs, nil))
 	cases := []struct {
 		name, body, status, errPart string
 	}{
@@ -340,6 +344,19 @@ func TestMappingOutcomes(t *testing.T) {
 			// Contains(msg, "") always holds: an ignored event must carry no error at all.
 			if c.status == StatusIgnored && msg != "" {
 				t.Errorf("ignored receipt has error %q, want \"\"", msg)
+			}
+			// The sender and the operator learn why: the 2xx body and the
+			// delivery log line carry the stored mapping error.
+			if r.Body.Error != msg {
+				t.Errorf("reply error %q, want the receipt's %q", r.Body.Error, msg)
+			}
+			var line struct {
+				EventID      string `json:"event_id"`
+				MappingError string `json:"mapping_error"`
+			}
+			lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+			if err := json.Unmarshal([]byte(lines[len(lines)-1]), &line); err != nil || line.EventID != id || line.MappingError != msg {
+				t.Errorf("delivery log line %s: mapping_error %q, want %q (%v)", lines[len(lines)-1], line.MappingError, msg, err)
 			}
 		})
 	}

@@ -185,12 +185,20 @@ func (s *Server) serveWebhook(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusServiceUnavailable, reason, "not stored, retry later", err)
 		return
 	}
-	record(Observation{Outcome: d.Outcome, Code: http.StatusOK}, slog.String("receipt_status", d.StoredStatus))
+	// A kept but unmappable event tells the sender and the operator why, so
+	// the mapping can be fixed and the event replayed.
+	attrs, mapErr := []slog.Attr{slog.String("receipt_status", d.StoredStatus)}, ""
+	if d.StoredStatus == StatusFailed && d.Error != "" {
+		mapErr = d.Error
+		attrs = append(attrs, slog.String("mapping_error", mapErr))
+	}
+	record(Observation{Outcome: d.Outcome, Code: http.StatusOK}, attrs...)
 	writeJSON(w, http.StatusOK, reply{
 		Accepted:  true,
 		Duplicate: d.Outcome != OutcomeInserted,
 		Status:    d.StoredStatus,
 		EventID:   id,
+		Error:     mapErr,
 	})
 }
 
