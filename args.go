@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/urfave/cli/v2"
 	"github.com/xrash/smetrics"
@@ -79,6 +82,12 @@ func problem(err error) error { return &exitError{err: err, code: exitProblem} }
 // what was and was not done, and the command exits 130.
 func interrupted(done string) error {
 	return &exitError{err: errors.New("interrupted: " + done), code: exitInterrupted}
+}
+
+// signalContext is c's context, ended by SIGINT or SIGTERM: a long command
+// stops, says what was and was not done (interrupted), and exits 130.
+func signalContext(c *cli.Context) (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 }
 
 // exitStatus is the process exit code for a command's error.

@@ -41,6 +41,15 @@ func auditCommand() *cli.Command {
 					}
 					f.Since = time.Now().Add(-d)
 				}
+				if f.Provider != "" {
+					cfg, err := commandConfig(c)
+					if err != nil {
+						return err
+					}
+					if _, err := lookupProvider(cfg, f.Provider); err != nil {
+						return err
+					}
+				}
 				db, err := openExisting(c)
 				if err != nil {
 					return err

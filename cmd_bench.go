@@ -114,12 +114,16 @@ func runBench(c *cli.Context) error {
 		return err
 	}
 
-	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signalContext(c)
 	defer stop()
 	var done atomic.Int64
 	stopBar := progress(plan.Requests(), "sending", &done)
 	out, err := plan.Run(ctx, &done)
 	stopBar()
+	if ctx.Err() != nil {
+		return interrupted(fmt.Sprintf("%d of %d requests sent; no report, and --verify did not run (the ledger holds what was acknowledged)",
+			done.Load(), plan.Requests()))
+	}
 	if err != nil {
 		return err
 	}

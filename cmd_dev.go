@@ -45,17 +45,25 @@ func devSeed(c *cli.Context) error {
 		return err
 	}
 	defer db.Close()
+	ctx, stop := signalContext(c)
+	defer stop()
 	start := time.Now()
 	rows := c.Int("rows")
-	err = seed.Run(c.Context, db, seed.Options{
+	var added int // committed chunks: each one is whole
+	err = seed.Run(ctx, db, seed.Options{
 		Rows: rows, Customers: c.Int("customers"), From: from, Months: c.Int("months"), Seed: c.Uint64("seed"),
 		Progress: func(done int) {
+			added = done
 			if done%500_000 == 0 || done == rows {
 				el := time.Since(start)
 				fmt.Fprintf(c.App.ErrWriter, "seeded %d/%d rows in %s (%.0f rows/s)\n", done, rows, el.Round(time.Second), float64(done)/el.Seconds())
 			}
 		},
 	})
+	if ctx.Err() != nil {
+		return interrupted(fmt.Sprintf("added %d of %d usage rows to %s (each committed chunk is whole); the other %d were not added",
+			added, rows, db.Path, rows-added))
+	}
 	if err != nil {
 		return err
 	}

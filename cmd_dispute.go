@@ -102,7 +102,20 @@ func disputeTrace(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("dispute: %w", err)
 	}
-	return writeTrace(c.App.Writer, format, tr)
+	if err := writeTrace(c.App.Writer, format, tr); err != nil {
+		return err
+	}
+	return traceProblems(tr)
+}
+
+// traceProblems exits 3 when the trace found a problem (an invalid body, a
+// broken chain link, an invoice that no longer matches): the output names
+// each, and a script can tell "problem found" from "could not look".
+func traceProblems(tr *dispute.Trace) error {
+	if ps := tr.Summary.Problems; len(ps) > 0 {
+		return problem(fmt.Errorf("dispute: %d problem(s) found; the first: %s", len(ps), ps[0]))
+	}
+	return nil
 }
 
 func disputeCustomer(c *cli.Context) error {
@@ -123,7 +136,10 @@ func disputeCustomer(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	return writeTrace(c.App.Writer, format, tr)
+	if err := writeTrace(c.App.Writer, format, tr); err != nil {
+		return err
+	}
+	return traceProblems(tr)
 }
 
 func customerTrace(c *cli.Context, tracer *dispute.Tracer, customer string) (*dispute.Trace, error) {
@@ -204,7 +220,7 @@ func disputeExport(c *cli.Context) error {
 	s := tr.Summary
 	fmt.Fprintf(c.App.Writer, "wrote %s (%d bytes, sha256 %x): %s, %d events, %d delivery attempts; bodies %d valid, %d invalid, %d not verifiable, %d pruned\n",
 		out, size, sum, tr.Target, s.Events, s.Attempts, s.Bodies.Valid, s.Bodies.Invalid, s.Bodies.NotVerifiable, s.Bodies.Pruned)
-	return nil
+	return traceProblems(tr)
 }
 
 // writeFileAtomic writes through a temporary file in the same directory and

@@ -83,7 +83,14 @@ func reconcileAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	rep, runErr := r.Run(c.Context, reconcile.Options{Since: since, DryRun: dryRun})
+	ctx, stop := signalContext(c)
+	defer stop()
+	rep, runErr := r.Run(ctx, reconcile.Options{Since: since, DryRun: dryRun})
+	if ctx.Err() != nil {
+		runErr = interrupted(fmt.Sprintf("%d events seen, %d inserted, %d redeliveries requested before the stop; "+
+			"the checkpoint holds the last complete page, so the next run resumes there (the counts below are what was done)",
+			rep.Seen, rep.Inserted, rep.RedeliveryRequested))
+	}
 	header := []string{"provider", "from", "to", "pages", "seen", "already_present", "inserted", "redelivery_requested",
 		"redelivery_pending", "failed"}
 	row := []string{rep.Provider, rep.WindowFrom.Format(time.RFC3339), rep.WindowTo.Format(time.RFC3339), itoa(rep.Pages),

@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -97,11 +95,14 @@ func restore(c *cli.Context) error {
 		defer lock.Unlock()
 	}
 
-	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signalContext(c)
 	defer stop()
 	res, err := replication.Restore(ctx, cfg, opts)
 	bar.finish()
 	switch {
+	case ctx.Err() != nil:
+		return interrupted("nothing was restored: the restore writes a temporary file and moves it into place only " +
+			"after its integrity check, so any existing database is as it was")
 	case errors.Is(err, replication.ErrNoReplica):
 		return fmt.Errorf("%w\n(check the replica in %s; has serve ever replicated with it?)", err, cfg.File)
 	case errors.Is(err, replication.ErrNotAvailable):

@@ -15,7 +15,8 @@ func verifyCommand() *cli.Command {
 		Usage: "prove nobody edited the ledger: hash chain, receipts, invoices, SQLite integrity",
 		Description: "Runs SQLite's integrity_check, recomputes the hash chain over every ledger row, checks that every\n" +
 			"applied receipt has its usage rows and every usage row its receipt, and recomputes every closed\n" +
-			"invoice's digests and quantities from the ledger. Exits non-zero naming the first broken row.\n" +
+			"invoice's digests and quantities from the ledger. Exits 3 naming the first broken row (1 when it\n" +
+			"cannot check, 130 when interrupted).\n" +
 			"Reads only; safe while `serve` runs.",
 		Flags: append(configFlags(), formatFlag()),
 		Action: func(c *cli.Context) error {
@@ -25,7 +26,12 @@ func verifyCommand() *cli.Command {
 				return err
 			}
 			defer db.Close()
-			rep, err := ledger.Verify(c.Context, db.Read)
+			ctx, stop := signalContext(c)
+			defer stop()
+			rep, err := ledger.Verify(ctx, db.Read)
+			if ctx.Err() != nil {
+				return interrupted("the ledger was not fully verified; nothing was changed (verify only reads)")
+			}
 			if err != nil {
 				return err
 			}
@@ -44,7 +50,7 @@ func verifyCommand() *cli.Command {
 				return err
 			}
 			if p := rep.First(); p != nil {
-				return fmt.Errorf("verify failed: %w", *p)
+				return problem(fmt.Errorf("verify failed: %w", *p))
 			}
 			return nil
 		},
