@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -49,11 +50,15 @@ func devSeed(c *cli.Context) error {
 	defer stop()
 	start := time.Now()
 	rows := c.Int("rows")
-	var added int // committed chunks: each one is whole
+	// The ledger's row count before and after says what an interrupted seed
+	// added: the chunk in flight at the signal may still have committed.
+	var before, after int64
+	if err := db.Read.GetContext(ctx, &before, `SELECT COUNT(*) FROM metered_usage`); err != nil {
+		return err
+	}
 	err = seed.Run(ctx, db, seed.Options{
 		Rows: rows, Customers: c.Int("customers"), From: from, Months: c.Int("months"), Seed: c.Uint64("seed"),
 		Progress: func(done int) {
-			added = done
 			if done%500_000 == 0 || done == rows {
 				el := time.Since(start)
 				fmt.Fprintf(c.App.ErrWriter, "seeded %d/%d rows in %s (%.0f rows/s)\n", done, rows, el.Round(time.Second), float64(done)/el.Seconds())
@@ -61,8 +66,12 @@ func devSeed(c *cli.Context) error {
 		},
 	})
 	if ctx.Err() != nil {
-		return interrupted(fmt.Sprintf("added %d of %d usage rows to %s (each committed chunk is whole); the other %d were not added",
-			added, rows, db.Path, rows-added))
+		if cerr := db.Read.GetContext(context.Background(), &after, `SELECT COUNT(*) FROM metered_usage`); cerr != nil {
+			return interrupted(fmt.Sprintf("some of %d usage rows were added to %s (cannot count them: %v)", rows, db.Path, cerr))
+		}
+		added := after - before
+		return interrupted(fmt.Sprintf("added %d of %d usage rows to %s (whole chunks of 20000, each with its receipts); the other %d were not added",
+			added, rows, db.Path, int64(rows)-added))
 	}
 	if err != nil {
 		return err

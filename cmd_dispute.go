@@ -303,6 +303,10 @@ func newTracer(c *cli.Context) (*dispute.Tracer, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	db, err := openExisting(c)
+	if err != nil {
+		return nil, nil, err
+	}
 	switch {
 	case cfg.Source == "" && len(cfg.Unresolved) > 0:
 		fmt.Fprintln(c.App.ErrWriter, "hookledger: no configuration and no default secret found: signatures are reported not verifiable")
@@ -313,10 +317,7 @@ func newTracer(c *cli.Context) (*dispute.Tracer, func(), error) {
 	}
 	v, err := dispute.NewVerifier(cfg.Providers)
 	if err != nil {
-		return nil, nil, err
-	}
-	db, err := openExisting(c)
-	if err != nil {
+		db.Close()
 		return nil, nil, err
 	}
 	return &dispute.Tracer{DB: db.Read, Verifier: v, Meters: ledger.NewMeters(cfg.Meters)}, func() { db.Close() }, nil
