@@ -182,9 +182,9 @@ func findProvider(cfg *config.Config, name string) *config.Provider {
 
 // sendEvent is the body send builds, in the order the README shows it.
 type sendEvent struct {
-	ID      string    `json:"id"`
-	EventID string    `json:"event_id,omitempty"` // Slack carries the id in the body as event_id
-	Type    string    `json:"type"`
+	ID      string        `json:"id"`
+	EventID string        `json:"event_id,omitempty"` // Slack carries the id in the body as event_id
+	Type    string        `json:"type"`
 	Data    sendEventData `json:"data"`
 }
 
