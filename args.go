@@ -254,6 +254,7 @@ func suggest(names []string, typed string) string {
 func onUsageError(c *cli.Context, err error, _ bool) error {
 	msg := err.Error()
 	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		name = strings.TrimLeft(name, "-")
 		var names []string
 		for _, f := range c.Command.VisibleFlags() {
 			for _, n := range f.Names() {
@@ -293,7 +294,7 @@ func interspersed(c *cli.Context, flags []cli.Flag) ([]string, error) {
 		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
 		f, ok := byName[name]
 		if !ok {
-			return nil, onUsageError(c, fmt.Errorf("flag provided but not defined: -%s", name), true)
+			return nil, onUsageError(c, fmt.Errorf("flag provided but not defined: %s", a), true)
 		}
 		if _, isBool := f.(*cli.BoolFlag); isBool && !hasValue {
 			value, hasValue = "true", true

@@ -268,7 +268,7 @@ func cliUsageErrors(t *testing.T, bin string) {
 		{[]string{"nonsense"}, `hookledger: unknown command "nonsense"`},
 		{[]string{"invoice", "shw", "4"}, `hookledger: unknown command "shw": did you mean "show"?`},
 		{[]string{"usage", "--fromm", "2026-09"}, `hookledger: flag provided but not defined: -fromm: did you mean --from?`},
-		{[]string{"invoice", "show", "4", "--formt", "json"}, `hookledger: flag provided but not defined: -formt: did you mean --format?`},
+		{[]string{"invoice", "show", "4", "--formt", "json"}, `hookledger: flag provided but not defined: --formt: did you mean --format?`},
 		{[]string{"invoice", "show", "4", "--format", "xml"}, `hookledger: --format: "xml" is not one of table, json, csv`},
 		{[]string{"invoice", "show"}, "hookledger: give one invoice ID (see `hookledger invoice list`)"},
 		{[]string{"invoice", "close", "--all"}, `hookledger: --period is required`},

@@ -2,7 +2,6 @@ package main
 
 import (
 	"crypto/sha256"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -145,7 +144,7 @@ func disputeCustomer(c *cli.Context) error {
 func customerTrace(c *cli.Context, tracer *dispute.Tracer, customer string) (*dispute.Trace, error) {
 	label := c.String("period")
 	if label == "" {
-		return nil, errors.New("--period: required, the month to explain as YYYY-MM")
+		return nil, usageErrorf(c, "--period is required: the month to explain, YYYY-MM")
 	}
 	tz := c.String("tz")
 	if tz == "" {
@@ -186,7 +185,7 @@ func disputeExport(c *cli.Context) error {
 	}
 	out := c.String("out")
 	if out == "" {
-		return errors.New("--out: required, the zip file to write")
+		return usageErrorf(c, "--out is required: the zip file to write")
 	}
 	if _, err := os.Stat(out); err == nil && !c.Bool("force") {
 		return fmt.Errorf("--out: %s exists; choose another name or pass --force to replace it", out)

@@ -113,29 +113,33 @@ func TestDisputeCLI(t *testing.T) {
 		t.Errorf("customer export: %s", out)
 	}
 
-	// Bad input: a clear message and exit code 1.
+	// Bad input: a clear message and exit code 1; a wrong command line exits 2.
 	for _, c := range []struct {
 		args []string
 		want string
+		code int
 	}{
-		{[]string{"dispute", "invoice:99"}, "there is no invoice 99"},
-		{[]string{"dispute", "invoice:1/9"}, "invoice 1 has no line 9"},
-		{[]string{"dispute", "row:404"}, "the ledger has no row 404"},
-		{[]string{"dispute", "default:evt_zzz"}, `no receipt and no ledger row for event "evt_zzz"`},
-		{[]string{"dispute", "evt_a"}, `"evt_a" names no provider: did you mean default:evt_a?`},
-		{[]string{"dispute", "evt_nowhere"}, "PROVIDER:EVENT_ID"},
-		{[]string{"dispute"}, "give one TARGET"},
-		{[]string{"dispute", "invoice:1", "--format", "csv"}, "--format"},
-		{[]string{"dispute", "invoice:1", "--nope"}, "--nope"},
-		{[]string{"dispute", "customer", "cus_1"}, "--period"},
-		{[]string{"dispute", "customer", "cus_9", "--period", "2026-10"}, `customer "cus_9": not found`},
-		{[]string{"dispute", "export", "invoice:1"}, "--out"},
-		{[]string{"dispute", "export", "invoice:77", "--out", "x.zip"}, "there is no invoice 77"},
-		{[]string{"dispute", "export", "invoice:1", "--out", filepath.Join("no-such-dir", "x.zip")}, "no such file or directory"},
+		{[]string{"dispute", "invoice:99"}, "there is no invoice 99", 0},
+		{[]string{"dispute", "invoice:1/9"}, "invoice 1 has no line 9", 0},
+		{[]string{"dispute", "row:404"}, "the ledger has no row 404", 0},
+		{[]string{"dispute", "default:evt_zzz"}, `no receipt and no ledger row for event "evt_zzz"`, 0},
+		{[]string{"dispute", "evt_a"}, `"evt_a" names no provider: did you mean default:evt_a?`, 0},
+		{[]string{"dispute", "evt_nowhere"}, "PROVIDER:EVENT_ID", 0},
+		{[]string{"dispute"}, "give one TARGET", 2},
+		{[]string{"dispute", "invoice:1", "--format", "csv"}, "--format", 2},
+		{[]string{"dispute", "invoice:1", "--nope"}, "--nope", 2},
+		{[]string{"dispute", "customer", "cus_1"}, "--period", 2},
+		{[]string{"dispute", "customer", "cus_9", "--period", "2026-10"}, `customer "cus_9": not found`, 0},
+		{[]string{"dispute", "export", "invoice:1"}, "--out", 2},
+		{[]string{"dispute", "export", "invoice:77", "--out", "x.zip"}, "there is no invoice 77", 0},
+		{[]string{"dispute", "export", "invoice:1", "--out", filepath.Join("no-such-dir", "x.zip")}, "no such file or directory", 0},
 	} {
+		if c.code == 0 {
+			c.code = 1
+		}
 		out, err := run(t, bin, dir, c.args...)
-		if exitCode(err) != 1 || !strings.Contains(out, c.want) {
-			t.Errorf("%v: exit %d, want 1 and %q in:\n%s", c.args, exitCode(err), c.want, out)
+		if exitCode(err) != c.code || !strings.Contains(out, c.want) {
+			t.Errorf("%v: exit %d, want %d and %q in:\n%s", c.args, exitCode(err), c.code, c.want, out)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(dir, "x.zip")); !os.IsNotExist(err) {

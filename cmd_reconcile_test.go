@@ -15,6 +15,7 @@ import (
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/schema"
 )
 
 // recEnv is a data directory with a config for one provider reconciled from a
@@ -224,6 +225,11 @@ func TestBackgroundJobs(t *testing.T) {
 	cfg.Providers[0].Reconcile.Interval.Duration = 50 * time.Millisecond
 	cfg.Retention.Interval.Duration = 50 * time.Millisecond
 	ctx := context.Background()
+	created, err := schema.Open(ctx, cfg.DBPath(), schema.Options{}) // as serve does before its jobs start
+	if err != nil {
+		t.Fatal(err)
+	}
+	created.Close()
 	db, w, err := openCustody(ctx, cfg, false)
 	if err != nil {
 		t.Fatal(err)

@@ -172,7 +172,7 @@ func TestCLIErrorsExitNonZero(t *testing.T) {
 		{[]string{"usage", "--from", "yesterday"}, "--from"},
 		{[]string{"usage", "--format", "xml"}, "--format"},
 		{[]string{"usage", "--from", "2026-12-01", "--to", "2026-11-01"}, "before"},
-		{[]string{"usage", "--data", filepath.Join(dir, "nothing-here")}, "no such file"},
+		{[]string{"usage", "--data", filepath.Join(dir, "nothing-here")}, "no database at " + filepath.Join(dir, "nothing-here", "hookledger.db")},
 		{[]string{"serve", "--config", filepath.Join(dir, "missing.yml")}, "missing.yml"},
 		{[]string{"send", "--secret", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "--quantity", "1/3", "--url", "http://127.0.0.1:1"}, "--quantity"},
 		{[]string{"send", "--secret", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "--url", "http://127.0.0.1:1"}, "connection refused"},
