@@ -3,9 +3,7 @@ package ledger
 import (
 	"context"
 	"crypto/sha256"
-	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/jmoiron/sqlx"
@@ -55,27 +53,22 @@ func (r *Row) Hash(prev []byte) []byte {
 	return c.sum()
 }
 
-// GenesisHash is the prev_hash of the first ledger row.
+// GenesisHash is the prev_hash of the first row of either chain (ledger rows
+// and receipts).
 var GenesisHash = make([]byte, sha256.Size)
 
-// Chain is the head of the hash chain inside one write transaction. It is
-// loaded after BEGIN IMMEDIATE, so no other writer can move the head meanwhile.
+// Chain is the head of one hash chain inside one write transaction. It is
+// loaded (LoadHead) after BEGIN IMMEDIATE, so no other writer can move the head
+// meanwhile.
 type Chain struct {
 	LastID   int64
 	LastHash []byte
 }
 
-// LoadChain reads the current head of the chain.
+// LoadChain reads the head of the ledger chain.
 func LoadChain(ctx context.Context, q sqlx.QueryerContext) (Chain, error) {
-	c := Chain{LastHash: GenesisHash}
-	err := q.QueryRowxContext(ctx, `SELECT id, row_hash FROM metered_usage ORDER BY id DESC LIMIT 1`).Scan(&c.LastID, &c.LastHash)
-	if errors.Is(err, sql.ErrNoRows) {
-		return c, nil
-	}
-	if err != nil {
-		return c, fmt.Errorf("load ledger head: %w", err)
-	}
-	return c, nil
+	h, err := LoadHead(ctx, q)
+	return h.Ledger, err
 }
 
 // InsertRowSQL appends one ledger row; the chain assigns id and hashes.
@@ -96,6 +89,81 @@ func (c *Chain) Append(ctx context.Context, stmt *sqlx.Stmt, r *Row) error {
 	}
 	c.LastID, c.LastHash = r.ID, r.RowHash
 	return nil
+}
+
+// ReceiptLink is what the receipts chain commits to for one receipt: the
+// custody facts that never change once it is stored. A receipt's status,
+// error, handler version and processed_at change when it is replayed, and
+// retention deletes its body and signature headers, so they stay out of the
+// hash: Status here is the status the receipt was stored with (verify follows
+// the replays table from it to the current status), and the body is checked
+// against BodySHA256, which the hash does cover.
+type ReceiptLink struct {
+	ID         int64
+	Provider   string
+	EventID    string
+	EventType  string
+	BodySHA256 []byte
+	Status     string // as first stored
+	Source     string
+	ReceivedAt int64
+	PrevHash   []byte
+	RowHash    []byte
+}
+
+// Hash returns SHA-256 over prev and the link's fields, length-prefixed like
+// Row.Hash; the leading tag keeps a receipt's encoding from ever equalling a
+// ledger row's.
+func (l *ReceiptLink) Hash(prev []byte) []byte {
+	c := newCanon()
+	c.str("hookledger-receipt-v1")
+	c.h.Write(prev)
+	c.int(l.ID)
+	c.str(l.Provider)
+	c.str(l.EventID)
+	c.str(l.EventType)
+	c.bytes(l.BodySHA256)
+	c.str(l.Status)
+	c.str(l.Source)
+	c.int(l.ReceivedAt)
+	return c.sum()
+}
+
+// Next links l as the receipt after the head: it sets l's id and hashes but
+// leaves the chain where it is, because the insert may find the event already
+// stored. Call Advance once the receipt is in.
+func (c *Chain) Next(l *ReceiptLink) {
+	l.ID = c.LastID + 1
+	l.PrevHash = c.LastHash
+	l.RowHash = l.Hash(l.PrevHash)
+}
+
+// Advance moves the head to l, which Next linked.
+func (c *Chain) Advance(l *ReceiptLink) { c.LastID, c.LastHash = l.ID, l.RowHash }
+
+// EachReceiptLink calls fn with every receipt's link in id order. The status
+// as first stored is the from_status of the receipt's first replay, or its
+// status if it was never replayed. The migration that chains existing
+// receipts and verify both read links here, so they cannot disagree.
+func EachReceiptLink(ctx context.Context, q sqlx.QueryerContext, fn func(*ReceiptLink) error) error {
+	rows, err := q.QueryxContext(ctx, `SELECT r.id, r.provider, r.event_id, r.event_type, r.body_sha256,
+		COALESCE((SELECT p.from_status FROM replays p WHERE p.provider = r.provider AND p.event_id = r.event_id ORDER BY p.id LIMIT 1), r.status),
+		r.source, r.received_at, r.prev_hash, r.row_hash FROM receipts r ORDER BY r.id`)
+	if err != nil {
+		return fmt.Errorf("read receipts: %w", err)
+	}
+	defer rows.Close()
+	var l ReceiptLink
+	for rows.Next() {
+		if err := rows.Scan(&l.ID, &l.Provider, &l.EventID, &l.EventType, &l.BodySHA256, &l.Status, &l.Source, &l.ReceivedAt,
+			&l.PrevHash, &l.RowHash); err != nil {
+			return fmt.Errorf("read receipts: %w", err)
+		}
+		if err := fn(&l); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
 }
 
 func jsonString(s string) string {

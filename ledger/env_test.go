@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"path/filepath"
 	"sync/atomic"
@@ -98,7 +99,8 @@ func (e *env) op(rows ...row) receiver.Op {
 			continue
 		}
 		body := fmt.Appendf(nil, `{"id":%q}`, id)
-		d := &receiver.Delivery{Provider: "test", EventID: id, EventType: "usage.recorded", Body: body, BodySHA256: []byte("sha"),
+		sum := sha256.Sum256(body)
+		d := &receiver.Delivery{Provider: "test", EventID: id, EventType: "usage.recorded", Body: body, BodySHA256: sum[:],
 			Source: receiver.SourceWebhook, HandlerVersion: "test", ReceivedAt: r.at, Status: receiver.StatusApplied,
 			Rows:    []ledger.UsageRow{{Customer: r.customer, Meter: r.meter, Quantity: r.qty, OccurredAt: r.at, Properties: r.props}},
 			Attempt: receiver.Attempt{StatusCode: 200}}

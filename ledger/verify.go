@@ -29,6 +29,8 @@ type CheckResult struct {
 	Name     string    `json:"name"`
 	Checked  int64     `json:"checked"` // rows, receipts or invoice lines examined
 	Problems []Problem `json:"problems"`
+	// Notes are what the check could not examine and why; not failures.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // OK reports whether the check found nothing wrong.
@@ -55,12 +57,18 @@ const maxProblems = 20
 
 // Verify checks, in order: SQLite's integrity_check; the hash chain over
 // every ledger row; that every applied receipt has usage rows and every usage
-// row an applied receipt; and every closed invoice's digests and numbers
-// against the ledger. The error is for failures to read, not for findings.
-func Verify(ctx context.Context, db sqlx.QueryerContext) (*VerifyReport, error) {
+// row an applied receipt; every closed invoice's digests and numbers against
+// the ledger; the receipts' hash chain, both chains' ends against the chain
+// head, every stored body against its body_sha256 and every replayed
+// receipt's status against its replays (verify_custody.go); and that each
+// anchor's row still exists with the anchored hash. The error is for failures
+// to read, not for findings.
+func Verify(ctx context.Context, db sqlx.QueryerContext, anchors ...Anchor) (*VerifyReport, error) {
 	r := &VerifyReport{}
 	for _, check := range []func(context.Context, sqlx.QueryerContext) (CheckResult, error){
 		verifyIntegrity, verifyChain, verifyReceipts, verifyInvoices,
+		verifyReceiptChain, verifyHead, verifyBodies, verifyStatuses,
+		func(ctx context.Context, db sqlx.QueryerContext) (CheckResult, error) { return verifyAnchors(ctx, db, anchors) },
 	} {
 		c, err := check(ctx, db)
 		if err != nil {

@@ -72,10 +72,19 @@ type Attempt struct {
 // retries and racing deliveries can never apply an event twice.
 func (d *Delivery) Apply(ctx context.Context, tx *Tx) error {
 	received := d.ReceivedAt.UnixMilli()
+	head, err := tx.chainHead(ctx)
+	if err != nil {
+		return err
+	}
+	// The receipt is linked before the insert knows whether it is new; the
+	// chain moves only if it is.
+	link := ledger.ReceiptLink{Provider: d.Provider, EventID: d.EventID, EventType: d.EventType, BodySHA256: d.BodySHA256,
+		Status: d.Status, Source: d.Source, ReceivedAt: received}
+	head.Receipts.Next(&link)
 	// ON CONFLICT DO NOTHING changes no row when the key exists: the unique
 	// constraint, not a prior read, tells a new event from a duplicate.
-	res, err := tx.stmts.insertReceipt.ExecContext(ctx, d.Provider, d.EventID, d.EventType, d.Body, d.BodySHA256,
-		d.SignatureHeaders, d.Status, d.Error, d.HandlerVersion, d.Source, received, tx.now)
+	res, err := tx.stmts.insertReceipt.ExecContext(ctx, link.ID, d.Provider, d.EventID, d.EventType, d.Body, d.BodySHA256,
+		d.SignatureHeaders, d.Status, d.Error, d.HandlerVersion, d.Source, received, tx.now, link.PrevHash, link.RowHash)
 	if err != nil {
 		return fmt.Errorf("insert receipt %s/%s: %w", d.Provider, d.EventID, err)
 	}
@@ -84,6 +93,7 @@ func (d *Delivery) Apply(ctx context.Context, tx *Tx) error {
 		return fmt.Errorf("insert receipt %s/%s: %w", d.Provider, d.EventID, err)
 	}
 	if inserted == 1 {
+		head.Receipts.Advance(&link)
 		d.Outcome, d.StoredStatus = OutcomeInserted, d.Status
 		if tx.hook != nil {
 			if err := tx.hook(d); err != nil {

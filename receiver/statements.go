@@ -17,12 +17,14 @@ type statements struct {
 	storedReceipt *sqlx.Stmt
 	insertAttempt *sqlx.Stmt
 	insertRow     *sqlx.Stmt
+	saveHead      *sqlx.Stmt
 }
 
 const (
 	insertReceiptSQL = `INSERT INTO receipts
-	(provider, event_id, event_type, body, body_sha256, signature_headers, status, error, handler_version, source, received_at, processed_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	(id, provider, event_id, event_type, body, body_sha256, signature_headers, status, error, handler_version, source, received_at, processed_at,
+	 prev_hash, row_hash)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (provider, event_id) DO NOTHING`
 	storedReceiptSQL = `SELECT body_sha256, status FROM receipts WHERE provider = ? AND event_id = ?`
 	insertAttemptSQL = `INSERT INTO delivery_attempts
@@ -39,6 +41,7 @@ func (s *statements) prepare(ctx context.Context, db *sqlx.DB) error {
 		{&s.storedReceipt, storedReceiptSQL},
 		{&s.insertAttempt, insertAttemptSQL},
 		{&s.insertRow, ledger.InsertRowSQL},
+		{&s.saveHead, ledger.SaveHeadSQL},
 	} {
 		st, err := db.PreparexContext(ctx, p.query)
 		if err != nil {
@@ -58,12 +61,13 @@ func (s *statements) bind(ctx context.Context, tx *sqlx.Tx) statements {
 		storedReceipt: tx.StmtxContext(ctx, s.storedReceipt),
 		insertAttempt: tx.StmtxContext(ctx, s.insertAttempt),
 		insertRow:     tx.StmtxContext(ctx, s.insertRow),
+		saveHead:      tx.StmtxContext(ctx, s.saveHead),
 	}
 }
 
 func (s *statements) close() error {
 	var errs []error
-	for _, st := range []*sqlx.Stmt{s.insertReceipt, s.storedReceipt, s.insertAttempt, s.insertRow} {
+	for _, st := range []*sqlx.Stmt{s.insertReceipt, s.storedReceipt, s.insertAttempt, s.insertRow, s.saveHead} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}

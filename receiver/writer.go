@@ -222,6 +222,9 @@ func (w *Writer) apply(batch []*job, errs []error, isolate bool) (failed bool, e
 			}
 		}
 	}
+	if err := btx.saveHead(ctx); err != nil {
+		return false, err
+	}
 	start := time.Now()
 	if err := tx.Commit(); err != nil {
 		return false, w.storageError("commit", fmt.Errorf("commit: %w", err))
@@ -263,10 +266,13 @@ type Tx struct {
 	// now is the batch's commit clock in unix ms, read after BEGIN IMMEDIATE:
 	// a row's recorded_at never precedes a transaction that committed before it,
 	// which is what makes an invoice's ingestion cutoff exact.
-	now        int64
-	chain      ledger.Chain
-	chainReady bool
-	hook       func(*Delivery) error // tests inject failures here
+	now int64
+	// head is both chains' head, read once per batch (headReady) and stored
+	// once before COMMIT if the batch moved it (loaded is where it started).
+	head      ledger.Head
+	headReady bool
+	loaded    [2]int64
+	hook      func(*Delivery) error // tests inject failures here
 }
 
 // Now is the batch time in unix milliseconds: the recorded_at of its rows.
@@ -274,24 +280,39 @@ func (b *Tx) Now() int64 { return b.now }
 
 // Append adds a row to the ledger's hash chain.
 func (b *Tx) Append(ctx context.Context, r *ledger.Row) error {
-	c, err := b.chainHead(ctx)
+	h, err := b.chainHead(ctx)
 	if err != nil {
 		return err
 	}
-	return c.Append(ctx, b.stmts.insertRow, r)
+	return h.Ledger.Append(ctx, b.stmts.insertRow, r)
 }
 
-// chainHead returns the ledger head, loading it once per batch: under BEGIN
-// IMMEDIATE no other writer can move it until this transaction ends.
-func (b *Tx) chainHead(ctx context.Context) (*ledger.Chain, error) {
-	if !b.chainReady {
-		c, err := ledger.LoadChain(ctx, b.Tx)
+// chainHead returns the head of both chains, loading it once per batch:
+// under BEGIN IMMEDIATE no other writer can move it until this transaction
+// ends.
+func (b *Tx) chainHead(ctx context.Context) (*ledger.Head, error) {
+	if !b.headReady {
+		h, err := ledger.LoadHead(ctx, b.Tx)
 		if err != nil {
 			return nil, err
 		}
-		b.chain, b.chainReady = c, true
+		b.head, b.headReady = h, true
+		b.loaded = [2]int64{h.Ledger.LastID, h.Receipts.LastID}
 	}
-	return &b.chain, nil
+	return &b.head, nil
+}
+
+// saveHead stores the head once per batch, if the batch moved it: one UPDATE
+// of one row however many receipts and rows the batch appended.
+func (b *Tx) saveHead(ctx context.Context) error {
+	h := &b.head
+	if !b.headReady || b.loaded == [2]int64{h.Ledger.LastID, h.Receipts.LastID} {
+		return nil
+	}
+	if _, err := b.stmts.saveHead.ExecContext(ctx, h.Ledger.LastID, h.Ledger.LastHash, h.Receipts.LastID, h.Receipts.LastHash); err != nil {
+		return fmt.Errorf("save chain head: %w", err)
+	}
+	return nil
 }
 
 // isolated applies op inside a savepoint, so a failing op undoes only its own
@@ -301,9 +322,9 @@ func (b *Tx) isolated(ctx context.Context, op Op) (opErr, txErr error) {
 	if _, err := b.ExecContext(ctx, "SAVEPOINT op"); err != nil {
 		return nil, fmt.Errorf("savepoint: %w", err)
 	}
-	saved, savedReady := b.chain, b.chainReady
+	saved, savedReady := b.head, b.headReady
 	if opErr = op.Apply(ctx, b); opErr != nil {
-		b.chain, b.chainReady = saved, savedReady
+		b.head, b.headReady = saved, savedReady
 		if _, err := b.ExecContext(ctx, "ROLLBACK TO op"); err != nil {
 			return opErr, fmt.Errorf("rollback to savepoint: %w", err)
 		}

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -63,7 +64,7 @@ func Prune(ctx context.Context, db *schema.DB, w *receiver.Writer, p Retention, 
 		}
 		n, err := pruneEach(ctx, db.Read, w, dryRun, cut.UnixMilli(), "body IS NOT NULL",
 			`UPDATE receipts SET body = NULL, signature_headers = '' WHERE id IN (?) AND body IS NOT NULL
-				AND status IN ('applied', 'ignored') AND received_at < ?`)
+				AND status IN ('applied', 'ignored') AND received_at < ? RETURNING id`, nil)
 		rep.BodiesPruned = n
 		if err != nil {
 			return rep, fmt.Errorf("prune bodies: %w", err)
@@ -74,7 +75,8 @@ func Prune(ctx context.Context, db *schema.DB, w *receiver.Writer, p Retention, 
 		rep.KeysBefore = &cut
 		// delivery_attempts and replays go with their receipt (ON DELETE CASCADE).
 		n, err := pruneEach(ctx, db.Read, w, dryRun, cut.UnixMilli(), "1 = 1",
-			`DELETE FROM receipts WHERE id IN (?) AND status IN ('applied', 'ignored') AND received_at < ?`)
+			`DELETE FROM receipts WHERE id IN (?) AND status IN ('applied', 'ignored') AND received_at < ? RETURNING id`,
+			markReceiptsPruned)
 		rep.KeysDeleted = n
 		if err != nil {
 			return rep, fmt.Errorf("prune keys: %w", err)
@@ -123,13 +125,23 @@ func recordPrune(rep *PruneReport, now time.Time) receiver.Op {
 	})
 }
 
+// markReceiptsPruned records, in the transaction that deleted them, that
+// receipts up to maxID may be missing on purpose: the receipts chain cannot
+// link across them any more, and verify must tell that from a deletion.
+func markReceiptsPruned(ctx context.Context, tx *receiver.Tx, maxID int64) error {
+	_, err := tx.ExecContext(ctx, `UPDATE chain_head SET receipts_pruned_through = MAX(receipts_pruned_through, ?) WHERE id = 1`, maxID)
+	return err
+}
+
 // pruneEach walks the applied and ignored receipts received before cut that
 // match cond, oldest first, in batches of ids read from the read pool (keyset
 // order on the (status, received_at) index, so no batch rescans the last),
 // and runs change on each batch inside the writer. change re-checks the
 // conditions in its transaction: a receipt replayed or pruned meanwhile is
-// left alone.
-func pruneEach(ctx context.Context, read *sqlx.DB, w *receiver.Writer, dryRun bool, cut int64, cond, change string) (int64, error) {
+// left alone. change returns the ids it changed (RETURNING id); then, when
+// set, runs in the same transaction with the highest.
+func pruneEach(ctx context.Context, read *sqlx.DB, w *receiver.Writer, dryRun bool, cut int64, cond, change string,
+	then func(ctx context.Context, tx *receiver.Tx, maxID int64) error) (int64, error) {
 	var total int64
 	for _, status := range []string{receiver.StatusApplied, receiver.StatusIgnored} {
 		if dryRun {
@@ -166,11 +178,15 @@ func pruneEach(ctx context.Context, read *sqlx.DB, w *receiver.Writer, dryRun bo
 			}
 			var n int64
 			if err := w.Submit(ctx, receiver.OpFunc(func(ctx context.Context, tx *receiver.Tx) error {
-				res, err := tx.ExecContext(ctx, q, args...)
-				if err == nil {
-					n, err = res.RowsAffected()
+				var changed []int64
+				if err := tx.SelectContext(ctx, &changed, q, args...); err != nil {
+					return err
 				}
-				return err
+				n = int64(len(changed))
+				if then == nil || n == 0 {
+					return nil
+				}
+				return then(ctx, tx, slices.Max(changed))
 			})); err != nil {
 				return total, err
 			}

@@ -1,0 +1,204 @@
+package ledger
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// The custody checks: the receipts' own hash chain, where both chains end,
+// stored bodies, and replayed statuses. Together with the ledger chain and an
+// anchor they make a deleted or edited receipt, and a truncated tail of either
+// chain, detectable.
+
+// notChained is the result of a custody check on a database from before the
+// receipts chain: a problem, because nothing can be proved about it.
+func notChained(c CheckResult) CheckResult {
+	c.add(Problem{Table: "chain_head", Msg: ErrNotChained.Error()})
+	return c
+}
+
+// receiptsPrunedThrough is the highest receipt id retention (keys) has
+// deleted: below it a receipt may be missing on purpose.
+func receiptsPrunedThrough(ctx context.Context, db sqlx.QueryerContext) (int64, error) {
+	var n int64
+	err := db.QueryRowxContext(ctx, `SELECT receipts_pruned_through FROM chain_head WHERE id = 1`).Scan(&n)
+	return n, err
+}
+
+// verifyReceiptChain recomputes every receipt's row hash from its custody
+// facts and its predecessor's hash. An edited receipt fails its own hash; a
+// deleted one breaks the link to the next, unless retention deleted it (its
+// id is at or below receipts_pruned_through). An id jump whose link still
+// holds is a gap that existed when the migration chained the receipts.
+func verifyReceiptChain(ctx context.Context, db sqlx.QueryerContext) (CheckResult, error) {
+	c := CheckResult{Name: "receipt chain"}
+	pruned, err := receiptsPrunedThrough(ctx, db)
+	if err != nil {
+		if _, herr := LoadHead(ctx, db); errors.Is(herr, ErrNotChained) {
+			return notChained(c), nil
+		}
+		return c, err
+	}
+	prevID, prev := int64(0), GenesisHash
+	err = EachReceiptLink(ctx, db, func(l *ReceiptLink) error {
+		c.Checked++
+		if !bytes.Equal(l.PrevHash, prev) {
+			switch {
+			case l.ID != prevID+1 && l.ID-1 <= pruned:
+				// Retention deleted the receipts in between, and their
+				// hashes with them: the link cannot be checked.
+			case l.ID != prevID+1:
+				c.add(Problem{Table: "receipts", ID: l.ID, Msg: fmt.Sprintf("%s are missing: deleted receipts (retention deleted none after receipt %d)",
+					idRange("receipt", prevID+1, l.ID-1), pruned)})
+			default:
+				c.add(Problem{Table: "receipts", ID: l.ID, Msg: fmt.Sprintf("prev_hash does not match receipt %d's row_hash: the chain was rewritten", prevID)})
+			}
+		}
+		if !bytes.Equal(l.Hash(l.PrevHash), l.RowHash) {
+			c.add(Problem{Table: "receipts", ID: l.ID, Msg: fmt.Sprintf("row_hash does not match the receipt's custody facts (%s/%s, type %q, stored as %s, source %s): the receipt was changed after it was written",
+				l.Provider, l.EventID, l.EventType, l.Status, l.Source)})
+		}
+		prevID, prev = l.ID, append(prev[:0:0], l.RowHash...)
+		return nil
+	})
+	return c, err
+}
+
+func idRange(what string, from, to int64) string {
+	if from == to {
+		return fmt.Sprintf("%s %d", what, from)
+	}
+	return fmt.Sprintf("%ss %d to %d", what, from, to)
+}
+
+// verifyHead compares where each chain ends with the chain head the writer
+// advanced in the same transaction: deleting the newest rows of a chain,
+// which breaks no link, leaves the head pointing past them.
+func verifyHead(ctx context.Context, db sqlx.QueryerContext) (CheckResult, error) {
+	c := CheckResult{Name: "chain head"}
+	head, err := LoadHead(ctx, db)
+	if errors.Is(err, ErrNotChained) {
+		return notChained(c), nil
+	}
+	if err != nil {
+		return c, err
+	}
+	pruned, err := receiptsPrunedThrough(ctx, db)
+	if err != nil {
+		return c, err
+	}
+	for _, ch := range []struct {
+		table, what string
+		head        Chain
+		pruned      int64 // rows at or below may be missing on purpose
+	}{
+		{"metered_usage", "ledger row", head.Ledger, 0},
+		{"receipts", "receipt", head.Receipts, pruned},
+	} {
+		c.Checked++
+		last := Chain{LastHash: GenesisHash}
+		if err := db.QueryRowxContext(ctx, `SELECT COALESCE(MAX(id), 0) FROM `+ch.table).Scan(&last.LastID); err != nil {
+			return c, err
+		}
+		if last.LastID > 0 {
+			if err := db.QueryRowxContext(ctx, `SELECT row_hash FROM `+ch.table+` WHERE id = ?`, last.LastID).Scan(&last.LastHash); err != nil {
+				return c, err
+			}
+		}
+		switch {
+		case last.LastID < ch.head.LastID && ch.head.LastID <= ch.pruned:
+			// Retention deleted the newest receipts (nothing arrived since).
+		case last.LastID < ch.head.LastID:
+			c.add(Problem{Table: ch.table, ID: ch.head.LastID, Msg: fmt.Sprintf("%s are missing: the chain head is at %d but the last row is %d: the newest rows were deleted",
+				idRange(ch.what, max(last.LastID, ch.pruned)+1, ch.head.LastID), ch.head.LastID, last.LastID)})
+		case last.LastID > ch.head.LastID:
+			c.add(Problem{Table: ch.table, ID: last.LastID, Msg: fmt.Sprintf("%s are past the chain head %d: rows were written outside the writer",
+				idRange(ch.what, ch.head.LastID+1, last.LastID), ch.head.LastID)})
+		case !bytes.Equal(last.LastHash, ch.head.LastHash):
+			c.add(Problem{Table: ch.table, ID: last.LastID, Msg: fmt.Sprintf("the last row's row_hash differs from the chain head's: the chain was rewritten")})
+		}
+	}
+	return c, nil
+}
+
+// verifyBodies recomputes SHA-256 of every stored body. Retention's payload
+// pruning sets body to NULL and keeps body_sha256 (which the receipts chain
+// covers), so a pruned body is not checked and not a problem.
+func verifyBodies(ctx context.Context, db sqlx.QueryerContext) (CheckResult, error) {
+	c := CheckResult{Name: "receipt bodies"}
+	rows, err := db.QueryContext(ctx, `SELECT id, provider, event_id, body, body_sha256 FROM receipts WHERE body IS NOT NULL ORDER BY id`)
+	if err != nil {
+		return c, err
+	}
+	defer rows.Close()
+	var (
+		id              int64
+		provider, event string
+		body, sum       []byte
+	)
+	for rows.Next() {
+		if err := rows.Scan(&id, &provider, &event, &body, &sum); err != nil {
+			return c, err
+		}
+		c.Checked++
+		if got := sha256.Sum256(body); !bytes.Equal(got[:], sum) {
+			c.add(Problem{Table: "receipts", ID: id, Msg: fmt.Sprintf("receipt %s/%s: the stored body hashes to %x, not its body_sha256 %x: the body was changed after it was received",
+				provider, event, got, sum)})
+		}
+	}
+	return c, rows.Err()
+}
+
+// verifyStatuses follows each replayed receipt's replays from the status it
+// was stored with (which the receipts chain covers) to its status now: each
+// replay must start where the previous one ended, and the last must end at
+// the current status. A receipt never replayed has its current status in its
+// hash, so the receipt chain check covers it.
+func verifyStatuses(ctx context.Context, db sqlx.QueryerContext) (CheckResult, error) {
+	c := CheckResult{Name: "receipt status"}
+	rows, err := db.QueryContext(ctx, `SELECT r.id, r.provider, r.event_id, r.status, p.id, p.from_status, p.to_status
+		FROM replays p JOIN receipts r ON r.provider = p.provider AND r.event_id = p.event_id ORDER BY r.id, p.id`)
+	if err != nil {
+		return c, err
+	}
+	defer rows.Close()
+	var (
+		lastReceipt, lastReplay int64
+		lastTo, lastStatus      string
+		lastName                string
+	)
+	finish := func() {
+		if lastReceipt != 0 && lastTo != lastStatus {
+			c.add(Problem{Table: "receipts", ID: lastReceipt, Msg: fmt.Sprintf("receipt %s has status %q, but its last replay (replays row %d) left it %q: the status was changed outside a replay",
+				lastName, lastStatus, lastReplay, lastTo)})
+		}
+	}
+	for rows.Next() {
+		var (
+			id, replay       int64
+			provider, event  string
+			status, from, to string
+		)
+		if err := rows.Scan(&id, &provider, &event, &status, &replay, &from, &to); err != nil {
+			return c, err
+		}
+		if id != lastReceipt {
+			finish()
+			c.Checked++
+		} else if from != lastTo {
+			c.add(Problem{Table: "replays", ID: replay, Msg: fmt.Sprintf("replay of %s/%s starts from %q, but the replay before it (row %d) left %q: the replays were changed",
+				provider, event, from, lastReplay, lastTo)})
+		}
+		lastReceipt, lastReplay, lastTo, lastStatus, lastName = id, replay, to, status, provider+"/"+event
+	}
+	if err := rows.Err(); err != nil {
+		return c, err
+	}
+	finish()
+	return c, nil
+}
