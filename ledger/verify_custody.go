@@ -53,7 +53,7 @@ func verifyReceiptChain(ctx context.Context, db sqlx.QueryerContext) (CheckResul
 				// Retention deleted the receipts in between, and their
 				// hashes with them: the link cannot be checked.
 			case l.ID != prevID+1:
-				c.add(Problem{Table: "receipts", ID: l.ID, Msg: fmt.Sprintf("%s are missing: deleted receipts (retention deleted none after receipt %d)",
+				c.add(Problem{Table: "receipts", ID: l.ID, Msg: fmt.Sprintf("%s missing: deleted receipts (retention deleted none after receipt %d)",
 					idRange("receipt", prevID+1, l.ID-1), pruned)})
 			default:
 				c.add(Problem{Table: "receipts", ID: l.ID, Msg: fmt.Sprintf("prev_hash does not match receipt %d's row_hash: the chain was rewritten", prevID)})
@@ -69,11 +69,13 @@ func verifyReceiptChain(ctx context.Context, db sqlx.QueryerContext) (CheckResul
 	return c, err
 }
 
+// idRange names rows from..to with the verb that follows: "receipt 6 is",
+// "receipts 6 to 8 are".
 func idRange(what string, from, to int64) string {
 	if from == to {
-		return fmt.Sprintf("%s %d", what, from)
+		return fmt.Sprintf("%s %d is", what, from)
 	}
-	return fmt.Sprintf("%ss %d to %d", what, from, to)
+	return fmt.Sprintf("%ss %d to %d are", what, from, to)
 }
 
 // verifyHead compares where each chain ends with the chain head the writer
@@ -114,13 +116,13 @@ func verifyHead(ctx context.Context, db sqlx.QueryerContext) (CheckResult, error
 		case last.LastID < ch.head.LastID && ch.head.LastID <= ch.pruned:
 			// Retention deleted the newest receipts (nothing arrived since).
 		case last.LastID < ch.head.LastID:
-			c.add(Problem{Table: ch.table, ID: ch.head.LastID, Msg: fmt.Sprintf("%s are missing: the chain head is at %d but the last row is %d: the newest rows were deleted",
+			c.add(Problem{Table: ch.table, ID: ch.head.LastID, Msg: fmt.Sprintf("%s missing: the chain head is at %d but the last row is %d: the newest rows were deleted",
 				idRange(ch.what, max(last.LastID, ch.pruned)+1, ch.head.LastID), ch.head.LastID, last.LastID)})
 		case last.LastID > ch.head.LastID:
-			c.add(Problem{Table: ch.table, ID: last.LastID, Msg: fmt.Sprintf("%s are past the chain head %d: rows were written outside the writer",
+			c.add(Problem{Table: ch.table, ID: last.LastID, Msg: fmt.Sprintf("%s past the chain head %d: rows were written outside the writer",
 				idRange(ch.what, ch.head.LastID+1, last.LastID), ch.head.LastID)})
 		case !bytes.Equal(last.LastHash, ch.head.LastHash):
-			c.add(Problem{Table: ch.table, ID: last.LastID, Msg: fmt.Sprintf("the last row's row_hash differs from the chain head's: the chain was rewritten")})
+			c.add(Problem{Table: ch.table, ID: last.LastID, Msg: "the last row's row_hash differs from the chain head's: the chain was rewritten"})
 		}
 	}
 	return c, nil

@@ -1,0 +1,106 @@
+package ledger_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/receiver"
+)
+
+// ignored stores a receipt whose event type has no mapping, through the
+// writer like a webhook would.
+func (e *env) ignored(id string) {
+	e.t.Helper()
+	body := fmt.Appendf(nil, `{"id":%q,"type":"customer.updated"}`, id)
+	sum := sha256.Sum256(body)
+	d := &receiver.Delivery{Provider: "test", EventID: id, EventType: "customer.updated", Body: body, BodySHA256: sum[:],
+		Source: receiver.SourceWebhook, HandlerVersion: "test", ReceivedAt: time.UnixMilli(e.clock.Load()), Status: receiver.StatusIgnored,
+		Attempt: receiver.Attempt{StatusCode: 200}}
+	if err := e.w.Submit(context.Background(), d); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// seedWithTail is seedForVerify (five usage events, an invoice over them)
+// plus what arrived after the invoice: an ignored receipt and two more usage
+// events, each in its own batch.
+func seedWithTail(t *testing.T) (*env, string) {
+	e, dir := seedForVerify(t)
+	e.setClock(ts("2026-11-03T00:00:00Z"))
+	e.ignored("ign_1")                                                                      // receipt 6
+	e.write(row{customer: "c1", meter: "api", qty: q("1"), at: ts("2026-11-02T00:00:00Z")}) // receipt 7, row 6
+	e.write(row{customer: "c1", meter: "api", qty: q("4"), at: ts("2026-11-02T01:00:00Z")}) // receipt 8, row 7
+	return e, dir
+}
+
+func problems(rep *ledger.VerifyReport) string {
+	var b strings.Builder
+	for _, c := range rep.Checks {
+		for _, p := range c.Problems {
+			fmt.Fprintf(&b, "%s: %v\n", c.Name, p)
+		}
+	}
+	return b.String()
+}
+
+// truncateTail deletes the newest usage rows with their receipts and
+// delivery attempts, as someone with the file would: nothing links to the
+// deleted rows, and no invoice covers them.
+var truncateTail = []string{
+	`DROP TRIGGER metered_usage_no_delete`,
+	`DELETE FROM metered_usage WHERE id > 5`,
+	`DELETE FROM delivery_attempts WHERE event_id IN ('evt_000006', 'evt_000007')`,
+	`DELETE FROM receipts WHERE event_id IN ('evt_000006', 'evt_000007')`,
+}
+
+func TestVerifyDetectsTruncatedTail(t *testing.T) {
+	e, dir := seedWithTail(t)
+	defer e.close()
+	if rep := verified(t, e); rep.First() != nil {
+		t.Fatalf("intact database:\n%s", problems(rep))
+	}
+	tamper(t, dir, truncateTail...)
+	rep := verified(t, e)
+	got := problems(rep)
+	if !strings.Contains(got, "ledger rows 6 to 7 are missing") || !strings.Contains(got, "receipts 7 to 8 are missing") {
+		t.Fatalf("a truncated tail must be reported for both chains:\n%s", got)
+	}
+}
+
+func TestVerifyDetectsDeletedIgnoredReceipt(t *testing.T) {
+	e, dir := seedWithTail(t)
+	defer e.close()
+	// Not the newest: the next receipt's link breaks.
+	tamper(t, dir, `DELETE FROM delivery_attempts WHERE event_id = 'ign_1'`, `DELETE FROM receipts WHERE event_id = 'ign_1'`)
+	p := verified(t, e).First()
+	if p == nil || p.Table != "receipts" || p.ID != 7 || !strings.Contains(p.Msg, "receipt 6 is missing") {
+		t.Fatalf("deleted ignored receipt: %+v", p)
+	}
+}
+
+func TestVerifyDetectsDeletedNewestIgnoredReceipt(t *testing.T) {
+	e, dir := seedWithTail(t)
+	defer e.close()
+	e.ignored("ign_2") // receipt 9, the newest
+	tamper(t, dir, `DELETE FROM delivery_attempts WHERE event_id = 'ign_2'`, `DELETE FROM receipts WHERE event_id = 'ign_2'`)
+	p := verified(t, e).First()
+	if p == nil || p.Table != "receipts" || p.ID != 9 || !strings.Contains(p.Msg, "receipt 9 is missing") {
+		t.Fatalf("deleted newest ignored receipt: %+v", p)
+	}
+}
+
+func TestVerifyDetectsEditedBody(t *testing.T) {
+	e, dir := seedWithTail(t)
+	defer e.close()
+	tamper(t, dir, `UPDATE receipts SET body = CAST('{"id":"evt_000003","quantity":200}' AS BLOB) WHERE event_id = 'evt_000003'`)
+	p := verified(t, e).First()
+	if p == nil || p.Table != "receipts" || p.ID != 3 || !strings.Contains(p.Error(), "receipts row 3") ||
+		!strings.Contains(p.Msg, "test/evt_000003") || !strings.Contains(p.Msg, "body was changed") {
+		t.Fatalf("edited body: %+v", p)
+	}
+}
