@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -63,7 +64,7 @@ func (e *cliEnv) run(args ...string) (string, error) {
 	cmd := append([]string{"hookledger", args[0]}, args[1:]...)
 	// --config goes right after the (sub)command names.
 	at := 2
-	for at < len(cmd) && map[string]bool{"late": true, "close": true, "list": true, "show": true, "seed": true, "mismatches": true}[cmd[at]] {
+	for at < len(cmd) && map[string]bool{"late": true, "close": true, "list": true, "show": true, "seed": true, "mismatches": true, "head": true}[cmd[at]] {
 		at++
 	}
 	cmd = append(cmd[:at], append([]string{"--config", e.config}, cmd[at:]...)...)
@@ -124,7 +125,9 @@ func (e *cliEnv) write(recorded time.Time, events ...usageEvent) {
 			ev.props = "{}"
 		}
 		id := fmt.Sprintf("evt_%d_%d", recorded.UnixNano(), i)
-		d := &receiver.Delivery{Provider: "test", EventID: id, EventType: "usage.recorded", Body: []byte(`{}`), BodySHA256: []byte{1},
+		body := []byte(`{}`)
+		sum := sha256.Sum256(body)
+		d := &receiver.Delivery{Provider: "test", EventID: id, EventType: "usage.recorded", Body: body, BodySHA256: sum[:],
 			Source: receiver.SourceWebhook, HandlerVersion: "test", ReceivedAt: ev.at, Status: receiver.StatusApplied,
 			Rows: []ledger.UsageRow{{Customer: ev.customer, Meter: ev.meter, Quantity: q, OccurredAt: ev.at, Properties: ev.props}}}
 		if err := w.Submit(ctx, d); err != nil {

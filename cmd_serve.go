@@ -204,6 +204,11 @@ func serve(c *cli.Context) error {
 	if err := repl.Open(ctx); err != nil {
 		return err
 	}
+	// The chain head as anchors, now, every headLogInterval and once more
+	// after the writer has closed (deferred before writer.Close, so it runs
+	// after it): the last line covers the last batch.
+	stopHeadLog := startHeadLog(ctx, log, db.Read)
+	defer stopHeadLog()
 	mapper := ledger.NewMapper(cfg.Usage, cfg.MeterNames())
 	names := providerNames(providers)
 	met := metrics.New(metrics.Options{Providers: names, Version: version, Commit: commit})

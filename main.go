@@ -46,6 +46,7 @@ func newApp() *cli.App {
 			invoiceCommand(),
 			adjustCommand(),
 			verifyCommand(),
+			ledgerCommand(),
 			disputeCommand(),
 			devCommand(),
 			reconcileCommand(),

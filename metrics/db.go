@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/schema"
 )
 
@@ -55,6 +56,11 @@ var (
 		"Age of the oldest receipt in status failed (a payload that needs repair and replay); 0 when there is none.", nil, nil)
 	ledgerRowsDesc = prometheus.NewDesc(Namespace+"_ledger_rows",
 		"Rows in the append-only metered-usage ledger (usage and adjustments).", nil, nil)
+	headIDDesc = prometheus.NewDesc(Namespace+"_chain_head_id",
+		"Id of the last row of each hash chain (chain: ledger = metered_usage.id, receipts = receipts.id).", []string{"chain"}, nil)
+	headInfoDesc = prometheus.NewDesc(Namespace+"_chain_head_info",
+		"Always 1; anchor is the chain's head as chain:id:hash, for `hookledger verify --anchor`. It changes with every write.",
+		[]string{"chain", "anchor"}, nil)
 )
 
 func (c *dbCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -62,6 +68,8 @@ func (c *dbCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- receiptsDesc
 	ch <- oldestFailedDesc
 	ch <- ledgerRowsDesc
+	ch <- headIDDesc
+	ch <- headInfoDesc
 }
 
 func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
@@ -79,15 +87,20 @@ func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(oldestFailedDesc, prometheus.GaugeValue, st.oldestFailedAge.Seconds())
 	ch <- prometheus.MustNewConstMetric(ledgerRowsDesc, prometheus.GaugeValue, float64(st.ledgerRows))
+	for _, a := range st.head.Anchors() {
+		ch <- prometheus.MustNewConstMetric(headIDDesc, prometheus.GaugeValue, float64(a.ID), a.Chain)
+		ch <- prometheus.MustNewConstMetric(headInfoDesc, prometheus.GaugeValue, 1, a.Chain, a.String())
+	}
 }
 
 type dbStats struct {
 	receipts        map[string]int64
 	oldestFailedAge time.Duration
 	ledgerRows      int64
+	head            ledger.Head
 }
 
-// read runs the three queries in one read transaction, so they describe one
+// read runs the queries in one read transaction, so they describe one
 // snapshot of the database.
 func (c *dbCollector) read() (dbStats, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
@@ -126,6 +139,9 @@ func (c *dbCollector) read() (dbStats, error) {
 	}
 	if err := tx.GetContext(ctx, &st.ledgerRows, `SELECT COUNT(*) FROM metered_usage`); err != nil {
 		return st, fmt.Errorf("count ledger rows: %w", err)
+	}
+	if st.head, err = ledger.LoadHead(ctx, tx); err != nil {
+		return st, err
 	}
 	return st, nil
 }

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/http"
@@ -464,4 +465,32 @@ func BenchmarkObserveDelivery(b *testing.B) {
 			m.ObserveDelivery("acme", "inserted", "", time.Millisecond)
 		}
 	})
+}
+
+func TestChainHeadGauges(t *testing.T) {
+	db := openDB(t)
+	m := New(Options{})
+	m.WatchDatabase(db, nil)
+	zero := "ledger:0:" + strings.Repeat("00", 32)
+	mfs := scrape(t, m)
+	if got := value(t, mfs, "hookledger_chain_head_id", L{"chain": "ledger"}); got != 0 {
+		t.Errorf("empty database: head id %v", got)
+	}
+	if find(mfs, "hookledger_chain_head_info", L{"chain": "ledger", "anchor": zero}) == nil {
+		t.Errorf("empty database: no info series with anchor %s", zero)
+	}
+	db.Write.MustExec(`UPDATE chain_head SET ledger_id = 3, ledger_hash = ?, receipt_id = 6, receipt_hash = ?`,
+		bytes.Repeat([]byte{0xab}, 32), bytes.Repeat([]byte{0xcd}, 32))
+	mfs = scrape(t, m)
+	if got := value(t, mfs, "hookledger_chain_head_id", L{"chain": "ledger"}); got != 3 {
+		t.Errorf("ledger head id %v, want 3", got)
+	}
+	if got := value(t, mfs, "hookledger_chain_head_id", L{"chain": "receipts"}); got != 6 {
+		t.Errorf("receipts head id %v, want 6", got)
+	}
+	for chain, anchor := range map[string]string{"ledger": "ledger:3:" + strings.Repeat("ab", 32), "receipts": "receipts:6:" + strings.Repeat("cd", 32)} {
+		if v := find(mfs, "hookledger_chain_head_info", L{"chain": chain, "anchor": anchor}); v == nil || v.GetGauge().GetValue() != 1 {
+			t.Errorf("no hookledger_chain_head_info{chain=%q,anchor=%q} 1", chain, anchor)
+		}
+	}
 }

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/hookledger/hookledger/ledger"
 )
 
 const retention30_60 = "retention:\n  payload: 30d\n  keys: 60d\n"
@@ -124,6 +127,22 @@ func TestPruneKeepsTombstonesAndTheLedger(t *testing.T) {
 	}
 	if n := e.count(`SELECT COUNT(*) FROM prune_runs`); n != 1 {
 		t.Errorf("prune_runs = %d after a prune that changed nothing", n)
+	}
+
+	// The receipts chain excuses what retention deleted (receipts 1 and 2,
+	// recorded in the same transaction), and nothing above it.
+	if n := e.count(`SELECT receipts_pruned_through FROM chain_head`); n != 2 {
+		t.Errorf("receipts_pruned_through = %d, want 2", n)
+	}
+	if rep, err := ledger.Verify(ctx, e.db.Read); err != nil || rep.First() != nil {
+		t.Fatalf("verify after prune: %v %v", rep.First(), err)
+	}
+	if _, err := e.db.Write.Exec(`DELETE FROM receipts WHERE event_id = 'evt_003'`); err != nil {
+		t.Fatal(err)
+	}
+	vrep, err := ledger.Verify(ctx, e.db.Read)
+	if p := vrep.First(); err != nil || p == nil || p.Table != "receipts" || !strings.Contains(p.Msg, "receipt 4 is missing") {
+		t.Fatalf("a receipt deleted above what retention deleted: %v %v", p, err)
 	}
 }
 
