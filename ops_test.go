@@ -32,6 +32,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -59,6 +60,7 @@ func TestOperating(t *testing.T) {
 	}{
 		{"metrics after a scripted run", opsMetricsAfterScriptedRun},
 		{"logs never hold secrets or bodies", opsLogsNeverHoldSecretsOrBodies},
+		{"chain head anchors in the log and metrics", opsChainHeadAnchors},
 		{"startup refusals", opsServeStartupRefusals},
 		{"non-loopback admin with token", opsNonLoopbackAdminWithToken},
 		{"log level and format", opsLogLevelAndFormat},
@@ -788,4 +790,78 @@ func waitLog(t *testing.T, s *opsServer, msg string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("no log line %q:\n%s", msg, s.logs)
+}
+
+// opsChainHeadAnchors: serve logs the chain head as anchors at start and at
+// shutdown and exports it as metrics; the log kept as it is anchors verify,
+// which then catches the deletion of the newest (ignored) receipt even with
+// the head row rewound to match.
+func opsChainHeadAnchors(t *testing.T, bin string) {
+	s := opsRun(t, bin) // receipts 1-4 (evt_4 ignored, the newest), ledger rows 1-2
+	_, mfs := opsScrape(t, s.admin, opsAdminToken)
+	for chain, want := range map[string]float64{"ledger": 2, "receipts": 4} {
+		if got, _ := opsValue(t, mfs, "hookledger_chain_head_id", map[string]string{"chain": chain}); got != want {
+			t.Errorf("hookledger_chain_head_id{chain=%q} = %v, want %v", chain, got, want)
+		}
+	}
+	var infoAnchors []string
+	for _, m := range mfs["hookledger_chain_head_info"].GetMetric() {
+		for _, l := range m.Label {
+			if l.GetName() == "anchor" {
+				infoAnchors = append(infoAnchors, l.GetValue())
+			}
+		}
+	}
+	s.stop(t)
+	var heads []map[string]any
+	for _, l := range opsLogLines(t, s.logs.String()) {
+		if l["msg"] == "chain head" {
+			heads = append(heads, l)
+		}
+	}
+	if len(heads) != 2 || heads[0]["receipts"] == heads[1]["receipts"] {
+		t.Fatalf("want a chain head line at start and one at shutdown, got %v\n%s", heads, s.logs)
+	}
+	last := heads[1]
+	slices.Sort(infoAnchors)
+	if want := []string{last["ledger"].(string), last["receipts"].(string)}; !slices.Equal(infoAnchors, want) {
+		t.Errorf("metrics anchors %v, shutdown line %v", infoAnchors, want)
+	}
+	if !strings.HasPrefix(last["receipts"].(string), "receipts:4:") || !strings.HasPrefix(last["ledger"].(string), "ledger:2:") {
+		t.Errorf("shutdown head: %v", last)
+	}
+
+	logFile := filepath.Join(t.TempDir(), "serve.log")
+	if err := os.WriteFile(logFile, []byte(s.logs.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Dir(s.dbPath)
+	verify := func() (string, error) {
+		cmd := exec.Command(bin, "verify", "--data", data, "--anchors", logFile)
+		cmd.Env = opsEnv()
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := verify(); err != nil {
+		t.Fatalf("verify with serve's log as anchors: %v\n%s", err, out)
+	}
+	db, err := sqlx.Open("sqlite", "file:"+s.dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`DELETE FROM delivery_attempts WHERE event_id = 'evt_4'`,
+		`DELETE FROM receipts WHERE event_id = 'evt_4'`,
+		`DROP TRIGGER chain_head_forward_only`,
+		`UPDATE chain_head SET receipt_id = 3, receipt_hash = (SELECT row_hash FROM receipts WHERE id = 3)`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	db.Close()
+	out, err := verify()
+	if err == nil || !strings.Contains(out, "anchor "+last["receipts"].(string)+": row 4 is missing") {
+		t.Fatalf("verify after deleting the newest receipt: %v\n%s", err, out)
+	}
 }

@@ -68,7 +68,9 @@ func Verify(ctx context.Context, db sqlx.QueryerContext, anchors ...Anchor) (*Ve
 	for _, check := range []func(context.Context, sqlx.QueryerContext) (CheckResult, error){
 		verifyIntegrity, verifyChain, verifyReceipts, verifyInvoices,
 		verifyReceiptChain, verifyHead, verifyBodies, verifyStatuses,
-		func(ctx context.Context, db sqlx.QueryerContext) (CheckResult, error) { return verifyAnchors(ctx, db, anchors) },
+		func(ctx context.Context, db sqlx.QueryerContext) (CheckResult, error) {
+			return verifyAnchors(ctx, db, anchors)
+		},
 	} {
 		c, err := check(ctx, db)
 		if err != nil {
