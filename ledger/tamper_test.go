@@ -104,3 +104,39 @@ func TestVerifyDetectsEditedBody(t *testing.T) {
 		t.Fatalf("edited body: %+v", p)
 	}
 }
+
+// A status is not in the receipt's hash once a replay has changed it; the
+// replays table must then lead from the status the receipt was stored with
+// (hashed) to the one it has now.
+func TestVerifyDetectsStatusChangedOutsideAReplay(t *testing.T) {
+	e, dir := seedWithTail(t)
+	defer e.close()
+	body := []byte(`{"id":"bad_1","type":"usage.recorded","data":{}}`)
+	sum := sha256.Sum256(body)
+	if err := e.w.Submit(e.ctx, &receiver.Delivery{Provider: "test", EventID: "bad_1", EventType: "usage.recorded", Body: body, BodySHA256: sum[:],
+		Source: receiver.SourceWebhook, HandlerVersion: "test", ReceivedAt: time.UnixMilli(e.clock.Load()), Status: receiver.StatusFailed,
+		Error: "no customer", Attempt: receiver.Attempt{StatusCode: 200}}); err != nil {
+		t.Fatal(err)
+	}
+	m := ledger.NewMapper([]ledger.Mapping{{Type: "usage.recorded", Customer: ledger.Field{Path: "data.customer"},
+		Meter: ledger.Field{Path: "data.meter"}, Quantity: ledger.Field{Path: "data.quantity"}}}, nil)
+	replay := &receiver.Replay{Provider: "test", EventID: "bad_1", Mapper: m, HandlerVersion: "test2"}
+	if err := e.w.Submit(e.ctx, replay); err != nil || replay.Outcome != receiver.ReplayFailed {
+		t.Fatalf("replay: %v %s", err, replay.Outcome)
+	}
+	if rep := verified(t, e); rep.First() != nil {
+		t.Fatalf("after a replay:\n%s", problems(rep))
+	}
+	// failed -> ignored hides the event from `replay --status failed`.
+	tamper(t, dir, `UPDATE receipts SET status = 'ignored' WHERE event_id = 'bad_1'`)
+	p := verified(t, e).First()
+	if p == nil || p.Check != "receipt status" || p.ID != 9 || !strings.Contains(p.Msg, `has status "ignored", but its last replay`) {
+		t.Fatalf("status changed after a replay: %+v", p)
+	}
+	// Never replayed: the status is the hashed one.
+	tamper(t, dir, `UPDATE receipts SET status = 'failed' WHERE event_id = 'ign_1'`)
+	rep := verified(t, e)
+	if c := rep.Checks[4]; c.Name != "receipt chain" || len(c.Problems) != 1 || c.Problems[0].ID != 6 || !strings.Contains(c.Problems[0].Msg, "status failed") {
+		t.Fatalf("status changed without a replay: %+v", c)
+	}
+}

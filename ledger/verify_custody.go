@@ -60,7 +60,7 @@ func verifyReceiptChain(ctx context.Context, db sqlx.QueryerContext) (CheckResul
 			}
 		}
 		if !bytes.Equal(l.Hash(l.PrevHash), l.RowHash) {
-			c.add(Problem{Table: "receipts", ID: l.ID, Msg: fmt.Sprintf("row_hash does not match the receipt's custody facts (%s/%s, type %q, stored as %s, source %s): the receipt was changed after it was written",
+			c.add(Problem{Table: "receipts", ID: l.ID, Msg: fmt.Sprintf("row_hash does not match the receipt's custody facts (%s/%s, type %q, status %s, source %s): the receipt was changed after it was written",
 				l.Provider, l.EventID, l.EventType, l.Status, l.Source)})
 		}
 		prevID, prev = l.ID, append(prev[:0:0], l.RowHash...)
