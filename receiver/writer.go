@@ -223,7 +223,7 @@ func (w *Writer) apply(batch []*job, errs []error, isolate bool) (failed bool, e
 		}
 	}
 	if err := btx.saveHead(ctx); err != nil {
-		return false, err
+		return false, w.storageError("save chain head", err)
 	}
 	start := time.Now()
 	if err := tx.Commit(); err != nil {
