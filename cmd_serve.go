@@ -135,8 +135,8 @@ func serve(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	// Admin token rules (length, whitespace on a non-loopback address) are
-	// checked here, before anything is created.
+	// admin.New refuses a non-loopback listener without a token, or with one
+	// shorter than admin.MinTokenLength or only whitespace.
 
 	// 2. Take the data directory and bind the listeners: a second serve on
 	// this directory, a port in use or an address that cannot be bound fail
@@ -280,11 +280,8 @@ func serve(c *cli.Context) error {
 	if aln != nil {
 		servers, listeners = append(servers, adm.HTTPServer()), append(listeners, aln)
 		log.Info("admin API", "addr", aln.Addr().String())
-		for _, t := range adm.Tokens {
-			if len(t) < minAdminToken {
-				log.Warn("an admin token is shorter than 16 characters; use a long random one (openssl rand -hex 32)")
-				break
-			}
+		if len(admin.WeakTokens(adm.Tokens)) > 0 { // refused by admin.New off loopback
+			log.Warn("an admin token is shorter than 16 characters; use a long random one (openssl rand -hex 32)")
 		}
 	} else {
 		log.Info("admin API disabled: set HOOKLEDGER_ADMIN_TOKEN or admin.tokens to enable it")
@@ -356,8 +353,6 @@ const (
 	// minFreeDisk: below this much free space /readyz reports the disk check
 	// failing, before SQLite starts failing commits.
 	minFreeDisk = 64 << 20
-	// minAdminToken: shorter admin tokens draw a startup warning.
-	minAdminToken = 16
 )
 
 func providerNames(providers map[string]*receiver.Provider) []string {

@@ -11,10 +11,18 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // DefaultListen keeps the admin API off the network unless asked.
 const DefaultListen = "127.0.0.1:9090"
+
+// MinTokenLength is the shortest admin token accepted on a non-loopback
+// listener, counted in characters after trimming whitespace: a token anyone
+// on the network can guess in a few tries is no authentication. Loopback
+// listeners only warn (see WeakTokens), since a local user could read the
+// token from the environment anyway.
+const MinTokenLength = 16
 
 // Server is the admin HTTP server. Register routes on Mux before Serve.
 type Server struct {
@@ -35,10 +43,29 @@ func New(listen string, tokens []string) (*Server, error) {
 			nonEmpty = append(nonEmpty, t)
 		}
 	}
-	if len(nonEmpty) == 0 && !isLoopback(listen) {
-		return nil, fmt.Errorf("admin listener %s is not a loopback address and no admin token is set: set admin.tokens or HOOKLEDGER_ADMIN_TOKEN", listen)
+	if !isLoopback(listen) {
+		if len(nonEmpty) == 0 {
+			return nil, fmt.Errorf("admin listener %s is not a loopback address and no admin token is set: set admin.tokens or HOOKLEDGER_ADMIN_TOKEN", listen)
+		}
+		if n := len(WeakTokens(nonEmpty)); n > 0 {
+			return nil, fmt.Errorf("admin listener %s is not a loopback address and %d admin token(s) are shorter than %d characters or only whitespace: "+
+				"use a long random token (openssl rand -hex 32) in admin.tokens or HOOKLEDGER_ADMIN_TOKEN", listen, n, MinTokenLength)
+		}
 	}
 	return &Server{Listen: listen, Tokens: nonEmpty, Mux: http.NewServeMux()}, nil
+}
+
+// WeakTokens returns the tokens shorter than MinTokenLength characters once
+// surrounding whitespace is trimmed. A whitespace-only token is among them:
+// HTTP trims header values, so it could never even be presented.
+func WeakTokens(tokens []string) []string {
+	var weak []string
+	for _, t := range tokens {
+		if utf8.RuneCountInString(strings.TrimSpace(t)) < MinTokenLength {
+			weak = append(weak, t)
+		}
+	}
+	return weak
 }
 
 // Handler wraps Mux with bearer-token authentication. With no token

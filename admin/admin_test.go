@@ -24,6 +24,51 @@ func TestNewRefusesNonLoopbackWithoutToken(t *testing.T) {
 	}
 }
 
+// Off loopback, a token that is short or only whitespace is refused, not
+// just warned about: it would be the only thing guarding the operator API.
+func TestNewRefusesWeakTokensOffLoopback(t *testing.T) {
+	long := "0123456789abcdef" // exactly MinTokenLength
+	for _, tokens := range [][]string{
+		{"x"},
+		{" "},
+		{"                    "}, // 20 spaces
+		{"\t\n  \r"},             // whitespace of every kind
+		{"  0123456789abcde  "},  // 15 characters once trimmed
+		{"ééééééééééééééé"},      // 15 characters in 30 bytes
+		{long, "short"},          // every token must be strong
+		{"", "0123456789abcde"},
+	} {
+		for _, addr := range []string{"0.0.0.0:9090", ":9090", "[::]:9090", "192.0.2.10:9090"} {
+			_, err := New(addr, tokens)
+			if err == nil {
+				t.Errorf("New(%q, %q) accepted a weak token on a non-loopback address", addr, tokens)
+				continue
+			}
+			if !strings.Contains(err.Error(), "shorter than 16 characters or only whitespace") || !strings.Contains(err.Error(), addr) {
+				t.Errorf("New(%q, %q): message does not name the rule and address: %v", addr, tokens, err)
+			}
+		}
+	}
+	// Loopback keeps the old rule: a weak token is allowed (serve warns).
+	for _, tokens := range [][]string{{"x"}, {" "}} {
+		if _, err := New("127.0.0.1:9090", tokens); err != nil {
+			t.Errorf("loopback with %q: %v", tokens, err)
+		}
+	}
+	for _, tokens := range [][]string{{long}, {"ééééééééééééééééé"}, {long + "-and-more", long}} {
+		if _, err := New("0.0.0.0:9090", tokens); err != nil {
+			t.Errorf("strong tokens %q refused: %v", tokens, err)
+		}
+	}
+}
+
+func TestWeakTokens(t *testing.T) {
+	got := WeakTokens([]string{"0123456789abcdef", "x", "   ", " 0123456789abcdef "})
+	if len(got) != 2 || got[0] != "x" || got[1] != "   " {
+		t.Errorf("WeakTokens = %q, want [x, three spaces]", got)
+	}
+}
+
 func TestNewAccepts(t *testing.T) {
 	for _, c := range []struct {
 		addr   string
