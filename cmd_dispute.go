@@ -243,7 +243,9 @@ func writeFileAtomic(path string, write func(io.Writer) error) (sum []byte, size
 	if err = f.Sync(); err != nil {
 		return nil, 0, err
 	}
-	if err = f.Chmod(0o644); err != nil {
+	// The bundle holds raw bodies: private, like the database it came from.
+	// (CreateTemp makes it 0600 already; the Chmod states it, whatever umask.)
+	if err = f.Chmod(0o600); err != nil {
 		return nil, 0, err
 	}
 	if err = f.Close(); err != nil {

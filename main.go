@@ -18,6 +18,7 @@ var (
 )
 
 func main() {
+	privateFiles()
 	if err := newApp().Run(os.Args); err != nil {
 		printError(os.Stderr, err)
 		os.Exit(exitStatus(err))

@@ -173,7 +173,7 @@ func Restore(ctx context.Context, cfg *Config, opts RestoreOptions) (res Restore
 	last := plan[len(plan)-1]
 	res.TXID, res.Timestamp, res.Files = last.MaxTXID, last.CreatedAt, len(plan)
 
-	if err := os.MkdirAll(filepath.Dir(out), 0o750); err != nil {
+	if err := os.MkdirAll(filepath.Dir(out), 0o700); err != nil {
 		return res, fmt.Errorf("restore: %w", err)
 	}
 	// A unique name Litestream may create (it refuses existing outputs). It
@@ -198,6 +198,12 @@ func Restore(ctx context.Context, cfg *Config, opts RestoreOptions) (res Restore
 	replica := litestream.NewReplicaWithClient(nil, client)
 	if err := replica.Restore(ctx, ropt); err != nil {
 		return res, fmt.Errorf("restore %s from %s: %w", res.TXID, where, err)
+	}
+
+	// Litestream creates its output with os.Create (0666 less the umask);
+	// the database holds raw bodies, so it is private whatever the umask.
+	if err := os.Chmod(tmp, 0o600); err != nil {
+		return res, fmt.Errorf("restore: %w", err)
 	}
 
 	// The new file is whole and checked. Stale -wal/-shm must go before it

@@ -79,6 +79,9 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	}
 	db := &DB{Path: path}
 	if !opts.ReadOnly {
+		if err := makePrivate(path, mode == "mode=rwc"); err != nil {
+			return nil, err
+		}
 		// temp_store(memory): savepoints (the writer's fallback when an op
 		// fails) and statement journals copy every page they change; on disk
 		// that sub-journal costs a pwrite per page once past 64 KiB. It is
@@ -152,6 +155,37 @@ func pingRead(ctx context.Context, dsn string) (*sqlx.DB, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// makePrivate creates the database file 0600 before SQLite does (SQLite
+// would make it 0644 less the umask, and gives -wal and -shm the mode of the
+// database file), and tightens a database, -wal and -shm that an older
+// version left readable by others: they hold raw webhook bodies, and
+// Litestream copies the database's mode onto every replica file it writes.
+// Only the owner can chmod, so a database owned by someone else fails here
+// loudly rather than staying exposed.
+func makePrivate(path string, create bool) error {
+	if create {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return fmt.Errorf("open %s: %w", path, err)
+		}
+		f.Close()
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		fi, err := os.Stat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		} else if err != nil {
+			return fmt.Errorf("open %s: %w", path, err)
+		}
+		if fi.Mode().Perm()&0o077 != 0 {
+			if err := os.Chmod(p, 0o600); err != nil {
+				return fmt.Errorf("make %s private (mode %v): %w", p, fi.Mode().Perm(), err)
+			}
+		}
+	}
+	return nil
 }
 
 func dsn(path string, pragmas []string, extra ...string) string {
