@@ -150,7 +150,13 @@ func serve(c *cli.Context) error {
 		}
 		defer lock.Unlock()
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
+	// The webhook listener (receiver/listener.go): connection cap, framing
+	// check, TLS.
+	lopts := receiver.ListenOptions{MaxConnections: cfg.Limits.MaxConnections}
+	if certs != nil {
+		lopts.TLS = certs.config()
+	}
+	ln, err := receiver.Listen(cfg.Listen, lopts)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
@@ -256,17 +262,12 @@ func serve(c *cli.Context) error {
 	mux := http.NewServeMux()
 	srv.Routes(mux)
 	ready.Routes(mux) // GET /healthz, GET /readyz
-	hs := &http.Server{
-		Handler: mux,
-		// A slow or stalled client must not pin a connection.
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-	}
+	// Bounded input (receiver/body.go): in-flight body budget and body
+	// deadline; the listener (above) caps connections, checks framing and
+	// does the TLS, so hs serves it with Serve.
+	srv.Budget, srv.BodyTimeout = receiver.NewBodyBudget(cfg.Limits.BodyBudget), cfg.Limits.BodyTimeout.Duration
+	hs := receiver.NewHTTPServer(mux, log)
 	if certs != nil {
-		hs.TLSConfig = certs.config()
 		met.SetTLSCertificate(certs.cert.Load().Leaf.NotAfter)
 		logCert(log, "serving HTTPS", certs.cert.Load())
 	}

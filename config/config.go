@@ -50,6 +50,7 @@ type Config struct {
 	Meters    []Meter          `yaml:"meters"`
 	Admin     Admin            `yaml:"admin"`
 	Retention Retention        `yaml:"retention"` // see retention.go
+	Limits    Limits           `yaml:"limits"`    // see limits.go
 	// Durability is when a delivery is acknowledged: "local" (default) once
 	// its commit is on local disk, "replica" once Litestream's replica holds
 	// it too (needs litestream.yml; same as serve --ack-after-replica).
@@ -457,6 +458,9 @@ func (c *Config) resolve(dir string) error {
 				}
 			}
 		}
+	}
+	if err := c.resolveLimits(); err != nil {
+		return err
 	}
 	return c.resolveRetention(dir)
 }

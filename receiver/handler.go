@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -31,6 +30,10 @@ type Server struct {
 	Now func() time.Time
 	// Observe, when set, sees every delivery attempt once (metrics).
 	Observe func(Observation)
+	// Budget, when set, bounds the body bytes requests hold at once, and
+	// BodyTimeout, when set, how long a body may take to arrive (body.go).
+	Budget      *BodyBudget
+	BodyTimeout time.Duration
 }
 
 // Observation summarises one delivery attempt. It never holds the body or a secret.
@@ -98,14 +101,12 @@ func (s *Server) serveWebhook(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusNotFound, "unknown_provider", "unknown provider", nil)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, p.MaxBody))
+	body, release, err := s.readBody(w, r, p.MaxBody)
+	defer release()
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			fail(http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("body exceeds %d bytes", p.MaxBody), nil)
-		} else {
-			fail(http.StatusBadRequest, "read_error", "could not read body", err)
-		}
+		code, reason, msg := s.bodyError(err, p.MaxBody)
+		w.Header().Set("Connection", "close")
+		fail(code, reason, msg, err)
 		return
 	}
 

@@ -172,20 +172,44 @@ func (s *Server) CPU() (time.Duration, error) {
 
 // PeakRSS reads the kernel's high-water mark of the process's resident set, in MB.
 func (s *Server) PeakRSS() (float64, error) {
+	_, hwm, err := s.Memory()
+	return hwm, err
+}
+
+// Memory reads the process's resident set now (VmRSS) and its high-water
+// mark (VmHWM) from /proc/PID/status, in MB.
+func (s *Server) Memory() (rss, hwm float64, err error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
 	if err != nil {
-		return 0, fmt.Errorf("read peak RSS: %w", err)
+		return 0, 0, fmt.Errorf("read RSS: %w", err)
 	}
+	found := 0
 	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
-			if err != nil {
-				return 0, fmt.Errorf("parse VmHWM %q: %w", v, err)
+		for key, dst := range map[string]*float64{"VmRSS:": &rss, "VmHWM:": &hwm} {
+			if v, ok := strings.CutPrefix(line, key); ok {
+				kb, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+				if err != nil {
+					return 0, 0, fmt.Errorf("parse %s %q: %w", key, v, err)
+				}
+				*dst = float64(kb) / 1024
+				found++
 			}
-			return float64(kb) / 1024, nil
 		}
 	}
-	return 0, errors.New("no VmHWM in /proc/PID/status")
+	if found != 2 {
+		return 0, 0, errors.New("no VmRSS/VmHWM in /proc/PID/status")
+	}
+	return rss, hwm, nil
+}
+
+// Secret is the whsec_ secret the processes sign and verify with.
+func (h *Harness) Secret() string {
+	for _, kv := range h.Env {
+		if v, ok := strings.CutPrefix(kv, "HOOKLEDGER_SECRET="); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // Load runs `hookledger bench --url URL -n EVENTS -c CONNS --dup DUP
