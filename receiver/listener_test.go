@@ -1,0 +1,311 @@
+package receiver
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// listen serves e's receiver the way serve does: Listen, then an
+// http.Server from NewHTTPServer. It returns the address.
+func (e *env) listen(opts ListenOptions) string {
+	e.t.Helper()
+	ln, err := Listen("127.0.0.1:0", opts)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	e.srv.Routes(mux)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	hs := NewHTTPServer(mux, e.srv.Log)
+	go hs.Serve(ln)
+	e.t.Cleanup(func() { hs.Close() }) // before e.close: registered later
+	return ln.Addr().String()
+}
+
+// rawConn is a client connection that writes bytes exactly as given.
+type rawConn struct {
+	t  *testing.T
+	c  net.Conn
+	br *bufio.Reader
+}
+
+// hangGuard only keeps a broken server from hanging the test; nothing is
+// asserted about how long anything takes.
+const hangGuard = 20 * time.Second
+
+func dialRaw(t *testing.T, addr string) *rawConn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(hangGuard))
+	return &rawConn{t: t, c: c, br: bufio.NewReader(c)}
+}
+
+func (r *rawConn) write(s string) {
+	r.t.Helper()
+	if _, err := io.WriteString(r.c, s); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// response reads one response, body included.
+func (r *rawConn) response() (*http.Response, string) {
+	r.t.Helper()
+	resp, err := http.ReadResponse(r.br, nil)
+	if err != nil {
+		r.t.Fatalf("reading a response: %v", err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		r.t.Fatalf("reading a response body: %v", err)
+	}
+	return resp, string(b)
+}
+
+// closedByServer reports whether the server closed the connection: the
+// next read ends (EOF or reset) instead of waiting for the hang guard.
+func (r *rawConn) closedByServer() bool {
+	r.t.Helper()
+	_, err := r.br.ReadByte()
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return false
+	}
+	return err != nil
+}
+
+// delivery is a signed delivery's request text with the given framing:
+// "length" (Content-Length), "chunked", or "both".
+func (e *env) delivery(id string, body []byte, framing string) string {
+	var b strings.Builder
+	b.WriteString("POST /webhooks/default HTTP/1.1\r\nHost: hooks.example\r\nContent-Type: application/json\r\n")
+	for k, vs := range e.sign(id, body) {
+		for _, v := range vs {
+			fmt.Fprintf(&b, "%s: %s\r\n", k, v)
+		}
+	}
+	if framing == "length" || framing == "both" {
+		fmt.Fprintf(&b, "Content-Length: %d\r\n", len(body))
+	}
+	if framing == "chunked" || framing == "both" {
+		b.WriteString("Transfer-Encoding: chunked\r\n\r\n")
+		fmt.Fprintf(&b, "%x\r\n%s\r\n0\r\n\r\n", len(body), body)
+		return b.String()
+	}
+	b.WriteString("\r\n")
+	b.Write(body)
+	return b.String()
+}
+
+func (e *env) receipt(id string) bool {
+	var n int
+	if err := e.db.Read.Get(&n, `SELECT COUNT(*) FROM receipts WHERE event_id = ?`, id); err != nil {
+		e.t.Fatal(err)
+	}
+	return n == 1
+}
+
+// RFC 9112 §6.3: a request with both Content-Length and Transfer-Encoding
+// is refused, even correctly signed, and its connection is closed; requests
+// before it on the same connection are served.
+func TestContentLengthWithTransferEncodingIsRefusedAndClosed(t *testing.T) {
+	e := newEnv(t)
+	addr := e.listen(ListenOptions{})
+	body := usageBody("cus_1", "api", "1")
+
+	c := dialRaw(t, addr)
+	c.write(e.delivery("evt_both", body, "both"))
+	resp, text := c.response()
+	if resp.StatusCode != 400 || !resp.Close || !strings.Contains(text, "Content-Length and Transfer-Encoding") {
+		t.Errorf("both headers: %d (close %v) %s", resp.StatusCode, resp.Close, text)
+	}
+	if !c.closedByServer() {
+		t.Error("the connection stayed open after a request with both headers")
+	}
+	if got := e.counts(); got != [3]int{0, 0, 0} {
+		t.Errorf("receipts, attempts, usage rows = %v, want nothing written", got)
+	}
+
+	// Pipelined behind a good request on one connection: the good one is
+	// stored, the second refused, the connection closed.
+	c = dialRaw(t, addr)
+	c.write(e.delivery("evt_first", body, "length") + e.delivery("evt_smuggled", usageBody("cus_2", "api", "9"), "both"))
+	if resp, text := c.response(); resp.StatusCode != 200 || resp.Close {
+		t.Errorf("first request: %d (close %v) %s", resp.StatusCode, resp.Close, text)
+	}
+	if resp, _ := c.response(); resp.StatusCode != 400 || !resp.Close {
+		t.Errorf("pipelined request with both headers: %d (close %v)", resp.StatusCode, resp.Close)
+	}
+	if !c.closedByServer() {
+		t.Error("the connection stayed open after the pipelined request with both headers")
+	}
+	if !e.receipt("evt_first") || e.receipt("evt_smuggled") {
+		t.Errorf("stored: evt_first %v, evt_smuggled %v; want only evt_first", e.receipt("evt_first"), e.receipt("evt_smuggled"))
+	}
+}
+
+// Content-Length requests keep their connection; a chunked one is served and
+// then closes it (the scan does not follow chunked bodies).
+func TestFramingKeepsContentLengthConnections(t *testing.T) {
+	e := newEnv(t)
+	addr := e.listen(ListenOptions{})
+	c := dialRaw(t, addr)
+	for _, id := range []string{"evt_k1", "evt_k2"} {
+		c.write(e.delivery(id, usageBody("cus_1", "api", "1"), "length"))
+		if resp, text := c.response(); resp.StatusCode != 200 || resp.Close {
+			t.Fatalf("%s: %d (close %v) %s", id, resp.StatusCode, resp.Close, text)
+		}
+	}
+	c.write("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+	if resp, _ := c.response(); resp.StatusCode != 200 {
+		t.Errorf("third request on the kept connection: %d", resp.StatusCode)
+	}
+
+	c = dialRaw(t, addr)
+	c.write(e.delivery("evt_chunked", usageBody("cus_1", "api", "1"), "chunked"))
+	if resp, text := c.response(); resp.StatusCode != 200 || !resp.Close {
+		t.Errorf("chunked: %d (close %v) %s", resp.StatusCode, resp.Close, text)
+	}
+	if !c.closedByServer() || !e.receipt("evt_chunked") {
+		t.Error("a chunked delivery is stored and its connection closed")
+	}
+}
+
+// A declared body over max_body is refused before a byte of it is read.
+func TestOversizedContentLengthIsRefusedUnread(t *testing.T) {
+	e := newEnv(t)
+	addr := e.listen(ListenOptions{})
+	c := dialRaw(t, addr)
+	// Headers only: the server must answer without waiting for the body.
+	c.write(fmt.Sprintf("POST /webhooks/default HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", 1<<30))
+	resp, text := c.response()
+	if resp.StatusCode != 413 || !resp.Close {
+		t.Errorf("%d (close %v) %s", resp.StatusCode, resp.Close, text)
+	}
+	if !c.closedByServer() {
+		t.Error("connection left open")
+	}
+	if got := e.counts(); got != [3]int{0, 0, 0} {
+		t.Errorf("counts %v, want nothing written", got)
+	}
+}
+
+// A stalled body is cut at BodyTimeout, well before the server's 30 s read
+// timeout, with 408 and the connection closed.
+func TestStalledBodyIsCutAtBodyTimeout(t *testing.T) {
+	e := newEnv(t)
+	e.srv.BodyTimeout = 200 * time.Millisecond
+	addr := e.listen(ListenOptions{})
+	body := usageBody("cus_1", "api", "1")
+	full := e.delivery("evt_stalled", body, "length")
+	c := dialRaw(t, addr)
+	c.write(full[:len(full)-10]) // all but the last 10 body bytes, then nothing
+	resp, text := c.response()
+	if resp.StatusCode != 408 || !resp.Close || !strings.Contains(text, "200ms") {
+		t.Errorf("%d (close %v) %s", resp.StatusCode, resp.Close, text)
+	}
+	if !c.closedByServer() {
+		t.Error("connection left open")
+	}
+	if got := e.counts(); got != [3]int{0, 0, 0} {
+		t.Errorf("counts %v, want nothing written", got)
+	}
+}
+
+// With the body budget taken (as by stalled senders), a body over 16 KiB
+// waits for room until the body deadline and then gets 503 with Retry-After;
+// a normal small delivery is served at once all the same.
+func TestBodyBudget(t *testing.T) {
+	e := newEnv(t)
+	e.srv.Budget = NewBodyBudget(64 << 10)
+	e.srv.BodyTimeout = 300 * time.Millisecond
+	addr := e.listen(ListenOptions{})
+	// What stalled senders would hold: all but 4 KiB of the budget.
+	if err := e.srv.Budget.sem.Acquire(context.Background(), 60<<10); err != nil {
+		t.Fatal(err)
+	}
+	held := true
+	defer func() {
+		if held {
+			e.srv.Budget.sem.Release(60 << 10)
+		}
+	}()
+
+	pad := strings.Repeat("x", 30<<10)
+	large := []byte(`{"type":"usage.recorded","pad":"` + pad + `","data":{"customer":"cus_big","meter":"api","quantity":1,"occurred_at":"2026-11-29T10:00:00Z"}}`)
+	c := dialRaw(t, addr)
+	c.write(e.delivery("evt_large", large, "length"))
+	resp, text := c.response()
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || !resp.Close {
+		t.Errorf("large body with the budget taken: %d (Retry-After %q, close %v) %s", resp.StatusCode, resp.Header.Get("Retry-After"), resp.Close, text)
+	}
+	if !c.closedByServer() {
+		t.Error("connection left open")
+	}
+	if e.receipt("evt_large") || e.count("delivery_attempts") != 0 {
+		t.Error("a delivery refused for the budget was written")
+	}
+
+	c = dialRaw(t, addr)
+	c.write(e.delivery("evt_small", usageBody("cus_small", "api", "1"), "length"))
+	if resp, text := c.response(); resp.StatusCode != 200 {
+		t.Errorf("small delivery with the budget taken: %d %s", resp.StatusCode, text)
+	}
+	e.srv.Budget.sem.Release(60 << 10)
+	held = false
+	c = dialRaw(t, addr)
+	c.write(e.delivery("evt_large", large, "length"))
+	if resp, text := c.response(); resp.StatusCode != 200 {
+		t.Errorf("large body with room: %d %s", resp.StatusCode, text)
+	}
+	if !e.receipt("evt_small") || !e.receipt("evt_large") {
+		t.Error("the accepted deliveries are not stored")
+	}
+	// Every share was given back: the whole budget is free again.
+	if !e.srv.Budget.sem.TryAcquire(64 << 10) {
+		t.Error("budget not fully released after the requests")
+	}
+}
+
+// The connection cap holds further connections in the accept queue; they
+// are served once a slot frees.
+func TestMaxConnections(t *testing.T) {
+	e := newEnv(t)
+	addr := e.listen(ListenOptions{MaxConnections: 1})
+	first := dialRaw(t, addr)
+	first.write("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+	if resp, _ := first.response(); resp.StatusCode != 200 {
+		t.Fatalf("first connection: %d", resp.StatusCode)
+	}
+	second := dialRaw(t, addr) // the kernel completes the handshake; serve does not accept yet
+	second.write("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+	got := make(chan int, 1)
+	go func() {
+		resp, err := http.ReadResponse(second.br, nil)
+		if err != nil {
+			got <- 0
+			return
+		}
+		got <- resp.StatusCode
+	}()
+	select {
+	case code := <-got:
+		t.Fatalf("second connection served (%d) while the only slot was taken", code)
+	case <-time.After(300 * time.Millisecond): // not served yet; proceed either way
+	}
+	first.c.Close()
+	if code := <-got; code != 200 {
+		t.Errorf("second connection after the first closed: %d", code)
+	}
+}
