@@ -32,6 +32,14 @@ import (
 // (max_connections × smallBody).
 const smallBody = 16 << 10
 
+// budgetWait is how long a request waits for room in the budget before it
+// gets 503 with Retry-After. Real bodies arrive in milliseconds, so a burst
+// of them gets through a short wait; stalled senders hold their share until
+// the body deadline, so a longer wait would only let the senders queued
+// behind them hold connection slots (max_connections) and goroutines that
+// long too, while a normal delivery may be waiting to connect.
+const budgetWait = time.Second
+
 // BodyBudget bounds the body bytes requests hold at once. Its semaphore is
 // FIFO: a large body waiting for room is not starved by smaller ones.
 type BodyBudget struct {
@@ -75,7 +83,10 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64) (
 		defer cancel()
 	}
 	if weight := size; s.Budget != nil && weight > smallBody {
-		if err := s.Budget.sem.Acquire(ctx, weight); err != nil {
+		wait, cancel := context.WithTimeout(ctx, budgetWait)
+		err := s.Budget.sem.Acquire(wait, weight)
+		cancel()
+		if err != nil {
 			return nil, release, errBodyBudget
 		}
 		release = func() { s.Budget.sem.Release(weight) }

@@ -14,24 +14,22 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
+	"github.com/hookledger/hookledger/bench"
 	"github.com/hookledger/hookledger/bench/cmd/internal/harness"
 	"github.com/hookledger/hookledger/receiver/scheme"
 )
@@ -91,67 +89,18 @@ func run(ctx context.Context, o options) error {
 	fmt.Printf("serve idle: VmRSS %.0f MB\n", rss0)
 
 	// Open the stalled connections.
-	var (
-		mu       sync.Mutex
-		outcomes = map[string]int{}
-		conns    []net.Conn
-		peak     float64
-	)
+	var peak float64 // the highest VmRSS sampled
 	sample := func() {
 		if rss, _, err := srv.Memory(); err == nil {
-			mu.Lock()
 			peak = max(peak, rss)
-			mu.Unlock()
 		}
 	}
-	head := fmt.Sprintf("POST /webhooks/default HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", addr, o.declare)
-	body := bytes.Repeat([]byte("a"), o.send)
 	start := time.Now()
-	sem := make(chan struct{}, o.dialers)
-	var wg sync.WaitGroup
-	for i := range o.conns {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c, err := net.DialTimeout("tcp", addr, 30*time.Second)
-			<-sem
-			if err != nil {
-				mu.Lock()
-				outcomes["dial error"]++
-				mu.Unlock()
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			// Write in the background: a server that does not read leaves
-			// the bytes in the sender's socket buffers, as a real sender's.
-			go func() {
-				c.SetWriteDeadline(time.Now().Add(o.settle + o.hold + time.Minute))
-				c.Write([]byte(head))
-				c.Write(body)
-			}()
-			// What the server eventually answers, or that it hangs up.
-			go func() {
-				line, err := bufio.NewReader(c).ReadString('\n')
-				k := "closed without a response"
-				if err == nil {
-					k = "answered " + strings.TrimSpace(strings.TrimPrefix(line, "HTTP/1.1 "))
-				} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
-					k = "still open"
-				}
-				mu.Lock()
-				outcomes[k]++
-				mu.Unlock()
-			}()
-			if i%100 == 0 {
-				sample()
-			}
-		}()
+	stalled, err := bench.Stall{Addr: addr, Conns: o.conns, Send: int64(o.send), Declare: int64(o.declare), Dialers: o.dialers}.Open(ctx)
+	if err != nil {
+		return err
 	}
-	wg.Wait()
-	fmt.Printf("opened %d stalled connections in %s (%d body bytes sent of %d declared, each)\n", len(conns), time.Since(start).Round(time.Millisecond), o.send, o.declare)
+	fmt.Printf("opened %d stalled connections in %s (%d body bytes sent of %d declared, each)\n", stalled.Len(), time.Since(start).Round(time.Millisecond), o.send, o.declare)
 	for t := time.Now(); time.Since(t) < o.settle; time.Sleep(100 * time.Millisecond) {
 		sample()
 	}
@@ -173,14 +122,8 @@ func run(ctx context.Context, o options) error {
 	for t := time.Now(); time.Since(t) < o.hold; time.Sleep(100 * time.Millisecond) {
 		sample()
 	}
-	// Every connection that has not been answered or closed is still open.
-	for _, c := range conns {
-		c.SetReadDeadline(time.Now())
-	}
-	time.Sleep(200 * time.Millisecond)
+	outcomes := stalled.Close()
 	rss, hwm, _ = srv.Memory()
-	mu.Lock()
-	defer mu.Unlock()
 	fmt.Printf("after %s: VmRSS %.0f MB, sampled VmRSS peak %.0f MB, VmHWM %.0f MB\n", time.Since(start).Round(time.Second), rss, peak, hwm)
 	keys := make([]string, 0, len(outcomes))
 	for k := range outcomes {
@@ -189,9 +132,6 @@ func run(ctx context.Context, o options) error {
 	sort.Strings(keys)
 	for _, k := range keys {
 		fmt.Printf("  stalled connections %s: %d\n", k, outcomes[k])
-	}
-	for _, c := range conns {
-		c.Close()
 	}
 	return nil
 }
