@@ -108,7 +108,7 @@ func (e *env) delivery(id string, body []byte, framing string) string {
 	return b.String()
 }
 
-func (e *env) receipt(id string) bool {
+func (e *env) stored(id string) bool {
 	var n int
 	if err := e.db.Read.Get(&n, `SELECT COUNT(*) FROM receipts WHERE event_id = ?`, id); err != nil {
 		e.t.Fatal(err)
@@ -150,8 +150,8 @@ func TestContentLengthWithTransferEncodingIsRefusedAndClosed(t *testing.T) {
 	if !c.closedByServer() {
 		t.Error("the connection stayed open after the pipelined request with both headers")
 	}
-	if !e.receipt("evt_first") || e.receipt("evt_smuggled") {
-		t.Errorf("stored: evt_first %v, evt_smuggled %v; want only evt_first", e.receipt("evt_first"), e.receipt("evt_smuggled"))
+	if !e.stored("evt_first") || e.stored("evt_smuggled") {
+		t.Errorf("stored: evt_first %v, evt_smuggled %v; want only evt_first", e.stored("evt_first"), e.stored("evt_smuggled"))
 	}
 }
 
@@ -177,7 +177,7 @@ func TestFramingKeepsContentLengthConnections(t *testing.T) {
 	if resp, text := c.response(); resp.StatusCode != 200 || !resp.Close {
 		t.Errorf("chunked: %d (close %v) %s", resp.StatusCode, resp.Close, text)
 	}
-	if !c.closedByServer() || !e.receipt("evt_chunked") {
+	if !c.closedByServer() || !e.stored("evt_chunked") {
 		t.Error("a chunked delivery is stored and its connection closed")
 	}
 }
@@ -253,7 +253,7 @@ func TestBodyBudget(t *testing.T) {
 	if !c.closedByServer() {
 		t.Error("connection left open")
 	}
-	if e.receipt("evt_large") || e.count("delivery_attempts") != 0 {
+	if e.stored("evt_large") || e.count("delivery_attempts") != 0 {
 		t.Error("a delivery refused for the budget was written")
 	}
 
@@ -269,7 +269,7 @@ func TestBodyBudget(t *testing.T) {
 	if resp, text := c.response(); resp.StatusCode != 200 {
 		t.Errorf("large body with room: %d %s", resp.StatusCode, text)
 	}
-	if !e.receipt("evt_small") || !e.receipt("evt_large") {
+	if !e.stored("evt_small") || !e.stored("evt_large") {
 		t.Error("the accepted deliveries are not stored")
 	}
 	// Every share was given back: the whole budget is free again.
