@@ -58,6 +58,7 @@ func newApp() *cli.App {
 			restoreCommand(),
 			replicaCommand(),
 			versionCommand(),
+			docsCommand(),
 		},
 	}
 	strictArgs(app.Commands)
