@@ -161,7 +161,7 @@ type walkEnv struct {
 	state string // bash state file: cwd, exported variables, last status
 	env   []string
 	ports map[string]string // documented port -> free port
-	jobs  []*walkJob // every job started; a job's number is n, as bash numbers them
+	jobs  []*walkJob        // every job started; a job's number is n, as bash numbers them
 }
 
 var walkPort = regexp.MustCompile(`:(80[89]\d|909\d)\b`)
