@@ -41,6 +41,8 @@ package main
 //     replacement (HOOKLEDGER_LISTEN, HOOKLEDGER_URL); HOOKLEDGER_LOG_FORMAT
 //     is text, as on the reader's terminal; the developer's other
 //     HOOKLEDGER_* variables are removed.
+//   - HOOKLEDGER_WALK_SHOW=1 go test -run TestWalkthroughs . reports every
+//     difference instead of stopping at the first: the way to write one.
 //   - Comparison is line by line after trimming trailing spaces, strict
 //     apart from "…": a changed word, a missing line or an extra line fails
 //     with the command, the expected and the actual output side by side.
@@ -357,7 +359,11 @@ func (w *walkEnv) background(s walkStep, cmd string) {
 // await waits until the job's output from offset on starts with the lines
 // the step shows, or the job exits, or the deadline passes.
 func (w *walkEnv) await(s walkStep, j *walkJob, offset int) {
-	deadline := time.After(walkWaitTimeout)
+	wait := walkWaitTimeout
+	if os.Getenv("HOOKLEDGER_WALK_SHOW") != "" {
+		wait = 10 * time.Second // writing a walkthrough: show the mismatch sooner
+	}
+	deadline := time.After(wait)
 	for {
 		got := w.unmapPorts(j.output()[offset:])
 		if walkMatch(s.want, walkLines(got), true) {
@@ -370,7 +376,7 @@ func (w *walkEnv) await(s walkStep, j *walkJob, offset int) {
 			return
 		case <-deadline:
 			w.t.Fatalf("%s: %s: the lines shown did not appear within %s\nwant:\n%s\ngot:\n%s",
-				s.where(), s.cmd, walkWaitTimeout, strings.Join(s.want, "\n"), got)
+				s.where(), s.cmd, wait, strings.Join(s.want, "\n"), got)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -426,6 +432,11 @@ func (w *walkEnv) killJobs() {
 func (w *walkEnv) compare(s walkStep, got string, prefix bool) {
 	w.t.Helper()
 	if !walkMatch(s.want, walkLines(got), prefix) {
+		if os.Getenv("HOOKLEDGER_WALK_SHOW") != "" {
+			// Writing a walkthrough: show every difference and carry on.
+			w.t.Errorf("%s: $ %s\n%s", s.where(), s.cmd, strings.Join(walkLines(got), "\n"))
+			return
+		}
 		w.t.Fatalf("%s: output of\n  $ %s\ndiffers from the docs.\n--- docs:\n%s\n--- got:\n%s", s.where(), s.cmd,
 			strings.Join(s.want, "\n"), strings.Join(walkLines(got), "\n"))
 	}
