@@ -29,7 +29,8 @@ package main
 //     litestream.yml as a checkout does; the working directory and exported
 //     variables carry from one command to the next (a state file bash
 //     writes after each command), so a reader typing the commands into one
-//     terminal does exactly what the test does.
+//     terminal does exactly what the test does. Shell variables carry over
+//     too when their names are lowercase (bash's own are uppercase).
 //   - Nothing is timing-based: a background job is waited for by its output,
 //     never by sleeping, and every wait has a generous deadline, so a slow
 //     CI machine makes the test slower, not flaky.
@@ -43,8 +44,10 @@ package main
 //     HOOKLEDGER_* variables are removed.
 //   - HOOKLEDGER_WALK_SHOW=1 go test -run TestWalkthroughs . reports every
 //     difference instead of stopping at the first: the way to write one.
-//   - Comparison is line by line after trimming trailing spaces, strict
-//     apart from "…": a changed word, a missing line or an extra line fails
+//   - Comparison is line by line after trimming trailing spaces, with runs of
+//     spaces compared as one (table columns that hold "…" stay aligned),
+//     strict apart from that and "…": a changed word, a missing line or an
+//     extra line fails
 //     with the command, the expected and the actual output side by side.
 
 import (
@@ -292,7 +295,7 @@ func (w *walkEnv) script(cmd string, keep bool) string {
 	b.WriteString(w.mapPorts(cmd))
 	b.WriteString("\n")
 	if keep {
-		fmt.Fprintf(&b, "__walk_status=$?\n{ printf 'cd %%q\\n' \"$PWD\"; export -p; printf '__WALK_RC=%%d\\n' \"$__walk_status\"; } > %q\nexit $__walk_status\n", w.state)
+		fmt.Fprintf(&b, "__walk_status=$?\n{ printf 'cd %%q\\n' \"$PWD\"; export -p; __walk_vars=$(compgen -v | grep '^[a-z][a-z0-9_]*$'); [ -z \"$__walk_vars\" ] || declare -p $__walk_vars; printf '__WALK_RC=%%d\\n' \"$__walk_status\"; } > %q\nexit $__walk_status\n", w.state)
 	}
 	return b.String()
 }
@@ -485,8 +488,12 @@ func walkIsTrim(line string) bool {
 	return ok && (rest == "" || strings.HasPrefix(rest, "(") && strings.HasSuffix(rest, ")"))
 }
 
-// walkLineMatch matches one line; "…" stands for any text within it.
+var walkSpaces = regexp.MustCompile(`[ \t]+`)
+
+// walkLineMatch matches one line; "…" stands for any text within it. Runs of
+// spaces compare as one, so a table column holding "…" can stay aligned.
 func walkLineMatch(want, got string) bool {
+	want, got = walkSpaces.ReplaceAllString(want, " "), walkSpaces.ReplaceAllString(got, " ")
 	parts := strings.Split(want, walkEllipsis)
 	if len(parts) == 1 {
 		return want == got
@@ -522,6 +529,8 @@ func TestWalkMatch(t *testing.T) {
 		{"x…y", "xy", false, true},
 		{"id …, digest …", "id 4, digest ab", false, true},
 		{"a", "b", true, false},
+		{"1   …                         inserted", "1   2026-12-01T09:07:12.955Z  inserted", false, true},
+		{"a b", "ab", false, false},
 		{"", "", false, true},
 		{"", "anything", false, false},
 	}
