@@ -20,7 +20,8 @@ package main
 //     `kill -SIG %N` signal the job; for INT, TERM and KILL the runner waits
 //     for it to exit and the lines shown are everything it printed after the
 //     signal (plus "(exit N)" if it failed); for other signals (HUP) they are
-//     waited for like a start.
+//     waited for like a start. `wait %N` waits for the job to exit on its
+//     own and shows what it printed meanwhile, as for TERM.
 //   - `go run . ` at the start of a command runs the built binary, which is
 //     on PATH as `hookledger`.
 //
@@ -254,7 +255,10 @@ func (w *walkEnv) copyFile(from, to string) {
 	}
 }
 
-var walkKill = regexp.MustCompile(`^kill(?: -([A-Z]+))? %(\d+)$`)
+var (
+	walkKill = regexp.MustCompile(`^kill(?: -([A-Z]+))? %(\d+)$`)
+	walkWait = regexp.MustCompile(`^wait %(\d+)$`)
+)
 
 func (w *walkEnv) step(s walkStep) {
 	cmd := strings.TrimSpace(s.cmd)
@@ -263,6 +267,10 @@ func (w *walkEnv) step(s walkStep) {
 	}
 	if m := walkKill.FindStringSubmatch(cmd); m != nil {
 		w.signal(s, m[1], m[2])
+		return
+	}
+	if m := walkWait.FindStringSubmatch(cmd); m != nil {
+		w.signal(s, "WAIT", m[1])
 		return
 	}
 	if bg, ok := strings.CutSuffix(cmd, " &"); ok {
@@ -389,21 +397,23 @@ func (w *walkEnv) signal(s walkStep, name, job string) {
 	n, _ := strconv.Atoi(job)
 	var j *walkJob
 	for _, o := range w.jobs {
-		if o.n == n && o.running() {
-			j = o
+		if o.n == n && (o.running() || name == "WAIT") {
+			j = o // wait, as in bash, also finds a job that has just finished
 		}
 	}
 	if j == nil {
 		w.t.Fatalf("%s: there is no job %%%d running", s.where(), n)
 	}
 	sig := map[string]syscall.Signal{"": syscall.SIGTERM, "TERM": syscall.SIGTERM, "INT": syscall.SIGINT,
-		"KILL": syscall.SIGKILL, "HUP": syscall.SIGHUP}[name]
-	if sig == 0 {
+		"KILL": syscall.SIGKILL, "HUP": syscall.SIGHUP, "WAIT": 0}[name]
+	if _, ok := map[string]bool{"": true, "TERM": true, "INT": true, "KILL": true, "HUP": true, "WAIT": true}[name]; !ok {
 		w.t.Fatalf("%s: the runner does not know signal %s", s.where(), name)
 	}
 	offset := len(j.output())
-	if err := syscall.Kill(-j.cmd.Process.Pid, sig); err != nil {
-		w.t.Fatalf("%s: %s: %v", s.where(), s.cmd, err)
+	if sig != 0 {
+		if err := syscall.Kill(-j.cmd.Process.Pid, sig); err != nil {
+			w.t.Fatalf("%s: %s: %v", s.where(), s.cmd, err)
+		}
 	}
 	if sig == syscall.SIGHUP {
 		w.await(s, j, offset)
@@ -415,7 +425,11 @@ func (w *walkEnv) signal(s walkStep, name, job string) {
 		w.t.Fatalf("%s: job %%%d did not exit within %s after %s", s.where(), n, walkWaitTimeout, sig)
 	}
 	got := w.unmapPorts(j.output()[offset:])
-	if code := j.cmd.ProcessState.ExitCode(); code != 0 && sig != syscall.SIGKILL {
+	st := j.cmd.ProcessState
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == sig {
+		// bash itself was ended by the signal sent to the job: what the
+		// reader's shell would show as "Terminated", not a failure.
+	} else if code := st.ExitCode(); code != 0 {
 		got = walkAddExit(got, code)
 	}
 	w.compare(s, got, false)
