@@ -73,7 +73,10 @@ func cliReference() ([]byte, error) {
 	b.WriteString("# CLI reference\n\n" +
 		"Generated from the binary's own `--help` by `go run . docs cli` (hidden command, `cmd_docs.go`);\n" +
 		"`go test .` fails when this file is stale. Do not edit it by hand.\n\n" +
-		"Flags can also be set from the environment variable shown in `[$…]`.\n\n")
+		"Flags can also be set from the environment variable shown in `[$…]`.\n\n" +
+		"Exit status: 0 success; 1 an error, with one line saying why; 2 a usage error (an unknown\n" +
+		"command, flag or argument); 3 a check that ran and found a problem (`verify`, `dispute`,\n" +
+		"`replica status`); 130 interrupted (Ctrl-C), after saying what was and was not done.\n\n")
 	for _, p := range paths {
 		fmt.Fprintf(&b, "- [`hookledger %s`](#%s)\n", strings.Join(p, " "), strings.Join(append([]string{"hookledger"}, p...), "-"))
 	}
