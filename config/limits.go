@@ -15,7 +15,7 @@ type Limits struct {
 	// BodyBudget is how many body bytes all requests over 16 KiB may hold at
 	// once, counted by Content-Length (max_body when chunked) before the
 	// body is read. A request that cannot get its share within body_timeout
-	// gets 503 with Retry-After. Default 64 MiB; at least every max_body.
+	// gets 503 with Retry-After. Default 32 MiB; at least every max_body.
 	BodyBudget int64 `yaml:"body_budget"`
 	// BodyTimeout is how long a request may take to deliver its body
 	// (waiting for the budget included), after its headers. Default 10s.
