@@ -9,8 +9,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/ledger"
-	"github.com/hookledger/hookledger/receiver"
 )
 
 func adjustCommand() *cli.Command {
@@ -75,12 +75,12 @@ func adjust(c *cli.Context) error {
 	defer db.Close()
 	// Through a writer of our own, so the row joins the hash chain exactly as
 	// webhook rows do, serialized with a running server by SQLite's lock.
-	w := receiver.NewWriter(db)
+	w := custody.NewWriter(db)
 	if err := w.Open(c.Context); err != nil {
 		return err
 	}
 	var row *ledger.Row
-	err = w.Submit(c.Context, receiver.OpFunc(func(ctx context.Context, tx *receiver.Tx) error {
+	err = w.Submit(c.Context, custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
 		r, err := a.Row(ctx, tx, tx.Now())
 		if err != nil {
 			return err

@@ -21,8 +21,8 @@ import (
 
 	"github.com/hookledger/hookledger/admin"
 	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/ledger"
-	"github.com/hookledger/hookledger/receiver"
 	"github.com/hookledger/hookledger/schema"
 )
 
@@ -110,7 +110,7 @@ func (e *cliEnv) write(recorded time.Time, events ...usageEvent) {
 		e.t.Fatal(err)
 	}
 	defer db.Close()
-	w := receiver.NewWriter(db)
+	w := custody.NewWriter(db)
 	w.Now = func() time.Time { return recorded }
 	if err := w.Open(ctx); err != nil {
 		e.t.Fatal(err)
@@ -127,8 +127,8 @@ func (e *cliEnv) write(recorded time.Time, events ...usageEvent) {
 		id := fmt.Sprintf("evt_%d_%d", recorded.UnixNano(), i)
 		body := []byte(`{}`)
 		sum := sha256.Sum256(body)
-		d := &receiver.Delivery{Provider: "test", EventID: id, EventType: "usage.recorded", Body: body, BodySHA256: sum[:],
-			Source: receiver.SourceWebhook, HandlerVersion: "test", ReceivedAt: ev.at, Status: receiver.StatusApplied,
+		d := &custody.Delivery{Provider: "test", EventID: id, EventType: "usage.recorded", Body: body, BodySHA256: sum[:],
+			Source: custody.SourceWebhook, HandlerVersion: "test", ReceivedAt: ev.at, Status: custody.StatusApplied,
 			Rows: []ledger.UsageRow{{Customer: ev.customer, Meter: ev.meter, Quantity: q, OccurredAt: ev.at, Properties: ev.props}}}
 		if err := w.Submit(ctx, d); err != nil {
 			e.t.Fatal(err)

@@ -12,9 +12,9 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/metrics"
-	"github.com/hookledger/hookledger/receiver"
 	"github.com/hookledger/hookledger/reconcile"
 	"github.com/hookledger/hookledger/schema"
 )
@@ -164,7 +164,7 @@ func handlerVersion(m *ledger.Mapper) string { return "hookledger/" + version + 
 // with reconcile.interval set, and prune when retention is configured. Each
 // runs once at start, then every interval. stop cancels them and waits, and
 // must be called before the writer closes.
-func startBackground(ctx context.Context, log *slog.Logger, cfg *config.Config, db *schema.DB, w *receiver.Writer,
+func startBackground(ctx context.Context, log *slog.Logger, cfg *config.Config, db *schema.DB, w *custody.Writer,
 	m *ledger.Mapper, version string, met *metrics.Metrics) (stop func(), err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup

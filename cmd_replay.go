@@ -8,8 +8,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/ledger"
-	"github.com/hookledger/hookledger/receiver"
 )
 
 func replayCommand() *cli.Command {
@@ -37,11 +37,11 @@ func replayCommand() *cli.Command {
 
 func replayAction(c *cli.Context) error {
 	format := c.String("format")
-	f := receiver.ReplayFilter{Provider: c.String("provider"), EventID: c.String("event"), Status: c.String("status")}
+	f := custody.ReplayFilter{Provider: c.String("provider"), EventID: c.String("event"), Status: c.String("status")}
 	switch {
 	case (f.EventID == "") == (f.Status == ""):
 		return errors.New("give either --event ID or --status failed|ignored")
-	case f.Status != "" && f.Status != receiver.StatusFailed && f.Status != receiver.StatusIgnored:
+	case f.Status != "" && f.Status != custody.StatusFailed && f.Status != custody.StatusIgnored:
 		return fmt.Errorf("--status: %q is not failed or ignored (applied receipts are never replayed)", f.Status)
 	case f.EventID != "" && c.String("since") != "":
 		return errors.New("--since selects by status; it does not go with --event")
@@ -66,7 +66,7 @@ func replayAction(c *cli.Context) error {
 	}
 	defer closeCustody(db, w)
 	mapper := ledger.NewMapper(cfg.Usage, cfg.MeterNames())
-	rep, runErr := receiver.ReplayReceipts(c.Context, db.Read, w, mapper, handlerVersion(mapper), f)
+	rep, runErr := custody.ReplayReceipts(c.Context, db.Read, w, mapper, handlerVersion(mapper), f)
 	if rep == nil {
 		return runErr
 	}

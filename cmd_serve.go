@@ -17,6 +17,7 @@ import (
 
 	"github.com/hookledger/hookledger/admin"
 	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/health"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/metrics"
@@ -219,7 +220,7 @@ func serve(c *cli.Context) error {
 	names := providerNames(providers)
 	met := metrics.New(metrics.Options{Providers: names, Version: version, Commit: commit})
 	storageErrs := newStorageErrorLog(log, met)
-	writer := receiver.NewWriter(db)
+	writer := custody.NewWriter(db)
 	// Before Open: the writer goroutine reads these.
 	writer.AfterBatch = func(size int, d time.Duration) { met.ObserveBatch(size, d); storageErrs.Committed() }
 	writer.OnStorageError = storageErrs.Observe

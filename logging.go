@@ -111,7 +111,7 @@ func (l *rateLimitedLog) Recover() (total int, since time.Time, was bool) {
 // storageErrorLogEvery rate-limits the ERROR line for storage failures.
 const storageErrorLogEvery = 10 * time.Second
 
-// storageErrorLog is serve's receiver.Writer.OnStorageError: every failure
+// storageErrorLog is serve's custody.Writer.OnStorageError: every failure
 // is counted (hookledger_storage_errors_total{op}) and logged at ERROR, at
 // most one line per storageErrorLogEvery with the number of failures since
 // the previous line; the first commit after a run of failures logs the

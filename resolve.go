@@ -8,8 +8,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/ledger"
-	"github.com/hookledger/hookledger/receiver"
 	"github.com/hookledger/hookledger/schema"
 )
 
@@ -75,7 +75,7 @@ func openWritable(c *cli.Context) (*schema.DB, error) {
 // openCustody opens the existing database and, unless readOnly, a writer on
 // it. A writing command shares the database with a running serve: each
 // commit is BEGIN IMMEDIATE, so they take turns.
-func openCustody(ctx context.Context, cfg *config.Config, readOnly bool) (*schema.DB, *receiver.Writer, error) {
+func openCustody(ctx context.Context, cfg *config.Config, readOnly bool) (*schema.DB, *custody.Writer, error) {
 	db, err := openDB(ctx, cfg.DBPath(), schema.Options{ReadOnly: readOnly, MustExist: true})
 	if err != nil {
 		return nil, nil, err
@@ -83,7 +83,7 @@ func openCustody(ctx context.Context, cfg *config.Config, readOnly bool) (*schem
 	if readOnly {
 		return db, nil, nil
 	}
-	w := receiver.NewWriter(db)
+	w := custody.NewWriter(db)
 	if err := w.Open(ctx); err != nil {
 		db.Close()
 		return nil, nil, err
@@ -91,7 +91,7 @@ func openCustody(ctx context.Context, cfg *config.Config, readOnly bool) (*schem
 	return db, w, nil
 }
 
-func closeCustody(db *schema.DB, w *receiver.Writer) {
+func closeCustody(db *schema.DB, w *custody.Writer) {
 	if w != nil {
 		w.Close()
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/receiver"
 	"github.com/hookledger/hookledger/receiver/scheme"
@@ -74,7 +75,7 @@ func hookledger(t *testing.T) (*httptest.Server, *schema.DB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := receiver.NewWriter(db)
+	w := custody.NewWriter(db)
 	if err := w.Open(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/ledger"
-	"github.com/hookledger/hookledger/receiver"
 	"github.com/hookledger/hookledger/schema"
 )
 
@@ -28,7 +28,7 @@ const PrefillChunk = 100_000
 // customers and the 30 days before now. An id that already exists fails its
 // chunk, which then adds nothing. progress, if not nil, counts events.
 func Prefill(ctx context.Context, db *schema.DB, provider string, n int, now time.Time, progress *atomic.Int64) error {
-	w := receiver.NewWriter(db)
+	w := custody.NewWriter(db)
 	if err := w.Open(ctx); err != nil {
 		return err
 	}
@@ -37,16 +37,16 @@ func Prefill(ctx context.Context, db *schema.DB, provider string, n int, now tim
 	base := now.UnixMilli() - span
 	for from := 0; from < n; from += PrefillChunk {
 		to := min(from+PrefillChunk, n)
-		ds := make([]*receiver.Delivery, 0, to-from)
+		ds := make([]*custody.Delivery, 0, to-from)
 		for i := from; i < to; i++ {
 			ds = append(ds, prefillEvent(provider, i, base+int64(i)*span/int64(n)))
 		}
-		op := receiver.OpFunc(func(ctx context.Context, tx *receiver.Tx) error {
+		op := custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
 			for _, d := range ds {
 				if err := d.Apply(ctx, tx); err != nil {
 					return err
 				}
-				if d.Outcome != receiver.OutcomeInserted {
+				if d.Outcome != custody.OutcomeInserted {
 					return fmt.Errorf("insert receipt %s: already present", d.EventID)
 				}
 			}
@@ -70,7 +70,7 @@ func Prefill(ctx context.Context, db *schema.DB, provider string, n int, now tim
 }
 
 // prefillEvent is event i as the default mapping would have applied it.
-func prefillEvent(provider string, i int, at int64) *receiver.Delivery {
+func prefillEvent(provider string, i int, at int64) *custody.Delivery {
 	id := "prefill-" + strconv.Itoa(i)
 	customer := "cus_" + strconv.Itoa(i%1000)
 	quantity := ledger.Quantity(1+i%1000) * 1000
@@ -79,7 +79,7 @@ func prefillEvent(provider string, i int, at int64) *receiver.Delivery {
 	sum := sha256.Sum256(body)
 	received := time.UnixMilli(at)
 	var age time.Duration
-	return &receiver.Delivery{
+	return &custody.Delivery{
 		Provider:   provider,
 		EventID:    id,
 		EventType:  EventType,
@@ -87,13 +87,13 @@ func prefillEvent(provider string, i int, at int64) *receiver.Delivery {
 		BodySHA256: sum[:],
 		SignatureHeaders: "Webhook-Id: " + id + "\nWebhook-Timestamp: " + strconv.FormatInt(at/1000, 10) +
 			"\nWebhook-Signature: v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n",
-		Source:         receiver.SourceWebhook,
+		Source:         custody.SourceWebhook,
 		HandlerVersion: "bench-prefill",
 		ReceivedAt:     received,
 		Rows: []ledger.UsageRow{{Customer: customer, Meter: "prefill", Quantity: quantity,
 			OccurredAt: received, Properties: "{}"}},
-		Status: receiver.StatusApplied,
-		Attempt: receiver.Attempt{RemoteAddr: "127.0.0.1:40000", UserAgent: "hookledger-bench",
+		Status: custody.StatusApplied,
+		Attempt: custody.Attempt{RemoteAddr: "127.0.0.1:40000", UserAgent: "hookledger-bench",
 			RequestID: strconv.Itoa(i), SignatureAge: &age, StatusCode: 200},
 	}
 }

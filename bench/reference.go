@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/payload"
 	"github.com/hookledger/hookledger/receiver"
@@ -71,7 +72,7 @@ func (s *Reference) serveWebhook(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusBadRequest, referenceReply{Error: "delivery carries no event id"})
 		return
 	}
-	d := &receiver.Delivery{Provider: p.Name, EventID: id, EventType: typ, Body: body, ReceivedAt: received}
+	d := &custody.Delivery{Provider: p.Name, EventID: id, EventType: typ, Body: body, ReceivedAt: received}
 	d.Classify(s.Mapper)
 	reply(w, http.StatusOK, referenceReply{Accepted: true, Status: d.Status, EventID: id})
 }

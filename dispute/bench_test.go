@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/ledger"
-	"github.com/hookledger/hookledger/receiver"
 )
 
 // benchEvents is the size of the benchmarked customer month: a busy
@@ -29,11 +29,11 @@ func seedBench(b *testing.B) *env {
 		h := http.Header{}
 		p.Scheme.Sign(h, body, p.Keys[0], id, "", at)
 		sum := sha256.Sum256(body)
-		d := &receiver.Delivery{Provider: "default", EventID: id, EventType: "usage.recorded", Body: body, BodySHA256: sum[:],
+		d := &custody.Delivery{Provider: "default", EventID: id, EventType: "usage.recorded", Body: body, BodySHA256: sum[:],
 			SignatureHeaders: fmt.Sprintf("Webhook-Id: %s\nWebhook-Timestamp: %s\nWebhook-Signature: %s\n",
 				h.Get("Webhook-Id"), h.Get("Webhook-Timestamp"), h.Get("Webhook-Signature")),
-			Source: receiver.SourceWebhook, HandlerVersion: "bench", ReceivedAt: at,
-			Attempt: receiver.Attempt{RemoteAddr: "203.0.113.7:443", UserAgent: "Svix-Webhooks/1.0", StatusCode: 200}}
+			Source: custody.SourceWebhook, HandlerVersion: "bench", ReceivedAt: at,
+			Attempt: custody.Attempt{RemoteAddr: "203.0.113.7:443", UserAgent: "Svix-Webhooks/1.0", StatusCode: 200}}
 		d.Classify(e.srv.Mapper)
 		if err := e.writer.Submit(context.Background(), d); err != nil {
 			b.Fatal(err)

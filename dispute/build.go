@@ -11,8 +11,8 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/ledger"
-	"github.com/hookledger/hookledger/receiver"
 )
 
 type eventKey struct{ provider, id string }
@@ -330,9 +330,9 @@ func (b *builder) summarize() {
 			s.Attempts++
 			s.Signatures.add(a.Signature.Status)
 			switch a.Outcome {
-			case receiver.OutcomeDuplicate:
+			case custody.OutcomeDuplicate:
 				s.Duplicates++
-			case receiver.OutcomePayloadMismatch:
+			case custody.OutcomePayloadMismatch:
 				s.PayloadMismatches++
 			}
 			if a.Signature.Status == Invalid && e.Verification.Status != Invalid {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/receiver"
 	"github.com/hookledger/hookledger/schema"
@@ -103,7 +104,7 @@ type env struct {
 	dir    string
 	cfg    *config.Config
 	db     *schema.DB
-	writer *receiver.Writer
+	writer *custody.Writer
 	srv    *receiver.Server
 	http   *httptest.Server
 	now    time.Time
@@ -123,7 +124,7 @@ func newEnv(t testing.TB) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := receiver.NewWriter(db)
+	w := custody.NewWriter(db)
 	w.Now = func() time.Time { return e.now }
 	if err := w.Open(context.Background()); err != nil {
 		t.Fatal(err)
@@ -216,7 +217,7 @@ func (e *env) close(month string) *ledger.CloseResult {
 func (e *env) adjust(a ledger.Adjustment) *ledger.Row {
 	e.t.Helper()
 	var row *ledger.Row
-	err := e.writer.Submit(context.Background(), receiver.OpFunc(func(ctx context.Context, tx *receiver.Tx) error {
+	err := e.writer.Submit(context.Background(), custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
 		r, err := a.Row(ctx, tx, tx.Now())
 		if err != nil {
 			return err

@@ -8,7 +8,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/hookledger/hookledger/receiver"
+	"github.com/hookledger/hookledger/custody"
 )
 
 // wantEvent adds an event to the trace; loadEvents reads it.
@@ -136,7 +136,7 @@ func (b *builder) fillEvent(ev *EventView, rc *receiptRow, attempts []attemptRow
 			age := a.Age.Int64
 			av.SignatureAgeMS = &age
 		}
-		if a.Outcome == receiver.OutcomeInserted && inserted == nil {
+		if a.Outcome == custody.OutcomeInserted && inserted == nil {
 			inserted = a.SHA
 		}
 		ev.Attempts = append(ev.Attempts, av)

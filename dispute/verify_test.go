@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/config"
-	"github.com/hookledger/hookledger/receiver"
+	"github.com/hookledger/hookledger/custody"
 )
 
 func eventOf(t *testing.T, tr *Trace, id string) EventView {
@@ -141,7 +141,7 @@ func TestPayloadMismatchAttempt(t *testing.T) {
 	}
 	tr := e.trace("default:evt_x")
 	ev := tr.Events[0]
-	if ev.Verification.Status != Valid || len(ev.Attempts) != 2 || ev.Attempts[1].Outcome != receiver.OutcomePayloadMismatch {
+	if ev.Verification.Status != Valid || len(ev.Attempts) != 2 || ev.Attempts[1].Outcome != custody.OutcomePayloadMismatch {
 		t.Fatalf("%+v", ev)
 	}
 	if s := ev.Attempts[1].Signature; s.Status != NotVerifiable || !strings.Contains(s.Detail, "different body") {
@@ -157,9 +157,9 @@ func TestReconciledAndDeletedReceipts(t *testing.T) {
 	// A reconciled event comes from the provider's API: no webhook signature.
 	b := body("stripe", "evt_r", "cus_1", "api_requests", "2", "2026-10-20T10:00:00Z")
 	sum := sha256.Sum256(b)
-	d := &receiver.Delivery{Provider: "stripe", EventID: "evt_r", EventType: "usage.recorded", Body: b, BodySHA256: sum[:],
-		Source: receiver.SourceReconcile, HandlerVersion: "test-1", ReceivedAt: e.now,
-		Attempt: receiver.Attempt{RemoteAddr: "reconcile:stripe", UserAgent: "hookledger-reconcile"}}
+	d := &custody.Delivery{Provider: "stripe", EventID: "evt_r", EventType: "usage.recorded", Body: b, BodySHA256: sum[:],
+		Source: custody.SourceReconcile, HandlerVersion: "test-1", ReceivedAt: e.now,
+		Attempt: custody.Attempt{RemoteAddr: "reconcile:stripe", UserAgent: "hookledger-reconcile"}}
 	d.Classify(e.srv.Mapper)
 	if err := e.writer.Submit(context.Background(), d); err != nil {
 		t.Fatal(err)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/hookledger/hookledger/receiver"
+	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/schema"
 )
 
@@ -20,8 +20,8 @@ import (
 // means a busy writer is never mistaken for a locked database. It writes no
 // row, so it proves the lock and the commit path but not free space: the
 // disk check covers that.
-func Writable(w *receiver.Writer) CheckFunc {
-	probe := receiver.OpFunc(func(context.Context, *receiver.Tx) error { return nil })
+func Writable(w *custody.Writer) CheckFunc {
+	probe := custody.OpFunc(func(context.Context, *custody.Tx) error { return nil })
 	return func(ctx context.Context) error {
 		if err := w.Submit(ctx, probe); err != nil {
 			if errors.Is(err, context.DeadlineExceeded) {

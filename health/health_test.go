@@ -18,7 +18,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/hookledger/hookledger/receiver"
+	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/schema"
 )
 
@@ -43,7 +43,7 @@ func (s *syncBuffer) String() string {
 type env struct {
 	dir     string
 	db      *schema.DB
-	writer  *receiver.Writer
+	writer  *custody.Writer
 	checker *Checker
 	public  *httptest.Server
 	admin   *httptest.Server
@@ -59,7 +59,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	e.db = db
-	e.writer = receiver.NewWriter(db)
+	e.writer = custody.NewWriter(db)
 	if err := e.writer.Open(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +177,7 @@ func TestReadyzUnreadyWhileDatabaseCannotBeWritten(t *testing.T) {
 		t.Errorf("no log line for the recovery:\n%s", e.logs)
 	}
 	// And the writer really writes again.
-	op := receiver.OpFunc(func(ctx context.Context, tx *receiver.Tx) error {
+	op := custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO receipts (provider, event_id, body_sha256, status, handler_version, source, received_at, processed_at)
 			VALUES ('p', 'evt_after', x'00', 'ignored', 't', 'webhook', 0, 0)`)
 		return err
@@ -199,7 +199,7 @@ func TestReadyzUnreadyWhenWriterClosed(t *testing.T) {
 		t.Fatalf("readyz with a closed writer: %d", code)
 	}
 	_, rep, _ := get(t, e.admin.URL)
-	if !strings.Contains(rep.Checks["database"], receiver.ErrClosed.Error()) {
+	if !strings.Contains(rep.Checks["database"], custody.ErrClosed.Error()) {
 		t.Errorf("detail: %q", rep.Checks["database"])
 	}
 }

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/ledger"
-	"github.com/hookledger/hookledger/receiver"
 )
 
 // adjust appends an adjustment the way `hookledger adjust` does: through the
@@ -19,7 +19,7 @@ func (e *env) adjust(a ledger.Adjustment) (*ledger.Row, error) {
 		return nil, err
 	}
 	var out *ledger.Row
-	err := e.w.Submit(e.ctx, receiver.OpFunc(func(ctx context.Context, tx *receiver.Tx) error {
+	err := e.w.Submit(e.ctx, custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
 		r, err := a.Row(ctx, tx, tx.Now())
 		if err != nil {
 			return err

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/ledger"
-	"github.com/hookledger/hookledger/receiver"
 	"github.com/hookledger/hookledger/schema"
 )
 
@@ -19,7 +19,7 @@ type env struct {
 	t     testing.TB
 	ctx   context.Context
 	db    *schema.DB
-	w     *receiver.Writer
+	w     *custody.Writer
 	clock atomic.Int64 // unix ms; the writer's batch time
 	seq   int
 }
@@ -37,7 +37,7 @@ func newEnvAt(t testing.TB, dir string) *env {
 	}
 	e := &env{t: t, ctx: ctx, db: db}
 	e.clock.Store(time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli())
-	e.w = receiver.NewWriter(db)
+	e.w = custody.NewWriter(db)
 	e.w.Now = func() time.Time { return time.UnixMilli(e.clock.Load()) }
 	if err := e.w.Open(ctx); err != nil {
 		t.Fatal(err)
@@ -79,8 +79,8 @@ func (e *env) write(rows ...row) {
 	}
 }
 
-func (e *env) op(rows ...row) receiver.Op {
-	var ops []func(context.Context, *receiver.Tx) error
+func (e *env) op(rows ...row) custody.Op {
+	var ops []func(context.Context, *custody.Tx) error
 	for _, r := range rows {
 		e.seq++
 		id := fmt.Sprintf("evt_%06d", e.seq)
@@ -89,7 +89,7 @@ func (e *env) op(rows ...row) receiver.Op {
 		}
 		if r.adjust {
 			a := ledger.Adjustment{Customer: r.customer, Meter: r.meter, Quantity: r.qty, Reason: "test correction", OccurredAt: r.at}
-			ops = append(ops, func(ctx context.Context, tx *receiver.Tx) error {
+			ops = append(ops, func(ctx context.Context, tx *custody.Tx) error {
 				lr, err := a.Row(ctx, tx, tx.Now())
 				if err != nil {
 					return err
@@ -100,13 +100,13 @@ func (e *env) op(rows ...row) receiver.Op {
 		}
 		body := fmt.Appendf(nil, `{"id":%q}`, id)
 		sum := sha256.Sum256(body)
-		d := &receiver.Delivery{Provider: "test", EventID: id, EventType: "usage.recorded", Body: body, BodySHA256: sum[:],
-			Source: receiver.SourceWebhook, HandlerVersion: "test", ReceivedAt: r.at, Status: receiver.StatusApplied,
+		d := &custody.Delivery{Provider: "test", EventID: id, EventType: "usage.recorded", Body: body, BodySHA256: sum[:],
+			Source: custody.SourceWebhook, HandlerVersion: "test", ReceivedAt: r.at, Status: custody.StatusApplied,
 			Rows:    []ledger.UsageRow{{Customer: r.customer, Meter: r.meter, Quantity: r.qty, OccurredAt: r.at, Properties: r.props}},
-			Attempt: receiver.Attempt{StatusCode: 200}}
+			Attempt: custody.Attempt{StatusCode: 200}}
 		ops = append(ops, d.Apply)
 	}
-	return receiver.OpFunc(func(ctx context.Context, tx *receiver.Tx) error {
+	return custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
 		for _, op := range ops {
 			if err := op(ctx, tx); err != nil {
 				return err

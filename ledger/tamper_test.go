@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/ledger"
-	"github.com/hookledger/hookledger/receiver"
 )
 
 // ignored stores a receipt whose event type has no mapping, through the
@@ -18,9 +18,9 @@ func (e *env) ignored(id string) {
 	e.t.Helper()
 	body := fmt.Appendf(nil, `{"id":%q,"type":"customer.updated"}`, id)
 	sum := sha256.Sum256(body)
-	d := &receiver.Delivery{Provider: "test", EventID: id, EventType: "customer.updated", Body: body, BodySHA256: sum[:],
-		Source: receiver.SourceWebhook, HandlerVersion: "test", ReceivedAt: time.UnixMilli(e.clock.Load()), Status: receiver.StatusIgnored,
-		Attempt: receiver.Attempt{StatusCode: 200}}
+	d := &custody.Delivery{Provider: "test", EventID: id, EventType: "customer.updated", Body: body, BodySHA256: sum[:],
+		Source: custody.SourceWebhook, HandlerVersion: "test", ReceivedAt: time.UnixMilli(e.clock.Load()), Status: custody.StatusIgnored,
+		Attempt: custody.Attempt{StatusCode: 200}}
 	if err := e.w.Submit(context.Background(), d); err != nil {
 		e.t.Fatal(err)
 	}
@@ -113,15 +113,15 @@ func TestVerifyDetectsStatusChangedOutsideAReplay(t *testing.T) {
 	defer e.close()
 	body := []byte(`{"id":"bad_1","type":"usage.recorded","data":{}}`)
 	sum := sha256.Sum256(body)
-	if err := e.w.Submit(e.ctx, &receiver.Delivery{Provider: "test", EventID: "bad_1", EventType: "usage.recorded", Body: body, BodySHA256: sum[:],
-		Source: receiver.SourceWebhook, HandlerVersion: "test", ReceivedAt: time.UnixMilli(e.clock.Load()), Status: receiver.StatusFailed,
-		Error: "no customer", Attempt: receiver.Attempt{StatusCode: 200}}); err != nil {
+	if err := e.w.Submit(e.ctx, &custody.Delivery{Provider: "test", EventID: "bad_1", EventType: "usage.recorded", Body: body, BodySHA256: sum[:],
+		Source: custody.SourceWebhook, HandlerVersion: "test", ReceivedAt: time.UnixMilli(e.clock.Load()), Status: custody.StatusFailed,
+		Error: "no customer", Attempt: custody.Attempt{StatusCode: 200}}); err != nil {
 		t.Fatal(err)
 	}
 	m := ledger.NewMapper([]ledger.Mapping{{Type: "usage.recorded", Customer: ledger.Field{Path: "data.customer"},
 		Meter: ledger.Field{Path: "data.meter"}, Quantity: ledger.Field{Path: "data.quantity"}}}, nil)
-	replay := &receiver.Replay{Provider: "test", EventID: "bad_1", Mapper: m, HandlerVersion: "test2"}
-	if err := e.w.Submit(e.ctx, replay); err != nil || replay.Outcome != receiver.ReplayFailed {
+	replay := &custody.Replay{Provider: "test", EventID: "bad_1", Mapper: m, HandlerVersion: "test2"}
+	if err := e.w.Submit(e.ctx, replay); err != nil || replay.Outcome != custody.ReplayFailed {
 		t.Fatalf("replay: %v %s", err, replay.Outcome)
 	}
 	if rep := verified(t, e); rep.First() != nil {

@@ -166,7 +166,7 @@ func (m *Metrics) ObserveDelivery(provider, outcome, reason string, latency time
 }
 
 // ObserveBatch records one committed writer batch; it matches
-// receiver.Writer.AfterBatch.
+// custody.Writer.AfterBatch.
 func (m *Metrics) ObserveBatch(size int, commit time.Duration) {
 	if m == nil {
 		return
@@ -176,7 +176,7 @@ func (m *Metrics) ObserveBatch(size int, commit time.Duration) {
 }
 
 // StorageOps are the op labels of hookledger_storage_errors_total
-// (receiver.Writer.OnStorageError), exported from the first scrape at 0.
+// (custody.Writer.OnStorageError), exported from the first scrape at 0.
 var StorageOps = []string{"begin", "commit", "savepoint", "delivery"}
 
 // StorageError counts one storage failure in the writer; op is one of
@@ -189,7 +189,7 @@ func (m *Metrics) StorageError(op string) {
 }
 
 // WatchWriterQueue exports the writer queue's depth, read at scrape time from
-// depth (receiver.Writer.Depth), and its capacity. Call it once.
+// depth (custody.Writer.Depth), and its capacity. Call it once.
 func (m *Metrics) WatchWriterQueue(depth func() int, capacity int) {
 	if m == nil {
 		return

@@ -1,3 +1,5 @@
+// Package receiver is HTTP ingress: it authenticates a webhook over its raw
+// bytes, identifies the event and submits it to custody, then replies.
 package receiver
 
 import (
@@ -12,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/payload"
 	"github.com/hookledger/hookledger/receiver/scheme"
@@ -23,7 +26,7 @@ import (
 type Server struct {
 	Providers      map[string]*Provider
 	Mapper         *ledger.Mapper
-	Writer         *Writer
+	Writer         *custody.Writer
 	HandlerVersion string
 	Log            *slog.Logger
 	// Now is the clock for signature tolerance and receipt times.
@@ -158,17 +161,17 @@ func (s *Server) serveWebhook(w http.ResponseWriter, r *http.Request) {
 	logAttrs = append(logAttrs, slog.String("event_id", id), slog.String("event_type", typ))
 
 	sum := sha256.Sum256(body)
-	d := &Delivery{
+	d := &custody.Delivery{
 		Provider:         p.Name,
 		EventID:          id,
 		EventType:        typ,
 		Body:             body,
 		BodySHA256:       sum[:],
 		SignatureHeaders: signatureHeaders(r.Header, p.Scheme.Headers()),
-		Source:           SourceWebhook,
+		Source:           custody.SourceWebhook,
 		HandlerVersion:   s.HandlerVersion,
 		ReceivedAt:       received,
-		Attempt: Attempt{
+		Attempt: custody.Attempt{
 			RemoteAddr:   r.RemoteAddr,
 			UserAgent:    r.UserAgent(),
 			RequestID:    reqID,
@@ -180,7 +183,7 @@ func (s *Server) serveWebhook(w http.ResponseWriter, r *http.Request) {
 
 	if err := s.Writer.Submit(r.Context(), d); err != nil {
 		reason := "storage_error"
-		if errors.Is(err, ErrQueueFull) {
+		if errors.Is(err, custody.ErrQueueFull) {
 			reason = "queue_full"
 		}
 		fail(http.StatusServiceUnavailable, reason, "not stored, retry later", err)
@@ -189,31 +192,18 @@ func (s *Server) serveWebhook(w http.ResponseWriter, r *http.Request) {
 	// A kept but unmappable event tells the sender and the operator why, so
 	// the mapping can be fixed and the event replayed.
 	attrs, mapErr := []slog.Attr{slog.String("receipt_status", d.StoredStatus)}, ""
-	if d.StoredStatus == StatusFailed && d.Error != "" {
+	if d.StoredStatus == custody.StatusFailed && d.Error != "" {
 		mapErr = d.Error
 		attrs = append(attrs, slog.String("mapping_error", mapErr))
 	}
 	record(Observation{Outcome: d.Outcome, Code: http.StatusOK}, attrs...)
 	writeJSON(w, http.StatusOK, reply{
 		Accepted:  true,
-		Duplicate: d.Outcome != OutcomeInserted,
+		Duplicate: d.Outcome != custody.OutcomeInserted,
 		Status:    d.StoredStatus,
 		EventID:   id,
 		Error:     mapErr,
 	})
-}
-
-// Classify runs the usage mapping and records its verdict on d.
-func (d *Delivery) Classify(m *ledger.Mapper) {
-	rows, matched, err := m.Map(d.Provider, d.EventType, d.Body, d.ReceivedAt)
-	switch {
-	case err != nil:
-		d.Status, d.Error, d.Rows = StatusFailed, err.Error(), nil
-	case !matched:
-		d.Status, d.Rows = StatusIgnored, nil
-	default:
-		d.Status, d.Rows = StatusApplied, rows
-	}
 }
 
 // slackChallenge answers Slack's endpoint check, which is signed but is not an event.

@@ -16,6 +16,7 @@ import (
 	"github.com/stripe/stripe-go/v82/webhook"
 
 	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/ledger"
 )
 
@@ -79,7 +80,7 @@ func TestNestingLimit(t *testing.T) {
 		e := newEnv(t)
 		var reasons []string
 		e.srv.Observe = func(o Observation) { reasons = append(reasons, o.Reason) }
-		if r := e.send("msg_at", nestedUsage(128)); r.Code != 200 || r.Body.Status != StatusApplied {
+		if r := e.send("msg_at", nestedUsage(128)); r.Code != 200 || r.Body.Status != custody.StatusApplied {
 			t.Fatalf("depth 128: %d %+v", r.Code, r.Body)
 		}
 		r := e.send("msg_over", nestedUsage(129))
@@ -145,15 +146,15 @@ func TestDuplicateKeysLastWins(t *testing.T) {
 		status   string
 	}{
 		{"msg_flat", `{"type":"usage.recorded","data":{"customer":"a","customer":"b","meter":"api_requests","quantity":1}}`,
-			[]string{"b/api_requests=1"}, StatusApplied},
+			[]string{"b/api_requests=1"}, custody.StatusApplied},
 		{"msg_nested", `{"type":"usage.recorded","data":{"customer":"c","meter":"api_requests","quantity":1},` +
 			`"data":{"customer":"d","meter":"api_requests","quantity":2}}`,
-			[]string{"b/api_requests=1", "d/api_requests=2"}, StatusApplied},
+			[]string{"b/api_requests=1", "d/api_requests=2"}, custody.StatusApplied},
 		{"msg_type", `{"type":"other","data":{"customer":"e","meter":"api_requests","quantity":3},"type":"usage.recorded"}`,
-			[]string{"b/api_requests=1", "d/api_requests=2", "e/api_requests=3"}, StatusApplied},
+			[]string{"b/api_requests=1", "d/api_requests=2", "e/api_requests=3"}, custody.StatusApplied},
 		// The last data object replaces the first; it is not merged into it.
 		{"msg_replaced", `{"type":"usage.recorded","data":{"customer":"f","meter":"api_requests","quantity":4},"data":{"meter":"api_requests","quantity":4}}`,
-			[]string{"b/api_requests=1", "d/api_requests=2", "e/api_requests=3"}, StatusFailed},
+			[]string{"b/api_requests=1", "d/api_requests=2", "e/api_requests=3"}, custody.StatusFailed},
 	}
 	for _, c := range cases {
 		r := e.send(c.id, []byte(c.body))
@@ -246,10 +247,10 @@ func TestIdentifiersMustBeCleanText(t *testing.T) {
 	}
 	for _, c := range cases {
 		body := []byte(`{"type":"usage.recorded","data":{"customer":` + c.customer + `,"meter":` + c.meter + `,"quantity":1}}`)
-		if r := e.send(c.id, body); r.Code != 200 || r.Body.Status != StatusFailed {
+		if r := e.send(c.id, body); r.Code != 200 || r.Body.Status != custody.StatusFailed {
 			t.Fatalf("%s: %d %+v, want 200 failed", c.id, r.Code, r.Body)
 		}
-		if got := e.receipt("default", c.id); got.Status != StatusFailed || got.Error != c.want {
+		if got := e.receipt("default", c.id); got.Status != custody.StatusFailed || got.Error != c.want {
 			t.Errorf("%s: receipt %+v, want failed: %s", c.id, got, c.want)
 		}
 	}
@@ -257,7 +258,7 @@ func TestIdentifiersMustBeCleanText(t *testing.T) {
 		t.Errorf("%d usage rows, want 0", n)
 	}
 	// Text that merely is not ASCII is fine.
-	if r := e.send("msg_ok", []byte(`{"type":"usage.recorded","data":{"customer":"cus_é😀","meter":"api_requests","quantity":1}}`)); r.Code != 200 || r.Body.Status != StatusApplied {
+	if r := e.send("msg_ok", []byte(`{"type":"usage.recorded","data":{"customer":"cus_é😀","meter":"api_requests","quantity":1}}`)); r.Code != 200 || r.Body.Status != custody.StatusApplied {
 		t.Fatalf("got %d %+v", r.Code, r.Body)
 	}
 	if got := e.usageRows(); fmt.Sprint(got) != "[cus_é😀/api_requests=1]" {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/receiver/scheme"
 	"github.com/hookledger/hookledger/schema"
@@ -26,12 +27,12 @@ const testSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 type env struct {
 	t      *testing.T
 	db     *schema.DB
-	writer *Writer
+	writer *custody.Writer
 	srv    *Server
 	http   *httptest.Server
 	now    time.Time
 
-	configure func(*Writer) // see newEnvWithWriter
+	configure func(*custody.Writer) // see newEnvWithWriter
 }
 
 type envOpt func(*config.Config)
@@ -45,7 +46,7 @@ func newEnv(t *testing.T, opts ...envOpt) *env {
 
 // newEnvWithWriter is newEnv with configure applied to the writer before it
 // opens (its hooks are read by the writer goroutine).
-func newEnvWithWriter(t *testing.T, configure func(*Writer), opts ...envOpt) *env {
+func newEnvWithWriter(t *testing.T, configure func(*custody.Writer), opts ...envOpt) *env {
 	t.Helper()
 	dir := t.TempDir()
 	t.Setenv("HOOKLEDGER_SECRET", testSecret)
@@ -71,7 +72,7 @@ func (e *env) open(cfg *config.Config, path string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := NewWriter(db)
+	w := custody.NewWriter(db)
 	w.Now = func() time.Time { return e.now }
 	if e.configure != nil {
 		e.configure(w)

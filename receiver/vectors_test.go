@@ -14,6 +14,7 @@ import (
 	"github.com/stripe/stripe-go/v82/webhook"
 
 	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/custody"
 )
 
 type vector struct {
@@ -111,7 +112,7 @@ func TestProviderLibrarySignaturesEndToEnd(t *testing.T) {
 	sp := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: stripeBody, Secret: stripeSecret})
 	h := http.Header{}
 	h.Set("Stripe-Signature", sp.Header)
-	if r := e.post("stripe", h, sp.Payload); r.Code != 200 || r.Body.EventID != "evt_lib_1" || r.Body.Status != StatusApplied {
+	if r := e.post("stripe", h, sp.Payload); r.Code != 200 || r.Body.EventID != "evt_lib_1" || r.Body.Status != custody.StatusApplied {
 		t.Fatalf("stripe-go signed: %d %+v", r.Code, r.Body)
 	}
 
@@ -128,7 +129,7 @@ func TestProviderLibrarySignaturesEndToEnd(t *testing.T) {
 	h.Set("webhook-id", "msg_svix_1")
 	h.Set("webhook-timestamp", strconv.FormatInt(e.now.Unix(), 10))
 	h.Set("webhook-signature", sig)
-	if r := e.post("default", h, svixBody); r.Code != 200 || r.Body.Status != StatusApplied {
+	if r := e.post("default", h, svixBody); r.Code != 200 || r.Body.Status != custody.StatusApplied {
 		t.Fatalf("svix signed: %d %+v", r.Code, r.Body)
 	}
 

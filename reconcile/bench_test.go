@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookledger/hookledger/receiver"
+	"github.com/hookledger/hookledger/custody"
 )
 
 // seedStripe puts n events (ids prefixed by run) into the fake API and stores
@@ -26,8 +26,8 @@ func seedStripe(b *testing.B, e *env, run, n int) {
 			continue
 		}
 		sum := sha256.Sum256(body)
-		d := &receiver.Delivery{Provider: "stripe", EventID: fmt.Sprintf("evt_%d_%05d", run, i), EventType: "billing.meter_event",
-			Body: body, BodySHA256: sum[:], Source: receiver.SourceWebhook, HandlerVersion: "bench", ReceivedAt: testNow}
+		d := &custody.Delivery{Provider: "stripe", EventID: fmt.Sprintf("evt_%d_%05d", run, i), EventType: "billing.meter_event",
+			Body: body, BodySHA256: sum[:], Source: custody.SourceWebhook, HandlerVersion: "bench", ReceivedAt: testNow}
 		d.Classify(e.srv.Mapper)
 		wg.Add(1)
 		go func() {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/hookledger/hookledger/receiver"
+	"github.com/hookledger/hookledger/custody"
 )
 
 // Checkpoint is where a provider's reconciliation stands. It moves only after
@@ -40,8 +40,8 @@ func LoadCheckpoint(ctx context.Context, q sqlx.QueryerContext, provider string)
 }
 
 // saveCheckpoint is the writer op that stores cp.
-func saveCheckpoint(cp Checkpoint) receiver.Op {
-	return receiver.OpFunc(func(ctx context.Context, tx *receiver.Tx) error {
+func saveCheckpoint(cp Checkpoint) custody.Op {
+	return custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO reconcile_checkpoints
 			(provider, window_start, window_end, cursor, pages, completed_through, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (provider) DO UPDATE SET window_start = excluded.window_start, window_end = excluded.window_end,
@@ -57,8 +57,8 @@ func saveCheckpoint(cp Checkpoint) receiver.Op {
 
 // recordRedelivery is the writer op that remembers a redelivery request, so
 // no later run asks again for the same event.
-func recordRedelivery(provider string, e Event, code int) receiver.Op {
-	return receiver.OpFunc(func(ctx context.Context, tx *receiver.Tx) error {
+func recordRedelivery(provider string, e Event, code int) custody.Op {
+	return custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO redelivery_requests (provider, event_id, delivery_id, requested_at, status_code)
 			VALUES (?, ?, ?, ?, ?) ON CONFLICT (provider, event_id) DO NOTHING`, provider, e.ID, e.DeliveryID, tx.Now(), code)
 		if err != nil {

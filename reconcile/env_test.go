@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/receiver"
 	"github.com/hookledger/hookledger/receiver/scheme"
@@ -79,7 +80,7 @@ type env struct {
 	dir    string
 	cfg    *config.Config
 	db     *schema.DB
-	w      *receiver.Writer
+	w      *custody.Writer
 	srv    *receiver.Server
 	hook   *httptest.Server
 	stripe *fakeStripe
@@ -129,7 +130,7 @@ func (e *env) open() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := receiver.NewWriter(db)
+	w := custody.NewWriter(db)
 	w.Now = e.clock
 	if err := w.Open(context.Background()); err != nil {
 		t.Fatal(err)

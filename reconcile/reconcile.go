@@ -12,8 +12,8 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/ledger"
-	"github.com/hookledger/hookledger/receiver"
 	"github.com/hookledger/hookledger/schema"
 )
 
@@ -22,8 +22,8 @@ import (
 type Reconciler struct {
 	Provider string
 	Source   Source
-	DB       *schema.DB       // reads: which events are present, the checkpoint
-	Writer   *receiver.Writer // writes: deliveries, checkpoint, redelivery requests; unused by a dry run
+	DB       *schema.DB      // reads: which events are present, the checkpoint
+	Writer   *custody.Writer // writes: deliveries, checkpoint, redelivery requests; unused by a dry run
 	Mapper   *ledger.Mapper
 	// HandlerVersion is stored on the receipts it inserts, as for webhooks.
 	HandlerVersion string
@@ -42,7 +42,7 @@ type Reconciler struct {
 }
 
 // NewReconciler returns a reconciler with the defaults.
-func NewReconciler(provider string, src Source, db *schema.DB, w *receiver.Writer, m *ledger.Mapper, handlerVersion string) *Reconciler {
+func NewReconciler(provider string, src Source, db *schema.DB, w *custody.Writer, m *ledger.Mapper, handlerVersion string) *Reconciler {
 	return &Reconciler{
 		Provider: provider, Source: src, DB: db, Writer: w, Mapper: m, HandlerVersion: handlerVersion,
 		Window: 72 * time.Hour, Overlap: 15 * time.Minute, Settle: 2 * time.Minute,
@@ -229,23 +229,23 @@ func (r *Reconciler) handle(ctx context.Context, page Page, seen map[string]bool
 // insert submits the missing events as deliveries, concurrently, so they
 // share the writer's group commits.
 func (r *Reconciler) insert(ctx context.Context, page Page, events []Event, now time.Time, rep *Report) {
-	ds := make([]*receiver.Delivery, len(events))
+	ds := make([]*custody.Delivery, len(events))
 	errs := make([]error, len(events))
 	var wg sync.WaitGroup
 	for i, e := range events {
 		sum := sha256.Sum256(e.Body)
-		d := &receiver.Delivery{
+		d := &custody.Delivery{
 			Provider:       r.Provider,
 			EventID:        e.ID,
 			EventType:      e.Type,
 			Body:           e.Body,
 			BodySHA256:     sum[:],
-			Source:         receiver.SourceReconcile,
+			Source:         custody.SourceReconcile,
 			HandlerVersion: r.HandlerVersion,
 			ReceivedAt:     now,
 			// No HTTP reply goes with a reconciled event, hence status 0;
 			// the request id is the provider's for the page it came in.
-			Attempt: receiver.Attempt{RemoteAddr: "reconcile:" + r.Source.Name(), UserAgent: "hookledger-reconcile", RequestID: page.RequestID},
+			Attempt: custody.Attempt{RemoteAddr: "reconcile:" + r.Source.Name(), UserAgent: "hookledger-reconcile", RequestID: page.RequestID},
 		}
 		d.Classify(r.Mapper)
 		ds[i] = d
@@ -260,9 +260,9 @@ func (r *Reconciler) insert(ctx context.Context, page Page, events []Event, now 
 		switch {
 		case errs[i] != nil:
 			rep.fail(fmt.Errorf("insert %s: %w", d.EventID, errs[i]))
-		case d.Outcome == receiver.OutcomeInserted:
+		case d.Outcome == custody.OutcomeInserted:
 			rep.Inserted++
-			if d.StoredStatus == receiver.StatusFailed {
+			if d.StoredStatus == custody.StatusFailed {
 				rep.MappingFailed++
 			}
 		default:

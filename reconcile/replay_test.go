@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/ledger"
-	"github.com/hookledger/hookledger/receiver"
 )
 
 // fixedMapper is the test config's mapping with the stripe quantity path corrected.
@@ -36,7 +36,7 @@ func TestReplayAfterMappingFix(t *testing.T) {
 	var want ledger.Quantity
 	for i := 0; i < 6; i++ {
 		body := stripeEventJSON(i, testNow.Add(-time.Hour))
-		if code, r := e.post("stripe", "", "", body); code != 200 || r["status"] != receiver.StatusFailed {
+		if code, r := e.post("stripe", "", "", body); code != 200 || r["status"] != custody.StatusFailed {
 			t.Fatalf("webhook %d: %d %v", i, code, r)
 		}
 		want += ledger.Quantity(i%7+1) * ledger.Scale
@@ -46,7 +46,7 @@ func TestReplayAfterMappingFix(t *testing.T) {
 	}
 	ctx := context.Background()
 	fixed := e.fixedMapper()
-	rep, err := receiver.ReplayReceipts(ctx, e.db.Read, e.w, fixed, "v2", receiver.ReplayFilter{Provider: "stripe", Status: "failed"})
+	rep, err := custody.ReplayReceipts(ctx, e.db.Read, e.w, fixed, "v2", custody.ReplayFilter{Provider: "stripe", Status: "failed"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,11 +74,11 @@ func TestReplayAfterMappingFix(t *testing.T) {
 
 	// Replaying an applied event adds nothing, by id or by status.
 	rows := e.count(`SELECT COUNT(*) FROM metered_usage`)
-	rep, err = receiver.ReplayReceipts(ctx, e.db.Read, e.w, fixed, "v3", receiver.ReplayFilter{Provider: "stripe", EventID: "evt_000"})
+	rep, err = custody.ReplayReceipts(ctx, e.db.Read, e.w, fixed, "v3", custody.ReplayFilter{Provider: "stripe", EventID: "evt_000"})
 	if err != nil || rep.AlreadyApplied != 1 || rep.Applied != 0 {
 		t.Fatalf("err %v report %+v", err, rep)
 	}
-	rep, err = receiver.ReplayReceipts(ctx, e.db.Read, e.w, fixed, "v3", receiver.ReplayFilter{Provider: "stripe", Status: "failed"})
+	rep, err = custody.ReplayReceipts(ctx, e.db.Read, e.w, fixed, "v3", custody.ReplayFilter{Provider: "stripe", Status: "failed"})
 	if err != nil || rep.Selected != 0 {
 		t.Fatalf("err %v report %+v", err, rep)
 	}
@@ -97,10 +97,10 @@ func TestReplayRacesApplyOnce(t *testing.T) {
 		t.Fatal(code)
 	}
 	fixed := e.fixedMapper()
-	ops := make([]*receiver.Replay, 20)
+	ops := make([]*custody.Replay, 20)
 	var wg sync.WaitGroup
 	for i := range ops {
-		ops[i] = &receiver.Replay{Provider: "stripe", EventID: "evt_003", Mapper: fixed, HandlerVersion: "v2"}
+		ops[i] = &custody.Replay{Provider: "stripe", EventID: "evt_003", Mapper: fixed, HandlerVersion: "v2"}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -114,7 +114,7 @@ func TestReplayRacesApplyOnce(t *testing.T) {
 	for _, op := range ops {
 		outcomes[op.Outcome]++
 	}
-	if outcomes[receiver.ReplayApplied] != 1 || outcomes[receiver.ReplayAlreadyApplied] != 19 {
+	if outcomes[custody.ReplayApplied] != 1 || outcomes[custody.ReplayAlreadyApplied] != 19 {
 		t.Errorf("outcomes %v", outcomes)
 	}
 	if n := e.count(`SELECT COUNT(*) FROM metered_usage`); n != 1 {
@@ -135,7 +135,7 @@ func TestReplayOutcomes(t *testing.T) {
 	broken := e.mapper()
 
 	t.Run("still failing keeps the receipt failed with the new error", func(t *testing.T) {
-		rep, err := receiver.ReplayReceipts(ctx, e.db.Read, e.w, broken, "v2", receiver.ReplayFilter{Provider: "stripe", Status: "failed"})
+		rep, err := custody.ReplayReceipts(ctx, e.db.Read, e.w, broken, "v2", custody.ReplayFilter{Provider: "stripe", Status: "failed"})
 		if err != nil || rep.StillFailed != 3 || len(rep.Failures) != 3 || !strings.Contains(rep.Failures[0].Error, "quantity") {
 			t.Fatalf("err %v report %+v", err, rep)
 		}
@@ -147,7 +147,7 @@ func TestReplayOutcomes(t *testing.T) {
 		}
 	})
 	t.Run("ignored stays ignored without a mapping", func(t *testing.T) {
-		rep, err := receiver.ReplayReceipts(ctx, e.db.Read, e.w, broken, "v2", receiver.ReplayFilter{Provider: "stripe", Status: "ignored"})
+		rep, err := custody.ReplayReceipts(ctx, e.db.Read, e.w, broken, "v2", custody.ReplayFilter{Provider: "stripe", Status: "ignored"})
 		if err != nil || rep.Selected != 1 || rep.Ignored != 1 {
 			t.Fatalf("err %v report %+v", err, rep)
 		}
@@ -159,20 +159,20 @@ func TestReplayOutcomes(t *testing.T) {
 		}
 	})
 	t.Run("since selects by receipt time", func(t *testing.T) {
-		rep, err := receiver.ReplayReceipts(ctx, e.db.Read, e.w, broken, "v2",
-			receiver.ReplayFilter{Provider: "stripe", Status: "failed", Since: testNow.Add(time.Minute)})
+		rep, err := custody.ReplayReceipts(ctx, e.db.Read, e.w, broken, "v2",
+			custody.ReplayFilter{Provider: "stripe", Status: "failed", Since: testNow.Add(time.Minute)})
 		if err != nil || rep.Selected != 0 {
 			t.Fatalf("err %v report %+v", err, rep)
 		}
 	})
 	t.Run("unknown event", func(t *testing.T) {
-		rep, err := receiver.ReplayReceipts(ctx, e.db.Read, e.w, broken, "v2", receiver.ReplayFilter{Provider: "stripe", EventID: "evt_nope"})
+		rep, err := custody.ReplayReceipts(ctx, e.db.Read, e.w, broken, "v2", custody.ReplayFilter{Provider: "stripe", EventID: "evt_nope"})
 		if err != nil || rep.NotFound != 1 {
 			t.Fatalf("err %v report %+v", err, rep)
 		}
 	})
 	t.Run("bad status", func(t *testing.T) {
-		_, err := receiver.ReplayReceipts(ctx, e.db.Read, e.w, broken, "v2", receiver.ReplayFilter{Provider: "stripe", Status: "applied"})
+		_, err := custody.ReplayReceipts(ctx, e.db.Read, e.w, broken, "v2", custody.ReplayFilter{Provider: "stripe", Status: "applied"})
 		if err == nil || !strings.Contains(err.Error(), "failed or ignored") {
 			t.Fatalf("err %v", err)
 		}
@@ -184,7 +184,7 @@ func TestReplayOutcomes(t *testing.T) {
 		if n := e.count(`SELECT COUNT(*) FROM metered_usage`); n != 0 {
 			t.Fatalf("usage rows before the replay = %d, want 0 (every event failed or was ignored)", n)
 		}
-		rep, err := receiver.ReplayReceipts(ctx, e.db.Read, e.w, e.fixedMapper(), "v3", receiver.ReplayFilter{Provider: "stripe", Status: "failed"})
+		rep, err := custody.ReplayReceipts(ctx, e.db.Read, e.w, e.fixedMapper(), "v3", custody.ReplayFilter{Provider: "stripe", Status: "failed"})
 		if err != nil || rep.Pruned != 1 || rep.Applied != 2 {
 			t.Fatalf("err %v report %+v", err, rep)
 		}
@@ -206,8 +206,8 @@ func TestReplayOutcomes(t *testing.T) {
 		e2 := newEnv(t, envOptions{quantityPath: "data.object.amount"})
 		e2.post("stripe", "", "", stripeEventJSON(1, testNow))
 		e2.w.Close()
-		rep, err := receiver.ReplayReceipts(ctx, e2.db.Read, e2.w, e2.fixedMapper(), "v2", receiver.ReplayFilter{Provider: "stripe", Status: "failed"})
-		if err == nil || rep.Errors != 1 || !strings.Contains(err.Error(), fmt.Sprint(receiver.ErrClosed)) {
+		rep, err := custody.ReplayReceipts(ctx, e2.db.Read, e2.w, e2.fixedMapper(), "v2", custody.ReplayFilter{Provider: "stripe", Status: "failed"})
+		if err == nil || rep.Errors != 1 || !strings.Contains(err.Error(), fmt.Sprint(custody.ErrClosed)) {
 			t.Fatalf("err %v report %+v", err, rep)
 		}
 	})

@@ -8,7 +8,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/hookledger/hookledger/receiver"
+	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/schema"
 )
 
@@ -52,7 +52,7 @@ var pruneBatch = 500
 // Prune applies p at now. Each batch is its own writer op (and so shares
 // commits with webhooks); an error stops Prune with what was done so far
 // counted and durable.
-func Prune(ctx context.Context, db *schema.DB, w *receiver.Writer, p Retention, now time.Time, dryRun bool) (*PruneReport, error) {
+func Prune(ctx context.Context, db *schema.DB, w *custody.Writer, p Retention, now time.Time, dryRun bool) (*PruneReport, error) {
 	rep := &PruneReport{DryRun: dryRun}
 	now = time.UnixMilli(now.UnixMilli()) // as stored
 	if p.Payload > 0 {
@@ -85,7 +85,7 @@ func Prune(ctx context.Context, db *schema.DB, w *receiver.Writer, p Retention, 
 			err = db.Read.GetContext(ctx, &rep.RedeliveryRequestsDeleted, `SELECT COUNT(*) FROM redelivery_requests WHERE requested_at < ?`, cut.UnixMilli())
 		} else {
 			var n int64 // reported only once the delete has committed
-			err = w.Submit(ctx, receiver.OpFunc(func(ctx context.Context, tx *receiver.Tx) error {
+			err = w.Submit(ctx, custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
 				res, err := tx.ExecContext(ctx, `DELETE FROM redelivery_requests WHERE requested_at < ?`, cut.UnixMilli())
 				if err == nil {
 					n, err = res.RowsAffected()
@@ -110,14 +110,14 @@ func Prune(ctx context.Context, db *schema.DB, w *receiver.Writer, p Retention, 
 
 // recordPrune logs a prune in prune_runs with the ledger head at its end: a
 // usage row above the head of every key-deleting prune must have its receipt.
-func recordPrune(rep *PruneReport, now time.Time) receiver.Op {
+func recordPrune(rep *PruneReport, now time.Time) custody.Op {
 	ms := func(t *time.Time) any {
 		if t == nil {
 			return nil
 		}
 		return t.UnixMilli()
 	}
-	return receiver.OpFunc(func(ctx context.Context, tx *receiver.Tx) error {
+	return custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO prune_runs (pruned_at, payload_before, keys_before, bodies_pruned, keys_deleted, ledger_head_id)
 			VALUES (?, ?, ?, ?, ?, (SELECT COALESCE(MAX(id), 0) FROM metered_usage))`,
 			now.UnixMilli(), ms(rep.PayloadBefore), ms(rep.KeysBefore), rep.BodiesPruned, rep.KeysDeleted)
@@ -128,7 +128,7 @@ func recordPrune(rep *PruneReport, now time.Time) receiver.Op {
 // markReceiptsPruned records, in the transaction that deleted them, that
 // receipts up to maxID may be missing on purpose: the receipts chain cannot
 // link across them any more, and verify must tell that from a deletion.
-func markReceiptsPruned(ctx context.Context, tx *receiver.Tx, maxID int64) error {
+func markReceiptsPruned(ctx context.Context, tx *custody.Tx, maxID int64) error {
 	_, err := tx.ExecContext(ctx, `UPDATE chain_head SET receipts_pruned_through = MAX(receipts_pruned_through, ?) WHERE id = 1`, maxID)
 	return err
 }
@@ -140,10 +140,10 @@ func markReceiptsPruned(ctx context.Context, tx *receiver.Tx, maxID int64) error
 // conditions in its transaction: a receipt replayed or pruned meanwhile is
 // left alone. change returns the ids it changed (RETURNING id); then, when
 // set, runs in the same transaction with the highest.
-func pruneEach(ctx context.Context, read *sqlx.DB, w *receiver.Writer, dryRun bool, cut int64, cond, change string,
-	then func(ctx context.Context, tx *receiver.Tx, maxID int64) error) (int64, error) {
+func pruneEach(ctx context.Context, read *sqlx.DB, w *custody.Writer, dryRun bool, cut int64, cond, change string,
+	then func(ctx context.Context, tx *custody.Tx, maxID int64) error) (int64, error) {
 	var total int64
-	for _, status := range []string{receiver.StatusApplied, receiver.StatusIgnored} {
+	for _, status := range []string{custody.StatusApplied, custody.StatusIgnored} {
 		if dryRun {
 			var n int64
 			if err := read.GetContext(ctx, &n, `SELECT COUNT(*) FROM receipts WHERE status = ? AND received_at < ? AND `+cond,
@@ -177,7 +177,7 @@ func pruneEach(ctx context.Context, read *sqlx.DB, w *receiver.Writer, dryRun bo
 				return total, err
 			}
 			var n int64
-			if err := w.Submit(ctx, receiver.OpFunc(func(ctx context.Context, tx *receiver.Tx) error {
+			if err := w.Submit(ctx, custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
 				var changed []int64
 				if err := tx.SelectContext(ctx, &changed, q, args...); err != nil {
 					return err

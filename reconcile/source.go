@@ -1,6 +1,6 @@
 // Package reconcile closes the gaps webhooks leave: it lists a provider's
 // events over a bounded window, inserts the ones hookledger never received
-// through the same idempotent apply path as a webhook (receiver.Delivery),
+// through the same idempotent apply path as a webhook (custody.Delivery),
 // or asks the provider to deliver them again, and keeps a checkpoint so a
 // failed run resumes where it stopped. It also holds retention (prune) and
 // the custody audit, the other jobs that compare stored receipts over time.

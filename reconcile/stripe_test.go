@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/ledger"
-	"github.com/hookledger/hookledger/receiver"
 )
 
 // stripeFixture loads 250 events created over the last 2 hours into the fake
@@ -310,7 +310,7 @@ func TestStripeErrorsThatEndARun(t *testing.T) {
 		if !errors.Is(err, ErrIncomplete) || rep.Failed == 0 || rep.Inserted != 0 {
 			t.Fatalf("err %v report %+v", err, rep)
 		}
-		if !strings.Contains(err.Error(), receiver.ErrClosed.Error()) {
+		if !strings.Contains(err.Error(), custody.ErrClosed.Error()) {
 			t.Errorf("error %v", err)
 		}
 		if e.count(`SELECT COUNT(*) FROM reconcile_checkpoints`) != 0 {

@@ -1,7 +1,7 @@
 // Package seed generates a synthetic ledger for development and the
 // invoicing benchmarks: many customers, three meters with different
 // aggregations, events spread over months. Every event goes through the one
-// apply path (receiver.Delivery inside the writer), so the database it leaves
+// apply path (custody.Delivery inside the writer), so the database it leaves
 // has receipts, delivery attempts and a valid hash chain, and verifies clean.
 package seed
 
@@ -15,8 +15,8 @@ import (
 	mrand "math/rand/v2"
 	"time"
 
+	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/ledger"
-	"github.com/hookledger/hookledger/receiver"
 	"github.com/hookledger/hookledger/schema"
 )
 
@@ -82,7 +82,7 @@ func Run(ctx context.Context, db *schema.DB, o Options) error {
 	if _, err := db.Write.ExecContext(ctx, `PRAGMA cache_size = -524288`); err != nil {
 		return fmt.Errorf("seed: %w", err)
 	}
-	w := receiver.NewWriter(db)
+	w := custody.NewWriter(db)
 	if err := w.Open(ctx); err != nil {
 		return err
 	}
@@ -93,7 +93,7 @@ func Run(ctx context.Context, db *schema.DB, o Options) error {
 	span := o.From.AddDate(0, o.Months, 0).UnixMilli() - start
 	for done := 0; done < o.Rows; {
 		n := min(o.Chunk, o.Rows-done)
-		ds := make([]*receiver.Delivery, n)
+		ds := make([]*custody.Delivery, n)
 		for i := range ds {
 			k := done + i
 			// Event times rise with k (as real traffic arrives roughly in
@@ -101,7 +101,7 @@ func Run(ctx context.Context, db *schema.DB, o Options) error {
 			at := start + int64(float64(span)*float64(k)/float64(o.Rows)) + rng.Int64N(60_000)
 			ds[i] = event(rng, o, fmt.Sprintf("seed-%s-%09d", run, k), min(at, start+span-1))
 		}
-		op := receiver.OpFunc(func(ctx context.Context, tx *receiver.Tx) error {
+		op := custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
 			for _, d := range ds {
 				if err := d.Apply(ctx, tx); err != nil {
 					return err
@@ -122,7 +122,7 @@ func Run(ctx context.Context, db *schema.DB, o Options) error {
 
 // event builds one applied delivery with the usage row the default mapping
 // would extract from its body.
-func event(rng *mrand.Rand, o Options, id string, at int64) *receiver.Delivery {
+func event(rng *mrand.Rand, o Options, id string, at int64) *custody.Delivery {
 	c := rng.IntN(o.Customers)
 	customer := fmt.Sprintf("cus_%05d", c)
 	occurred := time.UnixMilli(at).UTC()
@@ -139,17 +139,17 @@ func event(rng *mrand.Rand, o Options, id string, at int64) *receiver.Delivery {
 	body := fmt.Appendf(nil, `{"id":%q,"type":"usage.recorded","data":{"customer":%q,"meter":%q,"quantity":%s,"occurred_at":%q,"properties":%s}}`,
 		id, customer, row.Meter, row.Quantity, occurred.Format(time.RFC3339Nano), row.Properties)
 	sum := sha256.Sum256(body)
-	return &receiver.Delivery{
+	return &custody.Delivery{
 		Provider:       o.Provider,
 		EventID:        id,
 		EventType:      "usage.recorded",
 		Body:           body,
 		BodySHA256:     sum[:],
-		Source:         receiver.SourceWebhook,
+		Source:         custody.SourceWebhook,
 		HandlerVersion: "hookledger-seed",
 		ReceivedAt:     occurred.Add(time.Duration(rng.IntN(2000)) * time.Millisecond),
 		Rows:           []ledger.UsageRow{row},
-		Status:         receiver.StatusApplied,
-		Attempt:        receiver.Attempt{RemoteAddr: "127.0.0.1:0", UserAgent: "hookledger-seed", StatusCode: 200},
+		Status:         custody.StatusApplied,
+		Attempt:        custody.Attempt{RemoteAddr: "127.0.0.1:0", UserAgent: "hookledger-seed", StatusCode: 200},
 	}
 }

@@ -1,4 +1,4 @@
-package receiver
+package custody_test
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/ledger"
 )
 
@@ -24,7 +25,7 @@ func TestDeliveryIsStoredWithItsUsage(t *testing.T) {
 	e := newEnv(t)
 	body := usageBody("cus_1", "api_requests", "3")
 	r := e.send("msg_1", body)
-	if r.Code != 200 || !r.Body.Accepted || r.Body.Duplicate || r.Body.Status != StatusApplied {
+	if r.Code != 200 || !r.Body.Accepted || r.Body.Duplicate || r.Body.Status != custody.StatusApplied {
 		t.Fatalf("got %d %+v", r.Code, r.Body)
 	}
 	var rc struct {
@@ -45,7 +46,7 @@ func TestDeliveryIsStoredWithItsUsage(t *testing.T) {
 	if !bytes.Equal(rc.Body, body) || !bytes.Equal(rc.Sum, want[:]) {
 		t.Errorf("stored body or digest differs from the bytes sent")
 	}
-	if rc.Status != StatusApplied || rc.Type != "usage.recorded" || rc.Version != "test" || rc.Source != SourceWebhook ||
+	if rc.Status != custody.StatusApplied || rc.Type != "usage.recorded" || rc.Version != "test" || rc.Source != custody.SourceWebhook ||
 		rc.ReceivedAt != e.now.UnixMilli() {
 		t.Errorf("receipt = %+v", rc)
 	}
@@ -68,7 +69,7 @@ func TestDeliveryIsStoredWithItsUsage(t *testing.T) {
 	if err := e.db.Read.QueryRow(`SELECT outcome, signature_age_ms FROM delivery_attempts`).Scan(&outcome, &age); err != nil {
 		t.Fatal(err)
 	}
-	if outcome != OutcomeInserted || age != 0 {
+	if outcome != custody.OutcomeInserted || age != 0 {
 		t.Errorf("attempt outcome %q age %d", outcome, age)
 	}
 }
@@ -171,13 +172,13 @@ func TestDistinctEventsWithDuplicatesFromManySenders(t *testing.T) {
 func TestFailureBeforeCommitStoresNothingAndRetryAppliesOnce(t *testing.T) {
 	e := newEnv(t)
 	fail := true
-	e.writer.testHook = func(d *Delivery) error {
+	e.writer.SetTestHook(func(d *custody.Delivery) error {
 		if fail {
 			fail = false
 			return errors.New("injected: disk on fire")
 		}
 		return nil
-	}
+	})
 	body := usageBody("cus_1", "api_requests", "4")
 	r := e.send("msg_retry", body)
 	if r.Code != http.StatusServiceUnavailable || r.Body.Accepted {
@@ -204,7 +205,7 @@ func TestOneFailingItemDoesNotSinkItsBatch(t *testing.T) {
 	e := newEnv(t)
 	// Hold the writer on the first item so the others queue into one batch.
 	entered, release := make(chan struct{}), make(chan struct{})
-	e.writer.testHook = func(d *Delivery) error {
+	e.writer.SetTestHook(func(d *custody.Delivery) error {
 		switch d.EventID {
 		case "msg_0":
 			close(entered)
@@ -213,7 +214,7 @@ func TestOneFailingItemDoesNotSinkItsBatch(t *testing.T) {
 			return errors.New("injected")
 		}
 		return nil
-	}
+	})
 	releaseWriter := sync.OnceFunc(func() { close(release) })
 	defer releaseWriter() // a failed wait below must not leave the writer held
 	// One channel per sender: goSend always delivers exactly one code, so a
@@ -250,11 +251,11 @@ func TestOneFailingItemDoesNotSinkItsBatch(t *testing.T) {
 func TestFullQueueAnswers503WithRetryAfter(t *testing.T) {
 	e := newEnv(t)
 	e.writer.Close()
-	w := NewWriter(e.db)
+	w := custody.NewWriter(e.db)
 	w.QueueSize = 1
 	entered, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	w.testHook = func(*Delivery) error { once.Do(func() { close(entered) }); <-release; return nil }
+	w.SetTestHook(func(*custody.Delivery) error { once.Do(func() { close(entered) }); <-release; return nil })
 	if err := w.Open(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +302,7 @@ func TestFullQueueAnswers503WithRetryAfter(t *testing.T) {
 		t.Errorf("receipts, attempts, usage = %v, want [2 2 2] (msg_a, msg_b)", got)
 	}
 	// The sender's retry is a new event, not a duplicate of anything.
-	if r := e.send("msg_c", body); r.Code != http.StatusOK || !r.Body.Accepted || r.Body.Duplicate || r.Body.Status != StatusApplied {
+	if r := e.send("msg_c", body); r.Code != http.StatusOK || !r.Body.Accepted || r.Body.Duplicate || r.Body.Status != custody.StatusApplied {
 		t.Errorf("retry of msg_c: %d %+v, want 200 accepted, not duplicate, applied", r.Code, r.Body)
 	}
 	if got := e.counts(); got != [3]int{3, 3, 3} {
@@ -319,13 +320,13 @@ func TestMappingOutcomes(t *testing.T) {
 	cases := []struct {
 		name, body, status, errPart string
 	}{
-		{"negative quantity", `{"type":"usage.recorded","data":{"customer":"c","meter":"m","quantity":-1}}`, StatusFailed, "negative"},
-		{"text quantity", `{"type":"usage.recorded","data":{"customer":"c","meter":"m","quantity":"lots"}}`, StatusFailed, "not a decimal"},
-		{"too precise", `{"type":"usage.recorded","data":{"customer":"c","meter":"m","quantity":0.0000001}}`, StatusFailed, "6 decimal places"},
-		{"missing customer", `{"type":"usage.recorded","data":{"meter":"m","quantity":1}}`, StatusFailed, "customer"},
-		{"bad time", `{"type":"usage.recorded","data":{"customer":"c","meter":"m","quantity":1,"occurred_at":"yesterday"}}`, StatusFailed, "RFC 3339"},
-		{"unmapped type", `{"type":"invoice.paid","data":{}}`, StatusIgnored, ""},
-		{"empty object", `{}`, StatusIgnored, ""},
+		{"negative quantity", `{"type":"usage.recorded","data":{"customer":"c","meter":"m","quantity":-1}}`, custody.StatusFailed, "negative"},
+		{"text quantity", `{"type":"usage.recorded","data":{"customer":"c","meter":"m","quantity":"lots"}}`, custody.StatusFailed, "not a decimal"},
+		{"too precise", `{"type":"usage.recorded","data":{"customer":"c","meter":"m","quantity":0.0000001}}`, custody.StatusFailed, "6 decimal places"},
+		{"missing customer", `{"type":"usage.recorded","data":{"meter":"m","quantity":1}}`, custody.StatusFailed, "customer"},
+		{"bad time", `{"type":"usage.recorded","data":{"customer":"c","meter":"m","quantity":1,"occurred_at":"yesterday"}}`, custody.StatusFailed, "RFC 3339"},
+		{"unmapped type", `{"type":"invoice.paid","data":{}}`, custody.StatusIgnored, ""},
+		{"empty object", `{}`, custody.StatusIgnored, ""},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -342,7 +343,7 @@ func TestMappingOutcomes(t *testing.T) {
 				t.Errorf("receipt status %q error %q, want %q containing %q", status, msg, c.status, c.errPart)
 			}
 			// Contains(msg, "") always holds: an ignored event must carry no error at all.
-			if c.status == StatusIgnored && msg != "" {
+			if c.status == custody.StatusIgnored && msg != "" {
 				t.Errorf("ignored receipt has error %q, want \"\"", msg)
 			}
 			// The sender and the operator learn why: the 2xx body and the
@@ -377,7 +378,7 @@ func TestSameIDDifferentBodyIsAPayloadMismatch(t *testing.T) {
 	}
 	var outcome string
 	e.db.Read.Get(&outcome, `SELECT outcome FROM delivery_attempts ORDER BY id DESC LIMIT 1`)
-	if outcome != OutcomePayloadMismatch {
+	if outcome != custody.OutcomePayloadMismatch {
 		t.Errorf("outcome %q, want payload_mismatch", outcome)
 	}
 	if got := e.totals()["cus_1"]; got != ledger.Scale {
@@ -438,7 +439,7 @@ func TestFullDatabaseIsAStorageError(t *testing.T) {
 	var mu sync.Mutex
 	var ops []string
 	var errs []error
-	e := newEnvWithWriter(t, func(w *Writer) {
+	e := newEnvWithWriter(t, func(w *custody.Writer) {
 		w.OnStorageError = func(op string, err error) {
 			mu.Lock()
 			defer mu.Unlock()

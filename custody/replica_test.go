@@ -1,4 +1,4 @@
-package receiver
+package custody_test
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/receiver/scheme"
 )
@@ -61,7 +62,7 @@ func replicaEnv(t *testing.T, f *fakeReplica) *env {
 	if err := e.writer.Close(); err != nil {
 		t.Fatal(err)
 	}
-	w := NewWriter(e.db)
+	w := custody.NewWriter(e.db)
 	w.Now = func() time.Time { return e.now }
 	w.Replicate = f.sync
 	if err := w.Open(context.Background()); err != nil {
@@ -232,12 +233,12 @@ func TestReplicaErrorAnswers503AndRetryIsAcked(t *testing.T) {
 func TestReplicaFailedItemIsNotHeldBack(t *testing.T) {
 	f := newFakeReplica()
 	e := replicaEnv(t, f)
-	e.writer.testHook = func(d *Delivery) error {
+	e.writer.SetTestHook(func(d *custody.Delivery) error {
 		if d.EventID == "msg_bad" {
 			return errors.New("injected")
 		}
 		return nil
-	}
+	})
 	if r := e.send("msg_bad", usageBody("cus_1", "m", "1")); r.Code != http.StatusServiceUnavailable {
 		t.Fatalf("failed item: %d, want 503 without waiting for the replica", r.Code)
 	}
@@ -260,7 +261,7 @@ func TestReplicaCloseDrainsStage(t *testing.T) {
 	e := replicaEnv(t, f)
 	reply := make(chan error, 1)
 	go func() {
-		reply <- e.writer.Submit(context.Background(), OpFunc(func(context.Context, *Tx) error { return nil }))
+		reply <- e.writer.Submit(context.Background(), custody.OpFunc(func(context.Context, *custody.Tx) error { return nil }))
 	}()
 	<-f.started
 	closed := make(chan struct{})
@@ -275,7 +276,7 @@ func TestReplicaCloseDrainsStage(t *testing.T) {
 		t.Fatalf("Submit: %v", err)
 	}
 	<-closed
-	if err := e.writer.Submit(context.Background(), OpFunc(func(context.Context, *Tx) error { return nil })); !errors.Is(err, ErrClosed) {
+	if err := e.writer.Submit(context.Background(), custody.OpFunc(func(context.Context, *custody.Tx) error { return nil })); !errors.Is(err, custody.ErrClosed) {
 		t.Errorf("Submit after Close: %v, want ErrClosed", err)
 	}
 }
@@ -283,21 +284,20 @@ func TestReplicaCloseDrainsStage(t *testing.T) {
 // A batch the writer is committing when the previous one is handed over rides
 // along in the same replica sync instead of waiting for the next one.
 func TestReplicaSyncGathersTheBatchBeingCommitted(t *testing.T) {
-	defer func(d time.Duration) { replicaGather = d }(replicaGather)
-	replicaGather = 5 * time.Second // never the reason this test passes
+	defer custody.SetReplicaGather(5 * time.Second)() // never the reason this test passes
 	f := newFakeReplica()
 	f.open()
 	e := replicaEnv(t, f)
 	entered, release := make(chan struct{}), make(chan struct{})
 	releaseWriter := sync.OnceFunc(func() { close(release) })
 	defer releaseWriter() // a test that stops early must not leave msg_a held
-	e.writer.testHook = func(d *Delivery) error {
+	e.writer.SetTestHook(func(d *custody.Delivery) error {
 		if d.EventID == "msg_a" {
 			close(entered)
 			<-release
 		}
 		return nil
-	}
+	})
 	codes := make(chan int, 3)
 	goSend(e, "msg_a", usageBody("cus_1", "m", "1"), codes)
 	awaitSignal(t, "msg_a holds the writer", entered, codes) // msg_a holds the writer; the next two queue behind it

@@ -1,4 +1,8 @@
-package receiver
+// Package custody is the one write path: every authenticated event (a webhook,
+// a reconciled event, a replay) becomes a Delivery applied by the one Writer,
+// which commits in batches (group commit) and, in ACK-after-replica mode,
+// releases replies only once the replica holds them.
+package custody
 
 import (
 	"bytes"
@@ -143,4 +147,17 @@ func (d *Delivery) appendRows(ctx context.Context, tx *Tx) error {
 		}
 	}
 	return nil
+}
+
+// Classify runs the usage mapping and records its verdict on d.
+func (d *Delivery) Classify(m *ledger.Mapper) {
+	rows, matched, err := m.Map(d.Provider, d.EventType, d.Body, d.ReceivedAt)
+	switch {
+	case err != nil:
+		d.Status, d.Error, d.Rows = StatusFailed, err.Error(), nil
+	case !matched:
+		d.Status, d.Rows = StatusIgnored, nil
+	default:
+		d.Status, d.Rows = StatusApplied, rows
+	}
 }
