@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookledger/hookledger/internal/cli"
 	"github.com/hookledger/hookledger/receiver/scheme"
 	"github.com/hookledger/hookledger/schema"
 )
@@ -379,7 +380,7 @@ func cliReplicaStatus(t *testing.T, bin string) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	var st replicaStatusJSON
+	var st cli.ReplicaStatusJSON
 	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || st.Problem != "" || st.ReplicaTXID == "0000000000000000" {
 		t.Errorf("healthy: %v %+v", err, st)
 	}
@@ -546,4 +547,17 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// bodyID is the event id send reads from a --body file: "id", else "event_id".
+func bodyID(body []byte) string {
+	var ids struct {
+		ID      string `json:"id"`
+		EventID string `json:"event_id"`
+	}
+	json.Unmarshal(body, &ids)
+	if ids.ID != "" {
+		return ids.ID
+	}
+	return ids.EventID
 }

@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookledger/hookledger/internal/cli"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 )
@@ -330,7 +331,7 @@ func testReplicaAhead(t *testing.T, bin string) {
 	for i := range 5 {
 		post(t, url, fmt.Sprintf("evt_a_%d", i))
 	}
-	var st replicaStatusJSON
+	var st cli.ReplicaStatusJSON
 	if err := json.Unmarshal([]byte(e.mustRun("replica", "status", "--format", "json")), &st); err != nil {
 		t.Fatal(err)
 	}

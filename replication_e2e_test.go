@@ -34,6 +34,7 @@ import (
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"github.com/hookledger/hookledger/bench"
+	"github.com/hookledger/hookledger/internal/cli"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/receiver/scheme"
 )
@@ -320,7 +321,7 @@ func testPointInTimeRestore(t *testing.T, bin string) {
 	if _, out := load(t, url, "a", 100, 4); !out.Result.OK() {
 		t.Fatalf("load a: %+v", out.Result)
 	}
-	var st replicaStatusJSON
+	var st cli.ReplicaStatusJSON
 	if err := json.Unmarshal([]byte(e.mustRun("replica", "status", "--format", "json")), &st); err != nil {
 		t.Fatal(err)
 	}

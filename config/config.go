@@ -586,3 +586,12 @@ func readOrNewSecret(dataDir string) (secret string, unsaved bool, err error) {
 	}
 	return "whsec_" + base64.StdEncoding.EncodeToString(raw), true, nil
 }
+
+// SourceName is where the configuration came from, for logs: its file, or
+// "embedded default".
+func (c *Config) SourceName() string {
+	if c.Source == "" {
+		return "embedded default"
+	}
+	return c.Source
+}

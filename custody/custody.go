@@ -161,3 +161,10 @@ func (d *Delivery) Classify(m *ledger.Mapper) {
 		d.Status, d.Rows = StatusApplied, rows
 	}
 }
+
+// HandlerVersion is what a receipt records as the code that applied it: the
+// binary's version and the mapping's, so a replay after a mapping change is
+// told apart from the first application.
+func HandlerVersion(build string, m *ledger.Mapper) string {
+	return "hookledger/" + build + "+" + m.Version()
+}

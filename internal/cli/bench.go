@@ -1,0 +1,286 @@
+package cli
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
+
+	"github.com/hookledger/hookledger/bench"
+	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/internal/server"
+	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/receiver"
+	"github.com/hookledger/hookledger/receiver/scheme"
+	"github.com/hookledger/hookledger/schema"
+)
+
+func benchCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "bench",
+		Usage: "load-test a webhook receiver with signed deliveries (and check the ledger afterwards)",
+		Description: "Signs -n usage events (plus --dup duplicate deliveries, half of them racing their original)\n" +
+			"before the clock starts, sends them over -k keep-alive connections and prints requests/s,\n" +
+			"latency percentiles and status counts. Works against hookledger or any receiver that\n" +
+			"speaks the provider's scheme. With --verify --data DIR it then checks hookledger's ledger:\n" +
+			"every event exactly once with the right quantity, and nothing added by duplicates.\n" +
+			"`hookledger bench reference-server` runs a receiver that verifies and parses but stores\n" +
+			"nothing, for comparison; `hookledger bench prefill` fills a database for scale tests.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "url", Value: "http://localhost:8080", EnvVars: []string{"HOOKLEDGER_URL"},
+				Usage: "receiver base URL (the path /webhooks/PROVIDER is added) or a full webhook URL"},
+			&cli.StringFlag{Name: "provider", Value: "default", EnvVars: []string{"HOOKLEDGER_PROVIDER"}, Usage: "provider name"},
+			&cli.StringFlag{Name: "scheme", EnvVars: []string{"HOOKLEDGER_SCHEME"},
+				Usage: "signature scheme (" + strings.Join(scheme.Names(), ", ") + "); default: the provider's in --config, else standard"},
+			secretFlag(),
+			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, EnvVars: []string{"HOOKLEDGER_CONFIG"},
+				Usage: "config file to take the provider's scheme and secret from (default: ./hookledger.yml if it exists)"},
+			&cli.StringFlag{Name: "data", Value: config.DefaultData, EnvVars: []string{"HOOKLEDGER_DATA"},
+				Usage: "data directory: holds the generated default secret, and the database --verify reads"},
+			&cli.IntFlag{Name: "events", Aliases: []string{"n"}, Value: 10000, EnvVars: []string{"HOOKLEDGER_BENCH_EVENTS"},
+				Usage: "number of unique events"},
+			&cli.IntFlag{Name: "connections", Aliases: []string{"k"}, Value: 32, EnvVars: []string{"HOOKLEDGER_BENCH_CONNECTIONS"},
+				Usage: "concurrent keep-alive connections"},
+			&cli.Float64Flag{Name: "dup", Value: 0.1, EnvVars: []string{"HOOKLEDGER_BENCH_DUP"},
+				Usage: "extra duplicate deliveries as a fraction of -n; half race their original, half are late retries"},
+			&cli.IntFlag{Name: "customers", Value: 100, EnvVars: []string{"HOOKLEDGER_BENCH_CUSTOMERS"},
+				Usage: "number of customers the events are spread over"},
+			&cli.Uint64Flag{Name: "seed", Value: 1, EnvVars: []string{"HOOKLEDGER_BENCH_SEED"},
+				Usage: "random seed for customers, quantities and which events get duplicates"},
+			&cli.StringFlag{Name: "run-id", EnvVars: []string{"HOOKLEDGER_BENCH_RUN_ID"},
+				Usage: "tag in every event id and in the run's meter name bench_RUNID (default: random)"},
+			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, EnvVars: []string{"HOOKLEDGER_BENCH_TIMEOUT"},
+				Usage: "per-request timeout"},
+			&cli.BoolFlag{Name: "verify", EnvVars: []string{"HOOKLEDGER_BENCH_VERIFY"},
+				Usage: "after the run, check the ledger in --data (read-only; the server may keep running)"},
+			&cli.StringFlag{Name: "format", Value: "text", EnvVars: []string{"HOOKLEDGER_BENCH_FORMAT"}, Usage: "text or json"},
+		},
+		Action: runBench,
+		Subcommands: []*cli.Command{
+			referenceServerCommand(),
+			prefillCommand(),
+		},
+	}
+}
+
+func runBench(c *cli.Context) error {
+	format := c.String("format")
+	if format != "text" && format != "json" {
+		return usageErrorf(c, "--format: %q is not one of text, json", format)
+	}
+	s, key, err := signer(c)
+	if err != nil {
+		return err
+	}
+	url := c.String("url")
+	if !strings.Contains(url, "/webhooks/") {
+		url = strings.TrimRight(url, "/") + "/webhooks/" + c.String("provider")
+	}
+	runID := c.String("run-id")
+	if runID == "" {
+		var b [4]byte
+		rand.Read(b[:])
+		runID = hex.EncodeToString(b[:])
+	}
+	load := bench.Load{
+		URL: url, Scheme: s, Key: key,
+		Events: c.Int("events"), Connections: c.Int("connections"), Dup: c.Float64("dup"),
+		Customers: c.Int("customers"), Seed: c.Uint64("seed"), RunID: runID, Timeout: c.Duration("timeout"),
+	}
+	var db *schema.DB
+	if c.Bool("verify") {
+		// Open before the run: a wrong --data should fail before minutes of load, not after.
+		db, err = openDB(c.Context, schema.Path(c.String("data")), schema.Options{ReadOnly: true})
+		if err != nil {
+			return fmt.Errorf("--verify: %w", err)
+		}
+		defer db.Close()
+	}
+	plan, err := load.Plan(time.Now())
+	if err != nil {
+		return err
+	}
+
+	ctx, stop := signalContext(c)
+	defer stop()
+	var done atomic.Int64
+	stopBar := progress(plan.Requests(), "sending", &done)
+	out, err := plan.Run(ctx, &done)
+	stopBar()
+	if ctx.Err() != nil {
+		return interrupted(fmt.Sprintf("%d of %d requests sent; no report, and --verify did not run (the ledger holds what was acknowledged)",
+			done.Load(), plan.Requests()))
+	}
+	if err != nil {
+		return err
+	}
+	res := out.Result
+	if db != nil {
+		if res.Verify, err = bench.Verify(c.Context, db.Read, c.String("provider"), plan, out); err != nil {
+			return fmt.Errorf("verify: %w", err)
+		}
+	}
+	if format == "json" {
+		enc := json.NewEncoder(c.App.Writer)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(res); err != nil {
+			return err
+		}
+	} else {
+		res.WriteText(c.App.Writer)
+	}
+	switch {
+	case res.Verify != nil && !res.Verify.OK():
+		return errors.New("verify failed: the ledger does not hold every event exactly once")
+	case !res.OK():
+		return errors.New("some requests were not answered 2xx")
+	}
+	return nil
+}
+
+// progress draws a bar on an interactive terminal only, so piped output and
+// CI logs stay clean. The returned func stops and clears it.
+func progress(total int, what string, done *atomic.Int64) func() {
+	if !term.IsTerminal(int(os.Stderr.Fd())) {
+		return func() {}
+	}
+	bar := progressbar.NewOptions(total,
+		progressbar.OptionSetWriter(os.Stderr),
+		progressbar.OptionSetDescription(what),
+		progressbar.OptionShowCount(),
+		progressbar.OptionShowIts(),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionClearOnFinish(),
+	)
+	stop := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				bar.Set(int(done.Load()))
+			case <-stop:
+				bar.Finish()
+				return
+			}
+		}
+	}()
+	return func() { close(stop); <-finished }
+}
+
+func referenceServerCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "reference-server",
+		Usage: "run a receiver that verifies and parses like serve but stores nothing (the benchmark baseline)",
+		Description: "Uses the same configuration, providers, signature verification, JSON validation and usage\n" +
+			"mapping as `hookledger serve`, then answers 200 without writing anything. The difference\n" +
+			"between the two under the same load is the cost of durable custody.",
+		Flags: append(referenceConfigFlags(),
+			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:8081", EnvVars: []string{"HOOKLEDGER_BENCH_LISTEN"},
+				Usage: "address to listen on (port 0 picks a free port; the address is logged)"},
+		),
+		Action: referenceServer,
+	}
+}
+
+// referenceConfigFlags are serve's --config and --data; the reference stores
+// nothing, so its data directory only holds the generated default secret.
+func referenceConfigFlags() []cli.Flag {
+	flags := configFlags()
+	flags[1] = &cli.StringFlag{Name: "data", EnvVars: []string{"HOOKLEDGER_DATA"},
+		Usage: "data directory holding the generated default secret, as for serve; nothing is stored (default: the config's data, else ./data)"}
+	return flags
+}
+
+func referenceServer(c *cli.Context) error {
+	cfg, _, err := loadConfig(c)
+	if err != nil {
+		return err
+	}
+	providers, err := receiver.NewProviders(cfg.Providers)
+	if err != nil {
+		return err
+	}
+	ref := &bench.Reference{Providers: providers, Mapper: ledger.NewMapper(cfg.Usage, cfg.MeterNames())}
+	mux := http.NewServeMux()
+	ref.Routes(mux)
+	// The same server settings as serve, so the two differ only in storage.
+	hs := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
+	ln, err := net.Listen("tcp", c.String("listen"))
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	log.Info("reference server (stores nothing)", "addr", ln.Addr().String(), "config", cfg.SourceName())
+	return server.ServeHTTP(ctx, log, []*http.Server{hs}, []net.Listener{ln}, server.DefaultShutdownTimeout)
+}
+
+func prefillCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "prefill",
+		Usage: "write N applied events straight into a database, for measuring against a large ledger",
+		Description: "Benchmark fixture only: inserts receipts, delivery attempts and hash-chained usage rows\n" +
+			"(meter \"prefill\") through the writer and the webhook path's Delivery.Apply, 100,000 per\n" +
+			"transaction, without HTTP or signatures.\n" +
+			"Never run it against a database whose ledger you bill from.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "data", Required: true, EnvVars: []string{"HOOKLEDGER_DATA"},
+				Usage: "data directory of the database to fill (created if missing)"},
+			&cli.IntFlag{Name: "receipts", Value: 1_000_000, EnvVars: []string{"HOOKLEDGER_BENCH_RECEIPTS"},
+				Usage: "number of events to write"},
+			&cli.StringFlag{Name: "provider", Value: "default", EnvVars: []string{"HOOKLEDGER_PROVIDER"},
+				Usage: "provider the events are recorded under"},
+		},
+		Action: prefill,
+	}
+}
+
+func prefill(c *cli.Context) error {
+	n := c.Int("receipts")
+	if n < 1 {
+		return fmt.Errorf("--receipts must be at least 1, got %d", n)
+	}
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	db, err := schema.Open(ctx, schema.Path(c.String("data")), schema.Options{})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	start := time.Now()
+	var done atomic.Int64
+	stopBar := progress(n, "prefill", &done)
+	err = bench.Prefill(ctx, db, c.String("provider"), n, start, &done)
+	stopBar()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "wrote %d events to %s in %s\n", n, db.Path, time.Since(start).Round(time.Millisecond))
+	return nil
+}

@@ -1,0 +1,214 @@
+package cli
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/hookledger/hookledger/ledger"
+)
+
+func invoiceCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "invoice",
+		Usage: "close, list and show invoices frozen from the ledger",
+		Description: "An invoice is one customer's usage for one period, frozen when the period is closed: per meter\n" +
+			"the quantity, the row count, the highest ledger id covered and a SHA-256 digest of the covered rows.\n" +
+			"Usage recorded for a closed period afterwards is late (see `usage late`) and is billed by the\n" +
+			"customer's next invoice as lines that name the period it belongs to.",
+		Subcommands: []*cli.Command{
+			{
+				Name:  "close",
+				Usage: "close a month: freeze its invoices (closing again returns the same invoices)",
+				Flags: append(configFlags(),
+					&cli.StringFlag{Name: "period", Required: true, EnvVars: []string{"HOOKLEDGER_PERIOD"}, Usage: "the month to close, YYYY-MM"},
+					tzFlag("IANA time zone whose month is closed, e.g. Europe/Berlin"),
+					&cli.StringFlag{Name: "customer", EnvVars: []string{"HOOKLEDGER_CUSTOMER"}, Usage: "close for this customer only"},
+					&cli.BoolFlag{Name: "all", EnvVars: []string{"HOOKLEDGER_ALL"}, Usage: "close for every customer"},
+					&cli.DurationFlag{Name: "grace", Value: time.Hour, EnvVars: []string{"HOOKLEDGER_GRACE"},
+						Usage: "refuse to close until this long after the period's end, so in-flight deliveries land"},
+					&cli.BoolFlag{Name: "dry-run", EnvVars: []string{"HOOKLEDGER_DRY_RUN"}, Usage: "compute and show the invoices, store nothing"},
+					formatFlag(),
+				),
+				Action: invoiceClose,
+			},
+			{
+				Name:  "list",
+				Usage: "list closed invoices",
+				Flags: append(configFlags(),
+					&cli.StringFlag{Name: "customer", EnvVars: []string{"HOOKLEDGER_CUSTOMER"}, Usage: "only this customer"},
+					&cli.StringFlag{Name: "period", EnvVars: []string{"HOOKLEDGER_PERIOD"}, Usage: "only this period, YYYY-MM"},
+					formatFlag(),
+				),
+				Action: invoiceList,
+			},
+			{
+				Name:      "show",
+				Usage:     "show one invoice and its lines",
+				ArgsUsage: "ID",
+				Flags:     append(configFlags(), formatFlag()),
+				Action:    invoiceShow,
+			},
+		},
+	}
+}
+
+func invoiceClose(c *cli.Context) error {
+	format := c.String("format")
+	if c.Bool("all") == (c.String("customer") != "") {
+		return errors.New("invoice close: pass --customer C or --all")
+	}
+	if c.Duration("grace") < 0 {
+		return errors.New("--grace: must not be negative")
+	}
+	loc, err := ledger.LoadZone(c.String("tz"))
+	if err != nil {
+		return fmt.Errorf("--tz: %w", err)
+	}
+	period, err := ledger.MonthPeriod(c.String("period"), loc)
+	if err != nil {
+		return fmt.Errorf("--%w", err)
+	}
+	meters, err := loadMeters(c)
+	if err != nil {
+		return err
+	}
+	db, err := openWritable(c)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	res, err := ledger.Close(c.Context, db.Write, ledger.CloseRequest{
+		Period: period, Customer: c.String("customer"), All: c.Bool("all"), Grace: c.Duration("grace"),
+		Meters: meters, DryRun: c.Bool("dry-run"),
+	})
+	if err != nil {
+		return err
+	}
+	if format == "json" {
+		return writeRecords(c.App.Writer, format, nil, nil, res)
+	}
+	if format == "table" {
+		scope := "all customers"
+		if !c.Bool("all") {
+			scope = "customer " + c.String("customer")
+		}
+		what := "closed"
+		switch {
+		case res.Existing:
+			what = "already closed"
+		case c.Bool("dry-run"):
+			what = "dry run (nothing stored):"
+		}
+		fmt.Fprintf(c.App.Writer, "%s %s for %s: cutoff %s, ledger head %d, %d invoice(s)\n\n", what, period, scope,
+			time.UnixMilli(res.Cutoff).UTC().Format(time.RFC3339Nano), res.Head, len(res.Invoices))
+	}
+	header, rows := lineRecords(res.Invoices)
+	return writeRecords(c.App.Writer, format, header, rows, nil)
+}
+
+func invoiceList(c *cli.Context) error {
+	format := c.String("format")
+	db, err := openExisting(c)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	invs, err := ledger.ListInvoices(c.Context, db.Read, ledger.InvoiceFilter{Customer: c.String("customer"), Period: c.String("period")})
+	if err != nil {
+		return err
+	}
+	if invs == nil {
+		invs = []ledger.Invoice{}
+	}
+	header := []string{"id", "customer", "period", "tz", "cutoff", "ledger_head", "lines", "late_lines", "digest"}
+	rows := make([][]string, len(invs))
+	for i, inv := range invs {
+		late := 0
+		for _, l := range inv.Lines {
+			if l.Late {
+				late++
+			}
+		}
+		rows[i] = []string{strconv.FormatInt(inv.ID, 10), inv.Customer, inv.Period, inv.TZ,
+			time.UnixMilli(inv.Cutoff).UTC().Format(time.RFC3339Nano), strconv.FormatInt(inv.LedgerHead, 10),
+			strconv.Itoa(len(inv.Lines)), strconv.Itoa(late), hex.EncodeToString(inv.Digest)}
+	}
+	return writeRecords(c.App.Writer, format, header, rows, invs)
+}
+
+func invoiceShow(c *cli.Context) error {
+	format := c.String("format")
+	args := positional(c)
+	if len(args) != 1 {
+		return usageErrorf(c, "give one invoice ID (see `hookledger invoice list`)")
+	}
+	id, err := strconv.ParseInt(args[0], 10, 64)
+	if err != nil || id <= 0 {
+		return usageErrorf(c, "%q is not an invoice ID (a positive number)", args[0])
+	}
+	db, err := openExisting(c)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	inv, err := ledger.GetInvoice(c.Context, db.Read, id)
+	if err != nil {
+		return err
+	}
+	if format == "json" {
+		return writeRecords(c.App.Writer, format, nil, nil, inv)
+	}
+	if format == "table" {
+		writeInvoiceHeader(c.App.Writer, inv)
+	}
+	header, rows := lineRecords([]ledger.Invoice{*inv})
+	return writeRecords(c.App.Writer, format, header, rows, nil)
+}
+
+func writeInvoiceHeader(w io.Writer, inv *ledger.Invoice) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	start, end := ledgerTime(inv.PeriodStart, inv.TZ), ledgerTime(inv.PeriodEnd, inv.TZ)
+	fmt.Fprintf(tw, "invoice\t%d\n", inv.ID)
+	fmt.Fprintf(tw, "customer\t%s\n", inv.Customer)
+	fmt.Fprintf(tw, "period\t%s (%s): %s <= event time < %s\n", inv.Period, inv.TZ, start, end)
+	fmt.Fprintf(tw, "cutoff\trecorded before %s (ledger ids <= %d)\n", time.UnixMilli(inv.Cutoff).UTC().Format(time.RFC3339Nano), inv.LedgerHead)
+	fmt.Fprintf(tw, "closed\t%s\n", time.UnixMilli(inv.ClosedAt).UTC().Format(time.RFC3339Nano))
+	fmt.Fprintf(tw, "digest\t%s\n", hex.EncodeToString(inv.Digest))
+	tw.Flush()
+	fmt.Fprintln(w)
+}
+
+func ledgerTime(ms int64, tz string) string {
+	loc, err := ledger.LoadZone(tz)
+	if err != nil {
+		loc = time.UTC
+	}
+	return time.UnixMilli(ms).In(loc).Format(time.RFC3339)
+}
+
+// lineRecords flattens invoices to one record per line (late lines name
+// the period their usage belongs to).
+func lineRecords(invs []ledger.Invoice) ([]string, [][]string) {
+	header := []string{"invoice", "customer", "line", "meter", "period", "late", "aggregation", "quantity", "unit",
+		"rows", "adjustments", "max_id", "digest"}
+	var rows [][]string
+	for _, inv := range invs {
+		for _, l := range inv.Lines {
+			late := "no"
+			if l.Late {
+				late = "yes"
+			}
+			rows = append(rows, []string{strconv.FormatInt(inv.ID, 10), inv.Customer, strconv.FormatInt(l.LineNo, 10), l.Meter,
+				l.Period, late, string(l.Aggregation), l.Quantity.String(), l.Unit, strconv.FormatInt(l.Rows, 10),
+				strconv.FormatInt(l.Adjustments, 10), strconv.FormatInt(l.MaxID, 10), hex.EncodeToString(l.Digest)})
+		}
+	}
+	return header, rows
+}

@@ -1,0 +1,55 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/hookledger/hookledger/ledger"
+)
+
+// headLogInterval is how often serve logs the chain head. An anchor bounds
+// what can be deleted unnoticed to what was written after it: five minutes of
+// webhooks, against a line every five minutes in the journal.
+const headLogInterval = 5 * time.Minute
+
+// logHead logs both chains' heads as anchors, one line that
+// `verify --anchors` reads as it is.
+func logHead(ctx context.Context, log *slog.Logger, db *sqlx.DB) {
+	h, err := ledger.LoadHead(ctx, db)
+	if err != nil {
+		log.Error("chain head", "error", err.Error())
+		return
+	}
+	as := h.Anchors()
+	log.Info("chain head", "ledger", as[0].String(), "receipts", as[1].String())
+}
+
+// startHeadLog logs the head now and every headLogInterval until stop, which
+// logs it a last time: call stop after the writer has closed, so the line
+// covers the last batch.
+func startHeadLog(ctx context.Context, log *slog.Logger, db *sqlx.DB) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	logHead(ctx, log, db)
+	go func() {
+		defer close(done)
+		t := time.NewTicker(headLogInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				logHead(ctx, log, db)
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+		logHead(context.Background(), log, db)
+	}
+}
