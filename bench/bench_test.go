@@ -80,7 +80,7 @@ func hookledger(t *testing.T) (*httptest.Server, *schema.DB) {
 		t.Fatal(err)
 	}
 	s := &receiver.Server{
-		Providers: providers, Mapper: ledger.NewMapper(cfg.Usage, cfg.MeterNames()), Writer: w,
+		Providers: providers, Mapper: ledger.NewMapper(cfg.Usage, cfg.MeterNames()), Custody: w,
 		HandlerVersion: "test", Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: time.Now,
 	}
 	mux := http.NewServeMux()
@@ -211,7 +211,7 @@ func TestReferenceRejectsLikeServe(t *testing.T) {
 	}{
 		"unknown provider": {"/webhooks/nope", d.header, string(d.body), http.StatusNotFound},
 		"wrong signature":  {"/webhooks/default", d.header, string(d.body) + " ", http.StatusUnauthorized},
-		"not signed":       {"/webhooks/default", http.Header{}, string(d.body), http.StatusUnauthorized},
+		"not signed":       {"/webhooks/default", http.Header{}, string(d.body), http.StatusBadRequest}, // missing_signature, as serve answers
 	} {
 		t.Run(name, func(t *testing.T) {
 			req, _ := http.NewRequest(http.MethodPost, srv.URL+tc.path, strings.NewReader(tc.body))

@@ -14,25 +14,34 @@ import (
 	"github.com/hookledger/hookledger/ledger"
 )
 
+// Status is a receipt's status: what applying its event did.
+type Status string
+
 // Receipt statuses.
 const (
-	StatusApplied = "applied" // usage rows written
-	StatusIgnored = "ignored" // no mapping for the event type
-	StatusFailed  = "failed"  // a mapping matched but the payload did not fit; kept for replay
+	StatusApplied Status = "applied" // usage rows written
+	StatusIgnored Status = "ignored" // no mapping for the event type
+	StatusFailed  Status = "failed"  // a mapping matched but the payload did not fit; kept for replay
 )
+
+// Outcome is what one delivery attempt did to the receipts.
+type Outcome string
 
 // Attempt outcomes.
 const (
-	OutcomeInserted        = "inserted"
-	OutcomeDuplicate       = "duplicate"
-	OutcomePayloadMismatch = "payload_mismatch" // same event id, different body
+	OutcomeInserted        Outcome = "inserted"
+	OutcomeDuplicate       Outcome = "duplicate"
+	OutcomePayloadMismatch Outcome = "payload_mismatch" // same event id, different body
 )
+
+// Source is how an event reached custody.
+type Source string
 
 // Receipt sources.
 const (
-	SourceWebhook   = "webhook"
-	SourceReconcile = "reconcile"
-	SourceReplay    = "replay"
+	SourceWebhook   Source = "webhook"
+	SourceReconcile Source = "reconcile"
+	SourceReplay    Source = "replay"
 )
 
 // Delivery is an authenticated event plus the attempt that carried it. It is
@@ -44,22 +53,22 @@ type Delivery struct {
 	Body             []byte
 	BodySHA256       []byte
 	SignatureHeaders string // the headers needed to re-verify Body later
-	Source           string
+	Source           Source
 	HandlerVersion   string
 	ReceivedAt       time.Time
 
 	// The mapping outcome is computed before the writer, off the write path.
 	Rows   []ledger.UsageRow
-	Status string
+	Status Status
 	Error  string
 
 	Attempt Attempt
 
 	// Outcome is set by the writer: inserted, duplicate or payload_mismatch.
-	Outcome string
+	Outcome Outcome
 	// StoredStatus is the receipt's status after the write (for a duplicate,
 	// the status of the original).
-	StoredStatus string
+	StoredStatus Status
 }
 
 // Attempt describes one delivery of an event.
@@ -83,7 +92,7 @@ func (d *Delivery) Apply(ctx context.Context, tx *Tx) error {
 	// The receipt is linked before the insert knows whether it is new; the
 	// chain moves only if it is.
 	link := ledger.ReceiptLink{Provider: d.Provider, EventID: d.EventID, EventType: d.EventType, BodySHA256: d.BodySHA256,
-		Status: d.Status, Source: d.Source, ReceivedAt: received}
+		Status: string(d.Status), Source: string(d.Source), ReceivedAt: received}
 	head.Receipts.Next(&link)
 	// ON CONFLICT DO NOTHING changes no row when the key exists: the unique
 	// constraint, not a prior read, tells a new event from a duplicate.

@@ -29,14 +29,14 @@ func TestDeliveryIsStoredWithItsUsage(t *testing.T) {
 		t.Fatalf("got %d %+v", r.Code, r.Body)
 	}
 	var rc struct {
-		Body       []byte `db:"body"`
-		Sum        []byte `db:"body_sha256"`
-		Headers    string `db:"signature_headers"`
-		Status     string `db:"status"`
-		Type       string `db:"event_type"`
-		Version    string `db:"handler_version"`
-		Source     string `db:"source"`
-		ReceivedAt int64  `db:"received_at"`
+		Body       []byte         `db:"body"`
+		Sum        []byte         `db:"body_sha256"`
+		Headers    string         `db:"signature_headers"`
+		Status     custody.Status `db:"status"`
+		Type       string         `db:"event_type"`
+		Version    string         `db:"handler_version"`
+		Source     custody.Source `db:"source"`
+		ReceivedAt int64          `db:"received_at"`
 	}
 	if err := e.db.Read.Get(&rc, `SELECT body, body_sha256, signature_headers, status, event_type, handler_version, source, received_at
 		FROM receipts WHERE provider = 'default' AND event_id = 'msg_1'`); err != nil {
@@ -64,7 +64,7 @@ func TestDeliveryIsStoredWithItsUsage(t *testing.T) {
 	if !bytes.Equal(u.RowHash, u.Hash(ledger.GenesisHash)) {
 		t.Errorf("row hash does not chain from genesis")
 	}
-	var outcome string
+	var outcome custody.Outcome
 	var age int64
 	if err := e.db.Read.QueryRow(`SELECT outcome, signature_age_ms FROM delivery_attempts`).Scan(&outcome, &age); err != nil {
 		t.Fatal(err)
@@ -259,7 +259,7 @@ func TestFullQueueAnswers503WithRetryAfter(t *testing.T) {
 	if err := w.Open(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	e.writer, e.srv.Writer = w, w
+	e.writer, e.srv.Custody = w, w
 	releaseWriter := sync.OnceFunc(func() { close(release) })
 	defer releaseWriter()
 
@@ -318,7 +318,9 @@ func TestMappingOutcomes(t *testing.T) {
 	var logs bytes.Buffer // one JSON delivery line per request; the handler logs before it replies
 	e.srv.Log = slog.New(slog.NewJSONHandler(&logs, nil))
 	cases := []struct {
-		name, body, status, errPart string
+		name, body string
+		status     custody.Status
+		errPart    string
 	}{
 		{"negative quantity", `{"type":"usage.recorded","data":{"customer":"c","meter":"m","quantity":-1}}`, custody.StatusFailed, "negative"},
 		{"text quantity", `{"type":"usage.recorded","data":{"customer":"c","meter":"m","quantity":"lots"}}`, custody.StatusFailed, "not a decimal"},
@@ -335,7 +337,8 @@ func TestMappingOutcomes(t *testing.T) {
 			if r.Code != 200 || r.Body.Status != c.status {
 				t.Fatalf("got %d %+v, want 200 %s", r.Code, r.Body, c.status)
 			}
-			var status, msg string
+			var status custody.Status
+			var msg string
 			if err := e.db.Read.QueryRow(`SELECT status, error FROM receipts WHERE event_id = ?`, id).Scan(&status, &msg); err != nil {
 				t.Fatal(err)
 			}
@@ -376,7 +379,7 @@ func TestSameIDDifferentBodyIsAPayloadMismatch(t *testing.T) {
 	if r.Code != 200 || !r.Body.Duplicate {
 		t.Fatalf("got %d %+v", r.Code, r.Body)
 	}
-	var outcome string
+	var outcome custody.Outcome
 	e.db.Read.Get(&outcome, `SELECT outcome FROM delivery_attempts ORDER BY id DESC LIMIT 1`)
 	if outcome != custody.OutcomePayloadMismatch {
 		t.Errorf("outcome %q, want payload_mismatch", outcome)

@@ -87,7 +87,7 @@ func (e *env) open(cfg *config.Config, path string) {
 	e.srv = &receiver.Server{
 		Providers:      providers,
 		Mapper:         ledger.NewMapper(cfg.Usage, cfg.MeterNames()),
-		Writer:         w,
+		Custody:        w,
 		HandlerVersion: "test",
 		Log:            slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Now:            func() time.Time { return e.now },
@@ -128,11 +128,11 @@ func (e *env) sign(id string, body []byte) http.Header {
 
 // reply is the handler's JSON answer.
 type reply struct {
-	Accepted  bool   `json:"accepted"`
-	Duplicate bool   `json:"duplicate"`
-	Status    string `json:"status,omitempty"`
-	EventID   string `json:"event_id,omitempty"`
-	Error     string `json:"error,omitempty"`
+	Accepted  bool           `json:"accepted"`
+	Duplicate bool           `json:"duplicate"`
+	Status    custody.Status `json:"status,omitempty"`
+	EventID   string         `json:"event_id,omitempty"`
+	Error     string         `json:"error,omitempty"`
 }
 
 type response struct {

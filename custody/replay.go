@@ -13,14 +13,17 @@ import (
 	"github.com/hookledger/hookledger/ledger"
 )
 
+// ReplayOutcome is what one replay did.
+type ReplayOutcome string
+
 // Replay outcomes.
 const (
-	ReplayApplied        = "applied"         // the mapping now succeeds: usage rows written
-	ReplayFailed         = "failed"          // the mapping still fails; the new error is stored
-	ReplayIgnored        = "ignored"         // no mapping covers the event type any more
-	ReplayAlreadyApplied = "already_applied" // nothing to do: applied once, never twice
-	ReplayPruned         = "pruned"          // the body is gone (retention.payload); nothing to map
-	ReplayNotFound       = "not_found"       // no receipt with that id
+	ReplayApplied        ReplayOutcome = "applied"         // the mapping now succeeds: usage rows written
+	ReplayFailed         ReplayOutcome = "failed"          // the mapping still fails; the new error is stored
+	ReplayIgnored        ReplayOutcome = "ignored"         // no mapping covers the event type any more
+	ReplayAlreadyApplied ReplayOutcome = "already_applied" // nothing to do: applied once, never twice
+	ReplayPruned         ReplayOutcome = "pruned"          // the body is gone (retention.payload); nothing to map
+	ReplayNotFound       ReplayOutcome = "not_found"       // no receipt with that id
 )
 
 // Replay re-applies one stored receipt with the current mapping. It is an Op:
@@ -39,7 +42,7 @@ type Replay struct {
 
 	// Outcome is set by Apply (one of the Replay* constants), Error to the
 	// mapping error when the outcome is failed.
-	Outcome string
+	Outcome ReplayOutcome
 	Error   string
 }
 
@@ -47,8 +50,8 @@ type Replay struct {
 func (r *Replay) Apply(ctx context.Context, tx *Tx) error {
 	var (
 		body           []byte
-		typ, status    string
-		version        string
+		typ, version   string
+		status         Status
 		received       int64
 		bodyWasNotNull bool
 	)
@@ -86,7 +89,7 @@ func (r *Replay) Apply(ctx context.Context, tx *Tx) error {
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, r.Provider, r.EventID, tx.now, status, d.Status, d.Error, version, r.HandlerVersion); err != nil {
 		return fmt.Errorf("record replay %s/%s: %w", r.Provider, r.EventID, err)
 	}
-	r.Outcome, r.Error = d.Status, d.Error
+	r.Outcome, r.Error = ReplayOutcome(d.Status), d.Error // applied, failed or ignored: the new status
 	return nil
 }
 
@@ -95,7 +98,7 @@ func (r *Replay) Apply(ctx context.Context, tx *Tx) error {
 type ReplayFilter struct {
 	Provider string
 	EventID  string
-	Status   string // failed or ignored, when EventID is empty
+	Status   Status // failed or ignored, when EventID is empty
 	Since    time.Time
 }
 

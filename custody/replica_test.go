@@ -68,7 +68,7 @@ func replicaEnv(t *testing.T, f *fakeReplica) *env {
 	if err := w.Open(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	e.writer, e.srv.Writer = w, w
+	e.writer, e.srv.Custody = w, w
 	// Runs before newEnv's cleanup: a test that stops early with the gate
 	// still closed must not leave e.close waiting on a held reply forever.
 	t.Cleanup(f.open)

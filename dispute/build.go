@@ -329,7 +329,7 @@ func (b *builder) summarize() {
 		for _, a := range e.Attempts {
 			s.Attempts++
 			s.Signatures.add(a.Signature.Status)
-			switch a.Outcome {
+			switch custody.Outcome(a.Outcome) {
 			case custody.OutcomeDuplicate:
 				s.Duplicates++
 			case custody.OutcomePayloadMismatch:

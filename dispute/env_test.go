@@ -133,7 +133,7 @@ func newEnv(t testing.TB) *env {
 	e.srv = &receiver.Server{
 		Providers:      providers,
 		Mapper:         ledger.NewMapper(e.cfg.Usage, e.cfg.MeterNames()),
-		Writer:         w,
+		Custody:        w,
 		HandlerVersion: "test-1",
 		Log:            slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Now:            func() time.Time { return e.now },

@@ -136,7 +136,7 @@ func (b *builder) fillEvent(ev *EventView, rc *receiptRow, attempts []attemptRow
 			age := a.Age.Int64
 			av.SignatureAgeMS = &age
 		}
-		if a.Outcome == custody.OutcomeInserted && inserted == nil {
+		if custody.Outcome(a.Outcome) == custody.OutcomeInserted && inserted == nil {
 			inserted = a.SHA
 		}
 		ev.Attempts = append(ev.Attempts, av)

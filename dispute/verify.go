@@ -116,7 +116,7 @@ func (v *Verifier) attempt(s *stored, headers, outcome string, sha []byte) Verif
 	if s == nil || s.pruned {
 		return verdict(Pruned, "body pruned by retention", "the body this attempt carried is no longer stored")
 	}
-	if outcome == custody.OutcomePayloadMismatch {
+	if custody.Outcome(outcome) == custody.OutcomePayloadMismatch {
 		return verdict(NotVerifiable, "not verifiable (different body, not stored)",
 			"this attempt carried a different body (SHA-256 %x) under the same event id; only the first body is kept", sha)
 	}
@@ -134,7 +134,7 @@ func (v *Verifier) signature(s *stored, headers string) Verification {
 			"provider %q is not in the current configuration, so there is no secret to check with", s.provider)
 	}
 	if strings.TrimSpace(headers) == "" {
-		if s.source == custody.SourceReconcile {
+		if custody.Source(s.source) == custody.SourceReconcile {
 			return Verification{Status: NotVerifiable, Text: "not verifiable (fetched by reconciliation, unsigned)", Scheme: p.Scheme.Name(),
 				Detail: "the event was fetched from the provider's API by reconciliation, authenticated by the API key; it carries no webhook signature"}
 		}

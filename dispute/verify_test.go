@@ -141,7 +141,7 @@ func TestPayloadMismatchAttempt(t *testing.T) {
 	}
 	tr := e.trace("default:evt_x")
 	ev := tr.Events[0]
-	if ev.Verification.Status != Valid || len(ev.Attempts) != 2 || ev.Attempts[1].Outcome != custody.OutcomePayloadMismatch {
+	if ev.Verification.Status != Valid || len(ev.Attempts) != 2 || custody.Outcome(ev.Attempts[1].Outcome) != custody.OutcomePayloadMismatch {
 		t.Fatalf("%+v", ev)
 	}
 	if s := ev.Attempts[1].Signature; s.Status != NotVerifiable || !strings.Contains(s.Detail, "different body") {

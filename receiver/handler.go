@@ -1,8 +1,11 @@
 // Package receiver is HTTP ingress: it authenticates a webhook over its raw
-// bytes, identifies the event and submits it to custody, then replies.
+// bytes, identifies the event, submits it to custody and replies. The request
+// path reads top to bottom in serveWebhook; each step returns a value, and a
+// step that refuses the delivery returns the result to answer instead.
 package receiver
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -20,13 +23,21 @@ import (
 	"github.com/hookledger/hookledger/receiver/scheme"
 )
 
+// Submitter takes custody of an authenticated delivery (custody.Writer). A
+// nil error means the delivery's writes are durable and its Outcome and
+// StoredStatus are set; custody.ErrQueueFull means try again later.
+type Submitter interface {
+	Submit(ctx context.Context, op custody.Op) error
+}
+
 // Server answers POST /webhooks/{provider}. The order of its steps is the
 // security contract: nothing is parsed before the signature over the raw bytes
 // checks out, and nothing is acknowledged before it is committed.
 type Server struct {
-	Providers      map[string]*Provider
-	Mapper         *ledger.Mapper
-	Writer         *custody.Writer
+	Providers map[string]*Provider
+	Mapper    *ledger.Mapper
+	// Custody stores each authenticated delivery before the reply.
+	Custody        Submitter
 	HandlerVersion string
 	Log            *slog.Logger
 	// Now is the clock for signature tolerance and receipt times.
@@ -42,11 +53,17 @@ type Server struct {
 // Observation summarises one delivery attempt. It never holds the body or a secret.
 type Observation struct {
 	Provider string
-	Outcome  string // inserted, duplicate, payload_mismatch, rejected, url_verification
+	Outcome  string // a custody.Outcome, or rejected or url_verification
 	Reason   string // why a delivery was rejected
 	Code     int
 	Latency  time.Duration
 }
+
+// Outcomes of attempts that custody never saw.
+const (
+	OutcomeRejected        = "rejected"
+	OutcomeURLVerification = "url_verification"
+)
 
 // Routes registers the webhook route on mux.
 func (s *Server) Routes(mux *http.ServeMux) {
@@ -54,66 +71,94 @@ func (s *Server) Routes(mux *http.ServeMux) {
 }
 
 type reply struct {
-	Accepted  bool   `json:"accepted"`
-	Duplicate bool   `json:"duplicate"`
-	Status    string `json:"status,omitempty"`
-	EventID   string `json:"event_id,omitempty"`
-	Error     string `json:"error,omitempty"`
+	Accepted  bool           `json:"accepted"`
+	Duplicate bool           `json:"duplicate"`
+	Status    custody.Status `json:"status,omitempty"`
+	EventID   string         `json:"event_id,omitempty"`
+	Error     string         `json:"error,omitempty"`
+}
+
+// attempt is one request, and what the handler has learned about it so far.
+type attempt struct {
+	start     time.Time // for the latency
+	received  time.Time // s.Now: signature tolerance and receipt time
+	requestID string
+	provider  string
+	// attrs gathers what is learned as the handler goes; finish logs them
+	// once (Logger.With would encode them again at each step).
+	attrs []slog.Attr
+}
+
+// result is how an attempt ends: the reply and what to log and observe.
+type result struct {
+	code    int
+	body    any // reply, or the Slack challenge
+	outcome string
+	reason  string // a rejection's short stable label (logs, metrics)
+	attrs   []slog.Attr
+	close   bool // ask the client to close the connection (a body not read to its end)
+}
+
+// reject is a refused attempt: reason is a short stable label (logs,
+// metrics), msg what the sender reads, err (optional) logged.
+func reject(code int, reason, msg string, err error) *result {
+	r := &result{code: code, body: reply{Error: msg}, outcome: OutcomeRejected, reason: reason}
+	if err != nil {
+		r.attrs = []slog.Attr{slog.String("error", err.Error())}
+	}
+	return r
 }
 
 func (s *Server) serveWebhook(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	received := s.Now()
-	reqID := requestID(r)
-	w.Header().Set("X-Request-Id", reqID)
-	name := r.PathValue("provider")
-	// logAttrs gathers what is learned about the attempt as the handler goes;
-	// record logs them once (Logger.With would encode them again at each step).
-	logAttrs := make([]slog.Attr, 0, 12)
-	logAttrs = append(logAttrs, slog.String("provider", name), slog.String("request_id", reqID))
-
-	// record is the one place an attempt is logged and observed.
-	record := func(o Observation, attrs ...slog.Attr) {
-		o.Provider, o.Latency = name, time.Since(start)
-		logAttrs = append(append(logAttrs, attrs...), slog.String("outcome", o.Outcome), slog.Int("status", o.Code),
-			slog.Float64("latency_ms", float64(o.Latency.Microseconds())/1000))
-		if o.Reason != "" {
-			logAttrs = append(logAttrs, slog.String("reason", o.Reason))
-		}
-		s.Log.LogAttrs(r.Context(), slog.LevelInfo, "delivery", logAttrs...)
-		if s.Observe != nil {
-			s.Observe(o)
-		}
-	}
-	// fail rejects the attempt: reason is a short stable label (logs, metrics),
-	// msg what the sender reads.
-	fail := func(code int, reason, msg string, err error) {
-		var attrs []slog.Attr
-		if err != nil {
-			attrs = append(attrs, slog.String("error", err.Error()))
-		}
-		record(Observation{Outcome: "rejected", Reason: reason, Code: code}, attrs...)
-		if code == http.StatusServiceUnavailable {
-			w.Header().Set("Retry-After", "1")
-		}
-		writeJSON(w, code, reply{Error: msg})
-	}
-
-	p, ok := s.Providers[name]
+	a := s.begin(w, r)
+	p, ok := s.Providers[a.provider]
 	if !ok {
-		fail(http.StatusNotFound, "unknown_provider", "unknown provider", nil)
+		s.finish(w, r, a, reject(http.StatusNotFound, "unknown_provider", "unknown provider", nil))
 		return
 	}
 	body, release, err := s.readBody(w, r, p.MaxBody)
 	defer release()
 	if err != nil {
 		code, reason, msg := s.bodyError(err, p.MaxBody)
-		w.Header().Set("Connection", "close")
-		fail(code, reason, msg, err)
+		res := reject(code, reason, msg, err)
+		res.close = true
+		s.finish(w, r, a, res)
 		return
 	}
+	s.finish(w, r, a, s.deliver(r, a, p, body))
+}
 
-	ts, hasTS, err := p.Scheme.Verify(r.Header, body, p.Keys, received, p.Tolerance)
+// deliver takes an attempt whose body has been read: authenticate, check
+// the JSON, identify the event, submit it.
+func (s *Server) deliver(r *http.Request, a *attempt, p *Provider, body []byte) *result {
+	age, rej := authenticate(r.Header, p, body, a)
+	if rej != nil {
+		return rej
+	}
+	if rej := checkJSON(body, p.MaxDepth); rej != nil {
+		return rej
+	}
+	id, typ, rej := identify(r.Header, p, body, a)
+	if rej != nil {
+		return rej
+	}
+	d := s.delivery(r, a, p, body, id, typ, age)
+	return s.submit(r.Context(), d)
+}
+
+// begin starts an attempt: its clocks, request id and provider name.
+func (s *Server) begin(w http.ResponseWriter, r *http.Request) *attempt {
+	a := &attempt{start: time.Now(), received: s.Now(), requestID: requestID(r), provider: r.PathValue("provider"),
+		attrs: make([]slog.Attr, 0, 12)}
+	w.Header().Set("X-Request-Id", a.requestID)
+	a.attrs = append(a.attrs, slog.String("provider", a.provider), slog.String("request_id", a.requestID))
+	return a
+}
+
+// authenticate verifies the signature over the raw bytes with any current
+// key. age is the signature's age, nil when the scheme signs no timestamp.
+func authenticate(h http.Header, p *Provider, body []byte, a *attempt) (age *time.Duration, rej *result) {
+	ts, hasTS, err := p.Scheme.Verify(h, body, p.Keys, a.received, p.Tolerance)
 	if err != nil {
 		code, reason := http.StatusUnauthorized, "bad_signature"
 		switch {
@@ -124,42 +169,50 @@ func (s *Server) serveWebhook(w http.ResponseWriter, r *http.Request) {
 		case errors.Is(err, scheme.ErrTimestamp):
 			reason = "timestamp_out_of_tolerance"
 		}
-		fail(code, reason, err.Error(), nil)
-		return
+		return nil, reject(code, reason, err.Error(), nil)
 	}
-	logAttrs = append(logAttrs, slog.String("signature", "valid")) // a rejection's reason names the failure
-	var age *time.Duration
-	if hasTS {
-		a := received.Sub(ts)
-		age = &a
-		logAttrs = append(logAttrs, slog.Int64("signature_age_ms", a.Milliseconds()))
+	a.attrs = append(a.attrs, slog.String("signature", "valid")) // a rejection's reason names the failure
+	if !hasTS {
+		return nil, nil
 	}
-	switch err := payload.Check(body, p.MaxDepth); {
+	d := a.received.Sub(ts)
+	a.attrs = append(a.attrs, slog.Int64("signature_age_ms", d.Milliseconds()))
+	return &d, nil
+}
+
+// checkJSON refuses a body that is not JSON or nests deeper than maxDepth.
+func checkJSON(body []byte, maxDepth int) *result {
+	switch err := payload.Check(body, maxDepth); {
 	case errors.Is(err, payload.ErrTooDeep):
-		fail(http.StatusBadRequest, "too_deep", fmt.Sprintf("body nests deeper than %d levels (max_depth)", p.MaxDepth), nil)
-		return
+		return reject(http.StatusBadRequest, "too_deep", fmt.Sprintf("body nests deeper than %d levels (max_depth)", maxDepth), nil)
 	case err != nil:
-		fail(http.StatusBadRequest, "not_json", "body is not valid JSON", nil)
-		return
+		return reject(http.StatusBadRequest, "not_json", "body is not valid JSON", nil)
 	}
-	id, typ := p.Scheme.Identify(r.Header, body)
+	return nil
+}
+
+// identify finds the event id and type. A delivery without an id is refused,
+// except Slack's endpoint check, which is answered here.
+func identify(h http.Header, p *Provider, body []byte, a *attempt) (id, typ string, rej *result) {
+	id, typ = p.Scheme.Identify(h, body)
 	if id == "" {
 		if challenge, ok := slackChallenge(p, body); ok {
-			record(Observation{Outcome: "url_verification", Code: http.StatusOK})
-			writeJSON(w, http.StatusOK, map[string]string{"challenge": challenge})
-			return
+			return "", "", &result{code: http.StatusOK, body: map[string]string{"challenge": challenge}, outcome: OutcomeURLVerification}
 		}
-		fail(http.StatusBadRequest, "no_event_id", "delivery carries no event id", nil)
-		return
+		return "", "", reject(http.StatusBadRequest, "no_event_id", "delivery carries no event id", nil)
 	}
 	// The event id is the receipt's key, printed by every command that lists receipts: one that
 	// is not clean text cannot be kept faithfully, so it is refused like a missing one.
 	if err := ledger.CheckIdentifier(id); err != nil {
-		fail(http.StatusBadRequest, "bad_event_id", "event id: "+err.Error(), fmt.Errorf("event id %q", id))
-		return
+		return "", "", reject(http.StatusBadRequest, "bad_event_id", "event id: "+err.Error(), fmt.Errorf("event id %q", id))
 	}
-	logAttrs = append(logAttrs, slog.String("event_id", id), slog.String("event_type", typ))
+	a.attrs = append(a.attrs, slog.String("event_id", id), slog.String("event_type", typ))
+	return id, typ, nil
+}
 
+// delivery is the authenticated event as custody stores it, classified by
+// the usage mapping (off the write path).
+func (s *Server) delivery(r *http.Request, a *attempt, p *Provider, body []byte, id, typ string, age *time.Duration) *custody.Delivery {
 	sum := sha256.Sum256(body)
 	d := &custody.Delivery{
 		Provider:         p.Name,
@@ -170,40 +223,63 @@ func (s *Server) serveWebhook(w http.ResponseWriter, r *http.Request) {
 		SignatureHeaders: signatureHeaders(r.Header, p.Scheme.Headers()),
 		Source:           custody.SourceWebhook,
 		HandlerVersion:   s.HandlerVersion,
-		ReceivedAt:       received,
+		ReceivedAt:       a.received,
 		Attempt: custody.Attempt{
 			RemoteAddr:   r.RemoteAddr,
 			UserAgent:    r.UserAgent(),
-			RequestID:    reqID,
+			RequestID:    a.requestID,
 			SignatureAge: age,
 			StatusCode:   http.StatusOK,
 		},
 	}
 	d.Classify(s.Mapper)
+	return d
+}
 
-	if err := s.Writer.Submit(r.Context(), d); err != nil {
+// submit hands d to custody and waits until it is durable.
+func (s *Server) submit(ctx context.Context, d *custody.Delivery) *result {
+	if err := s.Custody.Submit(ctx, d); err != nil {
 		reason := "storage_error"
 		if errors.Is(err, custody.ErrQueueFull) {
 			reason = "queue_full"
 		}
-		fail(http.StatusServiceUnavailable, reason, "not stored, retry later", err)
-		return
+		return reject(http.StatusServiceUnavailable, reason, "not stored, retry later", err)
 	}
 	// A kept but unmappable event tells the sender and the operator why, so
 	// the mapping can be fixed and the event replayed.
-	attrs, mapErr := []slog.Attr{slog.String("receipt_status", d.StoredStatus)}, ""
+	attrs, mapErr := []slog.Attr{slog.String("receipt_status", string(d.StoredStatus))}, ""
 	if d.StoredStatus == custody.StatusFailed && d.Error != "" {
 		mapErr = d.Error
 		attrs = append(attrs, slog.String("mapping_error", mapErr))
 	}
-	record(Observation{Outcome: d.Outcome, Code: http.StatusOK}, attrs...)
-	writeJSON(w, http.StatusOK, reply{
+	return &result{code: http.StatusOK, outcome: string(d.Outcome), attrs: attrs, body: reply{
 		Accepted:  true,
 		Duplicate: d.Outcome != custody.OutcomeInserted,
 		Status:    d.StoredStatus,
-		EventID:   id,
+		EventID:   d.EventID,
 		Error:     mapErr,
-	})
+	}}
+}
+
+// finish is the one place an attempt is logged and observed, then answered.
+func (s *Server) finish(w http.ResponseWriter, r *http.Request, a *attempt, res *result) {
+	latency := time.Since(a.start)
+	attrs := append(append(a.attrs, res.attrs...), slog.String("outcome", res.outcome), slog.Int("status", res.code),
+		slog.Float64("latency_ms", float64(latency.Microseconds())/1000))
+	if res.reason != "" {
+		attrs = append(attrs, slog.String("reason", res.reason))
+	}
+	s.Log.LogAttrs(r.Context(), slog.LevelInfo, "delivery", attrs...)
+	if s.Observe != nil {
+		s.Observe(Observation{Provider: a.provider, Outcome: res.outcome, Reason: res.reason, Code: res.code, Latency: latency})
+	}
+	if res.close {
+		w.Header().Set("Connection", "close")
+	}
+	if res.code == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, res.code, res.body)
 }
 
 // slackChallenge answers Slack's endpoint check, which is signed but is not an event.

@@ -81,7 +81,7 @@ func BenchmarkServeWebhook(b *testing.B) {
 	srv := &Server{
 		Providers:      map[string]*Provider{"default": p},
 		Mapper:         benchMapper,
-		Writer:         w,
+		Custody:        w,
 		HandlerVersion: "hookledger/bench",
 		Log:            slog.New(slog.NewJSONHandler(io.Discard, nil)),
 		Now:            time.Now,

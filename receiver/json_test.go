@@ -22,8 +22,8 @@ import (
 
 // receipt is the stored verdict on one event.
 type receipt struct {
-	Status string `db:"status"`
-	Error  string `db:"error"`
+	Status custody.Status `db:"status"`
+	Error  string         `db:"error"`
 }
 
 func (e *env) receipt(provider, id string) receipt {
@@ -143,7 +143,7 @@ func TestDuplicateKeysLastWins(t *testing.T) {
 	cases := []struct {
 		id, body string
 		want     []string // usage rows after this event
-		status   string
+		status   custody.Status
 	}{
 		{"msg_flat", `{"type":"usage.recorded","data":{"customer":"a","customer":"b","meter":"api_requests","quantity":1}}`,
 			[]string{"b/api_requests=1"}, custody.StatusApplied},

@@ -84,7 +84,7 @@ func (e *env) open(cfg *config.Config, path string) {
 	e.srv = &Server{
 		Providers:      providers,
 		Mapper:         ledger.NewMapper(cfg.Usage, cfg.MeterNames()),
-		Writer:         w,
+		Custody:        w,
 		HandlerVersion: "test",
 		Log:            slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Now:            func() time.Time { return e.now },

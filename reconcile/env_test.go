@@ -139,7 +139,7 @@ func (e *env) open() {
 	e.srv = &receiver.Server{
 		Providers:      providers,
 		Mapper:         e.mapper(),
-		Writer:         w,
+		Custody:        w,
 		HandlerVersion: "test",
 		Log:            slog.New(slog.DiscardHandler),
 		Now:            e.clock,

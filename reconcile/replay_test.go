@@ -36,7 +36,7 @@ func TestReplayAfterMappingFix(t *testing.T) {
 	var want ledger.Quantity
 	for i := 0; i < 6; i++ {
 		body := stripeEventJSON(i, testNow.Add(-time.Hour))
-		if code, r := e.post("stripe", "", "", body); code != 200 || r["status"] != custody.StatusFailed {
+		if code, r := e.post("stripe", "", "", body); code != 200 || r["status"] != string(custody.StatusFailed) {
 			t.Fatalf("webhook %d: %d %v", i, code, r)
 		}
 		want += ledger.Quantity(i%7+1) * ledger.Scale
@@ -110,7 +110,7 @@ func TestReplayRacesApplyOnce(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	outcomes := map[string]int{}
+	outcomes := map[custody.ReplayOutcome]int{}
 	for _, op := range ops {
 		outcomes[op.Outcome]++
 	}

@@ -143,7 +143,7 @@ func markReceiptsPruned(ctx context.Context, tx *custody.Tx, maxID int64) error 
 func pruneEach(ctx context.Context, read *sqlx.DB, w *custody.Writer, dryRun bool, cut int64, cond, change string,
 	then func(ctx context.Context, tx *custody.Tx, maxID int64) error) (int64, error) {
 	var total int64
-	for _, status := range []string{custody.StatusApplied, custody.StatusIgnored} {
+	for _, status := range []custody.Status{custody.StatusApplied, custody.StatusIgnored} {
 		if dryRun {
 			var n int64
 			if err := read.GetContext(ctx, &n, `SELECT COUNT(*) FROM receipts WHERE status = ? AND received_at < ? AND `+cond,

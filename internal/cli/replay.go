@@ -37,7 +37,7 @@ func replayCommand() *cli.Command {
 
 func replayAction(c *cli.Context) error {
 	format := c.String("format")
-	f := custody.ReplayFilter{Provider: c.String("provider"), EventID: c.String("event"), Status: c.String("status")}
+	f := custody.ReplayFilter{Provider: c.String("provider"), EventID: c.String("event"), Status: custody.Status(c.String("status"))}
 	switch {
 	case (f.EventID == "") == (f.Status == ""):
 		return errors.New("give either --event ID or --status failed|ignored")

@@ -218,7 +218,7 @@ func (s *Server) start(ctx context.Context) error {
 	srv := &receiver.Server{
 		Providers:      s.providers,
 		Mapper:         mapper,
-		Writer:         w,
+		Custody:        w,
 		HandlerVersion: custody.HandlerVersion(s.Version, mapper),
 		Log:            log,
 		Now:            time.Now,
