@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/internal/cli"
+	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/receiver/scheme"
 	"github.com/hookledger/hookledger/schema"
 )
@@ -30,7 +31,7 @@ import (
 // the built binary in its own directory and checks the exit code, stderr and
 // the files left behind.
 func TestCLIHonesty(t *testing.T) {
-	bin := buildBinary(t)
+	bin := testenv.Binary(t)
 	for _, c := range []struct {
 		name string
 		run  func(*testing.T, string)
@@ -60,7 +61,7 @@ type cliResult struct {
 func cliCmd(bin, dir string, env []string, args ...string) *exec.Cmd {
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
-	cmd.Env = append(cleanEnv(), env...)
+	cmd.Env = append(testenv.Env(), env...)
 	return cmd
 }
 
@@ -75,7 +76,7 @@ func cliExec(t *testing.T, cmd *exec.Cmd) cliResult {
 	go func() { done <- cmd.Wait() }()
 	select {
 	case err := <-done:
-		return cliResult{out.String(), errOut.String(), exitCode(err)}
+		return cliResult{out.String(), errOut.String(), testenv.ExitCode(err)}
 	case <-time.After(60 * time.Second):
 		cmd.Process.Kill()
 		t.Fatalf("%v did not finish", cmd.Args)

@@ -3,15 +3,14 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/hookledger/hookledger/dispute"
+	"github.com/hookledger/hookledger/internal/testenv"
 )
 
 const disputeYAML = `data: ./data
@@ -33,7 +32,7 @@ usage:
 // The issue's scenario end to end through the real binary: serve, send,
 // invoice close, then every dispute command, its exit codes and its output.
 func TestDisputeCLI(t *testing.T) {
-	bin := buildBinary(t)
+	bin := testenv.Binary(t)
 	dir := t.TempDir()
 	writeConfig := func(secret string) {
 		t.Helper()
@@ -102,8 +101,8 @@ func TestDisputeCLI(t *testing.T) {
 	if len(a) == 0 || !bytes.Equal(a, b) {
 		t.Errorf("two exports differ: %d and %d bytes", len(a), len(b))
 	}
-	if out, err := run(t, bin, dir, "dispute", "export", "invoice:1", "--out", "a.zip"); exitCode(err) != 1 || !strings.Contains(out, "--force") {
-		t.Errorf("export over an existing file: exit %d\n%s", exitCode(err), out)
+	if out, err := run(t, bin, dir, "dispute", "export", "invoice:1", "--out", "a.zip"); testenv.ExitCode(err) != 1 || !strings.Contains(out, "--force") {
+		t.Errorf("export over an existing file: exit %d\n%s", testenv.ExitCode(err), out)
 	}
 	if after, _ := os.ReadFile(filepath.Join(dir, "a.zip")); !bytes.Equal(after, a) {
 		t.Errorf("a refused export changed the existing file")
@@ -138,8 +137,8 @@ func TestDisputeCLI(t *testing.T) {
 			c.code = 1
 		}
 		out, err := run(t, bin, dir, c.args...)
-		if exitCode(err) != c.code || !strings.Contains(out, c.want) {
-			t.Errorf("%v: exit %d, want %d and %q in:\n%s", c.args, exitCode(err), c.code, c.want, out)
+		if testenv.ExitCode(err) != c.code || !strings.Contains(out, c.want) {
+			t.Errorf("%v: exit %d, want %d and %q in:\n%s", c.args, testenv.ExitCode(err), c.code, c.want, out)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(dir, "x.zip")); !os.IsNotExist(err) {
@@ -154,15 +153,4 @@ func TestDisputeCLI(t *testing.T) {
 	if s := tr.Summary.Bodies; s.NotVerifiable != 3 || s.Invalid != 0 || tr.Events[0].Verification.Text != "not verifiable (no current secret matches)" {
 		t.Errorf("after rotation: %+v %+v", s, tr.Events[0].Verification)
 	}
-}
-
-func exitCode(err error) int {
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return ee.ExitCode()
-	}
-	if err != nil {
-		return -1
-	}
-	return 0
 }

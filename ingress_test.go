@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/bench"
+	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/receiver/scheme"
 )
 
@@ -92,7 +93,7 @@ func countRows(t *testing.T, dbPath, table string) int {
 func TestWebhookListenerBounds(t *testing.T) {
 	bin := os.Getenv("HOOKLEDGER_TEST_BINARY") // e.g. an older build, to see it fail
 	if bin == "" {
-		bin = buildBinary(t)
+		bin = testenv.Binary(t)
 	}
 	env := []string{"HOOKLEDGER_SECRET=" + e2eSecret}
 
@@ -220,10 +221,10 @@ func vmHWM(t *testing.T, pid int) int {
 // /healthz answers over HTTPS and returns the https:// URL.
 func startServeTLS(t *testing.T, bin, dir string, env []string, certFile, keyFile string) string {
 	t.Helper()
-	addr := freeAddr(t)
+	addr := testenv.FreeAddr(t)
 	var stderr bytes.Buffer
 	cmd := exec.Command(bin, "serve", "--listen", addr, "--tls-cert", certFile, "--tls-key", keyFile)
-	cmd.Dir, cmd.Stderr, cmd.Env = dir, &stderr, append(cleanEnv(), env...)
+	cmd.Dir, cmd.Stderr, cmd.Env = dir, &stderr, append(testenv.Env(), env...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -23,13 +23,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookledger/hookledger/internal/cli"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
+
+	"github.com/hookledger/hookledger/internal/cli"
+	"github.com/hookledger/hookledger/internal/testenv"
 )
 
 func TestLifecycle(t *testing.T) {
-	bin := buildBinary(t)
+	bin := testenv.Binary(t)
 	for _, c := range []struct {
 		name string
 		run  func(*testing.T, string)
@@ -56,7 +58,7 @@ func runFor(t *testing.T, bin, dir string, env []string, args ...string) (string
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Dir, cmd.Env = dir, append(cleanEnv(), env...)
+	cmd.Dir, cmd.Env = dir, append(testenv.Env(), env...)
 	out, err := cmd.CombinedOutput()
 	if ctx.Err() != nil {
 		t.Fatalf("hookledger %s did not exit (it should have refused):\n%s", strings.Join(args, " "), out)
@@ -69,7 +71,7 @@ func runFor(t *testing.T, bin, dir string, env []string, args ...string) (string
 func withAdmin(t *testing.T, e *replEnv) func(path string) (int, string) {
 	t.Helper()
 	const token = "lifecycle-admin-token-0123456789"
-	addr := freeAddr(t)
+	addr := testenv.FreeAddr(t)
 	if err := os.WriteFile(e.path("hookledger.yml"), fmt.Appendf(nil, `admin:
   listen: %s
   tokens: [%q]
@@ -155,7 +157,7 @@ func testDataDirLock(t *testing.T, bin string) {
 	if code, body := post(t, url, "evt_lock_1"); code != 200 {
 		t.Fatalf("first serve: %d %s", code, body)
 	}
-	out, err := runFor(t, bin, e.dir, e.env, "serve", "--listen", freeAddr(t))
+	out, err := runFor(t, bin, e.dir, e.env, "serve", "--listen", testenv.FreeAddr(t))
 	pid := strconv.Itoa(first.Process.Pid)
 	if err == nil || !strings.Contains(out, "pid "+pid) || !strings.Contains(out, "data") {
 		t.Fatalf("second serve on the same data directory: %v; want a refusal naming pid %s\n%s", err, pid, out)
@@ -264,7 +266,7 @@ func testReplicaUnreachableAtStart(t *testing.T, bin string, ack bool) {
 // An S3 endpoint that refuses connections: serve starts promptly and takes
 // webhooks; once an S3 server listens there, the replica catches up.
 func testS3RefusedAtStart(t *testing.T, bin string) {
-	addr := freeAddr(t) // nothing listens here yet
+	addr := testenv.FreeAddr(t) // nothing listens here yet
 	e := newReplEnvYML(t, bin, fmt.Sprintf(`dbs:
   - path: ./data/hookledger.db
     monitor-interval: 200ms
@@ -312,7 +314,7 @@ func testRestoreIfMissingUnreachable(t *testing.T, bin string) {
 	if err := os.WriteFile(e.path("replica"), []byte("not a directory"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, err := runFor(t, bin, e.dir, e.env, "serve", "--listen", freeAddr(t), "--restore-if-missing")
+	out, err := runFor(t, bin, e.dir, e.env, "serve", "--listen", testenv.FreeAddr(t), "--restore-if-missing")
 	if err == nil || !strings.Contains(out, "restore-if-missing") || !strings.Contains(out, "not a directory") {
 		t.Fatalf("serve --restore-if-missing with the replica unreachable: %v\n%s", err, out)
 	}
@@ -349,7 +351,7 @@ func testReplicaAhead(t *testing.T, bin string) {
 	// Machine B: restored at the older point, started on the shared replica.
 	e.removeDB()
 	e.mustRun("restore", "--txid", older)
-	out, err := runFor(t, bin, e.dir, e.env, "serve", "--listen", freeAddr(t))
+	out, err := runFor(t, bin, e.dir, e.env, "serve", "--listen", testenv.FreeAddr(t))
 	if err == nil {
 		t.Fatalf("serve on a database behind its replica started:\n%s", out)
 	}
@@ -364,7 +366,7 @@ func testReplicaAhead(t *testing.T, bin string) {
 
 	// A new machine without --restore-if-missing: an empty database.
 	e.removeDB()
-	out, err = runFor(t, bin, e.dir, e.env, "serve", "--listen", freeAddr(t))
+	out, err = runFor(t, bin, e.dir, e.env, "serve", "--listen", testenv.FreeAddr(t))
 	if err == nil || !strings.Contains(out, "replica holds later transactions") {
 		t.Fatalf("serve with a new empty database on a replica with data: %v\n%s", err, out)
 	}

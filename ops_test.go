@@ -7,7 +7,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -27,7 +26,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -37,6 +35,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/receiver/scheme"
 	"github.com/hookledger/hookledger/schema"
 )
@@ -47,13 +46,12 @@ const (
 	opsWrongKey   = "whsec_d3Jvbmcta2V5LWZvci10ZXN0cy0xMjM0NTY="
 	opsAdminToken = "adm-token-never-in-logs-5d1e8c"
 	opsBodyMarker = "BODY-MARKER-never-in-logs-42f0"
-	opsVersion    = "v9.9.9-ops"
 )
 
 // TestOperating builds the binary once and runs the operating scenarios
 // against it, in parallel: each has its own directory, ports and process.
 func TestOperating(t *testing.T) {
-	bin := opsBinary(t)
+	bin := testenv.ReleaseBinary(t)
 	for _, c := range []struct {
 		name string
 		run  func(*testing.T, string)
@@ -72,18 +70,6 @@ func TestOperating(t *testing.T) {
 			c.run(t, bin)
 		})
 	}
-}
-
-// opsBinary builds hookledger with the Taskfile's ldflags.
-func opsBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "hookledger")
-	cmd := exec.Command("go", "build", "-ldflags", "-X main.version="+opsVersion+" -X main.commit=opscommit", "-o", bin, ".")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // opsConfig writes hookledger.yml with provider "acme"; extra is appended.
@@ -108,30 +94,12 @@ usage:
 	return path
 }
 
-// lockedBuffer collects a subprocess's stderr while tests read it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // opsServer is a running `hookledger serve`.
 type opsServer struct {
 	cmd    *exec.Cmd
 	exited chan struct{} // closed when the process has exited
 	err    error         // its exit error, once exited
-	logs   *lockedBuffer
+	logs   *testenv.Buffer
 	url    string // webhook listener
 	admin  string // admin listener, "" if disabled
 	dbPath string
@@ -141,10 +109,10 @@ type opsServer struct {
 // the addresses it bound (the config asks for port 0).
 func opsStart(t *testing.T, bin, dir string, env []string, args ...string) *opsServer {
 	t.Helper()
-	s := &opsServer{logs: &lockedBuffer{}, dbPath: filepath.Join(dir, "data", schema.FileName)}
+	s := &opsServer{logs: &testenv.Buffer{}, dbPath: filepath.Join(dir, "data", schema.FileName)}
 	s.cmd = exec.Command(bin, append([]string{"serve"}, args...)...)
 	s.cmd.Dir, s.cmd.Stderr = dir, s.logs
-	s.cmd.Env = append(opsEnv(), env...)
+	s.cmd.Env = append(testenv.Env(), env...)
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -191,18 +159,6 @@ func (s *opsServer) stop(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("serve did not stop after SIGTERM")
 	}
-}
-
-// opsEnv is the environment without HOOKLEDGER_*, so a developer's shell
-// cannot change the test.
-func opsEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "HOOKLEDGER_") {
-			env = append(env, kv)
-		}
-	}
-	return env
 }
 
 // opsLogLines parses every complete stderr line as JSON (stderr is not a
@@ -381,7 +337,7 @@ func opsMetricsAfterScriptedRun(t *testing.T, bin string) {
 		{"hookledger_db_stats_up", nil, 1},
 		{"hookledger_writer_queue_depth", nil, 0},
 		{"hookledger_writer_queue_capacity", nil, 4096},
-		{"hookledger_build_info", lbl{"version": opsVersion, "commit": "opscommit"}, 1},
+		{"hookledger_build_info", lbl{"version": testenv.ReleaseVersion, "commit": testenv.ReleaseCommit}, 1},
 	} {
 		if got, _ := opsValue(t, mfs, c.name, c.labels); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
@@ -535,7 +491,7 @@ func opsServeStartupRefusals(t *testing.T, bin string) {
 			dir := t.TempDir()
 			cfg := opsConfig(t, dir, c.admin)
 			cmd := exec.Command(bin, append([]string{"serve", "--config", cfg}, c.args...)...)
-			cmd.Dir, cmd.Env = dir, append(opsEnv(), c.env...)
+			cmd.Dir, cmd.Env = dir, append(testenv.Env(), c.env...)
 			done := make(chan struct{})
 			var out []byte
 			var err error
@@ -575,17 +531,6 @@ func opsNonLoopbackAdminWithToken(t *testing.T, bin string) {
 	s.stop(t)
 }
 
-// opsFreeAddr returns a loopback address that was free a moment ago.
-func opsFreeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // opsWaitHealthy polls /healthz (used when logs cannot announce the address).
 func opsWaitHealthy(t *testing.T, s *opsServer, url string) {
 	t.Helper()
@@ -605,7 +550,7 @@ func opsWaitHealthy(t *testing.T, s *opsServer, url string) {
 func opsLogLevelAndFormat(t *testing.T, bin string) {
 	t.Run("warn drops info lines", func(t *testing.T) {
 		dir := t.TempDir()
-		addr := opsFreeAddr(t)
+		addr := testenv.FreeAddr(t)
 		s := opsStart(t, bin, dir, []string{"HOOKLEDGER_LOG_LEVEL=warn"}, "--config", opsConfig(t, dir, ""), "--listen", addr)
 		opsWaitHealthy(t, s, "http://"+addr)
 		if code := opsScript[0].d.send(t, http.DefaultClient, "http://"+addr); code != 200 {
@@ -621,7 +566,7 @@ func opsLogLevelAndFormat(t *testing.T, bin string) {
 	})
 	t.Run("text format", func(t *testing.T) {
 		dir := t.TempDir()
-		addr := opsFreeAddr(t)
+		addr := testenv.FreeAddr(t)
 		s := opsStart(t, bin, dir, nil, "--config", opsConfig(t, dir, ""), "--listen", addr, "--log-format", "text", "--log-level", "debug")
 		opsWaitHealthy(t, s, "http://"+addr)
 		if code := opsScript[0].d.send(t, http.DefaultClient, "http://"+addr); code != 200 {
@@ -838,7 +783,7 @@ func opsChainHeadAnchors(t *testing.T, bin string) {
 	data := filepath.Dir(s.dbPath)
 	verify := func() (string, error) {
 		cmd := exec.Command(bin, "verify", "--data", data, "--anchors", logFile)
-		cmd.Env = opsEnv()
+		cmd.Env = testenv.Env()
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}

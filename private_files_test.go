@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hookledger/hookledger/internal/testenv"
 )
 
 // Every file serve, restore and `dispute export` create holds raw webhook
@@ -16,7 +18,7 @@ import (
 // file is still 0600 and each directory 0700. Run against the built binary,
 // so the files SQLite and Litestream create themselves are covered too.
 func TestFilesArePrivateUnderAnyUmask(t *testing.T) {
-	bin := buildBinary(t)
+	bin := testenv.Binary(t)
 	// The child starts with umask 0, as under a careless service manager.
 	wrapper := filepath.Join(t.TempDir(), "hookledger-umask0")
 	if err := os.WriteFile(wrapper, []byte("#!/bin/sh\numask 0\nexec "+bin+" \"$@\"\n"), 0o700); err != nil {

@@ -35,6 +35,7 @@ import (
 
 	"github.com/hookledger/hookledger/bench"
 	"github.com/hookledger/hookledger/internal/cli"
+	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/receiver/scheme"
 )
@@ -96,7 +97,7 @@ func (e *replEnv) stop(cmd *exec.Cmd, stderr *bytes.Buffer) {
 // run runs the binary in the working directory with the environment.
 func (e *replEnv) run(args ...string) (string, error) {
 	cmd := exec.Command(e.bin, args...)
-	cmd.Dir, cmd.Env = e.dir, append(cleanEnv(), e.env...)
+	cmd.Dir, cmd.Env = e.dir, append(testenv.Env(), e.env...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
@@ -241,7 +242,7 @@ func restoredField(t *testing.T, out, name string) string {
 
 // TestReplication runs every end-to-end case on one build of the binary.
 func TestReplication(t *testing.T) {
-	bin := buildBinary(t)
+	bin := testenv.Binary(t)
 	t.Run("replicate-delete-restore", func(t *testing.T) { testReplicateDeleteRestore(t, bin) })
 	t.Run("point-in-time", func(t *testing.T) { testPointInTimeRestore(t, bin) })
 	t.Run("kill-9-ack-after-replica", func(t *testing.T) { testKillUnderLoad(t, bin, true) })
@@ -522,7 +523,7 @@ func testReplicaDown(t *testing.T, bin string) {
 	e := newReplEnv(t, bin, time.Second, time.Second)
 	// The admin listener, for /metrics.
 	const token = "e2e-admin-token-0123456789"
-	admin := freeAddr(t)
+	admin := testenv.FreeAddr(t)
 	if err := os.WriteFile(e.path("hookledger.yml"), fmt.Appendf(nil, `admin:
   listen: %s
   tokens: [%q]
@@ -706,7 +707,7 @@ func testReplicationCLIErrors(t *testing.T, bin string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, bin, args...)
-		cmd.Dir, cmd.Env = dir, append(cleanEnv(), "HOOKLEDGER_SECRET="+e2eSecret)
+		cmd.Dir, cmd.Env = dir, append(testenv.Env(), "HOOKLEDGER_SECRET="+e2eSecret)
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}

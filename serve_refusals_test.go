@@ -7,12 +7,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hookledger/hookledger/internal/testenv"
 )
 
 // A non-loopback admin listener with a guessable token is a startup error,
 // and serve refuses before it creates anything in the data directory.
 func TestServeRefusesWeakAdminTokenOffLoopback(t *testing.T) {
-	bin := buildBinary(t)
+	bin := testenv.Binary(t)
 	for name, token := range map[string]string{
 		"one character":   "x",
 		"whitespace only": "                        ",
@@ -22,7 +24,7 @@ func TestServeRefusesWeakAdminTokenOffLoopback(t *testing.T) {
 			dir := t.TempDir()
 			cfg := opsConfig(t, dir, "admin:\n  listen: 0.0.0.0:0\n")
 			cmd := exec.Command(bin, "serve", "--config", cfg)
-			cmd.Dir, cmd.Env = dir, append(opsEnv(), "HOOKLEDGER_ADMIN_TOKEN="+token)
+			cmd.Dir, cmd.Env = dir, append(testenv.Env(), "HOOKLEDGER_ADMIN_TOKEN="+token)
 			var out []byte
 			var err error
 			done := make(chan struct{})
@@ -34,8 +36,8 @@ func TestServeRefusesWeakAdminTokenOffLoopback(t *testing.T) {
 				<-done
 				t.Fatalf("serve started with admin token %q on 0.0.0.0", token)
 			}
-			if exitCode(err) != 1 {
-				t.Fatalf("exit %d, want 1:\n%s", exitCode(err), out)
+			if testenv.ExitCode(err) != 1 {
+				t.Fatalf("exit %d, want 1:\n%s", testenv.ExitCode(err), out)
 			}
 			for _, want := range []string{"0.0.0.0:0 is not a loopback address", "shorter than 16 characters or only whitespace", "HOOKLEDGER_ADMIN_TOKEN"} {
 				if !strings.Contains(string(out), want) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/schema"
 )
 
@@ -52,7 +53,7 @@ usage:
 	}
 	hookledger := func(args ...string) (string, error) {
 		cmd := exec.Command(bin, append(args[:len(args):len(args)], "--config", cfg)...)
-		cmd.Dir, cmd.Env = dir, opsEnv()
+		cmd.Dir, cmd.Env = dir, testenv.Env()
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}

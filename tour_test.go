@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -13,38 +12,18 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hookledger/hookledger/internal/testenv"
 )
-
-// buildBinary compiles hookledger once per test binary run.
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "hookledger")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	return bin
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 // startServe runs `hookledger serve` in dir and waits until it answers /healthz.
 func startServe(t *testing.T, bin, dir string, env []string, args ...string) (*exec.Cmd, *bytes.Buffer, string) {
 	t.Helper()
-	addr := freeAddr(t)
+	addr := testenv.FreeAddr(t)
 	var stderr bytes.Buffer
 	cmd := exec.Command(bin, append([]string{"serve", "--listen", addr}, args...)...)
 	cmd.Dir, cmd.Stderr = dir, &stderr
-	cmd.Env = append(cleanEnv(), env...)
+	cmd.Env = append(testenv.Env(), env...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -65,28 +44,17 @@ func startServe(t *testing.T, bin, dir string, env []string, args ...string) (*e
 	}
 }
 
-// cleanEnv drops HOOKLEDGER_* so the developer's shell cannot change the test.
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "HOOKLEDGER_") {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
-
 func run(t *testing.T, bin, dir string, args ...string) (string, error) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
-	cmd.Dir, cmd.Env = dir, cleanEnv()
+	cmd.Dir, cmd.Env = dir, testenv.Env()
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
 
 // The README's two-minute tour, step by step, against the real binary.
 func TestReadmeTour(t *testing.T) {
-	bin := buildBinary(t)
+	bin := testenv.Binary(t)
 	dir := t.TempDir()
 	serve, stderr, url := startServe(t, bin, dir, nil)
 
@@ -163,7 +131,7 @@ func TestReadmeTour(t *testing.T) {
 }
 
 func TestCLIErrorsExitNonZero(t *testing.T) {
-	bin := buildBinary(t)
+	bin := testenv.Binary(t)
 	dir := t.TempDir()
 	cases := []struct {
 		args []string
@@ -195,7 +163,7 @@ func TestCLIErrorsExitNonZero(t *testing.T) {
 }
 
 func TestBadConfigFailsAtStartup(t *testing.T) {
-	bin := buildBinary(t)
+	bin := testenv.Binary(t)
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "hookledger.yml"), []byte("providers:\n  - name: stripe\n    scheme: stripe\n    secrets: [\"${STRIPE_WEBHOOK_SECRET}\"]\n"), 0o600)
 	out, err := run(t, bin, dir, "serve")

@@ -68,6 +68,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hookledger/hookledger/internal/testenv"
 )
 
 const walkEllipsis = "…"
@@ -84,7 +86,7 @@ func TestWalkthroughs(t *testing.T) {
 	if len(files) == 0 {
 		t.Fatal("no walkthroughs found")
 	}
-	bin := buildBinary(t)
+	bin := testenv.Binary(t)
 	for _, f := range files {
 		t.Run(f, func(t *testing.T) {
 			blocks, err := parseWalkthrough(f)
@@ -183,7 +185,7 @@ func runWalkthrough(t *testing.T, bin string, steps []walkStep) {
 	if err := os.WriteFile(w.state, []byte(fmt.Sprintf("cd %q\n", w.dir)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	w.env = append(cleanEnv(),
+	w.env = append(testenv.Env(),
 		"PATH="+filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"HOOKLEDGER_LISTEN=127.0.0.1"+w.mapPorts(":8080"),
 		"HOOKLEDGER_URL=http://localhost"+w.mapPorts(":8080"),

@@ -1,19 +1,18 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/schema"
 )
@@ -77,7 +76,7 @@ func TestBackgroundJobs(t *testing.T) {
 	if err := w.Open(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs testenv.Buffer
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
 	mapper := ledger.NewMapper(cfg.Usage, cfg.MeterNames())
 	stop, err := startBackground(ctx, log, cfg, db, w, mapper, custody.HandlerVersion("dev", mapper), nil)
@@ -108,21 +107,4 @@ func TestBackgroundJobs(t *testing.T) {
 	if strings.Contains(out, `"level":"WARN"`) {
 		t.Errorf("a job failed:\n%s", out)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
