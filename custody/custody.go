@@ -97,7 +97,7 @@ func (d *Delivery) Apply(ctx context.Context, tx *Tx) error {
 	// ON CONFLICT DO NOTHING changes no row when the key exists: the unique
 	// constraint, not a prior read, tells a new event from a duplicate.
 	res, err := tx.stmts.insertReceipt.ExecContext(ctx, link.ID, d.Provider, d.EventID, d.EventType, d.Body, d.BodySHA256,
-		d.SignatureHeaders, d.Status, d.Error, d.HandlerVersion, d.Source, received, tx.now, link.PrevHash, link.RowHash)
+		d.SignatureHeaders, link.Status, d.Error, d.HandlerVersion, link.Source, received, tx.now, link.PrevHash, link.RowHash) // link's plain strings: database/sql converts a named string type by reflection, one allocation each
 	if err != nil {
 		return fmt.Errorf("insert receipt %s/%s: %w", d.Provider, d.EventID, err)
 	}
@@ -132,7 +132,7 @@ func (d *Delivery) Apply(ctx context.Context, tx *Tx) error {
 	}
 	a := d.Attempt
 	if _, err := tx.stmts.insertAttempt.ExecContext(ctx, d.Provider, d.EventID, received, a.RemoteAddr, a.UserAgent, a.RequestID,
-		d.BodySHA256, d.SignatureHeaders, age, d.Outcome, a.StatusCode); err != nil {
+		d.BodySHA256, d.SignatureHeaders, age, string(d.Outcome), a.StatusCode); err != nil {
 		return fmt.Errorf("insert delivery attempt %s/%s: %w", d.Provider, d.EventID, err)
 	}
 	return nil
