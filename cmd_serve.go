@@ -249,7 +249,7 @@ func serve(c *cli.Context) error {
 	// Readiness: components add their own checks (e.g. "replication").
 	ready := health.New(log)
 	ready.Add("database", health.Writable(writer))
-	ready.Add("migrations", health.Migrated(db.Read))
+	ready.Add("migrations", health.Migrated(db))
 	ready.Add("disk", health.Disk(cfg.Data, minFreeDisk))
 	repl.Register(ready, met) // "replication" check (advisory unless ACK-after-replica); metrics
 	// Periodic reconcile and prune (cmd_reconcile.go); deferred after
@@ -275,7 +275,7 @@ func serve(c *cli.Context) error {
 	servers := []*http.Server{hs}
 	listeners := []net.Listener{ln}
 
-	adm.Mux.Handle("GET /v1/usage", admin.Usage(db.Read, ledger.NewMeters(cfg.Meters)))
+	adm.Mux.Handle("GET /v1/usage", admin.Usage(db, ledger.NewMeters(cfg.Meters)))
 	adm.Mux.Handle("GET /metrics", met.Handler())
 	adm.Mux.Handle("GET /readyz", ready.DetailHandler()) // with each failing check's error
 	if aln != nil {

@@ -9,10 +9,9 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/receiver"
+	"github.com/hookledger/hookledger/schema"
 )
 
 type eventKey struct{ provider, id string }
@@ -25,7 +24,7 @@ type invoiceAcc struct {
 // builder gathers invoices, lines, rows and events, each once.
 type builder struct {
 	ctx      context.Context
-	q        sqlx.QueryerContext
+	q        *schema.Snapshot
 	v        *Verifier
 	tr       *Trace
 	invoices map[int64]*invoiceAcc
