@@ -152,7 +152,7 @@ func customerTrace(c *cli.Context, tracer *dispute.Tracer, customer string) (*di
 		// The zone the customer's invoice for that month was closed in, so
 		// "--period 2026-11" means the month that was billed.
 		var invs []ledger.Invoice
-		err := tracer.DB.Snapshot(c.Context, func(s *schema.Snapshot) error {
+		err := tracer.DB.View(c.Context, func(s *schema.ReadTx) error {
 			var err error
 			invs, err = ledger.ListInvoices(c.Context, s, ledger.InvoiceFilter{Customer: customer, Period: label})
 			return err

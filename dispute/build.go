@@ -24,7 +24,7 @@ type invoiceAcc struct {
 // builder gathers invoices, lines, rows and events, each once.
 type builder struct {
 	ctx      context.Context
-	q        *schema.Snapshot
+	q        *schema.ReadTx
 	v        *Verifier
 	tr       *Trace
 	invoices map[int64]*invoiceAcc

@@ -194,9 +194,9 @@ func (c *Counts) add(status string) {
 
 // Store is what a Tracer reads from storage; *schema.DB satisfies it.
 type Store interface {
-	// Snapshot runs fn in one read transaction: a trace is a single state of
+	// View runs fn in one read transaction: a trace is a single state of
 	// the database even while serve writes.
-	Snapshot(ctx context.Context, fn func(*schema.Snapshot) error) error
+	View(ctx context.Context, fn func(*schema.ReadTx) error) error
 	HasReceipt(ctx context.Context, provider, eventID string) (bool, error)
 }
 
@@ -230,7 +230,7 @@ func (t *Tracer) Customer(ctx context.Context, customer string, p ledger.Period)
 
 func (t *Tracer) trace(ctx context.Context, target, kind string, fill func(*builder) error) (*Trace, error) {
 	var tr *Trace
-	err := t.DB.Snapshot(ctx, func(s *schema.Snapshot) error {
+	err := t.DB.View(ctx, func(s *schema.ReadTx) error {
 		b := &builder{ctx: ctx, q: s, v: t.Verifier, tr: &Trace{Target: target, Kind: kind},
 			invoices: map[int64]*invoiceAcc{}, rows: map[int64]*RowView{}, rowsRead: map[int64]ledger.Row{},
 			lines: map[string][]ledger.InvoiceLine{}, events: map[eventKey]*EventView{}}

@@ -40,7 +40,7 @@ func (m *Metrics) dbCollector() *dbCollector { return m.dbc }
 
 // snapshotter is what the scrape reads from storage; *schema.DB satisfies it.
 type snapshotter interface {
-	Snapshot(ctx context.Context, fn func(*schema.Snapshot) error) error
+	View(ctx context.Context, fn func(*schema.ReadTx) error) error
 }
 
 type dbCollector struct {
@@ -109,7 +109,7 @@ func (c *dbCollector) read() (dbStats, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	st := dbStats{receipts: map[string]int64{}}
-	err := c.db.Snapshot(ctx, func(s *schema.Snapshot) error {
+	err := c.db.View(ctx, func(s *schema.ReadTx) error {
 		counts, err := s.Stats(ctx)
 		if err != nil {
 			return err

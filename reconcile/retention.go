@@ -79,7 +79,7 @@ func Prune(ctx context.Context, db RetentionStore, w *receiver.Writer, p Retenti
 		cut := now.Add(-p.Keys).UTC()
 		rep.KeysBefore = &cut
 		// delivery_attempts and replays go with their receipt.
-		n, err := pruneEach(ctx, db, w, dryRun, cut.UnixMilli(), schema.PruneKeys, (*schema.Batch).MarkReceiptsPruned)
+		n, err := pruneEach(ctx, db, w, dryRun, cut.UnixMilli(), schema.PruneKeys, schema.Batch.MarkReceiptsPruned)
 		rep.KeysDeleted = n
 		if err != nil {
 			return rep, fmt.Errorf("prune keys: %w", err)
@@ -134,7 +134,7 @@ func recordPrune(rep *PruneReport, now time.Time) receiver.Op {
 // (MarkReceiptsPruned, for deleted receipts: verify must tell retention from
 // a deletion).
 func pruneEach(ctx context.Context, db RetentionStore, w *receiver.Writer, dryRun bool, cut int64, prune schema.Prune,
-	then func(b *schema.Batch, ctx context.Context, maxID int64) error) (int64, error) {
+	then func(b schema.Batch, ctx context.Context, maxID int64) error) (int64, error) {
 	var total int64
 	for _, status := range []string{receiver.StatusApplied, receiver.StatusIgnored} {
 		if dryRun {

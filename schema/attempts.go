@@ -25,11 +25,11 @@ type Attempt struct {
 
 // EventAttempts reads every delivery attempt of provider's events eventIDs,
 // in id (arrival) order within each event.
-func (s *Snapshot) EventAttempts(ctx context.Context, provider string, eventIDs []string) ([]Attempt, error) {
+func (tx *ReadTx) EventAttempts(ctx context.Context, provider string, eventIDs []string) ([]Attempt, error) {
 	var out []Attempt
 	err := eventIDChunks(provider, eventIDs, func(in string, args []any) error {
 		var as []Attempt
-		if err := sqlx.SelectContext(ctx, s.tx, &as, `SELECT provider, event_id, id, received_at, remote_addr, user_agent, request_id,
+		if err := sqlx.SelectContext(ctx, tx.tx, &as, `SELECT provider, event_id, id, received_at, remote_addr, user_agent, request_id,
 			body_sha256, signature_headers, signature_age_ms, outcome, status_code FROM delivery_attempts WHERE `+in+` ORDER BY id`, args...); err != nil {
 			return err
 		}
@@ -60,7 +60,8 @@ type MismatchFilter struct {
 }
 
 // PayloadMismatches lists payload_mismatch attempts received since f.Since,
-// oldest first, over the partial index of mismatches by received_at.
+// oldest first: over the partial index of mismatches by received_at, or for
+// one provider over its attempts' (provider, event_id) index.
 func (db *DB) PayloadMismatches(ctx context.Context, f MismatchFilter) ([]Mismatch, error) {
 	q := `SELECT a.provider, a.event_id, r.source, r.body_sha256 AS original_sha256, r.received_at AS original_at,
 			a.body_sha256 AS duplicate_sha256, a.received_at AS duplicate_at, a.remote_addr, a.request_id

@@ -2,11 +2,11 @@ package schema
 
 import "github.com/jmoiron/sqlx"
 
-// Batch is the writer's transaction as the writes beside the hot path see
-// it (checkpoints, redelivery requests, retention): typed statements, no SQL
-// of their own. The writer opens the transaction on the one write connection
-// and commits the batch; a Batch only runs statements inside it.
-type Batch struct{ tx *sqlx.Tx }
-
-// NewBatch wraps the writer's transaction tx.
-func NewBatch(tx *sqlx.Tx) *Batch { return &Batch{tx: tx} }
+// Batch is the writer's batch transaction (BEGIN IMMEDIATE on the single
+// write connection). The writes beside the hot path (reconcile checkpoints,
+// redelivery requests, retention) run through its typed methods, with no
+// SQL of their own; the writer commits the batch.
+//
+// Declared here until the ledger's storage move (schema/chain.go) declares
+// it, in the same shape, with the chain head's reads.
+type Batch struct{ *sqlx.Tx }

@@ -50,11 +50,11 @@ func eventIDChunks(provider string, ids []string, fn func(in string, args []any)
 
 // EventReceipts reads the receipts of provider's events eventIDs that exist,
 // in no particular order; the unique (provider, event_id) index answers it.
-func (s *Snapshot) EventReceipts(ctx context.Context, provider string, eventIDs []string) ([]Receipt, error) {
+func (tx *ReadTx) EventReceipts(ctx context.Context, provider string, eventIDs []string) ([]Receipt, error) {
 	var out []Receipt
 	err := eventIDChunks(provider, eventIDs, func(in string, args []any) error {
 		var rs []Receipt
-		if err := sqlx.SelectContext(ctx, s.tx, &rs, `SELECT provider, event_id, event_type, status, error, source, handler_version,
+		if err := sqlx.SelectContext(ctx, tx.tx, &rs, `SELECT provider, event_id, event_type, status, error, source, handler_version,
 			received_at, processed_at, body, body IS NULL AS pruned, body_sha256, signature_headers FROM receipts WHERE `+in, args...); err != nil {
 			return err
 		}

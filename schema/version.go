@@ -6,9 +6,13 @@ import (
 	"github.com/jmoiron/sqlx"
 )
 
-// versionReconcile is the migration that created reconcile_checkpoints,
-// redelivery_requests, replays and prune_runs.
-const versionReconcile = 3
+// The migrations that created the tables a read-only open of an older
+// database can lack.
+const (
+	versionInvoices  = 2 // period_closes, invoices, invoice_lines
+	versionReconcile = 3 // reconcile_checkpoints, redelivery_requests, replays, prune_runs
+	versionChained   = 5 // chain_head
+)
 
 // SchemaVersion is the newest migration applied to the database: 0 for a
 // database hookledger has never migrated. A read-only open does not migrate,
@@ -18,19 +22,22 @@ func (db *DB) SchemaVersion(ctx context.Context) (int, error) {
 }
 
 func schemaVersion(ctx context.Context, q sqlx.QueryerContext) (int, error) {
-	var exists bool
-	if err := sqlx.GetContext(ctx, q, &exists,
-		`SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'schema_migrations')`); err != nil {
+	if ok, err := migrationsTable(ctx, q); err != nil || !ok {
 		return 0, err
-	}
-	if !exists {
-		return 0, nil
 	}
 	var v int
 	if err := sqlx.GetContext(ctx, q, &v, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`); err != nil {
 		return 0, err
 	}
 	return v, nil
+}
+
+// migrationsTable reports whether the database has its schema_migrations
+// table: hookledger has migrated it at least once.
+func migrationsTable(ctx context.Context, q sqlx.QueryerContext) (bool, error) {
+	var ok bool
+	err := sqlx.GetContext(ctx, q, &ok, `SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'schema_migrations')`)
+	return ok, err
 }
 
 // predates reports whether the database is older than migration version, so

@@ -120,7 +120,7 @@ func TestEventReceiptsAndAttemptsInChunks(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := append(slices.Clone(ids), "evt_missing")
-	err = db.Snapshot(ctx, func(s *Snapshot) error {
+	err = db.View(ctx, func(s *ReadTx) error {
 		rs, err := s.EventReceipts(ctx, "p", want)
 		if err != nil {
 			return err
