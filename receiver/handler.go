@@ -141,10 +141,12 @@ func (s *Server) serveWebhook(w http.ResponseWriter, r *http.Request) {
 	}
 	id, typ := p.Scheme.Identify(r.Header, body)
 	if id == "" {
-		if challenge, ok := slackChallenge(p, body); ok {
-			record(Observation{Outcome: "url_verification", Code: http.StatusOK})
-			writeJSON(w, http.StatusOK, map[string]string{"challenge": challenge})
-			return
+		if hs, ok := p.Scheme.(scheme.Handshaker); ok {
+			if reply, ok := hs.Handshake(r.Header, body); ok {
+				record(Observation{Outcome: "url_verification", Code: http.StatusOK})
+				writeJSON(w, http.StatusOK, json.RawMessage(reply))
+				return
+			}
 		}
 		fail(http.StatusBadRequest, "no_event_id", "delivery carries no event id", nil)
 		return
@@ -214,15 +216,6 @@ func (d *Delivery) Classify(m *ledger.Mapper) {
 	default:
 		d.Status, d.Rows = StatusApplied, rows
 	}
-}
-
-// slackChallenge answers Slack's endpoint check, which is signed but is not an event.
-func slackChallenge(p *Provider, body []byte) (string, bool) {
-	if p.Scheme.Name() != "slack" || payload.Get(body, "type").String() != "url_verification" {
-		return "", false
-	}
-	c := payload.Get(body, "challenge")
-	return c.String(), c.Exists()
 }
 
 // signatureHeaders keeps the headers needed to re-verify the body later, one
