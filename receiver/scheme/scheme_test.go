@@ -246,15 +246,23 @@ func TestIdentify(t *testing.T) {
 	}
 }
 
+// signedDelivery is the scheme by name, its key for the first test secret, and the headers it
+// signs body with at now.
+func signedDelivery(tb testing.TB, name string, body []byte, now time.Time) (Scheme, [][]byte, http.Header) {
+	tb.Helper()
+	s := newTestScheme(tb, name)
+	keys := mustKeys(tb, s, testSecrets[name][0])
+	h := http.Header{}
+	s.Sign(h, body, keys[0], "msg_2KWPBgLlAfxdpx2AI54pPJ85f4W", "usage.recorded", now)
+	return s, keys, h
+}
+
 func BenchmarkVerify(b *testing.B) {
 	body := bytes.Repeat([]byte(`{"id":"evt_1","type":"usage.recorded","qty":12}`), 9)[:400]
 	now := time.Unix(1782000000, 0)
 	for _, name := range Names() {
 		b.Run(name, func(b *testing.B) {
-			s := newTestScheme(b, name)
-			keys := mustKeys(b, s, testSecrets[name][0])
-			h := http.Header{}
-			s.Sign(h, body, keys[0], "msg_2KWPBgLlAfxdpx2AI54pPJ85f4W", "usage.recorded", now)
+			s, keys, h := signedDelivery(b, name, body, now)
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, _, err := s.Verify(h, body, keys, now, 300*time.Second); err != nil {
@@ -320,10 +328,7 @@ func TestVerifyAllocs(t *testing.T) {
 	now := time.Unix(1782000000, 0)
 	for _, name := range Names() {
 		t.Run(name, func(t *testing.T) {
-			s := newTestScheme(t, name)
-			keys := mustKeys(t, s, testSecrets[name][0])
-			h := http.Header{}
-			s.Sign(h, interopBody, keys[0], "msg_1", "usage.recorded", now)
+			s, keys, h := signedDelivery(t, name, interopBody, now)
 			allocs := testing.AllocsPerRun(100, func() {
 				if _, _, err := s.Verify(h, interopBody, keys, now, 300*time.Second); err != nil {
 					t.Fatal(err)
