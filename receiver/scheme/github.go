@@ -56,7 +56,7 @@ func (githubScheme) recipe(h http.Header) (Signed, error) {
 	if err != nil {
 		return Signed{}, err
 	}
-	return Signed{Header: githubSigHeader, Encoding: "hex", Describe: "<body>", Signatures: p.signatures()}, nil
+	return Signed{Header: githubSigHeader, Encoding: "hex", Describe: "<body>", Signatures: p.sigs}, nil
 }
 
 func (githubScheme) Identify(h http.Header, _ []byte) (id, eventType string) {

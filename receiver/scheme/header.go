@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 )
@@ -18,14 +17,16 @@ import (
 const maxSigs = 8
 
 // parsed is one delivery's signature headers as its scheme's parser read them. The strings are
-// sub-slices of the header values, so parsing copies and allocates nothing.
+// sub-slices of the header values, so parsing for Verify copies and allocates nothing.
 type parsed struct {
 	t     string    // the signed timestamp as sent; "" for schemes without one
 	ts    time.Time // t as a time, once it parsed
 	hasTS bool
 	id    string // the signed id, for schemes that sign one
-	n     int
-	sigs  [maxSigs]string // the candidate signatures, still encoded, prefixes removed
+	n     int    // how many candidate signatures the header carries
+	// sigs are the candidate signatures, still encoded, prefixes removed; kept only when parsing
+	// for Recipe (Verify keeps them decoded, in verifying.dec).
+	sigs []string
 }
 
 // verifying is what a parser checks beyond the header's structure when Verify calls it: each
@@ -47,8 +48,9 @@ func (p *parsed) sig(enc encoding, s string, v *verifying) error {
 		if err := v.dec.add(enc, s); err != nil {
 			return err
 		}
+	} else {
+		p.sigs = append(p.sigs, s)
 	}
-	p.sigs[p.n] = s
 	p.n++
 	return nil
 }
@@ -67,16 +69,13 @@ func (p *parsed) timestamp(t string, v *verifying) error {
 	return checkAge(ts, v.now, v.tolerance)
 }
 
-// signatures copies the candidate signatures out of the header, for callers that keep them.
-func (p *parsed) signatures() []string { return slices.Clone(p.sigs[:p.n]) }
-
 // result ends every Verify: the parser's error, or whether any key's MAC over pre || body || post
 // is among the decoded signatures. ts and hasTS go with either, as Verify documents.
 func (v *verifying) result(p *parsed, err error, keys [][]byte, pre, body, post []byte) (time.Time, bool, error) {
-	if err != nil {
-		return p.ts, p.hasTS, err
+	if err == nil {
+		err = matchAny(keys, pre, body, post, &v.dec)
 	}
-	return p.ts, p.hasTS, matchAny(keys, pre, body, post, &v.dec)
+	return p.ts, p.hasTS, err
 }
 
 type encoding int

@@ -184,7 +184,7 @@ func (s *hmacScheme) recipe(h http.Header) (Signed, error) {
 	}
 	pre, post := s.signed(nil, p.t, p.id)
 	return Signed{Header: s.opts.Header, Encoding: s.opts.Encoding, Describe: s.opts.Template,
-		Prefix: pre, Suffix: post, Signatures: p.signatures()}, nil
+		Prefix: pre, Suffix: post, Signatures: p.sigs}, nil
 }
 
 func (s *hmacScheme) Identify(h http.Header, body []byte) (id, eventType string) {

@@ -48,7 +48,7 @@ func (shopifyScheme) recipe(h http.Header) (Signed, error) {
 	if err != nil {
 		return Signed{}, err
 	}
-	return Signed{Header: shopifySigHeader, Encoding: "base64", Describe: "<body>", Signatures: p.signatures()}, nil
+	return Signed{Header: shopifySigHeader, Encoding: "base64", Describe: "<body>", Signatures: p.sigs}, nil
 }
 
 func (shopifyScheme) Identify(h http.Header, _ []byte) (id, eventType string) {

@@ -66,7 +66,7 @@ func (slackScheme) recipe(h http.Header) (Signed, error) {
 		return Signed{}, err
 	}
 	return Signed{Header: slackSigHeader, Encoding: "hex", Describe: "v0:<" + slackTSHeader + ">:<body>",
-		Prefix: slackSigned(nil, p.t), Signatures: p.signatures()}, nil
+		Prefix: slackSigned(nil, p.t), Signatures: p.sigs}, nil
 }
 
 const slackIDField = "event_id"

@@ -104,7 +104,7 @@ func (standardScheme) recipe(h http.Header) (Signed, error) {
 	}
 	return Signed{Header: names[2], Encoding: "base64", KeyBase64: true,
 		Describe: fmt.Sprintf("<%s>.<%s>.<body>", names[0], names[1]),
-		Prefix:   standardSigned(nil, p.id, p.t), Signatures: p.signatures()}, nil
+		Prefix:   standardSigned(nil, p.id, p.t), Signatures: p.sigs}, nil
 }
 
 func (standardScheme) Identify(h http.Header, body []byte) (id, eventType string) {

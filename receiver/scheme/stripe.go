@@ -77,7 +77,7 @@ func (stripeScheme) recipe(h http.Header) (Signed, error) {
 		return Signed{}, err
 	}
 	return Signed{Header: stripeHeader, Encoding: "hex", Describe: "<t>.<body>: t from the header, a dot, the body",
-		Prefix: stripeSigned(nil, p.t), Signatures: p.signatures()}, nil
+		Prefix: stripeSigned(nil, p.t), Signatures: p.sigs}, nil
 }
 
 const stripeIDField = "id"
