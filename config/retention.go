@@ -41,8 +41,8 @@ func (r Retention) Enabled() bool { return r.Payload.Duration > 0 || r.Keys.Dura
 // ones its webhooks missed.
 type Reconcile struct {
 	// Source is stripe (the events API), github (the webhook deliveries API)
-	// or file (a JSONL file, one raw event per line). Default: the scheme,
-	// when it is stripe or github.
+	// or file (a JSONL file, one raw event per line). Default: the source
+	// the scheme names (scheme.Reconcilable: stripe and github do).
 	Source  string `yaml:"source"`
 	BaseURL string `yaml:"base_url"`
 	APIKey  Secret `yaml:"api_key"` // stripe secret key or GitHub token, sent as a Bearer token

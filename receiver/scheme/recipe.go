@@ -23,7 +23,7 @@ type recipeScheme interface {
 	recipe(h http.Header) (Signed, error)
 }
 
-// Recipe reads the stored headers h of a delivery the way s.Verify does and returns what was
+// Recipe reads the stored headers h of a delivery with the parser s.Verify uses and returns what was
 // signed. Errors wrap the same sentinels as Verify: ErrMissingSignature when a header is absent,
 // ErrMalformedSignature when it cannot be parsed, ErrMismatch when it carries no signature the
 // scheme checks. The signatures themselves are not decoded: whether one matches is for whoever
