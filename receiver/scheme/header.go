@@ -85,13 +85,6 @@ const (
 	base64Encoding
 )
 
-func (e encoding) String() string {
-	if e == base64Encoding {
-		return "base64"
-	}
-	return "hex"
-}
-
 // strictBase64 rejects non-zero padding bits, which would give one MAC several spellings; the
 // reference implementations compare the encoded text, so they reject those too.
 var strictBase64 = base64.StdEncoding.Strict()

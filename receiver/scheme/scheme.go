@@ -96,8 +96,9 @@ type HMACOptions struct {
 	TypePath        string `yaml:"type_path"` // default "type" when TypeHeader is empty
 }
 
-// registry is every scheme, in the order Names lists them. A new scheme is one file holding its
-// type (with its header parser) and one line here.
+// registry is every scheme, in the order Names lists them. A new scheme is one file and one line
+// here: the file holds its type, its one header parser (used by Verify and by recipe, which dispute
+// bundles render) and whichever optional interfaces its provider's quirks need.
 var registry = []struct {
 	name string
 	new  func(HMACOptions) (Scheme, error)
