@@ -29,7 +29,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
@@ -38,6 +37,7 @@ import (
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/receiver/scheme"
+	"github.com/hookledger/hookledger/schema"
 )
 
 // e2eSecret signs every test delivery; serve gets it as HOOKLEDGER_SECRET,
@@ -281,7 +281,10 @@ func testReplicateDeleteRestore(t *testing.T, bin string) {
 		restoredField(t, restored, "integrity") != "ok" {
 		t.Errorf("restore output:\n%s", restored)
 	}
-	db := sqlx.NewDb(openRO(t, e.db()), "sqlite")
+	db, err := schema.Open(context.Background(), e.db(), schema.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
 	rep, err := bench.Verify(context.Background(), db, "default", plan, out)
 	if err != nil || !rep.OK() || rep.ExactlyOnce != 400 {
 		t.Fatalf("acknowledged events after restore: %+v, %v", rep, err)

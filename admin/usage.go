@@ -8,16 +8,15 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/schema"
 )
 
 // Usage answers GET /v1/usage with the same query as `hookledger usage`:
 // from, to, tz, customer, meter, group_by (or group-by), as_of (or as-of).
 // JSON by default; RFC 4180 CSV when the client sends Accept: text/csv or
 // format=csv. Register it on Server.Mux; the Server's bearer auth covers it.
-func Usage(db sqlx.QueryerContext, meters ledger.Meters) http.Handler {
+func Usage(db *schema.DB, meters ledger.Meters) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		v := r.URL.Query()
 		get := func(names ...string) string {
@@ -49,7 +48,7 @@ func Usage(db sqlx.QueryerContext, meters ledger.Meters) http.Handler {
 			usageError(w, http.StatusBadRequest, "format: want json or csv")
 			return
 		}
-		rep, err := ledger.Query(r.Context(), db, q)
+		rep, err := ledger.Query(r.Context(), db.Read, q)
 		var overflow *ledger.OverflowError
 		switch {
 		case errors.As(err, &overflow):

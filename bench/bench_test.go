@@ -276,7 +276,7 @@ func TestVerifyFindsEveryEventExactlyOnce(t *testing.T) {
 	if !out.Result.OK() {
 		t.Fatalf("result %+v", out.Result)
 	}
-	rep, err := Verify(context.Background(), db.Read, "default", p, out)
+	rep, err := Verify(context.Background(), db, "default", p, out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +313,7 @@ func TestVerifyReportsWhatIsWrong(t *testing.T) {
 		q.Events = append(append([]Event(nil), p.Events...), Event{ID: EventID(p.RunID, 50), Customer: "cus_1", Quantity: 1})
 		o := *out
 		o.Acked = append(append([]bool(nil), out.Acked...), false)
-		rep, err := Verify(context.Background(), db.Read, "default", &q, &o)
+		rep, err := Verify(context.Background(), db, "default", &q, &o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -325,7 +325,7 @@ func TestVerifyReportsWhatIsWrong(t *testing.T) {
 		q := *p
 		q.Events = append([]Event(nil), p.Events...)
 		q.Events[3].Quantity += 1
-		rep, err := Verify(context.Background(), db.Read, "default", &q, out)
+		rep, err := Verify(context.Background(), db, "default", &q, out)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -340,7 +340,7 @@ func TestVerifyReportsWhatIsWrong(t *testing.T) {
 	t.Run("more acknowledged deliveries than attempt rows", func(t *testing.T) {
 		o := *out
 		o.Delivered = 51
-		rep, err := Verify(context.Background(), db.Read, "default", p, &o)
+		rep, err := Verify(context.Background(), db, "default", p, &o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -357,7 +357,7 @@ func TestVerifyReportsWhatIsWrong(t *testing.T) {
 			e.ID, e.Customer); err != nil {
 			t.Fatal(err)
 		}
-		rep, err := Verify(context.Background(), db.Read, "default", p, out)
+		rep, err := Verify(context.Background(), db, "default", p, out)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -374,7 +374,7 @@ func TestVerifyReportsWhatIsWrong(t *testing.T) {
 		if _, err := other.Write.Exec(`DROP TABLE delivery_attempts`); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := Verify(context.Background(), other.Read, "default", p, out); err == nil || !strings.Contains(err.Error(), "count delivery attempts") {
+		if _, err := Verify(context.Background(), other, "default", p, out); err == nil || !strings.Contains(err.Error(), "count delivery attempts") {
 			t.Fatalf("error %v, want a read error naming the query", err)
 		}
 	})

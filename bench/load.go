@@ -119,7 +119,7 @@ func (l Load) Plan(now time.Time) (*Plan, error) {
 			Quantity: ledger.Quantity(1+rng.IntN(1_000_000)) * 1000,
 		}
 		p.Events[i] = e
-		b, err := eventBody(l.Scheme.Name(), e, p.Meter, occurred)
+		b, err := eventBody(l.Scheme, e, p.Meter, occurred)
 		if err != nil {
 			return nil, err
 		}
@@ -160,7 +160,7 @@ func (p *Plan) sign(i int, body []byte, dup, late bool, now time.Time) delivery 
 	return delivery{event: i, dup: dup, late: late, header: h, body: body}
 }
 
-func eventBody(schemeName string, e Event, meter, occurred string) ([]byte, error) {
+func eventBody(s scheme.Scheme, e Event, meter, occurred string) ([]byte, error) {
 	event := map[string]any{
 		"id":   e.ID,
 		"type": EventType,
@@ -171,8 +171,8 @@ func eventBody(schemeName string, e Event, meter, occurred string) ([]byte, erro
 			"occurred_at": occurred,
 		},
 	}
-	if schemeName == "slack" {
-		event["event_id"] = e.ID // Slack carries the id in the body as event_id
+	if b, ok := s.(scheme.BodyIdentified); ok {
+		event[b.IDField()] = e.ID // where the provider carries it, e.g. Slack's event_id
 	}
 	return json.Marshal(event)
 }

@@ -4,9 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/schema"
 )
 
 // Report is what Verify found in the ledger for one run.
@@ -38,7 +37,7 @@ func (r *Report) problem(format string, args ...any) {
 // the ledger's totals for the run's meter equal what was sent, that no
 // duplicate delivery added anything, and that every acknowledged delivery left
 // a delivery-attempt row.
-func Verify(ctx context.Context, db sqlx.QueryerContext, provider string, p *Plan, o *Outcome) (*Report, error) {
+func Verify(ctx context.Context, db *schema.DB, provider string, p *Plan, o *Outcome) (*Report, error) {
 	r := &Report{Events: len(p.Events)}
 	for _, a := range o.Acked {
 		if a {
@@ -46,17 +45,10 @@ func Verify(ctx context.Context, db sqlx.QueryerContext, provider string, p *Pla
 		}
 	}
 	// The run's ids are one contiguous range of the (provider, event_id) index.
-	lo, hi := EventID(p.RunID, 0), EventID(p.RunID, len(p.Events))
+	run := schema.EventRange{Provider: provider, From: EventID(p.RunID, 0), To: EventID(p.RunID, len(p.Events))}
 
-	type row struct {
-		EventID  string          `db:"event_id"`
-		Customer string          `db:"customer_id"`
-		Meter    string          `db:"meter"`
-		Quantity ledger.Quantity `db:"quantity"`
-	}
-	var rows []row
-	if err := sqlx.SelectContext(ctx, db, &rows, `SELECT event_id, customer_id, meter, quantity FROM metered_usage
-		WHERE provider = ? AND event_id >= ? AND event_id < ? AND kind = 'usage'`, provider, lo, hi); err != nil {
+	rows, err := db.UsageInRange(ctx, run)
+	if err != nil {
 		return nil, fmt.Errorf("read usage rows: %w", err)
 	}
 	index := make(map[string]int, len(p.Events))
@@ -74,12 +66,12 @@ func Verify(ctx context.Context, db sqlx.QueryerContext, provider string, p *Pla
 		}
 		count[i]++
 		e := p.Events[i]
-		if row.Customer != e.Customer || row.Meter != p.Meter || row.Quantity != e.Quantity {
+		if q := ledger.Quantity(row.Quantity); row.Customer != e.Customer || row.Meter != p.Meter || q != e.Quantity {
 			r.Wrong++
 			bad[i] = true
 			if len(wrong) < 3 {
 				wrong = append(wrong, fmt.Sprintf("%s: %s %s %s, sent %s %s %s", e.ID,
-					row.Customer, row.Meter, row.Quantity, e.Customer, p.Meter, e.Quantity))
+					row.Customer, row.Meter, q, e.Customer, p.Meter, e.Quantity))
 			}
 		}
 	}
@@ -120,7 +112,7 @@ func Verify(ctx context.Context, db sqlx.QueryerContext, provider string, p *Pla
 	}
 
 	// The ledger's own aggregation must agree with the events sent.
-	rep, err := ledger.Query(ctx, db, ledger.UsageQuery{Meter: p.Meter})
+	rep, err := ledger.Query(ctx, db.Read, ledger.UsageQuery{Meter: p.Meter})
 	if err != nil {
 		return nil, err
 	}
@@ -139,32 +131,20 @@ func Verify(ctx context.Context, db sqlx.QueryerContext, provider string, p *Pla
 		}
 	}
 
-	if err := sqlx.GetContext(ctx, db, &r.Receipts, `SELECT COUNT(*) FROM receipts
-		WHERE provider = ? AND event_id >= ? AND event_id < ?`, provider, lo, hi); err != nil {
+	if r.Receipts, err = db.ReceiptsInRange(ctx, run); err != nil {
 		return nil, fmt.Errorf("count receipts: %w", err)
 	}
 	if want := len(p.Events) - r.Missing; r.Receipts != want {
 		r.problem("%d receipts for %d events in the ledger", r.Receipts, want)
 	}
-	var outcomes []struct {
-		Outcome string `db:"outcome"`
-		N       int    `db:"n"`
-	}
-	if err := sqlx.SelectContext(ctx, db, &outcomes, `SELECT outcome, COUNT(*) AS n FROM delivery_attempts
-		WHERE provider = ? AND event_id >= ? AND event_id < ? GROUP BY outcome`, provider, lo, hi); err != nil {
+	outcomes, err := db.AttemptOutcomesInRange(ctx, run)
+	if err != nil {
 		return nil, fmt.Errorf("count delivery attempts: %w", err)
 	}
-	for _, oc := range outcomes {
-		r.Attempts += oc.N
-		switch oc.Outcome {
-		case "inserted":
-			r.Inserted = oc.N
-		case "duplicate":
-			r.Duplicate = oc.N
-		case "payload_mismatch":
-			r.Mismatch = oc.N
-		}
+	for _, n := range outcomes {
+		r.Attempts += n
 	}
+	r.Inserted, r.Duplicate, r.Mismatch = outcomes["inserted"], outcomes["duplicate"], outcomes["payload_mismatch"]
 	if r.Inserted != r.Receipts {
 		r.problem("%d attempts recorded as inserted for %d receipts", r.Inserted, r.Receipts)
 	}

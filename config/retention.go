@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"time"
+
+	"github.com/hookledger/hookledger/receiver/scheme"
 )
 
 // Reconcile and retention defaults.
@@ -21,15 +23,6 @@ const (
 	DefaultStripeBaseURL = "https://api.stripe.com"
 	DefaultGitHubBaseURL = "https://api.github.com"
 )
-
-// ReplayHorizons are how long a sender may still deliver an event again, by
-// scheme: Stripe's events API lists events (so reconcile can bring them back)
-// for 30 days, GitHub keeps webhook deliveries (and redelivers them on
-// request) for 3 days. Other senders set replay_horizon on the provider.
-var ReplayHorizons = map[string]time.Duration{
-	"stripe": 30 * 24 * time.Hour,
-	"github": 3 * 24 * time.Hour,
-}
 
 // Retention bounds storage. Raw bodies go after Payload; the receipt itself
 // (provider, event id, body digest, times: the tombstone that makes a late
@@ -48,8 +41,8 @@ func (r Retention) Enabled() bool { return r.Payload.Duration > 0 || r.Keys.Dura
 // ones its webhooks missed.
 type Reconcile struct {
 	// Source is stripe (the events API), github (the webhook deliveries API)
-	// or file (a JSONL file, one raw event per line). Default: the scheme,
-	// when it is stripe or github.
+	// or file (a JSONL file, one raw event per line). Default: the source
+	// the scheme names (scheme.Reconcilable: stripe and github do).
 	Source  string `yaml:"source"`
 	BaseURL string `yaml:"base_url"`
 	APIKey  Secret `yaml:"api_key"` // stripe secret key or GitHub token, sent as a Bearer token
@@ -78,12 +71,26 @@ var (
 )
 
 // Horizon is how long the provider may redeliver an event: replay_horizon,
-// else the scheme's default, else 0 (unknown).
+// else the scheme's default (scheme.Redeliverer: stripe 30d, github 3d), else
+// 0 (unknown).
 func (p *Provider) Horizon() time.Duration {
 	if p.ReplayHorizon.Duration > 0 {
 		return p.ReplayHorizon.Duration
 	}
-	return ReplayHorizons[p.Scheme]
+	if r, ok := p.signatureScheme().(scheme.Redeliverer); ok {
+		return r.ReplayHorizon()
+	}
+	return 0
+}
+
+// signatureScheme is the provider's scheme, or nil when its configuration
+// names none that exists (resolve reports that).
+func (p *Provider) signatureScheme() scheme.Scheme {
+	s, err := scheme.New(p.Scheme, p.HMAC)
+	if err != nil {
+		return nil
+	}
+	return s
 }
 
 // resolveRetention validates retention and reconcile settings. It runs after
@@ -136,12 +143,11 @@ func (c *Config) resolveRetention(dir string) error {
 
 func (rc *Reconcile) resolve(p *Provider, dir, at string, keys time.Duration) error {
 	if rc.Source == "" {
-		switch p.Scheme {
-		case "stripe", "github":
-			rc.Source = p.Scheme
-		default:
+		r, ok := p.signatureScheme().(scheme.Reconcilable)
+		if !ok {
 			return errAt(at+".source", "required for scheme %s: stripe, github or file", p.Scheme)
 		}
+		rc.Source = r.ReconcileSource()
 	}
 	for _, d := range []struct {
 		key string

@@ -278,6 +278,10 @@ type Tx struct {
 // Now is the batch time in unix milliseconds: the recorded_at of its rows.
 func (b *Tx) Now() int64 { return b.now }
 
+// Batch is the transaction's typed statements for the writes beside the
+// hot path (reconcile checkpoints, redelivery requests, retention).
+func (b *Tx) Batch() schema.Batch { return schema.Batch{Tx: b.Tx} }
+
 // Append adds a row to the ledger's hash chain.
 func (b *Tx) Append(ctx context.Context, r *ledger.Row) error {
 	h, err := b.chainHead(ctx)

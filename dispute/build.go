@@ -9,10 +9,9 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/schema"
 )
 
 type eventKey struct{ provider, id string }
@@ -25,7 +24,7 @@ type invoiceAcc struct {
 // builder gathers invoices, lines, rows and events, each once.
 type builder struct {
 	ctx      context.Context
-	q        sqlx.QueryerContext
+	q        *schema.ReadTx
 	v        *Verifier
 	tr       *Trace
 	invoices map[int64]*invoiceAcc
@@ -329,10 +328,10 @@ func (b *builder) summarize() {
 		for _, a := range e.Attempts {
 			s.Attempts++
 			s.Signatures.add(a.Signature.Status)
-			switch custody.Outcome(a.Outcome) {
-			case custody.OutcomeDuplicate:
+			switch a.Outcome {
+			case string(custody.OutcomeDuplicate):
 				s.Duplicates++
-			case custody.OutcomePayloadMismatch:
+			case string(custody.OutcomePayloadMismatch):
 				s.PayloadMismatches++
 			}
 			if a.Signature.Status == Invalid && e.Verification.Status != Invalid {

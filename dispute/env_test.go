@@ -242,7 +242,7 @@ func (e *env) tracer(edit func(map[string]string)) *Tracer {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return &Tracer{DB: e.db.Read, Verifier: v, Meters: ledger.NewMeters(cfg.Meters)}
+	return &Tracer{DB: e.db, Verifier: v, Meters: ledger.NewMeters(cfg.Meters)}
 }
 
 func (e *env) trace(target string) *Trace {

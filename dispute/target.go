@@ -113,9 +113,7 @@ func positive(s string) (int64, bool) {
 func (t *Tracer) Suggest(ctx context.Context, eventID string) []string {
 	var out []string
 	for _, p := range t.Verifier.Providers() {
-		var n int
-		// The unique (provider, event_id) index answers each lookup.
-		if err := t.DB.QueryRowxContext(ctx, `SELECT COUNT(*) FROM receipts WHERE provider = ? AND event_id = ?`, p, eventID).Scan(&n); err == nil && n > 0 {
+		if found, err := t.DB.HasReceipt(ctx, p, eventID); err == nil && found {
 			out = append(out, Target{Kind: KindEvent, Provider: p, EventID: eventID}.String())
 		}
 	}

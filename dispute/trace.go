@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/schema"
 )
 
 // Trace is everything behind a disputed charge. It holds no time of its own
@@ -193,9 +192,17 @@ func (c *Counts) add(status string) {
 	}
 }
 
+// Store is what a Tracer reads from storage; *schema.DB satisfies it.
+type Store interface {
+	// View runs fn in one read transaction: a trace is a single state of
+	// the database even while serve writes.
+	View(ctx context.Context, fn func(*schema.ReadTx) error) error
+	HasReceipt(ctx context.Context, provider, eventID string) (bool, error)
+}
+
 // Tracer builds traces from the database.
 type Tracer struct {
-	DB       *sqlx.DB // the read pool
+	DB       Store
 	Verifier *Verifier
 	// Meters declares aggregations for the customer view's usage totals.
 	Meters ledger.Meters
@@ -222,22 +229,24 @@ func (t *Tracer) Customer(ctx context.Context, customer string, p ledger.Period)
 }
 
 func (t *Tracer) trace(ctx context.Context, target, kind string, fill func(*builder) error) (*Trace, error) {
-	// One read transaction: the trace is a single snapshot even while serve writes.
-	tx, err := t.DB.BeginTxx(ctx, nil)
+	var tr *Trace
+	err := t.DB.View(ctx, func(s *schema.ReadTx) error {
+		b := &builder{ctx: ctx, q: s, v: t.Verifier, tr: &Trace{Target: target, Kind: kind},
+			invoices: map[int64]*invoiceAcc{}, rows: map[int64]*RowView{}, rowsRead: map[int64]ledger.Row{},
+			lines: map[string][]ledger.InvoiceLine{}, events: map[eventKey]*EventView{}}
+		if err := fill(b); err != nil {
+			return err
+		}
+		if err := b.finish(); err != nil {
+			return err
+		}
+		tr = b.tr
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("dispute: begin read: %w", err)
-	}
-	defer tx.Rollback()
-	b := &builder{ctx: ctx, q: tx, v: t.Verifier, tr: &Trace{Target: target, Kind: kind},
-		invoices: map[int64]*invoiceAcc{}, rows: map[int64]*RowView{}, rowsRead: map[int64]ledger.Row{},
-		lines: map[string][]ledger.InvoiceLine{}, events: map[eventKey]*EventView{}}
-	if err := fill(b); err != nil {
 		return nil, err
 	}
-	if err := b.finish(); err != nil {
-		return nil, err
-	}
-	return b.tr, nil
+	return tr, nil
 }
 
 func lineRef(invoice, line int64) string { return fmt.Sprintf("invoice:%d/%d", invoice, line) }

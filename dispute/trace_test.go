@@ -358,7 +358,7 @@ func TestTraceReadErrors(t *testing.T) {
 	}
 	db.Close()
 	tracer := e.tracer(nil)
-	tracer.DB = db.Read
+	tracer.DB = db
 	if _, err := tracer.Trace(context.Background(), "invoice:1/1"); err == nil || errors.Is(err, ErrNotFound) {
 		t.Errorf("closed database: %v", err)
 	}

@@ -99,7 +99,7 @@ func TestVerificationStates(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr, err = (&Tracer{DB: e.db.Read, Verifier: v}).Trace(context.Background(), "default:evt_c")
+		tr, err = (&Tracer{DB: e.db, Verifier: v}).Trace(context.Background(), "default:evt_c")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,7 +113,7 @@ func TestVerificationStates(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr, err := (&Tracer{DB: e.db.Read, Verifier: v}).Trace(context.Background(), "default:evt_c")
+		tr, err := (&Tracer{DB: e.db, Verifier: v}).Trace(context.Background(), "default:evt_c")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/schema"
 )
@@ -33,11 +31,17 @@ func Writable(w *custody.Writer) CheckFunc {
 	}
 }
 
+// MigrationState is what Migrated reads from storage; *schema.DB satisfies it.
+type MigrationState interface {
+	PendingMigrations(ctx context.Context) ([]schema.Migration, error)
+	SchemaVersion(ctx context.Context) (int, error)
+}
+
 // Migrated checks that every embedded migration is applied and that the
 // database has none this binary does not know (a newer binary migrated it).
-func Migrated(db sqlx.QueryerContext) CheckFunc {
+func Migrated(db MigrationState) CheckFunc {
 	return func(ctx context.Context) error {
-		pending, err := schema.Pending(ctx, db)
+		pending, err := db.PendingMigrations(ctx)
 		if err != nil {
 			return fmt.Errorf("read migrations: %w", err)
 		}
@@ -52,8 +56,8 @@ func Migrated(db sqlx.QueryerContext) CheckFunc {
 		if err != nil {
 			return err
 		}
-		var newest int
-		if err := sqlx.GetContext(ctx, db, &newest, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`); err != nil {
+		newest, err := db.SchemaVersion(ctx)
+		if err != nil {
 			return fmt.Errorf("read migrations: %w", err)
 		}
 		if known := all[len(all)-1].Version; newest > known {

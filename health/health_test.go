@@ -68,7 +68,7 @@ func newEnv(t *testing.T) *env {
 	e.checker.Timeout = 300 * time.Millisecond
 	e.checker.CacheFor = 0
 	e.checker.Add("database", Writable(e.writer))
-	e.checker.Add("migrations", Migrated(db.Read))
+	e.checker.Add("migrations", Migrated(db))
 	e.checker.Add("disk", Disk(e.dir, 0))
 	mux := http.NewServeMux()
 	e.checker.Routes(mux)

@@ -196,8 +196,10 @@ func checkJSON(body []byte, maxDepth int) *result {
 func identify(h http.Header, p *Provider, body []byte, a *attempt) (id, typ string, rej *result) {
 	id, typ = p.Scheme.Identify(h, body)
 	if id == "" {
-		if challenge, ok := slackChallenge(p, body); ok {
-			return "", "", &result{code: http.StatusOK, body: map[string]string{"challenge": challenge}, outcome: OutcomeURLVerification}
+		if hs, ok := p.Scheme.(scheme.Handshaker); ok {
+			if reply, ok := hs.Handshake(h, body); ok {
+				return "", "", &result{code: http.StatusOK, body: json.RawMessage(reply), outcome: OutcomeURLVerification}
+			}
 		}
 		return "", "", reject(http.StatusBadRequest, "no_event_id", "delivery carries no event id", nil)
 	}
@@ -280,15 +282,6 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, a *attempt, res 
 		w.Header().Set("Retry-After", "1")
 	}
 	writeJSON(w, res.code, res.body)
-}
-
-// slackChallenge answers Slack's endpoint check, which is signed but is not an event.
-func slackChallenge(p *Provider, body []byte) (string, bool) {
-	if p.Scheme.Name() != "slack" || payload.Get(body, "type").String() != "url_verification" {
-		return "", false
-	}
-	c := payload.Get(body, "challenge")
-	return c.String(), c.Exists()
 }
 
 // signatureHeaders keeps the headers needed to re-verify the body later, one

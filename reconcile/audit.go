@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jmoiron/sqlx"
+	"github.com/hookledger/hookledger/schema"
 )
 
 // Mismatch is an authenticated delivery that reused a stored event id with a
@@ -14,19 +14,19 @@ import (
 // came later (the API's JSON bytes differ from the webhook's); anything else
 // deserves a look.
 type Mismatch struct {
-	Provider        string    `db:"provider" json:"provider"`
-	EventID         string    `db:"event_id" json:"event_id"`
-	OriginalSource  string    `db:"source" json:"original_source"`
-	OriginalSHA256  []byte    `db:"original_sha256" json:"-"`
-	OriginalAt      int64     `db:"original_at" json:"-"`
-	DuplicateSHA256 []byte    `db:"duplicate_sha256" json:"-"`
-	DuplicateAt     int64     `db:"duplicate_at" json:"-"`
-	RemoteAddr      string    `db:"remote_addr" json:"remote_addr"`
-	RequestID       string    `db:"request_id" json:"request_id"`
-	OriginalHex     string    `db:"-" json:"original_sha256"`
-	DuplicateHex    string    `db:"-" json:"duplicate_sha256"`
-	OriginalTime    time.Time `db:"-" json:"original_received_at"`
-	DuplicateTime   time.Time `db:"-" json:"duplicate_received_at"`
+	Provider        string    `json:"provider"`
+	EventID         string    `json:"event_id"`
+	OriginalSource  string    `json:"original_source"`
+	OriginalSHA256  []byte    `json:"-"`
+	OriginalAt      int64     `json:"-"`
+	DuplicateSHA256 []byte    `json:"-"`
+	DuplicateAt     int64     `json:"-"`
+	RemoteAddr      string    `json:"remote_addr"`
+	RequestID       string    `json:"request_id"`
+	OriginalHex     string    `json:"original_sha256"`
+	DuplicateHex    string    `json:"duplicate_sha256"`
+	OriginalTime    time.Time `json:"original_received_at"`
+	DuplicateTime   time.Time `json:"duplicate_received_at"`
 }
 
 // MismatchFilter narrows Mismatches; zero fields match everything.
@@ -36,31 +36,29 @@ type MismatchFilter struct {
 	Limit    int // default 1000
 }
 
+// MismatchSource is what Mismatches reads from storage; *schema.DB
+// satisfies it.
+type MismatchSource interface {
+	PayloadMismatches(ctx context.Context, f schema.MismatchFilter) ([]schema.Mismatch, error)
+}
+
 // Mismatches lists payload_mismatch attempts with both digests and times,
 // oldest first.
-func Mismatches(ctx context.Context, db sqlx.QueryerContext, f MismatchFilter) ([]Mismatch, error) {
+func Mismatches(ctx context.Context, db MismatchSource, f MismatchFilter) ([]Mismatch, error) {
 	if f.Limit <= 0 {
 		f.Limit = 1000
 	}
-	q := `SELECT a.provider, a.event_id, r.source, r.body_sha256 AS original_sha256, r.received_at AS original_at,
-			a.body_sha256 AS duplicate_sha256, a.received_at AS duplicate_at, a.remote_addr, a.request_id
-		FROM delivery_attempts a JOIN receipts r ON r.provider = a.provider AND r.event_id = a.event_id
-		WHERE a.outcome = 'payload_mismatch' AND a.received_at >= ?`
-	args := []any{f.Since.UnixMilli()}
-	if f.Provider != "" {
-		q += ` AND a.provider = ?`
-		args = append(args, f.Provider)
-	}
-	q += ` ORDER BY a.received_at, a.id LIMIT ?`
-	args = append(args, f.Limit)
-	var ms []Mismatch
-	if err := sqlx.SelectContext(ctx, db, &ms, q, args...); err != nil {
+	stored, err := db.PayloadMismatches(ctx, schema.MismatchFilter{Provider: f.Provider, Since: f.Since.UnixMilli(), Limit: f.Limit})
+	if err != nil {
 		return nil, fmt.Errorf("list mismatches: %w", err)
 	}
-	for i := range ms {
-		m := &ms[i]
-		m.OriginalHex, m.DuplicateHex = fmt.Sprintf("%x", m.OriginalSHA256), fmt.Sprintf("%x", m.DuplicateSHA256)
-		m.OriginalTime, m.DuplicateTime = time.UnixMilli(m.OriginalAt).UTC(), time.UnixMilli(m.DuplicateAt).UTC()
+	var ms []Mismatch
+	for _, s := range stored {
+		ms = append(ms, Mismatch{Provider: s.Provider, EventID: s.EventID, OriginalSource: s.OriginalSource,
+			OriginalSHA256: s.OriginalSHA256, OriginalAt: s.OriginalAt, DuplicateSHA256: s.DuplicateSHA256, DuplicateAt: s.DuplicateAt,
+			RemoteAddr: s.RemoteAddr, RequestID: s.RequestID,
+			OriginalHex: fmt.Sprintf("%x", s.OriginalSHA256), DuplicateHex: fmt.Sprintf("%x", s.DuplicateSHA256),
+			OriginalTime: time.UnixMilli(s.OriginalAt).UTC(), DuplicateTime: time.UnixMilli(s.DuplicateAt).UTC()})
 	}
 	return ms, nil
 }

@@ -236,7 +236,7 @@ func (e *env) usageSum(provider string) ledger.Quantity {
 
 func (e *env) checkpoint(provider string) Checkpoint {
 	e.t.Helper()
-	cp, _, err := LoadCheckpoint(context.Background(), e.db.Read, provider)
+	cp, _, err := LoadCheckpoint(context.Background(), e.db, provider)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -10,19 +10,25 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/ledger"
-	"github.com/hookledger/hookledger/schema"
 )
+
+// Store is what a Reconciler reads from storage; *schema.DB satisfies it.
+// On a database older than reconcile's tables (a read-only dry run) it finds
+// no checkpoint and no redelivery request.
+type Store interface {
+	CheckpointReader
+	ReceiptsPresent(ctx context.Context, provider string, eventIDs []string) ([]string, error)
+	RedeliveriesRequested(ctx context.Context, provider string, eventIDs []string) ([]string, error)
+}
 
 // Reconciler compares one provider's events with the stored receipts.
 // Exported fields have the defaults NewReconciler sets; override them before Run.
 type Reconciler struct {
 	Provider string
 	Source   Source
-	DB       *schema.DB      // reads: which events are present, the checkpoint
+	DB       Store           // reads: which events are present, the checkpoint
 	Writer   *custody.Writer // writes: deliveries, checkpoint, redelivery requests; unused by a dry run
 	Mapper   *ledger.Mapper
 	// HandlerVersion is stored on the receipts it inserts, as for webhooks.
@@ -42,7 +48,7 @@ type Reconciler struct {
 }
 
 // NewReconciler returns a reconciler with the defaults.
-func NewReconciler(provider string, src Source, db *schema.DB, w *custody.Writer, m *ledger.Mapper, handlerVersion string) *Reconciler {
+func NewReconciler(provider string, src Source, db Store, w *custody.Writer, m *ledger.Mapper, handlerVersion string) *Reconciler {
 	return &Reconciler{
 		Provider: provider, Source: src, DB: db, Writer: w, Mapper: m, HandlerVersion: handlerVersion,
 		Window: 72 * time.Hour, Overlap: 15 * time.Minute, Settle: 2 * time.Minute,
@@ -106,7 +112,7 @@ func (r *Reconciler) Run(ctx context.Context, o Options) (*Report, error) {
 	// Millisecond precision, as stored: a resumed window is the same window.
 	now := time.UnixMilli(r.Now().UnixMilli()).UTC()
 	rep := &Report{Provider: r.Provider, Source: r.Source.Name(), DryRun: o.DryRun}
-	cp, found, err := LoadCheckpoint(ctx, r.DB.Read, r.Provider)
+	cp, found, err := LoadCheckpoint(ctx, r.DB, r.Provider)
 	if err != nil {
 		return rep, err
 	}
@@ -198,7 +204,7 @@ func (r *Reconciler) handle(ctx context.Context, page Page, seen map[string]bool
 	if len(events) == 0 {
 		return
 	}
-	present, err := r.present(ctx, "receipts", events)
+	present, err := r.present(ctx, "receipts", r.DB.ReceiptsPresent, events)
 	if err != nil {
 		for range events {
 			rep.fail(err)
@@ -282,7 +288,7 @@ func (r *Reconciler) redeliver(ctx context.Context, events []Event, dryRun bool,
 		}
 		return
 	}
-	asked, err := r.present(ctx, "redelivery_requests", events)
+	asked, err := r.present(ctx, "redelivery_requests", r.DB.RedeliveriesRequested, events)
 	if err != nil {
 		for range events {
 			rep.fail(err)
@@ -311,22 +317,16 @@ func (r *Reconciler) redeliver(ctx context.Context, events []Event, dryRun bool,
 	}
 }
 
-// present returns which of the events' ids have a row in table (receipts or
-// redelivery_requests). A missing table (a dry run on an old database) is empty.
-func (r *Reconciler) present(ctx context.Context, table string, events []Event) (map[string]bool, error) {
+// present returns which of the events' ids lookup finds in table (receipts
+// or redelivery_requests, named in errors).
+func (r *Reconciler) present(ctx context.Context, table string, lookup func(context.Context, string, []string) ([]string, error),
+	events []Event) (map[string]bool, error) {
 	ids := make([]string, len(events))
 	for i, e := range events {
 		ids[i] = e.ID
 	}
-	q, args, err := sqlx.In(`SELECT event_id FROM `+table+` WHERE provider = ? AND event_id IN (?)`, r.Provider, ids)
+	found, err := lookup(ctx, r.Provider, ids)
 	if err != nil {
-		return nil, err
-	}
-	var found []string
-	if err := sqlx.SelectContext(ctx, r.DB.Read, &found, q, args...); err != nil {
-		if strings.Contains(err.Error(), "no such table") {
-			return map[string]bool{}, nil
-		}
 		return nil, fmt.Errorf("look up %s: %w", table, err)
 	}
 	m := make(map[string]bool, len(found))

@@ -183,7 +183,7 @@ func TestRedeliveryOfPrunedEventIsDuplicate(t *testing.T) {
 	if n := e.count(`SELECT COUNT(*) FROM delivery_attempts`); n != attempts+2 {
 		t.Errorf("attempts %d, want %d", n, attempts+2)
 	}
-	ms, err := Mismatches(ctx, e.db.Read, MismatchFilter{Provider: "stripe"})
+	ms, err := Mismatches(ctx, e.db, MismatchFilter{Provider: "stripe"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,10 +193,10 @@ func TestRedeliveryOfPrunedEventIsDuplicate(t *testing.T) {
 		!ms[0].OriginalTime.Equal(testNow.Add(-40*24*time.Hour)) || !ms[0].DuplicateTime.Equal(testNow) {
 		t.Errorf("mismatches %+v", ms)
 	}
-	if ms, err := Mismatches(ctx, e.db.Read, MismatchFilter{Provider: "github"}); err != nil || len(ms) != 0 {
+	if ms, err := Mismatches(ctx, e.db, MismatchFilter{Provider: "github"}); err != nil || len(ms) != 0 {
 		t.Errorf("provider filter: %+v (err %v)", ms, err)
 	}
-	if ms, err := Mismatches(ctx, e.db.Read, MismatchFilter{Since: testNow.Add(time.Second)}); err != nil || len(ms) != 0 {
+	if ms, err := Mismatches(ctx, e.db, MismatchFilter{Since: testNow.Add(time.Second)}); err != nil || len(ms) != 0 {
 		t.Errorf("since filter: %+v (err %v)", ms, err)
 	}
 }

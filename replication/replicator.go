@@ -153,15 +153,28 @@ type Status struct {
 	Replica     string // "file:<dir>" or "s3://bucket/prefix"
 	LocalTXID   TXID   // last transaction Litestream has cut from the WAL
 	ReplicaTXID TXID   // last transaction the replica holds
-	InSync      bool   // ReplicaTXID == LocalTXID
+	// InSync: ReplicaTXID == LocalTXID and the WAL holds nothing Litestream
+	// has not cut (WAL is not WALPending or WALUnknown).
+	InSync bool
 	// LagBytes and LagTime cover LTX files cut locally but not yet uploaded
-	// (LagTime is the age of the oldest). Commits still in the WAL are not
-	// counted; they wait at most the monitor interval (1 s) to be cut.
-	LagBytes    int64
-	LagTime     time.Duration
-	LastSyncAt  time.Time // last successful replica sync; zero if none
-	LastError   string    // last replica error; empty if none
-	LastErrorAt time.Time
+	// (LagTime is the age of the oldest) and committed WAL frames not cut
+	// yet (WALPendingBytes). Those were committed after Litestream's last
+	// cut, so for them, and while WAL is WALUnknown, LagTime is the time
+	// since that cut (CapturedAt): an upper bound.
+	LagBytes int64
+	LagTime  time.Duration
+	// WAL compares the database's -wal file with what Litestream last cut
+	// from it: WALCaptured, WALPending (WALPendingBytes committed bytes not
+	// cut yet, included in LagBytes), WALUnknown (WALReason says why; the
+	// replica may lack commits) or WALNoHistory (nothing cut yet).
+	WAL             WALState
+	WALReason       string
+	WALPendingBytes int64
+	WALModTime      time.Time // last write to the -wal file; zero if there is none
+	CapturedAt      time.Time // when Litestream last cut the WAL (newest local L0 file); zero if never
+	LastSyncAt      time.Time // last successful replica sync; zero if none
+	LastError       string    // last replica error; empty if none
+	LastErrorAt     time.Time
 	// ReportedAt is set by ReadStatus when a running Replicator has
 	// published its LastSyncAt and LastError (see Publish): when it did.
 	ReportedAt time.Time
@@ -171,8 +184,42 @@ type Status struct {
 func (s Status) Healthy() bool { return s.LastError == "" || s.LastSyncAt.After(s.LastErrorAt) }
 
 // Status asks the replica for its position, so it fails when the replica is
-// unreachable.
+// unreachable. When the WAL holds commits so recent that Litestream's monitor
+// may not have polled since, it waits (at most the monitor interval and
+// settleGrace, within ctx) and looks again: see settle.
 func (r *Replicator) Status(ctx context.Context) (Status, error) {
+	st, err := r.status(ctx)
+	if wait := settle(st, r.cfg.DB.MonitorInterval); wait > 0 && err == nil {
+		select {
+		case <-time.After(wait):
+			st, err = r.status(ctx)
+		case <-ctx.Done():
+		}
+	}
+	return st, err
+}
+
+// settleGrace is how long Litestream's cut may take after its monitor polls.
+const settleGrace = 500 * time.Millisecond
+
+// maxSettle bounds the wait in settle: with a longer monitor interval a
+// status call does not wait for the next poll.
+const maxSettle = 5 * time.Second
+
+// settle says how long to wait before a second look at st: its pending WAL
+// commits may be younger than the monitor interval, so a running Litestream
+// may be about to cut them. Their LagTime (since the last cut) would then
+// overstate the lag of a quiet database that just took a commit; the second
+// look shows either the cut (and a small lag) or the same cut (capture is
+// stopped or stuck, and the lag is real). 0: no second look.
+func settle(st Status, monitor time.Duration) time.Duration {
+	if st.WAL != WALPending || st.CapturedAt.IsZero() || monitor <= 0 || monitor+settleGrace > maxSettle {
+		return 0
+	}
+	return time.Until(st.WALModTime.Add(monitor + settleGrace))
+}
+
+func (r *Replicator) status(ctx context.Context) (Status, error) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if r.db == nil && r.pending == nil {
@@ -278,12 +325,22 @@ func (r *Replicator) Publish() error {
 // creation time of the replica's newest L0 file, or the running serve's last
 // successful sync if it published a later one; LastError is what serve
 // published (ReportedAt says when), else unknown.
+//
+// The WAL is compared with Litestream's last cut too (Status.WAL), by reading
+// files only; like Replicator.Status, it may look twice (settle).
 func ReadStatus(ctx context.Context, cfg *Config) (Status, error) {
 	client, err := newReplicaClient(&cfg.DB.Replica)
 	if err != nil {
 		return Status{}, err
 	}
 	st, err := readStatus(ctx, cfg.DB.Path, &cfg.DB.Replica, client)
+	if wait := settle(st, cfg.DB.MonitorInterval); wait > 0 && err == nil {
+		select {
+		case <-time.After(wait):
+			st, err = readStatus(ctx, cfg.DB.Path, &cfg.DB.Replica, client)
+		case <-ctx.Done():
+		}
+	}
 	if buf, rerr := os.ReadFile(filepath.Join(MetaPath(cfg.DB.Path), reportFile)); rerr == nil {
 		var rep report
 		if json.Unmarshal(buf, &rep) == nil {
@@ -298,6 +355,9 @@ func ReadStatus(ctx context.Context, cfg *Config) (Status, error) {
 
 func readStatus(ctx context.Context, dbPath string, rc *ReplicaConfig, client litestream.ReplicaClient) (Status, error) {
 	st := Status{DBPath: dbPath, Replica: rc.String()}
+	ws := readWAL(dbPath) // local files only: known even when the replica is not
+	st.WAL, st.WALReason, st.WALPendingBytes = ws.State, ws.Reason, ws.PendingBytes
+	st.WALModTime, st.CapturedAt = ws.ModTime, ws.CapturedAt
 	if err := client.Init(ctx); err != nil {
 		return st, fmt.Errorf("replica %s: %w", st.Replica, err)
 	}
@@ -337,7 +397,11 @@ func readStatus(ctx context.Context, dbPath string, rc *ReplicaConfig, client li
 	if !oldest.IsZero() {
 		st.LagTime = time.Since(oldest)
 	}
-	st.InSync = st.LocalTXID == st.ReplicaTXID
+	st.LagBytes += ws.PendingBytes
+	if (ws.State == WALPending || ws.State == WALUnknown) && !ws.CapturedAt.IsZero() {
+		st.LagTime = max(st.LagTime, time.Since(ws.CapturedAt))
+	}
+	st.InSync = st.LocalTXID == st.ReplicaTXID && ws.State != WALPending && ws.State != WALUnknown
 	return st, nil
 }
 

@@ -247,11 +247,13 @@ func Pending(ctx context.Context, db sqlx.QueryerContext) ([]Migration, error) {
 	if err != nil {
 		return nil, err
 	}
+	if ok, err := migrationsTable(ctx, db); err != nil {
+		return nil, err
+	} else if !ok {
+		return ms, nil // never migrated
+	}
 	var applied []int
-	err = sqlx.SelectContext(ctx, db, &applied, `SELECT version FROM schema_migrations`)
-	if err != nil && strings.Contains(err.Error(), "no such table") {
-		return ms, nil
-	} else if err != nil {
+	if err := sqlx.SelectContext(ctx, db, &applied, `SELECT version FROM schema_migrations`); err != nil {
 		return nil, err
 	}
 	done := make(map[int]bool, len(applied))

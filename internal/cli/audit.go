@@ -55,7 +55,7 @@ func auditCommand() *cli.Command {
 					return err
 				}
 				defer db.Close()
-				ms, err := reconcile.Mismatches(c.Context, db.Read, f)
+				ms, err := reconcile.Mismatches(c.Context, db, f)
 				if err != nil {
 					return err
 				}

@@ -130,7 +130,7 @@ func runBench(c *cli.Context) error {
 	}
 	res := out.Result
 	if db != nil {
-		if res.Verify, err = bench.Verify(c.Context, db.Read, c.String("provider"), plan, out); err != nil {
+		if res.Verify, err = bench.Verify(c.Context, db, c.String("provider"), plan, out); err != nil {
 			return fmt.Errorf("verify: %w", err)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hookledger/hookledger/dispute"
 	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/schema"
 )
 
 func disputeFormatFlag() cli.Flag {
@@ -150,7 +151,12 @@ func customerTrace(c *cli.Context, tracer *dispute.Tracer, customer string) (*di
 	if tz == "" {
 		// The zone the customer's invoice for that month was closed in, so
 		// "--period 2026-11" means the month that was billed.
-		invs, err := ledger.ListInvoices(c.Context, tracer.DB, ledger.InvoiceFilter{Customer: customer, Period: label})
+		var invs []ledger.Invoice
+		err := tracer.DB.View(c.Context, func(s *schema.ReadTx) error {
+			var err error
+			invs, err = ledger.ListInvoices(c.Context, s, ledger.InvoiceFilter{Customer: customer, Period: label})
+			return err
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -321,5 +327,5 @@ func newTracer(c *cli.Context) (*dispute.Tracer, func(), error) {
 		db.Close()
 		return nil, nil, err
 	}
-	return &dispute.Tracer{DB: db.Read, Verifier: v, Meters: ledger.NewMeters(cfg.Meters)}, func() { db.Close() }, nil
+	return &dispute.Tracer{DB: db, Verifier: v, Meters: ledger.NewMeters(cfg.Meters)}, func() { db.Close() }, nil
 }

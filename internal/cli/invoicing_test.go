@@ -215,7 +215,7 @@ func TestAdminUsageAPIMatchesCLI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	adm.Mux.Handle("GET /v1/usage", admin.Usage(db.Read, ledger.NewMeters(cfg.Meters)))
+	adm.Mux.Handle("GET /v1/usage", admin.Usage(db, ledger.NewMeters(cfg.Meters)))
 	srv := httptest.NewServer(adm.Handler())
 	defer srv.Close()
 

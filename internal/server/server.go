@@ -240,7 +240,7 @@ func (s *Server) start(ctx context.Context) error {
 	// Readiness: components add their own checks (e.g. "replication").
 	ready := health.New(log)
 	ready.Add("database", health.Writable(w))
-	ready.Add("migrations", health.Migrated(s.db.Read))
+	ready.Add("migrations", health.Migrated(s.db))
 	ready.Add("disk", health.Disk(cfg.Data, minFreeDisk))
 	s.repl.Register(ready, met) // "replication" check (advisory unless ACK-after-replica); metrics
 	// Periodic reconcile and prune (background.go): they submit to the
@@ -258,7 +258,7 @@ func (s *Server) start(ctx context.Context) error {
 	watchSIGHUP(ctx, log, s.certs, met)
 	s.servers, s.listeners = []*http.Server{receiver.NewHTTPServer(mux, log)}, []net.Listener{s.ln}
 
-	s.adm.Mux.Handle("GET /v1/usage", admin.Usage(s.db.Read, ledger.NewMeters(cfg.Meters)))
+	s.adm.Mux.Handle("GET /v1/usage", admin.Usage(s.db, ledger.NewMeters(cfg.Meters)))
 	s.adm.Mux.Handle("GET /metrics", met.Handler())
 	s.adm.Mux.Handle("GET /readyz", ready.DetailHandler()) // with each failing check's error
 	if s.aln != nil {

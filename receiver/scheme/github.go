@@ -24,35 +24,49 @@ func (githubScheme) Headers() []string {
 }
 func (githubScheme) Key(secret string) ([]byte, error) { return literalKey("github", secret) }
 
-// Verify requires the SHA-256 header; the legacy SHA-1 X-Hub-Signature is not accepted even though
-// go-github falls back to it.
-func (githubScheme) Verify(h http.Header, body []byte, keys [][]byte, _ time.Time, _ time.Duration) (time.Time, bool, error) {
-	v := h.Get(githubSigHeader)
-	if v == "" {
-		return time.Time{}, false, missing(githubSigHeader)
+// parseGitHub reads X-Hub-Signature-256, the one place that knows its format. The legacy SHA-1
+// X-Hub-Signature is not accepted even though go-github falls back to it.
+func parseGitHub(h http.Header, v *verifying) (p parsed, err error) {
+	sig := h.Get(githubSigHeader)
+	if sig == "" {
+		return p, missing(githubSigHeader)
 	}
-	hexSig, ok := strings.CutPrefix(v, "sha256=")
+	sig, ok := strings.CutPrefix(sig, "sha256=")
 	if !ok {
-		return time.Time{}, false, fmt.Errorf("no sha256= prefix: %w", ErrMalformedSignature)
+		return p, fmt.Errorf("no sha256= prefix: %w", ErrMalformedSignature)
 	}
-	var sigs sigSet
-	if err := sigs.add(hexEncoding, hexSig); err != nil {
-		return time.Time{}, false, err
-	}
-	return time.Time{}, false, matchAny(keys, nil, body, nil, &sigs)
+	err = p.sig(hexEncoding, sig, v)
+	return p, err
+}
+
+func (githubScheme) Verify(h http.Header, body []byte, keys [][]byte, _ time.Time, _ time.Duration) (time.Time, bool, error) {
+	var v verifying
+	p, err := parseGitHub(h, &v)
+	return v.result(&p, err, keys, nil, body, nil)
 }
 
 func (githubScheme) Sign(h http.Header, body []byte, key []byte, id, eventType string, _ time.Time) {
-	var mac [32]byte
-	sum(&mac, key, nil, body, nil)
-	h.Set(githubSigHeader, "sha256="+encode(hexEncoding, mac[:]))
+	h.Set(githubSigHeader, "sha256="+signature(hexEncoding, key, nil, body, nil))
 	setIf(h, githubIDHeader, id)
 	setIf(h, githubEventHeader, eventType)
+}
+
+func (githubScheme) recipe(h http.Header) (Signed, error) {
+	p, err := parseGitHub(h, nil)
+	if err != nil {
+		return Signed{}, err
+	}
+	return Signed{Header: githubSigHeader, Encoding: "hex", Describe: "<body>", Signatures: p.sigs}, nil
 }
 
 func (githubScheme) Identify(h http.Header, _ []byte) (id, eventType string) {
 	return h.Get(githubIDHeader), h.Get(githubEventHeader)
 }
+
+// GitHub keeps webhook deliveries, and redelivers them on request, for 3 days; reconcile lists
+// them through the hook deliveries API.
+func (githubScheme) ReconcileSource() string      { return "github" }
+func (githubScheme) ReplayHorizon() time.Duration { return 3 * 24 * time.Hour }
 
 // setIf leaves a header out rather than sending it empty.
 func setIf(h http.Header, name, value string) {

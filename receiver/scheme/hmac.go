@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -20,7 +19,7 @@ type hmacScheme struct {
 	signsID   bool
 }
 
-func newHMAC(o HMACOptions) (*hmacScheme, error) {
+func newHMAC(o HMACOptions) (Scheme, error) {
 	s := &hmacScheme{}
 	if o.Header == "" {
 		return nil, errors.New("hmac.header is required")
@@ -119,58 +118,73 @@ func (s *hmacScheme) Headers() []string {
 	return names
 }
 
-func (s *hmacScheme) Verify(h http.Header, body []byte, keys [][]byte, now time.Time, tolerance time.Duration) (time.Time, bool, error) {
-	v := h.Get(s.opts.Header)
-	if v == "" {
-		return time.Time{}, false, missing(s.opts.Header)
+// parse reads the configured headers, the one place that knows the hmac scheme's format.
+func (s *hmacScheme) parse(h http.Header, v *verifying) (p parsed, err error) {
+	sig := h.Get(s.opts.Header)
+	if sig == "" {
+		return p, missing(s.opts.Header)
 	}
-	enc, ok := strings.CutPrefix(v, s.opts.Prefix)
+	sig, ok := strings.CutPrefix(sig, s.opts.Prefix)
 	if !ok {
-		return time.Time{}, false, fmt.Errorf("no %q prefix: %w", s.opts.Prefix, ErrMalformedSignature)
+		return p, fmt.Errorf("no %q prefix: %w", s.opts.Prefix, ErrMalformedSignature)
 	}
-	var sigs sigSet
-	if err := sigs.add(s.enc, enc); err != nil {
-		return time.Time{}, false, err
+	if err := p.sig(s.enc, sig, v); err != nil {
+		return p, err
 	}
-	var ts time.Time
-	var t, id string
-	hasTS := s.opts.TimestampHeader != ""
-	if hasTS {
-		if t = h.Get(s.opts.TimestampHeader); t == "" {
-			return time.Time{}, false, missing(s.opts.TimestampHeader)
+	if s.opts.TimestampHeader != "" {
+		t := h.Get(s.opts.TimestampHeader)
+		if t == "" {
+			return p, missing(s.opts.TimestampHeader)
 		}
-		var signed bool
-		var err error
-		if ts, signed, err = signedAt(t, now, tolerance); err != nil {
-			return ts, signed, err
+		if err := p.timestamp(t, v); err != nil {
+			return p, err
 		}
 	}
 	if s.signsID {
-		if id = h.Get(s.opts.IDHeader); id == "" {
-			return ts, hasTS, missing(s.opts.IDHeader)
+		if p.id = h.Get(s.opts.IDHeader); p.id == "" {
+			return p, missing(s.opts.IDHeader)
 		}
 	}
-	// One buffer for both sides of {body}: each slice handed to the hash costs an allocation.
-	var buf [96]byte
-	b, _ := expand(buf[:0], s.pre, t, id)
+	return p, nil
+}
+
+// signed expands the template around {body} into dst: one buffer for both sides, since each slice
+// handed to the hash costs an allocation. newHMAC has checked the template, so expand cannot fail.
+func (s *hmacScheme) signed(dst []byte, t, id string) (pre, post []byte) {
+	b, _ := expand(dst, s.pre, t, id)
 	n := len(b)
 	b, _ = expand(b, s.post, t, id)
-	return ts, hasTS, matchAny(keys, b[:n:n], body, b[n:], &sigs)
+	return b[:n:n], b[n:]
+}
+
+func (s *hmacScheme) Verify(h http.Header, body []byte, keys [][]byte, now time.Time, tolerance time.Duration) (time.Time, bool, error) {
+	v := verifying{now: now, tolerance: tolerance}
+	p, err := s.parse(h, &v)
+	var buf [96]byte
+	pre, post := s.signed(buf[:0], p.t, p.id)
+	return v.result(&p, err, keys, pre, body, post)
 }
 
 func (s *hmacScheme) Sign(h http.Header, body []byte, key []byte, id, eventType string, now time.Time) {
 	var t string
 	if s.opts.TimestampHeader != "" {
-		t = strconv.FormatInt(now.Unix(), 10)
+		t = unixString(now)
 		h.Set(s.opts.TimestampHeader, t)
 	}
-	pre, _ := expand(nil, s.pre, t, id)
-	post, _ := expand(nil, s.post, t, id)
-	var mac [32]byte
-	sum(&mac, key, pre, body, post)
-	h.Set(s.opts.Header, s.opts.Prefix+encode(s.enc, mac[:]))
+	pre, post := s.signed(nil, t, id)
+	h.Set(s.opts.Header, s.opts.Prefix+signature(s.enc, key, pre, body, post))
 	setIf(h, s.opts.IDHeader, id)
 	setIf(h, s.opts.TypeHeader, eventType)
+}
+
+func (s *hmacScheme) recipe(h http.Header) (Signed, error) {
+	p, err := s.parse(h, nil)
+	if err != nil {
+		return Signed{}, err
+	}
+	pre, post := s.signed(nil, p.t, p.id)
+	return Signed{Header: s.opts.Header, Encoding: s.opts.Encoding, Describe: s.opts.Template,
+		Prefix: pre, Suffix: post, Signatures: p.sigs}, nil
 }
 
 func (s *hmacScheme) Identify(h http.Header, body []byte) (id, eventType string) {

@@ -201,3 +201,16 @@ func TestRecipeForeignScheme(t *testing.T) {
 		t.Fatalf("Recipe(foreign) = %v", err)
 	}
 }
+
+// TestRecipeBoundsSignatures: the recipe reads headers with Verify's parser, so a header with more
+// candidate signatures than Verify takes has no recipe either.
+func TestRecipeBoundsSignatures(t *testing.T) {
+	h := http.Header{"Stripe-Signature": {"t=1782000000" + strings.Repeat(",v1=ab", maxSigs+1)}}
+	if _, err := Recipe(newTestScheme(t, "stripe"), h); !errors.Is(err, ErrMalformedSignature) {
+		t.Fatalf("Recipe(%d signatures) = %v, want ErrMalformedSignature", maxSigs+1, err)
+	}
+	h = http.Header{"Stripe-Signature": {"t=1782000000" + strings.Repeat(",v1=ab", maxSigs)}}
+	if sg, err := Recipe(newTestScheme(t, "stripe"), h); err != nil || len(sg.Signatures) != maxSigs {
+		t.Fatalf("Recipe(%d signatures) = %+v, %v", maxSigs, sg, err)
+	}
+}

@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -53,6 +52,37 @@ type Scheme interface {
 	Headers() []string
 }
 
+// Provider quirks are optional interfaces: a scheme implements the ones its provider needs, and the
+// caller checks for them with a type assertion, so nothing outside this package names a scheme.
+
+// A Handshaker's provider sends signed requests that are not events, to check the endpoint (Slack's
+// url_verification). Handshake recognises one in an authenticated delivery that carries no event
+// id and returns the JSON document to answer it with (200, nothing stored).
+type Handshaker interface {
+	Handshake(h http.Header, body []byte) (reply []byte, ok bool)
+}
+
+// A BodyIdentified scheme's provider names each event by a top-level field of the body rather than
+// by a header. Identify reads it there; tools that make provider-shaped bodies (send, bench) put
+// the event id there too.
+type BodyIdentified interface {
+	IDField() string
+}
+
+// A Reconcilable scheme's provider has an API that lists past events, so reconcile can find the
+// ones its webhooks missed. ReconcileSource names the reconcile source that reads it; it is the
+// default for a provider's reconcile.source.
+type Reconcilable interface {
+	ReconcileSource() string
+}
+
+// A Redeliverer's provider may deliver an event again for a known time (retries, redelivery on
+// request, events reconcile can list). ReplayHorizon is that time; it is the default for a
+// provider's replay_horizon, which retention.keys must cover.
+type Redeliverer interface {
+	ReplayHorizon() time.Duration
+}
+
 // HMACOptions configures the generic "hmac" scheme; it is embedded in the YAML config.
 type HMACOptions struct {
 	Header          string `yaml:"header"`           // signature header, required, e.g. X-Signature
@@ -66,9 +96,33 @@ type HMACOptions struct {
 	TypePath        string `yaml:"type_path"` // default "type" when TypeHeader is empty
 }
 
+// registry is every scheme, in the order Names lists them. A new scheme is one file and one line
+// here: the file holds its type, its one header parser (used by Verify and by recipe, which dispute
+// bundles render) and whichever optional interfaces its provider's quirks need.
+var registry = []struct {
+	name string
+	new  func(HMACOptions) (Scheme, error)
+}{
+	{"stripe", fixed(stripeScheme{})},
+	{"github", fixed(githubScheme{})},
+	{"shopify", fixed(shopifyScheme{})},
+	{"slack", fixed(slackScheme{})},
+	{"standard", fixed(standardScheme{})},
+	{"hmac", newHMAC},
+}
+
+// fixed is the constructor of a scheme that takes no options.
+func fixed(s Scheme) func(HMACOptions) (Scheme, error) {
+	return func(HMACOptions) (Scheme, error) { return s, nil }
+}
+
 // Names lists the supported scheme names.
 func Names() []string {
-	return []string{"stripe", "github", "shopify", "slack", "standard", "hmac"}
+	names := make([]string, len(registry))
+	for i, r := range registry {
+		names[i] = r.name
+	}
+	return names
 }
 
 // New returns the scheme by name. opts configures "hmac" only; giving them to another scheme is a
@@ -77,19 +131,10 @@ func New(name string, opts HMACOptions) (Scheme, error) {
 	if name != "hmac" && opts != (HMACOptions{}) {
 		return nil, fmt.Errorf("scheme %q does not take hmac options", name)
 	}
-	switch name {
-	case "stripe":
-		return stripeScheme{}, nil
-	case "github":
-		return githubScheme{}, nil
-	case "shopify":
-		return shopifyScheme{}, nil
-	case "slack":
-		return slackScheme{}, nil
-	case "standard":
-		return standardScheme{}, nil
-	case "hmac":
-		return newHMAC(opts)
+	for _, r := range registry {
+		if r.name == name {
+			return r.new(opts)
+		}
 	}
 	return nil, fmt.Errorf("unknown signature scheme %q (want one of %s)", name, strings.Join(Names(), ", "))
 }
@@ -115,87 +160,14 @@ func checkKey(scheme string, key []byte) ([]byte, error) {
 	return key, nil
 }
 
-// maxSigs bounds the candidate signatures one header may carry. Senders list one per active secret,
-// so a handful is plenty; the bound keeps parsing allocation-free and caps a hostile header's cost.
-const maxSigs = 8
-
-type encoding int
-
-const (
-	hexEncoding encoding = iota
-	base64Encoding
-)
-
-// strictBase64 rejects non-zero padding bits, which would give one MAC several spellings; the
-// reference implementations compare the encoded text, so they reject those too.
-var strictBase64 = base64.StdEncoding.Strict()
-
-// sigSet holds the decoded candidate signatures of one delivery.
-type sigSet struct {
-	n int
-	v [maxSigs][sha256.Size]byte
-}
-
-// add decodes one encoded HMAC-SHA256. Anything that is not exactly one digest is malformed, which
-// is also the length check that makes the later hmac.Equal meaningful.
-func (s *sigSet) add(enc encoding, src string) error {
-	if s.n == maxSigs {
-		return fmt.Errorf("more than %d signatures: %w", maxSigs, ErrMalformedSignature)
-	}
-	dst := &s.v[s.n]
-	switch enc {
-	case hexEncoding:
-		if !decodeHex(dst, src) {
-			return fmt.Errorf("signature is not %d hex digits: %w", 2*sha256.Size, ErrMalformedSignature)
-		}
-	case base64Encoding:
-		var buf [sha256.Size + 1]byte // DecodedLen of 44 characters is 33
-		if len(src) != base64.StdEncoding.EncodedLen(sha256.Size) {
-			return fmt.Errorf("signature is not a base64 SHA-256 digest: %w", ErrMalformedSignature)
-		}
-		n, err := strictBase64.Decode(buf[:], []byte(src))
-		if err != nil || n != sha256.Size {
-			return fmt.Errorf("signature is not a base64 SHA-256 digest: %w", ErrMalformedSignature)
-		}
-		copy(dst[:], buf[:n])
-	}
-	s.n++
-	return nil
-}
-
-// decodeHex works on the header string directly; hex.Decode would need a []byte copy of it.
-func decodeHex(dst *[sha256.Size]byte, s string) bool {
-	if len(s) != 2*len(dst) {
-		return false
-	}
-	for i := range dst {
-		hi, ok1 := unhex(s[2*i])
-		lo, ok2 := unhex(s[2*i+1])
-		if !ok1 || !ok2 {
-			return false
-		}
-		dst[i] = hi<<4 | lo
-	}
-	return true
-}
-
-func unhex(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10, true
-	}
-	return 0, false
-}
-
-func encode(enc encoding, mac []byte) string {
+// signature is the encoded HMAC-SHA256(key, pre || body || post), as Sign puts it in a header.
+func signature(enc encoding, key, pre, body, post []byte) string {
+	var mac [sha256.Size]byte
+	sum(&mac, key, pre, body, post)
 	if enc == base64Encoding {
-		return base64.StdEncoding.EncodeToString(mac)
+		return base64.StdEncoding.EncodeToString(mac[:])
 	}
-	return hex.EncodeToString(mac)
+	return hex.EncodeToString(mac[:])
 }
 
 // sum computes HMAC-SHA256(key, pre || body || post). The parts go into the hash one by one so the
@@ -221,53 +193,6 @@ func matchAny(keys [][]byte, pre, body, post []byte, sigs *sigSet) error {
 		}
 	}
 	return fmt.Errorf("no signature matches a configured secret: %w", ErrMismatch)
-}
-
-// parseUnix accepts plain decimal seconds, the only form providers send; strconv.ParseInt alone
-// would also take a sign, and a negative or signed timestamp is a malformed header, not a stale one.
-func parseUnix(s string) (time.Time, error) {
-	if s == "" || len(s) > 18 {
-		return time.Time{}, fmt.Errorf("timestamp %.20q is not unix seconds: %w", s, ErrMalformedSignature)
-	}
-	for i := range len(s) {
-		if s[i] < '0' || s[i] > '9' {
-			return time.Time{}, fmt.Errorf("timestamp %.20q is not unix seconds: %w", s, ErrMalformedSignature)
-		}
-	}
-	n, _ := strconv.ParseInt(s, 10, 64) // cannot fail: at most 18 digits
-	return time.Unix(n, 0), nil
-}
-
-// checkAge rejects timestamps too far in the past or the future: a delivery signed "ahead" would
-// otherwise stay replayable for longer than the tolerance. time.Time.Sub saturates, so absurd
-// timestamps cannot overflow into acceptance.
-func checkAge(ts, now time.Time, tolerance time.Duration) error {
-	if tolerance < 0 {
-		return nil
-	}
-	switch age := now.Sub(ts); {
-	case age > tolerance:
-		return fmt.Errorf("signed %s ago: %w", age, ErrTimestamp)
-	case age < -tolerance:
-		return fmt.Errorf("signed %s in the future: %w", ts.Sub(now), ErrTimestamp)
-	}
-	return nil
-}
-
-// signedAt parses the signed timestamp t and checks its age: the time and
-// "signed" results every timestamped scheme's Verify returns, and the error
-// that ends it early (a malformed t, or a timestamp outside the tolerance).
-func signedAt(t string, now time.Time, tolerance time.Duration) (time.Time, bool, error) {
-	ts, err := parseUnix(t)
-	if err != nil {
-		return time.Time{}, false, err
-	}
-	return ts, true, checkAge(ts, now, tolerance)
-}
-
-// missing reports an absent required header.
-func missing(header string) error {
-	return fmt.Errorf("%s: %w", header, ErrMissingSignature)
 }
 
 // bodyString reads an id or type from the raw body, the last of duplicate keys winning as in the

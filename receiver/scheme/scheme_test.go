@@ -246,15 +246,23 @@ func TestIdentify(t *testing.T) {
 	}
 }
 
+// signedDelivery is the scheme by name, its key for the first test secret, and the headers it
+// signs body with at now.
+func signedDelivery(tb testing.TB, name string, body []byte, now time.Time) (Scheme, [][]byte, http.Header) {
+	tb.Helper()
+	s := newTestScheme(tb, name)
+	keys := mustKeys(tb, s, testSecrets[name][0])
+	h := http.Header{}
+	s.Sign(h, body, keys[0], "msg_2KWPBgLlAfxdpx2AI54pPJ85f4W", "usage.recorded", now)
+	return s, keys, h
+}
+
 func BenchmarkVerify(b *testing.B) {
 	body := bytes.Repeat([]byte(`{"id":"evt_1","type":"usage.recorded","qty":12}`), 9)[:400]
 	now := time.Unix(1782000000, 0)
 	for _, name := range Names() {
 		b.Run(name, func(b *testing.B) {
-			s := newTestScheme(b, name)
-			keys := mustKeys(b, s, testSecrets[name][0])
-			h := http.Header{}
-			s.Sign(h, body, keys[0], "msg_2KWPBgLlAfxdpx2AI54pPJ85f4W", "usage.recorded", now)
+			s, keys, h := signedDelivery(b, name, body, now)
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, _, err := s.Verify(h, body, keys, now, 300*time.Second); err != nil {
@@ -287,5 +295,100 @@ func TestNonCanonicalBase64(t *testing.T) {
 				t.Fatalf("Verify(%s) = %v, want ErrMalformedSignature", sig, err)
 			}
 		})
+	}
+}
+
+// TestVerifyAllocs holds every header parser, decoding included, to no allocations: Verify with
+// one key allocates exactly what its MAC step alone does (crypto/hmac's state, and the digest and
+// the signed prefix, which escape through hash.Hash), nothing more.
+func TestVerifyAllocs(t *testing.T) {
+	macAllocs := func(keys [][]byte, prefixed bool) float64 {
+		var sigs sigSet
+		sigs.n = 1
+		var prefix []byte
+		if prefixed {
+			prefix = []byte("1782000000.")
+		}
+		sum(&sigs.v[0], keys[0], prefix, interopBody, nil)
+		mac := func() {
+			if err := matchAny(keys, nil, interopBody, nil, &sigs); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if prefixed {
+			mac = func() {
+				var buf [24]byte
+				if err := matchAny(keys, append(buf[:0], prefix...), interopBody, nil, &sigs); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		return testing.AllocsPerRun(100, mac)
+	}
+	now := time.Unix(1782000000, 0)
+	for _, name := range Names() {
+		t.Run(name, func(t *testing.T) {
+			s, keys, h := signedDelivery(t, name, interopBody, now)
+			allocs := testing.AllocsPerRun(100, func() {
+				if _, _, err := s.Verify(h, interopBody, keys, now, 300*time.Second); err != nil {
+					t.Fatal(err)
+				}
+			})
+			if want := macAllocs(keys, hasTimestamp(name)); allocs != want {
+				t.Fatalf("Verify allocates %v times, its MAC step %v times: the header parse allocates", allocs, want)
+			}
+		})
+	}
+}
+
+func TestHandshake(t *testing.T) {
+	s := newTestScheme(t, "slack").(Handshaker)
+	tests := []struct {
+		body, reply string
+		ok          bool
+	}{
+		{`{"token":"x","challenge":"3eZbrw1aBm2r","type":"url_verification"}`, `{"challenge":"3eZbrw1aBm2r"}`, true},
+		{`{"type":"event_callback","challenge":"first","type":"url_verification","challenge":"<last>"}`, `{"challenge":"\u003clast\u003e"}`, true},
+		{`{"type":"url_verification"}`, "", false},
+		{`{"type":"event_callback","challenge":"x"}`, "", false},
+	}
+	for _, tc := range tests {
+		reply, ok := s.Handshake(http.Header{}, []byte(tc.body))
+		if ok != tc.ok || string(reply) != tc.reply {
+			t.Errorf("Handshake(%s) = %s, %v; want %s, %v", tc.body, reply, ok, tc.reply, tc.ok)
+		}
+	}
+}
+
+// TestQuirks pins which schemes declare which provider quirk; callers find them by type assertion.
+func TestQuirks(t *testing.T) {
+	for _, name := range Names() {
+		s := newTestScheme(t, name)
+		_, handshakes := s.(Handshaker)
+		var idField, source string
+		var horizon time.Duration
+		if b, ok := s.(BodyIdentified); ok {
+			idField = b.IDField()
+		}
+		if r, ok := s.(Reconcilable); ok {
+			source = r.ReconcileSource()
+		}
+		if r, ok := s.(Redeliverer); ok {
+			horizon = r.ReplayHorizon()
+		}
+		want := map[string]struct {
+			handshakes bool
+			idField    string
+			source     string
+			horizon    time.Duration
+		}{
+			"stripe": {false, "id", "stripe", 30 * 24 * time.Hour},
+			"github": {false, "", "github", 3 * 24 * time.Hour},
+			"slack":  {true, "event_id", "", 0},
+		}[name]
+		if handshakes != want.handshakes || idField != want.idField || source != want.source || horizon != want.horizon {
+			t.Errorf("%s: handshake %v, id field %q, reconcile source %q, replay horizon %v; want %+v",
+				name, handshakes, idField, source, horizon, want)
+		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -22,12 +21,12 @@ var (
 
 // standardHeaders picks the header set once for both Verify and Identify. The dedupe id must be the
 // id that was signed, or a captured delivery could be replayed under a fresh id.
-func standardHeaders(h http.Header) (names [3]string, id, ts, sig string) {
+func standardHeaders(h http.Header) (names *[3]string, id, ts, sig string) {
 	id, ts, sig = h.Get(svixNames[0]), h.Get(svixNames[1]), h.Get(svixNames[2])
 	if id != "" && ts != "" && sig != "" {
-		return svixNames, id, ts, sig
+		return &svixNames, id, ts, sig
 	}
-	return standardNames, h.Get(standardNames[0]), h.Get(standardNames[1]), h.Get(standardNames[2])
+	return &standardNames, h.Get(standardNames[0]), h.Get(standardNames[1]), h.Get(standardNames[2])
 }
 
 func (standardScheme) Name() string { return "standard" }
@@ -45,48 +44,67 @@ func (standardScheme) Key(secret string) ([]byte, error) {
 	return checkKey("standard", key)
 }
 
-func (standardScheme) Verify(h http.Header, body []byte, keys [][]byte, now time.Time, tolerance time.Duration) (time.Time, bool, error) {
-	names, id, t, v := standardHeaders(h)
+// parseStandard reads the id, timestamp and signature headers, the one place that knows their
+// format. names is the header set it read (webhook-* or svix-*).
+func parseStandard(h http.Header, v *verifying) (names *[3]string, p parsed, err error) {
+	names, id, t, sigs := standardHeaders(h)
 	switch {
 	case id == "":
-		return time.Time{}, false, missing(names[0])
+		return names, p, missing(names[0])
 	case t == "":
-		return time.Time{}, false, missing(names[1])
-	case v == "":
-		return time.Time{}, false, missing(names[2])
+		return names, p, missing(names[1])
+	case sigs == "":
+		return names, p, missing(names[2])
 	}
-	var sigs sigSet
-	for item := range strings.FieldsSeq(v) {
+	p.id = id
+	for item := range strings.FieldsSeq(sigs) {
 		version, sig, ok := strings.Cut(item, ",")
 		if !ok {
-			return time.Time{}, false, fmt.Errorf("signature without version: %w", ErrMalformedSignature)
+			return names, p, fmt.Errorf("signature without version: %w", ErrMalformedSignature)
 		}
 		// Other versions (v1a is ed25519) are skipped, as in svix.
 		if version == "v1" {
-			if err := sigs.add(base64Encoding, sig); err != nil {
-				return time.Time{}, false, err
+			if err := p.sig(base64Encoding, sig, v); err != nil {
+				return names, p, err
 			}
 		}
 	}
-	ts, signed, err := signedAt(t, now, tolerance)
-	if err != nil {
-		return ts, signed, err
+	if err := p.timestamp(t, v); err != nil {
+		return names, p, err
 	}
-	if sigs.n == 0 {
-		return ts, true, fmt.Errorf("no v1 signature: %w", ErrMismatch)
+	if v != nil && p.n == 0 {
+		return names, p, fmt.Errorf("no v1 signature: %w", ErrMismatch)
 	}
+	return names, p, nil
+}
+
+// standardSigned is what comes before the body in the signed bytes.
+func standardSigned(dst []byte, id, t string) []byte {
+	return append(append(append(append(dst, id...), '.'), t...), '.')
+}
+
+func (standardScheme) Verify(h http.Header, body []byte, keys [][]byte, now time.Time, tolerance time.Duration) (time.Time, bool, error) {
+	v := verifying{now: now, tolerance: tolerance}
+	_, p, err := parseStandard(h, &v)
 	var buf [96]byte
-	pre := append(append(append(append(buf[:0], id...), '.'), t...), '.')
-	return ts, true, matchAny(keys, pre, body, nil, &sigs)
+	return v.result(&p, err, keys, standardSigned(buf[:0], p.id, p.t), body, nil)
 }
 
 func (standardScheme) Sign(h http.Header, body []byte, key []byte, id, _ string, now time.Time) {
-	t := strconv.FormatInt(now.Unix(), 10)
-	var mac [32]byte
-	sum(&mac, key, []byte(id+"."+t+"."), body, nil)
+	t := unixString(now)
 	h.Set(standardNames[0], id)
 	h.Set(standardNames[1], t)
-	h.Set(standardNames[2], "v1,"+encode(base64Encoding, mac[:]))
+	h.Set(standardNames[2], "v1,"+signature(base64Encoding, key, standardSigned(nil, id, t), body, nil))
+}
+
+func (standardScheme) recipe(h http.Header) (Signed, error) {
+	names, p, err := parseStandard(h, nil)
+	if err != nil {
+		return Signed{}, err
+	}
+	return Signed{Header: names[2], Encoding: "base64", KeyBase64: true,
+		Describe: fmt.Sprintf("<%s>.<%s>.<body>", names[0], names[1]),
+		Prefix:   standardSigned(nil, p.id, p.t), Signatures: p.sigs}, nil
 }
 
 func (standardScheme) Identify(h http.Header, body []byte) (id, eventType string) {

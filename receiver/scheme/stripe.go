@@ -3,7 +3,6 @@ package scheme
 import (
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -20,53 +19,75 @@ func (stripeScheme) Headers() []string { return []string{stripeHeader} }
 // Key keeps the whsec_ prefix: Stripe's HMAC key is the secret string as shown in the dashboard.
 func (stripeScheme) Key(secret string) ([]byte, error) { return literalKey("stripe", secret) }
 
-func (stripeScheme) Verify(h http.Header, body []byte, keys [][]byte, now time.Time, tolerance time.Duration) (time.Time, bool, error) {
-	v := h.Get(stripeHeader)
-	if v == "" {
-		return time.Time{}, false, missing(stripeHeader)
+// parseStripe reads Stripe-Signature, the one place that knows its format.
+func parseStripe(h http.Header, v *verifying) (p parsed, err error) {
+	val := h.Get(stripeHeader)
+	if val == "" {
+		return p, missing(stripeHeader)
 	}
 	var t string
-	var sigs sigSet
-	for item := range strings.SplitSeq(v, ",") {
-		k, val, ok := strings.Cut(item, "=")
+	for item := range strings.SplitSeq(val, ",") {
+		k, x, ok := strings.Cut(item, "=")
 		if !ok {
-			return time.Time{}, false, fmt.Errorf("element without '=': %w", ErrMalformedSignature)
+			return p, fmt.Errorf("element without '=': %w", ErrMalformedSignature)
 		}
 		switch k {
 		case "t":
 			if t != "" {
-				return time.Time{}, false, fmt.Errorf("more than one t=: %w", ErrMalformedSignature)
+				return p, fmt.Errorf("more than one t=: %w", ErrMalformedSignature)
 			}
-			t = val
+			t = x
 		case "v1":
-			if err := sigs.add(hexEncoding, val); err != nil {
-				return time.Time{}, false, err
+			if err := p.sig(hexEncoding, x, v); err != nil {
+				return p, err
 			}
 		}
 		// v0 and unknown schemes are ignored, as stripe-go does: accepting them would allow a downgrade.
 	}
 	if t == "" {
-		return time.Time{}, false, fmt.Errorf("no t= timestamp: %w", ErrMalformedSignature)
+		return p, fmt.Errorf("no t= timestamp: %w", ErrMalformedSignature)
 	}
-	ts, signed, err := signedAt(t, now, tolerance)
-	if err != nil {
-		return ts, signed, err
+	if err := p.timestamp(t, v); err != nil {
+		return p, err
 	}
-	if sigs.n == 0 {
-		return ts, true, fmt.Errorf("no v1 signature: %w", ErrMismatch)
+	if v != nil && p.n == 0 {
+		return p, fmt.Errorf("no v1 signature: %w", ErrMismatch)
 	}
+	return p, nil
+}
+
+// stripeSigned is what comes before the body in the signed bytes.
+func stripeSigned(dst []byte, t string) []byte { return append(append(dst, t...), '.') }
+
+func (stripeScheme) Verify(h http.Header, body []byte, keys [][]byte, now time.Time, tolerance time.Duration) (time.Time, bool, error) {
+	v := verifying{now: now, tolerance: tolerance}
+	p, err := parseStripe(h, &v)
 	var buf [24]byte
-	pre := append(append(buf[:0], t...), '.')
-	return ts, true, matchAny(keys, pre, body, nil, &sigs)
+	return v.result(&p, err, keys, stripeSigned(buf[:0], p.t), body, nil)
 }
 
 func (stripeScheme) Sign(h http.Header, body []byte, key []byte, _, _ string, now time.Time) {
-	t := strconv.FormatInt(now.Unix(), 10)
-	var mac [32]byte
-	sum(&mac, key, []byte(t+"."), body, nil)
-	h.Set(stripeHeader, "t="+t+",v1="+encode(hexEncoding, mac[:]))
+	t := unixString(now)
+	h.Set(stripeHeader, "t="+t+",v1="+signature(hexEncoding, key, stripeSigned(nil, t), body, nil))
 }
 
-func (stripeScheme) Identify(_ http.Header, body []byte) (id, eventType string) {
-	return bodyString(body, "id"), bodyString(body, "type")
+func (stripeScheme) recipe(h http.Header) (Signed, error) {
+	p, err := parseStripe(h, nil)
+	if err != nil {
+		return Signed{}, err
+	}
+	return Signed{Header: stripeHeader, Encoding: "hex", Describe: "<t>.<body>: t from the header, a dot, the body",
+		Prefix: stripeSigned(nil, p.t), Signatures: p.sigs}, nil
 }
+
+const stripeIDField = "id"
+
+func (stripeScheme) IDField() string { return stripeIDField }
+
+func (stripeScheme) Identify(_ http.Header, body []byte) (id, eventType string) {
+	return bodyString(body, stripeIDField), bodyString(body, "type")
+}
+
+// Stripe's events API lists events for 30 days, so reconcile can bring back any of them.
+func (stripeScheme) ReconcileSource() string      { return "stripe" }
+func (stripeScheme) ReplayHorizon() time.Duration { return 30 * 24 * time.Hour }

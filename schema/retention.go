@@ -1,0 +1,163 @@
+package schema
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// Prune is what a retention step removes from old applied and ignored
+// receipts. Failed receipts are never pruned: they hold usage not yet in the
+// ledger.
+type Prune int
+
+const (
+	// PruneBodies deletes the raw body and the signature headers; the
+	// receipt stays as a tombstone.
+	PruneBodies Prune = iota + 1
+	// PruneKeys deletes the receipt itself; its delivery attempts and
+	// replays go with it (ON DELETE CASCADE).
+	PruneKeys
+)
+
+// cond is the SQL condition a receipt must still meet to be pruned by p.
+func (p Prune) cond() (string, error) {
+	switch p {
+	case PruneBodies:
+		return "body IS NOT NULL", nil
+	case PruneKeys:
+		return "1 = 1", nil
+	}
+	return "", fmt.Errorf("schema: unknown prune %d", int(p))
+}
+
+// CountFailedReceipts counts the receipts in status failed received before
+// (unix ms).
+func (db *DB) CountFailedReceipts(ctx context.Context, before int64) (int64, error) {
+	var n int64
+	err := db.Read.GetContext(ctx, &n, `SELECT COUNT(*) FROM receipts WHERE status = 'failed' AND received_at < ?`, before)
+	return n, err
+}
+
+// CountPrunable counts the receipts in status (applied or ignored) received
+// before (unix ms) that p would change.
+func (db *DB) CountPrunable(ctx context.Context, p Prune, status string, before int64) (int64, error) {
+	cond, err := p.cond()
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	err = db.Read.GetContext(ctx, &n, `SELECT COUNT(*) FROM receipts WHERE status = ? AND received_at < ? AND `+cond, status, before)
+	return n, err
+}
+
+// EachPrunable walks the receipts in status (applied or ignored) received
+// before (unix ms) that p would change, oldest first, calling fn with the
+// ids of at most batch receipts at a time. It reads in keyset order on the
+// (status, received_at) index, so no batch rescans the receipts before it,
+// and it does not hold a read transaction across calls: fn may write (and
+// change the rows it was given) before the next batch is read.
+func (db *DB) EachPrunable(ctx context.Context, p Prune, status string, before int64, batch int, fn func(ids []int64) error) error {
+	cond, err := p.cond()
+	if err != nil {
+		return err
+	}
+	lastAt, lastID := int64(math.MinInt64), int64(0)
+	for {
+		var rows []struct {
+			ID         int64 `db:"id"`
+			ReceivedAt int64 `db:"received_at"`
+		}
+		if err := sqlx.SelectContext(ctx, db.Read, &rows, `SELECT id, received_at FROM receipts
+			WHERE status = ? AND received_at < ? AND (received_at > ? OR (received_at = ? AND id > ?)) AND `+cond+`
+			ORDER BY received_at, id LIMIT ?`, status, before, lastAt, lastAt, lastID, batch); err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		ids := make([]int64, len(rows))
+		for i, r := range rows {
+			ids[i] = r.ID
+		}
+		lastAt, lastID = rows[len(rows)-1].ReceivedAt, rows[len(rows)-1].ID
+		if err := fn(ids); err != nil {
+			return err
+		}
+		if len(rows) < batch {
+			return nil
+		}
+	}
+}
+
+// PruneReceipts applies p to the receipts ids that, inside this
+// transaction, are still applied or ignored, received before (unix ms) and
+// not yet pruned by p: one replayed or pruned since it was listed is left
+// alone. It returns the ids it changed.
+func (b Batch) PruneReceipts(ctx context.Context, p Prune, ids []int64, before int64) ([]int64, error) {
+	var q string
+	switch p {
+	case PruneBodies:
+		q = `UPDATE receipts SET body = NULL, signature_headers = '' WHERE id IN (?) AND body IS NOT NULL
+			AND status IN ('applied', 'ignored') AND received_at < ? RETURNING id`
+	case PruneKeys:
+		q = `DELETE FROM receipts WHERE id IN (?) AND status IN ('applied', 'ignored') AND received_at < ? RETURNING id`
+	default:
+		return nil, fmt.Errorf("schema: unknown prune %d", int(p))
+	}
+	q, args, err := sqlx.In(q, ids, before)
+	if err != nil {
+		return nil, err
+	}
+	var changed []int64
+	if err := b.Tx.SelectContext(ctx, &changed, q, args...); err != nil {
+		return nil, err
+	}
+	return changed, nil
+}
+
+// MarkReceiptsPruned records that receipts up to throughID may be missing on
+// purpose (deleted by retention), in the transaction that deleted them: the
+// receipts chain cannot link across them any more, and verify must tell that
+// from a deletion.
+func (b Batch) MarkReceiptsPruned(ctx context.Context, throughID int64) error {
+	_, err := b.Tx.ExecContext(ctx, `UPDATE chain_head SET receipts_pruned_through = MAX(receipts_pruned_through, ?) WHERE id = 1`, throughID)
+	return err
+}
+
+// CountRedeliveryRequests counts the redelivery requests made before (unix ms).
+func (db *DB) CountRedeliveryRequests(ctx context.Context, before int64) (int64, error) {
+	var n int64
+	err := db.Read.GetContext(ctx, &n, `SELECT COUNT(*) FROM redelivery_requests WHERE requested_at < ?`, before)
+	return n, err
+}
+
+// DeleteRedeliveryRequests deletes the redelivery requests made before (unix
+// ms) and returns how many there were.
+func (b Batch) DeleteRedeliveryRequests(ctx context.Context, before int64) (int64, error) {
+	res, err := b.Tx.ExecContext(ctx, `DELETE FROM redelivery_requests WHERE requested_at < ?`, before)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// PruneRun is one prune, as prune_runs logs it (times in unix ms).
+type PruneRun struct {
+	PrunedAt      int64
+	PayloadBefore *int64 // nil when bodies were kept
+	KeysBefore    *int64 // nil when receipts were kept
+	BodiesPruned  int64
+	KeysDeleted   int64
+}
+
+// RecordPrune logs r with the ledger head as this transaction sees it: a
+// usage row above the head of every key-deleting prune must have its receipt.
+func (b Batch) RecordPrune(ctx context.Context, r PruneRun) error {
+	_, err := b.Tx.ExecContext(ctx, `INSERT INTO prune_runs (pruned_at, payload_before, keys_before, bodies_pruned, keys_deleted, ledger_head_id)
+		VALUES (?, ?, ?, ?, ?, (SELECT COALESCE(MAX(id), 0) FROM metered_usage))`,
+		r.PrunedAt, r.PayloadBefore, r.KeysBefore, r.BodiesPruned, r.KeysDeleted)
+	return err
+}
