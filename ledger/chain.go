@@ -14,7 +14,9 @@ const (
 	KindAdjustment = "adjustment"
 )
 
-// Row is one append-only ledger row.
+// Row is one append-only ledger row. Storage keeps it as a
+// schema.LedgerRow; the db tags let tests that tamper with the database
+// read rows into it directly.
 type Row struct {
 	ID         int64    `db:"id" json:"id"`
 	Kind       string   `db:"kind" json:"kind"`
