@@ -81,7 +81,7 @@ func adjust(c *cli.Context) error {
 	}
 	var row *ledger.Row
 	err = w.Submit(c.Context, receiver.OpFunc(func(ctx context.Context, tx *receiver.Tx) error {
-		r, err := a.Row(ctx, tx, tx.Now())
+		r, err := a.Row(ctx, tx.Batch(), tx.Now())
 		if err != nil {
 			return err
 		}

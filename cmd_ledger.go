@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/urfave/cli/v2"
 
 	"github.com/hookledger/hookledger/ledger"
@@ -33,7 +32,7 @@ func ledgerCommand() *cli.Command {
 					return err
 				}
 				defer db.Close()
-				h, err := ledger.LoadHead(c.Context, db.Read)
+				h, err := ledger.LoadHead(c.Context, db)
 				if err != nil {
 					return err
 				}
@@ -62,7 +61,7 @@ const headLogInterval = 5 * time.Minute
 
 // logHead logs both chains' heads as anchors, one line that
 // `verify --anchors` reads as it is.
-func logHead(ctx context.Context, log *slog.Logger, db *sqlx.DB) {
+func logHead(ctx context.Context, log *slog.Logger, db ledger.HeadSource) {
 	h, err := ledger.LoadHead(ctx, db)
 	if err != nil {
 		log.Error("chain head", "error", err.Error())
@@ -75,7 +74,7 @@ func logHead(ctx context.Context, log *slog.Logger, db *sqlx.DB) {
 // startHeadLog logs the head now and every headLogInterval until stop, which
 // logs it a last time: call stop after the writer has closed, so the line
 // covers the last batch.
-func startHeadLog(ctx context.Context, log *slog.Logger, db *sqlx.DB) (stop func()) {
+func startHeadLog(ctx context.Context, log *slog.Logger, db ledger.HeadSource) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	logHead(ctx, log, db)

@@ -213,7 +213,7 @@ func serve(c *cli.Context) error {
 	// The chain head as anchors, now, every headLogInterval and once more
 	// after the writer has closed (deferred before writer.Close, so it runs
 	// after it): the last line covers the last batch.
-	stopHeadLog := startHeadLog(ctx, log, db.Read)
+	stopHeadLog := startHeadLog(ctx, log, db)
 	defer stopHeadLog()
 	mapper := ledger.NewMapper(cfg.Usage, cfg.MeterNames())
 	names := providerNames(providers)
