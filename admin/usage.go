@@ -48,7 +48,7 @@ func Usage(db *schema.DB, meters ledger.Meters) http.Handler {
 			usageError(w, http.StatusBadRequest, "format: want json or csv")
 			return
 		}
-		rep, err := ledger.Query(r.Context(), db.Read, q)
+		rep, err := ledger.Query(r.Context(), db, q)
 		var overflow *ledger.OverflowError
 		switch {
 		case errors.As(err, &overflow):

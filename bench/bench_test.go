@@ -288,7 +288,7 @@ func TestVerifyFindsEveryEventExactlyOnce(t *testing.T) {
 		t.Fatalf("report %+v, want %+v", *rep, want)
 	}
 	// The ledger itself (hash chain, receipts against rows) is consistent too.
-	lv, err := ledger.Verify(context.Background(), db.Read)
+	lv, err := ledger.Verify(context.Background(), db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,7 +411,7 @@ func TestPrefillWritesAConsistentLedger(t *testing.T) {
 		}
 	}
 	check("after the prefill")
-	lv, err := ledger.Verify(context.Background(), db.Read)
+	lv, err := ledger.Verify(context.Background(), db)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -112,7 +112,7 @@ func Verify(ctx context.Context, db *schema.DB, provider string, p *Plan, o *Out
 	}
 
 	// The ledger's own aggregation must agree with the events sent.
-	rep, err := ledger.Query(ctx, db.Read, ledger.UsageQuery{Meter: p.Meter})
+	rep, err := ledger.Query(ctx, db, ledger.UsageQuery{Meter: p.Meter})
 	if err != nil {
 		return nil, err
 	}

@@ -239,7 +239,7 @@ func TestOneFailingItemDoesNotSinkItsBatch(t *testing.T) {
 	}
 	// The batch ran twice (optimistically, then with a savepoint per item):
 	// the ledger holds each row once, on an unbroken chain.
-	rep, err := ledger.Verify(context.Background(), e.db.Read)
+	rep, err := ledger.Verify(context.Background(), e.db)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -182,7 +182,7 @@ func (e *env) counts() [3]int {
 
 // totals sums usage per customer in micro-units.
 func (e *env) totals() map[string]ledger.Quantity {
-	rep, err := ledger.Query(context.Background(), e.db.Read, ledger.UsageQuery{})
+	rep, err := ledger.Query(context.Background(), e.db, ledger.UsageQuery{})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/schema"
 )
 
 // statements are prepared once on the write connection; batches bind them to
@@ -40,8 +40,8 @@ func (s *statements) prepare(ctx context.Context, db *sqlx.DB) error {
 		{&s.insertReceipt, insertReceiptSQL},
 		{&s.storedReceipt, storedReceiptSQL},
 		{&s.insertAttempt, insertAttemptSQL},
-		{&s.insertRow, ledger.InsertRowSQL},
-		{&s.saveHead, ledger.SaveHeadSQL},
+		{&s.insertRow, schema.InsertLedgerRowSQL},
+		{&s.saveHead, schema.SaveHeadSQL},
 	} {
 		st, err := db.PreparexContext(ctx, p.query)
 		if err != nil {

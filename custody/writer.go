@@ -288,7 +288,12 @@ func (b *Tx) Append(ctx context.Context, r *ledger.Row) error {
 	if err != nil {
 		return err
 	}
-	return h.Ledger.Append(ctx, b.stmts.insertRow, r)
+	return h.Ledger.Append(ctx, b, r)
+}
+
+// InsertLedgerRow stores a row the chain linked, with the prepared insert.
+func (b *Tx) InsertLedgerRow(ctx context.Context, r schema.LedgerRow) error {
+	return schema.InsertLedgerRow(ctx, b.stmts.insertRow, r)
 }
 
 // chainHead returns the head of both chains, loading it once per batch:
@@ -296,7 +301,7 @@ func (b *Tx) Append(ctx context.Context, r *ledger.Row) error {
 // ends.
 func (b *Tx) chainHead(ctx context.Context) (*ledger.Head, error) {
 	if !b.headReady {
-		h, err := ledger.LoadHead(ctx, b.Tx)
+		h, err := ledger.LoadHead(ctx, b.Batch())
 		if err != nil {
 			return nil, err
 		}

@@ -205,7 +205,7 @@ func (e *env) close(month string) *ledger.CloseResult {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	res, err := ledger.Close(context.Background(), e.db.Write, ledger.CloseRequest{Period: p, All: true, Grace: time.Hour,
+	res, err := ledger.Close(context.Background(), e.db, ledger.CloseRequest{Period: p, All: true, Grace: time.Hour,
 		Meters: ledger.NewMeters(e.cfg.Meters), Now: func() time.Time { return e.now }})
 	if err != nil {
 		e.t.Fatal(err)
@@ -218,7 +218,7 @@ func (e *env) adjust(a ledger.Adjustment) *ledger.Row {
 	e.t.Helper()
 	var row *ledger.Row
 	err := e.writer.Submit(context.Background(), custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
-		r, err := a.Row(ctx, tx, tx.Now())
+		r, err := a.Row(ctx, tx.Batch(), tx.Now())
 		if err != nil {
 			return err
 		}

@@ -320,7 +320,7 @@ func TestTamperedLedgerShowsInTrace(t *testing.T) {
 	}
 
 	// Recompute row 2's hash so it checks out alone: row 3's link breaks.
-	r, err := ledger.GetRow(context.Background(), e.db.Read, 2)
+	r, err := ledger.GetRow(context.Background(), e.db, 2)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package ledger
 import (
 	"context"
 	"crypto/rand"
-	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -11,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jmoiron/sqlx"
+	"github.com/hookledger/hookledger/schema"
 )
 
 // Adjustment is a correction: a new ledger row with a signed quantity and a
@@ -86,7 +85,7 @@ func parseRef(ref string) (kind, value string, err error) {
 // Row resolves the reference inside the write transaction (it must exist and
 // belong to the same customer) and returns the ledger row to append.
 // recordedAt is the writer's batch time.
-func (a *Adjustment) Row(ctx context.Context, q sqlx.QueryerContext, recordedAt int64) (*Row, error) {
+func (a *Adjustment) Row(ctx context.Context, refs RefResolver, recordedAt int64) (*Row, error) {
 	occurred := a.OccurredAt
 	if a.Ref != "" {
 		kind, value, err := parseRef(a.Ref)
@@ -97,15 +96,16 @@ func (a *Adjustment) Row(ctx context.Context, q sqlx.QueryerContext, recordedAt 
 		var at int64
 		switch kind {
 		case "row":
-			err = q.QueryRowxContext(ctx, `SELECT customer_id, occurred_at FROM metered_usage WHERE id = ?`, value).Scan(&customer, &at)
+			id, _ := strconv.ParseInt(value, 10, 64) // parseRef checked it
+			customer, at, err = refs.LedgerRowOwner(ctx, id)
 		case "invoice":
-			err = q.QueryRowxContext(ctx, `SELECT customer_id, period_start FROM invoices WHERE id = ?`, value).Scan(&customer, &at)
+			id, _ := strconv.ParseInt(value, 10, 64)
+			customer, at, err = refs.InvoiceOwner(ctx, id)
 		case "event":
 			provider, eventID, _ := strings.Cut(value, "/")
-			err = q.QueryRowxContext(ctx, `SELECT customer_id, occurred_at FROM metered_usage
-				WHERE provider = ? AND event_id = ? ORDER BY meter = ? DESC, id LIMIT 1`, provider, eventID, a.Meter).Scan(&customer, &at)
+			customer, at, err = refs.EventOwner(ctx, provider, eventID, a.Meter)
 		}
-		if errors.Is(err, sql.ErrNoRows) {
+		if errors.Is(err, schema.ErrNotFound) {
 			return nil, fmt.Errorf("%w: ref %s: not found", ErrBadAdjustment, a.Ref)
 		}
 		if err != nil {

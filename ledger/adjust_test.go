@@ -20,7 +20,7 @@ func (e *env) adjust(a ledger.Adjustment) (*ledger.Row, error) {
 	}
 	var out *ledger.Row
 	err := e.w.Submit(e.ctx, custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
-		r, err := a.Row(ctx, tx, tx.Now())
+		r, err := a.Row(ctx, tx.Batch(), tx.Now())
 		if err != nil {
 			return err
 		}
@@ -74,7 +74,7 @@ func TestAdjustmentsChangeTotalsAndKeepOriginals(t *testing.T) {
 	// and the next invoice bills it naming October.
 	e.closePeriod(t, ledger.CloseRequest{Period: oct, All: true, Meters: invMeters, Now: at("2026-11-02T00:00:00Z")})
 	e.setClock(ts("2026-11-03T00:00:00Z"))
-	inv, err := ledger.ListInvoices(e.ctx, e.db.Read, ledger.InvoiceFilter{Customer: "c2"})
+	inv, err := ledger.ListInvoices(e.ctx, e.db, ledger.InvoiceFilter{Customer: "c2"})
 	if err != nil || len(inv) != 1 {
 		t.Fatalf("c2 invoices: %+v %v", inv, err)
 	}
@@ -87,7 +87,7 @@ func TestAdjustmentsChangeTotalsAndKeepOriginals(t *testing.T) {
 	if l := c2.Lines[0]; l.Adjustments != 1 || l.Rows != 0 {
 		t.Fatalf("late adjustment line: %+v", l)
 	}
-	if p, err := ledger.Verify(e.ctx, e.db.Read); err != nil || p.First() != nil {
+	if p, err := ledger.Verify(e.ctx, e.db); err != nil || p.First() != nil {
 		t.Fatalf("verify: %v %v", p.First(), err)
 	}
 }

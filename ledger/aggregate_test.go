@@ -287,7 +287,7 @@ func TestAggregationsMatchBruteForce(t *testing.T) {
 			qr.AsOfID = int64(rapid.IntRange(1, len(withIDs)+1).Draw(rt, "asOfID"))
 		}
 
-		rep, err := ledger.Query(e.ctx, e.db.Read, qr)
+		rep, err := ledger.Query(e.ctx, e.db, qr)
 		want := brute(withIDs, qr, batchTimes, meters)
 		if err != nil {
 			// Refused: only for a group the model says is out of range, and

@@ -19,7 +19,7 @@ var rewindHead = []string{
 
 func head(t *testing.T, e *env) []ledger.Anchor {
 	t.Helper()
-	h, err := ledger.LoadHead(e.ctx, e.db.Read)
+	h, err := ledger.LoadHead(e.ctx, e.db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +28,7 @@ func head(t *testing.T, e *env) []ledger.Anchor {
 
 func verifiedWith(t *testing.T, e *env, anchors []ledger.Anchor) *ledger.VerifyReport {
 	t.Helper()
-	rep, err := ledger.Verify(e.ctx, e.db.Read, anchors...)
+	rep, err := ledger.Verify(e.ctx, e.db, anchors...)
 	if err != nil {
 		t.Fatal(err)
 	}

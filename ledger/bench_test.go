@@ -97,14 +97,14 @@ func BenchmarkInvoicing10M(b *testing.B) {
 	calls := 0
 	run("customer-month/index", func(int) {
 		calls++
-		rep, err := ledger.Query(ctx, db.Read, customerQuery(calls))
+		rep, err := ledger.Query(ctx, db, customerQuery(calls))
 		if err != nil || len(rep.Lines) == 0 {
 			b.Fatalf("query: %v (%d lines)", err, len(rep.Lines))
 		}
 	})
 	run("customer-month/no-index", func(int) {
 		calls++
-		if _, err := ledger.Query(ctx, db.Read, customerQuery(calls).NoIndex()); err != nil {
+		if _, err := ledger.Query(ctx, db, customerQuery(calls).NoIndex()); err != nil {
 			b.Fatal(err)
 		}
 	})
@@ -126,7 +126,7 @@ func BenchmarkInvoicing10M(b *testing.B) {
 	run("month-rows-count/no-index", monthCount(true))
 	closeRun := func(req ledger.CloseRequest) func(int) {
 		return func(int) {
-			res, err := ledger.Close(ctx, db.Write, req)
+			res, err := ledger.Close(ctx, db, req)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -2,12 +2,10 @@ package ledger
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 
-	"github.com/jmoiron/sqlx"
+	"github.com/hookledger/hookledger/ledger/chainhash"
 )
 
 // Row kinds in metered_usage.
@@ -16,7 +14,9 @@ const (
 	KindAdjustment = "adjustment"
 )
 
-// Row is one append-only ledger row.
+// Row is one append-only ledger row. Storage keeps it as a
+// schema.LedgerRow; the db tags let tests that tamper with the database
+// read rows into it directly.
 type Row struct {
 	ID         int64    `db:"id" json:"id"`
 	Kind       string   `db:"kind" json:"kind"`
@@ -56,7 +56,7 @@ func (r *Row) Hash(prev []byte) []byte {
 
 // GenesisHash is the prev_hash of the first row of either chain (ledger rows
 // and receipts).
-var GenesisHash = make([]byte, sha256.Size)
+var GenesisHash = chainhash.Genesis
 
 // Chain is the head of one hash chain inside one write transaction. It is
 // loaded (LoadHead) after BEGIN IMMEDIATE, so no other writer can move the head
@@ -67,72 +67,28 @@ type Chain struct {
 }
 
 // LoadChain reads the head of the ledger chain.
-func LoadChain(ctx context.Context, q sqlx.QueryerContext) (Chain, error) {
-	h, err := LoadHead(ctx, q)
+func LoadChain(ctx context.Context, src HeadSource) (Chain, error) {
+	h, err := LoadHead(ctx, src)
 	return h.Ledger, err
 }
 
-// InsertRowSQL appends one ledger row; the chain assigns id and hashes.
-const InsertRowSQL = `INSERT INTO metered_usage
-	(id, kind, provider, event_id, customer_id, meter, quantity, properties, reason, ref, occurred_at, recorded_at, prev_hash, row_hash)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-
-// Append links r to the chain and inserts it with stmt (prepared from
-// InsertRowSQL). On error the chain is unchanged.
-func (c *Chain) Append(ctx context.Context, stmt *sqlx.Stmt, r *Row) error {
+// Append links r to the chain and stores it with ins (the writer's prepared
+// insert). On error the chain is unchanged.
+func (c *Chain) Append(ctx context.Context, ins RowInserter, r *Row) error {
 	r.ID = c.LastID + 1
 	r.PrevHash = c.LastHash
 	r.RowHash = r.Hash(r.PrevHash)
-	_, err := stmt.ExecContext(ctx, r.ID, r.Kind, r.Provider, r.EventID, r.Customer, r.Meter, int64(r.Quantity),
-		r.Properties, r.Reason, r.Ref, r.OccurredAt, r.RecordedAt, r.PrevHash, r.RowHash)
-	if err != nil {
+	if err := ins.InsertLedgerRow(ctx, r.record()); err != nil {
 		return fmt.Errorf("insert usage row for %s/%s meter %s: %w", r.Provider, r.EventID, r.Meter, err)
 	}
 	c.LastID, c.LastHash = r.ID, r.RowHash
 	return nil
 }
 
-// ReceiptLink is what the receipts chain commits to for one receipt: the
-// custody facts that never change once it is stored. A receipt's status,
-// error, handler version and processed_at change when it is replayed, and
-// retention deletes its body and signature headers, so they stay out of the
-// hash: Status here is the status the receipt was stored with (verify follows
-// the replays table from it to the current status), and the body is checked
-// against BodySHA256, which the hash does cover.
-type ReceiptLink struct {
-	ID         int64
-	Provider   string
-	EventID    string
-	EventType  string
-	BodySHA256 []byte
-	Status     string // as first stored
-	Source     string
-	ReceivedAt int64
-	PrevHash   []byte
-	RowHash    []byte
-}
-
-// Hash returns SHA-256 over prev and the link's fields, length-prefixed like
-// Row.Hash (canon's encoding); the leading tag keeps a receipt's encoding from
-// ever equalling a ledger row's. It runs for every delivery on the writer's
-// hot path, so it encodes into one stack buffer instead of through canon's
-// per-field writes.
-func (l *ReceiptLink) Hash(prev []byte) []byte {
-	str := func(b []byte, s string) []byte { return append(binary.BigEndian.AppendUint64(b, uint64(len(s))), s...) }
-	b := make([]byte, 0, 512)
-	b = str(b, "hookledger-receipt-v1")
-	b = append(b, prev...)
-	b = binary.BigEndian.AppendUint64(b, uint64(l.ID))
-	b = str(b, l.Provider)
-	b = str(b, l.EventID)
-	b = str(b, l.EventType)
-	b = append(binary.BigEndian.AppendUint64(b, uint64(len(l.BodySHA256))), l.BodySHA256...)
-	b = str(b, l.Status)
-	b = str(b, l.Source)
-	b = binary.BigEndian.AppendUint64(b, uint64(l.ReceivedAt))
-	sum := sha256.Sum256(b)
-	return sum[:]
-}
+// ReceiptLink is what the receipts chain commits to for one receipt (see
+// chainhash.ReceiptLink, which the storage backend's migration 0005 hashes
+// with too).
+type ReceiptLink = chainhash.ReceiptLink
 
 // Next links l as the receipt after the head: it sets l's id and hashes but
 // leaves the chain where it is, because the insert may find the event already
@@ -145,31 +101,6 @@ func (c *Chain) Next(l *ReceiptLink) {
 
 // Advance moves the head to l, which Next linked.
 func (c *Chain) Advance(l *ReceiptLink) { c.LastID, c.LastHash = l.ID, l.RowHash }
-
-// EachReceiptLink calls fn with every receipt's link in id order. The status
-// as first stored is the from_status of the receipt's first replay, or its
-// status if it was never replayed. The migration that chains existing
-// receipts and verify both read links here, so they cannot disagree.
-func EachReceiptLink(ctx context.Context, q sqlx.QueryerContext, fn func(*ReceiptLink) error) error {
-	rows, err := q.QueryxContext(ctx, `SELECT r.id, r.provider, r.event_id, r.event_type, r.body_sha256,
-		COALESCE((SELECT p.from_status FROM replays p WHERE p.provider = r.provider AND p.event_id = r.event_id ORDER BY p.id LIMIT 1), r.status),
-		r.source, r.received_at, r.prev_hash, r.row_hash FROM receipts r ORDER BY r.id`)
-	if err != nil {
-		return fmt.Errorf("read receipts: %w", err)
-	}
-	defer rows.Close()
-	var l ReceiptLink
-	for rows.Next() {
-		if err := rows.Scan(&l.ID, &l.Provider, &l.EventID, &l.EventType, &l.BodySHA256, &l.Status, &l.Source, &l.ReceivedAt,
-			&l.PrevHash, &l.RowHash); err != nil {
-			return fmt.Errorf("read receipts: %w", err)
-		}
-		if err := fn(&l); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
-}
 
 func jsonString(s string) string {
 	b, _ := json.Marshal(s)

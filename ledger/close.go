@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/jmoiron/sqlx"
+	"github.com/hookledger/hookledger/schema"
 )
 
 // CloseRequest asks to close one period for one customer or for all.
@@ -41,47 +41,34 @@ type CloseResult struct {
 // IMMEDIATE), so the ingestion cutoff and the highest ledger id it covers
 // describe the same moment: no row can commit in between. Closing a period
 // already closed for the scope returns the earlier invoices unchanged.
-func Close(ctx context.Context, db *sqlx.DB, req CloseRequest) (*CloseResult, error) {
+func Close(ctx context.Context, db CloseStore, req CloseRequest) (*CloseResult, error) {
 	if req.All == (req.Customer != "") {
 		return nil, errors.New("close: name one customer or all customers")
 	}
 	if req.Now == nil {
 		req.Now = time.Now
 	}
-	tx, err := db.BeginTxx(ctx, nil)
-	if err != nil {
-		return nil, fmt.Errorf("close: begin: %w", err)
-	}
-	defer tx.Rollback()
-	res, err := closeTx(ctx, tx, req)
+	var res *CloseResult
+	err := db.CloseTx(ctx, func(tx *schema.CloseTx) error {
+		var err error
+		if res, err = closeTx(ctx, tx, req); err != nil {
+			return err
+		}
+		if req.DryRun || res.Existing {
+			return schema.ErrRollback
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
 	if res.Invoices == nil {
 		res.Invoices = []Invoice{}
 	}
-	if req.DryRun || res.Existing {
-		return res, nil
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("close: commit: %w", err)
-	}
 	return res, nil
 }
 
-// periodClose is a row of period_closes.
-type periodClose struct {
-	ID          int64  `db:"id"`
-	Customer    string `db:"customer_id"`
-	Period      string `db:"period"`
-	TZ          string `db:"tz"`
-	PeriodStart int64  `db:"period_start"`
-	PeriodEnd   int64  `db:"period_end"`
-	Cutoff      int64  `db:"cutoff"`
-	LedgerHead  int64  `db:"ledger_head"`
-}
-
-func closeTx(ctx context.Context, tx *sqlx.Tx, req CloseRequest) (*CloseResult, error) {
+func closeTx(ctx context.Context, tx closeStore, req CloseRequest) (*CloseResult, error) {
 	p := req.Period
 	start, end := p.Start.UnixMilli(), p.End.UnixMilli()
 	now := req.Now()
@@ -91,12 +78,11 @@ func closeTx(ctx context.Context, tx *sqlx.Tx, req CloseRequest) (*CloseResult, 
 	}
 
 	// Already closed for this scope? Then the answer is what that close froze.
-	var closes []periodClose
-	if err := sqlx.SelectContext(ctx, tx, &closes, `SELECT id, customer_id, period, tz, period_start, period_end, cutoff, ledger_head
-		FROM period_closes WHERE period_start < ? AND period_end > ? ORDER BY id`, end, start); err != nil {
+	closes, err := tx.OverlappingCloses(ctx, start, end)
+	if err != nil {
 		return nil, fmt.Errorf("close: read closed periods: %w", err)
 	}
-	var allClose, own *periodClose
+	var allClose, own *schema.PeriodClose
 	for i, c := range closes {
 		applies := req.All || c.Customer == "" || c.Customer == req.Customer
 		if !applies {
@@ -125,7 +111,7 @@ func closeTx(ctx context.Context, tx *sqlx.Tx, req CloseRequest) (*CloseResult, 
 			return nil, err
 		}
 		if own == nil && len(invs) > 0 { // invoiced by the close for all
-			prior = &periodClose{Cutoff: invs[0].Cutoff, LedgerHead: invs[0].LedgerHead}
+			prior = &schema.PeriodClose{Cutoff: invs[0].Cutoff, LedgerHead: invs[0].LedgerHead}
 		}
 		return &CloseResult{Existing: true, Cutoff: prior.Cutoff, Head: prior.LedgerHead, Invoices: invs}, nil
 	}
@@ -139,22 +125,17 @@ func closeTx(ctx context.Context, tx *sqlx.Tx, req CloseRequest) (*CloseResult, 
 	}
 	cutoff := now.UnixMilli()
 	if head.LastID > 0 {
-		var headRecorded int64
-		if err := tx.QueryRowxContext(ctx, `SELECT recorded_at FROM metered_usage WHERE id = ?`, head.LastID).Scan(&headRecorded); err != nil {
+		headRecorded, err := tx.LedgerRowRecordedAt(ctx, head.LastID)
+		if err != nil {
 			return nil, fmt.Errorf("close: read ledger head: %w", err)
 		}
 		cutoff = max(cutoff, headRecorded+1)
 	}
 	scope := req.Customer
-	closeRes, err := tx.ExecContext(ctx, `INSERT INTO period_closes
-		(customer_id, period, tz, period_start, period_end, grace_ms, cutoff, ledger_head, closed_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, scope, p.Label, p.Zone, start, end, req.Grace.Milliseconds(), cutoff, head.LastID, now.UnixMilli())
+	closeID, err := tx.InsertPeriodClose(ctx, schema.PeriodClose{Customer: scope, Period: p.Label, TZ: p.Zone, PeriodStart: start, PeriodEnd: end,
+		GraceMS: req.Grace.Milliseconds(), Cutoff: cutoff, LedgerHead: head.LastID, ClosedAt: now.UnixMilli()})
 	if err != nil {
 		return nil, fmt.Errorf("close: record close: %w", err)
-	}
-	closeID, err := closeRes.LastInsertId()
-	if err != nil {
-		return nil, err
 	}
 
 	// Customers for whom this period was already closed (by a close of
@@ -162,9 +143,8 @@ func closeTx(ctx context.Context, tx *sqlx.Tx, req CloseRequest) (*CloseResult, 
 	// since is late.
 	skip := map[string]bool{}
 	if req.All {
-		var done []string
-		if err := sqlx.SelectContext(ctx, tx, &done, `SELECT customer_id FROM period_closes WHERE period_start = ? AND period_end = ? AND customer_id != ''
-			UNION SELECT customer_id FROM invoices WHERE period_start = ? AND period_end = ?`, start, end, start, end); err != nil {
+		done, err := tx.ClosedCustomers(ctx, start, end)
+		if err != nil {
 			return nil, fmt.Errorf("close: read closed periods: %w", err)
 		}
 		for _, c := range done {
@@ -192,26 +172,10 @@ func closeTx(ctx context.Context, tx *sqlx.Tx, req CloseRequest) (*CloseResult, 
 	}
 	slices.Sort(customers)
 
-	var nextID int64
-	if err := tx.QueryRowxContext(ctx, `SELECT COALESCE(MAX(id), 0) + 1 FROM invoices`).Scan(&nextID); err != nil {
-		return nil, fmt.Errorf("close: %w", err)
-	}
-	insInv, err := tx.PreparexContext(ctx, `INSERT INTO invoices
-		(id, close_id, customer_id, period, tz, period_start, period_end, cutoff, ledger_head, closed_at, digest)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	nextID, err := tx.NextInvoiceID(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("close: %w", err)
 	}
-	defer insInv.Close()
-	insLine, err := tx.PreparexContext(ctx, `INSERT INTO invoice_lines
-		(invoice_id, line_no, customer_id, meter, aggregation, property, unit, late, period, tz, period_start, period_end,
-		 after_id, through_id, quantity, row_count, adjustments, max_id, digest)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
-	if err != nil {
-		return nil, fmt.Errorf("close: %w", err)
-	}
-	defer insLine.Close()
-
 	res := &CloseResult{Cutoff: cutoff, Head: head.LastID, Invoices: make([]Invoice, 0, len(customers))}
 	for _, c := range customers {
 		ls := byCustomer[c]
@@ -225,14 +189,11 @@ func closeTx(ctx context.Context, tx *sqlx.Tx, req CloseRequest) (*CloseResult, 
 			inv.Lines[i].InvoiceID, inv.Lines[i].LineNo = inv.ID, int64(i+1)
 		}
 		inv.Digest = invoiceDigest(&inv)
-		if _, err := insInv.ExecContext(ctx, inv.ID, inv.CloseID, inv.Customer, inv.Period, inv.TZ, inv.PeriodStart, inv.PeriodEnd,
-			inv.Cutoff, inv.LedgerHead, inv.ClosedAt, inv.Digest); err != nil {
+		if err := tx.InsertInvoice(ctx, inv.record()); err != nil {
 			return nil, fmt.Errorf("close: insert invoice for %s: %w", c, err)
 		}
-		for _, l := range inv.Lines {
-			if _, err := insLine.ExecContext(ctx, l.InvoiceID, l.LineNo, l.Customer, l.Meter, string(l.Aggregation), l.Property, l.Unit,
-				l.Late, l.Period, l.TZ, l.PeriodStart, l.PeriodEnd, l.AfterID, l.ThroughID, int64(l.Quantity), l.Rows, l.Adjustments,
-				l.MaxID, l.Digest); err != nil {
+		for i := range inv.Lines {
+			if err := tx.InsertInvoiceLine(ctx, inv.Lines[i].record()); err != nil {
 				return nil, fmt.Errorf("close: insert invoice line for %s: %w", c, err)
 			}
 		}
@@ -281,30 +242,13 @@ func (la *lineAcc) maxID() int64 {
 }
 
 // ledgerScan streams rows matching f to fn, with what aggregation and digests need.
-func ledgerScan(ctx context.Context, q sqlx.QueryerContext, f rowFilter, props bool,
+func ledgerScan(ctx context.Context, src UsageSource, f schema.LedgerFilter, props bool,
 	fn func(id int64, kind, customer, meter string, qty Quantity, occurred int64, props string, hash []byte)) error {
-	from, args := f.where()
-	col := "''"
-	if props {
-		col = "properties"
-	}
-	rows, err := q.QueryContext(ctx, "SELECT id, kind, customer_id, meter, quantity, occurred_at, "+col+", row_hash"+from, args...)
+	err := src.ScanUsage(ctx, schema.UsageScan{Filter: f, Properties: props, Hashes: true}, func(r *schema.UsageRow) error {
+		fn(r.ID, r.Kind, r.Customer, r.Meter, Quantity(r.Quantity), r.OccurredAt, r.Properties, r.RowHash)
+		return nil
+	})
 	if err != nil {
-		return fmt.Errorf("read ledger: %w", err)
-	}
-	defer rows.Close()
-	var (
-		id, qty, occurred       int64
-		kind, cust, meter, prop string
-	)
-	for rows.Next() {
-		var hash []byte // fresh per row: the digest keeps it
-		if err := rows.Scan(&id, &kind, &cust, &meter, &qty, &occurred, &prop, &hash); err != nil {
-			return fmt.Errorf("read ledger: %w", err)
-		}
-		fn(id, kind, cust, meter, Quantity(qty), occurred, prop, hash)
-	}
-	if err := rows.Err(); err != nil {
 		return fmt.Errorf("read ledger: %w", err)
 	}
 	return nil

@@ -90,7 +90,7 @@ func (e *env) op(rows ...row) custody.Op {
 		if r.adjust {
 			a := ledger.Adjustment{Customer: r.customer, Meter: r.meter, Quantity: r.qty, Reason: "test correction", OccurredAt: r.at}
 			ops = append(ops, func(ctx context.Context, tx *custody.Tx) error {
-				lr, err := a.Row(ctx, tx, tx.Now())
+				lr, err := a.Row(ctx, tx.Batch(), tx.Now())
 				if err != nil {
 					return err
 				}
@@ -118,7 +118,7 @@ func (e *env) op(rows ...row) custody.Op {
 
 func (e *env) query(q ledger.UsageQuery) *ledger.UsageReport {
 	e.t.Helper()
-	rep, err := ledger.Query(e.ctx, e.db.Read, q)
+	rep, err := ledger.Query(e.ctx, e.db, q)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -3,7 +3,7 @@ package ledger
 import (
 	"context"
 
-	"github.com/jmoiron/sqlx"
+	"github.com/hookledger/hookledger/schema"
 )
 
 // Hooks for the external tests and benchmarks in package ledger_test.
@@ -15,15 +15,19 @@ func (q UsageQuery) NoIndex() UsageQuery { q.noIndex = true; return q }
 func (r CloseRequest) NoIndex() CloseRequest { r.noIndex = true; return r }
 
 // UsageSQL is the statement Query runs for q.
-func UsageSQL(q UsageQuery) (string, []any) { return usageSQL(q) }
+func UsageSQL(q UsageQuery) (string, []any) { return schema.UsageSQL(usageScan(q)) }
+
+func closeFilter(r CloseRequest, head int64) schema.LedgerFilter {
+	return schema.LedgerFilter{From: r.Period.Start.UnixMilli(), To: r.Period.End.UnixMilli(), Customer: r.Customer, ThroughID: head, NoIndex: r.noIndex}
+}
 
 // PeriodSQL returns the statements a close for all customers runs to read its
 // period: the id-range probe, and the scan (over the id range lo..hi).
 func PeriodSQL(r CloseRequest, head, lo, hi int64) (probe string, probeArgs []any, scan string, scanArgs []any) {
-	f := rowFilter{from: r.Period.Start.UnixMilli(), to: r.Period.End.UnixMilli(), customer: r.Customer, throughID: head, noIndex: r.noIndex}
-	where, args := f.where()
-	scan, scanArgs = periodScanSQL(r.Meters, f, lo, hi, !r.noIndex)
-	return periodRangeSQL + where, args, scan, scanArgs
+	f := closeFilter(r, head)
+	probe, probeArgs = schema.PeriodRangeSQL(f)
+	scan, scanArgs = schema.PeriodScanSQL(periodScan(r.Meters, f, lo, hi, !r.noIndex))
+	return probe, probeArgs, scan, scanArgs
 }
 
 // SetRangeScan turns the id-range read of closes on or off.
@@ -33,12 +37,13 @@ func SetRangeScan(on bool) { noRangeScan = !on }
 // r's period over rows up to head: the range lo..hi holding the period's rows,
 // and whether the close reads that range in rowid order (true) or reads the
 // period through the event-time index (false).
-func PeriodRange(ctx context.Context, db *sqlx.DB, r CloseRequest, head int64) (lo, hi int64, ranged bool, err error) {
-	tx, err := db.BeginTxx(ctx, nil)
-	if err != nil {
-		return 0, 0, false, err
-	}
-	defer tx.Rollback()
-	f := rowFilter{from: r.Period.Start.UnixMilli(), to: r.Period.End.UnixMilli(), customer: r.Customer, throughID: head, noIndex: r.noIndex}
-	return periodRange(ctx, tx, f)
+func PeriodRange(ctx context.Context, db CloseStore, r CloseRequest, head int64) (lo, hi int64, ranged bool, err error) {
+	err = db.CloseTx(ctx, func(tx *schema.CloseTx) error {
+		lo, hi, ranged, err = periodRange(ctx, tx, closeFilter(r, head))
+		if err != nil {
+			return err
+		}
+		return schema.ErrRollback
+	})
+	return lo, hi, ranged, err
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -13,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/jmoiron/sqlx"
+	"github.com/hookledger/hookledger/schema"
 )
 
 // Head is where both hash chains end: the ledger (metered_usage) and the
@@ -27,25 +26,19 @@ type Head struct {
 }
 
 // ErrNotChained means the database predates the chain_head table.
-var ErrNotChained = errors.New("the database predates the receipts chain (migration 0005): run `hookledger migrate`")
+var ErrNotChained = schema.ErrNotChained
 
 // LoadHead reads the head of both chains.
-func LoadHead(ctx context.Context, q sqlx.QueryerContext) (Head, error) {
-	var h Head
-	err := q.QueryRowxContext(ctx, `SELECT ledger_id, ledger_hash, receipt_id, receipt_hash FROM chain_head WHERE id = 1`).
-		Scan(&h.Ledger.LastID, &h.Ledger.LastHash, &h.Receipts.LastID, &h.Receipts.LastHash)
-	if err != nil && strings.Contains(err.Error(), "no such table") {
-		return h, ErrNotChained
-	}
+func LoadHead(ctx context.Context, src HeadSource) (Head, error) {
+	h, err := src.LatestHead(ctx)
 	if err != nil {
-		return h, fmt.Errorf("load chain head: %w", err)
+		return Head{}, err
 	}
-	return h, nil
+	return Head{
+		Ledger:   Chain{LastID: h.LedgerID, LastHash: h.LedgerHash},
+		Receipts: Chain{LastID: h.ReceiptID, LastHash: h.ReceiptHash},
+	}, nil
 }
-
-// SaveHeadSQL stores a batch's head: ledger_id, ledger_hash, receipt_id,
-// receipt_hash. A trigger refuses to move either chain backwards.
-const SaveHeadSQL = `UPDATE chain_head SET ledger_id = ?, ledger_hash = ?, receipt_id = ?, receipt_hash = ? WHERE id = 1`
 
 // Chain names, as anchors spell them.
 const (
@@ -128,7 +121,7 @@ func ParseAnchors(r io.Reader) ([]Anchor, error) {
 // its predecessor, so an anchored hash that still matches pins every row up
 // to it. A receipt that retention deleted cannot be checked; that is a note,
 // not a problem.
-func verifyAnchors(ctx context.Context, db sqlx.QueryerContext, anchors []Anchor) (CheckResult, error) {
+func verifyAnchors(ctx context.Context, db VerifySource, anchors []Anchor) (CheckResult, error) {
 	c := CheckResult{Name: "anchors"}
 	if len(anchors) == 0 {
 		return c, nil
@@ -139,21 +132,20 @@ func verifyAnchors(ctx context.Context, db sqlx.QueryerContext, anchors []Anchor
 	}
 	var prunedThrough int64
 	if err == nil {
-		if err := db.QueryRowxContext(ctx, `SELECT receipts_pruned_through FROM chain_head WHERE id = 1`).Scan(&prunedThrough); err != nil {
+		if prunedThrough, err = db.ReceiptsPrunedThrough(ctx); err != nil {
 			return c, err
 		}
 	}
 	for _, a := range anchors {
-		table := "metered_usage"
+		table, rowHash := "metered_usage", db.LedgerRowHash
 		if a.Chain == ChainReceipts {
-			table = "receipts"
+			table, rowHash = "receipts", db.ReceiptRowHash
 		}
-		var stored []byte
-		err := db.QueryRowxContext(ctx, `SELECT row_hash FROM `+table+` WHERE id = ?`, a.ID).Scan(&stored)
+		stored, err := rowHash(ctx, a.ID)
 		switch {
 		case a.ID == 0 && bytes.Equal(a.Hash, GenesisHash):
 			// The anchor of an empty chain: nothing to pin yet.
-		case err != nil && !errors.Is(err, sql.ErrNoRows):
+		case err != nil && !errors.Is(err, schema.ErrNotFound):
 			return c, err
 		case err != nil && a.Chain == ChainReceipts && a.ID <= prunedThrough:
 			c.Notes = append(c.Notes, fmt.Sprintf("anchor %s: receipt %d was deleted by retention (keys); not checked", a, a.ID))

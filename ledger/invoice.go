@@ -2,30 +2,29 @@ package ledger
 
 import (
 	"context"
-	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
-	"github.com/jmoiron/sqlx"
+	"github.com/hookledger/hookledger/schema"
 )
 
 // Invoice is one customer's bill for one period, frozen when it was closed.
 type Invoice struct {
-	ID          int64         `db:"id"`
-	CloseID     int64         `db:"close_id"`
-	Customer    string        `db:"customer_id"`
-	Period      string        `db:"period"`
-	TZ          string        `db:"tz"`
-	PeriodStart int64         `db:"period_start"` // unix ms, inclusive
-	PeriodEnd   int64         `db:"period_end"`   // unix ms, exclusive
-	Cutoff      int64         `db:"cutoff"`       // ingestion cutoff: recorded_at < Cutoff
-	LedgerHead  int64         `db:"ledger_head"`  // rows with id <= LedgerHead were visible
-	ClosedAt    int64         `db:"closed_at"`
-	Digest      []byte        `db:"digest"`
-	Lines       []InvoiceLine `db:"-"`
+	ID          int64
+	CloseID     int64
+	Customer    string
+	Period      string
+	TZ          string
+	PeriodStart int64 // unix ms, inclusive
+	PeriodEnd   int64 // unix ms, exclusive
+	Cutoff      int64 // ingestion cutoff: recorded_at < Cutoff
+	LedgerHead  int64 // rows with id <= LedgerHead were visible
+	ClosedAt    int64
+	Digest      []byte
+	Lines       []InvoiceLine
 }
 
 // InvoiceLine is one meter's quantity on an invoice. A late line bills usage
@@ -33,25 +32,25 @@ type Invoice struct {
 // its Period names that earlier period and its Quantity is the change to
 // that period's total.
 type InvoiceLine struct {
-	InvoiceID   int64       `db:"invoice_id"`
-	LineNo      int64       `db:"line_no"`
-	Customer    string      `db:"customer_id"`
-	Meter       string      `db:"meter"`
-	Aggregation Aggregation `db:"aggregation"`
-	Property    string      `db:"property"`
-	Unit        string      `db:"unit"`
-	Late        bool        `db:"late"`
-	Period      string      `db:"period"`
-	TZ          string      `db:"tz"`
-	PeriodStart int64       `db:"period_start"`
-	PeriodEnd   int64       `db:"period_end"`
-	AfterID     int64       `db:"after_id"`   // covers rows with AfterID < id <= ThroughID
-	ThroughID   int64       `db:"through_id"` //
-	Quantity    Quantity    `db:"quantity"`
-	Rows        int64       `db:"row_count"`
-	Adjustments int64       `db:"adjustments"`
-	MaxID       int64       `db:"max_id"` // highest ledger id covered
-	Digest      []byte      `db:"digest"`
+	InvoiceID   int64
+	LineNo      int64
+	Customer    string
+	Meter       string
+	Aggregation Aggregation
+	Property    string
+	Unit        string
+	Late        bool
+	Period      string
+	TZ          string
+	PeriodStart int64
+	PeriodEnd   int64
+	AfterID     int64 // covers rows with AfterID < id <= ThroughID
+	ThroughID   int64 //
+	Quantity    Quantity
+	Rows        int64
+	Adjustments int64
+	MaxID       int64 // highest ledger id covered
+	Digest      []byte
 }
 
 // Close errors a caller branches on.
@@ -117,32 +116,24 @@ func (l InvoiceLine) MarshalJSON() ([]byte, error) {
 }
 
 // InvoiceFilter selects invoices; zero fields do not filter.
-type InvoiceFilter struct {
-	Customer               string
-	Period                 string // label, e.g. 2026-11
-	PeriodStart, PeriodEnd int64
-}
+type InvoiceFilter = schema.InvoiceFilter
 
 // ListInvoices returns invoices with their lines, in id order.
-func ListInvoices(ctx context.Context, q sqlx.QueryerContext, f InvoiceFilter) ([]Invoice, error) {
-	return listInvoices(ctx, q, f, true)
+func ListInvoices(ctx context.Context, src InvoiceSource, f InvoiceFilter) ([]Invoice, error) {
+	return listInvoices(ctx, src, f, true)
 }
 
-func listInvoices(ctx context.Context, q sqlx.QueryerContext, f InvoiceFilter, withLines bool) ([]Invoice, error) {
-	query := `SELECT id, close_id, customer_id, period, tz, period_start, period_end, cutoff, ledger_head, closed_at, digest FROM invoices WHERE 1=1`
-	var args []any
-	if f.Customer != "" {
-		query, args = query+` AND customer_id = ?`, append(args, f.Customer)
-	}
-	if f.Period != "" {
-		query, args = query+` AND period = ?`, append(args, f.Period)
-	}
-	if f.PeriodStart != 0 || f.PeriodEnd != 0 {
-		query, args = query+` AND period_start = ? AND period_end = ?`, append(args, f.PeriodStart, f.PeriodEnd)
+func listInvoices(ctx context.Context, src InvoiceSource, f InvoiceFilter, withLines bool) ([]Invoice, error) {
+	recs, err := src.Invoices(ctx, f)
+	if err != nil {
+		return nil, fmt.Errorf("read invoices: %w", err)
 	}
 	var invs []Invoice
-	if err := sqlx.SelectContext(ctx, q, &invs, query+` ORDER BY id`, args...); err != nil {
-		return nil, fmt.Errorf("read invoices: %w", err)
+	if recs != nil {
+		invs = make([]Invoice, len(recs))
+		for i := range recs {
+			invs[i] = invoiceOf(&recs[i])
+		}
 	}
 	if !withLines || len(invs) == 0 {
 		return invs, nil
@@ -151,7 +142,7 @@ func listInvoices(ctx context.Context, q sqlx.QueryerContext, f InvoiceFilter, w
 	for i, inv := range invs {
 		idx[inv.ID] = i
 	}
-	lines, err := invoiceLines(ctx, q, invs[0].ID, invs[len(invs)-1].ID)
+	lines, err := invoiceLines(ctx, src, invs[0].ID, invs[len(invs)-1].ID)
 	if err != nil {
 		return nil, err
 	}
@@ -163,29 +154,25 @@ func listInvoices(ctx context.Context, q sqlx.QueryerContext, f InvoiceFilter, w
 	return invs, nil
 }
 
-func invoiceLines(ctx context.Context, q sqlx.QueryerContext, fromID, toID int64) ([]InvoiceLine, error) {
-	var lines []InvoiceLine
-	err := sqlx.SelectContext(ctx, q, &lines, `SELECT invoice_id, line_no, customer_id, meter, aggregation, property, unit, late, period, tz,
-		period_start, period_end, after_id, through_id, quantity, row_count, adjustments, max_id, digest
-		FROM invoice_lines WHERE invoice_id BETWEEN ? AND ? ORDER BY invoice_id, line_no`, fromID, toID)
+func invoiceLines(ctx context.Context, src InvoiceSource, fromID, toID int64) ([]InvoiceLine, error) {
+	lines, err := src.InvoiceLinesBetween(ctx, fromID, toID)
 	if err != nil {
 		return nil, fmt.Errorf("read invoice lines: %w", err)
 	}
-	return lines, nil
+	return linesOf(lines), nil
 }
 
 // GetInvoice returns one invoice with its lines.
-func GetInvoice(ctx context.Context, q sqlx.QueryerContext, id int64) (*Invoice, error) {
-	var inv Invoice
-	err := sqlx.GetContext(ctx, q, &inv, `SELECT id, close_id, customer_id, period, tz, period_start, period_end, cutoff, ledger_head, closed_at, digest
-		FROM invoices WHERE id = ?`, id)
-	if errors.Is(err, sql.ErrNoRows) {
+func GetInvoice(ctx context.Context, src InvoiceSource, id int64) (*Invoice, error) {
+	rec, err := src.GetInvoice(ctx, id)
+	if errors.Is(err, schema.ErrNotFound) {
 		return nil, fmt.Errorf("invoice %d: %w", id, ErrNoInvoice)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read invoice %d: %w", id, err)
 	}
-	if inv.Lines, err = invoiceLines(ctx, q, id, id); err != nil {
+	inv := invoiceOf(rec)
+	if inv.Lines, err = invoiceLines(ctx, src, id, id); err != nil {
 		return nil, err
 	}
 	return &inv, nil

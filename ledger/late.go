@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/jmoiron/sqlx"
+	"github.com/hookledger/hookledger/schema"
 )
 
 // closedPeriod is one closed event-time period and how far each customer's
@@ -51,7 +51,7 @@ func (cp *closedPeriod) minCoverage() int64 {
 }
 
 // closedPeriods loads every closed period that applies to scope ("" = all).
-func closedPeriods(ctx context.Context, q sqlx.QueryerContext, scope string) ([]*closedPeriod, error) {
+func closedPeriods(ctx context.Context, q closedSource, scope string) ([]*closedPeriod, error) {
 	type pk struct{ start, end int64 }
 	byKey := map[pk]*closedPeriod{}
 	get := func(label, tz string, start, end int64) *closedPeriod {
@@ -64,14 +64,8 @@ func closedPeriods(ctx context.Context, q sqlx.QueryerContext, scope string) ([]
 		}
 		return cp
 	}
-	var closes []periodClose
-	query := `SELECT id, customer_id, period, tz, period_start, period_end, cutoff, ledger_head FROM period_closes`
-	var args []any
-	if scope != "" {
-		query += ` WHERE customer_id IN ('', ?)`
-		args = append(args, scope)
-	}
-	if err := sqlx.SelectContext(ctx, q, &closes, query, args...); err != nil {
+	closes, err := q.PeriodCloses(ctx, scope)
+	if err != nil {
 		return nil, fmt.Errorf("read closed periods: %w", err)
 	}
 	for _, c := range closes {
@@ -82,45 +76,21 @@ func closedPeriods(ctx context.Context, q sqlx.QueryerContext, scope string) ([]
 			cp.invoiced[c.Customer] = max(cp.invoiced[c.Customer], c.LedgerHead)
 		}
 	}
-	var invs []struct {
-		Customer string `db:"customer_id"`
-		Period   string `db:"period"`
-		TZ       string `db:"tz"`
-		Start    int64  `db:"period_start"`
-		End      int64  `db:"period_end"`
-		Head     int64  `db:"ledger_head"`
-	}
-	query = `SELECT customer_id, period, tz, period_start, period_end, ledger_head FROM invoices`
-	if scope != "" {
-		query += ` WHERE customer_id = ?`
-	}
-	if err := sqlx.SelectContext(ctx, q, &invs, query, args...); err != nil {
+	invs, err := q.InvoiceHeads(ctx, scope)
+	if err != nil {
 		return nil, fmt.Errorf("read invoices: %w", err)
 	}
 	for _, inv := range invs {
-		cp := get(inv.Period, inv.TZ, inv.Start, inv.End)
-		cp.invoiced[inv.Customer] = max(cp.invoiced[inv.Customer], inv.Head)
+		cp := get(inv.Period, inv.TZ, inv.PeriodStart, inv.PeriodEnd)
+		cp.invoiced[inv.Customer] = max(cp.invoiced[inv.Customer], inv.LedgerHead)
 	}
-	var billed []struct {
-		Customer string `db:"customer_id"`
-		Period   string `db:"period"`
-		TZ       string `db:"tz"`
-		Start    int64  `db:"period_start"`
-		End      int64  `db:"period_end"`
-		Through  int64  `db:"through_id"`
-	}
-	query = `SELECT customer_id, MIN(period) AS period, MIN(tz) AS tz, period_start, period_end, MAX(through_id) AS through_id
-		FROM invoice_lines WHERE late = 1`
-	if scope != "" {
-		query += ` AND customer_id = ?`
-	}
-	query += ` GROUP BY customer_id, period_start, period_end`
-	if err := sqlx.SelectContext(ctx, q, &billed, query, args...); err != nil {
+	billed, err := q.LateCoverage(ctx, scope)
+	if err != nil {
 		return nil, fmt.Errorf("read late lines: %w", err)
 	}
 	for _, b := range billed {
-		cp := get(b.Period, b.TZ, b.Start, b.End)
-		cp.lateBilled[b.Customer] = max(cp.lateBilled[b.Customer], b.Through)
+		cp := get(b.Period, b.TZ, b.PeriodStart, b.PeriodEnd)
+		cp.lateBilled[b.Customer] = max(cp.lateBilled[b.Customer], b.ThroughID)
 	}
 	out := make([]*closedPeriod, 0, len(byKey))
 	for _, cp := range byKey {
@@ -135,7 +105,7 @@ func closedPeriods(ctx context.Context, q sqlx.QueryerContext, scope string) ([]
 // late line's quantity is the change to the period's total: the aggregate
 // over everything up to head minus the aggregate already billed, which for
 // sum and count is simply the late rows' own total.
-func lateLines(ctx context.Context, q sqlx.QueryerContext, scope string, head int64, meters Meters, skip map[string]bool, noIndex bool) ([]InvoiceLine, error) {
+func lateLines(ctx context.Context, q closedSource, scope string, head int64, meters Meters, skip map[string]bool, noIndex bool) ([]InvoiceLine, error) {
 	periods, err := closedPeriods(ctx, q, scope)
 	if err != nil {
 		return nil, err
@@ -148,7 +118,7 @@ func lateLines(ctx context.Context, q sqlx.QueryerContext, scope string, head in
 			continue
 		}
 		accs := map[key]*lineAcc{}
-		f := rowFilter{from: cp.start, to: cp.end, customer: scope, afterID: floor, throughID: head, noIndex: noIndex}
+		f := schema.LedgerFilter{From: cp.start, To: cp.end, Customer: scope, AfterID: floor, ThroughID: head, NoIndex: noIndex}
 		err := ledgerScan(ctx, q, f, false, func(id int64, kind, c, m string, qty Quantity, occ int64, props string, hash []byte) {
 			if skip[c] {
 				return
@@ -190,9 +160,9 @@ func lateLines(ctx context.Context, q sqlx.QueryerContext, scope string, head in
 // for one customer, meter and period: what a line covering (after, through]
 // adds to the period's billed total. Exact: either side, or the difference,
 // may be beyond a Quantity's range.
-func aggregateDelta(ctx context.Context, q sqlx.QueryerContext, customer string, m Meter, start, end, after, through int64) (total, error) {
+func aggregateDelta(ctx context.Context, q UsageSource, customer string, m Meter, start, end, after, through int64) (total, error) {
 	upTo, before := newAggregate(m.spec()), newAggregate(m.spec())
-	f := rowFilter{customer: customer, meter: m.Name, from: start, to: end, throughID: through}
+	f := schema.LedgerFilter{Customer: customer, Meter: m.Name, From: start, To: end, ThroughID: through}
 	err := ledgerScan(ctx, q, f, m.Aggregation == AggUniqueCount, func(id int64, kind, _, _ string, qty Quantity, occ int64, props string, _ []byte) {
 		upTo.add(kind, id, qty, occ, props)
 		if id <= after {
@@ -222,7 +192,7 @@ type LateLine struct {
 }
 
 // LateUsage lists unbilled late usage up to the current ledger head.
-func LateUsage(ctx context.Context, q sqlx.QueryerContext, customer string, meters Meters) ([]LateLine, error) {
+func LateUsage(ctx context.Context, q LateSource, customer string, meters Meters) ([]LateLine, error) {
 	head, err := LoadChain(ctx, q)
 	if err != nil {
 		return nil, err

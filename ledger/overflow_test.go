@@ -82,7 +82,7 @@ func TestTotalsAtThePerRowMaximum(t *testing.T) {
 					e.write(r)
 				}
 
-				rep, err := ledger.Query(e.ctx, e.db.Read, ledger.UsageQuery{Meters: meters, From: oct.Start, To: oct.End})
+				rep, err := ledger.Query(e.ctx, e.db, ledger.UsageQuery{Meters: meters, From: oct.Start, To: oct.End})
 				if refused {
 					oe := overflowOf(t, err)
 					if oe.Customer != "c" || oe.Meter != m.Name || oe.Period != "from 2026-10-01T00:00:00Z to 2026-11-01T00:00:00Z" || oe.Total != want {
@@ -98,7 +98,7 @@ func TestTotalsAtThePerRowMaximum(t *testing.T) {
 				}
 
 				for _, dry := range []bool{true, false} {
-					res, err := ledger.Close(e.ctx, e.db.Write, ledger.CloseRequest{Period: oct, All: true, Meters: meters, Now: at("2026-11-02T00:00:00Z"), DryRun: dry})
+					res, err := ledger.Close(e.ctx, e.db, ledger.CloseRequest{Period: oct, All: true, Meters: meters, Now: at("2026-11-02T00:00:00Z"), DryRun: dry})
 					if refused {
 						oe := overflowOf(t, err)
 						if oe.Customer != "c" || oe.Meter != m.Name || oe.Period != "2026-10" || oe.Total != want {
@@ -137,7 +137,7 @@ func TestCloseRefusesAnOverflowForEveryCustomer(t *testing.T) {
 	e.write(row{customer: "a", meter: "api", qty: q("1"), at: october},
 		row{customer: "b", meter: "api", qty: five, at: october}, row{customer: "b", meter: "api", qty: five, at: october})
 	req := ledger.CloseRequest{Period: oct, All: true, Meters: invMeters, Now: at("2026-11-02T00:00:00Z")}
-	_, err := ledger.Close(e.ctx, e.db.Write, req)
+	_, err := ledger.Close(e.ctx, e.db, req)
 	if oe := overflowOf(t, err); oe.Customer != "b" || oe.Meter != "api" || oe.Period != "2026-10" || oe.Total != "10000000000000" {
 		t.Fatalf("refusal names %+v", oe)
 	}
@@ -165,16 +165,16 @@ func TestLateUsageOverflowIsRefused(t *testing.T) {
 	e.setClock(ts("2026-11-10T00:00:00Z"))
 	e.write(row{customer: "c", meter: "api", qty: maxRow, at: october}) // late, and the late line alone fits
 
-	late, err := ledger.LateUsage(e.ctx, e.db.Read, "", invMeters)
+	late, err := ledger.LateUsage(e.ctx, e.db, "", invMeters)
 	if err != nil || len(late) != 1 || late[0].Quantity != maxRow {
 		t.Fatalf("late usage of one row at the maximum: %v %+v", err, late)
 	}
 	e.write(row{customer: "c", meter: "api", qty: 1, at: october})
-	_, err = ledger.LateUsage(e.ctx, e.db.Read, "", invMeters)
+	_, err = ledger.LateUsage(e.ctx, e.db, "", invMeters)
 	if oe := overflowOf(t, err); oe.Customer != "c" || oe.Meter != "api" || oe.Period != "2026-10 (late usage)" || oe.Total != "9223372036854.775808" {
 		t.Fatalf("late refusal names %+v", oe)
 	}
-	_, err = ledger.Close(e.ctx, e.db.Write, ledger.CloseRequest{Period: month(t, "2026-11", "UTC"), All: true, Meters: invMeters, Now: at("2026-12-02T00:00:00Z")})
+	_, err = ledger.Close(e.ctx, e.db, ledger.CloseRequest{Period: month(t, "2026-11", "UTC"), All: true, Meters: invMeters, Now: at("2026-12-02T00:00:00Z")})
 	if oe := overflowOf(t, err); oe.Period != "2026-10 (late usage)" {
 		t.Fatalf("close refusal names %+v", oe)
 	}
@@ -242,7 +242,7 @@ func TestCloseOfLargeQuantitiesMatchesBigModel(t *testing.T) {
 		// checkClose compares a close with the model: want maps customer|meter
 		// to the exact quantity each line must have.
 		checkClose := func(req ledger.CloseRequest, want map[string]*big.Int, closes, invoices, lines int) bool {
-			res, err := ledger.Close(e.ctx, e.db.Write, req)
+			res, err := ledger.Close(e.ctx, e.db, req)
 			if err != nil {
 				oe := overflowOf(rt, err)
 				w, ok := want[oe.Customer+"|"+oe.Meter+"|"]

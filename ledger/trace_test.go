@@ -21,12 +21,12 @@ func TestCheckLinksBatchAgreesWithCheckLinks(t *testing.T) {
 			occurred_at, recorded_at, prev_hash, row_hash FROM metered_usage ORDER BY id`); err != nil {
 			t.Fatal(err)
 		}
-		batch, err := ledger.CheckLinksBatch(e.ctx, e.db.Read, rows)
+		batch, err := ledger.CheckLinksBatch(e.ctx, e.db, rows)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, r := range rows {
-			one, err := ledger.CheckLinks(e.ctx, e.db.Read, r)
+			one, err := ledger.CheckLinks(e.ctx, e.db, r)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -45,7 +45,7 @@ func TestCheckLinksBatchAgreesWithCheckLinks(t *testing.T) {
 	e.db.Write.MustExec(`UPDATE metered_usage SET quantity = 5000000 WHERE id = 3`)
 	agree("edited row 3", 1) // its own hash
 
-	r, err := ledger.GetRow(e.ctx, e.db.Read, 3)
+	r, err := ledger.GetRow(e.ctx, e.db, 3)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,7 +65,7 @@ func openVersion4(t *testing.T) string {
 		r := ledger.Row{ID: int64(i + 1), Kind: ledger.KindUsage, Provider: "test", EventID: event, Customer: "c1", Meter: "api",
 			Quantity: q("2"), Properties: "{}", OccurredAt: 100, RecordedAt: 200}
 		r.RowHash = r.Hash(prev)
-		db.MustExec(ledger.InsertRowSQL, r.ID, r.Kind, r.Provider, r.EventID, r.Customer, r.Meter, int64(r.Quantity), r.Properties,
+		db.MustExec(schema.InsertLedgerRowSQL, r.ID, r.Kind, r.Provider, r.EventID, r.Customer, r.Meter, int64(r.Quantity), r.Properties,
 			r.Reason, r.Ref, r.OccurredAt, r.RecordedAt, prev, r.RowHash)
 		prev = r.RowHash
 	}
@@ -100,7 +100,7 @@ func TestUpgradeChainsExistingReceipts(t *testing.T) {
 		}
 		want.Advance(&l)
 	}
-	h, err := ledger.LoadHead(e.ctx, e.db.Read)
+	h, err := ledger.LoadHead(e.ctx, e.db)
 	if err != nil {
 		t.Fatal(err)
 	}

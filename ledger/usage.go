@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jmoiron/sqlx"
+	"github.com/hookledger/hookledger/schema"
 )
 
 // UsageQuery selects ledger rows by event time, half-open: From <= occurred_at < To.
@@ -195,62 +195,16 @@ func (r *UsageReport) Records() ([]string, [][]string) {
 	return header, rows
 }
 
-// rowFilter is the WHERE clause shared by usage queries and invoices.
-type rowFilter struct {
-	from, to  int64 // event time, half-open; 0 = open
-	customer  string
-	meter     string
-	recorded  int64 // recorded_at < recorded; 0 = no limit
-	afterID   int64 // id > afterID
-	throughID int64 // id <= throughID; 0 = no limit
-	noIndex   bool  // benchmarks: force a table scan for comparison
-}
-
-func (f rowFilter) where() (string, []any) {
-	var where []string
-	var args []any
-	add := func(cond string, arg any) { where, args = append(where, cond), append(args, arg) }
-	if f.customer != "" {
-		add("customer_id = ?", f.customer)
-	}
-	if f.meter != "" {
-		add("meter = ?", f.meter)
-	}
-	if f.from != 0 {
-		add("occurred_at >= ?", f.from)
-	}
-	if f.to != 0 {
-		add("occurred_at < ?", f.to)
-	}
-	if f.recorded != 0 {
-		add("recorded_at < ?", f.recorded)
-	}
-	if f.afterID != 0 {
-		add("id > ?", f.afterID)
-	}
-	if f.throughID != 0 {
-		add("id <= ?", f.throughID)
-	}
-	from := " FROM metered_usage"
-	if f.noIndex {
-		from += " NOT INDEXED"
-	}
-	if len(where) == 0 {
-		return from, nil
-	}
-	return from + " WHERE " + strings.Join(where, " AND "), args
-}
-
-func (q UsageQuery) filter() rowFilter {
-	f := rowFilter{customer: q.Customer, meter: q.Meter, throughID: q.AsOfID, noIndex: q.noIndex}
+func (q UsageQuery) filter() schema.LedgerFilter {
+	f := schema.LedgerFilter{Customer: q.Customer, Meter: q.Meter, ThroughID: q.AsOfID, NoIndex: q.noIndex}
 	if !q.From.IsZero() {
-		f.from = q.From.UnixMilli()
+		f.From = q.From.UnixMilli()
 	}
 	if !q.To.IsZero() {
-		f.to = q.To.UnixMilli()
+		f.To = q.To.UnixMilli()
 	}
 	if !q.AsOf.IsZero() {
-		f.recorded = q.AsOf.UnixMilli()
+		f.RecordedBefore = q.AsOf.UnixMilli()
 	}
 	return f
 }
@@ -266,14 +220,9 @@ func needsProperties(ms Meters, meter string) bool {
 	return false
 }
 
-// usageSQL is the statement Query runs, exposed to benchmarks for EXPLAIN.
-func usageSQL(q UsageQuery) (string, []any) {
-	props := "''"
-	if needsProperties(q.Meters, q.Meter) {
-		props = "properties"
-	}
-	from, args := q.filter().where()
-	return "SELECT id, kind, customer_id, meter, quantity, occurred_at, " + props + from, args
+// usageScan is the read Query runs (benchmarks EXPLAIN it).
+func usageScan(q UsageQuery) schema.UsageScan {
+	return schema.UsageScan{Filter: q.filter(), Properties: needsProperties(q.Meters, q.Meter)}
 }
 
 // window names the query's event-time window in errors.
@@ -298,7 +247,7 @@ type groupKey struct {
 // Query answers a usage query. Rows are aggregated per group in Go, where
 // the time zone rules and every aggregation are exact; the indexed WHERE
 // clause keeps the rows read to those in scope.
-func Query(ctx context.Context, db sqlx.QueryerContext, q UsageQuery) (*UsageReport, error) {
+func Query(ctx context.Context, src UsageSource, q UsageQuery) (*UsageReport, error) {
 	if q.Zone == nil {
 		q.Zone = time.UTC
 	}
@@ -312,49 +261,34 @@ func Query(ctx context.Context, db sqlx.QueryerContext, q UsageQuery) (*UsageRep
 			grain = Granularity(g)
 		}
 	}
-	query, args := usageSQL(q)
-	rows, err := db.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("query usage: %w", err)
-	}
-	defer rows.Close()
-
 	groups := map[groupKey]*aggregate{}
 	var firstMeter string
 	var firstSpec spec
 	var bStart, bEnd int64 = 1, 0 // cached bucket; empty until the first row
-	var (
-		id, occurred, qty int64
-		kind, cust, meter string
-		props             string
-	)
-	for rows.Next() {
-		if err := rows.Scan(&id, &kind, &cust, &meter, &qty, &occurred, &props); err != nil {
-			return nil, fmt.Errorf("query usage: %w", err)
-		}
+	err := src.ScanUsage(ctx, usageScan(q), func(r *schema.UsageRow) error {
 		var k groupKey
 		if byCustomer {
-			k.customer = cust
+			k.customer = r.Customer
 		}
 		if byMeter {
-			k.meter = meter
+			k.meter = r.Meter
 		}
 		if grain != "" {
-			if occurred < bStart || occurred >= bEnd {
-				s := bucketStart(grain, occurred, q.Zone)
+			if r.OccurredAt < bStart || r.OccurredAt >= bEnd {
+				s := bucketStart(grain, r.OccurredAt, q.Zone)
 				bStart, bEnd = s.UnixMilli(), bucketEnd(grain, s).UnixMilli()
 			}
 			k.bucket = bStart
 		}
-		m := q.Meters.Get(meter)
+		m := q.Meters.Get(r.Meter)
 		if !byMeter {
 			// Every group must mean the same thing, whatever the data
 			// happens to put in each bucket.
 			if firstMeter == "" {
-				firstMeter, firstSpec = meter, m.spec()
+				firstMeter, firstSpec = r.Meter, m.spec()
 			} else if m.spec() != firstSpec {
-				return nil, fmt.Errorf("%w: meters %q and %q aggregate differently (%s %s vs %s %s): group by meter or pick one with --meter",
-					ErrMixedMeters, firstMeter, meter, firstSpec.agg, firstSpec.unit, m.Aggregation, m.Unit)
+				return fmt.Errorf("%w: meters %q and %q aggregate differently (%s %s vs %s %s): group by meter or pick one with --meter",
+					ErrMixedMeters, firstMeter, r.Meter, firstSpec.agg, firstSpec.unit, m.Aggregation, m.Unit)
 			}
 		}
 		a := groups[k]
@@ -362,9 +296,13 @@ func Query(ctx context.Context, db sqlx.QueryerContext, q UsageQuery) (*UsageRep
 			a = newAggregate(m.spec())
 			groups[k] = a
 		}
-		a.add(kind, id, Quantity(qty), occurred, props)
+		a.add(r.Kind, r.ID, Quantity(r.Quantity), r.OccurredAt, r.Properties)
+		return nil
+	})
+	if errors.Is(err, ErrMixedMeters) {
+		return nil, err
 	}
-	if err := rows.Err(); err != nil {
+	if err != nil {
 		return nil, fmt.Errorf("query usage: %w", err)
 	}
 

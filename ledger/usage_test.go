@@ -178,7 +178,7 @@ func TestUsageGroupWithoutMeterNeedsOneAggregation(t *testing.T) {
 		row{customer: "a", meter: "seats", qty: q("9"), at: ts("2026-11-01T00:00:00Z")},
 		row{customer: "b", meter: "seats", qty: q("4"), at: ts("2026-11-01T00:00:00Z")},
 	)
-	_, err := ledger.Query(e.ctx, e.db.Read, ledger.UsageQuery{GroupBy: []string{"customer"}, Meters: meters})
+	_, err := ledger.Query(e.ctx, e.db, ledger.UsageQuery{GroupBy: []string{"customer"}, Meters: meters})
 	if err == nil || !strings.Contains(err.Error(), "aggregate differently") {
 		t.Fatalf("mixing sum and max in one group: err = %v", err)
 	}

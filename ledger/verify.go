@@ -3,10 +3,10 @@ package ledger
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
-	"strings"
 
-	"github.com/jmoiron/sqlx"
+	"github.com/hookledger/hookledger/schema"
 )
 
 // Problem is one thing verify found broken, located by table and row id.
@@ -63,12 +63,12 @@ const maxProblems = 20
 // receipt's status against its replays (verify_custody.go); and that each
 // anchor's row still exists with the anchored hash. The error is for failures
 // to read, not for findings.
-func Verify(ctx context.Context, db sqlx.QueryerContext, anchors ...Anchor) (*VerifyReport, error) {
+func Verify(ctx context.Context, db VerifySource, anchors ...Anchor) (*VerifyReport, error) {
 	r := &VerifyReport{}
-	for _, check := range []func(context.Context, sqlx.QueryerContext) (CheckResult, error){
+	for _, check := range []func(context.Context, VerifySource) (CheckResult, error){
 		verifyIntegrity, verifyChain, verifyReceipts, verifyInvoices,
 		verifyReceiptChain, verifyHead, verifyBodies, verifyStatuses,
-		func(ctx context.Context, db sqlx.QueryerContext) (CheckResult, error) {
+		func(ctx context.Context, db VerifySource) (CheckResult, error) {
 			return verifyAnchors(ctx, db, anchors)
 		},
 	} {
@@ -88,10 +88,10 @@ func (c *CheckResult) add(p Problem) {
 	}
 }
 
-func verifyIntegrity(ctx context.Context, db sqlx.QueryerContext) (CheckResult, error) {
+func verifyIntegrity(ctx context.Context, db VerifySource) (CheckResult, error) {
 	c := CheckResult{Name: "integrity_check"}
-	var msgs []string
-	if err := sqlx.SelectContext(ctx, db, &msgs, `PRAGMA integrity_check`); err != nil {
+	msgs, err := db.IntegrityCheck(ctx)
+	if err != nil {
 		return c, err
 	}
 	c.Checked = 1
@@ -107,78 +107,47 @@ func verifyIntegrity(ctx context.Context, db sqlx.QueryerContext) (CheckResult, 
 // verifyChain recomputes every row hash from the row's contents and the
 // previous row's hash. An edited row fails its own hash; a deleted or
 // inserted row breaks the link to the next one.
-func verifyChain(ctx context.Context, db sqlx.QueryerContext) (CheckResult, error) {
+func verifyChain(ctx context.Context, db VerifySource) (CheckResult, error) {
 	c := CheckResult{Name: "hash chain"}
-	rows, err := db.QueryContext(ctx, `SELECT id, kind, provider, event_id, customer_id, meter, quantity, properties, reason, ref,
-		occurred_at, recorded_at, prev_hash, row_hash FROM metered_usage ORDER BY id`)
-	if err != nil {
-		return c, err
-	}
-	defer rows.Close()
-	prevID, prev := int64(0), GenesisHash
-	var r Row
-	var qty int64
-	for rows.Next() {
-		if err := rows.Scan(&r.ID, &r.Kind, &r.Provider, &r.EventID, &r.Customer, &r.Meter, &qty, &r.Properties, &r.Reason, &r.Ref,
-			&r.OccurredAt, &r.RecordedAt, &r.PrevHash, &r.RowHash); err != nil {
-			return c, err
-		}
-		r.Quantity = Quantity(qty)
+	prev := genesisLink
+	err := db.ScanLedger(ctx, schema.LedgerFilter{}, func(rec *schema.LedgerRow) error {
+		r := rowOf(rec)
 		c.Checked++
-		switch {
-		case r.ID != prevID+1:
-			c.add(Problem{Table: "metered_usage", ID: r.ID, Msg: fmt.Sprintf("ids jump from %d to %d: rows were deleted", prevID, r.ID)})
-		case !bytes.Equal(r.PrevHash, prev):
-			c.add(Problem{Table: "metered_usage", ID: r.ID, Msg: fmt.Sprintf("prev_hash does not match row %d's row_hash: the chain was rewritten", prevID)})
+		self := r.link()
+		if k := checkLink(prev, self); k != linkHolds {
+			c.add(Problem{Table: "metered_usage", ID: r.ID, Msg: linkMessage(k, prev.ID, r.ID, r.ID)})
 		}
-		if !bytes.Equal(r.Hash(r.PrevHash), r.RowHash) {
-			c.add(Problem{Table: "metered_usage", ID: r.ID, Msg: fmt.Sprintf("row_hash does not match the row's contents (customer %q, meter %q, quantity %s): the row was changed after it was written",
-				r.Customer, r.Meter, r.Quantity)})
+		if rowChanged(&r) {
+			c.add(Problem{Table: "metered_usage", ID: r.ID, Msg: rowChangedMessage(&r, true)})
 		}
 		// Continue from the stored hash, so one edit is reported once and
 		// any further damage is reported separately.
-		prevID, prev = r.ID, append(prev[:0:0], r.RowHash...)
-	}
-	return c, rows.Err()
+		prev = self
+		return nil
+	})
+	return c, err
 }
 
 // verifyReceipts checks custody against the ledger: an applied receipt
 // without usage rows lost its effect; a usage row without an applied receipt
 // has no authenticated event behind it.
-func verifyReceipts(ctx context.Context, db sqlx.QueryerContext) (CheckResult, error) {
+func verifyReceipts(ctx context.Context, db VerifySource) (CheckResult, error) {
 	c := CheckResult{Name: "receipts and usage rows"}
-	if err := db.QueryRowxContext(ctx, `SELECT COUNT(*) FROM receipts WHERE status = 'applied'`).Scan(&c.Checked); err != nil {
+	var err error
+	if c.Checked, err = db.CountAppliedReceipts(ctx); err != nil {
 		return c, err
 	}
-	var orphanReceipts []struct {
-		ID       int64  `db:"id"`
-		Provider string `db:"provider"`
-		EventID  string `db:"event_id"`
-	}
-	if err := sqlx.SelectContext(ctx, db, &orphanReceipts, `SELECT r.id, r.provider, r.event_id FROM receipts r
-		WHERE r.status = 'applied' AND NOT EXISTS (
-			SELECT 1 FROM metered_usage u WHERE u.provider = r.provider AND u.event_id = r.event_id AND u.kind = 'usage')
-		ORDER BY r.id LIMIT ?`, maxProblems); err != nil {
+	orphanReceipts, err := db.AppliedWithoutUsage(ctx, maxProblems)
+	if err != nil {
 		return c, err
 	}
 	for _, o := range orphanReceipts {
 		c.add(Problem{Table: "receipts", ID: o.ID, Msg: fmt.Sprintf("applied receipt %s/%s has no usage rows", o.Provider, o.EventID)})
 	}
-	var orphanRows []struct {
-		ID       int64  `db:"id"`
-		Provider string `db:"provider"`
-		EventID  string `db:"event_id"`
-	}
-	// Retention (retention.keys) deletes old receipts on purpose, and each
-	// such prune records the ledger head it left behind: a row at or below it
-	// may lack its receipt entirely. A row above it, or one whose receipt
-	// exists but is not applied, is still a problem.
-	if err := sqlx.SelectContext(ctx, db, &orphanRows, `SELECT u.id, u.provider, u.event_id FROM metered_usage u
-		WHERE u.kind = 'usage' AND NOT EXISTS (
-			SELECT 1 FROM receipts r WHERE r.provider = u.provider AND r.event_id = u.event_id AND r.status = 'applied')
-		AND NOT (u.id <= (SELECT COALESCE(MAX(ledger_head_id), 0) FROM prune_runs WHERE keys_deleted > 0)
-			AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.provider = u.provider AND r.event_id = u.event_id))
-		ORDER BY u.id LIMIT ?`, maxProblems); err != nil {
+	// Rows retention may have left without their receipt are not listed
+	// (see UsageWithoutApplied).
+	orphanRows, err := db.UsageWithoutApplied(ctx, maxProblems)
+	if err != nil {
 		return c, err
 	}
 	for _, o := range orphanRows {
@@ -189,11 +158,11 @@ func verifyReceipts(ctx context.Context, db sqlx.QueryerContext) (CheckResult, e
 
 // verifyInvoices recomputes every closed invoice: its digest over its stored
 // fields, and each line's rows, digest and quantity from the ledger.
-func verifyInvoices(ctx context.Context, db sqlx.QueryerContext) (CheckResult, error) {
+func verifyInvoices(ctx context.Context, db VerifySource) (CheckResult, error) {
 	c := CheckResult{Name: "invoices"}
 	invs, err := listInvoices(ctx, db, InvoiceFilter{}, true)
 	if err != nil {
-		if strings.Contains(err.Error(), "no such table") {
+		if errors.Is(err, schema.ErrNoInvoices) {
 			return c, nil // a database from before invoices existed
 		}
 		return c, err
@@ -212,10 +181,10 @@ func verifyInvoices(ctx context.Context, db sqlx.QueryerContext) (CheckResult, e
 		}
 		for _, l := range inv.Lines {
 			c.Checked++
-			if msg, err := checkLine(ctx, db, l); err != nil {
+			if chk, err := checkLine(ctx, db, l, false); err != nil {
 				return c, err
-			} else if msg != "" {
-				c.add(Problem{Table: "invoices", ID: inv.ID, Msg: fmt.Sprintf("line %d (%s %s): %s", l.LineNo, l.Meter, l.Period, msg)})
+			} else if chk.Problem != "" {
+				c.add(Problem{Table: "invoices", ID: inv.ID, Msg: fmt.Sprintf("line %d (%s %s): %s", l.LineNo, l.Meter, l.Period, chk.Problem)})
 			}
 		}
 	}
@@ -225,11 +194,11 @@ func verifyInvoices(ctx context.Context, db sqlx.QueryerContext) (CheckResult, e
 // checkInvoiceLines checks that an invoice holds the lines its close wrote:
 // every line is the invoice's customer's and reaches the invoice's ledger
 // head; the period's own lines cover every row from the first, one line per
-// meter that has rows in the period up to the head. checkLine proves each
+// meter that has rows in the period up to the head. checkLine (check.go) proves each
 // line matches the rows it names; this proves the lines name the rows they
 // should, so rows cannot be left off an invoice by editing its lines and
 // recomputing the (unkeyed) digests.
-func checkInvoiceLines(ctx context.Context, db sqlx.QueryerContext, inv *Invoice) ([]string, error) {
+func checkInvoiceLines(ctx context.Context, db VerifySource, inv *Invoice) ([]string, error) {
 	var msgs []string
 	own := map[string]bool{}
 	for i, l := range inv.Lines {
@@ -252,10 +221,9 @@ func checkInvoiceLines(ctx context.Context, db sqlx.QueryerContext, inv *Invoice
 			own[l.Meter] = true
 		}
 	}
-	f := rowFilter{customer: inv.Customer, from: inv.PeriodStart, to: inv.PeriodEnd, throughID: inv.LedgerHead}
-	from, args := f.where()
-	var meters []string
-	if err := sqlx.SelectContext(ctx, db, &meters, `SELECT DISTINCT meter`+from+` ORDER BY meter`, args...); err != nil {
+	f := schema.LedgerFilter{Customer: inv.Customer, From: inv.PeriodStart, To: inv.PeriodEnd, ThroughID: inv.LedgerHead}
+	meters, err := db.LedgerMeters(ctx, f)
+	if err != nil {
 		return nil, fmt.Errorf("read meters of invoice %d: %w", inv.ID, err)
 	}
 	for _, m := range meters {
@@ -264,55 +232,4 @@ func checkInvoiceLines(ctx context.Context, db sqlx.QueryerContext, inv *Invoice
 		}
 	}
 	return msgs, nil
-}
-
-func checkLine(ctx context.Context, db sqlx.QueryerContext, l InvoiceLine) (string, error) {
-	m := Meter{Name: l.Meter, Aggregation: l.Aggregation, Property: l.Property, Unit: l.Unit}
-	got := newAggregate(m.spec())
-	var rows []covered
-	f := rowFilter{customer: l.Customer, meter: l.Meter, from: l.PeriodStart, to: l.PeriodEnd, afterID: l.AfterID, throughID: l.ThroughID}
-	from, args := f.where()
-	rs, err := db.QueryContext(ctx, `SELECT id, kind, provider, event_id, customer_id, meter, quantity, properties, reason, ref,
-		occurred_at, recorded_at, prev_hash`+from+` ORDER BY id`, args...)
-	if err != nil {
-		return "", err
-	}
-	defer rs.Close()
-	for rs.Next() {
-		var r Row
-		var qty int64
-		if err := rs.Scan(&r.ID, &r.Kind, &r.Provider, &r.EventID, &r.Customer, &r.Meter, &qty, &r.Properties, &r.Reason, &r.Ref,
-			&r.OccurredAt, &r.RecordedAt, &r.PrevHash); err != nil {
-			return "", err
-		}
-		r.Quantity = Quantity(qty)
-		got.add(r.Kind, r.ID, r.Quantity, r.OccurredAt, r.Properties)
-		// The hash recomputed from the row as it is now, not the stored
-		// one: an edit that left row_hash alone still changes the digest.
-		rows = append(rows, covered{r.ID, r.Hash(r.PrevHash)})
-	}
-	if err := rs.Err(); err != nil {
-		return "", err
-	}
-	la := lineAcc{agg: got, rows: rows}
-	if got.rows != l.Rows || got.adjustments != l.Adjustments || la.maxID() != l.MaxID {
-		return fmt.Sprintf("covers %d usage and %d adjustment rows up to id %d now, %d and %d up to id %d when closed: ledger rows were added or removed",
-			got.rows, got.adjustments, la.maxID(), l.Rows, l.Adjustments, l.MaxID), nil
-	}
-	if !bytes.Equal(rowsDigest(rows), l.Digest) {
-		return "digest of the covered rows differs: a covered ledger row was changed (see the hash chain check)", nil
-	}
-	exact, err := aggregateDelta(ctx, db, l.Customer, m, l.PeriodStart, l.PeriodEnd, l.AfterID, l.ThroughID)
-	if err != nil {
-		return "", err
-	}
-	q, err := exact.checked(l.Customer, l.Meter, l.Period)
-	if err != nil {
-		// What a version that wrapped sums froze: no stored value can be right.
-		return fmt.Sprintf("quantity recomputes to %s, beyond the largest quantity; invoice says %s", exact, l.Quantity), nil
-	}
-	if q != l.Quantity {
-		return fmt.Sprintf("quantity recomputes to %s, invoice says %s", q, l.Quantity), nil
-	}
-	return "", nil
 }

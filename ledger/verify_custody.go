@@ -7,7 +7,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jmoiron/sqlx"
+	"github.com/hookledger/hookledger/schema"
 )
 
 // The custody checks: the receipts' own hash chain, where both chains end,
@@ -22,30 +22,22 @@ func notChained(c CheckResult) CheckResult {
 	return c
 }
 
-// receiptsPrunedThrough is the highest receipt id retention (keys) has
-// deleted: below it a receipt may be missing on purpose.
-func receiptsPrunedThrough(ctx context.Context, db sqlx.QueryerContext) (int64, error) {
-	var n int64
-	err := db.QueryRowxContext(ctx, `SELECT receipts_pruned_through FROM chain_head WHERE id = 1`).Scan(&n)
-	return n, err
-}
-
 // verifyReceiptChain recomputes every receipt's row hash from its custody
 // facts and its predecessor's hash. An edited receipt fails its own hash; a
 // deleted one breaks the link to the next, unless retention deleted it (its
 // id is at or below receipts_pruned_through). An id jump whose link still
 // holds is a gap that existed when the migration chained the receipts.
-func verifyReceiptChain(ctx context.Context, db sqlx.QueryerContext) (CheckResult, error) {
+func verifyReceiptChain(ctx context.Context, db VerifySource) (CheckResult, error) {
 	c := CheckResult{Name: "receipt chain"}
-	pruned, err := receiptsPrunedThrough(ctx, db)
+	pruned, err := db.ReceiptsPrunedThrough(ctx)
+	if errors.Is(err, ErrNotChained) {
+		return notChained(c), nil
+	}
 	if err != nil {
-		if _, herr := LoadHead(ctx, db); errors.Is(herr, ErrNotChained) {
-			return notChained(c), nil
-		}
 		return c, err
 	}
 	prevID, prev := int64(0), GenesisHash
-	err = EachReceiptLink(ctx, db, func(l *ReceiptLink) error {
+	err = db.ScanReceiptLinks(ctx, func(l *ReceiptLink) error {
 		c.Checked++
 		if !bytes.Equal(l.PrevHash, prev) {
 			switch {
@@ -81,7 +73,7 @@ func idRange(what string, from, to int64) string {
 // verifyHead compares where each chain ends with the chain head the writer
 // advanced in the same transaction: deleting the newest rows of a chain,
 // which breaks no link, leaves the head pointing past them.
-func verifyHead(ctx context.Context, db sqlx.QueryerContext) (CheckResult, error) {
+func verifyHead(ctx context.Context, db VerifySource) (CheckResult, error) {
 	c := CheckResult{Name: "chain head"}
 	head, err := LoadHead(ctx, db)
 	if errors.Is(err, ErrNotChained) {
@@ -90,7 +82,7 @@ func verifyHead(ctx context.Context, db sqlx.QueryerContext) (CheckResult, error
 	if err != nil {
 		return c, err
 	}
-	pruned, err := receiptsPrunedThrough(ctx, db)
+	pruned, err := db.ReceiptsPrunedThrough(ctx)
 	if err != nil {
 		return c, err
 	}
@@ -98,17 +90,19 @@ func verifyHead(ctx context.Context, db sqlx.QueryerContext) (CheckResult, error
 		table, what string
 		head        Chain
 		pruned      int64 // rows at or below may be missing on purpose
+		lastID      func(context.Context) (int64, error)
+		rowHash     func(context.Context, int64) ([]byte, error)
 	}{
-		{"metered_usage", "ledger row", head.Ledger, 0},
-		{"receipts", "receipt", head.Receipts, pruned},
+		{"metered_usage", "ledger row", head.Ledger, 0, db.LastLedgerID, db.LedgerRowHash},
+		{"receipts", "receipt", head.Receipts, pruned, db.LastReceiptID, db.ReceiptRowHash},
 	} {
 		c.Checked++
 		last := Chain{LastHash: GenesisHash}
-		if err := db.QueryRowxContext(ctx, `SELECT COALESCE(MAX(id), 0) FROM `+ch.table).Scan(&last.LastID); err != nil {
+		if last.LastID, err = ch.lastID(ctx); err != nil {
 			return c, err
 		}
 		if last.LastID > 0 {
-			if err := db.QueryRowxContext(ctx, `SELECT row_hash FROM `+ch.table+` WHERE id = ?`, last.LastID).Scan(&last.LastHash); err != nil {
+			if last.LastHash, err = ch.rowHash(ctx, last.LastID); err != nil {
 				return c, err
 			}
 		}
@@ -131,29 +125,17 @@ func verifyHead(ctx context.Context, db sqlx.QueryerContext) (CheckResult, error
 // verifyBodies recomputes SHA-256 of every stored body. Retention's payload
 // pruning sets body to NULL and keeps body_sha256 (which the receipts chain
 // covers), so a pruned body is not checked and not a problem.
-func verifyBodies(ctx context.Context, db sqlx.QueryerContext) (CheckResult, error) {
+func verifyBodies(ctx context.Context, db VerifySource) (CheckResult, error) {
 	c := CheckResult{Name: "receipt bodies"}
-	rows, err := db.QueryContext(ctx, `SELECT id, provider, event_id, body, body_sha256 FROM receipts WHERE body IS NOT NULL ORDER BY id`)
-	if err != nil {
-		return c, err
-	}
-	defer rows.Close()
-	var (
-		id              int64
-		provider, event string
-		body, sum       []byte
-	)
-	for rows.Next() {
-		if err := rows.Scan(&id, &provider, &event, &body, &sum); err != nil {
-			return c, err
-		}
+	err := db.ScanStoredBodies(ctx, func(b *schema.StoredBody) error {
 		c.Checked++
-		if got := sha256.Sum256(body); !bytes.Equal(got[:], sum) {
-			c.add(Problem{Table: "receipts", ID: id, Msg: fmt.Sprintf("receipt %s/%s: the stored body hashes to %x, not its body_sha256 %x: the body was changed after it was received",
-				provider, event, got, sum)})
+		if got := sha256.Sum256(b.Body); !bytes.Equal(got[:], b.BodySHA256) {
+			c.add(Problem{Table: "receipts", ID: b.ID, Msg: fmt.Sprintf("receipt %s/%s: the stored body hashes to %x, not its body_sha256 %x: the body was changed after it was received",
+				b.Provider, b.EventID, got, b.BodySHA256)})
 		}
-	}
-	return c, rows.Err()
+		return nil
+	})
+	return c, err
 }
 
 // verifyStatuses follows each replayed receipt's replays from the status it
@@ -161,14 +143,8 @@ func verifyBodies(ctx context.Context, db sqlx.QueryerContext) (CheckResult, err
 // replay must start where the previous one ended, and the last must end at
 // the current status. A receipt never replayed has its current status in its
 // hash, so the receipt chain check covers it.
-func verifyStatuses(ctx context.Context, db sqlx.QueryerContext) (CheckResult, error) {
+func verifyStatuses(ctx context.Context, db VerifySource) (CheckResult, error) {
 	c := CheckResult{Name: "receipt status"}
-	rows, err := db.QueryContext(ctx, `SELECT r.id, r.provider, r.event_id, r.status, p.id, p.from_status, p.to_status
-		FROM replays p JOIN receipts r ON r.provider = p.provider AND r.event_id = p.event_id ORDER BY r.id, p.id`)
-	if err != nil {
-		return c, err
-	}
-	defer rows.Close()
 	var (
 		lastReceipt, lastReplay int64
 		lastTo, lastStatus      string
@@ -180,25 +156,18 @@ func verifyStatuses(ctx context.Context, db sqlx.QueryerContext) (CheckResult, e
 				lastName, lastStatus, lastReplay, lastTo)})
 		}
 	}
-	for rows.Next() {
-		var (
-			id, replay       int64
-			provider, event  string
-			status, from, to string
-		)
-		if err := rows.Scan(&id, &provider, &event, &status, &replay, &from, &to); err != nil {
-			return c, err
-		}
-		if id != lastReceipt {
+	err := db.ScanReplaySteps(ctx, func(s *schema.ReplayStep) error {
+		if s.ID != lastReceipt {
 			finish()
 			c.Checked++
-		} else if from != lastTo {
-			c.add(Problem{Table: "replays", ID: replay, Msg: fmt.Sprintf("replay of %s/%s starts from %q, but the replay before it (row %d) left %q: the replays were changed",
-				provider, event, from, lastReplay, lastTo)})
+		} else if s.FromStatus != lastTo {
+			c.add(Problem{Table: "replays", ID: s.ReplayID, Msg: fmt.Sprintf("replay of %s/%s starts from %q, but the replay before it (row %d) left %q: the replays were changed",
+				s.Provider, s.EventID, s.FromStatus, lastReplay, lastTo)})
 		}
-		lastReceipt, lastReplay, lastTo, lastStatus, lastName = id, replay, to, status, provider+"/"+event
-	}
-	if err := rows.Err(); err != nil {
+		lastReceipt, lastReplay, lastTo, lastStatus, lastName = s.ID, s.ReplayID, s.ToStatus, s.Status, s.Provider+"/"+s.EventID
+		return nil
+	})
+	if err != nil {
 		return c, err
 	}
 	finish()

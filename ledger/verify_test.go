@@ -33,7 +33,7 @@ func tamper(t *testing.T, dir string, stmts ...string) {
 
 func verified(t *testing.T, e *env) *ledger.VerifyReport {
 	t.Helper()
-	rep, err := ledger.Verify(e.ctx, e.db.Read)
+	rep, err := ledger.Verify(e.ctx, e.db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func forgeInvoice(t *testing.T, e *env, dir string, inv ledger.Invoice) {
 		VALUES (%d, '', %q, %q, %d, %d, 0, %d, %d, %d)`, inv.CloseID, inv.Period, inv.TZ, inv.PeriodStart, inv.PeriodEnd, inv.Cutoff, inv.LedgerHead, inv.ClosedAt)}
 	for i := range inv.Lines {
 		l := &inv.Lines[i]
-		chk, err := ledger.CheckLine(e.ctx, e.db.Read, *l)
+		chk, err := ledger.CheckLine(e.ctx, e.db, *l)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -208,11 +208,11 @@ func TestVerifyReportsAWrappedInvoiceQuantity(t *testing.T) {
 		t.Fatalf("first problem: %+v (the ledger itself is intact)", p)
 	}
 	// dispute reads the same check: the line does not match, and says why.
-	inv, err := ledger.GetInvoice(e.ctx, e.db.Read, 1)
+	inv, err := ledger.GetInvoice(e.ctx, e.db, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	chk, err := ledger.CheckLine(e.ctx, e.db.Read, inv.Lines[0])
+	chk, err := ledger.CheckLine(e.ctx, e.db, inv.Lines[0])
 	if err != nil || chk.Problem != strings.TrimPrefix(want, "line 1 (api 2026-10): ") || chk.Quantity != 0 || chk.UsageRows != 2 {
 		t.Fatalf("CheckLine: %v %+v", err, chk)
 	}

@@ -21,7 +21,7 @@ func (e *env) fixedMapper() *ledger.Mapper {
 
 func (e *env) verifyLedger() {
 	e.t.Helper()
-	rep, err := ledger.Verify(context.Background(), e.db.Read)
+	rep, err := ledger.Verify(context.Background(), e.db)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -134,13 +134,13 @@ func TestPruneKeepsTombstonesAndTheLedger(t *testing.T) {
 	if n := e.count(`SELECT receipts_pruned_through FROM chain_head`); n != 2 {
 		t.Errorf("receipts_pruned_through = %d, want 2", n)
 	}
-	if rep, err := ledger.Verify(ctx, e.db.Read); err != nil || rep.First() != nil {
+	if rep, err := ledger.Verify(ctx, e.db); err != nil || rep.First() != nil {
 		t.Fatalf("verify after prune: %v %v", rep.First(), err)
 	}
 	if _, err := e.db.Write.Exec(`DELETE FROM receipts WHERE event_id = 'evt_003'`); err != nil {
 		t.Fatal(err)
 	}
-	vrep, err := ledger.Verify(ctx, e.db.Read)
+	vrep, err := ledger.Verify(ctx, e.db)
 	if p := vrep.First(); err != nil || p == nil || p.Table != "receipts" || !strings.Contains(p.Msg, "receipt 4 is missing") {
 		t.Fatalf("a receipt deleted above what retention deleted: %v %v", p, err)
 	}

@@ -6,7 +6,6 @@ import "github.com/jmoiron/sqlx"
 // write connection). The writes beside the hot path (reconcile checkpoints,
 // redelivery requests, retention) run through its typed methods, with no
 // SQL of their own; the writer commits the batch.
-//
-// Declared here until the ledger's storage move (schema/chain.go) declares
-// it, in the same shape, with the chain head's reads.
+// The chain head and the refs of adjustments are read through it too
+// (chain.go).
 type Batch struct{ *sqlx.Tx }

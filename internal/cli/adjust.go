@@ -81,7 +81,7 @@ func adjust(c *cli.Context) error {
 	}
 	var row *ledger.Row
 	err = w.Submit(c.Context, custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
-		r, err := a.Row(ctx, tx, tx.Now())
+		r, err := a.Row(ctx, tx.Batch(), tx.Now())
 		if err != nil {
 			return err
 		}

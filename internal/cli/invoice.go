@@ -84,7 +84,7 @@ func invoiceClose(c *cli.Context) error {
 		return err
 	}
 	defer db.Close()
-	res, err := ledger.Close(c.Context, db.Write, ledger.CloseRequest{
+	res, err := ledger.Close(c.Context, db, ledger.CloseRequest{
 		Period: period, Customer: c.String("customer"), All: c.Bool("all"), Grace: c.Duration("grace"),
 		Meters: meters, DryRun: c.Bool("dry-run"),
 	})
@@ -120,7 +120,7 @@ func invoiceList(c *cli.Context) error {
 		return err
 	}
 	defer db.Close()
-	invs, err := ledger.ListInvoices(c.Context, db.Read, ledger.InvoiceFilter{Customer: c.String("customer"), Period: c.String("period")})
+	invs, err := ledger.ListInvoices(c.Context, db, ledger.InvoiceFilter{Customer: c.String("customer"), Period: c.String("period")})
 	if err != nil {
 		return err
 	}
@@ -158,7 +158,7 @@ func invoiceShow(c *cli.Context) error {
 		return err
 	}
 	defer db.Close()
-	inv, err := ledger.GetInvoice(c.Context, db.Read, id)
+	inv, err := ledger.GetInvoice(c.Context, db, id)
 	if err != nil {
 		return err
 	}

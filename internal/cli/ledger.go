@@ -29,7 +29,7 @@ func ledgerCommand() *cli.Command {
 					return err
 				}
 				defer db.Close()
-				h, err := ledger.LoadHead(c.Context, db.Read)
+				h, err := ledger.LoadHead(c.Context, db)
 				if err != nil {
 					return err
 				}

@@ -64,7 +64,7 @@ func usage(c *cli.Context) error {
 		return err
 	}
 	defer db.Close()
-	rep, err := ledger.Query(c.Context, db.Read, q)
+	rep, err := ledger.Query(c.Context, db, q)
 	if err != nil {
 		return err
 	}
@@ -98,7 +98,7 @@ func usageLateCommand() *cli.Command {
 				return err
 			}
 			defer db.Close()
-			late, err := ledger.LateUsage(c.Context, db.Read, c.String("customer"), meters)
+			late, err := ledger.LateUsage(c.Context, db, c.String("customer"), meters)
 			if err != nil {
 				return err
 			}

@@ -40,7 +40,7 @@ func verifyCommand() *cli.Command {
 			defer db.Close()
 			ctx, stop := signalContext(c)
 			defer stop()
-			rep, err := ledger.Verify(ctx, db.Read, anchors...)
+			rep, err := ledger.Verify(ctx, db, anchors...)
 			if ctx.Err() != nil {
 				return interrupted("the ledger was not fully verified; nothing was changed (verify only reads)")
 			}

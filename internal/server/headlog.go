@@ -5,8 +5,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/hookledger/hookledger/ledger"
 )
 
@@ -17,7 +15,7 @@ const headLogInterval = 5 * time.Minute
 
 // logHead logs both chains' heads as anchors, one line that
 // `verify --anchors` reads as it is.
-func logHead(ctx context.Context, log *slog.Logger, db *sqlx.DB) {
+func logHead(ctx context.Context, log *slog.Logger, db ledger.HeadSource) {
 	h, err := ledger.LoadHead(ctx, db)
 	if err != nil {
 		log.Error("chain head", "error", err.Error())
@@ -30,7 +28,7 @@ func logHead(ctx context.Context, log *slog.Logger, db *sqlx.DB) {
 // startHeadLog logs the head now and every headLogInterval until stop, which
 // logs it a last time: call stop after the writer has closed, so the line
 // covers the last batch.
-func startHeadLog(ctx context.Context, log *slog.Logger, db *sqlx.DB) (stop func()) {
+func startHeadLog(ctx context.Context, log *slog.Logger, db ledger.HeadSource) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	logHead(ctx, log, db)

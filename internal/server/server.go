@@ -200,7 +200,7 @@ func (s *Server) start(ctx context.Context) error {
 	}
 	// The chain head as anchors, now, every headLogInterval and once more
 	// after the writer has closed (Close): the last line covers the last batch.
-	s.stopHeadLog = startHeadLog(ctx, log, s.db.Read)
+	s.stopHeadLog = startHeadLog(ctx, log, s.db)
 	mapper := ledger.NewMapper(cfg.Usage, cfg.MeterNames())
 	names := providerNames(s.providers)
 	met := metrics.New(metrics.Options{Providers: names, Version: s.Version, Commit: s.Commit})

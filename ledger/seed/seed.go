@@ -79,7 +79,7 @@ func Run(ctx context.Context, db *schema.DB, o Options) error {
 
 	// A larger page cache keeps the random-order index inserts of a large
 	// seed off the disk; it only affects this process's write connection.
-	if _, err := db.Write.ExecContext(ctx, `PRAGMA cache_size = -524288`); err != nil {
+	if err := db.GrowWriteCache(ctx, 512<<10); err != nil {
 		return fmt.Errorf("seed: %w", err)
 	}
 	w := custody.NewWriter(db)

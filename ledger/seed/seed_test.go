@@ -38,12 +38,12 @@ func TestSeedWritesAVerifiableLedger(t *testing.T) {
 	if minAt < time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC).UnixMilli() || maxAt >= time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC).UnixMilli() {
 		t.Fatalf("event times %d..%d outside March-April", minAt, maxAt)
 	}
-	rep, err := ledger.Verify(ctx, db.Read)
+	rep, err := ledger.Verify(ctx, db)
 	if err != nil || rep.First() != nil {
 		t.Fatalf("seeded ledger does not verify: %v %v", rep.First(), err)
 	}
 	// All three meters and their aggregations show up.
-	usage, err := ledger.Query(ctx, db.Read, ledger.UsageQuery{GroupBy: []string{"meter"}, Meters: ledger.NewMeters(seed.Meters)})
+	usage, err := ledger.Query(ctx, db, ledger.UsageQuery{GroupBy: []string{"meter"}, Meters: ledger.NewMeters(seed.Meters)})
 	if err != nil || len(usage.Lines) != 3 {
 		t.Fatalf("meters: %+v %v", usage, err)
 	}

@@ -1,0 +1,196 @@
+package ledger
+
+import (
+	"context"
+
+	"github.com/hookledger/hookledger/schema"
+)
+
+// What the ledger needs from storage, as small interfaces. *schema.DB (the
+// read pool) provides every read one, *schema.ReadTx the reads in one
+// snapshot (the dispute trace), *schema.CloseTx those of a close, and the
+// writer's batch the head, the adjustment lookups and the row insert. The
+// domain (which rows, in what order, what they add up to) stays here; storage
+// runs the queries.
+
+// UsageSource is what usage queries read: the rows in scope, with the
+// columns aggregation needs.
+type UsageSource interface {
+	ScanUsage(ctx context.Context, s schema.UsageScan, fn func(*schema.UsageRow) error) error
+}
+
+// HeadSource reads the chain head.
+type HeadSource interface {
+	LatestHead(ctx context.Context) (schema.ChainHead, error)
+}
+
+// InvoiceSource is what reading closed invoices needs.
+type InvoiceSource interface {
+	Invoices(ctx context.Context, f schema.InvoiceFilter) ([]schema.Invoice, error)
+	GetInvoice(ctx context.Context, id int64) (*schema.Invoice, error)
+	InvoiceLinesBetween(ctx context.Context, fromID, toID int64) ([]schema.InvoiceLine, error)
+}
+
+// closedSource is what finding late usage reads: the closes, how far
+// invoices and late lines billed each period, and the rows.
+type closedSource interface {
+	UsageSource
+	PeriodCloses(ctx context.Context, scope string) ([]schema.PeriodClose, error)
+	InvoiceHeads(ctx context.Context, scope string) ([]schema.InvoiceHead, error)
+	LateCoverage(ctx context.Context, scope string) ([]schema.LateCoverage, error)
+}
+
+// LateSource is what LateUsage reads.
+type LateSource interface {
+	closedSource
+	HeadSource
+}
+
+// lineSource is what checking an invoice line reads: the rows it covers and
+// the period's rows up to its head.
+type lineSource interface {
+	UsageSource
+	ScanLedger(ctx context.Context, f schema.LedgerFilter, fn func(*schema.LedgerRow) error) error
+}
+
+// linkSource is what checking single rows' places in the chain reads.
+type linkSource interface {
+	LedgerLinks(ctx context.Context, ids []int64) (map[int64]schema.Link, error)
+	LedgerLinkBefore(ctx context.Context, id int64) (schema.Link, bool, error)
+	LedgerLinkAfter(ctx context.Context, id int64) (schema.Link, bool, error)
+	LastLedgerID(ctx context.Context) (int64, error)
+}
+
+// TraceSource is what the dispute trace reads through the ledger: a
+// *schema.ReadTx (DB.View), so the whole trace is one snapshot.
+type TraceSource interface {
+	lineSource
+	linkSource
+	InvoiceSource
+	GetLedgerRow(ctx context.Context, id int64) (*schema.LedgerRow, error)
+	EventLedgerRows(ctx context.Context, provider, eventID string) ([]schema.LedgerRow, error)
+	AdjustmentsOf(ctx context.Context, customer string, refs []string) ([]schema.LedgerRow, error)
+	CustomerInvoiceLines(ctx context.Context, customer string) ([]schema.InvoiceLine, error)
+	PeriodInvoiceLines(ctx context.Context, customer string, start, end int64) ([]schema.InvoiceLine, error)
+}
+
+// VerifySource is what Verify reads (*schema.DB).
+type VerifySource interface {
+	lineSource
+	InvoiceSource
+	HeadSource
+	LedgerMeters(ctx context.Context, f schema.LedgerFilter) ([]string, error)
+	LastLedgerID(ctx context.Context) (int64, error)
+	LedgerRowHash(ctx context.Context, id int64) ([]byte, error)
+	IntegrityCheck(ctx context.Context) ([]string, error)
+	CountAppliedReceipts(ctx context.Context) (int64, error)
+	AppliedWithoutUsage(ctx context.Context, limit int) ([]schema.EventKey, error)
+	UsageWithoutApplied(ctx context.Context, limit int) ([]schema.EventKey, error)
+	custodySource
+}
+
+// custodySource is what the custody checks read (verify_custody.go).
+type custodySource interface {
+	HeadSource
+	ReceiptsPrunedThrough(ctx context.Context) (int64, error)
+	ScanReceiptLinks(ctx context.Context, fn func(*ReceiptLink) error) error
+	LastReceiptID(ctx context.Context) (int64, error)
+	ReceiptRowHash(ctx context.Context, id int64) ([]byte, error)
+	ScanStoredBodies(ctx context.Context, fn func(*schema.StoredBody) error) error
+	ScanReplaySteps(ctx context.Context, fn func(*schema.ReplayStep) error) error
+}
+
+// CloseStore runs a close in one write transaction (*schema.DB).
+type CloseStore interface {
+	CloseTx(ctx context.Context, fn func(*schema.CloseTx) error) error
+}
+
+// closeStore is what a close does inside its transaction (*schema.CloseTx).
+type closeStore interface {
+	closedSource
+	InvoiceSource
+	HeadSource
+	OverlappingCloses(ctx context.Context, start, end int64) ([]schema.PeriodClose, error)
+	ClosedCustomers(ctx context.Context, start, end int64) ([]string, error)
+	LedgerRowRecordedAt(ctx context.Context, id int64) (int64, error)
+	InsertPeriodClose(ctx context.Context, c schema.PeriodClose) (int64, error)
+	PeriodRange(ctx context.Context, f schema.LedgerFilter) (lo, hi, n int64, err error)
+	ScanPeriod(ctx context.Context, s schema.PeriodScan, fn func(*schema.PeriodRow) error) error
+	NextInvoiceID(ctx context.Context) (int64, error)
+	InsertInvoice(ctx context.Context, inv schema.Invoice) error
+	InsertInvoiceLine(ctx context.Context, l schema.InvoiceLine) error
+}
+
+// RefResolver resolves what an adjustment's ref names, inside the writer's
+// transaction: the customer it belongs to and the event time it corrects
+// (schema.ErrNotFound: it does not exist).
+type RefResolver interface {
+	LedgerRowOwner(ctx context.Context, id int64) (customer string, occurredAt int64, err error)
+	InvoiceOwner(ctx context.Context, id int64) (customer string, periodStart int64, err error)
+	EventOwner(ctx context.Context, provider, eventID, meter string) (customer string, occurredAt int64, err error)
+}
+
+// RowInserter stores one ledger row the chain has linked: the writer's
+// prepared insert, bound to its batch.
+type RowInserter interface {
+	InsertLedgerRow(ctx context.Context, r schema.LedgerRow) error
+}
+
+// rowOf is the domain row of a stored one.
+func rowOf(r *schema.LedgerRow) Row {
+	return Row{ID: r.ID, Kind: r.Kind, Provider: r.Provider, EventID: r.EventID, Customer: r.Customer, Meter: r.Meter,
+		Quantity: Quantity(r.Quantity), Properties: r.Properties, Reason: r.Reason, Ref: r.Ref,
+		OccurredAt: r.OccurredAt, RecordedAt: r.RecordedAt, PrevHash: r.PrevHash, RowHash: r.RowHash}
+}
+
+func rowsOf(rs []schema.LedgerRow) []Row {
+	out := make([]Row, len(rs))
+	for i := range rs {
+		out[i] = rowOf(&rs[i])
+	}
+	return out
+}
+
+// record is the row as storage keeps it.
+func (r *Row) record() schema.LedgerRow {
+	return schema.LedgerRow{ID: r.ID, Kind: r.Kind, Provider: r.Provider, EventID: r.EventID, Customer: r.Customer, Meter: r.Meter,
+		Quantity: int64(r.Quantity), Properties: r.Properties, Reason: r.Reason, Ref: r.Ref,
+		OccurredAt: r.OccurredAt, RecordedAt: r.RecordedAt, PrevHash: r.PrevHash, RowHash: r.RowHash}
+}
+
+func invoiceOf(inv *schema.Invoice) Invoice {
+	return Invoice{ID: inv.ID, CloseID: inv.CloseID, Customer: inv.Customer, Period: inv.Period, TZ: inv.TZ,
+		PeriodStart: inv.PeriodStart, PeriodEnd: inv.PeriodEnd, Cutoff: inv.Cutoff, LedgerHead: inv.LedgerHead,
+		ClosedAt: inv.ClosedAt, Digest: inv.Digest}
+}
+
+func (inv *Invoice) record() schema.Invoice {
+	return schema.Invoice{ID: inv.ID, CloseID: inv.CloseID, Customer: inv.Customer, Period: inv.Period, TZ: inv.TZ,
+		PeriodStart: inv.PeriodStart, PeriodEnd: inv.PeriodEnd, Cutoff: inv.Cutoff, LedgerHead: inv.LedgerHead,
+		ClosedAt: inv.ClosedAt, Digest: inv.Digest}
+}
+
+func lineOf(l *schema.InvoiceLine) InvoiceLine {
+	return InvoiceLine{InvoiceID: l.InvoiceID, LineNo: l.LineNo, Customer: l.Customer, Meter: l.Meter,
+		Aggregation: Aggregation(l.Aggregation), Property: l.Property, Unit: l.Unit, Late: l.Late, Period: l.Period, TZ: l.TZ,
+		PeriodStart: l.PeriodStart, PeriodEnd: l.PeriodEnd, AfterID: l.AfterID, ThroughID: l.ThroughID,
+		Quantity: Quantity(l.Quantity), Rows: l.Rows, Adjustments: l.Adjustments, MaxID: l.MaxID, Digest: l.Digest}
+}
+
+func linesOf(ls []schema.InvoiceLine) []InvoiceLine {
+	if ls == nil {
+		return nil
+	}
+	out := make([]InvoiceLine, len(ls))
+	for i := range ls {
+		out[i] = lineOf(&ls[i])
+	}
+	return out
+}
+
+func (l *InvoiceLine) record() schema.InvoiceLine {
+	return schema.InvoiceLine{InvoiceID: l.InvoiceID, LineNo: l.LineNo, Customer: l.Customer, Meter: l.Meter,
+		Aggregation: string(l.Aggregation), Property: l.Property, Unit: l.Unit, Late: l.Late, Period: l.Period, TZ: l.TZ,
+		PeriodStart: l.PeriodStart, PeriodEnd: l.PeriodEnd, AfterID: l.AfterID, ThroughID: l.ThroughID,
+		Quantity: int64(l.Quantity), Rows: l.Rows, Adjustments: l.Adjustments, MaxID: l.MaxID, Digest: l.Digest}
+}

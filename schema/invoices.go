@@ -1,0 +1,183 @@
+package schema
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// Invoices and their lines, frozen when a period closes (closes.go writes
+// them); the ledger computes their numbers and digests.
+
+// ErrNoInvoices means the database predates invoices (migration 0002); a
+// read-only open does not migrate.
+var ErrNoInvoices = errors.New("the database predates invoices (migration 0002)")
+
+// noInvoices marks the error of a read that found no invoices tables as
+// ErrNoInvoices, keeping its text.
+type noInvoices struct{ err error }
+
+func (e noInvoices) Error() string   { return e.err.Error() }
+func (e noInvoices) Unwrap() []error { return []error{e.err, ErrNoInvoices} }
+
+// invoicesErr marks err ErrNoInvoices when the database predates the
+// invoices tables (asked only after a read failed).
+func invoicesErr(ctx context.Context, q sqlx.QueryerContext, err error) error {
+	if err != nil && predates(ctx, q, versionInvoices) {
+		return noInvoices{err}
+	}
+	return err
+}
+
+// Invoice is one invoices row.
+type Invoice struct {
+	ID          int64  `db:"id"`
+	CloseID     int64  `db:"close_id"`
+	Customer    string `db:"customer_id"`
+	Period      string `db:"period"`
+	TZ          string `db:"tz"`
+	PeriodStart int64  `db:"period_start"`
+	PeriodEnd   int64  `db:"period_end"`
+	Cutoff      int64  `db:"cutoff"`
+	LedgerHead  int64  `db:"ledger_head"`
+	ClosedAt    int64  `db:"closed_at"`
+	Digest      []byte `db:"digest"`
+}
+
+// InvoiceLine is one invoice_lines row. Quantity is in micro-units.
+type InvoiceLine struct {
+	InvoiceID   int64  `db:"invoice_id"`
+	LineNo      int64  `db:"line_no"`
+	Customer    string `db:"customer_id"`
+	Meter       string `db:"meter"`
+	Aggregation string `db:"aggregation"`
+	Property    string `db:"property"`
+	Unit        string `db:"unit"`
+	Late        bool   `db:"late"`
+	Period      string `db:"period"`
+	TZ          string `db:"tz"`
+	PeriodStart int64  `db:"period_start"`
+	PeriodEnd   int64  `db:"period_end"`
+	AfterID     int64  `db:"after_id"`
+	ThroughID   int64  `db:"through_id"`
+	Quantity    int64  `db:"quantity"`
+	Rows        int64  `db:"row_count"`
+	Adjustments int64  `db:"adjustments"`
+	MaxID       int64  `db:"max_id"`
+	Digest      []byte `db:"digest"`
+}
+
+// InvoiceFilter selects invoices; zero fields do not filter.
+type InvoiceFilter struct {
+	Customer               string
+	Period                 string // label, e.g. 2026-11
+	PeriodStart, PeriodEnd int64
+}
+
+const invoiceColumns = `id, close_id, customer_id, period, tz, period_start, period_end, cutoff, ledger_head, closed_at, digest`
+
+const lineColumns = `invoice_id, line_no, customer_id, meter, aggregation, property, unit, late, period, tz,
+	period_start, period_end, after_id, through_id, quantity, row_count, adjustments, max_id, digest`
+
+func invoices(ctx context.Context, q sqlx.QueryerContext, f InvoiceFilter) ([]Invoice, error) {
+	query := `SELECT ` + invoiceColumns + ` FROM invoices WHERE 1=1`
+	var args []any
+	if f.Customer != "" {
+		query, args = query+` AND customer_id = ?`, append(args, f.Customer)
+	}
+	if f.Period != "" {
+		query, args = query+` AND period = ?`, append(args, f.Period)
+	}
+	if f.PeriodStart != 0 || f.PeriodEnd != 0 {
+		query, args = query+` AND period_start = ? AND period_end = ?`, append(args, f.PeriodStart, f.PeriodEnd)
+	}
+	var invs []Invoice
+	if err := sqlx.SelectContext(ctx, q, &invs, query+` ORDER BY id`, args...); err != nil {
+		return nil, invoicesErr(ctx, q, err)
+	}
+	return invs, nil
+}
+
+func getInvoice(ctx context.Context, q sqlx.QueryerContext, id int64) (*Invoice, error) {
+	var inv Invoice
+	err := sqlx.GetContext(ctx, q, &inv, `SELECT `+invoiceColumns+` FROM invoices WHERE id = ?`, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, invoicesErr(ctx, q, err)
+	}
+	return &inv, nil
+}
+
+// invoiceLinesBetween reads the lines of invoices fromID..toID in invoice and
+// line order.
+func invoiceLinesBetween(ctx context.Context, q sqlx.QueryerContext, fromID, toID int64) ([]InvoiceLine, error) {
+	var lines []InvoiceLine
+	err := sqlx.SelectContext(ctx, q, &lines, `SELECT `+lineColumns+`
+		FROM invoice_lines WHERE invoice_id BETWEEN ? AND ? ORDER BY invoice_id, line_no`, fromID, toID)
+	return lines, invoicesErr(ctx, q, err)
+}
+
+func customerInvoiceLines(ctx context.Context, q sqlx.QueryerContext, customer string) ([]InvoiceLine, error) {
+	var lines []InvoiceLine
+	err := sqlx.SelectContext(ctx, q, &lines, `SELECT `+lineColumns+` FROM invoice_lines
+		WHERE customer_id = ? ORDER BY invoice_id, line_no`, customer)
+	return lines, invoicesErr(ctx, q, err)
+}
+
+func periodInvoiceLines(ctx context.Context, q sqlx.QueryerContext, customer string, start, end int64) ([]InvoiceLine, error) {
+	var lines []InvoiceLine
+	err := sqlx.SelectContext(ctx, q, &lines, `SELECT `+lineColumns+` FROM invoice_lines
+		WHERE customer_id = ? AND period_start = ? AND period_end = ? ORDER BY invoice_id, line_no`, customer, start, end)
+	return lines, invoicesErr(ctx, q, err)
+}
+
+// InvoiceHead is how far one invoice billed its customer's usage of its period.
+type InvoiceHead struct {
+	Customer    string `db:"customer_id"`
+	Period      string `db:"period"`
+	TZ          string `db:"tz"`
+	PeriodStart int64  `db:"period_start"`
+	PeriodEnd   int64  `db:"period_end"`
+	LedgerHead  int64  `db:"ledger_head"`
+}
+
+// invoiceHeads reads every invoice's head, of customer scope only unless scope is "".
+func invoiceHeads(ctx context.Context, q sqlx.QueryerContext, scope string) ([]InvoiceHead, error) {
+	query := `SELECT customer_id, period, tz, period_start, period_end, ledger_head FROM invoices`
+	var args []any
+	if scope != "" {
+		query, args = query+` WHERE customer_id = ?`, append(args, scope)
+	}
+	var heads []InvoiceHead
+	err := sqlx.SelectContext(ctx, q, &heads, query, args...)
+	return heads, err
+}
+
+// LateCoverage is how far late lines have billed one customer's usage of one
+// earlier period: the highest through_id of those lines.
+type LateCoverage struct {
+	Customer    string `db:"customer_id"`
+	Period      string `db:"period"`
+	TZ          string `db:"tz"`
+	PeriodStart int64  `db:"period_start"`
+	PeriodEnd   int64  `db:"period_end"`
+	ThroughID   int64  `db:"through_id"`
+}
+
+// lateCoverage reads, per customer and period, how far late lines billed it.
+func lateCoverage(ctx context.Context, q sqlx.QueryerContext, scope string) ([]LateCoverage, error) {
+	query := `SELECT customer_id, MIN(period) AS period, MIN(tz) AS tz, period_start, period_end, MAX(through_id) AS through_id
+		FROM invoice_lines WHERE late = 1`
+	var args []any
+	if scope != "" {
+		query, args = query+` AND customer_id = ?`, append(args, scope)
+	}
+	query += ` GROUP BY customer_id, period_start, period_end`
+	var out []LateCoverage
+	err := sqlx.SelectContext(ctx, q, &out, query, args...)
+	return out, err
+}

@@ -1,0 +1,268 @@
+package schema
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// The ledger's rows (metered_usage): append-only, hash-chained. The ledger
+// computes ids and hashes; these methods store and read them.
+
+// ErrNotFound means no row has the key asked for.
+var ErrNotFound = errors.New("not found")
+
+// LedgerRow is one metered_usage row as stored. Quantity is in micro-units.
+type LedgerRow struct {
+	ID         int64  `db:"id"`
+	Kind       string `db:"kind"` // usage | adjustment
+	Provider   string `db:"provider"`
+	EventID    string `db:"event_id"`
+	Customer   string `db:"customer_id"`
+	Meter      string `db:"meter"`
+	Quantity   int64  `db:"quantity"`
+	Properties string `db:"properties"`
+	Reason     string `db:"reason"`
+	Ref        string `db:"ref"`
+	OccurredAt int64  `db:"occurred_at"`
+	RecordedAt int64  `db:"recorded_at"`
+	PrevHash   []byte `db:"prev_hash"`
+	RowHash    []byte `db:"row_hash"`
+}
+
+// LedgerFilter selects ledger rows; zero fields do not filter. Event time is
+// half-open: From <= occurred_at < To.
+type LedgerFilter struct {
+	From, To       int64 // event time, unix ms
+	Customer       string
+	Meter          string
+	RecordedBefore int64 // recorded_at < RecordedBefore
+	AfterID        int64 // id > AfterID
+	ThroughID      int64 // id <= ThroughID
+	// NoIndex reads the table without its indexes (NOT INDEXED), so
+	// benchmarks can compare against a table scan.
+	NoIndex bool
+}
+
+// where is the FROM and WHERE clause of f. The conditions keep this order:
+// the statements (and so their plans) are the ones the 10M-row benchmark
+// measured.
+func (f LedgerFilter) where() (string, []any) {
+	var where []string
+	var args []any
+	add := func(cond string, arg any) { where, args = append(where, cond), append(args, arg) }
+	if f.Customer != "" {
+		add("customer_id = ?", f.Customer)
+	}
+	if f.Meter != "" {
+		add("meter = ?", f.Meter)
+	}
+	if f.From != 0 {
+		add("occurred_at >= ?", f.From)
+	}
+	if f.To != 0 {
+		add("occurred_at < ?", f.To)
+	}
+	if f.RecordedBefore != 0 {
+		add("recorded_at < ?", f.RecordedBefore)
+	}
+	if f.AfterID != 0 {
+		add("id > ?", f.AfterID)
+	}
+	if f.ThroughID != 0 {
+		add("id <= ?", f.ThroughID)
+	}
+	from := " FROM metered_usage"
+	if f.NoIndex {
+		from += " NOT INDEXED"
+	}
+	if len(where) == 0 {
+		return from, nil
+	}
+	return from + " WHERE " + strings.Join(where, " AND "), args
+}
+
+// InsertLedgerRowSQL appends one ledger row with the id and hashes the chain
+// assigned. The writer prepares it once on its connection (InsertLedgerRow
+// binds a row to it).
+const InsertLedgerRowSQL = `INSERT INTO metered_usage
+	(id, kind, provider, event_id, customer_id, meter, quantity, properties, reason, ref, occurred_at, recorded_at, prev_hash, row_hash)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+// InsertLedgerRow runs stmt, prepared from InsertLedgerRowSQL, for r. r is
+// passed by value: the writer calls this per row, and a value keeps it off
+// the heap.
+func InsertLedgerRow(ctx context.Context, stmt *sqlx.Stmt, r LedgerRow) error {
+	_, err := stmt.ExecContext(ctx, r.ID, r.Kind, r.Provider, r.EventID, r.Customer, r.Meter, r.Quantity,
+		r.Properties, r.Reason, r.Ref, r.OccurredAt, r.RecordedAt, r.PrevHash, r.RowHash)
+	return err
+}
+
+// UsageScan is a read of the rows Filter selects with the columns
+// aggregation needs. Properties and row hashes cost bytes on every row, so
+// they are read only when asked for.
+type UsageScan struct {
+	Filter     LedgerFilter
+	Properties bool // else UsageRow.Properties is ""
+	Hashes     bool // else UsageRow.RowHash is nil
+}
+
+// UsageRow is the part of a ledger row aggregation and invoice digests read.
+type UsageRow struct {
+	ID         int64
+	Kind       string
+	Customer   string
+	Meter      string
+	Quantity   int64
+	OccurredAt int64
+	Properties string
+	RowHash    []byte // a fresh slice per row: the caller may keep it
+}
+
+// UsageSQL is the statement ScanUsage runs for s (exposed for EXPLAIN QUERY
+// PLAN in the benchmarks).
+func UsageSQL(s UsageScan) (string, []any) {
+	props := "''"
+	if s.Properties {
+		props = "properties"
+	}
+	query := "SELECT id, kind, customer_id, meter, quantity, occurred_at, " + props
+	if s.Hashes {
+		query += ", row_hash"
+	}
+	from, args := s.Filter.where()
+	return query + from, args
+}
+
+func scanUsage(ctx context.Context, q sqlx.QueryerContext, s UsageScan, fn func(*UsageRow) error) error {
+	query, args := UsageSQL(s)
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var r UsageRow
+	dst := []any{&r.ID, &r.Kind, &r.Customer, &r.Meter, &r.Quantity, &r.OccurredAt, &r.Properties}
+	if s.Hashes {
+		dst = append(dst, &r.RowHash)
+	}
+	for rows.Next() {
+		// Scan copies a BLOB into a new slice every time, so the hash is
+		// the caller's to keep.
+		if err := rows.Scan(dst...); err != nil {
+			return err
+		}
+		if err := fn(&r); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+const ledgerColumns = `id, kind, provider, event_id, customer_id, meter, quantity, properties, reason, ref,
+	occurred_at, recorded_at, prev_hash, row_hash`
+
+// scanLedger calls fn with every row f selects, in id order, all columns.
+// The row is reused between calls; its strings and slices are fresh per row.
+func scanLedger(ctx context.Context, q sqlx.QueryerContext, f LedgerFilter, fn func(*LedgerRow) error) error {
+	from, args := f.where()
+	rows, err := q.QueryContext(ctx, `SELECT `+ledgerColumns+from+` ORDER BY id`, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var r LedgerRow
+	for rows.Next() {
+		if err := rows.Scan(&r.ID, &r.Kind, &r.Provider, &r.EventID, &r.Customer, &r.Meter, &r.Quantity, &r.Properties, &r.Reason, &r.Ref,
+			&r.OccurredAt, &r.RecordedAt, &r.PrevHash, &r.RowHash); err != nil {
+			return err
+		}
+		if err := fn(&r); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+func getLedgerRow(ctx context.Context, q sqlx.QueryerContext, id int64) (*LedgerRow, error) {
+	var r LedgerRow
+	err := sqlx.GetContext(ctx, q, &r, `SELECT `+ledgerColumns+` FROM metered_usage WHERE id = ?`, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+func eventLedgerRows(ctx context.Context, q sqlx.QueryerContext, provider, eventID string) ([]LedgerRow, error) {
+	var rows []LedgerRow
+	err := sqlx.SelectContext(ctx, q, &rows, `SELECT `+ledgerColumns+` FROM metered_usage
+		WHERE provider = ? AND event_id = ? ORDER BY id`, provider, eventID)
+	return rows, err
+}
+
+// adjustmentsOf reads customer's adjustments whose ref is one of refs,
+// through the customer index.
+func adjustmentsOf(ctx context.Context, q sqlx.QueryerContext, customer string, refs []string) ([]LedgerRow, error) {
+	if len(refs) == 0 {
+		return nil, nil
+	}
+	args := make([]any, 0, len(refs)+1)
+	args = append(args, customer)
+	for _, r := range refs {
+		args = append(args, r)
+	}
+	var rows []LedgerRow
+	err := sqlx.SelectContext(ctx, q, &rows, `SELECT `+ledgerColumns+` FROM metered_usage
+			WHERE customer_id = ? AND kind = 'adjustment' AND ref IN (?`+strings.Repeat(", ?", len(refs)-1)+`)`, args...)
+	return rows, err
+}
+
+func ledgerMeters(ctx context.Context, q sqlx.QueryerContext, f LedgerFilter) ([]string, error) {
+	from, args := f.where()
+	var meters []string
+	err := sqlx.SelectContext(ctx, q, &meters, `SELECT DISTINCT meter`+from+` ORDER BY meter`, args...)
+	return meters, err
+}
+
+// What an adjustment's ref names, resolved inside the writer's transaction:
+// the customer it belongs to and the event time it corrects. ErrNotFound
+// when it does not exist.
+
+func rowOwner(ctx context.Context, q sqlx.QueryerContext, id int64) (customer string, occurredAt int64, err error) {
+	err = q.QueryRowxContext(ctx, `SELECT customer_id, occurred_at FROM metered_usage WHERE id = ?`, id).Scan(&customer, &occurredAt)
+	return customer, occurredAt, notFound(err)
+}
+
+func invoiceOwner(ctx context.Context, q sqlx.QueryerContext, id int64) (customer string, periodStart int64, err error) {
+	err = q.QueryRowxContext(ctx, `SELECT customer_id, period_start FROM invoices WHERE id = ?`, id).Scan(&customer, &periodStart)
+	return customer, periodStart, notFound(err)
+}
+
+// eventOwner prefers the event's row for meter, else its first row.
+func eventOwner(ctx context.Context, q sqlx.QueryerContext, provider, eventID, meter string) (customer string, occurredAt int64, err error) {
+	err = q.QueryRowxContext(ctx, `SELECT customer_id, occurred_at FROM metered_usage
+				WHERE provider = ? AND event_id = ? ORDER BY meter = ? DESC, id LIMIT 1`, provider, eventID, meter).Scan(&customer, &occurredAt)
+	return customer, occurredAt, notFound(err)
+}
+
+func notFound(err error) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return ErrNotFound
+	}
+	return err
+}
+
+// GrowWriteCache sets the write connection's page cache to kib KiB, for bulk
+// appends (`dev seed`): a larger cache keeps the random-order index inserts
+// of a large seed off the disk. It affects only this process.
+func (db *DB) GrowWriteCache(ctx context.Context, kib int64) error {
+	_, err := db.Write.ExecContext(ctx, fmt.Sprintf(`PRAGMA cache_size = -%d`, kib))
+	return err
+}

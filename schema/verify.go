@@ -1,0 +1,116 @@
+package schema
+
+import (
+	"context"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// The reads behind `hookledger verify` that are not the ledger's own rows:
+// SQLite's integrity check and the custody checks over receipts and replays.
+
+// IntegrityCheck runs PRAGMA integrity_check: ["ok"] when the file is sound.
+func (db *DB) IntegrityCheck(ctx context.Context) ([]string, error) {
+	var msgs []string
+	err := sqlx.SelectContext(ctx, db.Read, &msgs, `PRAGMA integrity_check`)
+	return msgs, err
+}
+
+// EventKey names one event's receipt (or ledger row) by id.
+type EventKey struct {
+	ID       int64  `db:"id"`
+	Provider string `db:"provider"`
+	EventID  string `db:"event_id"`
+}
+
+// CountAppliedReceipts counts the receipts with status applied.
+func (db *DB) CountAppliedReceipts(ctx context.Context) (int64, error) {
+	var n int64
+	err := db.Read.QueryRowxContext(ctx, `SELECT COUNT(*) FROM receipts WHERE status = 'applied'`).Scan(&n)
+	return n, err
+}
+
+// AppliedWithoutUsage lists up to limit applied receipts with no usage row,
+// in id order.
+func (db *DB) AppliedWithoutUsage(ctx context.Context, limit int) ([]EventKey, error) {
+	var out []EventKey
+	err := sqlx.SelectContext(ctx, db.Read, &out, `SELECT r.id, r.provider, r.event_id FROM receipts r
+		WHERE r.status = 'applied' AND NOT EXISTS (
+			SELECT 1 FROM metered_usage u WHERE u.provider = r.provider AND u.event_id = r.event_id AND u.kind = 'usage')
+		ORDER BY r.id LIMIT ?`, limit)
+	return out, err
+}
+
+// UsageWithoutApplied lists up to limit usage rows without an applied
+// receipt, in id order. Retention (retention.keys) deletes old receipts on
+// purpose, and each such prune records the ledger head it left behind: a row
+// at or below it may lack its receipt entirely, and is not listed. A row
+// above it, or one whose receipt exists but is not applied, is.
+func (db *DB) UsageWithoutApplied(ctx context.Context, limit int) ([]EventKey, error) {
+	var out []EventKey
+	err := sqlx.SelectContext(ctx, db.Read, &out, `SELECT u.id, u.provider, u.event_id FROM metered_usage u
+		WHERE u.kind = 'usage' AND NOT EXISTS (
+			SELECT 1 FROM receipts r WHERE r.provider = u.provider AND r.event_id = u.event_id AND r.status = 'applied')
+		AND NOT (u.id <= (SELECT COALESCE(MAX(ledger_head_id), 0) FROM prune_runs WHERE keys_deleted > 0)
+			AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.provider = u.provider AND r.event_id = u.event_id))
+		ORDER BY u.id LIMIT ?`, limit)
+	return out, err
+}
+
+// StoredBody is a receipt's body as stored, with the digest taken when it arrived.
+type StoredBody struct {
+	EventKey
+	Body       []byte
+	BodySHA256 []byte
+}
+
+// ScanStoredBodies calls fn with every receipt that still has its body
+// (retention's payload pruning sets it to NULL), in id order. The value is
+// reused between calls.
+func (db *DB) ScanStoredBodies(ctx context.Context, fn func(*StoredBody) error) error {
+	rows, err := db.Read.QueryContext(ctx, `SELECT id, provider, event_id, body, body_sha256 FROM receipts WHERE body IS NOT NULL ORDER BY id`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var b StoredBody
+	for rows.Next() {
+		if err := rows.Scan(&b.ID, &b.Provider, &b.EventID, &b.Body, &b.BodySHA256); err != nil {
+			return err
+		}
+		if err := fn(&b); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// ReplayStep is one replay of a receipt, with the receipt's status now.
+type ReplayStep struct {
+	EventKey          // the receipt
+	Status     string // the receipt's current status
+	ReplayID   int64
+	FromStatus string
+	ToStatus   string
+}
+
+// ScanReplaySteps calls fn with every replay joined to its receipt, in
+// receipt and replay order. The value is reused between calls.
+func (db *DB) ScanReplaySteps(ctx context.Context, fn func(*ReplayStep) error) error {
+	rows, err := db.Read.QueryContext(ctx, `SELECT r.id, r.provider, r.event_id, r.status, p.id, p.from_status, p.to_status
+		FROM replays p JOIN receipts r ON r.provider = p.provider AND r.event_id = p.event_id ORDER BY r.id, p.id`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var s ReplayStep
+	for rows.Next() {
+		if err := rows.Scan(&s.ID, &s.Provider, &s.EventID, &s.Status, &s.ReplayID, &s.FromStatus, &s.ToStatus); err != nil {
+			return err
+		}
+		if err := fn(&s); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
