@@ -28,7 +28,7 @@ import (
 
 	"github.com/hookledger/hookledger/bench"
 	"github.com/hookledger/hookledger/internal/testenv"
-	"github.com/hookledger/hookledger/receiver/scheme"
+	"github.com/hookledger/hookledger/scheme"
 )
 
 // rawDelivery is a signed default-provider delivery, written byte for byte:

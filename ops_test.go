@@ -36,8 +36,8 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/hookledger/hookledger/internal/testenv"
-	"github.com/hookledger/hookledger/receiver/scheme"
 	"github.com/hookledger/hookledger/schema"
+	"github.com/hookledger/hookledger/scheme"
 )
 
 // Distinctive values that must never appear in a log line.

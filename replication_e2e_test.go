@@ -36,8 +36,8 @@ import (
 	"github.com/hookledger/hookledger/internal/cli"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/ledger"
-	"github.com/hookledger/hookledger/receiver/scheme"
 	"github.com/hookledger/hookledger/schema"
+	"github.com/hookledger/hookledger/scheme"
 )
 
 // e2eSecret signs every test delivery; serve gets it as HOOKLEDGER_SECRET,

@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/ledger"
-	"github.com/hookledger/hookledger/receiver/scheme"
+	"github.com/hookledger/hookledger/scheme"
 )
 
 // EventType is the type of every generated event; the default configuration

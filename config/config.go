@@ -21,7 +21,7 @@ import (
 
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/payload"
-	"github.com/hookledger/hookledger/receiver/scheme"
+	"github.com/hookledger/hookledger/scheme"
 )
 
 // Defaults.

@@ -7,7 +7,7 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/hookledger/hookledger/receiver/scheme"
+	"github.com/hookledger/hookledger/scheme"
 )
 
 // Reconcile and retention defaults.

@@ -14,7 +14,7 @@ import (
 
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/ledger"
-	"github.com/hookledger/hookledger/receiver/scheme"
+	"github.com/hookledger/hookledger/scheme"
 )
 
 // fakeReplica stands in for Litestream's sync-and-wait: while gate is closed

@@ -21,7 +21,7 @@ import (
 
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/receiver"
-	"github.com/hookledger/hookledger/receiver/scheme"
+	"github.com/hookledger/hookledger/scheme"
 )
 
 // seedAllSchemes has cus_1 send October usage through every scheme; the

@@ -7,7 +7,7 @@ import (
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/receiver"
-	"github.com/hookledger/hookledger/receiver/scheme"
+	"github.com/hookledger/hookledger/scheme"
 )
 
 // Recipe says how anyone holding the webhook secret recomputes a stored
@@ -42,7 +42,7 @@ var errNoRecipe = errors.New("no recipe")
 
 // recipe builds the recipe for a body stored at bodyPath (relative to the
 // bundle's root), signed as headers say, under the provider's current scheme.
-// What each scheme signs is receiver/scheme's to say; this only renders it.
+// What each scheme signs is scheme's to say; this only renders it.
 func recipe(p config.Provider, headers, bodyPath string) (*Recipe, error) {
 	s, err := scheme.New(p.Scheme, p.HMAC)
 	if err != nil {

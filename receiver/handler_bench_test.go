@@ -16,8 +16,8 @@ import (
 
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/ledger"
-	"github.com/hookledger/hookledger/receiver/scheme"
 	"github.com/hookledger/hookledger/schema"
+	"github.com/hookledger/hookledger/scheme"
 )
 
 // The handler benchmark runs on a real SQLite file with synchronous=FULL, so

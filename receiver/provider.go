@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/config"
-	"github.com/hookledger/hookledger/receiver/scheme"
+	"github.com/hookledger/hookledger/scheme"
 )
 
 // Provider is a configured webhook sender with its keys decoded once.

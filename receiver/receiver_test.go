@@ -16,8 +16,8 @@ import (
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/ledger"
-	"github.com/hookledger/hookledger/receiver/scheme"
 	"github.com/hookledger/hookledger/schema"
+	"github.com/hookledger/hookledger/scheme"
 )
 
 // testSecret is a Standard Webhooks secret (base64 after whsec_).

@@ -35,7 +35,7 @@ type vector struct {
 // database with the vector's clock: valid ones are stored under their event
 // id, invalid ones get a 4xx and write nothing.
 func TestSignatureVectorsEndToEnd(t *testing.T) {
-	raw, err := os.ReadFile("scheme/testdata/signatures.json")
+	raw, err := os.ReadFile("../scheme/testdata/signatures.json")
 	if err != nil {
 		t.Fatal(err)
 	}

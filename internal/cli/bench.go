@@ -25,8 +25,8 @@ import (
 	"github.com/hookledger/hookledger/internal/server"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/receiver"
-	"github.com/hookledger/hookledger/receiver/scheme"
 	"github.com/hookledger/hookledger/schema"
+	"github.com/hookledger/hookledger/scheme"
 )
 
 func benchCommand() *cli.Command {

@@ -46,14 +46,14 @@ func (v vector) body(tb testing.TB) []byte {
 // sharedVectorsPath is the team's source of truth; when it is present the copy must match it.
 const (
 	vectorsPath       = "testdata/signatures.json"
-	sharedVectorsPath = "../../../shared/vectors/signatures.json"
+	sharedVectorsPath = "../../shared/vectors/signatures.json"
 )
 
 func loadVectors(tb testing.TB) []vector {
 	tb.Helper()
 	data, err := os.ReadFile(vectorsPath)
 	if err != nil {
-		tb.Fatalf("signature vectors are required: %v (copy %s to receiver/scheme/%s)", err, sharedVectorsPath, vectorsPath)
+		tb.Fatalf("signature vectors are required: %v (copy %s to scheme/%s)", err, sharedVectorsPath, vectorsPath)
 	}
 	if shared, err := os.ReadFile(sharedVectorsPath); err == nil && !bytes.Equal(shared, data) {
 		tb.Fatalf("%s differs from %s: refresh the copy", vectorsPath, sharedVectorsPath)
