@@ -38,17 +38,25 @@ func replicaCommand() *cli.Command {
 // ReplicaStatusJSON is `replica status --format json`: stable snake_case names,
 // TXIDs as the hex Litestream prints, lag in seconds.
 type ReplicaStatusJSON struct {
-	Database    string     `json:"database"`
-	Replica     string     `json:"replica"`
-	LocalTXID   string     `json:"local_txid"`
-	ReplicaTXID string     `json:"replica_txid"`
-	InSync      bool       `json:"in_sync"`
-	LagBytes    int64      `json:"lag_bytes"`
-	LagSeconds  float64    `json:"lag_seconds"`
-	LastSyncAt  *time.Time `json:"last_sync_at"`
-	LastError   string     `json:"last_error"`
-	LastErrorAt *time.Time `json:"last_error_at"`
-	ReportedAt  *time.Time `json:"reported_at"` // when a running serve last published last_sync_at/last_error
+	Database    string  `json:"database"`
+	Replica     string  `json:"replica"`
+	LocalTXID   string  `json:"local_txid"`
+	ReplicaTXID string  `json:"replica_txid"`
+	InSync      bool    `json:"in_sync"`
+	LagBytes    int64   `json:"lag_bytes"`
+	LagSeconds  float64 `json:"lag_seconds"`
+	// WALState says whether every commit in the database's WAL has been cut
+	// into an LTX file Litestream can upload: captured, pending, unknown or
+	// "no history". Pending bytes count in lag_bytes.
+	WALState        string     `json:"wal_state"`
+	WALReason       string     `json:"wal_reason"`
+	WALPendingBytes int64      `json:"wal_pending_bytes"`
+	WALModifiedAt   *time.Time `json:"wal_modified_at"`
+	CapturedAt      *time.Time `json:"captured_at"` // Litestream's last cut of the WAL
+	LastSyncAt      *time.Time `json:"last_sync_at"`
+	LastError       string     `json:"last_error"`
+	LastErrorAt     *time.Time `json:"last_error_at"`
+	ReportedAt      *time.Time `json:"reported_at"` // when a running serve last published last_sync_at/last_error
 	// Problem is why the command exits 3: the replica is missing, empty,
 	// unreadable or behind by more than max_lag_seconds; "" when healthy.
 	Problem       string  `json:"problem"`
@@ -74,6 +82,8 @@ func replicaStatus(c *cli.Context) error {
 		Database: st.DBPath, Replica: st.Replica, LocalTXID: st.LocalTXID.String(), ReplicaTXID: st.ReplicaTXID.String(),
 		InSync: st.InSync, LagBytes: st.LagBytes, LagSeconds: st.LagTime.Seconds(), LastError: st.LastError,
 		LastSyncAt: timeOrNil(st.LastSyncAt), LastErrorAt: timeOrNil(st.LastErrorAt), ReportedAt: timeOrNil(st.ReportedAt),
+		WALState: string(st.WAL), WALReason: st.WALReason, WALPendingBytes: st.WALPendingBytes,
+		WALModifiedAt: timeOrNil(st.WALModTime), CapturedAt: timeOrNil(st.CapturedAt),
 		MaxLagSeconds: maxLag.Seconds(),
 	}
 	if readErr != nil {
@@ -103,6 +113,8 @@ func replicaStatus(c *cli.Context) error {
 		{"replica txid", v.ReplicaTXID},
 		{"in sync", map[bool]string{true: "yes", false: "no"}[v.InSync]},
 		{"lag", fmt.Sprintf("%d bytes, %s", v.LagBytes, st.LagTime.Round(time.Millisecond))},
+		{"wal", walState(st)},
+		{"last cut", when(v.CapturedAt)},
 		{"last sync", when(v.LastSyncAt)},
 		{"last error", lastErr},
 	}
@@ -124,9 +136,11 @@ func replicaStatus(c *cli.Context) error {
 			return t.Format(time.RFC3339Nano)
 		}
 		header := []string{"database", "replica", "local_txid", "replica_txid", "in_sync", "lag_bytes", "lag_seconds",
-			"last_sync_at", "last_error", "last_error_at", "reported_at", "problem", "max_lag_seconds", "error"}
+			"wal_state", "wal_reason", "wal_pending_bytes", "wal_modified_at", "captured_at", "last_sync_at", "last_error", "last_error_at", "reported_at", "problem", "max_lag_seconds", "error"}
 		values := []string{v.Database, v.Replica, v.LocalTXID, v.ReplicaTXID, strconv.FormatBool(v.InSync),
-			strconv.FormatInt(v.LagBytes, 10), strconv.FormatFloat(v.LagSeconds, 'f', -1, 64), stamp(v.LastSyncAt), v.LastError,
+			strconv.FormatInt(v.LagBytes, 10), strconv.FormatFloat(v.LagSeconds, 'f', -1, 64),
+			v.WALState, v.WALReason, strconv.FormatInt(v.WALPendingBytes, 10), stamp(v.WALModifiedAt), stamp(v.CapturedAt),
+			stamp(v.LastSyncAt), v.LastError,
 			stamp(v.LastErrorAt), stamp(v.ReportedAt), v.Problem, strconv.FormatFloat(v.MaxLagSeconds, 'f', -1, 64), v.Error}
 		err = writeRecords(c.App.Writer, format, header, [][]string{values}, v)
 	default:
@@ -155,11 +169,24 @@ func replicaProblem(cfg *replication.Config, st replication.Status, readErr erro
 		return fmt.Sprintf("the replica directory %s does not exist (has serve replicated with %s?)", rc.Path, cfg.File)
 	case st.ReplicaTXID == 0:
 		return "the replica holds no backup yet"
+	case st.WAL == replication.WALUnknown && st.LagTime > maxLag:
+		return "cannot tell whether the replica holds every commit: " + st.WALReason
 	case !st.InSync && st.LagTime > maxLag:
 		return fmt.Sprintf("the replica is behind by %s (more than --max-lag %s): %d bytes not replicated",
 			st.LagTime.Round(time.Second), maxLag, st.LagBytes)
 	}
 	return ""
+}
+
+// walState describes the WAL's commits against Litestream's last cut.
+func walState(st replication.Status) string {
+	switch st.WAL {
+	case replication.WALPending:
+		return fmt.Sprintf("%s, %d bytes not cut yet", st.WAL, st.WALPendingBytes)
+	case replication.WALUnknown:
+		return fmt.Sprintf("%s: %s", st.WAL, st.WALReason)
+	}
+	return string(st.WAL)
 }
 
 func dirExists(path string) bool {
