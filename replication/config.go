@@ -8,19 +8,16 @@
 package replication
 
 import (
-	"cmp"
-	"errors"
 	"fmt"
 	"os"
 	"os/user"
 	"path/filepath"
-	"reflect"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/benbjohnson/litestream"
-	"gopkg.in/yaml.v3"
+	"github.com/goccy/go-yaml/ast"
 )
 
 // Defaults applied by LoadConfig when litestream.yml leaves a setting out.
@@ -137,10 +134,15 @@ type rawReplica struct {
 // string ("1s", "24h"). A bare number is an error there too.
 type duration time.Duration
 
-func (d *duration) UnmarshalYAML(n *yaml.Node) error {
-	v, err := time.ParseDuration(n.Value)
-	if n.Kind != yaml.ScalarNode || err != nil {
-		return fmt.Errorf("line %d: %q is not a duration (want e.g. \"1s\", \"24h\")", n.Line, n.Value)
+func (d *duration) UnmarshalYAML(n ast.Node) error {
+	n = unwrap(n)
+	var text string
+	if s, ok := n.(ast.ScalarNode); ok {
+		text = s.GetToken().Value
+	}
+	v, err := time.ParseDuration(text)
+	if _, ok := n.(*ast.StringNode); !ok || err != nil {
+		return fmt.Errorf("line %d: %q is not a duration (want e.g. \"1s\", \"24h\")", lineOf(n), text)
 	}
 	*d = duration(v)
 	return nil
@@ -178,68 +180,6 @@ func LoadConfig(path string) (*Config, error) {
 	}
 	c.File = abs
 	return c, nil
-}
-
-func parseConfig(buf []byte) (*Config, error) {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(buf, &doc); err != nil {
-		return nil, err
-	} else if len(doc.Content) == 0 {
-		return nil, errors.New("empty config: a dbs entry with a replica is required")
-	}
-	c, raw := &Config{line: map[string]int{}}, rawConfig{}
-	if err := checkKeys(doc.Content[0], reflect.TypeOf(raw), "", c.line); err != nil {
-		return nil, err
-	} else if err := doc.Content[0].Decode(&raw); err != nil {
-		return nil, err
-	}
-	return c, c.build(&raw)
-}
-
-// checkKeys walks the YAML tree against the yaml tags of t and rejects any key
-// t does not declare. Type errors are left to Decode, which reports them with
-// their line.
-func checkKeys(n *yaml.Node, t reflect.Type, where string, lines map[string]int) error {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if n.Kind == yaml.AliasNode {
-		n = n.Alias
-	}
-	switch {
-	case t.Kind() == reflect.Slice && n.Kind == yaml.SequenceNode:
-		for i, item := range n.Content {
-			at := fmt.Sprintf("%s[%d]", where, i)
-			lines[at] = item.Line
-			if err := checkKeys(item, t.Elem(), at, lines); err != nil {
-				return err
-			}
-		}
-	case t.Kind() == reflect.Struct && n.Kind == yaml.MappingNode && t != reflect.TypeOf(duration(0)):
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			key, val := n.Content[i], n.Content[i+1]
-			at := strings.TrimPrefix(where+"."+key.Value, ".")
-			field, ok := fieldByTag(t, key.Value)
-			if in := cmp.Or(where, "the top level"); !ok {
-				return fmt.Errorf("line %d: unknown key %q in %s", key.Line, key.Value, in)
-			}
-			lines[at] = key.Line
-			if err := checkKeys(val, field.Type, at, lines); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-func fieldByTag(t reflect.Type, key string) (reflect.StructField, bool) {
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		if name, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); name == key {
-			return f, true
-		}
-	}
-	return reflect.StructField{}, false
 }
 
 // errorf reports a validation error at the line of key (when known).

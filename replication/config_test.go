@@ -115,6 +115,25 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"negative l0 retention", "l0-retention: -1s\n" + db + "    replica:\n      path: /r\n",
 			[]string{"line 1", "l0-retention"}},
 		{"duplicate key", db + "    replica:\n      path: /r\n      path: /s\n", []string{"line 5", "already defined"}},
+
+		// How the YAML tree itself is read (goccy/go-yaml's parser, walked by keyChecker).
+		{"empty file", "", []string{"empty config"}},
+		{"comments only", "# nothing yet\n", []string{"empty config"}},
+		{"sequence document", "- path: /srv/hl.db\n", []string{"line 1", "mapping"}},
+		{"scalar document", "dbs\n", []string{"line 1", "mapping"}},
+		{"duplicate top-level key", db + "    replica:\n      path: /r\ndbs: []\n", []string{"line 5", `"dbs" already defined`}},
+		{"duplicate key in a flow mapping", "dbs: [{path: /a, path: /b}]\n", []string{"line 1", `"path" already defined`}},
+		{"unknown key under an alias", db + "    replica: &r\n      path: /r\nsnapshot: *r\n",
+			[]string{"line 4", `unknown key "path" in snapshot`}},
+		{"unknown key in an anchored item", "levels:\n  - &l {interval: 1s, every: 2s}\n  - *l\n",
+			[]string{"line 2", `unknown key "every" in levels[0]`}},
+		{"merge key", db + "    replica:\n      <<: {path: /r}\n", []string{"line 4", `unknown key "<<" in dbs[0].replica`}},
+		{"alias before its anchor", db + "    replica: *r\n", []string{"line 3", `"r"`}},
+		{"wrong value type names the key", db + "    replica:\n      path: /r\n      force-path-style: maybe\n",
+			[]string{"line 5", `dbs[0].replica.force-path-style: want true or false, got "maybe"`}},
+		{"sequence for a string", "dbs:\n  - path: [a]\n", []string{"line 2", "dbs[0].path: want a string, got a sequence"}},
+		{"custom tag on a sequence", "dbs: !x [a]\n", []string{"line 1"}}, // panicked the decoder in config.FuzzParse
+		{"syntax error", db + "    replica:\n      path: /r\n  bad indent\n", []string{"line 5"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "litestream.yml")
@@ -132,6 +151,58 @@ func TestLoadConfigErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Anchors and aliases are YAML that Litestream's parser reads too: an aliased
+// value is checked and decoded where it is used, and only the first document
+// counts, as in Litestream.
+func TestLoadConfigAliases(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, `&top
+levels:
+  - &level {interval: 15s}
+  - *level
+dbs:
+  - path: /srv/hl.db
+    monitor-interval: &tick 2s
+    checkpoint-interval: ~
+    replica:
+      "path": '/srv/replica'
+      sync-interval: *tick
+---
+exec: ignored, as Litestream ignores a second document
+`)
+	if len(cfg.Levels) != 2 || cfg.Levels[0] != 15*time.Second || cfg.Levels[1] != 15*time.Second {
+		t.Errorf("levels %v; want [15s 15s]", cfg.Levels)
+	}
+	if cfg.DB.MonitorInterval != 2*time.Second || cfg.DB.Replica.SyncInterval != 2*time.Second {
+		t.Errorf("aliased durations: monitor %v, sync %v; want 2s", cfg.DB.MonitorInterval, cfg.DB.Replica.SyncInterval)
+	}
+	if cfg.DB.CheckpointInterval != time.Minute || cfg.DB.Replica.Path != "/srv/replica" {
+		t.Errorf("null duration or quoted key: %+v", cfg.DB)
+	}
+	if err := cfg.CheckDB("/srv/other.db"); err == nil || !strings.Contains(err.Error(), "line 6") {
+		t.Errorf("CheckDB(other) = %v; want line 6", err)
+	}
+}
+
+// FuzzParseConfig feeds arbitrary YAML to the loader: it may refuse, never
+// panic, and what it accepts has a replica.
+func FuzzParseConfig(f *testing.F) {
+	for _, seed := range []string{
+		"dbs:\n  - path: /srv/hl.db\n    replica:\n      url: s3://b/p?endpoint=localhost:9000\n",
+		"dbs: [{path: /a, replica: &r {path: /r}}]\nsnapshot: *r\n",
+		"levels: [&l {interval: 1s}, *l, *l]\n",
+		"dbs: !x [a]\n", "- [a, b]\n", "dbs: &a [*a]\n", "{}",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, src []byte) {
+		c, err := parseConfig(src)
+		if err == nil && c.DB.Replica.Type == "" {
+			t.Fatal("accepted a config without a replica")
+		}
+	})
 }
 
 // testdata/litestream.yml is the example shipped at the repository root.
