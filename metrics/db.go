@@ -8,13 +8,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/schema"
 )
 
 // Receipt statuses, reported even when zero so dashboards and alerts see 0
 // rather than no data.
-var receiptStatuses = []string{"applied", "ignored", "failed"}
+var receiptStatuses = []string{string(custody.StatusApplied), string(custody.StatusIgnored), string(custody.StatusFailed)}
 
 // DBStatsTimeout bounds the scrape-time database queries; past it the
 // database metrics are left out of that scrape and hookledger_db_stats_up is 0.
@@ -114,7 +115,7 @@ func (c *dbCollector) read() (dbStats, error) {
 		if err != nil {
 			return err
 		}
-		st.receipts["applied"], st.receipts["ignored"], st.receipts["failed"] = counts.Applied, counts.Ignored, counts.Failed
+		st.receipts[string(custody.StatusApplied)], st.receipts[string(custody.StatusIgnored)], st.receipts[string(custody.StatusFailed)] = counts.Applied, counts.Ignored, counts.Failed
 		if counts.HasFailed {
 			st.oldestFailedAge = max(0, c.now().Sub(time.UnixMilli(counts.OldestFailedAt)))
 		}

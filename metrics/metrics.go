@@ -13,6 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/hookledger/hookledger/custody"
 )
 
 // Namespace prefixes every hookledger metric.
@@ -25,7 +27,7 @@ const UnknownProvider = "_unknown"
 
 // Delivery outcomes counted even before they first happen, so rate() and
 // ratios have a series from the first scrape.
-var acceptedOutcomes = []string{"inserted", "duplicate", "payload_mismatch"}
+var acceptedOutcomes = []string{string(custody.OutcomeInserted), string(custody.OutcomeDuplicate), string(custody.OutcomePayloadMismatch)}
 
 // Options describe the process being measured.
 type Options struct {
