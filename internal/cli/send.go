@@ -125,13 +125,9 @@ func signer(c *cli.Context) (scheme.Scheme, []byte, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		p := findProvider(cfg, name)
-		if p == nil {
-			var names []string
-			for _, p := range cfg.Providers {
-				names = append(names, p.Name)
-			}
-			return nil, nil, fmt.Errorf("--provider: no provider named %q in %s (configured: %s)", name, path, strings.Join(names, ", "))
+		p, err := lookupProvider(cfg, name)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w in %s", err, path)
 		}
 		if schemeName == "" {
 			schemeName = p.Scheme
@@ -169,15 +165,6 @@ func signer(c *cli.Context) (scheme.Scheme, []byte, error) {
 		return nil, nil, fmt.Errorf("secret: %w", err)
 	}
 	return s, key, nil
-}
-
-func findProvider(cfg *config.Config, name string) *config.Provider {
-	for i := range cfg.Providers {
-		if cfg.Providers[i].Name == name {
-			return &cfg.Providers[i]
-		}
-	}
-	return nil
 }
 
 // sendEvent is the body send builds, in the order the README shows it.
