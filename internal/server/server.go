@@ -317,7 +317,9 @@ func (s *Server) Close() error {
 		s.stopBackground = nil
 	}
 	if s.writer != nil {
-		s.writer.Close()
+		if cerr := s.writer.Close(); cerr != nil {
+			s.Log.Error("close writer", "error", cerr.Error())
+		}
 		s.writer = nil
 	}
 	if s.stopHeadLog != nil {
@@ -325,7 +327,9 @@ func (s *Server) Close() error {
 		s.stopHeadLog = nil
 	}
 	if s.db != nil {
-		s.db.Close()
+		if cerr := s.db.Close(); cerr != nil {
+			s.Log.Error("close database", "error", cerr.Error())
+		}
 		s.db = nil
 	}
 	s.repl.Close()
