@@ -61,7 +61,7 @@ type cliResult struct {
 func cliCmd(bin, dir string, env []string, args ...string) *exec.Cmd {
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
-	cmd.Env = append(testenv.Env(), env...)
+	cmd.Env = append(testenv.Environ(), env...)
 	return cmd
 }
 

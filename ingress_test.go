@@ -224,7 +224,7 @@ func startServeTLS(t *testing.T, bin, dir string, env []string, certFile, keyFil
 	addr := testenv.FreeAddr(t)
 	var stderr bytes.Buffer
 	cmd := exec.Command(bin, "serve", "--listen", addr, "--tls-cert", certFile, "--tls-key", keyFile)
-	cmd.Dir, cmd.Stderr, cmd.Env = dir, &stderr, append(testenv.Env(), env...)
+	cmd.Dir, cmd.Stderr, cmd.Env = dir, &stderr, append(testenv.Environ(), env...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

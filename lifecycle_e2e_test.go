@@ -58,7 +58,7 @@ func runFor(t *testing.T, bin, dir string, env []string, args ...string) (string
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Dir, cmd.Env = dir, append(testenv.Env(), env...)
+	cmd.Dir, cmd.Env = dir, append(testenv.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	if ctx.Err() != nil {
 		t.Fatalf("hookledger %s did not exit (it should have refused):\n%s", strings.Join(args, " "), out)

@@ -112,7 +112,7 @@ func opsStart(t *testing.T, bin, dir string, env []string, args ...string) *opsS
 	s := &opsServer{logs: &testenv.Buffer{}, dbPath: filepath.Join(dir, "data", schema.FileName)}
 	s.cmd = exec.Command(bin, append([]string{"serve"}, args...)...)
 	s.cmd.Dir, s.cmd.Stderr = dir, s.logs
-	s.cmd.Env = append(testenv.Env(), env...)
+	s.cmd.Env = append(testenv.Environ(), env...)
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -491,7 +491,7 @@ func opsServeStartupRefusals(t *testing.T, bin string) {
 			dir := t.TempDir()
 			cfg := opsConfig(t, dir, c.admin)
 			cmd := exec.Command(bin, append([]string{"serve", "--config", cfg}, c.args...)...)
-			cmd.Dir, cmd.Env = dir, append(testenv.Env(), c.env...)
+			cmd.Dir, cmd.Env = dir, append(testenv.Environ(), c.env...)
 			done := make(chan struct{})
 			var out []byte
 			var err error
@@ -783,7 +783,7 @@ func opsChainHeadAnchors(t *testing.T, bin string) {
 	data := filepath.Dir(s.dbPath)
 	verify := func() (string, error) {
 		cmd := exec.Command(bin, "verify", "--data", data, "--anchors", logFile)
-		cmd.Env = testenv.Env()
+		cmd.Env = testenv.Environ()
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}

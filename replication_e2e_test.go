@@ -97,7 +97,7 @@ func (e *replEnv) stop(cmd *exec.Cmd, stderr *bytes.Buffer) {
 // run runs the binary in the working directory with the environment.
 func (e *replEnv) run(args ...string) (string, error) {
 	cmd := exec.Command(e.bin, args...)
-	cmd.Dir, cmd.Env = e.dir, append(testenv.Env(), e.env...)
+	cmd.Dir, cmd.Env = e.dir, append(testenv.Environ(), e.env...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
@@ -710,7 +710,7 @@ func testReplicationCLIErrors(t *testing.T, bin string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, bin, args...)
-		cmd.Dir, cmd.Env = dir, append(testenv.Env(), "HOOKLEDGER_SECRET="+e2eSecret)
+		cmd.Dir, cmd.Env = dir, append(testenv.Environ(), "HOOKLEDGER_SECRET="+e2eSecret)
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}

@@ -24,7 +24,7 @@ func TestServeRefusesWeakAdminTokenOffLoopback(t *testing.T) {
 			dir := t.TempDir()
 			cfg := opsConfig(t, dir, "admin:\n  listen: 0.0.0.0:0\n")
 			cmd := exec.Command(bin, "serve", "--config", cfg)
-			cmd.Dir, cmd.Env = dir, append(testenv.Env(), "HOOKLEDGER_ADMIN_TOKEN="+token)
+			cmd.Dir, cmd.Env = dir, append(testenv.Environ(), "HOOKLEDGER_ADMIN_TOKEN="+token)
 			var out []byte
 			var err error
 			done := make(chan struct{})

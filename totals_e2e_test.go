@@ -53,7 +53,7 @@ usage:
 	}
 	hookledger := func(args ...string) (string, error) {
 		cmd := exec.Command(bin, append(args[:len(args):len(args)], "--config", cfg)...)
-		cmd.Dir, cmd.Env = dir, testenv.Env()
+		cmd.Dir, cmd.Env = dir, testenv.Environ()
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}

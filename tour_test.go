@@ -23,7 +23,7 @@ func startServe(t *testing.T, bin, dir string, env []string, args ...string) (*e
 	var stderr bytes.Buffer
 	cmd := exec.Command(bin, append([]string{"serve", "--listen", addr}, args...)...)
 	cmd.Dir, cmd.Stderr = dir, &stderr
-	cmd.Env = append(testenv.Env(), env...)
+	cmd.Env = append(testenv.Environ(), env...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func startServe(t *testing.T, bin, dir string, env []string, args ...string) (*e
 func run(t *testing.T, bin, dir string, args ...string) (string, error) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
-	cmd.Dir, cmd.Env = dir, testenv.Env()
+	cmd.Dir, cmd.Env = dir, testenv.Environ()
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

@@ -185,7 +185,7 @@ func runWalkthrough(t *testing.T, bin string, steps []walkStep) {
 	if err := os.WriteFile(w.state, []byte(fmt.Sprintf("cd %q\n", w.dir)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	w.env = append(testenv.Env(),
+	w.env = append(testenv.Environ(),
 		"PATH="+filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"HOOKLEDGER_LISTEN=127.0.0.1"+w.mapPorts(":8080"),
 		"HOOKLEDGER_URL=http://localhost"+w.mapPorts(":8080"),

@@ -16,15 +16,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/ledger"
 )
 
 func TestDeliveryIsStoredWithItsUsage(t *testing.T) {
 	e := newEnv(t)
-	body := usageBody("cus_1", "api_requests", "3")
-	r := e.send("msg_1", body)
+	body := testenv.UsageBody("cus_1", "api_requests", "3")
+	r := e.Send("msg_1", body)
 	if r.Code != 200 || !r.Body.Accepted || r.Body.Duplicate || r.Body.Status != custody.StatusApplied {
 		t.Fatalf("got %d %+v", r.Code, r.Body)
 	}
@@ -38,7 +38,7 @@ func TestDeliveryIsStoredWithItsUsage(t *testing.T) {
 		Source     custody.Source `db:"source"`
 		ReceivedAt int64          `db:"received_at"`
 	}
-	if err := e.db.Read.Get(&rc, `SELECT body, body_sha256, signature_headers, status, event_type, handler_version, source, received_at
+	if err := e.DB.Read.Get(&rc, `SELECT body, body_sha256, signature_headers, status, event_type, handler_version, source, received_at
 		FROM receipts WHERE provider = 'default' AND event_id = 'msg_1'`); err != nil {
 		t.Fatal(err)
 	}
@@ -47,14 +47,14 @@ func TestDeliveryIsStoredWithItsUsage(t *testing.T) {
 		t.Errorf("stored body or digest differs from the bytes sent")
 	}
 	if rc.Status != custody.StatusApplied || rc.Type != "usage.recorded" || rc.Version != "test" || rc.Source != custody.SourceWebhook ||
-		rc.ReceivedAt != e.now.UnixMilli() {
+		rc.ReceivedAt != e.Now().UnixMilli() {
 		t.Errorf("receipt = %+v", rc)
 	}
 	if !strings.Contains(rc.Headers, "Webhook-Signature: v1,") || !strings.Contains(rc.Headers, "Webhook-Id: msg_1") {
 		t.Errorf("signature headers not kept: %q", rc.Headers)
 	}
 	var u ledger.Row
-	if err := e.db.Read.Get(&u, `SELECT * FROM metered_usage`); err != nil {
+	if err := e.DB.Read.Get(&u, `SELECT * FROM metered_usage`); err != nil {
 		t.Fatal(err)
 	}
 	if u.Customer != "cus_1" || u.Meter != "api_requests" || u.Quantity != 3*ledger.Scale || u.EventID != "msg_1" ||
@@ -66,7 +66,7 @@ func TestDeliveryIsStoredWithItsUsage(t *testing.T) {
 	}
 	var outcome custody.Outcome
 	var age int64
-	if err := e.db.Read.QueryRow(`SELECT outcome, signature_age_ms FROM delivery_attempts`).Scan(&outcome, &age); err != nil {
+	if err := e.DB.Read.QueryRow(`SELECT outcome, signature_age_ms FROM delivery_attempts`).Scan(&outcome, &age); err != nil {
 		t.Fatal(err)
 	}
 	if outcome != custody.OutcomeInserted || age != 0 {
@@ -76,15 +76,15 @@ func TestDeliveryIsStoredWithItsUsage(t *testing.T) {
 
 func TestSameEventFiftyTimesConcurrently(t *testing.T) {
 	e := newEnv(t)
-	body := usageBody("cus_1", "api_requests", "2.5")
-	h := e.sign("msg_same", body)
+	body := testenv.UsageBody("cus_1", "api_requests", "2.5")
+	h := e.SignDefault("msg_same", body)
 	var wg sync.WaitGroup
-	results := make([]response, 50)
+	results := make([]testenv.Response, 50)
 	for i := range results {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i] = e.post("default", h, body)
+			results[i] = e.PostReply("default", h, body)
 		}()
 	}
 	wg.Wait()
@@ -100,14 +100,14 @@ func TestSameEventFiftyTimesConcurrently(t *testing.T) {
 	if fresh != 1 {
 		t.Errorf("%d responses said not duplicate, want 1", fresh)
 	}
-	if got := e.counts(); got != [3]int{1, 50, 1} {
+	if got := e.Rows(); got != [3]int{1, 50, 1} {
 		t.Errorf("receipts, attempts, usage = %v, want [1 50 1]", got)
 	}
-	if got := e.totals()["cus_1"]; got != 2_500_000 {
+	if got := e.Totals()["cus_1"]; got != 2_500_000 {
 		t.Errorf("total = %s, want 2.5", got)
 	}
 	var dups int
-	e.db.Read.Get(&dups, `SELECT COUNT(*) FROM delivery_attempts WHERE outcome = 'duplicate'`)
+	e.DB.Read.Get(&dups, `SELECT COUNT(*) FROM delivery_attempts WHERE outcome = 'duplicate'`)
 	if dups != 49 {
 		t.Errorf("%d duplicate attempts, want 49", dups)
 	}
@@ -126,7 +126,7 @@ func TestDistinctEventsWithDuplicatesFromManySenders(t *testing.T) {
 		customer := fmt.Sprintf("cus_%d", rng.Intn(17))
 		q := ledger.Quantity(rng.Int63n(5_000_000) + 1) // up to 5 units, micro precision
 		want[customer] += q
-		d := delivery{fmt.Sprintf("msg_%04d", i), usageBody(customer, "api_requests", q.String())}
+		d := delivery{fmt.Sprintf("msg_%04d", i), testenv.UsageBody(customer, "api_requests", q.String())}
 		all = append(all, d)
 		if i%5 == 0 { // 20% duplicates
 			all = append(all, d)
@@ -142,7 +142,7 @@ func TestDistinctEventsWithDuplicatesFromManySenders(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for d := range work {
-				if r := e.send(d.id, d.body); r.Code != 200 {
+				if r := e.Send(d.id, d.body); r.Code != 200 {
 					failed.Store(d.id, r.Code)
 				}
 			}
@@ -155,10 +155,10 @@ func TestDistinctEventsWithDuplicatesFromManySenders(t *testing.T) {
 	wg.Wait()
 	failed.Range(func(k, v any) bool { t.Errorf("%v got %v", k, v); return true })
 
-	if got := e.counts(); got != [3]int{1000, 1200, 1000} {
+	if got := e.Rows(); got != [3]int{1000, 1200, 1000} {
 		t.Errorf("receipts, attempts, usage = %v, want [1000 1200 1000]", got)
 	}
-	got := e.totals()
+	got := e.Totals()
 	if len(got) != len(want) {
 		t.Errorf("%d customers, want %d", len(got), len(want))
 	}
@@ -172,31 +172,31 @@ func TestDistinctEventsWithDuplicatesFromManySenders(t *testing.T) {
 func TestFailureBeforeCommitStoresNothingAndRetryAppliesOnce(t *testing.T) {
 	e := newEnv(t)
 	fail := true
-	e.writer.SetTestHook(func(d *custody.Delivery) error {
+	e.Writer.SetTestHook(func(d *custody.Delivery) error {
 		if fail {
 			fail = false
 			return errors.New("injected: disk on fire")
 		}
 		return nil
 	})
-	body := usageBody("cus_1", "api_requests", "4")
-	r := e.send("msg_retry", body)
+	body := testenv.UsageBody("cus_1", "api_requests", "4")
+	r := e.Send("msg_retry", body)
 	if r.Code != http.StatusServiceUnavailable || r.Body.Accepted {
 		t.Fatalf("got %d %+v, want 503", r.Code, r.Body)
 	}
-	if got := e.counts(); got != [3]int{0, 0, 0} {
+	if got := e.Rows(); got != [3]int{0, 0, 0} {
 		t.Fatalf("after a failed attempt: receipts, attempts, usage = %v, want nothing", got)
 	}
-	if r := e.send("msg_retry", body); r.Code != 200 || r.Body.Duplicate {
+	if r := e.Send("msg_retry", body); r.Code != 200 || r.Body.Duplicate {
 		t.Fatalf("retry: got %d %+v", r.Code, r.Body)
 	}
-	if r := e.send("msg_retry", body); r.Code != 200 || !r.Body.Duplicate {
+	if r := e.Send("msg_retry", body); r.Code != 200 || !r.Body.Duplicate {
 		t.Fatalf("second retry: got %d %+v", r.Code, r.Body)
 	}
-	if got := e.counts(); got != [3]int{1, 2, 1} {
+	if got := e.Rows(); got != [3]int{1, 2, 1} {
 		t.Errorf("receipts, attempts, usage = %v, want [1 2 1]", got)
 	}
-	if got := e.totals()["cus_1"]; got != 4*ledger.Scale {
+	if got := e.Totals()["cus_1"]; got != 4*ledger.Scale {
 		t.Errorf("total = %s, want 4", got)
 	}
 }
@@ -205,7 +205,7 @@ func TestOneFailingItemDoesNotSinkItsBatch(t *testing.T) {
 	e := newEnv(t)
 	// Hold the writer on the first item so the others queue into one batch.
 	entered, release := make(chan struct{}), make(chan struct{})
-	e.writer.SetTestHook(func(d *custody.Delivery) error {
+	e.Writer.SetTestHook(func(d *custody.Delivery) error {
 		switch d.EventID {
 		case "msg_0":
 			close(entered)
@@ -222,24 +222,24 @@ func TestOneFailingItemDoesNotSinkItsBatch(t *testing.T) {
 	codes := make([]chan int, 6)
 	for i := range codes {
 		codes[i] = make(chan int, 1)
-		goSend(e, fmt.Sprintf("msg_%d", i), usageBody("cus_1", "m", "1"), codes[i])
+		goSend(e, fmt.Sprintf("msg_%d", i), testenv.UsageBody("cus_1", "m", "1"), codes[i])
 		if i == 0 {
 			awaitSignal(t, "msg_0 holds the writer", entered, codes[0])
 		}
 	}
-	waitFor(t, "the other five deliveries are queued", func() bool { return e.writer.Depth() >= 5 })
+	waitFor(t, "the other five deliveries are queued", func() bool { return e.Writer.Depth() >= 5 })
 	releaseWriter()
 	for i, ch := range codes {
 		if want, c := map[bool]int{true: 503, false: 200}[i == 3], recvCode(t, ch); c != want {
 			t.Errorf("msg_%d: %d, want %d", i, c, want)
 		}
 	}
-	if got := e.counts(); got != [3]int{5, 5, 5} {
+	if got := e.Rows(); got != [3]int{5, 5, 5} {
 		t.Errorf("receipts, attempts, usage = %v, want [5 5 5]", got)
 	}
 	// The batch ran twice (optimistically, then with a savepoint per item):
 	// the ledger holds each row once, on an unbroken chain.
-	rep, err := ledger.Verify(context.Background(), e.db)
+	rep, err := ledger.Verify(context.Background(), e.DB)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,8 +250,8 @@ func TestOneFailingItemDoesNotSinkItsBatch(t *testing.T) {
 
 func TestFullQueueAnswers503WithRetryAfter(t *testing.T) {
 	e := newEnv(t)
-	e.writer.Close()
-	w := custody.NewWriter(e.db)
+	e.Writer.Close()
+	w := custody.NewWriter(e.DB)
 	w.QueueSize = 1
 	entered, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
@@ -259,19 +259,19 @@ func TestFullQueueAnswers503WithRetryAfter(t *testing.T) {
 	if err := w.Open(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	e.writer, e.srv.Custody = w, w
+	e.Writer, e.Server.Custody = w, w
 	releaseWriter := sync.OnceFunc(func() { close(release) })
 	defer releaseWriter()
 
 	// msg_a's and msg_b's codes (see goSend).
 	held := make(chan int, 2)
-	goSend(e, "msg_a", usageBody("cus_1", "m", "1"), held) // held in the writer
+	goSend(e, "msg_a", testenv.UsageBody("cus_1", "m", "1"), held) // held in the writer
 	awaitSignal(t, "msg_a holds the writer", entered, held)
-	goSend(e, "msg_b", usageBody("cus_1", "m", "1"), held) // fills the queue
+	goSend(e, "msg_b", testenv.UsageBody("cus_1", "m", "1"), held) // fills the queue
 	waitFor(t, "msg_b fills the queue", func() bool { return w.Depth() == 1 })
-	body := usageBody("cus_1", "m", "1")
-	req, _ := http.NewRequest(http.MethodPost, e.http.URL+"/webhooks/default", bytes.NewReader(body))
-	for k, v := range e.sign("msg_c", body) {
+	body := testenv.UsageBody("cus_1", "m", "1")
+	req, _ := http.NewRequest(http.MethodPost, e.HTTP.URL+"/webhooks/default", bytes.NewReader(body))
+	for k, v := range e.SignDefault("msg_c", body) {
 		req.Header[k] = v
 	}
 	resp, err := http.DefaultClient.Do(req)
@@ -292,23 +292,23 @@ func TestFullQueueAnswers503WithRetryAfter(t *testing.T) {
 		}
 	}
 	var rejected int
-	if err := e.db.Read.Get(&rejected, `SELECT COUNT(*) FROM receipts WHERE provider = 'default' AND event_id = 'msg_c'`); err != nil {
+	if err := e.DB.Read.Get(&rejected, `SELECT COUNT(*) FROM receipts WHERE provider = 'default' AND event_id = 'msg_c'`); err != nil {
 		t.Fatal(err)
 	}
 	if rejected != 0 {
 		t.Errorf("%d receipts for msg_c, want 0: a 503 for a full queue stores nothing", rejected)
 	}
-	if got := e.counts(); got != [3]int{2, 2, 2} {
+	if got := e.Rows(); got != [3]int{2, 2, 2} {
 		t.Errorf("receipts, attempts, usage = %v, want [2 2 2] (msg_a, msg_b)", got)
 	}
 	// The sender's retry is a new event, not a duplicate of anything.
-	if r := e.send("msg_c", body); r.Code != http.StatusOK || !r.Body.Accepted || r.Body.Duplicate || r.Body.Status != custody.StatusApplied {
+	if r := e.Send("msg_c", body); r.Code != http.StatusOK || !r.Body.Accepted || r.Body.Duplicate || r.Body.Status != custody.StatusApplied {
 		t.Errorf("retry of msg_c: %d %+v, want 200 accepted, not duplicate, applied", r.Code, r.Body)
 	}
-	if got := e.counts(); got != [3]int{3, 3, 3} {
+	if got := e.Rows(); got != [3]int{3, 3, 3} {
 		t.Errorf("after the retry: receipts, attempts, usage = %v, want [3 3 3]", got)
 	}
-	if got := e.totals()["cus_1"]; got != 3*ledger.Scale {
+	if got := e.Totals()["cus_1"]; got != 3*ledger.Scale {
 		t.Errorf("total %s, want 3 (msg_a, msg_b, msg_c once each)", got)
 	}
 }
@@ -316,7 +316,7 @@ func TestFullQueueAnswers503WithRetryAfter(t *testing.T) {
 func TestMappingOutcomes(t *testing.T) {
 	e := newEnv(t)
 	var logs bytes.Buffer // one JSON delivery line per request; the handler logs before it replies
-	e.srv.Log = slog.New(slog.NewJSONHandler(&logs, nil))
+	e.Server.Log = slog.New(slog.NewJSONHandler(&logs, nil))
 	cases := []struct {
 		name, body string
 		status     custody.Status
@@ -333,13 +333,13 @@ func TestMappingOutcomes(t *testing.T) {
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			id := fmt.Sprintf("msg_map_%d", i)
-			r := e.send(id, []byte(c.body))
+			r := e.Send(id, []byte(c.body))
 			if r.Code != 200 || r.Body.Status != c.status {
 				t.Fatalf("got %d %+v, want 200 %s", r.Code, r.Body, c.status)
 			}
 			var status custody.Status
 			var msg string
-			if err := e.db.Read.QueryRow(`SELECT status, error FROM receipts WHERE event_id = ?`, id).Scan(&status, &msg); err != nil {
+			if err := e.DB.Read.QueryRow(`SELECT status, error FROM receipts WHERE event_id = ?`, id).Scan(&status, &msg); err != nil {
 				t.Fatal(err)
 			}
 			if status != c.status || !strings.Contains(msg, c.errPart) {
@@ -364,72 +364,63 @@ func TestMappingOutcomes(t *testing.T) {
 			}
 		})
 	}
-	if n := e.count("metered_usage"); n != 0 {
+	if n := e.Count("metered_usage"); n != 0 {
 		t.Errorf("%d usage rows, want 0", n)
 	}
-	if n := e.count("receipts"); n != len(cases) {
+	if n := e.Count("receipts"); n != len(cases) {
 		t.Errorf("%d receipts, want %d: every authenticated event is kept", n, len(cases))
 	}
 }
 
 func TestSameIDDifferentBodyIsAPayloadMismatch(t *testing.T) {
 	e := newEnv(t)
-	e.send("msg_x", usageBody("cus_1", "m", "1"))
-	r := e.send("msg_x", usageBody("cus_1", "m", "1000"))
+	e.Send("msg_x", testenv.UsageBody("cus_1", "m", "1"))
+	r := e.Send("msg_x", testenv.UsageBody("cus_1", "m", "1000"))
 	if r.Code != 200 || !r.Body.Duplicate {
 		t.Fatalf("got %d %+v", r.Code, r.Body)
 	}
 	var outcome custody.Outcome
-	e.db.Read.Get(&outcome, `SELECT outcome FROM delivery_attempts ORDER BY id DESC LIMIT 1`)
+	e.DB.Read.Get(&outcome, `SELECT outcome FROM delivery_attempts ORDER BY id DESC LIMIT 1`)
 	if outcome != custody.OutcomePayloadMismatch {
 		t.Errorf("outcome %q, want payload_mismatch", outcome)
 	}
-	if got := e.totals()["cus_1"]; got != ledger.Scale {
+	if got := e.Totals()["cus_1"]; got != ledger.Scale {
 		t.Errorf("total = %s, want 1: the mismatching body must add nothing", got)
 	}
 }
 
 func TestAcknowledgedEventsSurviveRestart(t *testing.T) {
-	dir := t.TempDir()
-	t.Setenv("HOOKLEDGER_SECRET", testSecret)
-	cfg, _, err := config.Default(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, now: newEnv(t).now}
-	path := dir + "/hookledger.db"
-	e.open(cfg, path)
+	e := newEnv(t)
 	for i := range 20 {
-		if r := e.send(fmt.Sprintf("msg_%d", i), usageBody("cus_1", "m", "1")); r.Code != 200 {
+		if r := e.Send(fmt.Sprintf("msg_%d", i), testenv.UsageBody("cus_1", "m", "1")); r.Code != 200 {
 			t.Fatalf("%d: %d", i, r.Code)
 		}
 	}
-	e.close()
-	e.open(cfg, path)
-	if got := e.counts(); got != [3]int{20, 20, 20} {
+	e.Reopen()
+	if got := e.Rows(); got != [3]int{20, 20, 20} {
 		t.Errorf("after reopen: %v, want [20 20 20]", got)
 	}
-	if r := e.send("msg_3", usageBody("cus_1", "m", "1")); !r.Body.Duplicate {
+	if r := e.Send("msg_3", testenv.UsageBody("cus_1", "m", "1")); !r.Body.Duplicate {
 		t.Errorf("redelivery after restart was not a duplicate")
 	}
-	if got := e.totals()["cus_1"]; got != 20*ledger.Scale {
+	if got := e.Totals()["cus_1"]; got != 20*ledger.Scale {
 		t.Errorf("total %s, want 20", got)
 	}
 }
 
 func TestLedgerIsAppendOnly(t *testing.T) {
 	e := newEnv(t)
-	e.send("msg_1", usageBody("cus_1", "m", "1"))
+	e.Send("msg_1", testenv.UsageBody("cus_1", "m", "1"))
 	for _, stmt := range []string{
 		`UPDATE metered_usage SET quantity = 0`,
 		`DELETE FROM metered_usage`,
 	} {
-		_, err := e.db.Write.Exec(stmt)
+		_, err := e.DB.Write.Exec(stmt)
 		if err == nil || !strings.Contains(err.Error(), "append-only") {
 			t.Errorf("%s: err = %v, want append-only refusal", stmt, err)
 		}
 	}
-	if got := e.totals()["cus_1"]; got != ledger.Scale {
+	if got := e.Totals()["cus_1"]; got != ledger.Scale {
 		t.Errorf("total %s, want 1", got)
 	}
 }
@@ -449,22 +440,22 @@ func TestFullDatabaseIsAStorageError(t *testing.T) {
 			ops, errs = append(ops, op), append(errs, err)
 		}
 	})
-	if r := e.send("msg_ok", usageBody("cus_1", "api_requests", "1")); r.Code != 200 {
+	if r := e.Send("msg_ok", testenv.UsageBody("cus_1", "api_requests", "1")); r.Code != 200 {
 		t.Fatalf("before the disk fills: %d %+v", r.Code, r.Body)
 	}
 	// Cap the database at its current size: the next page it needs fails
 	// with SQLITE_FULL. The write handle has one connection, so the pragma
 	// stays on the writer's connection.
 	var pages int
-	if err := e.db.Write.Get(&pages, `PRAGMA page_count`); err != nil {
+	if err := e.DB.Write.Get(&pages, `PRAGMA page_count`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.db.Write.Exec(fmt.Sprintf(`PRAGMA max_page_count = %d`, pages)); err != nil {
+	if _, err := e.DB.Write.Exec(fmt.Sprintf(`PRAGMA max_page_count = %d`, pages)); err != nil {
 		t.Fatal(err)
 	}
 	big := []byte(fmt.Sprintf(`{"type":"usage.recorded","data":{"customer":"cus_2","meter":"api_requests","quantity":2,"occurred_at":"2026-11-29T10:00:00Z","pad":%q}}`,
 		strings.Repeat("x", 100_000)))
-	r := e.send("msg_full", big)
+	r := e.Send("msg_full", big)
 	if r.Code != http.StatusServiceUnavailable {
 		t.Fatalf("with the database full: %d %+v; want 503", r.Code, r.Body)
 	}
@@ -477,17 +468,17 @@ func TestFullDatabaseIsAStorageError(t *testing.T) {
 	if gotOps[0] != "delivery" && gotOps[0] != "commit" {
 		t.Errorf("op %q; want delivery or commit", gotOps[0])
 	}
-	if got := e.counts(); got != [3]int{1, 1, 1} {
+	if got := e.Rows(); got != [3]int{1, 1, 1} {
 		t.Fatalf("receipts, attempts, usage with the database full = %v; want only msg_ok's [1 1 1]", got)
 	}
 
-	if _, err := e.db.Write.Exec(`PRAGMA max_page_count = 1073741823`); err != nil {
+	if _, err := e.DB.Write.Exec(`PRAGMA max_page_count = 1073741823`); err != nil {
 		t.Fatal(err)
 	}
-	if r := e.send("msg_full", big); r.Code != 200 || r.Body.Duplicate {
+	if r := e.Send("msg_full", big); r.Code != 200 || r.Body.Duplicate {
 		t.Fatalf("retry once there is room: %d %+v; want 200, not a duplicate", r.Code, r.Body)
 	}
-	if got := e.counts(); got != [3]int{2, 2, 2} {
+	if got := e.Rows(); got != [3]int{2, 2, 2} {
 		t.Errorf("receipts, attempts, usage after the retry = %v; want [2 2 2]", got)
 	}
 }

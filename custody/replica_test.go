@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/scheme"
 )
@@ -56,21 +57,11 @@ func (f *fakeReplica) sync(ctx context.Context) error {
 	return fail
 }
 
-// replicaEnv is newEnv with its writer replaced by one in ACK-after-replica mode.
+// replicaEnv is newEnv with a writer in ACK-after-replica mode.
 func replicaEnv(t *testing.T, f *fakeReplica) *env {
-	e := newEnv(t)
-	if err := e.writer.Close(); err != nil {
-		t.Fatal(err)
-	}
-	w := custody.NewWriter(e.db)
-	w.Now = func() time.Time { return e.now }
-	w.Replicate = f.sync
-	if err := w.Open(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	e.writer, e.srv.Custody = w, w
+	e := newEnvWithWriter(t, func(w *custody.Writer) { w.Replicate = f.sync })
 	// Runs before newEnv's cleanup: a test that stops early with the gate
-	// still closed must not leave e.close waiting on a held reply forever.
+	// still closed must not leave e.Close waiting on a held reply forever.
 	t.Cleanup(f.open)
 	return e
 }
@@ -87,7 +78,7 @@ func goSend(e *env, id string, body []byte, out chan<- int) {
 		defer func() { out <- code }()
 		c, err := postNoFatal(e, id, body)
 		if err != nil {
-			e.t.Errorf("%s: %v", id, err)
+			e.T.Errorf("%s: %v", id, err)
 			return
 		}
 		code = c
@@ -100,15 +91,15 @@ func postNoFatal(e *env, id string, body []byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	key, err := s.Key(testSecret)
+	key, err := s.Key(testenv.Secret)
 	if err != nil {
 		return 0, err
 	}
-	req, err := http.NewRequest(http.MethodPost, e.http.URL+"/webhooks/default", bytes.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, e.HTTP.URL+"/webhooks/default", bytes.NewReader(body))
 	if err != nil {
 		return 0, err
 	}
-	s.Sign(req.Header, body, key, id, "", e.now)
+	s.Sign(req.Header, body, key, id, "", e.Now())
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, err
@@ -168,15 +159,15 @@ func TestReplicaAckWaitsForReplicaNotWriter(t *testing.T) {
 	f := newFakeReplica()
 	e := replicaEnv(t, f)
 	codes := make(chan int, 5)
-	goSend(e, "msg_0", usageBody("cus_1", "m", "1"), codes)
+	goSend(e, "msg_0", testenv.UsageBody("cus_1", "m", "1"), codes)
 	awaitSignal(t, "msg_0's replica sync starts", f.started, codes) // msg_0 committed; its replica sync is in flight
-	if got := e.count("receipts"); got != 1 {
+	if got := e.Count("receipts"); got != 1 {
 		t.Fatalf("receipts = %d while the replica sync hangs, want 1 (committed locally)", got)
 	}
 	for i := 1; i <= 4; i++ {
-		goSend(e, fmt.Sprintf("msg_%d", i), usageBody("cus_1", "m", "1"), codes)
+		goSend(e, fmt.Sprintf("msg_%d", i), testenv.UsageBody("cus_1", "m", "1"), codes)
 	}
-	waitFor(t, "the writer commits 4 more events behind the hung sync", func() bool { return e.count("receipts") == 5 })
+	waitFor(t, "the writer commits 4 more events behind the hung sync", func() bool { return e.Count("receipts") == 5 })
 	select {
 	case c := <-codes:
 		t.Fatalf("a reply (%d) went out before the replica held its commit", c)
@@ -193,7 +184,7 @@ func TestReplicaAckWaitsForReplicaNotWriter(t *testing.T) {
 	if n := f.calls.Load(); n != 2 {
 		t.Errorf("replica synced %d times, want 2 (msg_0, then msg_1..4 together)", n)
 	}
-	if got := e.counts(); got != [3]int{5, 5, 5} {
+	if got := e.Rows(); got != [3]int{5, 5, 5} {
 		t.Errorf("receipts, attempts, usage = %v, want [5 5 5]", got)
 	}
 }
@@ -205,25 +196,25 @@ func TestReplicaErrorAnswers503AndRetryIsAcked(t *testing.T) {
 	f.open()
 	f.fail = errors.New("replica unreachable")
 	e := replicaEnv(t, f)
-	body := usageBody("cus_1", "m", "2.5")
-	r := e.send("msg_1", body)
+	body := testenv.UsageBody("cus_1", "m", "2.5")
+	r := e.Send("msg_1", body)
 	if r.Code != http.StatusServiceUnavailable || r.Body.Accepted {
 		t.Fatalf("with the replica down: %d %+v, want 503", r.Code, r.Body)
 	}
-	if got := e.counts(); got != [3]int{1, 1, 1} {
+	if got := e.Rows(); got != [3]int{1, 1, 1} {
 		t.Fatalf("receipts, attempts, usage = %v, want [1 1 1]: committed locally, only the ACK is withheld", got)
 	}
 	f.mu.Lock()
 	f.fail = nil
 	f.mu.Unlock()
-	r = e.send("msg_1", body)
+	r = e.Send("msg_1", body)
 	if r.Code != http.StatusOK || !r.Body.Duplicate {
 		t.Fatalf("retry: %d %+v, want 200 duplicate", r.Code, r.Body)
 	}
-	if got := e.counts(); got != [3]int{1, 2, 1} {
+	if got := e.Rows(); got != [3]int{1, 2, 1} {
 		t.Errorf("receipts, attempts, usage = %v, want [1 2 1]", got)
 	}
-	if got := e.totals()["cus_1"]; got != 2*ledger.Scale+ledger.Scale/2 {
+	if got := e.Totals()["cus_1"]; got != 2*ledger.Scale+ledger.Scale/2 {
 		t.Errorf("total %s, want 2.5", got)
 	}
 }
@@ -233,23 +224,23 @@ func TestReplicaErrorAnswers503AndRetryIsAcked(t *testing.T) {
 func TestReplicaFailedItemIsNotHeldBack(t *testing.T) {
 	f := newFakeReplica()
 	e := replicaEnv(t, f)
-	e.writer.SetTestHook(func(d *custody.Delivery) error {
+	e.Writer.SetTestHook(func(d *custody.Delivery) error {
 		if d.EventID == "msg_bad" {
 			return errors.New("injected")
 		}
 		return nil
 	})
-	if r := e.send("msg_bad", usageBody("cus_1", "m", "1")); r.Code != http.StatusServiceUnavailable {
+	if r := e.Send("msg_bad", testenv.UsageBody("cus_1", "m", "1")); r.Code != http.StatusServiceUnavailable {
 		t.Fatalf("failed item: %d, want 503 without waiting for the replica", r.Code)
 	}
 	if n := f.calls.Load(); n != 0 {
 		t.Errorf("a batch with nothing committed synced the replica %d times", n)
 	}
 	// Rolled back: no receipt, no attempt, no usage row, nothing in the total.
-	if got := e.counts(); got != [3]int{0, 0, 0} {
+	if got := e.Rows(); got != [3]int{0, 0, 0} {
 		t.Errorf("receipts, attempts, usage = %v, want [0 0 0]: the failed item was rolled back", got)
 	}
-	if got, ok := e.totals()["cus_1"]; ok || got != 0 {
+	if got, ok := e.Totals()["cus_1"]; ok || got != 0 {
 		t.Errorf("cus_1 total %s (present %v), want none: the failed event must add nothing", got, ok)
 	}
 	f.open()
@@ -261,11 +252,11 @@ func TestReplicaCloseDrainsStage(t *testing.T) {
 	e := replicaEnv(t, f)
 	reply := make(chan error, 1)
 	go func() {
-		reply <- e.writer.Submit(context.Background(), custody.OpFunc(func(context.Context, *custody.Tx) error { return nil }))
+		reply <- e.Writer.Submit(context.Background(), custody.OpFunc(func(context.Context, *custody.Tx) error { return nil }))
 	}()
 	<-f.started
 	closed := make(chan struct{})
-	go func() { e.writer.Close(); close(closed) }()
+	go func() { e.Writer.Close(); close(closed) }()
 	select {
 	case <-closed:
 		t.Fatal("Close returned while a reply still waited for the replica")
@@ -276,7 +267,7 @@ func TestReplicaCloseDrainsStage(t *testing.T) {
 		t.Fatalf("Submit: %v", err)
 	}
 	<-closed
-	if err := e.writer.Submit(context.Background(), custody.OpFunc(func(context.Context, *custody.Tx) error { return nil })); !errors.Is(err, custody.ErrClosed) {
+	if err := e.Writer.Submit(context.Background(), custody.OpFunc(func(context.Context, *custody.Tx) error { return nil })); !errors.Is(err, custody.ErrClosed) {
 		t.Errorf("Submit after Close: %v, want ErrClosed", err)
 	}
 }
@@ -291,7 +282,7 @@ func TestReplicaSyncGathersTheBatchBeingCommitted(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
 	releaseWriter := sync.OnceFunc(func() { close(release) })
 	defer releaseWriter() // a test that stops early must not leave msg_a held
-	e.writer.SetTestHook(func(d *custody.Delivery) error {
+	e.Writer.SetTestHook(func(d *custody.Delivery) error {
 		if d.EventID == "msg_a" {
 			close(entered)
 			<-release
@@ -299,12 +290,12 @@ func TestReplicaSyncGathersTheBatchBeingCommitted(t *testing.T) {
 		return nil
 	})
 	codes := make(chan int, 3)
-	goSend(e, "msg_a", usageBody("cus_1", "m", "1"), codes)
+	goSend(e, "msg_a", testenv.UsageBody("cus_1", "m", "1"), codes)
 	awaitSignal(t, "msg_a holds the writer", entered, codes) // msg_a holds the writer; the next two queue behind it
 	for _, id := range []string{"msg_b", "msg_c"} {
-		goSend(e, id, usageBody("cus_1", "m", "1"), codes)
+		goSend(e, id, testenv.UsageBody("cus_1", "m", "1"), codes)
 	}
-	waitFor(t, "two items queue behind msg_a", func() bool { return e.writer.Depth() == 2 })
+	waitFor(t, "two items queue behind msg_a", func() bool { return e.Writer.Depth() == 2 })
 	releaseWriter()
 	for range 3 {
 		if c := recvCode(t, codes); c != http.StatusOK {

@@ -24,7 +24,7 @@ const benchEvents = 2000
 // October.
 func seedBench(b *testing.B) *env {
 	e := newEnv(b)
-	p := e.srv.Providers["default"]
+	p := e.Server.Providers["default"]
 	submit := func(id string, body []byte, at time.Time) {
 		h := http.Header{}
 		p.Scheme.Sign(h, body, p.Keys[0], id, "", at)
@@ -34,8 +34,8 @@ func seedBench(b *testing.B) *env {
 				h.Get("Webhook-Id"), h.Get("Webhook-Timestamp"), h.Get("Webhook-Signature")),
 			Source: custody.SourceWebhook, HandlerVersion: "bench", ReceivedAt: at,
 			Attempt: custody.Attempt{RemoteAddr: "203.0.113.7:443", UserAgent: "Svix-Webhooks/1.0", StatusCode: 200}}
-		d.Classify(e.srv.Mapper)
-		if err := e.writer.Submit(context.Background(), d); err != nil {
+		d.Classify(e.Server.Mapper)
+		if err := e.Writer.Submit(context.Background(), d); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -57,7 +57,7 @@ func seedBench(b *testing.B) *env {
 		}()
 	}
 	wg.Wait()
-	e.now = time.Date(2026, 11, 1, 2, 0, 0, 0, time.UTC)
+	e.Clock.Set(time.Date(2026, 11, 1, 2, 0, 0, 0, time.UTC))
 	e.close("2026-10")
 	return e
 }
@@ -118,7 +118,7 @@ func BenchmarkReferenceVerifyOnly(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		var rs []rec
-		if err := e.db.Read.Select(&rs, `SELECT body, signature_headers FROM receipts`); err != nil {
+		if err := e.DB.Read.Select(&rs, `SELECT body, signature_headers FROM receipts`); err != nil {
 			b.Fatal(err)
 		}
 		for _, r := range rs {

@@ -34,15 +34,15 @@ func seedAllSchemes(t *testing.T) *env {
 		"shopify": "b54557e4-bdd9-4b37-8a5f-bf7d70bcd043", "slack": "Ev08MFMKH6", "acme": "it's/evt 1"}
 	for i, p := range providerNames {
 		e.send(p, ids[p], "cus_1", "1.25", "2026-10-0"+string(rune('1'+i))+"T08:00:00Z")
-		e.advance(time.Minute)
+		e.Clock.Add(time.Minute)
 	}
-	e.advance(10 * time.Minute)
+	e.Clock.Add(10 * time.Minute)
 	if code := e.deliver("stripe", ids["stripe"], body("stripe", ids["stripe"], "cus_1", "api_requests", "1.25", "2026-10-02T08:00:00Z")); code != 200 {
 		t.Fatalf("stripe retry: %d", code)
 	}
 	e.send("default", "msg_pruned", "cus_1", "2", "2026-10-09T08:00:00Z")
-	e.exec(`UPDATE receipts SET body = NULL WHERE event_id = 'msg_pruned'`)
-	e.now = time.Date(2026, 11, 1, 2, 0, 0, 0, time.UTC)
+	e.Exec(`UPDATE receipts SET body = NULL WHERE event_id = 'msg_pruned'`)
+	e.Clock.Set(time.Date(2026, 11, 1, 2, 0, 0, 0, time.UTC))
 	e.close("2026-10")
 	return e
 }
@@ -111,7 +111,7 @@ func TestBundleIsDeterministic(t *testing.T) {
 		t.Errorf("entries %v", names)
 	}
 	// Later deliveries change the evidence, and so the bundle.
-	e.advance(time.Hour)
+	e.Clock.Add(time.Hour)
 	if code := e.deliver("github", "5f1e0c2a-8b7d-11ef-9a3c-1e2d3c4b5a69",
 		body("github", "", "cus_1", "api_requests", "1.25", "2026-10-03T08:00:00Z")); code != 200 {
 		t.Fatalf("github retry: %d", code)
@@ -157,7 +157,7 @@ func TestBundleReverifiesFromItsOwnFiles(t *testing.T) {
 	}
 
 	opts := map[string]scheme.HMACOptions{}
-	for _, p := range e.cfg.Providers {
+	for _, p := range e.Config.Providers {
 		opts[p.Name] = p.HMAC
 	}
 	verified := map[string]bool{}

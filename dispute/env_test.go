@@ -5,19 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/ledger"
-	"github.com/hookledger/hookledger/receiver"
-	"github.com/hookledger/hookledger/schema"
 )
 
 // Secrets of the test providers. acme's is full of shell metacharacters, so
@@ -98,55 +93,19 @@ func testConfig(t testing.TB, dir string, edit func(map[string]string)) *config.
 	return cfg
 }
 
-// env is the real receiver on a real SQLite file behind a real HTTP listener.
+// env is the real receiver on a real SQLite file behind a real HTTP listener,
+// with every scheme configured.
 type env struct {
-	t      testing.TB
-	dir    string
-	cfg    *config.Config
-	db     *schema.DB
-	writer *custody.Writer
-	srv    *receiver.Server
-	http   *httptest.Server
-	now    time.Time
-	lag    time.Duration // how long before e.now deliveries are signed
-	reqs   int
+	*testenv.Env
+	lag  time.Duration // how long before e.Now() deliveries are signed
+	reqs int
 }
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
 	dir := t.TempDir()
-	e := &env{t: t, dir: dir, cfg: testConfig(t, dir, nil), now: time.Date(2026, 10, 20, 12, 0, 0, 0, time.UTC)}
-	db, err := schema.Open(context.Background(), filepath.Join(dir, schema.FileName), schema.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	providers, err := receiver.NewProviders(e.cfg.Providers)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := custody.NewWriter(db)
-	w.Now = func() time.Time { return e.now }
-	if err := w.Open(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	e.db, e.writer = db, w
-	e.srv = &receiver.Server{
-		Providers:      providers,
-		Mapper:         ledger.NewMapper(e.cfg.Usage, e.cfg.MeterNames()),
-		Custody:        w,
-		HandlerVersion: "test-1",
-		Log:            slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Now:            func() time.Time { return e.now },
-	}
-	mux := http.NewServeMux()
-	e.srv.Routes(mux)
-	e.http = httptest.NewServer(mux)
-	t.Cleanup(func() {
-		e.http.Close()
-		e.writer.Close()
-		e.db.Close()
-	})
-	return e
+	return &env{Env: testenv.New(t, testenv.Options{Dir: dir, Config: testConfig(t, dir, nil),
+		Now: time.Date(2026, 10, 20, 12, 0, 0, 0, time.UTC), HandlerVersion: "test-1"})}
 }
 
 // body is a usage event as each provider would shape it.
@@ -161,63 +120,46 @@ func body(provider, id, customer, meter, qty, occurred string) []byte {
 	return fmt.Appendf(nil, `{"type":"usage.recorded",%s}`, data)
 }
 
-// deliver signs b as provider does at e.now and posts it; the request id
-// and user agent are fixed so traces are reproducible.
+// deliver signs b as provider does, e.lag before now, and posts it; the
+// request id and user agent are fixed so traces are reproducible.
 func (e *env) deliver(provider, id string, b []byte) int {
-	e.t.Helper()
-	p := e.srv.Providers[provider]
-	h := http.Header{}
-	p.Scheme.Sign(h, b, p.Keys[0], id, "usage.recorded", e.now.Add(-e.lag))
+	e.T.Helper()
+	h := e.Sign(provider, id, "usage.recorded", b, e.Now().Add(-e.lag))
 	e.reqs++
 	h.Set("X-Request-Id", fmt.Sprintf("req-%d", e.reqs))
 	h.Set("User-Agent", provider+"-webhooks/1.0")
-	return e.post(provider, h, b)
-}
-
-func (e *env) post(provider string, h http.Header, b []byte) int {
-	e.t.Helper()
-	req, err := http.NewRequest(http.MethodPost, e.http.URL+"/webhooks/"+provider, bytes.NewReader(b))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	req.Header = h
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode
+	code, _ := e.Post(provider, h, b)
+	return code
 }
 
 // send delivers a usage event and insists it was accepted.
 func (e *env) send(provider, id, customer, qty, occurred string) {
-	e.t.Helper()
+	e.T.Helper()
 	if code := e.deliver(provider, id, body(provider, id, customer, "api_requests", qty, occurred)); code != http.StatusOK {
-		e.t.Fatalf("deliver %s/%s: status %d", provider, id, code)
+		e.T.Fatalf("deliver %s/%s: status %d", provider, id, code)
 	}
 }
 
-// close closes a month for every customer at e.now.
+// close closes a month for every customer at e.Now().
 func (e *env) close(month string) *ledger.CloseResult {
-	e.t.Helper()
+	e.T.Helper()
 	p, err := ledger.MonthPeriod(month, time.UTC)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
-	res, err := ledger.Close(context.Background(), e.db, ledger.CloseRequest{Period: p, All: true, Grace: time.Hour,
-		Meters: ledger.NewMeters(e.cfg.Meters), Now: func() time.Time { return e.now }})
+	res, err := ledger.Close(context.Background(), e.DB, ledger.CloseRequest{Period: p, All: true, Grace: time.Hour,
+		Meters: ledger.NewMeters(e.Config.Meters), Now: e.Now})
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	return res
 }
 
 // adjust appends an adjustment through the writer, as `hookledger adjust` does.
 func (e *env) adjust(a ledger.Adjustment) *ledger.Row {
-	e.t.Helper()
+	e.T.Helper()
 	var row *ledger.Row
-	err := e.writer.Submit(context.Background(), custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
+	err := e.Writer.Submit(context.Background(), custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
 		r, err := a.Row(ctx, tx.Batch(), tx.Now())
 		if err != nil {
 			return err
@@ -226,39 +168,30 @@ func (e *env) adjust(a ledger.Adjustment) *ledger.Row {
 		return tx.Append(ctx, r)
 	}))
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	return row
 }
 
 // tracer traces with the configuration as it is, or as edit changes it.
 func (e *env) tracer(edit func(map[string]string)) *Tracer {
-	e.t.Helper()
-	cfg := e.cfg
+	e.T.Helper()
+	cfg := e.Config
 	if edit != nil {
-		cfg = testConfig(e.t, e.dir, edit)
+		cfg = testConfig(e.T, e.Dir, edit)
 	}
 	v, err := NewVerifier(cfg.Providers)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
-	return &Tracer{DB: e.db, Verifier: v, Meters: ledger.NewMeters(cfg.Meters)}
+	return &Tracer{DB: e.DB, Verifier: v, Meters: ledger.NewMeters(cfg.Meters)}
 }
 
 func (e *env) trace(target string) *Trace {
-	e.t.Helper()
+	e.T.Helper()
 	tr, err := e.tracer(nil).Trace(context.Background(), target)
 	if err != nil {
-		e.t.Fatalf("trace %s: %v", target, err)
+		e.T.Fatalf("trace %s: %v", target, err)
 	}
 	return tr
 }
-
-func (e *env) exec(query string, args ...any) {
-	e.t.Helper()
-	if _, err := e.db.Write.Exec(query, args...); err != nil {
-		e.t.Fatal(err)
-	}
-}
-
-func (e *env) advance(d time.Duration) { e.now = e.now.Add(d) }

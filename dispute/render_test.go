@@ -19,21 +19,21 @@ func TestTableFitsWidth(t *testing.T) {
 	long := "evt_" + strings.Repeat("0123456789", 12)
 	b := body("stripe", long, "cus_1", "api_requests", "1", "2026-10-10T08:00:00Z")
 	h := http.Header{}
-	p := e.srv.Providers["stripe"]
-	p.Scheme.Sign(h, b, p.Keys[0], long, "", e.now)
+	p := e.Server.Providers["stripe"]
+	p.Scheme.Sign(h, b, p.Keys[0], long, "", e.Now())
 	h.Set("User-Agent", "Stripe/1.0 (+https://stripe.com/docs/webhooks) "+strings.Repeat("extra/1.0 ", 20))
-	if code := e.post("stripe", h, b); code != 200 {
+	if code, _ := e.Post("stripe", h, b); code != 200 {
 		t.Fatalf("post: %d", code)
 	}
 	mismatch := body("stripe", long, "cus_1", "api_requests", "100", "2026-10-10T08:00:00Z")
 	h2 := http.Header{}
-	p.Scheme.Sign(h2, mismatch, p.Keys[0], long, "", e.now)
-	if code := e.post("stripe", h2, mismatch); code != 200 {
+	p.Scheme.Sign(h2, mismatch, p.Keys[0], long, "", e.Now())
+	if code, _ := e.Post("stripe", h2, mismatch); code != 200 {
 		t.Fatalf("post: %d", code)
 	}
 	e.adjust(ledger.Adjustment{Customer: "cus_1", Meter: "seats", Quantity: ledger.Scale,
 		Reason: strings.Repeat("a very long reason for a correction ", 5), OccurredAt: time.Date(2026, 10, 15, 0, 0, 0, 0, time.UTC)})
-	e.exec(`UPDATE receipts SET body = CAST('{}' AS BLOB) WHERE event_id = 'Ev08MFMKH6'`) // invalid: a long detail
+	e.Exec(`UPDATE receipts SET body = CAST('{}' AS BLOB) WHERE event_id = 'Ev08MFMKH6'`) // invalid: a long detail
 
 	oct, _ := ledger.MonthPeriod("2026-10", time.UTC)
 	tr, err := e.tracer(nil).Customer(context.Background(), "cus_1", oct)

@@ -26,17 +26,17 @@ func seedLine(t *testing.T) *env {
 	e := newEnv(t)
 	e.lag = 1500 * time.Millisecond
 	e.send("default", "evt_a", "cus_1", "3", "2026-10-20T10:00:00Z")
-	e.advance(time.Minute)
+	e.Clock.Add(time.Minute)
 	b := body("default", "evt_b", "cus_1", "api_requests", "2", "2026-10-20T11:00:00Z")
 	for range 3 { // the sender retried twice: each retry is signed afresh
 		if code := e.deliver("default", "evt_b", b); code != 200 {
 			t.Fatalf("evt_b: %d", code)
 		}
-		e.advance(5 * time.Minute)
+		e.Clock.Add(5 * time.Minute)
 	}
 	e.send("default", "evt_c", "cus_1", "5.5", "2026-10-21T09:30:00Z")
 	e.send("default", "evt_d", "cus_2", "1", "2026-10-21T09:45:00Z")
-	e.now = time.Date(2026, 11, 1, 2, 0, 0, 0, time.UTC)
+	e.Clock.Set(time.Date(2026, 11, 1, 2, 0, 0, 0, time.UTC))
 	res := e.close("2026-10")
 	if len(res.Invoices) != 2 || res.Invoices[0].Customer != "cus_1" {
 		t.Fatalf("close: %+v", res.Invoices)
@@ -262,7 +262,7 @@ func TestCustomerPeriod(t *testing.T) {
 	}
 
 	// November's close bills the late row and the credit on a late line naming October.
-	e.now = time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC)
+	e.Clock.Set(time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC))
 	e.close("2026-11")
 	tr, err = tracer.Customer(context.Background(), "cus_1", oct)
 	if err != nil {
@@ -308,8 +308,8 @@ func TestCustomerPeriod(t *testing.T) {
 func TestTamperedLedgerShowsInTrace(t *testing.T) {
 	e := seedLine(t)
 	// The triggers refuse updates; someone with the file drops them first.
-	e.exec(`DROP TRIGGER metered_usage_no_update`)
-	e.exec(`UPDATE metered_usage SET quantity = quantity * 10 WHERE id = 2`)
+	e.Exec(`DROP TRIGGER metered_usage_no_update`)
+	e.Exec(`UPDATE metered_usage SET quantity = quantity * 10 WHERE id = 2`)
 	tr := e.trace("invoice:1/1")
 	l := tr.Invoices[0].Lines[0]
 	if l.OK || l.Digest == l.Recomputed.Digest || l.Recomputed.Quantity == l.Quantity {
@@ -320,11 +320,11 @@ func TestTamperedLedgerShowsInTrace(t *testing.T) {
 	}
 
 	// Recompute row 2's hash so it checks out alone: row 3's link breaks.
-	r, err := ledger.GetRow(context.Background(), e.db, 2)
+	r, err := ledger.GetRow(context.Background(), e.DB, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.exec(`UPDATE metered_usage SET row_hash = ? WHERE id = 2`, r.Hash(r.PrevHash))
+	e.Exec(`UPDATE metered_usage SET row_hash = ? WHERE id = 2`, r.Hash(r.PrevHash))
 	tr = e.trace("invoice:1/1")
 	if !strings.Contains(tr.Rows[2].Chain, "prev_hash does not match row 2's row_hash") {
 		t.Errorf("row 3 after row 2 was rehashed: chain %q", tr.Rows[2].Chain)
@@ -338,8 +338,8 @@ func TestTamperedLedgerShowsInTrace(t *testing.T) {
 // A deleted row shows as a gap on both sides and in the line's counts.
 func TestDeletedRowShowsInTrace(t *testing.T) {
 	e := seedLine(t)
-	e.exec(`DROP TRIGGER metered_usage_no_delete`)
-	e.exec(`DELETE FROM metered_usage WHERE id = 2`)
+	e.Exec(`DROP TRIGGER metered_usage_no_delete`)
+	e.Exec(`DELETE FROM metered_usage WHERE id = 2`)
 	tr := e.trace("invoice:1/1")
 	if len(tr.Rows) != 2 || tr.Rows[0].Chain != "ids jump from 1 to 3: rows were deleted" || tr.Rows[1].Chain != "ids jump from 1 to 3: rows were deleted" {
 		t.Fatalf("rows %+v", tr.Rows)
@@ -352,7 +352,7 @@ func TestDeletedRowShowsInTrace(t *testing.T) {
 // A failing database is an error, never a partial trace.
 func TestTraceReadErrors(t *testing.T) {
 	e := seedLine(t)
-	db, err := schema.Open(context.Background(), e.db.Path, schema.Options{ReadOnly: true})
+	db, err := schema.Open(context.Background(), e.DB.Path, schema.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,7 +367,7 @@ func TestTraceReadErrors(t *testing.T) {
 		t.Errorf("closed database: no error")
 	}
 	// A table that cannot be read is an error too.
-	e.exec(`DROP TABLE delivery_attempts`)
+	e.Exec(`DROP TABLE delivery_attempts`)
 	if _, err := e.tracer(nil).Trace(context.Background(), "default:evt_a"); err == nil || !strings.Contains(err.Error(), "delivery attempts") {
 		t.Errorf("missing table: %v", err)
 	}

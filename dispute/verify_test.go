@@ -27,7 +27,7 @@ func TestVerificationStates(t *testing.T) {
 	e := seedLine(t)
 
 	t.Run("altered body is invalid", func(t *testing.T) {
-		e.exec(`UPDATE receipts SET body = CAST(REPLACE(CAST(body AS TEXT), '"quantity":3', '"quantity":30') AS BLOB) WHERE event_id = 'evt_a'`)
+		e.Exec(`UPDATE receipts SET body = CAST(REPLACE(CAST(body AS TEXT), '"quantity":3', '"quantity":30') AS BLOB) WHERE event_id = 'evt_a'`)
 		ev := eventOf(t, e.trace("invoice:1/1"), "evt_a")
 		if ev.Verification.Status != Invalid || ev.Verification.Text != "invalid" || !strings.Contains(ev.Verification.Detail, "changed after it was received") {
 			t.Errorf("receipt: %+v", ev.Verification)
@@ -38,12 +38,12 @@ func TestVerificationStates(t *testing.T) {
 		// Rewriting the receipt's digest to match does not help: the
 		// attempt that inserted it recorded the original digest.
 		var b []byte
-		if err := e.db.Read.Get(&b, `SELECT body FROM receipts WHERE event_id = 'evt_a'`); err != nil {
+		if err := e.DB.Read.Get(&b, `SELECT body FROM receipts WHERE event_id = 'evt_a'`); err != nil {
 			t.Fatal(err)
 		}
 		sum := sha256.Sum256(b)
-		e.exec(`DROP TRIGGER receipts_custody_facts_no_update`) // as someone with the file would
-		e.exec(`UPDATE receipts SET body_sha256 = ? WHERE event_id = 'evt_a'`, sum[:])
+		e.Exec(`DROP TRIGGER receipts_custody_facts_no_update`) // as someone with the file would
+		e.Exec(`UPDATE receipts SET body_sha256 = ? WHERE event_id = 'evt_a'`, sum[:])
 		ev = eventOf(t, e.trace("invoice:1/1"), "evt_a")
 		if ev.Verification.Status != Invalid || !strings.Contains(ev.Verification.Detail, "the receipt was rewritten") {
 			t.Errorf("receipt with a rewritten digest: %+v", ev.Verification)
@@ -51,7 +51,7 @@ func TestVerificationStates(t *testing.T) {
 	})
 
 	t.Run("pruned body is pruned, not invalid", func(t *testing.T) {
-		e.exec(`UPDATE receipts SET body = NULL WHERE event_id = 'evt_b'`)
+		e.Exec(`UPDATE receipts SET body = NULL WHERE event_id = 'evt_b'`)
 		tr := e.trace("invoice:1/1")
 		ev := eventOf(t, tr, "evt_b")
 		if ev.Verification.Status != Pruned || ev.Verification.Text != "body pruned by retention" || ev.Receipt.BodyBytes != nil || !ev.Receipt.BodyPruned {
@@ -88,7 +88,7 @@ func TestVerificationStates(t *testing.T) {
 			t.Fatalf("%+v", v)
 		}
 		// Edit the YAML so default has two secrets, the old one second.
-		cfg := testConfig(t, e.dir, nil)
+		cfg := testConfig(t, e.Dir, nil)
 		for i := range cfg.Providers {
 			if cfg.Providers[i].Name == "default" {
 				p := &cfg.Providers[i]
@@ -99,7 +99,7 @@ func TestVerificationStates(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr, err = (&Tracer{DB: e.db, Verifier: v}).Trace(context.Background(), "default:evt_c")
+		tr, err = (&Tracer{DB: e.DB, Verifier: v}).Trace(context.Background(), "default:evt_c")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -109,11 +109,11 @@ func TestVerificationStates(t *testing.T) {
 	})
 
 	t.Run("provider gone from the config", func(t *testing.T) {
-		v, err := NewVerifier(e.cfg.Providers[1:]) // without default
+		v, err := NewVerifier(e.Config.Providers[1:]) // without default
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr, err := (&Tracer{DB: e.db, Verifier: v}).Trace(context.Background(), "default:evt_c")
+		tr, err := (&Tracer{DB: e.DB, Verifier: v}).Trace(context.Background(), "default:evt_c")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -123,7 +123,7 @@ func TestVerificationStates(t *testing.T) {
 	})
 
 	t.Run("signature headers that no longer parse", func(t *testing.T) {
-		e.exec(`UPDATE receipts SET signature_headers = 'Webhook-Id: evt_c' || char(10) WHERE event_id = 'evt_c'`)
+		e.Exec(`UPDATE receipts SET signature_headers = 'Webhook-Id: evt_c' || char(10) WHERE event_id = 'evt_c'`)
 		v := eventOf(t, e.trace("default:evt_c"), "evt_c").Verification
 		if v.Status != NotVerifiable || !strings.Contains(v.Text, "signature headers unreadable") {
 			t.Errorf("%+v", v)
@@ -134,7 +134,7 @@ func TestVerificationStates(t *testing.T) {
 func TestPayloadMismatchAttempt(t *testing.T) {
 	e := newEnv(t)
 	e.send("default", "evt_x", "cus_1", "3", "2026-10-20T10:00:00Z")
-	e.advance(time.Second)
+	e.Clock.Add(time.Second)
 	// Same id, different body: authenticated, answered 2xx, not applied.
 	if code := e.deliver("default", "evt_x", body("default", "evt_x", "cus_1", "api_requests", "300", "2026-10-20T10:00:00Z")); code != http.StatusOK {
 		t.Fatalf("mismatch delivery: %d", code)
@@ -158,10 +158,10 @@ func TestReconciledAndDeletedReceipts(t *testing.T) {
 	b := body("stripe", "evt_r", "cus_1", "api_requests", "2", "2026-10-20T10:00:00Z")
 	sum := sha256.Sum256(b)
 	d := &custody.Delivery{Provider: "stripe", EventID: "evt_r", EventType: "usage.recorded", Body: b, BodySHA256: sum[:],
-		Source: custody.SourceReconcile, HandlerVersion: "test-1", ReceivedAt: e.now,
+		Source: custody.SourceReconcile, HandlerVersion: "test-1", ReceivedAt: e.Now(),
 		Attempt: custody.Attempt{RemoteAddr: "reconcile:stripe", UserAgent: "hookledger-reconcile"}}
-	d.Classify(e.srv.Mapper)
-	if err := e.writer.Submit(context.Background(), d); err != nil {
+	d.Classify(e.Server.Mapper)
+	if err := e.Writer.Submit(context.Background(), d); err != nil {
 		t.Fatal(err)
 	}
 	ev := e.trace("stripe:evt_r").Events[0]
@@ -171,7 +171,7 @@ func TestReconciledAndDeletedReceipts(t *testing.T) {
 
 	// retention.keys deletes the receipt (attempts cascade); the row stays.
 	e.send("default", "evt_old", "cus_1", "1", "2026-10-20T10:00:00Z")
-	e.exec(`DELETE FROM receipts WHERE event_id = 'evt_old'`)
+	e.Exec(`DELETE FROM receipts WHERE event_id = 'evt_old'`)
 	tr := e.trace("default:evt_old")
 	ev = tr.Events[0]
 	if ev.Receipt != nil || ev.Verification.Status != Pruned || len(ev.Attempts) != 0 || len(tr.Rows) != 1 {

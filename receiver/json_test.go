@@ -1,4 +1,4 @@
-package receiver
+package receiver_test
 
 import (
 	"bytes"
@@ -17,7 +17,9 @@ import (
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/receiver"
 )
 
 // receipt is the stored verdict on one event.
@@ -27,20 +29,20 @@ type receipt struct {
 }
 
 func (e *env) receipt(provider, id string) receipt {
-	e.t.Helper()
+	e.T.Helper()
 	var r receipt
-	if err := e.db.Read.Get(&r, `SELECT status, COALESCE(error, '') AS error FROM receipts WHERE provider = ? AND event_id = ?`, provider, id); err != nil {
-		e.t.Fatalf("receipt %s/%s: %v", provider, id, err)
+	if err := e.DB.Read.Get(&r, `SELECT status, COALESCE(error, '') AS error FROM receipts WHERE provider = ? AND event_id = ?`, provider, id); err != nil {
+		e.T.Fatalf("receipt %s/%s: %v", provider, id, err)
 	}
 	return r
 }
 
 // usageRows lists the ledger's rows as customer/meter=quantity.
 func (e *env) usageRows() []string {
-	e.t.Helper()
+	e.T.Helper()
 	var rows []ledger.Row
-	if err := e.db.Read.Select(&rows, `SELECT * FROM metered_usage ORDER BY id`); err != nil {
-		e.t.Fatal(err)
+	if err := e.DB.Read.Select(&rows, `SELECT * FROM metered_usage ORDER BY id`); err != nil {
+		e.T.Fatal(err)
 	}
 	var out []string
 	for _, r := range rows {
@@ -63,14 +65,14 @@ func TestTenMillionOpenBracketsAreRefused(t *testing.T) {
 	e := newEnv(t, func(c *config.Config) { c.Providers[0].MaxBody = 32 << 20 })
 	body := bytes.Repeat([]byte("["), 10_000_000)
 	start := time.Now()
-	r := e.send("msg_deep", body)
+	r := e.Send("msg_deep", body)
 	if r.Code != http.StatusBadRequest || r.Body.Accepted || !strings.Contains(r.Body.Error, "128") {
 		t.Fatalf("got %d %+v, want 400 naming the limit of 128", r.Code, r.Body)
 	}
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("took %s", d)
 	}
-	if got := e.counts(); got != [3]int{0, 0, 0} {
+	if got := e.Rows(); got != [3]int{0, 0, 0} {
 		t.Errorf("receipts, attempts, usage = %v, want nothing written", got)
 	}
 }
@@ -79,15 +81,15 @@ func TestNestingLimit(t *testing.T) {
 	t.Run("default 128: at the limit is stored, one deeper is refused", func(t *testing.T) {
 		e := newEnv(t)
 		var reasons []string
-		e.srv.Observe = func(o Observation) { reasons = append(reasons, o.Reason) }
-		if r := e.send("msg_at", nestedUsage(128)); r.Code != 200 || r.Body.Status != custody.StatusApplied {
+		e.Server.Observe = func(o receiver.Observation) { reasons = append(reasons, o.Reason) }
+		if r := e.Send("msg_at", nestedUsage(128)); r.Code != 200 || r.Body.Status != custody.StatusApplied {
 			t.Fatalf("depth 128: %d %+v", r.Code, r.Body)
 		}
-		r := e.send("msg_over", nestedUsage(129))
+		r := e.Send("msg_over", nestedUsage(129))
 		if r.Code != http.StatusBadRequest || r.Body.Error != "body nests deeper than 128 levels (max_depth)" {
 			t.Fatalf("depth 129: %d %+v", r.Code, r.Body)
 		}
-		if got := e.counts(); got != [3]int{1, 1, 1} {
+		if got := e.Rows(); got != [3]int{1, 1, 1} {
 			t.Errorf("receipts, attempts, usage = %v, want only the first event", got)
 		}
 		if reasons[1] != "too_deep" {
@@ -96,13 +98,13 @@ func TestNestingLimit(t *testing.T) {
 	})
 	t.Run("max_depth per provider", func(t *testing.T) {
 		e := newEnv(t, func(c *config.Config) { c.Providers[0].MaxDepth = 4 })
-		if r := e.send("msg_4", nestedUsage(4)); r.Code != 200 {
+		if r := e.Send("msg_4", nestedUsage(4)); r.Code != 200 {
 			t.Fatalf("depth 4: %d %+v", r.Code, r.Body)
 		}
-		if r := e.send("msg_5", nestedUsage(5)); r.Code != http.StatusBadRequest || !strings.Contains(r.Body.Error, "deeper than 4 levels") {
+		if r := e.Send("msg_5", nestedUsage(5)); r.Code != http.StatusBadRequest || !strings.Contains(r.Body.Error, "deeper than 4 levels") {
 			t.Fatalf("depth 5: %d %+v", r.Code, r.Body)
 		}
-		if got := e.counts(); got != [3]int{1, 1, 1} {
+		if got := e.Rows(); got != [3]int{1, 1, 1} {
 			t.Errorf("receipts, attempts, usage = %v, want only the first event", got)
 		}
 	})
@@ -113,13 +115,13 @@ func TestNestingLimit(t *testing.T) {
 func TestDeepBodiesDoNotGrowTheStack(t *testing.T) {
 	e := newEnv(t)
 	body := bytes.Repeat([]byte("["), 256<<10-1)
-	h := e.sign("msg_deep", body)
+	h := e.SignDefault("msg_deep", body)
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
 	var wg sync.WaitGroup
 	codes := make([]int, 8)
 	for i := range codes {
-		wg.Go(func() { codes[i] = e.post("default", h, body).Code })
+		wg.Go(func() { codes[i] = e.PostReply("default", h, body).Code })
 	}
 	wg.Wait()
 	var after runtime.MemStats
@@ -132,7 +134,7 @@ func TestDeepBodiesDoNotGrowTheStack(t *testing.T) {
 	if grown := int64(after.StackSys) - int64(before.StackSys); grown > 16<<20 {
 		t.Errorf("goroutine stacks grew by %d MB for 8 deep bodies", grown>>20)
 	}
-	if got := e.counts(); got != [3]int{0, 0, 0} {
+	if got := e.Rows(); got != [3]int{0, 0, 0} {
 		t.Errorf("wrote %v", got)
 	}
 }
@@ -157,7 +159,7 @@ func TestDuplicateKeysLastWins(t *testing.T) {
 			[]string{"b/api_requests=1", "d/api_requests=2", "e/api_requests=3"}, custody.StatusFailed},
 	}
 	for _, c := range cases {
-		r := e.send(c.id, []byte(c.body))
+		r := e.Send(c.id, []byte(c.body))
 		if r.Code != 200 || r.Body.Status != c.status {
 			t.Fatalf("%s: %d %+v, want %s", c.id, r.Code, r.Body, c.status)
 		}
@@ -185,7 +187,7 @@ func TestStripeBodyWithTwoIDs(t *testing.T) {
 		c.Providers = append(c.Providers, config.Provider{Name: "stripe", Scheme: "stripe",
 			Secrets: []config.Secret{{Value: secret}}, Tolerance: config.Duration{Duration: 5 * time.Minute}, MaxBody: 1 << 20})
 	})
-	e.now = time.Now() // stripe-go signs with the real clock
+	e.Clock.Set(time.Now()) // stripe-go signs with the real clock
 	body := []byte(`{"id":"evt_first","object":"event","type":"invoice.paid","data":{"object":{}},"id":"evt_last"}`)
 	sp := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: secret})
 	ev, err := webhook.ConstructEventWithOptions(sp.Payload, sp.Header, secret, webhook.ConstructEventOptions{IgnoreAPIVersionMismatch: true})
@@ -194,11 +196,11 @@ func TestStripeBodyWithTwoIDs(t *testing.T) {
 	}
 	h := http.Header{}
 	h.Set("Stripe-Signature", sp.Header)
-	if r := e.post("stripe", h, sp.Payload); r.Code != 200 || r.Body.EventID != ev.ID {
+	if r := e.PostReply("stripe", h, sp.Payload); r.Code != 200 || r.Body.EventID != ev.ID {
 		t.Fatalf("got %d %+v, want event %s", r.Code, r.Body, ev.ID)
 	}
 	var ids []string
-	e.db.Read.Select(&ids, `SELECT event_id FROM receipts WHERE provider = 'stripe'`)
+	e.DB.Read.Select(&ids, `SELECT event_id FROM receipts WHERE provider = 'stripe'`)
 	if fmt.Sprint(ids) != "[evt_last]" {
 		t.Errorf("receipts %v, want [evt_last]", ids)
 	}
@@ -211,9 +213,9 @@ func TestSlackChallengeWithDuplicateKeys(t *testing.T) {
 	})
 	body := []byte(`{"type":"event_callback","challenge":"first","type":"url_verification","challenge":"last"}`)
 	h := http.Header{}
-	h.Set("X-Slack-Request-Timestamp", strconv.FormatInt(e.now.Unix(), 10))
-	e.srv.Providers["slack"].Scheme.Sign(h, body, e.srv.Providers["slack"].Keys[0], "", "", e.now)
-	req, _ := http.NewRequest(http.MethodPost, e.http.URL+"/webhooks/slack", bytes.NewReader(body))
+	h.Set("X-Slack-Request-Timestamp", strconv.FormatInt(e.Now().Unix(), 10))
+	e.Server.Providers["slack"].Scheme.Sign(h, body, e.Server.Providers["slack"].Keys[0], "", "", e.Now())
+	req, _ := http.NewRequest(http.MethodPost, e.HTTP.URL+"/webhooks/slack", bytes.NewReader(body))
 	req.Header = h
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -224,7 +226,7 @@ func TestSlackChallengeWithDuplicateKeys(t *testing.T) {
 	if resp.StatusCode != 200 || strings.TrimSpace(string(out)) != `{"challenge":"last"}` {
 		t.Errorf("got %d %s", resp.StatusCode, out)
 	}
-	if got := e.counts(); got != [3]int{0, 0, 0} {
+	if got := e.Rows(); got != [3]int{0, 0, 0} {
 		t.Errorf("wrote %v", got)
 	}
 }
@@ -247,18 +249,18 @@ func TestIdentifiersMustBeCleanText(t *testing.T) {
 	}
 	for _, c := range cases {
 		body := []byte(`{"type":"usage.recorded","data":{"customer":` + c.customer + `,"meter":` + c.meter + `,"quantity":1}}`)
-		if r := e.send(c.id, body); r.Code != 200 || r.Body.Status != custody.StatusFailed {
+		if r := e.Send(c.id, body); r.Code != 200 || r.Body.Status != custody.StatusFailed {
 			t.Fatalf("%s: %d %+v, want 200 failed", c.id, r.Code, r.Body)
 		}
 		if got := e.receipt("default", c.id); got.Status != custody.StatusFailed || got.Error != c.want {
 			t.Errorf("%s: receipt %+v, want failed: %s", c.id, got, c.want)
 		}
 	}
-	if n := e.count("metered_usage"); n != 0 {
+	if n := e.Count("metered_usage"); n != 0 {
 		t.Errorf("%d usage rows, want 0", n)
 	}
 	// Text that merely is not ASCII is fine.
-	if r := e.send("msg_ok", []byte(`{"type":"usage.recorded","data":{"customer":"cus_é😀","meter":"api_requests","quantity":1}}`)); r.Code != 200 || r.Body.Status != custody.StatusApplied {
+	if r := e.Send("msg_ok", []byte(`{"type":"usage.recorded","data":{"customer":"cus_é😀","meter":"api_requests","quantity":1}}`)); r.Code != 200 || r.Body.Status != custody.StatusApplied {
 		t.Fatalf("got %d %+v", r.Code, r.Body)
 	}
 	if got := e.usageRows(); fmt.Sprint(got) != "[cus_é😀/api_requests=1]" {
@@ -274,27 +276,27 @@ func TestEventIDsMustBeCleanText(t *testing.T) {
 		c.Providers = append(c.Providers, config.Provider{Name: "stripe", Scheme: "stripe",
 			Secrets: []config.Secret{{Value: secret}}, Tolerance: config.Duration{Duration: 5 * time.Minute}, MaxBody: 1 << 20})
 	})
-	body := usageBody("cus_1", "api_requests", "1")
+	body := testenv.UsageBody("cus_1", "api_requests", "1")
 	for id, want := range map[string]string{
 		"msg_\xff":   "event id: is not valid UTF-8",
 		"msg\tid":    "event id: contains a control character (U+0009)",
 		"msg_\u0085": "event id: contains a control character (U+0085)",
 		"msg_\ufffd": "event id: contains U+FFFD",
 	} {
-		r := e.send(id, body)
+		r := e.Send(id, body)
 		if r.Code != http.StatusBadRequest || !strings.HasPrefix(r.Body.Error, want) {
 			t.Errorf("webhook-id %q: %d %+v, want 400 %q", id, r.Code, r.Body, want)
 		}
 	}
-	e.now = time.Now()
+	e.Clock.Set(time.Now())
 	stripeBody := []byte(`{"id":"evt_\u0000","object":"event","type":"invoice.paid"}`)
 	sp := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: stripeBody, Secret: secret})
 	h := http.Header{}
 	h.Set("Stripe-Signature", sp.Header)
-	if r := e.post("stripe", h, sp.Payload); r.Code != http.StatusBadRequest || r.Body.Error != "event id: contains a control character (U+0000)" {
+	if r := e.PostReply("stripe", h, sp.Payload); r.Code != http.StatusBadRequest || r.Body.Error != "event id: contains a control character (U+0000)" {
 		t.Errorf("stripe id with NUL: %d %+v", r.Code, r.Body)
 	}
-	if got := e.counts(); got != [3]int{0, 0, 0} {
+	if got := e.Rows(); got != [3]int{0, 0, 0} {
 		t.Errorf("receipts, attempts, usage = %v, want nothing written", got)
 	}
 }

@@ -1,4 +1,4 @@
-package receiver
+package receiver_test
 
 import (
 	"bufio"
@@ -11,22 +11,25 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hookledger/hookledger/internal/testenv"
+	"github.com/hookledger/hookledger/receiver"
 )
 
 // listen serves e's receiver the way serve does: Listen, then an
 // http.Server from NewHTTPServer. It returns the address.
-func (e *env) listen(opts ListenOptions) string {
-	e.t.Helper()
-	ln, err := Listen("127.0.0.1:0", opts)
+func (e *env) listen(opts receiver.ListenOptions) string {
+	e.T.Helper()
+	ln, err := receiver.Listen("127.0.0.1:0", opts)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	e.srv.Routes(mux)
+	e.Server.Routes(mux)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
-	hs := NewHTTPServer(mux, e.srv.Log)
+	hs := receiver.NewHTTPServer(mux, e.Server.Log)
 	go hs.Serve(ln)
-	e.t.Cleanup(func() { hs.Close() }) // before e.close: registered later
+	e.T.Cleanup(func() { hs.Close() }) // before e.close: registered later
 	return ln.Addr().String()
 }
 
@@ -90,7 +93,7 @@ func (r *rawConn) closedByServer() bool {
 func (e *env) delivery(id string, body []byte, framing string) string {
 	var b strings.Builder
 	b.WriteString("POST /webhooks/default HTTP/1.1\r\nHost: hooks.example\r\nContent-Type: application/json\r\n")
-	for k, vs := range e.sign(id, body) {
+	for k, vs := range e.SignDefault(id, body) {
 		for _, v := range vs {
 			fmt.Fprintf(&b, "%s: %s\r\n", k, v)
 		}
@@ -110,8 +113,8 @@ func (e *env) delivery(id string, body []byte, framing string) string {
 
 func (e *env) stored(id string) bool {
 	var n int
-	if err := e.db.Read.Get(&n, `SELECT COUNT(*) FROM receipts WHERE event_id = ?`, id); err != nil {
-		e.t.Fatal(err)
+	if err := e.DB.Read.Get(&n, `SELECT COUNT(*) FROM receipts WHERE event_id = ?`, id); err != nil {
+		e.T.Fatal(err)
 	}
 	return n == 1
 }
@@ -121,8 +124,8 @@ func (e *env) stored(id string) bool {
 // before it on the same connection are served.
 func TestContentLengthWithTransferEncodingIsRefusedAndClosed(t *testing.T) {
 	e := newEnv(t)
-	addr := e.listen(ListenOptions{})
-	body := usageBody("cus_1", "api", "1")
+	addr := e.listen(receiver.ListenOptions{})
+	body := testenv.UsageBody("cus_1", "api", "1")
 
 	c := dialRaw(t, addr)
 	c.write(e.delivery("evt_both", body, "both"))
@@ -133,14 +136,14 @@ func TestContentLengthWithTransferEncodingIsRefusedAndClosed(t *testing.T) {
 	if !c.closedByServer() {
 		t.Error("the connection stayed open after a request with both headers")
 	}
-	if got := e.counts(); got != [3]int{0, 0, 0} {
+	if got := e.Rows(); got != [3]int{0, 0, 0} {
 		t.Errorf("receipts, attempts, usage rows = %v, want nothing written", got)
 	}
 
 	// Pipelined behind a good request on one connection: the good one is
 	// stored, the second refused, the connection closed.
 	c = dialRaw(t, addr)
-	c.write(e.delivery("evt_first", body, "length") + e.delivery("evt_smuggled", usageBody("cus_2", "api", "9"), "both"))
+	c.write(e.delivery("evt_first", body, "length") + e.delivery("evt_smuggled", testenv.UsageBody("cus_2", "api", "9"), "both"))
 	if resp, text := c.response(); resp.StatusCode != 200 || resp.Close {
 		t.Errorf("first request: %d (close %v) %s", resp.StatusCode, resp.Close, text)
 	}
@@ -159,10 +162,10 @@ func TestContentLengthWithTransferEncodingIsRefusedAndClosed(t *testing.T) {
 // then closes it (the scan does not follow chunked bodies).
 func TestFramingKeepsContentLengthConnections(t *testing.T) {
 	e := newEnv(t)
-	addr := e.listen(ListenOptions{})
+	addr := e.listen(receiver.ListenOptions{})
 	c := dialRaw(t, addr)
 	for _, id := range []string{"evt_k1", "evt_k2"} {
-		c.write(e.delivery(id, usageBody("cus_1", "api", "1"), "length"))
+		c.write(e.delivery(id, testenv.UsageBody("cus_1", "api", "1"), "length"))
 		if resp, text := c.response(); resp.StatusCode != 200 || resp.Close {
 			t.Fatalf("%s: %d (close %v) %s", id, resp.StatusCode, resp.Close, text)
 		}
@@ -173,7 +176,7 @@ func TestFramingKeepsContentLengthConnections(t *testing.T) {
 	}
 
 	c = dialRaw(t, addr)
-	c.write(e.delivery("evt_chunked", usageBody("cus_1", "api", "1"), "chunked"))
+	c.write(e.delivery("evt_chunked", testenv.UsageBody("cus_1", "api", "1"), "chunked"))
 	if resp, text := c.response(); resp.StatusCode != 200 || !resp.Close {
 		t.Errorf("chunked: %d (close %v) %s", resp.StatusCode, resp.Close, text)
 	}
@@ -185,7 +188,7 @@ func TestFramingKeepsContentLengthConnections(t *testing.T) {
 // A declared body over max_body is refused before a byte of it is read.
 func TestOversizedContentLengthIsRefusedUnread(t *testing.T) {
 	e := newEnv(t)
-	addr := e.listen(ListenOptions{})
+	addr := e.listen(receiver.ListenOptions{})
 	c := dialRaw(t, addr)
 	// Headers only: the server must answer without waiting for the body.
 	c.write(fmt.Sprintf("POST /webhooks/default HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", 1<<30))
@@ -196,7 +199,7 @@ func TestOversizedContentLengthIsRefusedUnread(t *testing.T) {
 	if !c.closedByServer() {
 		t.Error("connection left open")
 	}
-	if got := e.counts(); got != [3]int{0, 0, 0} {
+	if got := e.Rows(); got != [3]int{0, 0, 0} {
 		t.Errorf("counts %v, want nothing written", got)
 	}
 }
@@ -205,9 +208,9 @@ func TestOversizedContentLengthIsRefusedUnread(t *testing.T) {
 // timeout, with 408 and the connection closed.
 func TestStalledBodyIsCutAtBodyTimeout(t *testing.T) {
 	e := newEnv(t)
-	e.srv.BodyTimeout = 200 * time.Millisecond
-	addr := e.listen(ListenOptions{})
-	body := usageBody("cus_1", "api", "1")
+	e.Server.BodyTimeout = 200 * time.Millisecond
+	addr := e.listen(receiver.ListenOptions{})
+	body := testenv.UsageBody("cus_1", "api", "1")
 	full := e.delivery("evt_stalled", body, "length")
 	c := dialRaw(t, addr)
 	c.write(full[:len(full)-10]) // all but the last 10 body bytes, then nothing
@@ -218,7 +221,7 @@ func TestStalledBodyIsCutAtBodyTimeout(t *testing.T) {
 	if !c.closedByServer() {
 		t.Error("connection left open")
 	}
-	if got := e.counts(); got != [3]int{0, 0, 0} {
+	if got := e.Rows(); got != [3]int{0, 0, 0} {
 		t.Errorf("counts %v, want nothing written", got)
 	}
 }
@@ -228,17 +231,17 @@ func TestStalledBodyIsCutAtBodyTimeout(t *testing.T) {
 // a normal small delivery is served at once all the same.
 func TestBodyBudget(t *testing.T) {
 	e := newEnv(t)
-	e.srv.Budget = NewBodyBudget(64 << 10)
-	e.srv.BodyTimeout = 300 * time.Millisecond
-	addr := e.listen(ListenOptions{})
+	e.Server.Budget = receiver.NewBodyBudget(64 << 10)
+	e.Server.BodyTimeout = 300 * time.Millisecond
+	addr := e.listen(receiver.ListenOptions{})
 	// What stalled senders would hold: all but 4 KiB of the budget.
-	if err := e.srv.Budget.sem.Acquire(context.Background(), 60<<10); err != nil {
+	if err := e.Server.Budget.Hold(context.Background(), 60<<10); err != nil {
 		t.Fatal(err)
 	}
 	held := true
 	defer func() {
 		if held {
-			e.srv.Budget.sem.Release(60 << 10)
+			e.Server.Budget.Give(60 << 10)
 		}
 	}()
 
@@ -253,16 +256,16 @@ func TestBodyBudget(t *testing.T) {
 	if !c.closedByServer() {
 		t.Error("connection left open")
 	}
-	if e.stored("evt_large") || e.count("delivery_attempts") != 0 {
+	if e.stored("evt_large") || e.Count("delivery_attempts") != 0 {
 		t.Error("a delivery refused for the budget was written")
 	}
 
 	c = dialRaw(t, addr)
-	c.write(e.delivery("evt_small", usageBody("cus_small", "api", "1"), "length"))
+	c.write(e.delivery("evt_small", testenv.UsageBody("cus_small", "api", "1"), "length"))
 	if resp, text := c.response(); resp.StatusCode != 200 {
 		t.Errorf("small delivery with the budget taken: %d %s", resp.StatusCode, text)
 	}
-	e.srv.Budget.sem.Release(60 << 10)
+	e.Server.Budget.Give(60 << 10)
 	held = false
 	c = dialRaw(t, addr)
 	c.write(e.delivery("evt_large", large, "length"))
@@ -273,7 +276,7 @@ func TestBodyBudget(t *testing.T) {
 		t.Error("the accepted deliveries are not stored")
 	}
 	// Every share was given back: the whole budget is free again.
-	if !e.srv.Budget.sem.TryAcquire(64 << 10) {
+	if !e.Server.Budget.TryHold(64 << 10) {
 		t.Error("budget not fully released after the requests")
 	}
 }
@@ -282,7 +285,7 @@ func TestBodyBudget(t *testing.T) {
 // are served once a slot frees.
 func TestMaxConnections(t *testing.T) {
 	e := newEnv(t)
-	addr := e.listen(ListenOptions{MaxConnections: 1})
+	addr := e.listen(receiver.ListenOptions{MaxConnections: 1})
 	first := dialRaw(t, addr)
 	first.write("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
 	if resp, _ := first.response(); resp.StatusCode != 200 {

@@ -1,4 +1,4 @@
-package receiver
+package receiver_test
 
 import (
 	"bytes"
@@ -10,16 +10,17 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/internal/testenv"
 )
 
 // Every unauthenticated or unusable request is refused with a 4xx and writes
 // nothing at all.
 func TestRejectedRequestsWriteNothing(t *testing.T) {
 	e := newEnv(t, func(c *config.Config) { c.Providers[0].MaxBody = 1024 })
-	good := usageBody("cus_1", "api_requests", "1")
+	good := testenv.UsageBody("cus_1", "api_requests", "1")
 	signed := func(mut func(h http.Header, body []byte) []byte) (http.Header, []byte) {
 		body := append([]byte(nil), good...)
-		h := e.sign("msg_bad", body)
+		h := e.SignDefault("msg_bad", body)
 		return h, mut(h, body)
 	}
 	cases := []struct {
@@ -33,20 +34,20 @@ func TestRejectedRequestsWriteNothing(t *testing.T) {
 		}, 401},
 		{"wrong secret", "default", func() (http.Header, []byte) {
 			return signed(func(h http.Header, b []byte) []byte {
-				p := e.srv.Providers["default"]
+				p := e.Server.Providers["default"]
 				other, _ := p.Scheme.Key("whsec_" + base64.StdEncoding.EncodeToString([]byte("a different secret!!")))
-				p.Scheme.Sign(h, b, other, "msg_bad", "", e.now)
+				p.Scheme.Sign(h, b, other, "msg_bad", "", e.Now())
 				return b
 			})
 		}, 401},
 		{"stale timestamp", "default", func() (http.Header, []byte) {
-			e.now = e.now.Add(-6 * time.Minute)
-			defer func() { e.now = e.now.Add(6 * time.Minute) }()
+			e.Clock.Add(-6 * time.Minute)
+			defer e.Clock.Add(6 * time.Minute)
 			return signed(func(h http.Header, b []byte) []byte { return b })
 		}, 401},
 		{"future timestamp", "default", func() (http.Header, []byte) {
-			e.now = e.now.Add(6 * time.Minute)
-			defer func() { e.now = e.now.Add(-6 * time.Minute) }()
+			e.Clock.Add(6 * time.Minute)
+			defer e.Clock.Add(-6 * time.Minute)
 			return signed(func(h http.Header, b []byte) []byte { return b })
 		}, 401},
 		{"malformed signature header", "default", func() (http.Header, []byte) {
@@ -61,22 +62,22 @@ func TestRejectedRequestsWriteNothing(t *testing.T) {
 		{"no headers at all", "default", func() (http.Header, []byte) { return http.Header{}, good }, 400},
 		{"oversize body", "default", func() (http.Header, []byte) {
 			body := append([]byte(`{"pad":"`+strings.Repeat("x", 2048)), `"}`...)
-			return e.sign("msg_big", body), body
+			return e.SignDefault("msg_big", body), body
 		}, 413},
 		{"signed but not JSON", "default", func() (http.Header, []byte) {
 			body := []byte("customer=cus_1&quantity=3")
-			return e.sign("msg_form", body), body
+			return e.SignDefault("msg_form", body), body
 		}, 400},
-		{"unknown provider", "nobody", func() (http.Header, []byte) { return e.sign("msg_x", good), good }, 404},
+		{"unknown provider", "nobody", func() (http.Header, []byte) { return e.SignDefault("msg_x", good), good }, 404},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			h, body := c.build()
-			r := e.post(c.provider, h, body)
+			r := e.PostReply(c.provider, h, body)
 			if r.Code != c.code || r.Body.Accepted || r.Body.Error == "" {
 				t.Errorf("got %d %+v, want %d with an error message", r.Code, r.Body, c.code)
 			}
-			if got := e.counts(); got != [3]int{0, 0, 0} {
+			if got := e.Rows(); got != [3]int{0, 0, 0} {
 				t.Errorf("receipts, attempts, usage = %v, want nothing written", got)
 			}
 		})
@@ -90,7 +91,7 @@ func TestWrongMethodAndPathAreRefused(t *testing.T) {
 		{http.MethodPost, "/webhooks/"},
 		{http.MethodPost, "/webhooks/default/extra"},
 	} {
-		req, _ := http.NewRequest(c.method, e.http.URL+c.path, bytes.NewReader(nil))
+		req, _ := http.NewRequest(c.method, e.HTTP.URL+c.path, bytes.NewReader(nil))
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -100,7 +101,7 @@ func TestWrongMethodAndPathAreRefused(t *testing.T) {
 			t.Errorf("%s %s: %d, want 4xx", c.method, c.path, resp.StatusCode)
 		}
 	}
-	if got := e.counts(); got != [3]int{0, 0, 0} {
+	if got := e.Rows(); got != [3]int{0, 0, 0} {
 		t.Errorf("wrote %v", got)
 	}
 }
@@ -111,11 +112,11 @@ func TestSlackURLVerificationIsAnsweredNotStored(t *testing.T) {
 			Secrets: []config.Secret{{Value: "8f742231b10e8888abcd99yyyzzz85a5"}}, Tolerance: config.Duration{Duration: 5 * time.Minute}, MaxBody: 1 << 16})
 	})
 	body := []byte(`{"token":"x","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}`)
-	ts := strconv.FormatInt(e.now.Unix(), 10)
+	ts := strconv.FormatInt(e.Now().Unix(), 10)
 	h := http.Header{}
 	h.Set("X-Slack-Request-Timestamp", ts)
-	e.srv.Providers["slack"].Scheme.Sign(h, body, e.srv.Providers["slack"].Keys[0], "", "", e.now)
-	req, _ := http.NewRequest(http.MethodPost, e.http.URL+"/webhooks/slack", bytes.NewReader(body))
+	e.Server.Providers["slack"].Scheme.Sign(h, body, e.Server.Providers["slack"].Keys[0], "", "", e.Now())
+	req, _ := http.NewRequest(http.MethodPost, e.HTTP.URL+"/webhooks/slack", bytes.NewReader(body))
 	req.Header = h
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -127,7 +128,7 @@ func TestSlackURLVerificationIsAnsweredNotStored(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(out.String(), "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P") {
 		t.Errorf("got %d %s", resp.StatusCode, out.String())
 	}
-	if got := e.counts(); got != [3]int{0, 0, 0} {
+	if got := e.Rows(); got != [3]int{0, 0, 0} {
 		t.Errorf("wrote %v", got)
 	}
 }

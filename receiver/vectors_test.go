@@ -1,4 +1,4 @@
-package receiver
+package receiver_test
 
 import (
 	"encoding/base64"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/internal/testenv"
 )
 
 type vector struct {
@@ -59,7 +60,7 @@ func TestSignatureVectorsEndToEnd(t *testing.T) {
 				}
 				c.Providers = []config.Provider{p}
 			})
-			e.now = time.Unix(v.NowUnix, 0)
+			e.Clock.Set(time.Unix(v.NowUnix, 0))
 			body, err := base64.StdEncoding.DecodeString(v.BodyB64)
 			if err != nil {
 				t.Fatal(err)
@@ -68,13 +69,13 @@ func TestSignatureVectorsEndToEnd(t *testing.T) {
 			for k, val := range v.Headers {
 				h.Set(k, val)
 			}
-			r := e.post("p", h, body)
+			r := e.PostReply("p", h, body)
 			if v.Valid {
 				if r.Code != 200 || r.Body.EventID != v.EventID {
 					t.Fatalf("got %d %+v, want 200 for event %q", r.Code, r.Body, v.EventID)
 				}
 				var n int
-				e.db.Read.Get(&n, `SELECT COUNT(*) FROM receipts WHERE provider = 'p' AND event_id = ? AND body = ?`, v.EventID, body)
+				e.DB.Read.Get(&n, `SELECT COUNT(*) FROM receipts WHERE provider = 'p' AND event_id = ? AND body = ?`, v.EventID, body)
 				if n != 1 {
 					t.Errorf("receipt with the exact body not stored")
 				}
@@ -83,7 +84,7 @@ func TestSignatureVectorsEndToEnd(t *testing.T) {
 			if r.Code/100 != 4 {
 				t.Errorf("got %d, want 4xx (%s)", r.Code, v.Reason)
 			}
-			if got := e.counts(); got != [3]int{0, 0, 0} {
+			if got := e.Rows(); got != [3]int{0, 0, 0} {
 				t.Errorf("invalid vector wrote %v", got)
 			}
 		})
@@ -105,35 +106,35 @@ func TestProviderLibrarySignaturesEndToEnd(t *testing.T) {
 		c.Usage[1].Meter.Path = "data.object.meter"
 		c.Usage[1].OccurredAt.Path = "created"
 	})
-	e.now = time.Now() // stripe-go and svix sign with the real clock
+	e.Clock.Set(time.Now()) // stripe-go and svix sign with the real clock
 
 	stripeBody := []byte(`{"id":"evt_lib_1","object":"event","type":"billing.meter_event","created":` +
-		strconv.FormatInt(e.now.Unix(), 10) + `,"data":{"object":{"customer":"cus_s","meter":"tokens","value":"12.5"}}}`)
+		strconv.FormatInt(e.Now().Unix(), 10) + `,"data":{"object":{"customer":"cus_s","meter":"tokens","value":"12.5"}}}`)
 	sp := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: stripeBody, Secret: stripeSecret})
 	h := http.Header{}
 	h.Set("Stripe-Signature", sp.Header)
-	if r := e.post("stripe", h, sp.Payload); r.Code != 200 || r.Body.EventID != "evt_lib_1" || r.Body.Status != custody.StatusApplied {
+	if r := e.PostReply("stripe", h, sp.Payload); r.Code != 200 || r.Body.EventID != "evt_lib_1" || r.Body.Status != custody.StatusApplied {
 		t.Fatalf("stripe-go signed: %d %+v", r.Code, r.Body)
 	}
 
-	wh, err := svix.NewWebhook(testSecret)
+	wh, err := svix.NewWebhook(testenv.Secret)
 	if err != nil {
 		t.Fatal(err)
 	}
-	svixBody := usageBody("cus_v", "api_requests", "7")
-	sig, err := wh.Sign("msg_svix_1", e.now, svixBody)
+	svixBody := testenv.UsageBody("cus_v", "api_requests", "7")
+	sig, err := wh.Sign("msg_svix_1", e.Now(), svixBody)
 	if err != nil {
 		t.Fatal(err)
 	}
 	h = http.Header{}
 	h.Set("webhook-id", "msg_svix_1")
-	h.Set("webhook-timestamp", strconv.FormatInt(e.now.Unix(), 10))
+	h.Set("webhook-timestamp", strconv.FormatInt(e.Now().Unix(), 10))
 	h.Set("webhook-signature", sig)
-	if r := e.post("default", h, svixBody); r.Code != 200 || r.Body.Status != custody.StatusApplied {
+	if r := e.PostReply("default", h, svixBody); r.Code != 200 || r.Body.Status != custody.StatusApplied {
 		t.Fatalf("svix signed: %d %+v", r.Code, r.Body)
 	}
 
-	got := e.totals()
+	got := e.Totals()
 	if got["cus_s"] != 12_500_000 || got["cus_v"] != 7_000_000 {
 		t.Errorf("totals = %v, want cus_s 12.5 and cus_v 7", got)
 	}

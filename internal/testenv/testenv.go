@@ -123,9 +123,9 @@ func FreeAddr(t testing.TB) string {
 	return ln.Addr().String()
 }
 
-// Env is the process environment without HOOKLEDGER_*, so a developer's
+// Environ is the process environment without HOOKLEDGER_*, so a developer's
 // shell cannot change a test.
-func Env() []string {
+func Environ() []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "HOOKLEDGER_") {
