@@ -19,7 +19,7 @@ func (e *env) adjust(a ledger.Adjustment) (*ledger.Row, error) {
 		return nil, err
 	}
 	var out *ledger.Row
-	err := e.w.Submit(e.ctx, custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
+	err := e.Writer.Submit(e.ctx, custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
 		r, err := a.Row(ctx, tx.Batch(), tx.Now())
 		if err != nil {
 			return err
@@ -32,7 +32,7 @@ func (e *env) adjust(a ledger.Adjustment) (*ledger.Row, error) {
 
 func TestAdjustmentsChangeTotalsAndKeepOriginals(t *testing.T) {
 	e := newEnv(t)
-	defer e.close()
+	defer e.Close()
 	e.setClock(ts("2026-10-20T00:00:00Z"))
 	e.write(
 		row{customer: "c1", meter: "api", qty: q("10"), at: ts("2026-10-05T00:00:00Z")},
@@ -66,7 +66,7 @@ func TestAdjustmentsChangeTotalsAndKeepOriginals(t *testing.T) {
 	}
 	// The original row is untouched and still in the ledger.
 	var orig int64
-	if err := e.db.Read.Get(&orig, `SELECT quantity FROM metered_usage WHERE id = 1`); err != nil || ledger.Quantity(orig) != q("10") {
+	if err := e.DB.Read.Get(&orig, `SELECT quantity FROM metered_usage WHERE id = 1`); err != nil || ledger.Quantity(orig) != q("10") {
 		t.Fatalf("original row: %d %v", orig, err)
 	}
 
@@ -74,7 +74,7 @@ func TestAdjustmentsChangeTotalsAndKeepOriginals(t *testing.T) {
 	// and the next invoice bills it naming October.
 	e.closePeriod(t, ledger.CloseRequest{Period: oct, All: true, Meters: invMeters, Now: at("2026-11-02T00:00:00Z")})
 	e.setClock(ts("2026-11-03T00:00:00Z"))
-	inv, err := ledger.ListInvoices(e.ctx, e.db, ledger.InvoiceFilter{Customer: "c2"})
+	inv, err := ledger.ListInvoices(e.ctx, e.DB, ledger.InvoiceFilter{Customer: "c2"})
 	if err != nil || len(inv) != 1 {
 		t.Fatalf("c2 invoices: %+v %v", inv, err)
 	}
@@ -87,14 +87,14 @@ func TestAdjustmentsChangeTotalsAndKeepOriginals(t *testing.T) {
 	if l := c2.Lines[0]; l.Adjustments != 1 || l.Rows != 0 {
 		t.Fatalf("late adjustment line: %+v", l)
 	}
-	if p, err := ledger.Verify(e.ctx, e.db); err != nil || p.First() != nil {
+	if p, err := ledger.Verify(e.ctx, e.DB); err != nil || p.First() != nil {
 		t.Fatalf("verify: %v %v", p.First(), err)
 	}
 }
 
 func TestAdjustmentErrors(t *testing.T) {
 	e := newEnv(t)
-	defer e.close()
+	defer e.Close()
 	e.write(row{customer: "c1", meter: "api", qty: q("1"), at: time.Now()})
 	ok := ledger.Adjustment{Customer: "c1", Meter: "api", Quantity: q("-1"), Reason: "r"}
 	for _, tc := range []struct {
@@ -123,7 +123,7 @@ func TestAdjustmentErrors(t *testing.T) {
 		}
 	}
 	var n int
-	if err := e.db.Read.Get(&n, `SELECT COUNT(*) FROM metered_usage`); err != nil || n != 1 {
+	if err := e.DB.Read.Get(&n, `SELECT COUNT(*) FROM metered_usage`); err != nil || n != 1 {
 		t.Fatalf("failed adjustments wrote rows: %d %v", n, err)
 	}
 }

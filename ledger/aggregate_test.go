@@ -192,7 +192,7 @@ func TestAggregationsMatchBruteForce(t *testing.T) {
 			rt.Fatal(err)
 		}
 		e := newEnvAt(t, caseDir)
-		defer e.close()
+		defer e.Close()
 
 		batchTimes := []time.Time{ts("2026-04-10T00:00:00Z"), ts("2026-04-11T00:00:00Z"), ts("2026-04-12T00:00:00Z")}
 		nrows := rapid.IntRange(0, 40).Draw(rt, "rows")
@@ -287,7 +287,7 @@ func TestAggregationsMatchBruteForce(t *testing.T) {
 			qr.AsOfID = int64(rapid.IntRange(1, len(withIDs)+1).Draw(rt, "asOfID"))
 		}
 
-		rep, err := ledger.Query(e.ctx, e.db, qr)
+		rep, err := ledger.Query(e.ctx, e.DB, qr)
 		want := brute(withIDs, qr, batchTimes, meters)
 		if err != nil {
 			// Refused: only for a group the model says is out of range, and

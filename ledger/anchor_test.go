@@ -19,7 +19,7 @@ var rewindHead = []string{
 
 func head(t *testing.T, e *env) []ledger.Anchor {
 	t.Helper()
-	h, err := ledger.LoadHead(e.ctx, e.db)
+	h, err := ledger.LoadHead(e.ctx, e.DB)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +28,7 @@ func head(t *testing.T, e *env) []ledger.Anchor {
 
 func verifiedWith(t *testing.T, e *env, anchors []ledger.Anchor) *ledger.VerifyReport {
 	t.Helper()
-	rep, err := ledger.Verify(e.ctx, e.db, anchors...)
+	rep, err := ledger.Verify(e.ctx, e.DB, anchors...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func verifiedWith(t *testing.T, e *env, anchors []ledger.Anchor) *ledger.VerifyR
 
 func TestAnchorDetectsTailTruncatedWithTheHead(t *testing.T) {
 	e, dir := seedWithTail(t)
-	defer e.close()
+	defer e.Close()
 	anchors := head(t, e) // ledger:7, receipts:8
 	if anchors[0].ID != 7 || anchors[1].ID != 8 {
 		t.Fatalf("head: %v", anchors)
@@ -67,7 +67,7 @@ func TestAnchorDetectsTailTruncatedWithTheHead(t *testing.T) {
 
 func TestAnchorDetectsDeletedNewestIgnoredReceipt(t *testing.T) {
 	e, dir := seedWithTail(t)
-	defer e.close()
+	defer e.Close()
 	e.ignored("ign_2") // receipt 9
 	anchors := head(t, e)
 	tamper(t, dir, append([]string{`DELETE FROM delivery_attempts WHERE event_id = 'ign_2'`, `DELETE FROM receipts WHERE event_id = 'ign_2'`},
@@ -80,7 +80,7 @@ func TestAnchorDetectsDeletedNewestIgnoredReceipt(t *testing.T) {
 
 func TestAnchorDetectsRechainedLedger(t *testing.T) {
 	e, dir := seedWithTail(t)
-	defer e.close()
+	defer e.Close()
 	anchors := head(t, e)
 	// A different row 7: the anchored id exists, its hash does not match.
 	tamper(t, dir, `DROP TRIGGER metered_usage_no_update`, `UPDATE metered_usage SET row_hash = zeroblob(32) WHERE id = 7`)

@@ -4,54 +4,35 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"path/filepath"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/ledger"
-	"github.com/hookledger/hookledger/schema"
 )
 
 // env is a real database file with a real writer whose clock the test sets.
 type env struct {
-	t     testing.TB
-	ctx   context.Context
-	db    *schema.DB
-	w     *custody.Writer
-	clock atomic.Int64 // unix ms; the writer's batch time
-	seq   int
+	*testenv.Env
+	ctx context.Context
+	seq int
 }
 
 func newEnv(t testing.TB) *env {
 	return newEnvAt(t, t.TempDir())
 }
 
+// newEnvAt opens the database in dir, which may hold one already.
 func newEnvAt(t testing.TB, dir string) *env {
 	t.Helper()
-	ctx := context.Background()
-	db, err := schema.Open(ctx, filepath.Join(dir, schema.FileName), schema.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, ctx: ctx, db: db}
-	e.clock.Store(time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli())
-	e.w = custody.NewWriter(db)
-	e.w.Now = func() time.Time { return time.UnixMilli(e.clock.Load()) }
-	if err := e.w.Open(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return e
+	return &env{Env: testenv.New(t, testenv.Options{Dir: dir, NoServer: true, Now: time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)}),
+		ctx: context.Background()}
 }
 
-func (e *env) close() {
-	e.w.Close()
-	e.db.Close()
-}
-
-// setClock sets the time the next batch records its rows at.
-func (e *env) setClock(t time.Time) { e.clock.Store(t.UnixMilli()) }
+// setClock sets the time the next batch records its rows at, to the
+// millisecond the ledger keeps.
+func (e *env) setClock(t time.Time) { e.Clock.Set(time.UnixMilli(t.UnixMilli())) }
 
 // row describes one ledger row a test writes.
 type row struct {
@@ -73,9 +54,9 @@ func q(s string) ledger.Quantity {
 // write appends rows in one writer batch: usage rows through the real apply
 // path (a receipt per event), adjustments through Adjustment.Row + Append.
 func (e *env) write(rows ...row) {
-	e.t.Helper()
-	if err := e.w.Submit(e.ctx, e.op(rows...)); err != nil {
-		e.t.Fatal(err)
+	e.T.Helper()
+	if err := e.Writer.Submit(e.ctx, e.op(rows...)); err != nil {
+		e.T.Fatal(err)
 	}
 }
 
@@ -117,10 +98,10 @@ func (e *env) op(rows ...row) custody.Op {
 }
 
 func (e *env) query(q ledger.UsageQuery) *ledger.UsageReport {
-	e.t.Helper()
-	rep, err := ledger.Query(e.ctx, e.db, q)
+	e.T.Helper()
+	rep, err := ledger.Query(e.ctx, e.DB, q)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	return rep
 }

@@ -29,7 +29,7 @@ func month(t *testing.T, label, tz string) ledger.Period {
 
 func (e *env) closePeriod(t *testing.T, req ledger.CloseRequest) *ledger.CloseResult {
 	t.Helper()
-	res, err := ledger.Close(e.ctx, e.db, req)
+	res, err := ledger.Close(e.ctx, e.DB, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func wantLines(t *testing.T, inv ledger.Invoice, want map[string]string) {
 
 func TestInvoiceKeepsTotalsAfterLateUsage(t *testing.T) {
 	e := newEnv(t)
-	defer e.close()
+	defer e.Close()
 	oct := month(t, "2026-10", "UTC")
 	e.setClock(ts("2026-10-31T12:00:00Z"))
 	e.write(
@@ -108,7 +108,7 @@ func TestInvoiceKeepsTotalsAfterLateUsage(t *testing.T) {
 	)
 
 	// The closed invoice is unchanged, in the database and on re-close.
-	stored, err := ledger.GetInvoice(e.ctx, e.db, invs["c1"].ID)
+	stored, err := ledger.GetInvoice(e.ctx, e.DB, invs["c1"].ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestInvoiceKeepsTotalsAfterLateUsage(t *testing.T) {
 	}
 
 	// The usage query with the invoice's cutoff reproduces the invoice.
-	rep, err := ledger.Query(e.ctx, e.db, ledger.UsageQuery{From: oct.Start, To: oct.End, Customer: "c1", Meters: invMeters, AsOf: time.UnixMilli(first.Cutoff)})
+	rep, err := ledger.Query(e.ctx, e.DB, ledger.UsageQuery{From: oct.Start, To: oct.End, Customer: "c1", Meters: invMeters, AsOf: time.UnixMilli(first.Cutoff)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestInvoiceKeepsTotalsAfterLateUsage(t *testing.T) {
 		t.Fatalf("as-of cutoff: %+v", rep.Lines)
 	}
 
-	late, err := ledger.LateUsage(e.ctx, e.db, "", invMeters)
+	late, err := ledger.LateUsage(e.ctx, e.DB, "", invMeters)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestInvoiceKeepsTotalsAfterLateUsage(t *testing.T) {
 	if l := lineMap(ninvs["c1"])["api 2026-10*"]; l.AfterID != 5 || l.Rows != 1 || l.PeriodStart != oct.Start.UnixMilli() {
 		t.Fatalf("late line: %+v", l)
 	}
-	if late, err := ledger.LateUsage(e.ctx, e.db, "", invMeters); err != nil {
+	if late, err := ledger.LateUsage(e.ctx, e.DB, "", invMeters); err != nil {
 		t.Fatalf("late usage after billing it: %v", err)
 	} else if len(late) != 0 {
 		t.Fatalf("late usage after billing it: %+v", late)
@@ -172,7 +172,7 @@ func TestInvoiceKeepsTotalsAfterLateUsage(t *testing.T) {
 	// More late usage for October after November's close goes to the next invoice.
 	e.setClock(ts("2026-12-02T00:00:00Z"))
 	e.write(row{customer: "c1", meter: "api", qty: q("1"), at: ts("2026-10-09T00:00:00Z")})
-	late, err = ledger.LateUsage(e.ctx, e.db, "c1", invMeters)
+	late, err = ledger.LateUsage(e.ctx, e.DB, "c1", invMeters)
 	if err != nil {
 		t.Fatalf("late after second close: %v", err)
 	}
@@ -180,7 +180,7 @@ func TestInvoiceKeepsTotalsAfterLateUsage(t *testing.T) {
 		t.Fatalf("late after second close: %+v", late)
 	}
 
-	rep2, err := ledger.Verify(e.ctx, e.db)
+	rep2, err := ledger.Verify(e.ctx, e.DB)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,14 +191,14 @@ func TestInvoiceKeepsTotalsAfterLateUsage(t *testing.T) {
 
 func TestCloseRefusedBeforePeriodEndPlusGrace(t *testing.T) {
 	e := newEnv(t)
-	defer e.close()
+	defer e.Close()
 	e.write(row{customer: "c", meter: "api", qty: q("1"), at: ts("2026-10-02T00:00:00Z")})
-	_, err := ledger.Close(e.ctx, e.db, ledger.CloseRequest{Period: month(t, "2026-10", "UTC"), All: true, Grace: time.Hour, Now: at("2026-11-01T00:59:59Z")})
+	_, err := ledger.Close(e.ctx, e.DB, ledger.CloseRequest{Period: month(t, "2026-10", "UTC"), All: true, Grace: time.Hour, Now: at("2026-11-01T00:59:59Z")})
 	if !errors.Is(err, ledger.ErrTooEarly) {
 		t.Fatalf("err = %v, want ErrTooEarly", err)
 	}
 	var n int
-	if err := e.db.Read.Get(&n, `SELECT (SELECT COUNT(*) FROM period_closes) + (SELECT COUNT(*) FROM invoices)`); err != nil || n != 0 {
+	if err := e.DB.Read.Get(&n, `SELECT (SELECT COUNT(*) FROM period_closes) + (SELECT COUNT(*) FROM invoices)`); err != nil || n != 0 {
 		t.Fatalf("refused close wrote %d rows (%v)", n, err)
 	}
 	e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-10", "UTC"), All: true, Grace: time.Hour, Now: at("2026-11-01T01:00:00Z")})
@@ -206,21 +206,21 @@ func TestCloseRefusedBeforePeriodEndPlusGrace(t *testing.T) {
 
 func TestCloseRefusesOverlappingPeriods(t *testing.T) {
 	e := newEnv(t)
-	defer e.close()
+	defer e.Close()
 	e.write(row{customer: "c", meter: "api", qty: q("1"), at: ts("2026-10-02T00:00:00Z")})
 	e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-10", "UTC"), All: true, Now: at("2026-11-05T00:00:00Z")})
-	_, err := ledger.Close(e.ctx, e.db, ledger.CloseRequest{Period: month(t, "2026-10", "Europe/Berlin"), Customer: "c", Now: at("2026-11-05T00:00:00Z")})
+	_, err := ledger.Close(e.ctx, e.DB, ledger.CloseRequest{Period: month(t, "2026-10", "Europe/Berlin"), Customer: "c", Now: at("2026-11-05T00:00:00Z")})
 	if !errors.Is(err, ledger.ErrPeriodOverlap) {
 		t.Fatalf("err = %v, want ErrPeriodOverlap", err)
 	}
-	if _, err := ledger.Close(e.ctx, e.db, ledger.CloseRequest{Period: month(t, "2026-10", "UTC")}); err == nil {
+	if _, err := ledger.Close(e.ctx, e.DB, ledger.CloseRequest{Period: month(t, "2026-10", "UTC")}); err == nil {
 		t.Fatal("close with neither a customer nor all succeeded")
 	}
 }
 
 func TestCloseOneCustomerThenAll(t *testing.T) {
 	e := newEnv(t)
-	defer e.close()
+	defer e.Close()
 	oct := month(t, "2026-10", "Europe/Berlin")
 	e.setClock(ts("2026-10-30T00:00:00Z"))
 	e.write(
@@ -239,7 +239,7 @@ func TestCloseOneCustomerThenAll(t *testing.T) {
 		t.Fatalf("close all after c1: %+v", r2.Invoices)
 	}
 	wantLines(t, r2.Invoices[0], map[string]string{"api 2026-10": "3"})
-	late, err := ledger.LateUsage(e.ctx, e.db, "", invMeters)
+	late, err := ledger.LateUsage(e.ctx, e.DB, "", invMeters)
 	if err != nil || len(late) != 1 || late[0].Customer != "c1" || late[0].Quantity != q("9") {
 		t.Fatalf("late: %+v %v", late, err)
 	}
@@ -247,13 +247,13 @@ func TestCloseOneCustomerThenAll(t *testing.T) {
 
 func TestCloseDryRunChangesNothing(t *testing.T) {
 	e := newEnv(t)
-	defer e.close()
+	defer e.Close()
 	e.write(row{customer: "c", meter: "api", qty: q("1"), at: ts("2026-10-02T00:00:00Z")})
 	res := e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-10", "UTC"), All: true, DryRun: true, Now: at("2026-11-05T00:00:00Z")})
 	if len(res.Invoices) != 1 || res.Invoices[0].Lines[0].Quantity != q("1") {
 		t.Fatalf("dry run: %+v", res)
 	}
-	invs, err := ledger.ListInvoices(context.Background(), e.db, ledger.InvoiceFilter{})
+	invs, err := ledger.ListInvoices(context.Background(), e.DB, ledger.InvoiceFilter{})
 	if err != nil || len(invs) != 0 {
 		t.Fatalf("dry run stored %d invoices (%v)", len(invs), err)
 	}
@@ -275,7 +275,7 @@ func TestCloseDryRunChangesNothing(t *testing.T) {
 func wantCounts(t *testing.T, e *env, when string, closes, invoices, lines int) {
 	t.Helper()
 	var got struct{ Closes, Invoices, Lines int }
-	if err := e.db.Read.QueryRow(`SELECT (SELECT COUNT(*) FROM period_closes), (SELECT COUNT(*) FROM invoices), (SELECT COUNT(*) FROM invoice_lines)`).
+	if err := e.DB.Read.QueryRow(`SELECT (SELECT COUNT(*) FROM period_closes), (SELECT COUNT(*) FROM invoices), (SELECT COUNT(*) FROM invoice_lines)`).
 		Scan(&got.Closes, &got.Invoices, &got.Lines); err != nil {
 		t.Fatal(err)
 	}
@@ -287,13 +287,13 @@ func wantCounts(t *testing.T, e *env, when string, closes, invoices, lines int) 
 
 func TestClosedInvoiceCannotBeEdited(t *testing.T) {
 	e := newEnv(t)
-	defer e.close()
+	defer e.Close()
 	e.write(row{customer: "c", meter: "api", qty: q("1"), at: ts("2026-10-02T00:00:00Z")})
 	res := e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-10", "UTC"), All: true, Now: at("2026-11-05T00:00:00Z")})
 	if len(res.Invoices) != 1 {
 		t.Fatalf("close: %+v", res)
 	}
-	before, err := ledger.GetInvoice(e.ctx, e.db, res.Invoices[0].ID)
+	before, err := ledger.GetInvoice(e.ctx, e.DB, res.Invoices[0].ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,13 +316,13 @@ func TestClosedInvoiceCannotBeEdited(t *testing.T) {
 		`DELETE FROM period_closes`,
 		`UPDATE period_closes SET cutoff = 0`,
 	} {
-		if _, err := e.db.Write.Exec(stmt); err == nil {
+		if _, err := e.DB.Write.Exec(stmt); err == nil {
 			t.Errorf("%s succeeded", stmt)
 		} else if !strings.Contains(err.Error(), raises[stmt]) {
 			t.Errorf("%s: %v, want the trigger's %q", stmt, err, raises[stmt])
 		}
 	}
-	after, err := ledger.GetInvoice(e.ctx, e.db, before.ID)
+	after, err := ledger.GetInvoice(e.ctx, e.DB, before.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +338,7 @@ func TestClosedInvoiceCannotBeEdited(t *testing.T) {
 		t.Fatalf("invoice changed:\n%+v\nbefore\n%+v", after, before)
 	}
 	wantCounts(t, e, "after the edits", 1, 1, 1)
-	if _, err := ledger.GetInvoice(e.ctx, e.db, 99); !errors.Is(err, ledger.ErrNoInvoice) {
+	if _, err := ledger.GetInvoice(e.ctx, e.DB, 99); !errors.Is(err, ledger.ErrNoInvoice) {
 		t.Fatalf("missing invoice: %v", err)
 	}
 }
@@ -372,7 +372,7 @@ func TestCloseRangeAndIndexScansAgree(t *testing.T) {
 		// The close's id-range probe picks the path this interleave is for:
 		// one id range for 1 and 2 (with other months' rows inside it for 2),
 		// the event-time index for 5.
-		lo, hi, byRange, err := ledger.PeriodRange(e.ctx, e.db, req, ranged.Head)
+		lo, hi, byRange, err := ledger.PeriodRange(e.ctx, e.DB, req, ranged.Head)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -380,7 +380,7 @@ func TestCloseRangeAndIndexScansAgree(t *testing.T) {
 			t.Fatalf("interleave %d: close reads ids %d..%d as one range: %v, want %v", interleave, lo, hi, byRange, want)
 		}
 		var inPeriod int64
-		if err := e.db.Read.Get(&inPeriod, `SELECT COUNT(*) FROM metered_usage WHERE occurred_at >= ? AND occurred_at < ? AND id <= ?`,
+		if err := e.DB.Read.Get(&inPeriod, `SELECT COUNT(*) FROM metered_usage WHERE occurred_at >= ? AND occurred_at < ? AND id <= ?`,
 			req.Period.Start.UnixMilli(), req.Period.End.UnixMilli(), ranged.Head); err != nil {
 			t.Fatal(err)
 		}
@@ -389,7 +389,7 @@ func TestCloseRangeAndIndexScansAgree(t *testing.T) {
 		}
 
 		// The invoices' lines add up to the usage query's lines for the period.
-		rep, err := ledger.Query(e.ctx, e.db, ledger.UsageQuery{From: req.Period.Start, To: req.Period.End, Meters: invMeters, AsOfID: ranged.Head})
+		rep, err := ledger.Query(e.ctx, e.DB, ledger.UsageQuery{From: req.Period.Start, To: req.Period.End, Meters: invMeters, AsOfID: ranged.Head})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -420,6 +420,6 @@ func TestCloseRangeAndIndexScansAgree(t *testing.T) {
 				t.Fatalf("interleave %d: invoice %s differs:\n%+v\n%+v", interleave, ranged.Invoices[i].Customer, ranged.Invoices[i], indexed.Invoices[i])
 			}
 		}
-		e.close()
+		e.Close()
 	}
 }

@@ -75,14 +75,14 @@ func TestTotalsAtThePerRowMaximum(t *testing.T) {
 			t.Run(c.name+"/"+m.Name, func(t *testing.T) {
 				want, refused := strings.CutPrefix(c.want[m.Name], "!")
 				e := newEnv(t)
-				defer e.close()
+				defer e.Close()
 				e.setClock(ts("2026-10-20T00:00:00Z"))
 				for i, r := range c.rows {
 					r.customer, r.meter, r.at = "c", m.Name, october.Add(time.Duration(i)*time.Hour)
 					e.write(r)
 				}
 
-				rep, err := ledger.Query(e.ctx, e.db, ledger.UsageQuery{Meters: meters, From: oct.Start, To: oct.End})
+				rep, err := ledger.Query(e.ctx, e.DB, ledger.UsageQuery{Meters: meters, From: oct.Start, To: oct.End})
 				if refused {
 					oe := overflowOf(t, err)
 					if oe.Customer != "c" || oe.Meter != m.Name || oe.Period != "from 2026-10-01T00:00:00Z to 2026-11-01T00:00:00Z" || oe.Total != want {
@@ -98,7 +98,7 @@ func TestTotalsAtThePerRowMaximum(t *testing.T) {
 				}
 
 				for _, dry := range []bool{true, false} {
-					res, err := ledger.Close(e.ctx, e.db, ledger.CloseRequest{Period: oct, All: true, Meters: meters, Now: at("2026-11-02T00:00:00Z"), DryRun: dry})
+					res, err := ledger.Close(e.ctx, e.DB, ledger.CloseRequest{Period: oct, All: true, Meters: meters, Now: at("2026-11-02T00:00:00Z"), DryRun: dry})
 					if refused {
 						oe := overflowOf(t, err)
 						if oe.Customer != "c" || oe.Meter != m.Name || oe.Period != "2026-10" || oe.Total != want {
@@ -130,14 +130,14 @@ func TestTotalsAtThePerRowMaximum(t *testing.T) {
 // the close then bills it exactly.
 func TestCloseRefusesAnOverflowForEveryCustomer(t *testing.T) {
 	e := newEnv(t)
-	defer e.close()
+	defer e.Close()
 	oct := month(t, "2026-10", "UTC")
 	e.setClock(ts("2026-10-20T00:00:00Z"))
 	five := q("5000000000000")
 	e.write(row{customer: "a", meter: "api", qty: q("1"), at: october},
 		row{customer: "b", meter: "api", qty: five, at: october}, row{customer: "b", meter: "api", qty: five, at: october})
 	req := ledger.CloseRequest{Period: oct, All: true, Meters: invMeters, Now: at("2026-11-02T00:00:00Z")}
-	_, err := ledger.Close(e.ctx, e.db, req)
+	_, err := ledger.Close(e.ctx, e.DB, req)
 	if oe := overflowOf(t, err); oe.Customer != "b" || oe.Meter != "api" || oe.Period != "2026-10" || oe.Total != "10000000000000" {
 		t.Fatalf("refusal names %+v", oe)
 	}
@@ -158,23 +158,23 @@ func TestCloseRefusesAnOverflowForEveryCustomer(t *testing.T) {
 // and the next close are refused, naming the period the usage belongs to.
 func TestLateUsageOverflowIsRefused(t *testing.T) {
 	e := newEnv(t)
-	defer e.close()
+	defer e.Close()
 	e.setClock(ts("2026-10-20T00:00:00Z"))
 	e.write(row{customer: "c", meter: "api", qty: maxRow, at: october})
 	e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-10", "UTC"), All: true, Meters: invMeters, Now: at("2026-11-02T00:00:00Z")})
 	e.setClock(ts("2026-11-10T00:00:00Z"))
 	e.write(row{customer: "c", meter: "api", qty: maxRow, at: october}) // late, and the late line alone fits
 
-	late, err := ledger.LateUsage(e.ctx, e.db, "", invMeters)
+	late, err := ledger.LateUsage(e.ctx, e.DB, "", invMeters)
 	if err != nil || len(late) != 1 || late[0].Quantity != maxRow {
 		t.Fatalf("late usage of one row at the maximum: %v %+v", err, late)
 	}
 	e.write(row{customer: "c", meter: "api", qty: 1, at: october})
-	_, err = ledger.LateUsage(e.ctx, e.db, "", invMeters)
+	_, err = ledger.LateUsage(e.ctx, e.DB, "", invMeters)
 	if oe := overflowOf(t, err); oe.Customer != "c" || oe.Meter != "api" || oe.Period != "2026-10 (late usage)" || oe.Total != "9223372036854.775808" {
 		t.Fatalf("late refusal names %+v", oe)
 	}
-	_, err = ledger.Close(e.ctx, e.db, ledger.CloseRequest{Period: month(t, "2026-11", "UTC"), All: true, Meters: invMeters, Now: at("2026-12-02T00:00:00Z")})
+	_, err = ledger.Close(e.ctx, e.DB, ledger.CloseRequest{Period: month(t, "2026-11", "UTC"), All: true, Meters: invMeters, Now: at("2026-12-02T00:00:00Z")})
 	if oe := overflowOf(t, err); oe.Period != "2026-10 (late usage)" {
 		t.Fatalf("close refusal names %+v", oe)
 	}
@@ -198,7 +198,7 @@ func TestCloseOfLargeQuantitiesMatchesBigModel(t *testing.T) {
 			rt.Fatal(err)
 		}
 		e := newEnvAt(t, caseDir)
-		defer e.close()
+		defer e.Close()
 		var rows []genRowID
 		batches := make([][]row, len(batchTimes))
 		for b := range batchTimes {
@@ -242,7 +242,7 @@ func TestCloseOfLargeQuantitiesMatchesBigModel(t *testing.T) {
 		// checkClose compares a close with the model: want maps customer|meter
 		// to the exact quantity each line must have.
 		checkClose := func(req ledger.CloseRequest, want map[string]*big.Int, closes, invoices, lines int) bool {
-			res, err := ledger.Close(e.ctx, e.db, req)
+			res, err := ledger.Close(e.ctx, e.DB, req)
 			if err != nil {
 				oe := overflowOf(rt, err)
 				w, ok := want[oe.Customer+"|"+oe.Meter+"|"]
@@ -291,7 +291,7 @@ func TestCloseOfLargeQuantitiesMatchesBigModel(t *testing.T) {
 			}
 		}
 		var invoices, lines int
-		if err := e.db.Read.QueryRow(`SELECT (SELECT COUNT(*) FROM invoices), (SELECT COUNT(*) FROM invoice_lines)`).Scan(&invoices, &lines); err != nil {
+		if err := e.DB.Read.QueryRow(`SELECT (SELECT COUNT(*) FROM invoices), (SELECT COUNT(*) FROM invoice_lines)`).Scan(&invoices, &lines); err != nil {
 			rt.Fatal(err)
 		}
 		checkClose(ledger.CloseRequest{Period: nov, All: true, Meters: meters, Now: at("2026-12-02T00:00:00Z")}, late, 1, invoices, lines)

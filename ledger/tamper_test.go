@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/ledger"
@@ -15,14 +14,14 @@ import (
 // ignored stores a receipt whose event type has no mapping, through the
 // writer like a webhook would.
 func (e *env) ignored(id string) {
-	e.t.Helper()
+	e.T.Helper()
 	body := fmt.Appendf(nil, `{"id":%q,"type":"customer.updated"}`, id)
 	sum := sha256.Sum256(body)
 	d := &custody.Delivery{Provider: "test", EventID: id, EventType: "customer.updated", Body: body, BodySHA256: sum[:],
-		Source: custody.SourceWebhook, HandlerVersion: "test", ReceivedAt: time.UnixMilli(e.clock.Load()), Status: custody.StatusIgnored,
+		Source: custody.SourceWebhook, HandlerVersion: "test", ReceivedAt: e.Now(), Status: custody.StatusIgnored,
 		Attempt: custody.Attempt{StatusCode: 200}}
-	if err := e.w.Submit(context.Background(), d); err != nil {
-		e.t.Fatal(err)
+	if err := e.Writer.Submit(context.Background(), d); err != nil {
+		e.T.Fatal(err)
 	}
 }
 
@@ -60,7 +59,7 @@ var truncateTail = []string{
 
 func TestVerifyDetectsTruncatedTail(t *testing.T) {
 	e, dir := seedWithTail(t)
-	defer e.close()
+	defer e.Close()
 	if rep := verified(t, e); rep.First() != nil {
 		t.Fatalf("intact database:\n%s", problems(rep))
 	}
@@ -74,7 +73,7 @@ func TestVerifyDetectsTruncatedTail(t *testing.T) {
 
 func TestVerifyDetectsDeletedIgnoredReceipt(t *testing.T) {
 	e, dir := seedWithTail(t)
-	defer e.close()
+	defer e.Close()
 	// Not the newest: the next receipt's link breaks.
 	tamper(t, dir, `DELETE FROM delivery_attempts WHERE event_id = 'ign_1'`, `DELETE FROM receipts WHERE event_id = 'ign_1'`)
 	p := verified(t, e).First()
@@ -85,7 +84,7 @@ func TestVerifyDetectsDeletedIgnoredReceipt(t *testing.T) {
 
 func TestVerifyDetectsDeletedNewestIgnoredReceipt(t *testing.T) {
 	e, dir := seedWithTail(t)
-	defer e.close()
+	defer e.Close()
 	e.ignored("ign_2") // receipt 9, the newest
 	tamper(t, dir, `DELETE FROM delivery_attempts WHERE event_id = 'ign_2'`, `DELETE FROM receipts WHERE event_id = 'ign_2'`)
 	p := verified(t, e).First()
@@ -96,7 +95,7 @@ func TestVerifyDetectsDeletedNewestIgnoredReceipt(t *testing.T) {
 
 func TestVerifyDetectsEditedBody(t *testing.T) {
 	e, dir := seedWithTail(t)
-	defer e.close()
+	defer e.Close()
 	tamper(t, dir, `UPDATE receipts SET body = CAST('{"id":"evt_000003","quantity":200}' AS BLOB) WHERE event_id = 'evt_000003'`)
 	p := verified(t, e).First()
 	if p == nil || p.Table != "receipts" || p.ID != 3 || !strings.Contains(p.Error(), "receipts row 3") ||
@@ -110,18 +109,18 @@ func TestVerifyDetectsEditedBody(t *testing.T) {
 // (hashed) to the one it has now.
 func TestVerifyDetectsStatusChangedOutsideAReplay(t *testing.T) {
 	e, dir := seedWithTail(t)
-	defer e.close()
+	defer e.Close()
 	body := []byte(`{"id":"bad_1","type":"usage.recorded","data":{}}`)
 	sum := sha256.Sum256(body)
-	if err := e.w.Submit(e.ctx, &custody.Delivery{Provider: "test", EventID: "bad_1", EventType: "usage.recorded", Body: body, BodySHA256: sum[:],
-		Source: custody.SourceWebhook, HandlerVersion: "test", ReceivedAt: time.UnixMilli(e.clock.Load()), Status: custody.StatusFailed,
+	if err := e.Writer.Submit(e.ctx, &custody.Delivery{Provider: "test", EventID: "bad_1", EventType: "usage.recorded", Body: body, BodySHA256: sum[:],
+		Source: custody.SourceWebhook, HandlerVersion: "test", ReceivedAt: e.Now(), Status: custody.StatusFailed,
 		Error: "no customer", Attempt: custody.Attempt{StatusCode: 200}}); err != nil {
 		t.Fatal(err)
 	}
 	m := ledger.NewMapper([]ledger.Mapping{{Type: "usage.recorded", Customer: ledger.Field{Path: "data.customer"},
 		Meter: ledger.Field{Path: "data.meter"}, Quantity: ledger.Field{Path: "data.quantity"}}}, nil)
 	replay := &custody.Replay{Provider: "test", EventID: "bad_1", Mapper: m, HandlerVersion: "test2"}
-	if err := e.w.Submit(e.ctx, replay); err != nil || replay.Outcome != custody.ReplayFailed {
+	if err := e.Writer.Submit(e.ctx, replay); err != nil || replay.Outcome != custody.ReplayFailed {
 		t.Fatalf("replay: %v %s", err, replay.Outcome)
 	}
 	if rep := verified(t, e); rep.First() != nil {

@@ -10,23 +10,23 @@ import (
 // intact chain and after each kind of tampering.
 func TestCheckLinksBatchAgreesWithCheckLinks(t *testing.T) {
 	e := newEnv(t)
-	defer e.close()
+	defer e.Close()
 	for i := range 8 {
 		e.write(row{customer: "c", meter: "m", qty: q("1"), at: ts("2026-10-01T00:00:00Z").AddDate(0, 0, i)})
 	}
 	agree := func(name string, wantProblems int) {
 		t.Helper()
 		var rows []ledger.Row
-		if err := e.db.Read.Select(&rows, `SELECT id, kind, provider, event_id, customer_id, meter, quantity, properties, reason, ref,
+		if err := e.DB.Read.Select(&rows, `SELECT id, kind, provider, event_id, customer_id, meter, quantity, properties, reason, ref,
 			occurred_at, recorded_at, prev_hash, row_hash FROM metered_usage ORDER BY id`); err != nil {
 			t.Fatal(err)
 		}
-		batch, err := ledger.CheckLinksBatch(e.ctx, e.db, rows)
+		batch, err := ledger.CheckLinksBatch(e.ctx, e.DB, rows)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, r := range rows {
-			one, err := ledger.CheckLinks(e.ctx, e.db, r)
+			one, err := ledger.CheckLinks(e.ctx, e.DB, r)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -40,22 +40,22 @@ func TestCheckLinksBatchAgreesWithCheckLinks(t *testing.T) {
 	}
 	agree("intact", 0)
 
-	e.db.Write.MustExec(`DROP TRIGGER metered_usage_no_update`)
-	e.db.Write.MustExec(`DROP TRIGGER metered_usage_no_delete`)
-	e.db.Write.MustExec(`UPDATE metered_usage SET quantity = 5000000 WHERE id = 3`)
+	e.DB.Write.MustExec(`DROP TRIGGER metered_usage_no_update`)
+	e.DB.Write.MustExec(`DROP TRIGGER metered_usage_no_delete`)
+	e.DB.Write.MustExec(`UPDATE metered_usage SET quantity = 5000000 WHERE id = 3`)
 	agree("edited row 3", 1) // its own hash
 
-	r, err := ledger.GetRow(e.ctx, e.db, 3)
+	r, err := ledger.GetRow(e.ctx, e.DB, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.db.Write.MustExec(`UPDATE metered_usage SET row_hash = ? WHERE id = 3`, r.Hash(r.PrevHash))
+	e.DB.Write.MustExec(`UPDATE metered_usage SET row_hash = ? WHERE id = 3`, r.Hash(r.PrevHash))
 	agree("row 3 rehashed", 2) // row 3's next link and row 4's prev link
 
-	e.db.Write.MustExec(`DELETE FROM metered_usage WHERE id = 6`)
+	e.DB.Write.MustExec(`DELETE FROM metered_usage WHERE id = 6`)
 	agree("row 6 deleted", 4) // and rows 5 and 7 on either side of the gap
 
-	e.db.Write.MustExec(`DELETE FROM metered_usage WHERE id = 8`)
+	e.DB.Write.MustExec(`DELETE FROM metered_usage WHERE id = 8`)
 	agree("head deleted", 4) // the new head has no next row: nothing to see there
 }
 

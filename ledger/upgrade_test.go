@@ -75,7 +75,7 @@ func openVersion4(t *testing.T) string {
 func TestUpgradeChainsExistingReceipts(t *testing.T) {
 	path := openVersion4(t)
 	e := newEnvAt(t, filepath.Dir(path)) // schema.Open migrates
-	defer e.close()
+	defer e.Close()
 
 	// The chain the migration must have written, from the stored facts
 	// alone: id order, across the gap, receipt 4 as first stored (failed).
@@ -92,7 +92,7 @@ func TestUpgradeChainsExistingReceipts(t *testing.T) {
 		l.PrevHash = want.LastHash
 		l.RowHash = l.Hash(l.PrevHash)
 		var prev, got []byte
-		if err := e.db.Read.QueryRowx(`SELECT prev_hash, row_hash FROM receipts WHERE id = ?`, l.ID).Scan(&prev, &got); err != nil {
+		if err := e.DB.Read.QueryRowx(`SELECT prev_hash, row_hash FROM receipts WHERE id = ?`, l.ID).Scan(&prev, &got); err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(prev, l.PrevHash) || !bytes.Equal(got, l.RowHash) {
@@ -100,12 +100,12 @@ func TestUpgradeChainsExistingReceipts(t *testing.T) {
 		}
 		want.Advance(&l)
 	}
-	h, err := ledger.LoadHead(e.ctx, e.db)
+	h, err := ledger.LoadHead(e.ctx, e.DB)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var ledgerHash []byte
-	e.db.Read.Get(&ledgerHash, `SELECT row_hash FROM metered_usage WHERE id = 2`)
+	e.DB.Read.Get(&ledgerHash, `SELECT row_hash FROM metered_usage WHERE id = 2`)
 	if h.Receipts.LastID != 5 || !bytes.Equal(h.Receipts.LastHash, want.LastHash) || h.Ledger.LastID != 2 || !bytes.Equal(h.Ledger.LastHash, ledgerHash) {
 		t.Fatalf("head after the migration: %+v", h)
 	}
@@ -131,7 +131,7 @@ func TestUpgradeChainsExistingReceipts(t *testing.T) {
 		`DELETE FROM chain_head`,
 		`UPDATE chain_head SET receipt_id = 1`,
 	} {
-		if _, err := e.db.Write.Exec(bad); err == nil {
+		if _, err := e.DB.Write.Exec(bad); err == nil {
 			t.Errorf("accepted: %s", bad)
 		}
 	}
@@ -139,7 +139,7 @@ func TestUpgradeChainsExistingReceipts(t *testing.T) {
 		`UPDATE receipts SET status = 'ignored', error = '', handler_version = 'v2', processed_at = 1 WHERE id = 2`,
 		`UPDATE receipts SET body = NULL, signature_headers = '' WHERE id = 2`,
 	} {
-		if _, err := e.db.Write.Exec(ok); err != nil {
+		if _, err := e.DB.Write.Exec(ok); err != nil {
 			t.Errorf("%s: %v", ok, err)
 		}
 	}

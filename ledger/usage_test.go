@@ -10,7 +10,7 @@ import (
 
 func TestUsagePeriodIsHalfOpen(t *testing.T) {
 	e := newEnv(t)
-	defer e.close()
+	defer e.Close()
 	from, to := ts("2026-11-01T00:00:00Z"), ts("2026-12-01T00:00:00Z")
 	e.write(
 		row{customer: "c1", meter: "api", qty: q("1"), at: from.Add(-time.Millisecond)}, // before: excluded
@@ -41,7 +41,7 @@ func TestUsageDSTDayHasHourlyBuckets(t *testing.T) {
 	} {
 		t.Run(tc.day, func(t *testing.T) {
 			e := newEnv(t)
-			defer e.close()
+			defer e.Close()
 			p := ledger.UsageParams{From: tc.day, To: tc.day + "T23:59:59.999", TZ: "Europe/Berlin", GroupBy: "hour"}
 			qr, err := p.Query(nil)
 			if err != nil {
@@ -88,7 +88,7 @@ func TestUsageDSTDayHasHourlyBuckets(t *testing.T) {
 
 func TestUsageMonthBoundaryInZone(t *testing.T) {
 	e := newEnv(t)
-	defer e.close()
+	defer e.Close()
 	// 23:30 UTC on 31 October is 00:30 on 1 November in Berlin (UTC+1 after DST).
 	e.write(
 		row{customer: "c", meter: "api", qty: q("5"), at: ts("2026-10-31T23:30:00Z")},
@@ -135,7 +135,7 @@ func TestUsageMonthBoundaryInZone(t *testing.T) {
 
 func TestUsageAsOf(t *testing.T) {
 	e := newEnv(t)
-	defer e.close()
+	defer e.Close()
 	e.setClock(ts("2026-12-01T10:00:00Z"))
 	e.write(row{customer: "c", meter: "api", qty: q("3"), at: ts("2026-11-05T00:00:00Z")})
 	e.setClock(ts("2026-12-02T10:00:00Z"))
@@ -168,7 +168,7 @@ func TestUsageAsOf(t *testing.T) {
 
 func TestUsageGroupWithoutMeterNeedsOneAggregation(t *testing.T) {
 	e := newEnv(t)
-	defer e.close()
+	defer e.Close()
 	meters := ledger.NewMeters([]ledger.Meter{
 		{Name: "api", Aggregation: ledger.AggSum},
 		{Name: "seats", Aggregation: ledger.AggMax},
@@ -178,7 +178,7 @@ func TestUsageGroupWithoutMeterNeedsOneAggregation(t *testing.T) {
 		row{customer: "a", meter: "seats", qty: q("9"), at: ts("2026-11-01T00:00:00Z")},
 		row{customer: "b", meter: "seats", qty: q("4"), at: ts("2026-11-01T00:00:00Z")},
 	)
-	_, err := ledger.Query(e.ctx, e.db, ledger.UsageQuery{GroupBy: []string{"customer"}, Meters: meters})
+	_, err := ledger.Query(e.ctx, e.DB, ledger.UsageQuery{GroupBy: []string{"customer"}, Meters: meters})
 	if err == nil || !strings.Contains(err.Error(), "aggregate differently") {
 		t.Fatalf("mixing sum and max in one group: err = %v", err)
 	}

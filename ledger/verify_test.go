@@ -33,7 +33,7 @@ func tamper(t *testing.T, dir string, stmts ...string) {
 
 func verified(t *testing.T, e *env) *ledger.VerifyReport {
 	t.Helper()
-	rep, err := ledger.Verify(e.ctx, e.db)
+	rep, err := ledger.Verify(e.ctx, e.DB)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func seedForVerify(t *testing.T) (*env, string) {
 
 func TestVerifyIntactDatabase(t *testing.T) {
 	e, _ := seedForVerify(t)
-	defer e.close()
+	defer e.Close()
 	rep := verified(t, e)
 	if p := rep.First(); p != nil {
 		t.Fatalf("intact database: %v", p)
@@ -65,7 +65,7 @@ func TestVerifyIntactDatabase(t *testing.T) {
 
 func TestVerifyReportsChangedQuantity(t *testing.T) {
 	e, dir := seedForVerify(t)
-	defer e.close()
+	defer e.Close()
 	tamper(t, dir,
 		`DROP TRIGGER metered_usage_no_update`,
 		`UPDATE metered_usage SET quantity = 1000000 WHERE id = 3`,
@@ -90,7 +90,7 @@ func TestVerifyReportsChangedQuantity(t *testing.T) {
 
 func TestVerifyReportsDeletedAndRechainedRows(t *testing.T) {
 	e, dir := seedForVerify(t)
-	defer e.close()
+	defer e.Close()
 	tamper(t, dir, `DROP TRIGGER metered_usage_no_delete`, `DELETE FROM metered_usage WHERE id = 2`)
 	p := verified(t, e).First()
 	if p == nil || p.ID != 3 || !strings.Contains(p.Msg, "ids jump from 1 to 3") {
@@ -100,7 +100,7 @@ func TestVerifyReportsDeletedAndRechainedRows(t *testing.T) {
 
 func TestVerifyReportsReceiptMismatches(t *testing.T) {
 	e, dir := seedForVerify(t)
-	defer e.close()
+	defer e.Close()
 	tamper(t, dir,
 		`INSERT INTO receipts (provider, event_id, body_sha256, status, handler_version, source, received_at, processed_at)
 		 VALUES ('test', 'ghost', x'00', 'applied', 'x', 'webhook', 0, 0)`,
@@ -123,7 +123,7 @@ func TestVerifyReportsReceiptMismatches(t *testing.T) {
 // purpose; only rows the recorded prune covered are excused.
 func TestVerifyAcceptsReceiptsDeletedByRetention(t *testing.T) {
 	e, dir := seedForVerify(t)
-	defer e.close()
+	defer e.Close()
 	tamper(t, dir,
 		`DELETE FROM receipts WHERE event_id IN ('evt_000001', 'evt_000002')`,
 		`INSERT INTO prune_runs (pruned_at, bodies_pruned, keys_deleted, ledger_head_id) VALUES (0, 0, 2, 2)`,
@@ -140,7 +140,7 @@ func TestVerifyAcceptsReceiptsDeletedByRetention(t *testing.T) {
 
 func TestVerifyReportsEditedInvoice(t *testing.T) {
 	e, dir := seedForVerify(t)
-	defer e.close()
+	defer e.Close()
 	tamper(t, dir, `DROP TRIGGER invoice_lines_no_update`, `UPDATE invoice_lines SET quantity = 1 WHERE invoice_id = 1`)
 	rep := verified(t, e)
 	p := rep.First()
@@ -161,7 +161,7 @@ func forgeInvoice(t *testing.T, e *env, dir string, inv ledger.Invoice) {
 		VALUES (%d, '', %q, %q, %d, %d, 0, %d, %d, %d)`, inv.CloseID, inv.Period, inv.TZ, inv.PeriodStart, inv.PeriodEnd, inv.Cutoff, inv.LedgerHead, inv.ClosedAt)}
 	for i := range inv.Lines {
 		l := &inv.Lines[i]
-		chk, err := ledger.CheckLine(e.ctx, e.db, *l)
+		chk, err := ledger.CheckLine(e.ctx, e.DB, *l)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -187,7 +187,7 @@ func forgeInvoice(t *testing.T, e *env, dir string, inv ledger.Invoice) {
 func TestVerifyReportsAWrappedInvoiceQuantity(t *testing.T) {
 	dir := t.TempDir()
 	e := newEnvAt(t, dir)
-	defer e.close()
+	defer e.Close()
 	e.setClock(ts("2026-10-20T00:00:00Z"))
 	five := q("5000000000000")
 	e.write(row{customer: "c", meter: "api", qty: five, at: october}, row{customer: "c", meter: "api", qty: five, at: october})
@@ -208,11 +208,11 @@ func TestVerifyReportsAWrappedInvoiceQuantity(t *testing.T) {
 		t.Fatalf("first problem: %+v (the ledger itself is intact)", p)
 	}
 	// dispute reads the same check: the line does not match, and says why.
-	inv, err := ledger.GetInvoice(e.ctx, e.db, 1)
+	inv, err := ledger.GetInvoice(e.ctx, e.DB, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	chk, err := ledger.CheckLine(e.ctx, e.db, inv.Lines[0])
+	chk, err := ledger.CheckLine(e.ctx, e.DB, inv.Lines[0])
 	if err != nil || chk.Problem != strings.TrimPrefix(want, "line 1 (api 2026-10): ") || chk.Quantity != 0 || chk.UsageRows != 2 {
 		t.Fatalf("CheckLine: %v %+v", err, chk)
 	}
@@ -247,7 +247,7 @@ func TestVerifyReportsInvoiceLinesThatLeaveRowsOff(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			e := newEnvAt(t, dir)
-			defer e.close()
+			defer e.Close()
 			e.setClock(ts("2026-10-20T00:00:00Z"))
 			e.write(row{customer: "c", meter: "api", qty: q("1"), at: october}, row{customer: "c", meter: "gpu", qty: q("5"), at: october},
 				row{customer: "c", meter: "api", qty: q("2"), at: october})

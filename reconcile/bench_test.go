@@ -28,11 +28,11 @@ func seedStripe(b *testing.B, e *env, run, n int) {
 		sum := sha256.Sum256(body)
 		d := &custody.Delivery{Provider: "stripe", EventID: fmt.Sprintf("evt_%d_%05d", run, i), EventType: "billing.meter_event",
 			Body: body, BodySHA256: sum[:], Source: custody.SourceWebhook, HandlerVersion: "bench", ReceivedAt: testNow}
-		d.Classify(e.srv.Mapper)
+		d.Classify(e.Server.Mapper)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := e.w.Submit(context.Background(), d); err != nil {
+			if err := e.Writer.Submit(context.Background(), d); err != nil {
 				b.Error(err)
 			}
 		}()
@@ -114,10 +114,10 @@ func BenchmarkPruneBodies(b *testing.B) {
 	const n = 10000
 	for i := 0; b.Loop(); i++ {
 		b.StopTimer()
-		e.setNow(testNow.Add(time.Duration(i) * time.Hour))
+		e.Clock.Set(testNow.Add(time.Duration(i) * time.Hour))
 		seedStripe(b, e, i, n+n/9+1) // every tenth is not stored: n stored
 		b.StartTimer()
-		rep, err := Prune(context.Background(), e.db, e.w, Retention{Payload: time.Minute}, testNow.Add(time.Duration(i)*time.Hour+time.Hour), false)
+		rep, err := Prune(context.Background(), e.DB, e.Writer, Retention{Payload: time.Minute}, testNow.Add(time.Duration(i)*time.Hour+time.Hour), false)
 		if err != nil || rep.BodiesPruned < n {
 			b.Fatalf("err %v report %+v", err, rep)
 		}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -19,10 +18,8 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/config"
-	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/ledger"
-	"github.com/hookledger/hookledger/receiver"
-	"github.com/hookledger/hookledger/schema"
 	"github.com/hookledger/hookledger/scheme"
 )
 
@@ -76,18 +73,9 @@ usage:
 // env is a receiver on a real SQLite file behind a real HTTP listener, with a
 // fake Stripe events API and a fake GitHub deliveries API beside it.
 type env struct {
-	t      testing.TB
-	dir    string
-	cfg    *config.Config
-	db     *schema.DB
-	w      *custody.Writer
-	srv    *receiver.Server
-	hook   *httptest.Server
+	*testenv.Env
 	stripe *fakeStripe
 	github *fakeGitHub
-
-	mu  sync.Mutex
-	now time.Time
 }
 
 type envOptions struct {
@@ -100,8 +88,8 @@ func newEnv(t testing.TB, o envOptions) *env {
 	if o.quantityPath == "" {
 		o.quantityPath = "data.object.value"
 	}
-	e := &env{t: t, dir: t.TempDir(), now: testNow}
-	e.stripe = &fakeStripe{key: stripeKey}
+	dir := t.TempDir()
+	e := &env{stripe: &fakeStripe{key: stripeKey}}
 	stripeAPI := httptest.NewServer(e.stripe)
 	t.Cleanup(stripeAPI.Close)
 	e.github = &fakeGitHub{token: githubToken, secret: githubSecret, posts: map[string]int{}, deliverOn: map[string]bool{}}
@@ -109,82 +97,22 @@ func newEnv(t testing.TB, o envOptions) *env {
 	t.Cleanup(githubAPI.Close)
 	e.github.base = githubAPI.URL
 
-	src := fmt.Sprintf(testYAML, e.dir, stripeSecret, stripeAPI.URL, stripeKey, githubSecret, githubAPI.URL, githubToken,
+	src := fmt.Sprintf(testYAML, dir, stripeSecret, stripeAPI.URL, stripeKey, githubSecret, githubAPI.URL, githubToken,
 		o.retention, o.quantityPath)
-	cfg, err := config.Parse([]byte(src), e.dir)
+	cfg, err := config.Parse([]byte(src), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.cfg = cfg
-	e.open()
+	e.Env = testenv.New(t, testenv.Options{Dir: dir, Config: cfg, Now: testNow})
+	e.github.webhook = e.HTTP.URL + "/webhooks/github"
 	return e
-}
-
-func (e *env) open() {
-	t := e.t
-	db, err := schema.Open(context.Background(), e.cfg.DBPath(), schema.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	providers, err := receiver.NewProviders(e.cfg.Providers)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := custody.NewWriter(db)
-	w.Now = e.clock
-	if err := w.Open(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	e.db, e.w = db, w
-	e.srv = &receiver.Server{
-		Providers:      providers,
-		Mapper:         e.mapper(),
-		Custody:        w,
-		HandlerVersion: "test",
-		Log:            slog.New(slog.DiscardHandler),
-		Now:            e.clock,
-	}
-	mux := http.NewServeMux()
-	e.srv.Routes(mux)
-	e.hook = httptest.NewServer(mux)
-	e.github.webhook = e.hook.URL + "/webhooks/github"
-	t.Cleanup(func() {
-		e.hook.Close()
-		e.w.Close()
-		e.db.Close()
-	})
-}
-
-func (e *env) mapper() *ledger.Mapper { return ledger.NewMapper(e.cfg.Usage, e.cfg.MeterNames()) }
-
-func (e *env) clock() time.Time {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.now
-}
-
-func (e *env) setNow(t time.Time) {
-	e.mu.Lock()
-	e.now = t
-	e.mu.Unlock()
-}
-
-// provider returns the named provider's config.
-func (e *env) provider(name string) config.Provider {
-	for _, p := range e.cfg.Providers {
-		if p.Name == name {
-			return p
-		}
-	}
-	e.t.Fatalf("no provider %s", name)
-	return config.Provider{}
 }
 
 // reconciler builds the provider's reconciler as the CLI does, with fast retries.
 func (e *env) reconciler(name string) *Reconciler {
-	r, err := ForProvider(e.provider(name), nil, Reconciler{DB: e.db, Writer: e.w, Mapper: e.mapper(), HandlerVersion: "test", Now: e.clock})
+	r, err := ForProvider(e.Provider(name), nil, Reconciler{DB: e.DB, Writer: e.Writer, Mapper: e.Mapper(), HandlerVersion: "test", Now: e.Now})
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	fast := Retry{MaxTries: 3, InitialInterval: time.Millisecond, MaxInterval: 5 * time.Millisecond, MaxRetryAfter: 3 * time.Second}
 	switch s := r.Source.(type) {
@@ -199,54 +127,36 @@ func (e *env) reconciler(name string) *Reconciler {
 
 // post signs body as provider would and POSTs it to the receiver.
 func (e *env) post(provider, id, typ string, body []byte) (int, map[string]any) {
-	e.t.Helper()
-	p := e.srv.Providers[provider]
-	h := http.Header{}
-	p.Scheme.Sign(h, body, p.Keys[0], id, typ, e.clock())
-	req, _ := http.NewRequest(http.MethodPost, e.hook.URL+"/webhooks/"+provider, bytes.NewReader(body))
-	req.Header = h
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	e.T.Helper()
+	code, raw := e.Deliver(provider, id, typ, body)
 	var r map[string]any
-	json.NewDecoder(resp.Body).Decode(&r)
-	return resp.StatusCode, r
-}
-
-func (e *env) count(query string, args ...any) int {
-	e.t.Helper()
-	var n int
-	if err := e.db.Read.Get(&n, query, args...); err != nil {
-		e.t.Fatal(err)
-	}
-	return n
+	json.Unmarshal(raw, &r)
+	return code, r
 }
 
 // usageSum is the ledger total for a provider in micro-units.
 func (e *env) usageSum(provider string) ledger.Quantity {
-	e.t.Helper()
+	e.T.Helper()
 	var q int64
-	if err := e.db.Read.Get(&q, `SELECT COALESCE(SUM(quantity), 0) FROM metered_usage WHERE provider = ?`, provider); err != nil {
-		e.t.Fatal(err)
+	if err := e.DB.Read.Get(&q, `SELECT COALESCE(SUM(quantity), 0) FROM metered_usage WHERE provider = ?`, provider); err != nil {
+		e.T.Fatal(err)
 	}
 	return ledger.Quantity(q)
 }
 
 func (e *env) checkpoint(provider string) Checkpoint {
-	e.t.Helper()
-	cp, _, err := LoadCheckpoint(context.Background(), e.db, provider)
+	e.T.Helper()
+	cp, _, err := LoadCheckpoint(context.Background(), e.DB, provider)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	return cp
 }
 
 func (e *env) writeFile(name, content string) string {
-	p := filepath.Join(e.dir, name)
+	p := filepath.Join(e.Dir, name)
 	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	return p
 }

@@ -123,7 +123,7 @@ func TestReconcilerGuards(t *testing.T) {
 	t.Run("an interrupted run older than the window starts afresh", func(t *testing.T) {
 		stale := Checkpoint{Provider: "stripe", WindowStart: testNow.Add(-100 * time.Hour).UnixMilli(),
 			WindowEnd: testNow.Add(-90 * time.Hour).UnixMilli(), Cursor: "evt_gone", Pages: 3}
-		if err := e.w.Submit(context.Background(), saveCheckpoint(stale)); err != nil {
+		if err := e.Writer.Submit(context.Background(), saveCheckpoint(stale)); err != nil {
 			t.Fatal(err)
 		}
 		r := *base
@@ -138,7 +138,7 @@ func TestReconcilerGuards(t *testing.T) {
 	})
 	t.Run("a checkpoint ahead of the clock gives an empty window, not a backwards one", func(t *testing.T) {
 		cp := Checkpoint{Provider: "stripe", CompletedThrough: testNow.Add(time.Hour).UnixMilli()}
-		if err := e.w.Submit(context.Background(), saveCheckpoint(cp)); err != nil {
+		if err := e.Writer.Submit(context.Background(), saveCheckpoint(cp)); err != nil {
 			t.Fatal(err)
 		}
 		r := *base

@@ -45,7 +45,7 @@ func TestFileSourceInsertsMissingEventsPageByPage(t *testing.T) {
 	if got := e.usageSum("files").String(); got != "55" {
 		t.Errorf("usage total %s, want 55", got)
 	}
-	if n := e.count(`SELECT COUNT(*) FROM delivery_attempts WHERE remote_addr = 'reconcile:file:events.jsonl'`); n != 6 {
+	if n := e.Int(`SELECT COUNT(*) FROM delivery_attempts WHERE remote_addr = 'reconcile:file:events.jsonl'`); n != 6 {
 		t.Errorf("file attempts = %d", n)
 	}
 	rep, err = r.Run(context.Background(), Options{Since: 24 * time.Hour})
@@ -100,7 +100,7 @@ func TestFileSourceReadsLinesAsWebhooksAre(t *testing.T) {
 	if err != nil || rep.Inserted != 1 {
 		t.Fatalf("err %v, report %+v", err, rep)
 	}
-	if n := e.count(`SELECT COUNT(*) FROM receipts WHERE event_id = 'msg_last'`); n != 1 {
+	if n := e.Int(`SELECT COUNT(*) FROM receipts WHERE event_id = 'msg_last'`); n != 1 {
 		t.Errorf("%d receipts under the last id, want 1", n)
 	}
 
@@ -109,7 +109,7 @@ func TestFileSourceReadsLinesAsWebhooksAre(t *testing.T) {
 	if !errors.Is(err, ErrIncomplete) || !strings.Contains(err.Error(), "event id: contains a control character (U+0000)") {
 		t.Fatalf("err %v, want the bad id named", err)
 	}
-	if n := e.count(`SELECT COUNT(*) FROM receipts`); n != 1 || rep.Inserted != 0 {
+	if n := e.Int(`SELECT COUNT(*) FROM receipts`); n != 1 || rep.Inserted != 0 {
 		t.Errorf("%d receipts, %d inserted; want the bad event left out", n, rep.Inserted)
 	}
 }

@@ -67,11 +67,11 @@ func TestGitHubMissingDeliveryIsRedeliveredOnce(t *testing.T) {
 			t.Errorf("delivery %s: %d redelivery requests, want %d", id, got, want)
 		}
 	}
-	if n := e.count(`SELECT COUNT(*) FROM redelivery_requests WHERE provider = 'github' AND status_code = 202`); n != 3 {
+	if n := e.Int(`SELECT COUNT(*) FROM redelivery_requests WHERE provider = 'github' AND status_code = 202`); n != 3 {
 		t.Errorf("recorded requests = %d", n)
 	}
 	// g2's redelivery arrived as an ordinary signed webhook.
-	if n := e.count(`SELECT COUNT(*) FROM receipts WHERE provider = 'github' AND event_id = 'g2' AND source = 'webhook'`); n != 1 {
+	if n := e.Int(`SELECT COUNT(*) FROM receipts WHERE provider = 'github' AND event_id = 'g2' AND source = 'webhook'`); n != 1 {
 		t.Errorf("g2 not received")
 	}
 
@@ -101,7 +101,7 @@ func TestGitHubFailedRedeliveryRequestIsAskedAgainNextRun(t *testing.T) {
 	if !errors.Is(err, ErrIncomplete) || rep.Failed != 1 || rep.RedeliveryRequested != 2 || rep.Pages != 2 {
 		t.Fatalf("err %v report %+v", err, rep)
 	}
-	if n := e.count(`SELECT COUNT(*) FROM redelivery_requests WHERE event_id = 'g4'`); n != 0 {
+	if n := e.Int(`SELECT COUNT(*) FROM redelivery_requests WHERE event_id = 'g4'`); n != 0 {
 		t.Errorf("a failed request was recorded as asked")
 	}
 	if cp := e.checkpoint("github"); cp.Cursor != "v1_3" || cp.CompletedThrough != 0 {
@@ -118,10 +118,10 @@ func TestGitHubFailedRedeliveryRequestIsAskedAgainNextRun(t *testing.T) {
 	if got := e.github.postCount("105"); got != 2 {
 		t.Errorf("g4: %d requests, want 2 (one refused, one accepted)", got)
 	}
-	if n := e.count(`SELECT COUNT(*) FROM redelivery_requests WHERE provider = 'github' AND event_id = 'g4'`); n != 1 {
+	if n := e.Int(`SELECT COUNT(*) FROM redelivery_requests WHERE provider = 'github' AND event_id = 'g4'`); n != 1 {
 		t.Errorf("redelivery_requests rows for g4 = %d, want 1", n)
 	}
-	if n := e.count(`SELECT COUNT(*) FROM redelivery_requests WHERE provider = 'github' AND event_id = 'g4'
+	if n := e.Int(`SELECT COUNT(*) FROM redelivery_requests WHERE provider = 'github' AND event_id = 'g4'
 		AND delivery_id = '105' AND status_code = 202`); n != 1 {
 		t.Errorf("redelivery_requests rows for g4 with delivery 105 and the accepted 202 = %d, want 1", n)
 	}

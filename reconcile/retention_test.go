@@ -19,7 +19,7 @@ const retention30_60 = "retention:\n  payload: 30d\n  keys: 60d\n"
 func retentionFixture(t *testing.T, e *env) {
 	t.Helper()
 	post := func(age time.Duration, body []byte) {
-		e.setNow(testNow.Add(-age))
+		e.Clock.Set(testNow.Add(-age))
 		if code, r := e.post("stripe", "", "", body); code != 200 || r["duplicate"] != false {
 			t.Fatalf("webhook: %d %v", code, r)
 		}
@@ -34,8 +34,8 @@ func retentionFixture(t *testing.T, e *env) {
 	}
 	post(70*day, []byte(`{"id":"evt_failed","object":"event","type":"billing.meter_event","created":1,"data":{"object":{"customer":"cus_1"}}}`))
 	post(40*day, []byte(`{"id":"evt_ignored","object":"event","type":"customer.created","created":1,"data":{}}`))
-	e.setNow(testNow)
-	if _, err := e.db.Write.Exec(`INSERT INTO redelivery_requests (provider, event_id, delivery_id, requested_at, status_code)
+	e.Clock.Set(testNow)
+	if _, err := e.DB.Write.Exec(`INSERT INTO redelivery_requests (provider, event_id, delivery_id, requested_at, status_code)
 		VALUES ('github', 'g_old', '1', ?, 202), ('github', 'g_new', '2', ?, 202)`,
 		testNow.Add(-70*day).UnixMilli(), testNow.Add(-day).UnixMilli()); err != nil {
 		t.Fatal(err)
@@ -48,25 +48,25 @@ func TestPruneKeepsTombstonesAndTheLedger(t *testing.T) {
 	pruneBatch = 2 // several batches per status
 	t.Cleanup(func() { pruneBatch = 500 })
 	ctx := context.Background()
-	p := Retention{Payload: e.cfg.Retention.Payload.Duration, Keys: e.cfg.Retention.Keys.Duration}
-	usageRows, usage := e.count(`SELECT COUNT(*) FROM metered_usage`), e.usageSum("stripe")
+	p := Retention{Payload: e.Config.Retention.Payload.Duration, Keys: e.Config.Retention.Keys.Duration}
+	usageRows, usage := e.Int(`SELECT COUNT(*) FROM metered_usage`), e.usageSum("stripe")
 	var digest []byte
-	if err := e.db.Read.Get(&digest, `SELECT body_sha256 FROM receipts WHERE event_id = 'evt_002'`); err != nil {
+	if err := e.DB.Read.Get(&digest, `SELECT body_sha256 FROM receipts WHERE event_id = 'evt_002'`); err != nil {
 		t.Fatal(err)
 	}
 
-	dry, err := Prune(ctx, e.db, e.w, p, testNow, true)
+	dry, err := Prune(ctx, e.DB, e.Writer, p, testNow, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if dry.BodiesPruned != 5 || dry.KeysDeleted != 2 || dry.FailedKept != 1 || dry.RedeliveryRequestsDeleted != 1 {
 		t.Errorf("dry run %+v", dry)
 	}
-	if n := e.count(`SELECT COUNT(*) FROM receipts WHERE body IS NULL`); n != 0 {
+	if n := e.Int(`SELECT COUNT(*) FROM receipts WHERE body IS NULL`); n != 0 {
 		t.Fatalf("dry run pruned %d bodies", n)
 	}
 
-	rep, err := Prune(ctx, e.db, e.w, p, testNow, false)
+	rep, err := Prune(ctx, e.DB, e.Writer, p, testNow, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,13 +74,13 @@ func TestPruneKeepsTombstonesAndTheLedger(t *testing.T) {
 		t.Errorf("prune %+v", rep)
 	}
 	// 70 days: applied receipts and their attempts are gone; the failed one is whole.
-	if n := e.count(`SELECT COUNT(*) FROM receipts WHERE event_id IN ('evt_000', 'evt_001')`); n != 0 {
+	if n := e.Int(`SELECT COUNT(*) FROM receipts WHERE event_id IN ('evt_000', 'evt_001')`); n != 0 {
 		t.Errorf("receipts past keys: %d", n)
 	}
-	if n := e.count(`SELECT COUNT(*) FROM delivery_attempts WHERE event_id IN ('evt_000', 'evt_001')`); n != 0 {
+	if n := e.Int(`SELECT COUNT(*) FROM delivery_attempts WHERE event_id IN ('evt_000', 'evt_001')`); n != 0 {
 		t.Errorf("attempts of deleted receipts: %d", n)
 	}
-	if n := e.count(`SELECT COUNT(*) FROM receipts WHERE event_id = 'evt_failed' AND status = 'failed' AND body IS NOT NULL`); n != 1 {
+	if n := e.Int(`SELECT COUNT(*) FROM receipts WHERE event_id = 'evt_failed' AND status = 'failed' AND body IS NOT NULL`); n != 1 {
 		t.Errorf("failed receipt not kept whole")
 	}
 	// 40 days: tombstones with digest and time, no body, no signature headers.
@@ -91,56 +91,56 @@ func TestPruneKeepsTombstonesAndTheLedger(t *testing.T) {
 		ReceivedAt int64  `db:"received_at"`
 		Status     string `db:"status"`
 	}
-	if err := e.db.Read.Get(&tomb, `SELECT body, body_sha256, signature_headers, received_at, status FROM receipts WHERE event_id = 'evt_002'`); err != nil {
+	if err := e.DB.Read.Get(&tomb, `SELECT body, body_sha256, signature_headers, received_at, status FROM receipts WHERE event_id = 'evt_002'`); err != nil {
 		t.Fatal(err)
 	}
 	if tomb.Body != nil || tomb.Headers != "" || !bytes.Equal(tomb.Sum, digest) || tomb.Status != "applied" ||
 		tomb.ReceivedAt != testNow.Add(-40*24*time.Hour).UnixMilli() {
 		t.Errorf("tombstone %+v", tomb)
 	}
-	if n := e.count(`SELECT COUNT(*) FROM receipts WHERE body IS NULL`); n != 3 {
+	if n := e.Int(`SELECT COUNT(*) FROM receipts WHERE body IS NULL`); n != 3 {
 		t.Errorf("tombstones = %d, want 3", n)
 	}
 	// 10 days: whole.
-	if n := e.count(`SELECT COUNT(*) FROM receipts WHERE event_id IN ('evt_004', 'evt_005') AND body IS NOT NULL`); n != 2 {
+	if n := e.Int(`SELECT COUNT(*) FROM receipts WHERE event_id IN ('evt_004', 'evt_005') AND body IS NOT NULL`); n != 2 {
 		t.Errorf("recent bodies pruned")
 	}
 	// The ledger is untouched.
-	if n := e.count(`SELECT COUNT(*) FROM metered_usage`); n != usageRows || e.usageSum("stripe") != usage {
+	if n := e.Int(`SELECT COUNT(*) FROM metered_usage`); n != usageRows || e.usageSum("stripe") != usage {
 		t.Errorf("ledger changed: %d rows, total %s", n, e.usageSum("stripe"))
 	}
-	if n := e.count(`SELECT COUNT(*) FROM redelivery_requests`); n != 1 {
+	if n := e.Int(`SELECT COUNT(*) FROM redelivery_requests`); n != 1 {
 		t.Errorf("redelivery requests = %d, want the recent one", n)
 	}
 
 	// The prune is logged with its cutoffs.
-	if n := e.count(`SELECT COUNT(*) FROM prune_runs WHERE bodies_pruned = 5 AND keys_deleted = 2 AND pruned_at = ?
+	if n := e.Int(`SELECT COUNT(*) FROM prune_runs WHERE bodies_pruned = 5 AND keys_deleted = 2 AND pruned_at = ?
 		AND ledger_head_id = (SELECT MAX(id) FROM metered_usage) AND payload_before = ? AND keys_before = ?`,
 		testNow.UnixMilli(), testNow.Add(-30*24*time.Hour).UnixMilli(), testNow.Add(-60*24*time.Hour).UnixMilli()); n != 1 {
 		t.Errorf("prune_runs rows matching = %d", n)
 	}
 
 	// A second prune finds nothing more, and logs nothing.
-	again, err := Prune(ctx, e.db, e.w, p, testNow, false)
+	again, err := Prune(ctx, e.DB, e.Writer, p, testNow, false)
 	if err != nil || again.BodiesPruned != 0 || again.KeysDeleted != 0 {
 		t.Errorf("second prune %+v %v", again, err)
 	}
-	if n := e.count(`SELECT COUNT(*) FROM prune_runs`); n != 1 {
+	if n := e.Int(`SELECT COUNT(*) FROM prune_runs`); n != 1 {
 		t.Errorf("prune_runs = %d after a prune that changed nothing", n)
 	}
 
 	// The receipts chain excuses what retention deleted (receipts 1 and 2,
 	// recorded in the same transaction), and nothing above it.
-	if n := e.count(`SELECT receipts_pruned_through FROM chain_head`); n != 2 {
+	if n := e.Int(`SELECT receipts_pruned_through FROM chain_head`); n != 2 {
 		t.Errorf("receipts_pruned_through = %d, want 2", n)
 	}
-	if rep, err := ledger.Verify(ctx, e.db); err != nil || rep.First() != nil {
+	if rep, err := ledger.Verify(ctx, e.DB); err != nil || rep.First() != nil {
 		t.Fatalf("verify after prune: %v %v", rep.First(), err)
 	}
-	if _, err := e.db.Write.Exec(`DELETE FROM receipts WHERE event_id = 'evt_003'`); err != nil {
+	if _, err := e.DB.Write.Exec(`DELETE FROM receipts WHERE event_id = 'evt_003'`); err != nil {
 		t.Fatal(err)
 	}
-	vrep, err := ledger.Verify(ctx, e.db)
+	vrep, err := ledger.Verify(ctx, e.DB)
 	if p := vrep.First(); err != nil || p == nil || p.Table != "receipts" || !strings.Contains(p.Msg, "receipt 4 is missing") {
 		t.Fatalf("a receipt deleted above what retention deleted: %v %v", p, err)
 	}
@@ -150,10 +150,10 @@ func TestRedeliveryOfPrunedEventIsDuplicate(t *testing.T) {
 	e := newEnv(t, envOptions{retention: retention30_60})
 	retentionFixture(t, e)
 	ctx := context.Background()
-	if _, err := Prune(ctx, e.db, e.w, Retention{Payload: 30 * 24 * time.Hour, Keys: 60 * 24 * time.Hour}, testNow, false); err != nil {
+	if _, err := Prune(ctx, e.DB, e.Writer, Retention{Payload: 30 * 24 * time.Hour, Keys: 60 * 24 * time.Hour}, testNow, false); err != nil {
 		t.Fatal(err)
 	}
-	rows, usage, attempts := e.count(`SELECT COUNT(*) FROM metered_usage`), e.usageSum("stripe"), e.count(`SELECT COUNT(*) FROM delivery_attempts`)
+	rows, usage, attempts := e.Int(`SELECT COUNT(*) FROM metered_usage`), e.usageSum("stripe"), e.Int(`SELECT COUNT(*) FROM delivery_attempts`)
 
 	// The 40-day-old event arrives again (a manual resend): its key is kept for 60 days.
 	body := stripeEventJSON(2, testNow.Add(-40*24*time.Hour))
@@ -161,14 +161,14 @@ func TestRedeliveryOfPrunedEventIsDuplicate(t *testing.T) {
 	if code != 200 || r["duplicate"] != true || r["accepted"] != true || r["status"] != "applied" {
 		t.Fatalf("redelivery of a pruned event: %d %v", code, r)
 	}
-	if e.count(`SELECT COUNT(*) FROM metered_usage`) != rows || e.usageSum("stripe") != usage {
+	if e.Int(`SELECT COUNT(*) FROM metered_usage`) != rows || e.usageSum("stripe") != usage {
 		t.Errorf("a pruned event's redelivery changed the ledger")
 	}
 	sum := sha256.Sum256(body)
-	if n := e.count(`SELECT COUNT(*) FROM delivery_attempts WHERE event_id = 'evt_002' AND outcome = 'duplicate' AND body_sha256 = ?`, sum[:]); n != 1 {
+	if n := e.Int(`SELECT COUNT(*) FROM delivery_attempts WHERE event_id = 'evt_002' AND outcome = 'duplicate' AND body_sha256 = ?`, sum[:]); n != 1 {
 		t.Errorf("duplicate attempt not recorded (%d)", n)
 	}
-	if n := e.count(`SELECT COUNT(*) FROM receipts WHERE event_id = 'evt_002' AND body IS NULL`); n != 1 {
+	if n := e.Int(`SELECT COUNT(*) FROM receipts WHERE event_id = 'evt_002' AND body IS NULL`); n != 1 {
 		t.Errorf("the redelivery brought the body back: pruned data must stay pruned")
 	}
 
@@ -177,13 +177,13 @@ func TestRedeliveryOfPrunedEventIsDuplicate(t *testing.T) {
 	if code, r := e.post("stripe", "", "", other); code != 200 || r["duplicate"] != true {
 		t.Fatalf("mismatch: %d %v", code, r)
 	}
-	if e.count(`SELECT COUNT(*) FROM metered_usage`) != rows {
+	if e.Int(`SELECT COUNT(*) FROM metered_usage`) != rows {
 		t.Errorf("mismatching body changed the ledger")
 	}
-	if n := e.count(`SELECT COUNT(*) FROM delivery_attempts`); n != attempts+2 {
+	if n := e.Int(`SELECT COUNT(*) FROM delivery_attempts`); n != attempts+2 {
 		t.Errorf("attempts %d, want %d", n, attempts+2)
 	}
-	ms, err := Mismatches(ctx, e.db, MismatchFilter{Provider: "stripe"})
+	ms, err := Mismatches(ctx, e.DB, MismatchFilter{Provider: "stripe"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,10 +193,10 @@ func TestRedeliveryOfPrunedEventIsDuplicate(t *testing.T) {
 		!ms[0].OriginalTime.Equal(testNow.Add(-40*24*time.Hour)) || !ms[0].DuplicateTime.Equal(testNow) {
 		t.Errorf("mismatches %+v", ms)
 	}
-	if ms, err := Mismatches(ctx, e.db, MismatchFilter{Provider: "github"}); err != nil || len(ms) != 0 {
+	if ms, err := Mismatches(ctx, e.DB, MismatchFilter{Provider: "github"}); err != nil || len(ms) != 0 {
 		t.Errorf("provider filter: %+v (err %v)", ms, err)
 	}
-	if ms, err := Mismatches(ctx, e.db, MismatchFilter{Since: testNow.Add(time.Second)}); err != nil || len(ms) != 0 {
+	if ms, err := Mismatches(ctx, e.DB, MismatchFilter{Since: testNow.Add(time.Second)}); err != nil || len(ms) != 0 {
 		t.Errorf("since filter: %+v (err %v)", ms, err)
 	}
 }
@@ -204,12 +204,12 @@ func TestRedeliveryOfPrunedEventIsDuplicate(t *testing.T) {
 func TestPruneStorageFailureIsReported(t *testing.T) {
 	e := newEnv(t, envOptions{retention: retention30_60})
 	retentionFixture(t, e)
-	e.w.Close()
-	rep, err := Prune(context.Background(), e.db, e.w, Retention{Payload: 30 * 24 * time.Hour}, testNow, false)
+	e.Writer.Close()
+	rep, err := Prune(context.Background(), e.DB, e.Writer, Retention{Payload: 30 * 24 * time.Hour}, testNow, false)
 	if err == nil || rep.BodiesPruned != 0 {
 		t.Fatalf("err %v report %+v", err, rep)
 	}
-	if n := e.count(`SELECT COUNT(*) FROM receipts WHERE body IS NULL`); n != 0 {
+	if n := e.Int(`SELECT COUNT(*) FROM receipts WHERE body IS NULL`); n != 0 {
 		t.Errorf("pruned %d with a closed writer", n)
 	}
 }

@@ -40,8 +40,8 @@ func stripeFixture(t *testing.T, e *env) (missing []string, total ledger.Quantit
 
 func (e *env) reconcileIDs(provider string) []string {
 	var ids []string
-	if err := e.db.Read.Select(&ids, `SELECT event_id FROM receipts WHERE provider = ? AND source = 'reconcile' ORDER BY event_id`, provider); err != nil {
-		e.t.Fatal(err)
+	if err := e.DB.Read.Select(&ids, `SELECT event_id FROM receipts WHERE provider = ? AND source = 'reconcile' ORDER BY event_id`, provider); err != nil {
+		e.T.Fatal(err)
 	}
 	return ids
 }
@@ -49,12 +49,12 @@ func (e *env) reconcileIDs(provider string) []string {
 // checkReconciled asserts the ledger total and that exactly the missing ids
 // were inserted with source 'reconcile'.
 func (e *env) checkReconciled(provider string, missing []string, total ledger.Quantity) {
-	e.t.Helper()
+	e.T.Helper()
 	if got := e.usageSum(provider); got != total {
-		e.t.Errorf("ledger total %s, want %s", got, total)
+		e.T.Errorf("ledger total %s, want %s", got, total)
 	}
 	if got := e.reconcileIDs(provider); strings.Join(got, ",") != strings.Join(missing, ",") {
-		e.t.Errorf("reconciled ids\n got %v\nwant %v", got, missing)
+		e.T.Errorf("reconciled ids\n got %v\nwant %v", got, missing)
 	}
 }
 
@@ -75,27 +75,27 @@ func TestStripeReconcileInsertsExactlyTheMissingEvents(t *testing.T) {
 	if got := e.reconcileIDs("stripe"); strings.Join(got, ",") != strings.Join(missing, ",") {
 		t.Errorf("reconciled ids\n got %v\nwant %v", got, missing)
 	}
-	if n := e.count(`SELECT COUNT(*) FROM receipts WHERE provider = 'stripe'`); n != 250 {
+	if n := e.Int(`SELECT COUNT(*) FROM receipts WHERE provider = 'stripe'`); n != 250 {
 		t.Errorf("receipts = %d, want 250", n)
 	}
-	if n := e.count(`SELECT COUNT(*) FROM metered_usage WHERE provider = 'stripe'`); n != 250 {
+	if n := e.Int(`SELECT COUNT(*) FROM metered_usage WHERE provider = 'stripe'`); n != 250 {
 		t.Errorf("usage rows = %d, want 250", n)
 	}
 	if got := e.usageSum("stripe"); got != total {
 		t.Errorf("ledger total %s, want %s", got, total)
 	}
 	// The inserted receipts went through the apply path: status, attempt, stored body.
-	if n := e.count(`SELECT COUNT(*) FROM receipts WHERE source = 'reconcile' AND status = 'applied' AND handler_version = 'test'
+	if n := e.Int(`SELECT COUNT(*) FROM receipts WHERE source = 'reconcile' AND status = 'applied' AND handler_version = 'test'
 		AND received_at = ? AND body IS NOT NULL`, testNow.UnixMilli()); n != 17 {
 		t.Errorf("applied reconcile receipts = %d", n)
 	}
-	if n := e.count(`SELECT COUNT(*) FROM delivery_attempts WHERE remote_addr = 'reconcile:stripe-api' AND outcome = 'inserted'
+	if n := e.Int(`SELECT COUNT(*) FROM delivery_attempts WHERE remote_addr = 'reconcile:stripe-api' AND outcome = 'inserted'
 		AND request_id LIKE 'req_%'`); n != 17 {
 		t.Errorf("reconcile attempts = %d, want 17", n)
 	}
 	// The stored body is the event JSON from the API, byte for byte.
 	var body []byte
-	if err := e.db.Read.Get(&body, `SELECT body FROM receipts WHERE event_id = ?`, missing[0]); err != nil {
+	if err := e.DB.Read.Get(&body, `SELECT body FROM receipts WHERE event_id = ?`, missing[0]); err != nil {
 		t.Fatal(err)
 	}
 	var i int
@@ -120,15 +120,15 @@ func TestStripeReconcileInsertsExactlyTheMissingEvents(t *testing.T) {
 	if rep2.Seen != 250 || rep2.AlreadyPresent != 250 || rep2.Inserted != 0 || rep2.Failed != 0 {
 		t.Errorf("second run %+v", rep2)
 	}
-	if n := e.count(`SELECT COUNT(*) FROM metered_usage`); n != 250 {
+	if n := e.Int(`SELECT COUNT(*) FROM metered_usage`); n != 250 {
 		t.Errorf("usage rows after second run = %d", n)
 	}
-	if n := e.count(`SELECT COUNT(*) FROM delivery_attempts`); n != 250 {
+	if n := e.Int(`SELECT COUNT(*) FROM delivery_attempts`); n != 250 {
 		t.Errorf("attempts after second run = %d: present events must not add attempts", n)
 	}
 
 	// A run without --since continues from the checkpoint, minus the overlap.
-	e.setNow(testNow.Add(time.Hour))
+	e.Clock.Set(testNow.Add(time.Hour))
 	rep3, err := r.Run(context.Background(), Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +144,7 @@ func TestStripeReconcileInsertsExactlyTheMissingEvents(t *testing.T) {
 func TestStripeReconcileDryRunWritesNothing(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	stripeFixture(t, e)
-	before := [3]int{e.count(`SELECT COUNT(*) FROM receipts`), e.count(`SELECT COUNT(*) FROM delivery_attempts`), e.count(`SELECT COUNT(*) FROM metered_usage`)}
+	before := [3]int{e.Int(`SELECT COUNT(*) FROM receipts`), e.Int(`SELECT COUNT(*) FROM delivery_attempts`), e.Int(`SELECT COUNT(*) FROM metered_usage`)}
 	rep, err := e.reconciler("stripe").Run(context.Background(), Options{DryRun: true})
 	if err != nil {
 		t.Fatal(err)
@@ -152,8 +152,8 @@ func TestStripeReconcileDryRunWritesNothing(t *testing.T) {
 	if rep.Inserted != 17 || rep.AlreadyPresent != 233 || !rep.DryRun {
 		t.Errorf("dry run %+v", rep)
 	}
-	after := [3]int{e.count(`SELECT COUNT(*) FROM receipts`), e.count(`SELECT COUNT(*) FROM delivery_attempts`), e.count(`SELECT COUNT(*) FROM metered_usage`)}
-	if before != after || e.count(`SELECT COUNT(*) FROM reconcile_checkpoints`) != 0 {
+	after := [3]int{e.Int(`SELECT COUNT(*) FROM receipts`), e.Int(`SELECT COUNT(*) FROM delivery_attempts`), e.Int(`SELECT COUNT(*) FROM metered_usage`)}
+	if before != after || e.Int(`SELECT COUNT(*) FROM reconcile_checkpoints`) != 0 {
 		t.Errorf("dry run wrote: %v -> %v", before, after)
 	}
 }
@@ -203,7 +203,7 @@ func TestStripe500OnPage2KeepsCheckpointAfterPage1(t *testing.T) {
 
 	// The API recovers; later, the next run resumes at page 2 of the same window.
 	down = false
-	e.setNow(testNow.Add(10 * time.Minute))
+	e.Clock.Set(testNow.Add(10 * time.Minute))
 	n := len(e.stripe.log())
 	rep2, err := r.Run(context.Background(), Options{})
 	if err != nil {
@@ -279,7 +279,7 @@ func TestStripeErrorsThatEndARun(t *testing.T) {
 		if time.Since(start) > 2*time.Second || len(e.stripe.log()) != 1 {
 			t.Errorf("waited %v over %d requests instead of giving up", time.Since(start), len(e.stripe.log()))
 		}
-		if e.count(`SELECT COUNT(*) FROM reconcile_checkpoints`) != 0 {
+		if e.Int(`SELECT COUNT(*) FROM reconcile_checkpoints`) != 0 {
 			t.Errorf("a failed first page stored a checkpoint")
 		}
 	})
@@ -295,17 +295,17 @@ func TestStripeErrorsThatEndARun(t *testing.T) {
 		if n := e.stripe.unauthorized; n != 1 {
 			t.Errorf("%d requests with the wrong key, want 1 (a 401 is final)", n)
 		}
-		if n := e.count(`SELECT COUNT(*) FROM receipts WHERE source = 'reconcile'`); n != 0 {
+		if n := e.Int(`SELECT COUNT(*) FROM receipts WHERE source = 'reconcile'`); n != 0 {
 			t.Errorf("reconcile receipts = %d after a 401, want 0", n)
 		}
-		if n := e.count(`SELECT COUNT(*) FROM reconcile_checkpoints`); n != 0 {
+		if n := e.Int(`SELECT COUNT(*) FROM reconcile_checkpoints`); n != 0 {
 			t.Errorf("checkpoints = %d after a 401, want 0", n)
 		}
 	})
 	t.Run("storage failure does not advance the checkpoint", func(t *testing.T) {
 		e := newEnv(t, envOptions{})
 		stripeFixture(t, e)
-		e.w.Close() // every Submit now fails with ErrClosed
+		e.Writer.Close() // every Submit now fails with ErrClosed
 		rep, err := e.reconciler("stripe").Run(context.Background(), Options{})
 		if !errors.Is(err, ErrIncomplete) || rep.Failed == 0 || rep.Inserted != 0 {
 			t.Fatalf("err %v report %+v", err, rep)
@@ -313,7 +313,7 @@ func TestStripeErrorsThatEndARun(t *testing.T) {
 		if !strings.Contains(err.Error(), custody.ErrClosed.Error()) {
 			t.Errorf("error %v", err)
 		}
-		if e.count(`SELECT COUNT(*) FROM reconcile_checkpoints`) != 0 {
+		if e.Int(`SELECT COUNT(*) FROM reconcile_checkpoints`) != 0 {
 			t.Errorf("checkpoint stored despite failures")
 		}
 	})
@@ -326,7 +326,7 @@ func TestStripeErrorsThatEndARun(t *testing.T) {
 		if err != nil || rep.Inserted != 5 || rep.MappingFailed != 5 {
 			t.Fatalf("err %v report %+v", err, rep)
 		}
-		if n := e.count(`SELECT COUNT(*) FROM receipts WHERE status = 'failed' AND error LIKE 'quantity:%'`); n != 5 {
+		if n := e.Int(`SELECT COUNT(*) FROM receipts WHERE status = 'failed' AND error LIKE 'quantity:%'`); n != 5 {
 			t.Errorf("failed receipts = %d", n)
 		}
 	})
