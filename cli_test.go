@@ -32,37 +32,21 @@ import (
 // the files left behind.
 func TestCLIHonesty(t *testing.T) {
 	bin := testenv.Binary(t)
-	for _, c := range []struct {
-		name string
-		run  func(*testing.T, string)
-	}{
-		{"missing database", cliMissingDatabase},
-		{"read-only data directory", cliReadOnlyDataDir},
-		{"stray arguments and usage errors", cliUsageErrors},
-		{"flags after arguments", cliFlagsAfterArguments},
-		{"replica status", cliReplicaStatus},
-		{"problems found exit 3", cliProblemsExit3},
-		{"interrupted", cliInterrupted},
-		{"send", cliSend},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			c.run(t, bin)
-		})
-	}
+	testenv.Parallel(t, bin, []testenv.Case{
+		{Name: "missing database", Run: cliMissingDatabase},
+		{Name: "read-only data directory", Run: cliReadOnlyDataDir},
+		{Name: "stray arguments and usage errors", Run: cliUsageErrors},
+		{Name: "flags after arguments", Run: cliFlagsAfterArguments},
+		{Name: "replica status", Run: cliReplicaStatus},
+		{Name: "problems found exit 3", Run: cliProblemsExit3},
+		{Name: "interrupted", Run: cliInterrupted},
+		{Name: "send", Run: cliSend},
+	})
 }
 
 type cliResult struct {
 	stdout, stderr string
 	code           int
-}
-
-// cliCmd is the binary run in dir with a clean environment plus env.
-func cliCmd(bin, dir string, env []string, args ...string) *exec.Cmd {
-	cmd := exec.Command(bin, args...)
-	cmd.Dir = dir
-	cmd.Env = append(testenv.Environ(), env...)
-	return cmd
 }
 
 func cliExec(t *testing.T, cmd *exec.Cmd) cliResult {
@@ -86,7 +70,7 @@ func cliExec(t *testing.T, cmd *exec.Cmd) cliResult {
 
 func cliRun(t *testing.T, bin, dir string, args ...string) cliResult {
 	t.Helper()
-	return cliExec(t, cliCmd(bin, dir, nil, args...))
+	return cliExec(t, testenv.Command(bin, dir, nil, args...))
 }
 
 func cliMust(t *testing.T, bin, dir string, args ...string) string {
@@ -123,13 +107,7 @@ providers:
   - name: stripe
     scheme: stripe
     secrets: ["${STRIPE_WEBHOOK_SECRET}"]
-usage:
-  - type: usage.recorded
-    customer: data.customer
-    meter: data.meter
-    quantity: data.quantity
-    occurred_at: data.occurred_at
-`
+` + testenv.UsageYAML
 
 func cliMissingDatabase(t *testing.T, bin string) {
 	noDB := "hookledger: no database at data/hookledger.db: run `hookledger serve` or `hookledger migrate` to create it, " +
@@ -211,7 +189,7 @@ func cliReadOnlyDataDir(t *testing.T, bin string) {
 		outs := map[string]string{}
 		before := tree(t, dir)
 		for _, args := range reads {
-			cmd := cliCmd(ro, dir, nil, args...)
+			cmd := testenv.Command(ro, dir, nil, args...)
 			asReader(t, cmd)
 			r := cliExec(t, cmd)
 			if r.code != 0 {
@@ -365,8 +343,8 @@ func cliReplicaStatus(t *testing.T, bin string) {
 	// Replicating: healthy, exit 0.
 	os.RemoveAll(filepath.Join(dir, "replica"))
 	secret := []string{"HOOKLEDGER_SECRET=whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}
-	cmd, stderr, url := startServe(t, bin, dir, secret)
-	if r := cliExec(t, cliCmd(bin, dir, secret, "send", "--url", url, "--id", "evt_r1")); r.code != 0 {
+	cmd, stderr, url := testenv.StartServe(t, bin, dir, secret)
+	if r := cliExec(t, testenv.Command(bin, dir, secret, "send", "--url", url, "--id", "evt_r1")); r.code != 0 {
 		t.Fatalf("send: %d %s", r.code, r.stderr)
 	}
 	deadline := time.Now().Add(20 * time.Second)
@@ -411,7 +389,7 @@ func cliReplicaStatus(t *testing.T, bin string) {
 func cliProblemsExit3(t *testing.T, bin string) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "hookledger.yml"), []byte(honestYML), 0o600)
-	_, _, url := startServe(t, bin, dir, []string{"STRIPE_WEBHOOK_SECRET=whsec_stripe5a1f0c2e9b7d4e1f"})
+	_, _, url := testenv.StartServe(t, bin, dir, []string{"STRIPE_WEBHOOK_SECRET=whsec_stripe5a1f0c2e9b7d4e1f"})
 	for _, id := range []string{"evt_1", "evt_2"} {
 		cliMust(t, bin, dir, "send", "--url", url, "--id", id, "--quantity", "2")
 	}
@@ -446,7 +424,7 @@ var interruptedAdded = regexp.MustCompile(`hookledger: interrupted: added (\d+) 
 func cliInterrupted(t *testing.T, bin string) {
 	dir := t.TempDir()
 	cliMust(t, bin, dir, "migrate")
-	cmd := cliCmd(bin, dir, nil, "dev", "seed", "--rows", "5000000")
+	cmd := testenv.Command(bin, dir, nil, "dev", "seed", "--rows", "5000000")
 	time.AfterFunc(2*time.Second, func() { cmd.Process.Signal(os.Interrupt) })
 	r := cliExec(t, cmd)
 	m := interruptedAdded.FindStringSubmatch(r.stderr)
@@ -469,7 +447,7 @@ func cliInterrupted(t *testing.T, bin string) {
 		io.WriteString(w, `{"accepted":true}`)
 	}))
 	defer slow.Close()
-	cmd = cliCmd(bin, dir, nil, "bench", "--url", slow.URL, "--secret", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "-n", "1000", "-k", "1")
+	cmd = testenv.Command(bin, dir, nil, "bench", "--url", slow.URL, "--secret", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "-n", "1000", "-k", "1")
 	time.AfterFunc(time.Second, func() { cmd.Process.Signal(os.Interrupt) })
 	r = cliExec(t, cmd)
 	if r.code != 130 || !regexp.MustCompile(`hookledger: interrupted: \d+ of 1100 requests sent`).MatchString(r.stderr) {
@@ -521,14 +499,14 @@ func cliSend(t *testing.T, bin string) {
 		t.Errorf("body %s, want %s", gotBody, want)
 	}
 	// A HOOKLEDGER_SECRET left in the environment does not silently win.
-	r := cliExec(t, cliCmd(bin, dir, []string{"HOOKLEDGER_SECRET=whsec_stale"}, "send", "--url", capture.URL))
+	r := cliExec(t, testenv.Command(bin, dir, []string{"HOOKLEDGER_SECRET=whsec_stale"}, "send", "--url", capture.URL))
 	if r.code != 1 || !strings.Contains(r.stderr, `HOOKLEDGER_SECRET is set, and provider "default" in hookledger.yml has a different secret`) {
 		t.Errorf("stale HOOKLEDGER_SECRET: exit %d %q", r.code, r.stderr)
 	}
 
 	// A provider-shaped body from a file, for every scheme, against serve; a
 	// body the mapping cannot use is kept, and the reply and the log say why.
-	_, logs, url := startServe(t, bin, dir, nil)
+	_, logs, url := testenv.StartServe(t, bin, dir, nil)
 	bodies := map[string]string{
 		"stripe":   `{"id":"evt_s1","object":"event","type":"billing.meter_event","data":{"object":{"customer":"cus_9","event_name":"api_requests","payload":{"value":"4"}}}}`,
 		"standard": `{"id":"msg_1","type":"usage.recorded","data":{"customer":"cus_9","meter":"api_requests","quantity":1}}`,

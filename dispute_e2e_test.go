@@ -21,13 +21,7 @@ providers:
   - name: stripe
     scheme: stripe
     secrets: ["whsec_stripe5a1f0c2e9b7d4e1f"]
-usage:
-  - type: usage.recorded
-    customer: data.customer
-    meter: data.meter
-    quantity: data.quantity
-    occurred_at: data.occurred_at
-`
+` + testenv.UsageYAML
 
 // The issue's scenario end to end through the real binary: serve, send,
 // invoice close, then every dispute command, its exit codes and its output.
@@ -41,10 +35,10 @@ func TestDisputeCLI(t *testing.T) {
 		}
 	}
 	writeConfig("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
-	_, _, url := startServe(t, bin, dir, nil)
+	_, _, url := testenv.StartServe(t, bin, dir, nil)
 	mustRun := func(args ...string) string {
 		t.Helper()
-		out, err := run(t, bin, dir, args...)
+		out, err := testenv.Run(bin, dir, nil, args...)
 		if err != nil {
 			t.Fatalf("%v: %v\n%s", args, err, out)
 		}
@@ -101,7 +95,7 @@ func TestDisputeCLI(t *testing.T) {
 	if len(a) == 0 || !bytes.Equal(a, b) {
 		t.Errorf("two exports differ: %d and %d bytes", len(a), len(b))
 	}
-	if out, err := run(t, bin, dir, "dispute", "export", "invoice:1", "--out", "a.zip"); testenv.ExitCode(err) != 1 || !strings.Contains(out, "--force") {
+	if out, err := testenv.Run(bin, dir, nil, "dispute", "export", "invoice:1", "--out", "a.zip"); testenv.ExitCode(err) != 1 || !strings.Contains(out, "--force") {
 		t.Errorf("export over an existing file: exit %d\n%s", testenv.ExitCode(err), out)
 	}
 	if after, _ := os.ReadFile(filepath.Join(dir, "a.zip")); !bytes.Equal(after, a) {
@@ -136,7 +130,7 @@ func TestDisputeCLI(t *testing.T) {
 		if c.code == 0 {
 			c.code = 1
 		}
-		out, err := run(t, bin, dir, c.args...)
+		out, err := testenv.Run(bin, dir, nil, c.args...)
 		if testenv.ExitCode(err) != c.code || !strings.Contains(out, c.want) {
 			t.Errorf("%v: exit %d, want %d and %q in:\n%s", c.args, testenv.ExitCode(err), c.code, c.want, out)
 		}

@@ -9,7 +9,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -19,7 +18,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -28,21 +26,17 @@ import (
 
 	"github.com/hookledger/hookledger/bench"
 	"github.com/hookledger/hookledger/internal/testenv"
-	"github.com/hookledger/hookledger/scheme"
 )
 
 // rawDelivery is a signed default-provider delivery, written byte for byte:
 // framing is "length", or "both" (Content-Length and chunked).
 func rawDelivery(t *testing.T, id, framing string) string {
 	t.Helper()
-	s, _ := scheme.New("standard", scheme.HMACOptions{})
-	key, err := s.Key(e2eSecret)
-	if err != nil {
-		t.Fatal(err)
-	}
 	body := `{"type":"usage.recorded","data":{"customer":"cus_1","meter":"api","quantity":1,"occurred_at":"2026-11-29T10:00:00Z"}}`
 	h := http.Header{}
-	s.Sign(h, []byte(body), key, id, "", time.Now())
+	if err := testenv.SignStandard(h, e2eSecret, id, "", []byte(body), time.Now()); err != nil {
+		t.Fatal(err)
+	}
 	var b strings.Builder
 	b.WriteString("POST /webhooks/default HTTP/1.1\r\nHost: hooks.example\r\nContent-Type: application/json\r\n")
 	for k, vs := range h {
@@ -99,7 +93,7 @@ func TestWebhookListenerBounds(t *testing.T) {
 
 	t.Run("content-length with transfer-encoding", func(t *testing.T) {
 		dir := t.TempDir()
-		cmd, stderr, url := startServe(t, bin, dir, env)
+		cmd, stderr, url := testenv.StartServe(t, bin, dir, env)
 		c, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
 		if err != nil {
 			t.Fatal(err)
@@ -121,7 +115,7 @@ func TestWebhookListenerBounds(t *testing.T) {
 		dir := t.TempDir()
 		certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
 		cert := writeCert(t, certFile, keyFile, 7)
-		url := startServeTLS(t, bin, dir, env, certFile, keyFile)
+		_, _, url := testenv.StartServe(t, bin, dir, env, "--tls-cert", certFile, "--tls-key", keyFile)
 		roots := x509.NewCertPool()
 		roots.AddCert(cert)
 		c, err := tls.Dial("tcp", strings.TrimPrefix(url, "https://"), &tls.Config{RootCAs: roots, NextProtos: []string{"h2", "http/1.1"}})
@@ -146,7 +140,7 @@ func TestWebhookListenerBounds(t *testing.T) {
 	})
 
 	t.Run("declared body over max_body is refused unread", func(t *testing.T) {
-		_, _, url := startServe(t, bin, t.TempDir(), env)
+		_, _, url := testenv.StartServe(t, bin, t.TempDir(), env)
 		c, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
 		if err != nil {
 			t.Fatal(err)
@@ -162,7 +156,7 @@ func TestWebhookListenerBounds(t *testing.T) {
 	t.Run("limits.body_timeout cuts a stalled body", func(t *testing.T) {
 		dir := t.TempDir()
 		cfg := opsConfig(t, dir, "limits:\n  body_timeout: 1s\n  max_connections: 100\n  body_budget: 1048576\n")
-		_, _, url := startServe(t, bin, dir, nil, "--config", cfg)
+		_, _, url := testenv.StartServe(t, bin, dir, nil, "--config", cfg)
 		c, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
 		if err != nil {
 			t.Fatal(err)
@@ -178,7 +172,7 @@ func TestWebhookListenerBounds(t *testing.T) {
 		if os.Getenv("HOOKLEDGER_TEST_SLOW_SENDERS") == "" {
 			t.Skip("set HOOKLEDGER_TEST_SLOW_SENDERS=1 (takes about 30 s; needs ulimit -n above 2,000)")
 		}
-		cmd, _, url := startServe(t, bin, t.TempDir(), env)
+		cmd, _, url := testenv.StartServe(t, bin, t.TempDir(), env)
 		st, err := bench.Stall{Addr: strings.TrimPrefix(url, "http://"), Conns: 2000, Send: 262000, Declare: 262144}.Open(context.Background())
 		if err != nil {
 			t.Fatal(err)
@@ -215,29 +209,4 @@ func vmHWM(t *testing.T, pid int) int {
 	}
 	t.Fatal("no VmHWM")
 	return 0
-}
-
-// startServeTLS is startServe with --tls-cert and --tls-key: it waits until
-// /healthz answers over HTTPS and returns the https:// URL.
-func startServeTLS(t *testing.T, bin, dir string, env []string, certFile, keyFile string) string {
-	t.Helper()
-	addr := testenv.FreeAddr(t)
-	var stderr bytes.Buffer
-	cmd := exec.Command(bin, "serve", "--listen", addr, "--tls-cert", certFile, "--tls-key", keyFile)
-	cmd.Dir, cmd.Stderr, cmd.Env = dir, &stderr, append(testenv.Environ(), env...)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if resp, err := client.Get("https://" + addr + "/healthz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return "https://" + addr
-			}
-		}
-	}
-	t.Fatalf("serve over TLS did not become healthy:\n%s", stderr.String())
-	return ""
 }

@@ -8,14 +8,12 @@ package main
 // that is ahead of the local database; nothing created before validation.
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -32,38 +30,15 @@ import (
 
 func TestLifecycle(t *testing.T) {
 	bin := testenv.Binary(t)
-	for _, c := range []struct {
-		name string
-		run  func(*testing.T, string)
-	}{
-		{"one serve per data directory", testDataDirLock},
-		{"file replica unreachable at start, local mode", func(t *testing.T, bin string) { testReplicaUnreachableAtStart(t, bin, false) }},
-		{"file replica unreachable at start, ACK-after-replica", func(t *testing.T, bin string) { testReplicaUnreachableAtStart(t, bin, true) }},
-		{"s3 endpoint refusing connections at start", testS3RefusedAtStart},
-		{"restore-if-missing with the replica unreachable", testRestoreIfMissingUnreachable},
-		{"replica ahead of the local database", testReplicaAhead},
-		{"nothing created before validation", testNoSideEffectsBeforeValidation},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			c.run(t, bin)
-		})
-	}
-}
-
-// runFor runs the binary in dir and fails the test if it does not exit
-// within a generous bound (a serve that should refuse but starts instead).
-func runFor(t *testing.T, bin, dir string, env []string, args ...string) (string, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Dir, cmd.Env = dir, append(testenv.Environ(), env...)
-	out, err := cmd.CombinedOutput()
-	if ctx.Err() != nil {
-		t.Fatalf("hookledger %s did not exit (it should have refused):\n%s", strings.Join(args, " "), out)
-	}
-	return string(out), err
+	testenv.Parallel(t, bin, []testenv.Case{
+		{Name: "one serve per data directory", Run: testDataDirLock},
+		{Name: "file replica unreachable at start, local mode", Run: func(t *testing.T, bin string) { testReplicaUnreachableAtStart(t, bin, false) }},
+		{Name: "file replica unreachable at start, ACK-after-replica", Run: func(t *testing.T, bin string) { testReplicaUnreachableAtStart(t, bin, true) }},
+		{Name: "s3 endpoint refusing connections at start", Run: testS3RefusedAtStart},
+		{Name: "restore-if-missing with the replica unreachable", Run: testRestoreIfMissingUnreachable},
+		{Name: "replica ahead of the local database", Run: testReplicaAhead},
+		{Name: "nothing created before validation", Run: testNoSideEffectsBeforeValidation},
+	})
 }
 
 // withAdmin writes hookledger.yml with the default provider and an admin
@@ -79,13 +54,7 @@ providers:
   - name: default
     scheme: standard
     secrets: [%q]
-usage:
-  - type: usage.recorded
-    customer: data.customer
-    meter: data.meter
-    quantity: data.quantity
-    occurred_at: data.occurred_at
-`, addr, token, e2eSecret), 0o600); err != nil {
+`+testenv.UsageYAML, addr, token, e2eSecret), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return func(path string) (int, string) {
@@ -157,22 +126,22 @@ func testDataDirLock(t *testing.T, bin string) {
 	if code, body := post(t, url, "evt_lock_1"); code != 200 {
 		t.Fatalf("first serve: %d %s", code, body)
 	}
-	out, err := runFor(t, bin, e.dir, e.env, "serve", "--listen", testenv.FreeAddr(t))
+	out, err := testenv.RunFor(t, bin, e.dir, e.env, "serve", "--listen", testenv.FreeAddr(t))
 	pid := strconv.Itoa(first.Process.Pid)
 	if err == nil || !strings.Contains(out, "pid "+pid) || !strings.Contains(out, "data") {
 		t.Fatalf("second serve on the same data directory: %v; want a refusal naming pid %s\n%s", err, pid, out)
 	}
-	out, err = runFor(t, bin, e.dir, e.env, "restore", "-o", e.path("data", "other.db"))
+	out, err = testenv.RunFor(t, bin, e.dir, e.env, "restore", "-o", e.path("data", "other.db"))
 	if err == nil || !strings.Contains(out, "pid "+pid) {
 		t.Errorf("restore into the data directory of a running serve: %v\n%s", err, out)
 	}
 	if _, err := os.Stat(e.path("data", "other.db")); !os.IsNotExist(err) {
 		t.Errorf("the refused restore wrote its output")
 	}
-	if out, err := runFor(t, bin, e.dir, e.env, "usage", "--format", "json"); err != nil || !strings.Contains(out, "cus_1") {
+	if out, err := testenv.RunFor(t, bin, e.dir, e.env, "usage", "--format", "json"); err != nil || !strings.Contains(out, "cus_1") {
 		t.Errorf("usage beside a running serve: %v\n%s", err, out)
 	}
-	if out, err := runFor(t, bin, e.dir, e.env, "migrate"); err == nil || !strings.Contains(out, "pid "+pid) {
+	if out, err := testenv.RunFor(t, bin, e.dir, e.env, "migrate"); err == nil || !strings.Contains(out, "pid "+pid) {
 		t.Errorf("migrate beside a running serve: %v\n%s", err, out)
 	}
 
@@ -314,7 +283,7 @@ func testRestoreIfMissingUnreachable(t *testing.T, bin string) {
 	if err := os.WriteFile(e.path("replica"), []byte("not a directory"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, err := runFor(t, bin, e.dir, e.env, "serve", "--listen", testenv.FreeAddr(t), "--restore-if-missing")
+	out, err := testenv.RunFor(t, bin, e.dir, e.env, "serve", "--listen", testenv.FreeAddr(t), "--restore-if-missing")
 	if err == nil || !strings.Contains(out, "restore-if-missing") || !strings.Contains(out, "not a directory") {
 		t.Fatalf("serve --restore-if-missing with the replica unreachable: %v\n%s", err, out)
 	}
@@ -351,7 +320,7 @@ func testReplicaAhead(t *testing.T, bin string) {
 	// Machine B: restored at the older point, started on the shared replica.
 	e.removeDB()
 	e.mustRun("restore", "--txid", older)
-	out, err := runFor(t, bin, e.dir, e.env, "serve", "--listen", testenv.FreeAddr(t))
+	out, err := testenv.RunFor(t, bin, e.dir, e.env, "serve", "--listen", testenv.FreeAddr(t))
 	if err == nil {
 		t.Fatalf("serve on a database behind its replica started:\n%s", out)
 	}
@@ -366,7 +335,7 @@ func testReplicaAhead(t *testing.T, bin string) {
 
 	// A new machine without --restore-if-missing: an empty database.
 	e.removeDB()
-	out, err = runFor(t, bin, e.dir, e.env, "serve", "--listen", testenv.FreeAddr(t))
+	out, err = testenv.RunFor(t, bin, e.dir, e.env, "serve", "--listen", testenv.FreeAddr(t))
 	if err == nil || !strings.Contains(out, "replica holds later transactions") {
 		t.Fatalf("serve with a new empty database on a replica with data: %v\n%s", err, out)
 	}
@@ -439,7 +408,7 @@ func testNoSideEffectsBeforeValidation(t *testing.T, bin string) {
 			if c.hookledger != "" {
 				os.WriteFile(filepath.Join(dir, "hookledger.yml"), []byte(c.hookledger+provider), 0o600)
 			}
-			out, err := runFor(t, bin, dir, nil, append([]string{"serve", "--data", data}, c.args...)...)
+			out, err := testenv.RunFor(t, bin, dir, nil, append([]string{"serve", "--data", data}, c.args...)...)
 			if err == nil {
 				t.Fatalf("exit 0:\n%s", out)
 			}
@@ -461,7 +430,7 @@ func testNoSideEffectsBeforeValidation(t *testing.T, bin string) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "litestream.yml"), []byte(yml), 0o600)
 	data := filepath.Join(t.TempDir(), "x")
-	cmd, stderr, url := startServe(t, bin, dir, nil, "--data", data, "--no-replication")
+	cmd, stderr, url := testenv.StartServe(t, bin, dir, nil, "--data", data, "--no-replication")
 	if !strings.Contains(stderr.String(), "Generated a signing secret") {
 		t.Errorf("no banner on the first start:\n%s", stderr)
 	}

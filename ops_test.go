@@ -37,7 +37,6 @@ import (
 
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/schema"
-	"github.com/hookledger/hookledger/scheme"
 )
 
 // Distinctive values that must never appear in a log line.
@@ -52,24 +51,16 @@ const (
 // against it, in parallel: each has its own directory, ports and process.
 func TestOperating(t *testing.T) {
 	bin := testenv.ReleaseBinary(t)
-	for _, c := range []struct {
-		name string
-		run  func(*testing.T, string)
-	}{
-		{"metrics after a scripted run", opsMetricsAfterScriptedRun},
-		{"logs never hold secrets or bodies", opsLogsNeverHoldSecretsOrBodies},
-		{"chain head anchors in the log and metrics", opsChainHeadAnchors},
-		{"startup refusals", opsServeStartupRefusals},
-		{"non-loopback admin with token", opsNonLoopbackAdminWithToken},
-		{"log level and format", opsLogLevelAndFormat},
-		{"HTTPS end to end and reload on SIGHUP", opsHTTPSEndToEndAndReloadOnSIGHUP},
-		{"totals out of range are refused", opsTotalsOutOfRange},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			c.run(t, bin)
-		})
-	}
+	testenv.Parallel(t, bin, []testenv.Case{
+		{Name: "metrics after a scripted run", Run: opsMetricsAfterScriptedRun},
+		{Name: "logs never hold secrets or bodies", Run: opsLogsNeverHoldSecretsOrBodies},
+		{Name: "chain head anchors in the log and metrics", Run: opsChainHeadAnchors},
+		{Name: "startup refusals", Run: opsServeStartupRefusals},
+		{Name: "non-loopback admin with token", Run: opsNonLoopbackAdminWithToken},
+		{Name: "log level and format", Run: opsLogLevelAndFormat},
+		{Name: "HTTPS end to end and reload on SIGHUP", Run: opsHTTPSEndToEndAndReloadOnSIGHUP},
+		{Name: "totals out of range are refused", Run: opsTotalsOutOfRange},
+	})
 }
 
 // opsConfig writes hookledger.yml with provider "acme"; extra is appended.
@@ -110,9 +101,8 @@ type opsServer struct {
 func opsStart(t *testing.T, bin, dir string, env []string, args ...string) *opsServer {
 	t.Helper()
 	s := &opsServer{logs: &testenv.Buffer{}, dbPath: filepath.Join(dir, "data", schema.FileName)}
-	s.cmd = exec.Command(bin, append([]string{"serve"}, args...)...)
-	s.cmd.Dir, s.cmd.Stderr = dir, s.logs
-	s.cmd.Env = append(testenv.Environ(), env...)
+	s.cmd = testenv.Command(bin, dir, env, append([]string{"serve"}, args...)...)
+	s.cmd.Stderr = s.logs
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -191,19 +181,13 @@ func opsEvent(id, typ, quantity string) string {
 // send signs d with the Standard Webhooks scheme and posts it.
 func (d delivery) send(t *testing.T, client *http.Client, base string) int {
 	t.Helper()
-	s, err := scheme.New("standard", scheme.HMACOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := s.Key(d.secret)
-	if err != nil {
-		t.Fatal(err)
-	}
 	req, _ := http.NewRequest("POST", base+"/webhooks/"+d.provider, strings.NewReader(d.body))
 	if d.signedAt.IsZero() {
 		d.signedAt = time.Now()
 	}
-	s.Sign(req.Header, []byte(d.body), key, d.id, d.typ, d.signedAt)
+	if err := testenv.SignStandard(req.Header, d.secret, d.id, d.typ, []byte(d.body), d.signedAt); err != nil {
+		t.Fatal(err)
+	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Request-Id", d.requestID)
 	resp, err := client.Do(req)

@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,9 +27,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"github.com/hookledger/hookledger/bench"
 	"github.com/hookledger/hookledger/internal/cli"
@@ -80,13 +76,13 @@ func newReplEnvYML(t *testing.T, bin, yml string, env ...string) *replEnv {
 func (e *replEnv) path(p ...string) string { return filepath.Join(append([]string{e.dir}, p...)...) }
 func (e *replEnv) db() string              { return e.path("data", "hookledger.db") }
 
-func (e *replEnv) serve(args ...string) (*exec.Cmd, *bytes.Buffer, string) {
+func (e *replEnv) serve(args ...string) (*exec.Cmd, *testenv.Buffer, string) {
 	e.t.Helper()
-	return startServe(e.t, e.bin, e.dir, e.env, args...)
+	return testenv.StartServe(e.t, e.bin, e.dir, e.env, args...)
 }
 
 // stop sends SIGTERM and expects a clean exit.
-func (e *replEnv) stop(cmd *exec.Cmd, stderr *bytes.Buffer) {
+func (e *replEnv) stop(cmd *exec.Cmd, stderr *testenv.Buffer) {
 	e.t.Helper()
 	cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
@@ -96,10 +92,7 @@ func (e *replEnv) stop(cmd *exec.Cmd, stderr *bytes.Buffer) {
 
 // run runs the binary in the working directory with the environment.
 func (e *replEnv) run(args ...string) (string, error) {
-	cmd := exec.Command(e.bin, args...)
-	cmd.Dir, cmd.Env = e.dir, append(testenv.Environ(), e.env...)
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	return testenv.Run(e.bin, e.dir, e.env, args...)
 }
 
 // mustRun is run that fails the test on error.
@@ -155,11 +148,11 @@ func post(t *testing.T, url, id string) (int, string) {
 
 // tryPost sends one signed usage event; safe to call from any goroutine.
 func tryPost(url, id string) (int, string, error) {
-	s, _ := scheme.New("standard", scheme.HMACOptions{})
-	key, _ := s.Key(e2eSecret)
 	body := []byte(`{"type":"usage.recorded","data":{"customer":"cus_1","meter":"api","quantity":1,"occurred_at":"2026-11-29T10:00:00Z"}}`)
 	req, _ := http.NewRequest(http.MethodPost, url+"/webhooks/default", bytes.NewReader(body))
-	s.Sign(req.Header, body, key, id, "", time.Now())
+	if err := testenv.SignStandard(req.Header, e2eSecret, id, "", body, time.Now()); err != nil {
+		return 0, "", err
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, "", err
@@ -293,7 +286,7 @@ func testReplicateDeleteRestore(t *testing.T, bin string) {
 	e.mustRun("verify", "--data", "data") // hash chain, receipts ↔ usage, integrity
 
 	// An existing database is never replaced without --force.
-	if o, err := run(t, e.bin, e.dir, "restore"); err == nil || !strings.Contains(o, "already exists") || !strings.Contains(o, "--force") {
+	if o, err := testenv.Run(e.bin, e.dir, nil, "restore"); err == nil || !strings.Contains(o, "already exists") || !strings.Contains(o, "--force") {
 		t.Errorf("restore over an existing database: %v\n%s", err, o)
 	}
 	if o := e.mustRun("restore", "--if-db-not-exists"); !strings.Contains(o, "nothing restored") {
@@ -361,7 +354,7 @@ func testPointInTimeRestore(t *testing.T, bin string) {
 		{"--txid", "7fffffffffffffff"},
 		{"--timestamp", "2001-01-01T00:00:00Z"},
 	} {
-		o, err := run(t, e.bin, e.dir, append([]string{"restore", "-o", e.path("never.db")}, args...)...)
+		o, err := testenv.Run(e.bin, e.dir, nil, append([]string{"restore", "-o", e.path("never.db")}, args...)...)
 		if err == nil || !strings.Contains(o, "not in the replica") {
 			t.Errorf("restore %v: %v\n%s", args, err, o)
 		}
@@ -623,31 +616,11 @@ providers:
 	}
 }
 
-// fakeS3 serves an in-process S3 on loopback; while hang is set every
-// request blocks until the client gives up.
-func fakeS3(t *testing.T) (url string, hang *atomic.Bool) {
-	backend := gofakes3.New(s3mem.New(), gofakes3.WithAutoBucket(true), gofakes3.WithLogger(gofakes3.DiscardLog()))
-	hang, stop := new(atomic.Bool), make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if hang.Load() {
-			select {
-			case <-req.Context().Done():
-			case <-stop:
-			}
-			return
-		}
-		backend.Server().ServeHTTP(w, req)
-	}))
-	t.Cleanup(srv.Close)
-	t.Cleanup(func() { close(stop) }) // runs first: release hung handlers
-	return srv.URL, hang
-}
-
 // serve replicating to S3: acknowledged events restore from the bucket, and a
 // replica that hangs at shutdown delays exit by the shutdown sync timeout,
 // not forever; the delivery in flight meanwhile gets 503, not 2xx.
 func testS3BoundedShutdown(t *testing.T, bin string) {
-	endpoint, hang := fakeS3(t)
+	endpoint, hang := testenv.FakeS3(t)
 	e := newReplEnvYML(t, bin, fmt.Sprintf(`dbs:
   - path: ./data/hookledger.db
     replica:

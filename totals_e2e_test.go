@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -34,13 +33,7 @@ providers:
   - name: acme
     scheme: standard
     secrets: [%q]
-usage:
-  - type: usage.recorded
-    customer: data.customer
-    meter: data.meter
-    quantity: data.quantity
-    occurred_at: data.occurred_at
-`, filepath.Join(dir, "data"), opsSecret), 0o600); err != nil {
+`+testenv.UsageYAML, filepath.Join(dir, "data"), opsSecret), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	s := opsStart(t, bin, dir, []string{"HOOKLEDGER_ADMIN_TOKEN=" + opsAdminToken}, "--config", cfg)
@@ -52,10 +45,7 @@ usage:
 		}
 	}
 	hookledger := func(args ...string) (string, error) {
-		cmd := exec.Command(bin, append(args[:len(args):len(args)], "--config", cfg)...)
-		cmd.Dir, cmd.Env = dir, testenv.Environ()
-		out, err := cmd.CombinedOutput()
-		return string(out), err
+		return testenv.Run(bin, dir, nil, append(args[:len(args):len(args)], "--config", cfg)...)
 	}
 	rows := func(query string) int {
 		db, err := schema.Open(context.Background(), s.dbPath, schema.Options{ReadOnly: true})

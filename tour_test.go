@@ -1,62 +1,22 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/hookledger/hookledger/internal/testenv"
 )
-
-// startServe runs `hookledger serve` in dir and waits until it answers /healthz.
-func startServe(t *testing.T, bin, dir string, env []string, args ...string) (*exec.Cmd, *bytes.Buffer, string) {
-	t.Helper()
-	addr := testenv.FreeAddr(t)
-	var stderr bytes.Buffer
-	cmd := exec.Command(bin, append([]string{"serve", "--listen", addr}, args...)...)
-	cmd.Dir, cmd.Stderr = dir, &stderr
-	cmd.Env = append(testenv.Environ(), env...)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		resp, err := http.Get("http://" + addr + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return cmd, &stderr, "http://" + addr
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve did not become healthy: %s", stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func run(t *testing.T, bin, dir string, args ...string) (string, error) {
-	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Dir, cmd.Env = dir, testenv.Environ()
-	out, err := cmd.CombinedOutput()
-	return string(out), err
-}
 
 // The README's two-minute tour, step by step, against the real binary.
 func TestReadmeTour(t *testing.T) {
 	bin := testenv.Binary(t)
 	dir := t.TempDir()
-	serve, stderr, url := startServe(t, bin, dir, nil)
+	serve, stderr, url := testenv.StartServe(t, bin, dir, nil)
 
 	// The generated secret is printed once and kept with 0600 permissions.
 	secretFile := filepath.Join(dir, "data", "default.secret")
@@ -70,15 +30,15 @@ func TestReadmeTour(t *testing.T) {
 	}
 
 	send := []string{"send", "--url", url, "--customer", "cus_1", "--meter", "api_requests", "--quantity", "3", "--id", "evt_1"}
-	out, err := run(t, bin, dir, send...)
+	out, err := testenv.Run(bin, dir, nil, send...)
 	if err != nil || !strings.Contains(out, "200 OK") || !strings.Contains(out, `"duplicate":false`) {
 		t.Fatalf("first send: %v\n%s", err, out)
 	}
-	out, err = run(t, bin, dir, send...)
+	out, err = testenv.Run(bin, dir, nil, send...)
 	if err != nil || !strings.Contains(out, `"duplicate":true`) {
 		t.Fatalf("duplicate send: %v\n%s", err, out)
 	}
-	out, err = run(t, bin, dir, "send", "--url", url, "--customer", "cus_2", "--meter", "api_requests", "--quantity", "0.25", "--id", "evt_2")
+	out, err = testenv.Run(bin, dir, nil, "send", "--url", url, "--customer", "cus_2", "--meter", "api_requests", "--quantity", "0.25", "--id", "evt_2")
 	if err != nil {
 		t.Fatalf("third send: %v\n%s", err, out)
 	}
@@ -86,7 +46,7 @@ func TestReadmeTour(t *testing.T) {
 	// usageTotals runs `usage --format json`: one "customer meter quantity events" per row.
 	usageTotals := func() string {
 		t.Helper()
-		out, err := run(t, bin, dir, "usage", "--format", "json")
+		out, err := testenv.Run(bin, dir, nil, "usage", "--format", "json")
 		if err != nil {
 			t.Fatalf("usage: %v\n%s", err, out)
 		}
@@ -107,7 +67,7 @@ func TestReadmeTour(t *testing.T) {
 	if got := usageTotals(); got != want {
 		t.Errorf("usage = %v, want %v", got, want)
 	}
-	out, err = run(t, bin, dir, "usage")
+	out, err = testenv.Run(bin, dir, nil, "usage")
 	if err != nil || !strings.Contains(out, "cus_1") || !strings.Contains(out, "QUANTITY") {
 		t.Errorf("usage table: %v\n%s", err, out)
 	}
@@ -117,8 +77,8 @@ func TestReadmeTour(t *testing.T) {
 	if err := serve.Wait(); err != nil {
 		t.Fatalf("serve exited with %v after SIGTERM\n%s", err, stderr.String())
 	}
-	_, stderr2, url2 := startServe(t, bin, dir, nil)
-	out, err = run(t, bin, dir, "send", "--url", url2, "--customer", "cus_1", "--meter", "api_requests", "--quantity", "3", "--id", "evt_1")
+	_, stderr2, url2 := testenv.StartServe(t, bin, dir, nil)
+	out, err = testenv.Run(bin, dir, nil, "send", "--url", url2, "--customer", "cus_1", "--meter", "api_requests", "--quantity", "3", "--id", "evt_1")
 	if err != nil || !strings.Contains(out, `"duplicate":true`) {
 		t.Errorf("after restart evt_1 is not a duplicate: %v\n%s", err, out)
 	}
@@ -148,7 +108,7 @@ func TestCLIErrorsExitNonZero(t *testing.T) {
 		{[]string{"nonsense"}, "nonsense"},
 	}
 	for _, c := range cases {
-		out, err := run(t, bin, dir, c.args...)
+		out, err := testenv.Run(bin, dir, nil, c.args...)
 		if err == nil {
 			t.Errorf("%v: exit 0, want failure\n%s", c.args, out)
 			continue
@@ -166,7 +126,7 @@ func TestBadConfigFailsAtStartup(t *testing.T) {
 	bin := testenv.Binary(t)
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "hookledger.yml"), []byte("providers:\n  - name: stripe\n    scheme: stripe\n    secrets: [\"${STRIPE_WEBHOOK_SECRET}\"]\n"), 0o600)
-	out, err := run(t, bin, dir, "serve")
+	out, err := testenv.Run(bin, dir, nil, "serve")
 	if err == nil || !strings.Contains(out, "hookledger.yml:4") || !strings.Contains(out, "STRIPE_WEBHOOK_SECRET") {
 		t.Errorf("want a startup error naming hookledger.yml:4 and the variable, got %v\n%s", err, out)
 	}

@@ -218,12 +218,8 @@ func (w *walkEnv) unmapPorts(s string) string {
 }
 
 func walkFreePort(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ":" + strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	_, port, _ := net.SplitHostPort(testenv.FreeAddr(t))
+	return ":" + port
 }
 
 func (w *walkEnv) copyTree(from, to string) {

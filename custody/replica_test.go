@@ -15,7 +15,6 @@ import (
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/ledger"
-	"github.com/hookledger/hookledger/scheme"
 )
 
 // fakeReplica stands in for Litestream's sync-and-wait: while gate is closed
@@ -87,19 +86,13 @@ func goSend(e *env, id string, body []byte, out chan<- int) {
 
 // postNoFatal is e.send without t.Fatal: it returns the status code.
 func postNoFatal(e *env, id string, body []byte) (int, error) {
-	s, err := scheme.New("standard", scheme.HMACOptions{})
-	if err != nil {
-		return 0, err
-	}
-	key, err := s.Key(testenv.Secret)
-	if err != nil {
-		return 0, err
-	}
 	req, err := http.NewRequest(http.MethodPost, e.HTTP.URL+"/webhooks/default", bytes.NewReader(body))
 	if err != nil {
 		return 0, err
 	}
-	s.Sign(req.Header, body, key, id, "", e.Now())
+	if err := testenv.SignStandard(req.Header, testenv.Secret, id, "", body, e.Now()); err != nil {
+		return 0, err
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, err

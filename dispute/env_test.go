@@ -56,13 +56,7 @@ providers:
       timestamp_header: X-Acme-Timestamp
       id_header: X-Acme-Event
       template: "{timestamp}:{id}:{body}|end"
-usage:
-  - type: usage.recorded
-    customer: data.customer
-    meter: data.meter
-    quantity: data.quantity
-    occurred_at: data.occurred_at
-meters:
+` + testenv.UsageYAML + `meters:
   - name: api_requests
     aggregation: sum
     unit: requests

@@ -1,22 +1,21 @@
-package receiver
+package receiver_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/ledger"
-	"github.com/hookledger/hookledger/schema"
+	"github.com/hookledger/hookledger/receiver"
 	"github.com/hookledger/hookledger/scheme"
 )
 
@@ -27,19 +26,8 @@ import (
 
 func benchWriter(b *testing.B) *custody.Writer {
 	b.Helper()
-	db, err := schema.Open(context.Background(), filepath.Join(b.TempDir(), schema.FileName), schema.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	w := custody.NewWriter(db)
-	if err := w.Open(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		w.Close()
-		db.Close()
-	})
-	return w
+	// The writer keeps the real clock: the benchmark signs with it.
+	return testenv.New(b, testenv.Options{NoServer: true, Writer: func(w *custody.Writer) { w.Now = time.Now }}).Writer
 }
 
 var benchMapper = ledger.NewMapper([]ledger.Mapping{{
@@ -77,9 +65,9 @@ func BenchmarkServeWebhook(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	p := &Provider{Name: "default", Scheme: sch, Keys: [][]byte{key}, Tolerance: 5 * time.Minute, MaxBody: 256 << 10}
-	srv := &Server{
-		Providers:      map[string]*Provider{"default": p},
+	p := &receiver.Provider{Name: "default", Scheme: sch, Keys: [][]byte{key}, Tolerance: 5 * time.Minute, MaxBody: 256 << 10}
+	srv := &receiver.Server{
+		Providers:      map[string]*receiver.Provider{"default": p},
 		Mapper:         benchMapper,
 		Custody:        w,
 		HandlerVersion: "hookledger/bench",

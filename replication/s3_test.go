@@ -3,40 +3,16 @@ package replication
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/benbjohnson/litestream"
 	"github.com/benbjohnson/litestream/file"
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
+	"github.com/hookledger/hookledger/internal/testenv"
 )
-
-// fakeS3 serves an in-process S3 on loopback. While hang is set, every
-// request blocks until the client gives up.
-func fakeS3(t testing.TB) (url string, hang *atomic.Bool) {
-	s3 := gofakes3.New(s3mem.New(), gofakes3.WithAutoBucket(true), gofakes3.WithLogger(gofakes3.DiscardLog()))
-	hang, stop := new(atomic.Bool), make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if hang.Load() {
-			select {
-			case <-req.Context().Done():
-			case <-stop:
-			}
-			return
-		}
-		s3.Server().ServeHTTP(w, req)
-	}))
-	t.Cleanup(srv.Close)
-	t.Cleanup(func() { close(stop) }) // runs first: release hung handlers
-	return srv.URL, hang
-}
 
 func s3Config(t testing.TB, dir, dbPath, endpoint string) *Config {
 	t.Setenv("HL_TEST_S3_SECRET", "fake-secret")
@@ -57,7 +33,7 @@ func s3Config(t testing.TB, dir, dbPath, endpoint string) *Config {
 // file client too: the two backends differ only in layout, not format.
 func TestS3ReplicaAndFileClient(t *testing.T) {
 	ctx := context.Background()
-	endpoint, _ := fakeS3(t)
+	endpoint, _ := testenv.FakeS3(t)
 	dir := t.TempDir()
 	dbPath := filepath.Join(dir, "hookledger.db")
 	cfg := s3Config(t, dir, dbPath, endpoint)
@@ -108,7 +84,7 @@ func TestS3ReplicaAndFileClient(t *testing.T) {
 // hold Close past ShutdownSyncTimeout.
 func TestUnreachableReplica(t *testing.T) {
 	ctx := context.Background()
-	endpoint, hang := fakeS3(t)
+	endpoint, hang := testenv.FakeS3(t)
 	dir := t.TempDir()
 	dbPath := filepath.Join(dir, "hookledger.db")
 	cfg := s3Config(t, dir, dbPath, endpoint)
@@ -153,7 +129,7 @@ func TestStockLitestreamRestores(t *testing.T) {
 			t.Skip("no litestream binary on PATH")
 		}
 	}
-	endpoint, _ := fakeS3(t)
+	endpoint, _ := testenv.FakeS3(t)
 	for _, kind := range []string{"file", "s3"} {
 		t.Run(kind, func(t *testing.T) {
 			cfg, dbPath := setup(t, fast)

@@ -335,3 +335,13 @@ func (c *Clock) Add(d time.Duration) {
 	c.t = c.t.Add(d)
 	c.mu.Unlock()
 }
+
+// UsageYAML is the documented generic usage mapping (the shape UsageBody
+// sends), as the end of a configuration file.
+const UsageYAML = `usage:
+  - type: usage.recorded
+    customer: data.customer
+    meter: data.meter
+    quantity: data.quantity
+    occurred_at: data.occurred_at
+`

@@ -1,7 +1,17 @@
-// Package testenv is what the end-to-end tests share: the hookledger binary,
-// built once per test process, and the helpers every binary test needs (a
-// free port, a clean environment, exit codes, a log buffer safe to read while
-// a process writes it).
+// Package testenv is what hookledger's tests share, so that each thing is
+// built in one place:
+//
+//   - env.go: Env, the write path on a real SQLite file (database, running
+//     custody writer, configuration, the real webhook handler behind a real
+//     listener) on a controllable Clock, with Sign/Post/Deliver and the row
+//     counts tests assert on. Package tests wrap it in their env_test.go;
+//     because testenv imports schema, custody, ledger, receiver and config,
+//     the tests of those packages that use it are external (package x_test).
+//   - testenv.go and serve.go: the end-to-end side. The hookledger binary,
+//     built once per test process (plain and with the release ldflags), a free
+//     port, a clean environment, exit codes, a log buffer safe to read while a
+//     process writes it, `serve` started and waited for, Standard Webhooks
+//     signing, and an in-process S3.
 //
 // A test package that uses Binary or ReleaseBinary calls Main from its
 // TestMain, which removes the built binaries when the tests end:
