@@ -2,8 +2,6 @@ package bench
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -15,7 +13,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/config"
-	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/receiver"
 	"github.com/hookledger/hookledger/schema"
@@ -66,32 +64,8 @@ func referenceServer(t *testing.T) *httptest.Server {
 // hookledger is the real receiver on a SQLite file behind a real listener.
 func hookledger(t *testing.T) (*httptest.Server, *schema.DB) {
 	t.Helper()
-	cfg := defaultConfig(t)
-	db, err := schema.Open(context.Background(), filepath.Join(t.TempDir(), schema.FileName), schema.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	providers, err := receiver.NewProviders(cfg.Providers)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := custody.NewWriter(db)
-	if err := w.Open(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	s := &receiver.Server{
-		Providers: providers, Mapper: ledger.NewMapper(cfg.Usage, cfg.MeterNames()), Custody: w,
-		HandlerVersion: "test", Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: time.Now,
-	}
-	mux := http.NewServeMux()
-	s.Routes(mux)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(func() {
-		srv.Close()
-		w.Close()
-		db.Close()
-	})
-	return srv, db
+	e := testenv.New(t, testenv.Options{RealTime: true})
+	return e.HTTP, e.DB
 }
 
 func TestPlanRejectsBadLoads(t *testing.T) {

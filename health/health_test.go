@@ -1,7 +1,6 @@
 package health
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,57 +18,28 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/schema"
 )
 
-// syncBuffer is a log sink safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type env struct {
-	dir     string
-	db      *schema.DB
-	writer  *custody.Writer
+	*testenv.Env
 	checker *Checker
 	public  *httptest.Server
 	admin   *httptest.Server
-	logs    *syncBuffer
+	logs    *testenv.Buffer
 }
 
 // newEnv wires the checks exactly as serve does, on a real database file.
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	e := &env{dir: t.TempDir(), logs: &syncBuffer{}}
-	db, err := schema.Open(context.Background(), filepath.Join(e.dir, schema.FileName), schema.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.db = db
-	e.writer = custody.NewWriter(db)
-	if err := e.writer.Open(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.writer.Close(); db.Close() })
+	e := &env{Env: testenv.New(t, testenv.Options{NoServer: true, RealTime: true}), logs: &testenv.Buffer{}}
 	e.checker = New(slog.New(slog.NewJSONHandler(e.logs, nil)))
 	e.checker.Timeout = 300 * time.Millisecond
 	e.checker.CacheFor = 0
-	e.checker.Add("database", Writable(e.writer))
-	e.checker.Add("migrations", Migrated(db))
-	e.checker.Add("disk", Disk(e.dir, 0))
+	e.checker.Add("database", Writable(e.Writer))
+	e.checker.Add("migrations", Migrated(e.DB))
+	e.checker.Add("disk", Disk(e.Dir, 0))
 	mux := http.NewServeMux()
 	e.checker.Routes(mux)
 	e.public = httptest.NewServer(mux)
@@ -112,7 +82,7 @@ func TestHealthzAndReady(t *testing.T) {
 		}
 	}
 	var n int
-	if err := e.db.Read.Get(&n, `SELECT (SELECT COUNT(*) FROM receipts) + (SELECT COUNT(*) FROM metered_usage) + (SELECT COUNT(*) FROM delivery_attempts)`); err != nil || n != 0 {
+	if err := e.DB.Read.Get(&n, `SELECT (SELECT COUNT(*) FROM receipts) + (SELECT COUNT(*) FROM metered_usage) + (SELECT COUNT(*) FROM delivery_attempts)`); err != nil || n != 0 {
 		t.Fatalf("the write probe left %d rows (err %v)", n, err)
 	}
 }
@@ -126,7 +96,7 @@ func TestReadyzUnreadyWhileDatabaseCannotBeWritten(t *testing.T) {
 		t.Fatalf("readyz before: %d", code)
 	}
 
-	other, err := sqlx.Open("sqlite", "file:"+filepath.Join(e.dir, schema.FileName)+"?_pragma=busy_timeout(0)")
+	other, err := sqlx.Open("sqlite", "file:"+filepath.Join(e.Dir, schema.FileName)+"?_pragma=busy_timeout(0)")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +118,7 @@ func TestReadyzUnreadyWhileDatabaseCannotBeWritten(t *testing.T) {
 		t.Errorf("only the database check should fail: %s", body)
 	}
 	// The public answer names the check, never the error text or a path.
-	if strings.Contains(body, e.dir) || strings.Contains(body, "probe") {
+	if strings.Contains(body, e.Dir) || strings.Contains(body, "probe") {
 		t.Errorf("public /readyz leaks detail: %s", body)
 	}
 	_, rep, _ = get(t, e.admin.URL)
@@ -182,18 +152,18 @@ func TestReadyzUnreadyWhileDatabaseCannotBeWritten(t *testing.T) {
 			VALUES ('p', 'evt_after', x'00', 'ignored', 't', 'webhook', 0, 0)`)
 		return err
 	})
-	if err := e.writer.Submit(context.Background(), op); err != nil {
+	if err := e.Writer.Submit(context.Background(), op); err != nil {
 		t.Fatal(err)
 	}
 	var n int
-	if err := e.db.Read.Get(&n, `SELECT COUNT(*) FROM receipts WHERE event_id = 'evt_after'`); err != nil || n != 1 {
+	if err := e.DB.Read.Get(&n, `SELECT COUNT(*) FROM receipts WHERE event_id = 'evt_after'`); err != nil || n != 1 {
 		t.Fatalf("receipt after recovery: %d, %v", n, err)
 	}
 }
 
 func TestReadyzUnreadyWhenWriterClosed(t *testing.T) {
 	e := newEnv(t)
-	e.writer.Close()
+	e.Writer.Close()
 	code, _, _ := get(t, e.public.URL+"/readyz")
 	if code != http.StatusServiceUnavailable {
 		t.Fatalf("readyz with a closed writer: %d", code)
@@ -211,21 +181,21 @@ func TestReadyzMigrations(t *testing.T) {
 		t.Fatal(err)
 	}
 	last := ms[len(ms)-1]
-	if _, err := e.db.Write.Exec(`DELETE FROM schema_migrations WHERE version = ?`, last.Version); err != nil {
+	if _, err := e.DB.Write.Exec(`DELETE FROM schema_migrations WHERE version = ?`, last.Version); err != nil {
 		t.Fatal(err)
 	}
 	code, rep, _ := get(t, e.admin.URL)
 	if code != 503 || !strings.Contains(rep.Checks["migrations"], last.Name) {
 		t.Fatalf("pending migration: %d %+v", code, rep)
 	}
-	if _, err := e.db.Write.Exec(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, 0)`, last.Version, last.Name); err != nil {
+	if _, err := e.DB.Write.Exec(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, 0)`, last.Version, last.Name); err != nil {
 		t.Fatal(err)
 	}
 	if code, _, body := get(t, e.public.URL+"/readyz"); code != 200 {
 		t.Fatalf("after re-applying: %d %s", code, body)
 	}
 	// A database migrated by a newer binary is not ours to write.
-	if _, err := e.db.Write.Exec(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (9999, '9999_future.sql', 0)`); err != nil {
+	if _, err := e.DB.Write.Exec(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (9999, '9999_future.sql', 0)`); err != nil {
 		t.Fatal(err)
 	}
 	code, rep, _ = get(t, e.admin.URL)

@@ -26,8 +26,7 @@ import (
 
 func benchWriter(b *testing.B) *custody.Writer {
 	b.Helper()
-	// The writer keeps the real clock: the benchmark signs with it.
-	return testenv.New(b, testenv.Options{NoServer: true, Writer: func(w *custody.Writer) { w.Now = time.Now }}).Writer
+	return testenv.New(b, testenv.Options{NoServer: true, RealTime: true}).Writer
 }
 
 var benchMapper = ledger.NewMapper([]ledger.Mapping{{

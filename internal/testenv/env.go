@@ -42,6 +42,10 @@ type Options struct {
 	Edits []func(*config.Config)
 	// Now is the clock's start; default DefaultNow.
 	Now time.Time
+	// RealTime runs the writer and the handler on time.Now instead of the
+	// Clock (Env.Clock is nil), for tests that sign with the real clock or
+	// time what they do.
+	RealTime bool
 	// Writer, when set, configures the writer before it opens (its hooks are
 	// read by the writer goroutine).
 	Writer func(*custody.Writer)
@@ -54,8 +58,8 @@ type Options struct {
 
 // Env is hookledger's write path on a real SQLite file: the database, a
 // running writer, and (unless Options.NoServer) the real webhook handler
-// behind a real HTTP listener, all on one controllable clock. t.Cleanup
-// closes it.
+// behind a real HTTP listener, all on one controllable clock (unless
+// Options.RealTime). t.Cleanup closes it.
 type Env struct {
 	T      testing.TB
 	Dir    string
@@ -67,6 +71,7 @@ type Env struct {
 	HTTP   *httptest.Server
 
 	opts Options
+	now  func() time.Time // Clock.Now, or time.Now
 	path string
 	open bool
 }
@@ -83,7 +88,11 @@ func New(t testing.TB, o Options) *Env {
 	if o.HandlerVersion == "" {
 		o.HandlerVersion = "test"
 	}
-	e := &Env{T: t, Dir: o.Dir, Config: o.Config, Clock: NewClock(o.Now), opts: o}
+	e := &Env{T: t, Dir: o.Dir, Config: o.Config, opts: o, now: time.Now}
+	if !o.RealTime {
+		e.Clock = NewClock(o.Now)
+		e.now = e.Clock.Now
+	}
 	e.path = filepath.Join(e.Dir, schema.FileName)
 	if !o.NoServer {
 		if e.Config == nil {
@@ -114,7 +123,7 @@ func (e *Env) Reopen() {
 		t.Fatal(err)
 	}
 	w := custody.NewWriter(db)
-	w.Now = e.Clock.Now
+	w.Now = e.now
 	if e.opts.Writer != nil {
 		e.opts.Writer(w)
 	}
@@ -135,7 +144,7 @@ func (e *Env) Reopen() {
 		Custody:        w,
 		HandlerVersion: e.opts.HandlerVersion,
 		Log:            slog.New(slog.DiscardHandler),
-		Now:            e.Clock.Now,
+		Now:            e.now,
 	}
 	mux := http.NewServeMux()
 	e.Server.Routes(mux)
@@ -156,8 +165,8 @@ func (e *Env) Close() {
 	e.DB.Close()
 }
 
-// Now is the Env's clock reading.
-func (e *Env) Now() time.Time { return e.Clock.Now() }
+// Now is the time the writer and the handler see.
+func (e *Env) Now() time.Time { return e.now() }
 
 // Mapper maps deliveries as the configuration says.
 func (e *Env) Mapper() *ledger.Mapper { return ledger.NewMapper(e.Config.Usage, e.Config.MeterNames()) }
