@@ -31,6 +31,7 @@ import (
 	"github.com/hookledger/hookledger/bench"
 	"github.com/hookledger/hookledger/internal/cli"
 	"github.com/hookledger/hookledger/internal/testenv"
+	"github.com/hookledger/hookledger/internal/testenv/fakes3"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/schema"
 	"github.com/hookledger/hookledger/scheme"
@@ -620,7 +621,7 @@ providers:
 // replica that hangs at shutdown delays exit by the shutdown sync timeout,
 // not forever; the delivery in flight meanwhile gets 503, not 2xx.
 func testS3BoundedShutdown(t *testing.T, bin string) {
-	endpoint, hang := testenv.FakeS3(t)
+	endpoint, hang := fakes3.Serve(t)
 	e := newReplEnvYML(t, bin, fmt.Sprintf(`dbs:
   - path: ./data/hookledger.db
     replica:

@@ -11,7 +11,7 @@ import (
 
 	"github.com/benbjohnson/litestream"
 	"github.com/benbjohnson/litestream/file"
-	"github.com/hookledger/hookledger/internal/testenv"
+	"github.com/hookledger/hookledger/internal/testenv/fakes3"
 )
 
 func s3Config(t testing.TB, dir, dbPath, endpoint string) *Config {
@@ -33,7 +33,7 @@ func s3Config(t testing.TB, dir, dbPath, endpoint string) *Config {
 // file client too: the two backends differ only in layout, not format.
 func TestS3ReplicaAndFileClient(t *testing.T) {
 	ctx := context.Background()
-	endpoint, _ := testenv.FakeS3(t)
+	endpoint, _ := fakes3.Serve(t)
 	dir := t.TempDir()
 	dbPath := filepath.Join(dir, "hookledger.db")
 	cfg := s3Config(t, dir, dbPath, endpoint)
@@ -84,7 +84,7 @@ func TestS3ReplicaAndFileClient(t *testing.T) {
 // hold Close past ShutdownSyncTimeout.
 func TestUnreachableReplica(t *testing.T) {
 	ctx := context.Background()
-	endpoint, hang := testenv.FakeS3(t)
+	endpoint, hang := fakes3.Serve(t)
 	dir := t.TempDir()
 	dbPath := filepath.Join(dir, "hookledger.db")
 	cfg := s3Config(t, dir, dbPath, endpoint)
@@ -129,7 +129,7 @@ func TestStockLitestreamRestores(t *testing.T) {
 			t.Skip("no litestream binary on PATH")
 		}
 	}
-	endpoint, _ := testenv.FakeS3(t)
+	endpoint, _ := fakes3.Serve(t)
 	for _, kind := range []string{"file", "s3"} {
 		t.Run(kind, func(t *testing.T) {
 			cfg, dbPath := setup(t, fast)

@@ -4,17 +4,13 @@ import (
 	"context"
 	"crypto/tls"
 	"net/http"
-	"net/http/httptest"
 	"os/exec"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hookledger/hookledger/scheme"
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
 )
 
 // Command is bin with args, to run in dir with Environ() plus env.
@@ -106,24 +102,4 @@ func SignStandard(h http.Header, secret, id, typ string, body []byte, at time.Ti
 	}
 	s.Sign(h, body, key, id, typ, at)
 	return nil
-}
-
-// FakeS3 serves an in-process S3 on loopback; while hang is set every
-// request blocks until the client gives up.
-func FakeS3(t testing.TB) (url string, hang *atomic.Bool) {
-	backend := gofakes3.New(s3mem.New(), gofakes3.WithAutoBucket(true), gofakes3.WithLogger(gofakes3.DiscardLog()))
-	hang, stop := new(atomic.Bool), make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if hang.Load() {
-			select {
-			case <-req.Context().Done():
-			case <-stop:
-			}
-			return
-		}
-		backend.Server().ServeHTTP(w, req)
-	}))
-	t.Cleanup(srv.Close)
-	t.Cleanup(func() { close(stop) }) // runs first: release hung handlers
-	return srv.URL, hang
 }

@@ -11,7 +11,7 @@
 //     built once per test process (plain and with the release ldflags), a free
 //     port, a clean environment, exit codes, a log buffer safe to read while a
 //     process writes it, `serve` started and waited for, Standard Webhooks
-//     signing, and an in-process S3.
+//     signing. An in-process S3 is in subpackage fakes3.
 //
 // A test package that uses Binary or ReleaseBinary calls Main from its
 // TestMain, which removes the built binaries when the tests end:
