@@ -63,7 +63,7 @@ func Prefill(ctx context.Context, db *schema.DB, provider string, n int, now tim
 		return err
 	}
 	// Fold the WAL into the database so the measured run starts from a small WAL.
-	if _, err := db.Write.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+	if err := db.TruncateWAL(ctx); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
 	return nil

@@ -7,11 +7,11 @@ package custody
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"fmt"
 	"time"
 
 	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/schema"
 )
 
 // Status is a receipt's status: what applying its event did.
@@ -69,6 +69,8 @@ type Delivery struct {
 	// StoredStatus is the receipt's status after the write (for a duplicate,
 	// the status of the original).
 	StoredStatus Status
+
+	ageMS int64 // Attempt.SignatureAge in ms, for the stored attempt to point at
 }
 
 // Attempt describes one delivery of an event.
@@ -94,18 +96,19 @@ func (d *Delivery) Apply(ctx context.Context, tx *Tx) error {
 	link := ledger.ReceiptLink{Provider: d.Provider, EventID: d.EventID, EventType: d.EventType, BodySHA256: d.BodySHA256,
 		Status: string(d.Status), Source: string(d.Source), ReceivedAt: received}
 	head.Receipts.Next(&link)
-	// ON CONFLICT DO NOTHING changes no row when the key exists: the unique
-	// constraint, not a prior read, tells a new event from a duplicate.
-	res, err := tx.stmts.insertReceipt.ExecContext(ctx, link.ID, d.Provider, d.EventID, d.EventType, d.Body, d.BodySHA256,
-		d.SignatureHeaders, link.Status, d.Error, d.HandlerVersion, link.Source, received, tx.now, link.PrevHash, link.RowHash) // link's plain strings: database/sql converts a named string type by reflection, one allocation each
+	// The unique key, not a prior read, tells a new event from a duplicate:
+	// the insert does nothing when (provider, event_id) is already stored.
+	// Plain strings throughout (link's, not the Status and Source types):
+	// database/sql converts a named string type by reflection, one
+	// allocation each.
+	inserted, err := tx.b.InsertReceipt(ctx, schema.Receipt{ID: link.ID, Provider: d.Provider, EventID: d.EventID,
+		EventType: d.EventType, Body: d.Body, BodySHA256: d.BodySHA256, SignatureHeaders: d.SignatureHeaders,
+		Status: link.Status, Error: d.Error, HandlerVersion: d.HandlerVersion, Source: link.Source,
+		ReceivedAt: received, ProcessedAt: tx.now, PrevHash: link.PrevHash, RowHash: link.RowHash})
 	if err != nil {
 		return fmt.Errorf("insert receipt %s/%s: %w", d.Provider, d.EventID, err)
 	}
-	inserted, err := res.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("insert receipt %s/%s: %w", d.Provider, d.EventID, err)
-	}
-	if inserted == 1 {
+	if inserted {
 		head.Receipts.Advance(&link)
 		d.Outcome, d.StoredStatus = OutcomeInserted, d.Status
 		if tx.hook != nil {
@@ -117,22 +120,25 @@ func (d *Delivery) Apply(ctx context.Context, tx *Tx) error {
 			return err
 		}
 	} else {
-		var stored []byte
-		if err := tx.stmts.storedReceipt.QueryRowxContext(ctx, d.Provider, d.EventID).Scan(&stored, &d.StoredStatus); err != nil {
+		stored, status, err := tx.b.StoredReceipt(ctx, d.Provider, d.EventID)
+		if err != nil {
 			return fmt.Errorf("read stored receipt %s/%s: %w", d.Provider, d.EventID, err)
 		}
-		d.Outcome = OutcomeDuplicate
+		d.Outcome, d.StoredStatus = OutcomeDuplicate, Status(status)
 		if !bytes.Equal(stored, d.BodySHA256) {
 			d.Outcome = OutcomePayloadMismatch
 		}
 	}
-	var age sql.NullInt64
+	a := schema.Attempt{Provider: d.Provider, EventID: d.EventID, ReceivedAt: received, RemoteAddr: d.Attempt.RemoteAddr,
+		UserAgent: d.Attempt.UserAgent, RequestID: d.Attempt.RequestID, BodySHA256: d.BodySHA256,
+		SignatureHeaders: d.SignatureHeaders, Outcome: string(d.Outcome), StatusCode: d.Attempt.StatusCode}
 	if d.Attempt.SignatureAge != nil {
-		age = sql.NullInt64{Int64: d.Attempt.SignatureAge.Milliseconds(), Valid: true}
+		// A field of d, already on the heap: pointing at a local would move
+		// it there, one allocation per delivery.
+		d.ageMS = d.Attempt.SignatureAge.Milliseconds()
+		a.SignatureAgeMS = &d.ageMS
 	}
-	a := d.Attempt
-	if _, err := tx.stmts.insertAttempt.ExecContext(ctx, d.Provider, d.EventID, received, a.RemoteAddr, a.UserAgent, a.RequestID,
-		d.BodySHA256, d.SignatureHeaders, age, string(d.Outcome), a.StatusCode); err != nil {
+	if err := tx.b.InsertAttempt(ctx, a); err != nil {
 		return fmt.Errorf("insert delivery attempt %s/%s: %w", d.Provider, d.EventID, err)
 	}
 	return nil

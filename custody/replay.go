@@ -2,15 +2,13 @@ package custody
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/schema"
 )
 
 // ReplayOutcome is what one replay did.
@@ -48,30 +46,21 @@ type Replay struct {
 
 // Apply implements Op.
 func (r *Replay) Apply(ctx context.Context, tx *Tx) error {
-	var (
-		body           []byte
-		typ, version   string
-		status         Status
-		received       int64
-		bodyWasNotNull bool
-	)
-	err := tx.QueryRowxContext(ctx, `SELECT body, body IS NOT NULL, event_type, status, handler_version, received_at
-		FROM receipts WHERE provider = ? AND event_id = ?`, r.Provider, r.EventID).
-		Scan(&body, &bodyWasNotNull, &typ, &status, &version, &received)
+	rc, err := tx.b.GetReceipt(ctx, r.Provider, r.EventID)
 	switch {
-	case errors.Is(err, sql.ErrNoRows):
+	case errors.Is(err, schema.ErrNotFound):
 		r.Outcome = ReplayNotFound
 		return nil
 	case err != nil:
-		return fmt.Errorf("read receipt %s/%s: %w", r.Provider, r.EventID, err)
-	case status == StatusApplied:
+		return err
+	case Status(rc.Status) == StatusApplied:
 		r.Outcome = ReplayAlreadyApplied
 		return nil
-	case !bodyWasNotNull:
+	case rc.Pruned:
 		r.Outcome = ReplayPruned
 		return nil
 	}
-	d := &Delivery{Provider: r.Provider, EventID: r.EventID, EventType: typ, Body: body, ReceivedAt: time.UnixMilli(received)}
+	d := &Delivery{Provider: r.Provider, EventID: r.EventID, EventType: rc.EventType, Body: rc.Body, ReceivedAt: time.UnixMilli(rc.ReceivedAt)}
 	d.Classify(r.Mapper)
 	if d.Status == StatusApplied {
 		// The same rows a first delivery would have written; metered_usage's
@@ -80,13 +69,13 @@ func (r *Replay) Apply(ctx context.Context, tx *Tx) error {
 			return err
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE receipts SET status = ?, error = ?, handler_version = ?, processed_at = ?
-		WHERE provider = ? AND event_id = ?`, d.Status, d.Error, r.HandlerVersion, tx.now, r.Provider, r.EventID); err != nil {
+	if err := tx.b.UpdateReceiptStatus(ctx, schema.Receipt{Provider: r.Provider, EventID: r.EventID, Status: string(d.Status),
+		Error: d.Error, HandlerVersion: r.HandlerVersion, ProcessedAt: tx.now}); err != nil {
 		return fmt.Errorf("update receipt %s/%s: %w", r.Provider, r.EventID, err)
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO replays
-		(provider, event_id, replayed_at, from_status, to_status, error, from_handler_version, handler_version)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, r.Provider, r.EventID, tx.now, status, d.Status, d.Error, version, r.HandlerVersion); err != nil {
+	if err := tx.b.InsertReplay(ctx, schema.Replay{Provider: r.Provider, EventID: r.EventID, ReplayedAt: tx.now,
+		FromStatus: rc.Status, ToStatus: string(d.Status), Error: d.Error, FromHandlerVersion: rc.HandlerVersion,
+		HandlerVersion: r.HandlerVersion}); err != nil {
 		return fmt.Errorf("record replay %s/%s: %w", r.Provider, r.EventID, err)
 	}
 	r.Outcome, r.Error = ReplayOutcome(d.Status), d.Error // applied, failed or ignored: the new status
@@ -128,9 +117,10 @@ type ReplayFailure struct {
 // writer's batches (one commit for many) without flooding its queue.
 const replayChunk = 256
 
-// ReplayReceipts re-applies the receipts f selects through w. Storage errors
-// are counted and the first is returned; the other replays still run.
-func ReplayReceipts(ctx context.Context, read *sqlx.DB, w *Writer, m *ledger.Mapper, version string, f ReplayFilter) (*ReplayReport, error) {
+// ReplayReceipts re-applies the receipts f selects (from src, the read pool)
+// through w. Storage errors are counted and the first is returned; the other
+// replays still run.
+func ReplayReceipts(ctx context.Context, src ReplaySource, w *Writer, m *ledger.Mapper, version string, f ReplayFilter) (*ReplayReport, error) {
 	rep := &ReplayReport{Provider: f.Provider}
 	var ids []string
 	if f.EventID != "" {
@@ -139,10 +129,8 @@ func ReplayReceipts(ctx context.Context, read *sqlx.DB, w *Writer, m *ledger.Map
 		if f.Status != StatusFailed && f.Status != StatusIgnored {
 			return nil, fmt.Errorf("status %q: replay selects failed or ignored receipts", f.Status)
 		}
-		// The (status, received_at) index serves this.
-		if err := sqlx.SelectContext(ctx, read, &ids, `SELECT event_id FROM receipts
-			WHERE status = ? AND received_at >= ? AND provider = ? ORDER BY received_at, id`,
-			f.Status, f.Since.UnixMilli(), f.Provider); err != nil {
+		var err error
+		if ids, err = src.EventIDsWithStatus(ctx, f.Provider, string(f.Status), f.Since.UnixMilli()); err != nil {
 			return nil, fmt.Errorf("select receipts: %w", err)
 		}
 	}

@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/schema"
 )
@@ -37,7 +35,7 @@ type Writer struct {
 	// commit duration (metrics).
 	AfterBatch func(size int, commit time.Duration)
 	// OnStorageError, when set, is called from the writer goroutine for each
-	// storage failure: a BEGIN, COMMIT or SAVEPOINT that failed (op "begin",
+	// storage failure: a begin, commit or savepoint that failed (op "begin",
 	// "commit", "savepoint": the whole batch got the error) or a delivery
 	// whose writes failed on their own (op "delivery": that item alone).
 	// Each of these is a 503 to a sender; a full disk or an I/O error turns
@@ -51,7 +49,7 @@ type Writer struct {
 	Replicate func(ctx context.Context) error
 
 	db       *schema.DB
-	stmts    statements
+	store    Store // set by Open
 	testHook func(*Delivery) error
 	lastNow  int64 // owned by the writer goroutine
 
@@ -91,11 +89,14 @@ func NewWriter(db *schema.DB) *Writer {
 	return &Writer{db: db, QueueSize: 4096, MaxBatch: 512, Now: time.Now}
 }
 
-// Open prepares statements and starts the writer goroutine.
+// Open prepares the write connection's statements and starts the writer
+// goroutine.
 func (w *Writer) Open(ctx context.Context) error {
-	if err := w.stmts.prepare(ctx, w.db.Write); err != nil {
+	store, err := w.db.OpenWriter(ctx)
+	if err != nil {
 		return err
 	}
+	w.store = store
 	w.queue = make(chan *job, w.QueueSize)
 	w.done = make(chan struct{})
 	w.startReplicaStage()
@@ -115,7 +116,7 @@ func (w *Writer) Close() error {
 	w.mu.Unlock()
 	<-w.done
 	w.stopReplicaStage()
-	return w.stmts.close()
+	return w.store.Close()
 }
 
 // Depth is the number of queued items (for metrics).
@@ -200,12 +201,12 @@ func (w *Writer) commit(batch []*job) {
 // the transaction itself: nothing of the batch is durable.
 func (w *Writer) apply(batch []*job, errs []error, isolate bool) (failed bool, err error) {
 	ctx := context.Background()
-	tx, err := w.db.Write.BeginTxx(ctx, nil) // BEGIN IMMEDIATE (DSN _txlock)
+	b, err := w.store.Begin(ctx)
 	if err != nil {
 		return false, w.storageError("begin", fmt.Errorf("begin: %w", err))
 	}
-	defer tx.Rollback()
-	btx := &Tx{Tx: tx, stmts: w.stmts.bind(ctx, tx), hook: w.testHook, now: w.clock()}
+	defer b.Rollback()
+	btx := &Tx{b: b, hook: w.testHook, now: w.clock()}
 	for i, j := range batch {
 		switch {
 		case errs[i] != nil:
@@ -226,7 +227,7 @@ func (w *Writer) apply(batch []*job, errs []error, isolate bool) (failed bool, e
 		return false, w.storageError("save chain head", err)
 	}
 	start := time.Now()
-	if err := tx.Commit(); err != nil {
+	if err := b.Commit(); err != nil {
 		return false, w.storageError("commit", fmt.Errorf("commit: %w", err))
 	}
 	if w.AfterBatch != nil {
@@ -259,11 +260,12 @@ func (w *Writer) clock() int64 {
 	return w.lastNow
 }
 
-// Tx is a batch's write transaction with the writer's statements bound to it.
+// Tx is a batch's write transaction: the storage batch (its typed writes,
+// with the writer's statements bound to it) and the chain head it moves.
 type Tx struct {
-	*sqlx.Tx
-	stmts statements
-	// now is the batch's commit clock in unix ms, read after BEGIN IMMEDIATE:
+	b schema.Batch
+	// now is the batch's commit clock in unix ms, read after Begin (which
+	// holds the write lock from its start):
 	// a row's recorded_at never precedes a transaction that committed before it,
 	// which is what makes an invoice's ingestion cutoff exact.
 	now int64
@@ -278,9 +280,9 @@ type Tx struct {
 // Now is the batch time in unix milliseconds: the recorded_at of its rows.
 func (b *Tx) Now() int64 { return b.now }
 
-// Batch is the transaction's typed statements for the writes beside the
-// hot path (reconcile checkpoints, redelivery requests, retention).
-func (b *Tx) Batch() schema.Batch { return schema.Batch{Tx: b.Tx} }
+// Batch is the transaction's typed writes for the ops beside the hot path
+// (reconcile checkpoints, redelivery requests, retention, adjustments' refs).
+func (b *Tx) Batch() schema.Batch { return b.b }
 
 // Append adds a row to the ledger's hash chain.
 func (b *Tx) Append(ctx context.Context, r *ledger.Row) error {
@@ -293,15 +295,15 @@ func (b *Tx) Append(ctx context.Context, r *ledger.Row) error {
 
 // InsertLedgerRow stores a row the chain linked, with the prepared insert.
 func (b *Tx) InsertLedgerRow(ctx context.Context, r schema.LedgerRow) error {
-	return schema.InsertLedgerRow(ctx, b.stmts.insertRow, r)
+	return b.b.InsertLedgerRow(ctx, r)
 }
 
-// chainHead returns the head of both chains, loading it once per batch:
-// under BEGIN IMMEDIATE no other writer can move it until this transaction
-// ends.
+// chainHead returns the head of both chains, loading it once per batch: the
+// batch holds the write lock, so no other writer can move it until this
+// transaction ends.
 func (b *Tx) chainHead(ctx context.Context) (*ledger.Head, error) {
 	if !b.headReady {
-		h, err := ledger.LoadHead(ctx, b.Batch())
+		h, err := ledger.LoadHead(ctx, b.b)
 		if err != nil {
 			return nil, err
 		}
@@ -318,7 +320,8 @@ func (b *Tx) saveHead(ctx context.Context) error {
 	if !b.headReady || b.loaded == [2]int64{h.Ledger.LastID, h.Receipts.LastID} {
 		return nil
 	}
-	if _, err := b.stmts.saveHead.ExecContext(ctx, h.Ledger.LastID, h.Ledger.LastHash, h.Receipts.LastID, h.Receipts.LastHash); err != nil {
+	if err := b.b.SaveHead(ctx, schema.ChainHead{LedgerID: h.Ledger.LastID, LedgerHash: h.Ledger.LastHash,
+		ReceiptID: h.Receipts.LastID, ReceiptHash: h.Receipts.LastHash}); err != nil {
 		return fmt.Errorf("save chain head: %w", err)
 	}
 	return nil
@@ -328,18 +331,12 @@ func (b *Tx) saveHead(ctx context.Context) error {
 // writes: opErr is op's error. txErr means the savepoint itself failed, so the
 // op's writes may still be in the transaction and it must not commit.
 func (b *Tx) isolated(ctx context.Context, op Op) (opErr, txErr error) {
-	if _, err := b.ExecContext(ctx, "SAVEPOINT op"); err != nil {
-		return nil, fmt.Errorf("savepoint: %w", err)
-	}
 	saved, savedReady := b.head, b.headReady
-	if opErr = op.Apply(ctx, b); opErr != nil {
+	opErr, txErr = b.b.Isolated(ctx, func() error { return op.Apply(ctx, b) })
+	if opErr != nil {
+		// The savepoint undid the op's receipts and rows; the head it
+		// advanced in memory goes back with them.
 		b.head, b.headReady = saved, savedReady
-		if _, err := b.ExecContext(ctx, "ROLLBACK TO op"); err != nil {
-			return opErr, fmt.Errorf("rollback to savepoint: %w", err)
-		}
 	}
-	if _, err := b.ExecContext(ctx, "RELEASE op"); err != nil {
-		return opErr, fmt.Errorf("release savepoint: %w", err)
-	}
-	return opErr, nil
+	return opErr, txErr
 }

@@ -11,10 +11,10 @@ import (
 )
 
 // Writable probes the write path through the writer itself: an empty item
-// waits its turn in the queue like a delivery, then the writer's BEGIN
-// IMMEDIATE … COMMIT must succeed. It fails when the writer is closed or its
-// queue is full, when another process holds the write lock, or when BEGIN or
-// COMMIT fails. Going through the writer, rather than a second connection,
+// waits its turn in the queue like a delivery, then the writer's batch must
+// take the write lock and commit. It fails when the writer is closed or its
+// queue is full, when another process holds the write lock, or when the
+// begin or the commit fails. Going through the writer, rather than a second connection,
 // means a busy writer is never mistaken for a locked database. It writes no
 // row, so it proves the lock and the commit path but not free space: the
 // disk check covers that.

@@ -59,8 +59,8 @@ func (r *Row) Hash(prev []byte) []byte {
 var GenesisHash = chainhash.Genesis
 
 // Chain is the head of one hash chain inside one write transaction. It is
-// loaded (LoadHead) after BEGIN IMMEDIATE, so no other writer can move the head
-// meanwhile.
+// loaded (LoadHead) once the transaction holds the write lock, so no other
+// writer can move the head meanwhile.
 type Chain struct {
 	LastID   int64
 	LastHash []byte

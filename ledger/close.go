@@ -37,8 +37,8 @@ type CloseResult struct {
 	Invoices []Invoice `json:"invoices"`
 }
 
-// Close freezes the period's invoices in one write transaction (BEGIN
-// IMMEDIATE), so the ingestion cutoff and the highest ledger id it covers
+// Close freezes the period's invoices in one write transaction (holding the
+// write lock from its start), so the ingestion cutoff and the highest ledger id it covers
 // describe the same moment: no row can commit in between. Closing a period
 // already closed for the scope returns the earlier invoices unchanged.
 func Close(ctx context.Context, db CloseStore, req CloseRequest) (*CloseResult, error) {
@@ -116,9 +116,9 @@ func closeTx(ctx context.Context, tx closeStore, req CloseRequest) (*CloseResult
 		return &CloseResult{Existing: true, Cutoff: prior.Cutoff, Head: prior.LedgerHead, Invoices: invs}, nil
 	}
 
-	// The moment of closing. Under BEGIN IMMEDIATE no row can commit until we
-	// do, so "id <= head" is exact; the cutoff is kept above the head's
-	// recorded_at so "recorded_at < cutoff" selects the same rows.
+	// The moment of closing. The close holds the write lock: no row can
+	// commit until we do, so "id <= head" is exact; the cutoff is kept above
+	// the head's recorded_at so "recorded_at < cutoff" selects the same rows.
 	head, err := LoadChain(ctx, tx)
 	if err != nil {
 		return nil, err

@@ -65,7 +65,9 @@ func openVersion4(t *testing.T) string {
 		r := ledger.Row{ID: int64(i + 1), Kind: ledger.KindUsage, Provider: "test", EventID: event, Customer: "c1", Meter: "api",
 			Quantity: q("2"), Properties: "{}", OccurredAt: 100, RecordedAt: 200}
 		r.RowHash = r.Hash(prev)
-		db.MustExec(schema.InsertLedgerRowSQL, r.ID, r.Kind, r.Provider, r.EventID, r.Customer, r.Meter, int64(r.Quantity), r.Properties,
+		db.MustExec(`INSERT INTO metered_usage
+			(id, kind, provider, event_id, customer_id, meter, quantity, properties, reason, ref, occurred_at, recorded_at, prev_hash, row_hash)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, r.ID, r.Kind, r.Provider, r.EventID, r.Customer, r.Meter, int64(r.Quantity), r.Properties,
 			r.Reason, r.Ref, r.OccurredAt, r.RecordedAt, prev, r.RowHash)
 		prev = r.RowHash
 	}

@@ -46,7 +46,7 @@ func TestReplayAfterMappingFix(t *testing.T) {
 	}
 	ctx := context.Background()
 	fixed := e.fixedMapper()
-	rep, err := custody.ReplayReceipts(ctx, e.DB.Read, e.Writer, fixed, "v2", custody.ReplayFilter{Provider: "stripe", Status: "failed"})
+	rep, err := custody.ReplayReceipts(ctx, e.DB, e.Writer, fixed, "v2", custody.ReplayFilter{Provider: "stripe", Status: "failed"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,11 +74,11 @@ func TestReplayAfterMappingFix(t *testing.T) {
 
 	// Replaying an applied event adds nothing, by id or by status.
 	rows := e.Int(`SELECT COUNT(*) FROM metered_usage`)
-	rep, err = custody.ReplayReceipts(ctx, e.DB.Read, e.Writer, fixed, "v3", custody.ReplayFilter{Provider: "stripe", EventID: "evt_000"})
+	rep, err = custody.ReplayReceipts(ctx, e.DB, e.Writer, fixed, "v3", custody.ReplayFilter{Provider: "stripe", EventID: "evt_000"})
 	if err != nil || rep.AlreadyApplied != 1 || rep.Applied != 0 {
 		t.Fatalf("err %v report %+v", err, rep)
 	}
-	rep, err = custody.ReplayReceipts(ctx, e.DB.Read, e.Writer, fixed, "v3", custody.ReplayFilter{Provider: "stripe", Status: "failed"})
+	rep, err = custody.ReplayReceipts(ctx, e.DB, e.Writer, fixed, "v3", custody.ReplayFilter{Provider: "stripe", Status: "failed"})
 	if err != nil || rep.Selected != 0 {
 		t.Fatalf("err %v report %+v", err, rep)
 	}
@@ -135,7 +135,7 @@ func TestReplayOutcomes(t *testing.T) {
 	broken := e.Mapper()
 
 	t.Run("still failing keeps the receipt failed with the new error", func(t *testing.T) {
-		rep, err := custody.ReplayReceipts(ctx, e.DB.Read, e.Writer, broken, "v2", custody.ReplayFilter{Provider: "stripe", Status: "failed"})
+		rep, err := custody.ReplayReceipts(ctx, e.DB, e.Writer, broken, "v2", custody.ReplayFilter{Provider: "stripe", Status: "failed"})
 		if err != nil || rep.StillFailed != 3 || len(rep.Failures) != 3 || !strings.Contains(rep.Failures[0].Error, "quantity") {
 			t.Fatalf("err %v report %+v", err, rep)
 		}
@@ -147,7 +147,7 @@ func TestReplayOutcomes(t *testing.T) {
 		}
 	})
 	t.Run("ignored stays ignored without a mapping", func(t *testing.T) {
-		rep, err := custody.ReplayReceipts(ctx, e.DB.Read, e.Writer, broken, "v2", custody.ReplayFilter{Provider: "stripe", Status: "ignored"})
+		rep, err := custody.ReplayReceipts(ctx, e.DB, e.Writer, broken, "v2", custody.ReplayFilter{Provider: "stripe", Status: "ignored"})
 		if err != nil || rep.Selected != 1 || rep.Ignored != 1 {
 			t.Fatalf("err %v report %+v", err, rep)
 		}
@@ -159,20 +159,20 @@ func TestReplayOutcomes(t *testing.T) {
 		}
 	})
 	t.Run("since selects by receipt time", func(t *testing.T) {
-		rep, err := custody.ReplayReceipts(ctx, e.DB.Read, e.Writer, broken, "v2",
+		rep, err := custody.ReplayReceipts(ctx, e.DB, e.Writer, broken, "v2",
 			custody.ReplayFilter{Provider: "stripe", Status: "failed", Since: testNow.Add(time.Minute)})
 		if err != nil || rep.Selected != 0 {
 			t.Fatalf("err %v report %+v", err, rep)
 		}
 	})
 	t.Run("unknown event", func(t *testing.T) {
-		rep, err := custody.ReplayReceipts(ctx, e.DB.Read, e.Writer, broken, "v2", custody.ReplayFilter{Provider: "stripe", EventID: "evt_nope"})
+		rep, err := custody.ReplayReceipts(ctx, e.DB, e.Writer, broken, "v2", custody.ReplayFilter{Provider: "stripe", EventID: "evt_nope"})
 		if err != nil || rep.NotFound != 1 {
 			t.Fatalf("err %v report %+v", err, rep)
 		}
 	})
 	t.Run("bad status", func(t *testing.T) {
-		_, err := custody.ReplayReceipts(ctx, e.DB.Read, e.Writer, broken, "v2", custody.ReplayFilter{Provider: "stripe", Status: "applied"})
+		_, err := custody.ReplayReceipts(ctx, e.DB, e.Writer, broken, "v2", custody.ReplayFilter{Provider: "stripe", Status: "applied"})
 		if err == nil || !strings.Contains(err.Error(), "failed or ignored") {
 			t.Fatalf("err %v", err)
 		}
@@ -184,7 +184,7 @@ func TestReplayOutcomes(t *testing.T) {
 		if n := e.Int(`SELECT COUNT(*) FROM metered_usage`); n != 0 {
 			t.Fatalf("usage rows before the replay = %d, want 0 (every event failed or was ignored)", n)
 		}
-		rep, err := custody.ReplayReceipts(ctx, e.DB.Read, e.Writer, e.fixedMapper(), "v3", custody.ReplayFilter{Provider: "stripe", Status: "failed"})
+		rep, err := custody.ReplayReceipts(ctx, e.DB, e.Writer, e.fixedMapper(), "v3", custody.ReplayFilter{Provider: "stripe", Status: "failed"})
 		if err != nil || rep.Pruned != 1 || rep.Applied != 2 {
 			t.Fatalf("err %v report %+v", err, rep)
 		}
@@ -206,7 +206,7 @@ func TestReplayOutcomes(t *testing.T) {
 		e2 := newEnv(t, envOptions{quantityPath: "data.object.amount"})
 		e2.post("stripe", "", "", stripeEventJSON(1, testNow))
 		e2.Writer.Close()
-		rep, err := custody.ReplayReceipts(ctx, e2.DB.Read, e2.Writer, e2.fixedMapper(), "v2", custody.ReplayFilter{Provider: "stripe", Status: "failed"})
+		rep, err := custody.ReplayReceipts(ctx, e2.DB, e2.Writer, e2.fixedMapper(), "v2", custody.ReplayFilter{Provider: "stripe", Status: "failed"})
 		if err == nil || rep.Errors != 1 || !strings.Contains(err.Error(), fmt.Sprint(custody.ErrClosed)) {
 			t.Fatalf("err %v report %+v", err, rep)
 		}

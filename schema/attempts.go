@@ -23,6 +23,24 @@ type Attempt struct {
 	StatusCode     int    `db:"status_code"`
 }
 
+const insertAttemptSQL = `INSERT INTO delivery_attempts
+	(provider, event_id, received_at, remote_addr, user_agent, request_id, body_sha256, signature_headers, signature_age_ms, outcome, status_code)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+// InsertAttempt records one delivery attempt (ID is assigned, and ignored
+// here). a is passed by value, once per delivery.
+func (b Batch) InsertAttempt(ctx context.Context, a Attempt) error {
+	// A plain int64 (or nil) in the interface: database/sql would
+	// dereference a pointer by reflection.
+	var age any
+	if a.SignatureAgeMS != nil {
+		age = *a.SignatureAgeMS
+	}
+	_, err := b.st.insertAttempt.ExecContext(ctx, a.Provider, a.EventID, a.ReceivedAt, a.RemoteAddr, a.UserAgent, a.RequestID,
+		a.BodySHA256, a.SignatureHeaders, age, a.Outcome, a.StatusCode)
+	return err
+}
+
 // EventAttempts reads every delivery attempt of provider's events eventIDs,
 // in id (arrival) order within each event.
 func (tx *ReadTx) EventAttempts(ctx context.Context, provider string, eventIDs []string) ([]Attempt, error) {

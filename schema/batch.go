@@ -1,11 +1,128 @@
 package schema
 
-import "github.com/jmoiron/sqlx"
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
 
-// Batch is the writer's batch transaction (BEGIN IMMEDIATE on the single
-// write connection). The writes beside the hot path (reconcile checkpoints,
-// redelivery requests, retention) run through its typed methods, with no
-// SQL of their own; the writer commits the batch.
-// The chain head and the refs of adjustments are read through it too
-// (chain.go).
-type Batch struct{ *sqlx.Tx }
+	"github.com/jmoiron/sqlx"
+)
+
+// Writer is the single write connection's side of storage: the statements
+// custody's writer runs for every delivery, prepared once (DB.OpenWriter),
+// and the batch transactions it begins on them. Only one Writer may run at a
+// time: the write pool has one connection, and SQLite one write lock.
+type Writer struct {
+	db    *sqlx.DB
+	stmts writeStmts
+}
+
+// writeStmts are the hot path's statements: per delivery a receipt insert
+// (and, for a duplicate, the stored receipt's lookup), an attempt and its
+// usage rows; per batch one chain head update.
+type writeStmts struct {
+	insertReceipt, storedReceipt, insertAttempt, insertRow, saveHead *sql.Stmt
+}
+
+func (s *writeStmts) each(fn func(dst **sql.Stmt, query string)) {
+	fn(&s.insertReceipt, insertReceiptSQL)
+	fn(&s.storedReceipt, storedReceiptSQL)
+	fn(&s.insertAttempt, insertAttemptSQL)
+	fn(&s.insertRow, insertLedgerRowSQL)
+	fn(&s.saveHead, saveHeadSQL)
+}
+
+// OpenWriter prepares the writer's statements on the write connection. Close
+// the Writer before the DB.
+func (db *DB) OpenWriter(ctx context.Context) (*Writer, error) {
+	if db.Write == nil {
+		return nil, errors.New("schema: the database is open read-only")
+	}
+	w := &Writer{db: db.Write}
+	var err error
+	w.stmts.each(func(dst **sql.Stmt, query string) {
+		if err == nil {
+			*dst, err = db.Write.PrepareContext(ctx, query)
+		}
+	})
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("prepare: %w", err)
+	}
+	return w, nil
+}
+
+// Close closes the prepared statements.
+func (w *Writer) Close() error {
+	var errs []error
+	w.stmts.each(func(dst **sql.Stmt, _ string) {
+		if *dst != nil {
+			errs = append(errs, (*dst).Close())
+			*dst = nil
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// Begin starts one batch transaction. The write connection's DSN carries
+// _txlock=immediate, so this is BEGIN IMMEDIATE: the batch takes the write
+// lock before its first read (the chain head), and no other connection can
+// move the head or commit until it ends; nor can a read-then-write ever
+// fail to upgrade its lock halfway. Because the pool has a single
+// connection, binding the statements reuses what OpenWriter prepared.
+func (w *Writer) Begin(ctx context.Context) (Batch, error) {
+	tx, err := w.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return Batch{}, err
+	}
+	st := &writeStmts{}
+	st.insertReceipt = tx.StmtContext(ctx, w.stmts.insertReceipt)
+	st.storedReceipt = tx.StmtContext(ctx, w.stmts.storedReceipt)
+	st.insertAttempt = tx.StmtContext(ctx, w.stmts.insertAttempt)
+	st.insertRow = tx.StmtContext(ctx, w.stmts.insertRow)
+	st.saveHead = tx.StmtContext(ctx, w.stmts.saveHead)
+	return Batch{tx: tx, st: st}, nil
+}
+
+// Batch is the writer's batch transaction (Writer.Begin): the hot path's
+// writes through the prepared statements (receipts.go, attempts.go,
+// usage.go, chain.go), the replays' (replays.go), and the writes beside the
+// hot path (reconcile checkpoints, redelivery requests, retention), each a
+// typed method with no SQL of the caller's. The chain head and the refs of
+// adjustments are read through it too (chain.go). The writer commits it.
+type Batch struct {
+	tx *sqlx.Tx
+	st *writeStmts // bound to tx
+}
+
+// Commit commits the batch: with synchronous=FULL it is durable when Commit
+// returns.
+func (b Batch) Commit() error { return b.tx.Commit() }
+
+// Rollback abandons the batch; after Commit it does nothing.
+func (b Batch) Rollback() error {
+	if err := b.tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
+		return err
+	}
+	return nil
+}
+
+// Isolated runs fn inside a savepoint, so a failing fn undoes only its own
+// writes and the rest of the batch can still commit. opErr is fn's error.
+// txErr means the savepoint itself failed: fn's writes may still be in the
+// transaction, and the batch must not commit.
+func (b Batch) Isolated(ctx context.Context, fn func() error) (opErr, txErr error) {
+	if _, err := b.tx.ExecContext(ctx, "SAVEPOINT op"); err != nil {
+		return nil, fmt.Errorf("savepoint: %w", err)
+	}
+	if opErr = fn(); opErr != nil {
+		if _, err := b.tx.ExecContext(ctx, "ROLLBACK TO op"); err != nil {
+			return opErr, fmt.Errorf("rollback to savepoint: %w", err)
+		}
+	}
+	if _, err := b.tx.ExecContext(ctx, "RELEASE op"); err != nil {
+		return opErr, fmt.Errorf("release savepoint: %w", err)
+	}
+	return opErr, nil
+}

@@ -31,10 +31,9 @@ type ChainHead struct {
 // ErrNotChained means the database predates the chain_head table.
 var ErrNotChained = errors.New("the database predates the receipts chain (migration 0005): run `hookledger migrate`")
 
-// SaveHeadSQL stores a batch's head: ledger_id, ledger_hash, receipt_id,
-// receipt_hash. A trigger refuses to move either chain backwards. The writer
-// prepares it once.
-const SaveHeadSQL = `UPDATE chain_head SET ledger_id = ?, ledger_hash = ?, receipt_id = ?, receipt_hash = ? WHERE id = 1`
+// saveHeadSQL stores a batch's head; OpenWriter prepares it once. A trigger
+// refuses to move either chain backwards.
+const saveHeadSQL = `UPDATE chain_head SET ledger_id = ?, ledger_hash = ?, receipt_id = ?, receipt_hash = ? WHERE id = 1`
 
 func latestHead(ctx context.Context, q sqlx.QueryerContext) (ChainHead, error) {
 	var h ChainHead
@@ -54,22 +53,29 @@ func latestHead(ctx context.Context, q sqlx.QueryerContext) (ChainHead, error) {
 
 // LatestHead reads the chain head. The writer calls it once per batch, after
 // BEGIN IMMEDIATE, so no other writer can move the head until it commits.
-func (b Batch) LatestHead(ctx context.Context) (ChainHead, error) { return latestHead(ctx, b.Tx) }
+func (b Batch) LatestHead(ctx context.Context) (ChainHead, error) { return latestHead(ctx, b.tx) }
+
+// SaveHead advances the chain head to h, once per batch before COMMIT: one
+// UPDATE of one row however many receipts and rows the batch appended.
+func (b Batch) SaveHead(ctx context.Context, h ChainHead) error {
+	_, err := b.st.saveHead.ExecContext(ctx, h.LedgerID, h.LedgerHash, h.ReceiptID, h.ReceiptHash)
+	return err
+}
 
 // LedgerRowOwner returns the customer and event time of ledger row id.
 func (b Batch) LedgerRowOwner(ctx context.Context, id int64) (string, int64, error) {
-	return rowOwner(ctx, b.Tx, id)
+	return rowOwner(ctx, b.tx, id)
 }
 
 // InvoiceOwner returns the customer and period start of invoice id.
 func (b Batch) InvoiceOwner(ctx context.Context, id int64) (string, int64, error) {
-	return invoiceOwner(ctx, b.Tx, id)
+	return invoiceOwner(ctx, b.tx, id)
 }
 
 // EventOwner returns the customer and event time of an event's ledger row,
 // its row for meter if it has one.
 func (b Batch) EventOwner(ctx context.Context, provider, eventID, meter string) (string, int64, error) {
-	return eventOwner(ctx, b.Tx, provider, eventID, meter)
+	return eventOwner(ctx, b.tx, provider, eventID, meter)
 }
 
 // Link is one ledger row's place in the hash chain.

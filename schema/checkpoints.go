@@ -37,7 +37,7 @@ func (db *DB) Checkpoint(ctx context.Context, provider string) (cp Checkpoint, f
 
 // SaveCheckpoint stores cp, replacing provider's previous checkpoint.
 func (b Batch) SaveCheckpoint(ctx context.Context, cp Checkpoint) error {
-	_, err := b.Tx.ExecContext(ctx, `INSERT INTO reconcile_checkpoints
+	_, err := b.tx.ExecContext(ctx, `INSERT INTO reconcile_checkpoints
 		(provider, window_start, window_end, cursor, pages, completed_through, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (provider) DO UPDATE SET window_start = excluded.window_start, window_end = excluded.window_end,
 			cursor = excluded.cursor, pages = excluded.pages, completed_through = excluded.completed_through,
@@ -57,7 +57,7 @@ type Redelivery struct {
 
 // RecordRedelivery remembers r; an event already asked for keeps its first request.
 func (b Batch) RecordRedelivery(ctx context.Context, r Redelivery) error {
-	_, err := b.Tx.ExecContext(ctx, `INSERT INTO redelivery_requests (provider, event_id, delivery_id, requested_at, status_code)
+	_, err := b.tx.ExecContext(ctx, `INSERT INTO redelivery_requests (provider, event_id, delivery_id, requested_at, status_code)
 		VALUES (?, ?, ?, ?, ?) ON CONFLICT (provider, event_id) DO NOTHING`, r.Provider, r.EventID, r.DeliveryID, r.RequestedAt, r.StatusCode)
 	return err
 }

@@ -2,6 +2,9 @@ package schema
 
 import (
 	"context"
+	"database/sql"
+	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/jmoiron/sqlx"
@@ -9,6 +12,7 @@ import (
 
 // Receipt is a stored receipt: an authenticated event as custody holds it.
 type Receipt struct {
+	ID             int64  `db:"id"`
 	Provider       string `db:"provider"`
 	EventID        string `db:"event_id"`
 	EventType      string `db:"event_type"`
@@ -24,6 +28,77 @@ type Receipt struct {
 	Pruned           bool   `db:"pruned"`
 	BodySHA256       []byte `db:"body_sha256"`
 	SignatureHeaders string `db:"signature_headers"`
+	// PrevHash and RowHash are the receipt's link in the receipts chain
+	// (custody computes them; InsertReceipt stores them).
+	PrevHash []byte `db:"prev_hash"`
+	RowHash  []byte `db:"row_hash"`
+}
+
+// The hot path's receipt statements, prepared once by OpenWriter. ON
+// CONFLICT DO NOTHING changes no row when (provider, event_id) exists: the
+// unique constraint, inside the batch's transaction, tells a new event from
+// a duplicate (PostgreSQL reads the same statement alike).
+const (
+	insertReceiptSQL = `INSERT INTO receipts
+	(id, provider, event_id, event_type, body, body_sha256, signature_headers, status, error, handler_version, source, received_at, processed_at,
+	 prev_hash, row_hash)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	ON CONFLICT (provider, event_id) DO NOTHING`
+	storedReceiptSQL = `SELECT body_sha256, status FROM receipts WHERE provider = ? AND event_id = ?`
+)
+
+// InsertReceipt stores r unless provider and event id already have a
+// receipt: inserted says which. Pruned is ignored. r is passed by value: the
+// writer calls this once per delivery, and a value keeps it off the heap.
+func (b Batch) InsertReceipt(ctx context.Context, r Receipt) (inserted bool, err error) {
+	res, err := b.st.insertReceipt.ExecContext(ctx, r.ID, r.Provider, r.EventID, r.EventType, r.Body, r.BodySHA256,
+		r.SignatureHeaders, r.Status, r.Error, r.HandlerVersion, r.Source, r.ReceivedAt, r.ProcessedAt, r.PrevHash, r.RowHash)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+// StoredReceipt reads the body hash and status of the receipt an insert
+// found already there (ErrNotFound: none).
+func (b Batch) StoredReceipt(ctx context.Context, provider, eventID string) (bodySHA256 []byte, status string, err error) {
+	err = b.st.storedReceipt.QueryRowContext(ctx, provider, eventID).Scan(&bodySHA256, &status)
+	return bodySHA256, status, notFound(err)
+}
+
+// GetReceipt reads provider's receipt for eventID inside the batch, without
+// its signature headers and chain link (ErrNotFound: none). A replay decides
+// on it, so the decision and the writes that follow commit together.
+func (b Batch) GetReceipt(ctx context.Context, provider, eventID string) (Receipt, error) {
+	var r Receipt
+	err := b.tx.QueryRowContext(ctx, `SELECT provider, event_id, event_type, status, error, source, handler_version,
+		received_at, processed_at, body, body IS NULL, body_sha256 FROM receipts WHERE provider = ? AND event_id = ?`, provider, eventID).
+		Scan(&r.Provider, &r.EventID, &r.EventType, &r.Status, &r.Error, &r.Source, &r.HandlerVersion,
+			&r.ReceivedAt, &r.ProcessedAt, &r.Body, &r.Pruned, &r.BodySHA256)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Receipt{}, ErrNotFound
+	}
+	if err != nil {
+		return Receipt{}, fmt.Errorf("read receipt %s/%s: %w", provider, eventID, err)
+	}
+	return r, nil
+}
+
+// UpdateReceiptStatus stores r's Status, Error, HandlerVersion and
+// ProcessedAt on the receipt of r.Provider and r.EventID: what applying it
+// again (a replay) did. Nothing else about a receipt ever changes.
+func (b Batch) UpdateReceiptStatus(ctx context.Context, r Receipt) error {
+	_, err := b.tx.ExecContext(ctx, `UPDATE receipts SET status = ?, error = ?, handler_version = ?, processed_at = ?
+		WHERE provider = ? AND event_id = ?`, r.Status, r.Error, r.HandlerVersion, r.ProcessedAt, r.Provider, r.EventID)
+	return err
+}
+
+// CountReceipts counts every receipt (a b-tree page walk, no row decoded).
+func (db *DB) CountReceipts(ctx context.Context) (int64, error) {
+	var n int64
+	err := db.Read.GetContext(ctx, &n, `SELECT COUNT(*) FROM receipts`)
+	return n, err
 }
 
 // maxEventIDs bounds the event ids bound in one query, well under SQLite's

@@ -112,7 +112,7 @@ func (b Batch) PruneReceipts(ctx context.Context, p Prune, ids []int64, before i
 		return nil, err
 	}
 	var changed []int64
-	if err := b.Tx.SelectContext(ctx, &changed, q, args...); err != nil {
+	if err := b.tx.SelectContext(ctx, &changed, q, args...); err != nil {
 		return nil, err
 	}
 	return changed, nil
@@ -123,7 +123,7 @@ func (b Batch) PruneReceipts(ctx context.Context, p Prune, ids []int64, before i
 // receipts chain cannot link across them any more, and verify must tell that
 // from a deletion.
 func (b Batch) MarkReceiptsPruned(ctx context.Context, throughID int64) error {
-	_, err := b.Tx.ExecContext(ctx, `UPDATE chain_head SET receipts_pruned_through = MAX(receipts_pruned_through, ?) WHERE id = 1`, throughID)
+	_, err := b.tx.ExecContext(ctx, `UPDATE chain_head SET receipts_pruned_through = MAX(receipts_pruned_through, ?) WHERE id = 1`, throughID)
 	return err
 }
 
@@ -137,7 +137,7 @@ func (db *DB) CountRedeliveryRequests(ctx context.Context, before int64) (int64,
 // DeleteRedeliveryRequests deletes the redelivery requests made before (unix
 // ms) and returns how many there were.
 func (b Batch) DeleteRedeliveryRequests(ctx context.Context, before int64) (int64, error) {
-	res, err := b.Tx.ExecContext(ctx, `DELETE FROM redelivery_requests WHERE requested_at < ?`, before)
+	res, err := b.tx.ExecContext(ctx, `DELETE FROM redelivery_requests WHERE requested_at < ?`, before)
 	if err != nil {
 		return 0, err
 	}
@@ -156,7 +156,7 @@ type PruneRun struct {
 // RecordPrune logs r with the ledger head as this transaction sees it: a
 // usage row above the head of every key-deleting prune must have its receipt.
 func (b Batch) RecordPrune(ctx context.Context, r PruneRun) error {
-	_, err := b.Tx.ExecContext(ctx, `INSERT INTO prune_runs (pruned_at, payload_before, keys_before, bodies_pruned, keys_deleted, ledger_head_id)
+	_, err := b.tx.ExecContext(ctx, `INSERT INTO prune_runs (pruned_at, payload_before, keys_before, bodies_pruned, keys_deleted, ledger_head_id)
 		VALUES (?, ?, ?, ?, ?, (SELECT COALESCE(MAX(id), 0) FROM metered_usage))`,
 		r.PrunedAt, r.PayloadBefore, r.KeysBefore, r.BodiesPruned, r.KeysDeleted)
 	return err

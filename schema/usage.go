@@ -86,20 +86,26 @@ func (f LedgerFilter) where() (string, []any) {
 	return from + " WHERE " + strings.Join(where, " AND "), args
 }
 
-// InsertLedgerRowSQL appends one ledger row with the id and hashes the chain
-// assigned. The writer prepares it once on its connection (InsertLedgerRow
-// binds a row to it).
-const InsertLedgerRowSQL = `INSERT INTO metered_usage
+// insertLedgerRowSQL appends one ledger row with the id and hashes the chain
+// assigned; OpenWriter prepares it once on the write connection.
+const insertLedgerRowSQL = `INSERT INTO metered_usage
 	(id, kind, provider, event_id, customer_id, meter, quantity, properties, reason, ref, occurred_at, recorded_at, prev_hash, row_hash)
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
-// InsertLedgerRow runs stmt, prepared from InsertLedgerRowSQL, for r. r is
-// passed by value: the writer calls this per row, and a value keeps it off
-// the heap.
-func InsertLedgerRow(ctx context.Context, stmt *sqlx.Stmt, r LedgerRow) error {
-	_, err := stmt.ExecContext(ctx, r.ID, r.Kind, r.Provider, r.EventID, r.Customer, r.Meter, r.Quantity,
+// InsertLedgerRow stores a row the chain linked, with the prepared insert.
+// r is passed by value: the writer calls this per row, and a value keeps it
+// off the heap.
+func (b Batch) InsertLedgerRow(ctx context.Context, r LedgerRow) error {
+	_, err := b.st.insertRow.ExecContext(ctx, r.ID, r.Kind, r.Provider, r.EventID, r.Customer, r.Meter, r.Quantity,
 		r.Properties, r.Reason, r.Ref, r.OccurredAt, r.RecordedAt, r.PrevHash, r.RowHash)
 	return err
+}
+
+// CountLedgerRows counts every ledger row, usage and adjustments.
+func (db *DB) CountLedgerRows(ctx context.Context) (int64, error) {
+	var n int64
+	err := db.Read.GetContext(ctx, &n, `SELECT COUNT(*) FROM metered_usage`)
+	return n, err
 }
 
 // UsageScan is a read of the rows Filter selects with the columns

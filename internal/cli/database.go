@@ -39,7 +39,7 @@ func openWritable(c *cli.Context) (*schema.DB, error) {
 
 // openCustody opens the existing database and, unless readOnly, a writer on
 // it. A writing command shares the database with a running serve: each
-// commit is BEGIN IMMEDIATE, so they take turns.
+// write transaction takes the write lock from its start, so they take turns.
 func openCustody(ctx context.Context, cfg *config.Config, readOnly bool) (*schema.DB, *custody.Writer, error) {
 	db, err := openDB(ctx, cfg.DBPath(), schema.Options{ReadOnly: readOnly, MustExist: true})
 	if err != nil {

@@ -52,8 +52,8 @@ func devSeed(c *cli.Context) error {
 	rows := c.Int("rows")
 	// The ledger's row count before and after says what an interrupted seed
 	// added: the chunk in flight at the signal may still have committed.
-	var before, after int64
-	if err := db.Read.GetContext(ctx, &before, `SELECT COUNT(*) FROM metered_usage`); err != nil {
+	before, err := db.CountLedgerRows(ctx)
+	if err != nil {
 		return err
 	}
 	err = seed.Run(ctx, db, seed.Options{
@@ -66,7 +66,8 @@ func devSeed(c *cli.Context) error {
 		},
 	})
 	if ctx.Err() != nil {
-		if cerr := db.Read.GetContext(context.Background(), &after, `SELECT COUNT(*) FROM metered_usage`); cerr != nil {
+		after, cerr := db.CountLedgerRows(context.Background())
+		if cerr != nil {
 			return interrupted(fmt.Sprintf("some of %d usage rows were added to %s (cannot count them: %v)", rows, db.Path, cerr))
 		}
 		added := after - before

@@ -66,7 +66,7 @@ func replayAction(c *cli.Context) error {
 	}
 	defer closeCustody(db, w)
 	mapper := ledger.NewMapper(cfg.Usage, cfg.MeterNames())
-	rep, runErr := custody.ReplayReceipts(c.Context, db.Read, w, mapper, handlerVersion(mapper), f)
+	rep, runErr := custody.ReplayReceipts(c.Context, db, w, mapper, handlerVersion(mapper), f)
 	if rep == nil {
 		return runErr
 	}

@@ -136,10 +136,10 @@ func countLedger(c *cli.Context, path string) (receipts, usage int64, err error)
 		return 0, 0, err
 	}
 	defer db.Close()
-	if err := db.Read.GetContext(c.Context, &receipts, `SELECT COUNT(*) FROM receipts`); err != nil {
+	if receipts, err = db.CountReceipts(c.Context); err != nil {
 		return 0, 0, err
 	}
-	if err := db.Read.GetContext(c.Context, &usage, `SELECT COUNT(*) FROM metered_usage`); err != nil {
+	if usage, err = db.CountLedgerRows(c.Context); err != nil {
 		return 0, 0, err
 	}
 	return receipts, usage, nil
