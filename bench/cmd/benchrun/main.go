@@ -220,7 +220,7 @@ func collect(rounds []round, f func(round) float64) []float64 {
 }
 
 func report(w io.Writer, o options, rounds []round) error {
-	fmt.Fprintf(w, "load: -n %d --dup %g -c %d (%d requests); single connection: -n %d -c 1; %d rounds, medians\n\n",
+	fmt.Fprintf(w, "load: -n %d --dup %g -k %d (%d requests); single connection: -n %d -k 1; %d rounds, medians\n\n",
 		o.events, o.dup, o.conns, rounds[0].Serve.Requests, o.single, len(rounds))
 	fmt.Fprintln(w, "| round | reference req/s | serve req/s | ratio | reference p99 ms | serve p99 ms | serve p50 c=1 ms | serve peak RSS MB | verify |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")

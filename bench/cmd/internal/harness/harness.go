@@ -212,12 +212,12 @@ func (h *Harness) Secret() string {
 	return ""
 }
 
-// Load runs `hookledger bench --url URL -n EVENTS -c CONNS --dup DUP
+// Load runs `hookledger bench --url URL -n EVENTS --connections CONNS --dup DUP
 // --format json EXTRA...` and returns the result it printed. The result is
 // nil when bench printed none; when bench printed one but exited non-zero
 // (a failed verify, say), both the result and an error come back.
 func (h *Harness) Load(ctx context.Context, url string, conns, events int, dup float64, extra ...string) (*bench.Result, error) {
-	args := append([]string{"bench", "--url", url, "-n", strconv.Itoa(events), "-c", strconv.Itoa(conns),
+	args := append([]string{"bench", "--url", url, "-n", strconv.Itoa(events), "--connections", strconv.Itoa(conns),
 		"--dup", strconv.FormatFloat(dup, 'f', -1, 64), "--format", "json"}, extra...)
 	cmd := exec.CommandContext(ctx, h.Bin, args...)
 	cmd.Env = h.Env
