@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -157,5 +158,27 @@ func TestEventReceiptsAndAttemptsInChunks(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// CountRows counts hookledger's own tables and refuses any other name, which
+// would otherwise reach the query text.
+func TestCountRows(t *testing.T) {
+	ctx := context.Background()
+	db, err := Open(ctx, filepath.Join(t.TempDir(), FileName), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if n, err := db.CountRows(ctx, "chain_head"); err != nil || n != 1 {
+		t.Fatalf("chain_head: %d %v, want its one row", n, err)
+	}
+	if n, err := db.CountRows(ctx, "receipts"); err != nil || n != 0 {
+		t.Fatalf("receipts: %d %v", n, err)
+	}
+	for _, name := range []string{"sqlite_schema", "receipts; DROP TABLE receipts", ""} {
+		if _, err := db.CountRows(ctx, name); err == nil || !strings.Contains(err.Error(), "is not one of hookledger's tables") {
+			t.Errorf("CountRows(%q): %v, want a refusal", name, err)
+		}
 	}
 }

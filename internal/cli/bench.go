@@ -21,12 +21,10 @@ import (
 	"golang.org/x/term"
 
 	"github.com/hookledger/hookledger/bench"
-	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/internal/server"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/receiver"
 	"github.com/hookledger/hookledger/schema"
-	"github.com/hookledger/hookledger/scheme"
 )
 
 func benchCommand() *cli.Command {
@@ -40,17 +38,7 @@ func benchCommand() *cli.Command {
 			"every event exactly once with the right quantity, and nothing added by duplicates.\n" +
 			"`hookledger bench reference-server` runs a receiver that verifies and parses but stores\n" +
 			"nothing, for comparison; `hookledger bench prefill` fills a database for scale tests.",
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "url", Value: "http://localhost:8080", EnvVars: []string{"HOOKLEDGER_URL"},
-				Usage: "receiver base URL (the path /webhooks/PROVIDER is added) or a full webhook URL"},
-			&cli.StringFlag{Name: "provider", Value: "default", EnvVars: []string{"HOOKLEDGER_PROVIDER"}, Usage: "provider name"},
-			&cli.StringFlag{Name: "scheme", EnvVars: []string{"HOOKLEDGER_SCHEME"},
-				Usage: "signature scheme (" + strings.Join(scheme.Names(), ", ") + "); default: the provider's in --config, else standard"},
-			secretFlag(),
-			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, EnvVars: []string{"HOOKLEDGER_CONFIG"},
-				Usage: "config file to take the provider's scheme and secret from (default: ./hookledger.yml if it exists)"},
-			&cli.StringFlag{Name: "data", Value: config.DefaultData, EnvVars: []string{"HOOKLEDGER_DATA"},
-				Usage: "data directory: holds the generated default secret, and the database --verify reads"},
+		Flags: append(signerFlags("receiver base URL", "data directory: holds the generated default secret, and the database --verify reads"),
 			&cli.IntFlag{Name: "events", Aliases: []string{"n"}, Value: 10000, EnvVars: []string{"HOOKLEDGER_BENCH_EVENTS"},
 				Usage: "number of unique events"},
 			&cli.IntFlag{Name: "connections", Aliases: []string{"k"}, Value: 32, EnvVars: []string{"HOOKLEDGER_BENCH_CONNECTIONS"},
@@ -68,7 +56,7 @@ func benchCommand() *cli.Command {
 			&cli.BoolFlag{Name: "verify", EnvVars: []string{"HOOKLEDGER_BENCH_VERIFY"},
 				Usage: "after the run, check the ledger in --data (read-only; the server may keep running)"},
 			&cli.StringFlag{Name: "format", Value: "text", EnvVars: []string{"HOOKLEDGER_BENCH_FORMAT"}, Usage: "text or json"},
-		},
+		),
 		Action: runBench,
 		Subcommands: []*cli.Command{
 			referenceServerCommand(),

@@ -32,16 +32,7 @@ func sendCommand() *cli.Command {
 			"--secret overrides the configured secret. HOOKLEDGER_SECRET is used only when no config file is\n" +
 			"found (the embedded default provider), else the generated default secret in --data; set beside a\n" +
 			"configured provider whose secret differs, it is refused, as one of the two is stale.",
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "url", Value: "http://localhost:8080", EnvVars: []string{"HOOKLEDGER_URL"},
-				Usage: "hookledger base URL (the path /webhooks/PROVIDER is added) or a full webhook URL"},
-			&cli.StringFlag{Name: "provider", Value: "default", EnvVars: []string{"HOOKLEDGER_PROVIDER"}, Usage: "provider name"},
-			&cli.StringFlag{Name: "scheme", EnvVars: []string{"HOOKLEDGER_SCHEME"},
-				Usage: "signature scheme (" + strings.Join(scheme.Names(), ", ") + "); default: the provider's in --config, else standard"},
-			secretFlag(),
-			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, EnvVars: []string{"HOOKLEDGER_CONFIG"},
-				Usage: "config file to take the provider's scheme and secret from (default: ./hookledger.yml if it exists)"},
-			&cli.StringFlag{Name: "data", Value: config.DefaultData, EnvVars: []string{"HOOKLEDGER_DATA"}, Usage: "data directory holding the generated default secret"},
+		Flags: append(signerFlags("hookledger base URL", "data directory holding the generated default secret"),
 			&cli.StringFlag{Name: "id", Usage: "event id (default: a random evt_…); send the same id twice to see deduplication"},
 			&cli.StringFlag{Name: "type", Value: "usage.recorded", Usage: "event type"},
 			&cli.StringFlag{Name: "customer", Value: "cus_1", Usage: "customer id"},
@@ -49,7 +40,7 @@ func sendCommand() *cli.Command {
 			&cli.StringFlag{Name: "quantity", Value: "1", Usage: "quantity, an exact decimal (up to 6 places)"},
 			&cli.StringFlag{Name: "occurred-at", Usage: "event time, RFC 3339 (default: omitted, so the receipt time is used)"},
 			&cli.StringFlag{Name: "body", Usage: "send this file's bytes as the body instead, e.g. a provider's own event JSON (- for stdin)"},
-		},
+		),
 		Action: send,
 	}
 }
@@ -165,6 +156,23 @@ func signer(c *cli.Context) (scheme.Scheme, []byte, error) {
 		return nil, nil, fmt.Errorf("secret: %w", err)
 	}
 	return s, key, nil
+}
+
+// signerFlags are the flags of the commands that sign as a provider would
+// (send, bench): where to post, which provider, scheme and secret. url and
+// data describe --url and --data for the command.
+func signerFlags(url, data string) []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "url", Value: "http://localhost:8080", EnvVars: []string{"HOOKLEDGER_URL"},
+			Usage: url + " (the path /webhooks/PROVIDER is added) or a full webhook URL"},
+		&cli.StringFlag{Name: "provider", Value: "default", EnvVars: []string{"HOOKLEDGER_PROVIDER"}, Usage: "provider name"},
+		&cli.StringFlag{Name: "scheme", EnvVars: []string{"HOOKLEDGER_SCHEME"},
+			Usage: "signature scheme (" + strings.Join(scheme.Names(), ", ") + "); default: the provider's in --config, else standard"},
+		secretFlag(),
+		&cli.StringFlag{Name: "config", Aliases: []string{"c"}, EnvVars: []string{"HOOKLEDGER_CONFIG"},
+			Usage: "config file to take the provider's scheme and secret from (default: ./hookledger.yml if it exists)"},
+		&cli.StringFlag{Name: "data", Value: config.DefaultData, EnvVars: []string{"HOOKLEDGER_DATA"}, Usage: data},
+	}
 }
 
 // sendEvent is the body send builds, in the order the README shows it.

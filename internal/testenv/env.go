@@ -272,7 +272,11 @@ func UsageBody(customer, meter, quantity string) []byte {
 // Count is the number of rows in table.
 func (e *Env) Count(table string) int {
 	e.T.Helper()
-	return e.Int("SELECT COUNT(*) FROM " + table)
+	n, err := e.DB.CountRows(context.Background(), table)
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	return int(n)
 }
 
 // Int is the one integer query returns.
