@@ -16,7 +16,10 @@ package main
 //     line; any other non-zero exit fails the walkthrough.
 //   - A command ending in " &" runs in the background as job %1, %2, … The
 //     lines shown under it are waited for (they must be the start of its
-//     output, "…" allowed); what it prints later is not shown. `kill %N` and
+//     output, "…" allowed); what it prints later is not shown. Litestream's
+//     own lines (system=litestream) come from its goroutines whenever they
+//     come, so unless the docs show one they are left out before comparing
+//     a job's output. `kill %N` and
 //     `kill -SIG %N` signal the job; for INT, TERM and KILL the runner waits
 //     for it to exit and the lines shown are everything it printed after the
 //     signal (plus "(exit N)" if it failed); for other signals (HUP) they are
@@ -374,13 +377,13 @@ func (w *walkEnv) await(s walkStep, j *walkJob, offset int) {
 	}
 	deadline := time.After(wait)
 	for {
-		got := w.unmapPorts(j.output()[offset:])
+		got := w.jobOutput(s, j, offset)
 		if walkMatch(s.want, walkLines(got), true) {
 			return
 		}
 		select {
 		case <-j.done:
-			got = w.unmapPorts(j.output()[offset:])
+			got = w.jobOutput(s, j, offset)
 			w.compare(s, walkAddExit(got, j.cmd.ProcessState.ExitCode()), true)
 			return
 		case <-deadline:
@@ -390,6 +393,25 @@ func (w *walkEnv) await(s walkStep, j *walkJob, offset int) {
 		}
 	}
 }
+
+// jobOutput is what the job printed from offset on, ports mapped back, and
+// without Litestream's lines unless the step shows one.
+func (w *walkEnv) jobOutput(s walkStep, j *walkJob, offset int) string {
+	got := w.unmapPorts(j.output()[offset:])
+	if strings.Contains(strings.Join(s.want, "\n"), walkLitestream) {
+		return got
+	}
+	var kept []string
+	for _, line := range strings.SplitAfter(got, "\n") {
+		if !strings.Contains(line, walkLitestream) {
+			kept = append(kept, line)
+		}
+	}
+	return strings.Join(kept, "")
+}
+
+// walkLitestream marks a line Litestream logged (replication/start.go).
+const walkLitestream = " system=litestream"
 
 func (w *walkEnv) signal(s walkStep, name, job string) {
 	n, _ := strconv.Atoi(job)
@@ -422,7 +444,7 @@ func (w *walkEnv) signal(s walkStep, name, job string) {
 	case <-time.After(walkWaitTimeout):
 		w.t.Fatalf("%s: job %%%d did not exit within %s after %s", s.where(), n, walkWaitTimeout, sig)
 	}
-	got := w.unmapPorts(j.output()[offset:])
+	got := w.jobOutput(s, j, offset)
 	st := j.cmd.ProcessState
 	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == sig {
 		// bash itself was ended by the signal sent to the job: what the

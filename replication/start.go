@@ -159,7 +159,9 @@ func (r *Replicator) start(ctx context.Context) error {
 	store.SetL0Retention(c.L0Retention)
 	store.SetShutdownSyncTimeout(r.ShutdownSyncTimeout)
 	store.SetRetentionEnabled(c.RetentionEnabled)
-	db.SetLogger(r.Logger.With("db", filepath.Base(r.path)))
+	// Every Litestream line carries system=litestream, so an operator (and the
+	// docs' runner) can tell them from hookledger's own.
+	db.SetLogger(r.Logger.With("system", "litestream", "db", filepath.Base(r.path)))
 
 	fail := func(err error) error {
 		err = r.client.record(err)
