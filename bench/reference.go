@@ -14,11 +14,15 @@ import (
 // Reference is the fastest honest receiver: hookledger's own webhook handler
 // (receiver.Server) — the same providers, body limits, signature
 // verification over the raw body, JSON validation, event identification,
-// usage mapping and replies — with custody replaced by a submitter that
-// stores nothing. Throughput relative to it is the price of durability.
+// usage mapping and replies — with custody replaced: by default by a
+// submitter that stores nothing (throughput relative to it is the price of
+// durability), or by a DurableLog (relative to that, the price of a queryable
+// ledger over the disk's own limit).
 type Reference struct {
 	Providers map[string]*receiver.Provider
 	Mapper    *ledger.Mapper
+	// Custody takes the deliveries. Default: stored nowhere.
+	Custody receiver.Submitter
 	// Now is the clock for signature tolerance. Default time.Now.
 	Now func() time.Time
 	// Log receives the handler's line per delivery. Default: discarded.
@@ -30,10 +34,13 @@ func (s *Reference) Routes(mux *http.ServeMux) {
 	h := &receiver.Server{
 		Providers:      s.Providers,
 		Mapper:         s.Mapper,
-		Custody:        discard{},
+		Custody:        s.Custody,
 		HandlerVersion: "hookledger/reference+" + s.Mapper.Version(),
 		Log:            s.Log,
 		Now:            s.Now,
+	}
+	if h.Custody == nil {
+		h.Custody = discard{}
 	}
 	if h.Now == nil {
 		h.Now = time.Now

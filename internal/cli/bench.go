@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -176,13 +177,18 @@ func progress(total int, what string, done *atomic.Int64) func() {
 func referenceServerCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "reference-server",
-		Usage: "run a receiver that verifies and parses like serve but stores nothing (the benchmark baseline)",
+		Usage: "run a receiver that verifies and parses like serve but stores nothing, or only a log (the benchmark baselines)",
 		Description: "Uses the same configuration, providers, signature verification, JSON validation and usage\n" +
 			"mapping as `hookledger serve`, then answers 200 without writing anything. The difference\n" +
-			"between the two under the same load is the cost of durable custody.",
+			"between the two under the same load is the cost of durable custody.\n\n" +
+			"With --durable it is the minimal durable receiver instead: one goroutine appends each batch\n" +
+			"of raw bodies to a pre-allocated log (DATA/reference.log, truncated at start), fdatasyncs it,\n" +
+			"then replies; duplicates are found in memory. No ledger, no index, nothing to query: the\n" +
+			"disk's own limit, which serve's write path is measured against.",
 		Flags: append(referenceConfigFlags(),
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:8081", EnvVars: []string{"HOOKLEDGER_BENCH_LISTEN"},
 				Usage: "address to listen on (port 0 picks a free port; the address is logged)"},
+			&cli.BoolFlag{Name: "durable", Usage: "append every new event to DATA/reference.log and fdatasync before replying"},
 		),
 		Action: referenceServer,
 	}
@@ -207,6 +213,19 @@ func referenceServer(c *cli.Context) error {
 		return err
 	}
 	ref := &bench.Reference{Providers: providers, Mapper: ledger.NewMapper(cfg.Usage, cfg.MeterNames())}
+	kind := "stores nothing"
+	if c.Bool("durable") {
+		if err := os.MkdirAll(cfg.Data, 0o700); err != nil {
+			return err
+		}
+		path := filepath.Join(cfg.Data, "reference.log")
+		l, err := bench.OpenDurableLog(path)
+		if err != nil {
+			return err
+		}
+		defer l.Close() // after the HTTP server has drained
+		ref.Custody, kind = l, "durable log "+path
+	}
 	mux := http.NewServeMux()
 	ref.Routes(mux)
 	// The same server settings as serve, so the two differ only in storage.
@@ -225,7 +244,7 @@ func referenceServer(c *cli.Context) error {
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	log.Info("reference server (stores nothing)", "addr", ln.Addr().String(), "config", cfg.SourceName())
+	log.Info("reference server ("+kind+")", "addr", ln.Addr().String(), "config", cfg.SourceName())
 	return server.ServeHTTP(ctx, log, []*http.Server{hs}, []net.Listener{ln}, server.DefaultShutdownTimeout)
 }
 

@@ -1,8 +1,12 @@
-// Command benchrun measures hookledger against the no-storage reference
-// receiver on this machine, in one run: it builds the binary, starts each
-// server on a free port with a fresh data directory, sends both the same load
-// with `hookledger bench`, verifies the ledger, and prints both results, their
-// ratio, serve's peak RSS and single-connection latency. `task bench` runs it.
+// Command benchrun measures hookledger against two reference receivers on
+// this machine, in one run: the no-storage reference (serve's handler,
+// storing nothing) and the durable reference (the same handler appending raw
+// bodies to a group-fsynced log, `bench reference-server --durable`). It
+// builds the binary, starts each server on a free port with a fresh data
+// directory, sends each the same load with `hookledger bench` in interleaved
+// rounds, verifies serve's ledger, and prints the results, both ratios, CPU
+// per request, serve's peak RSS and single-connection latency. `task bench`
+// runs it.
 //
 // With -scaling it instead measures throughput and p99 at several connection
 // counts, against an empty database and one pre-filled with -prefill events.
@@ -29,9 +33,9 @@ import (
 	"github.com/hookledger/hookledger/bench/cmd/internal/harness"
 )
 
-// Targets from the throughput issue.
+// Targets from the throughput issue: serve against the durable reference.
 const (
-	targetRatio     = 0.5
+	targetRatio     = 0.65
 	targetP99       = 25.0  // ms, serve at -c
 	targetRSS       = 150.0 // MB, serve peak
 	targetSingleP50 = 2.0   // ms, serve at one connection
@@ -74,12 +78,12 @@ func main() {
 
 // round is one side-by-side measurement.
 type round struct {
-	Ref, Serve             bench.Result
+	Ref, Durable, Serve    bench.Result
 	RefSingle, ServeSingle bench.Result
 	PeakRSSMB              float64
 	// The server process's CPU time (user and system) per request during
 	// the main load, in microseconds.
-	RefCPU, ServeCPU float64
+	RefCPU, DurableCPU, ServeCPU float64
 }
 
 func run(ctx context.Context, o options) error {
@@ -140,6 +144,16 @@ func (h *runner) round(ctx context.Context, r int) (round, error) {
 	ref.Stop()
 	if err != nil {
 		return rd, fmt.Errorf("reference: %w", err)
+	}
+
+	durable, err := h.launch(ctx, "durable", h.dir("durable"), "bench", "reference-server", "--durable")
+	if err != nil {
+		return rd, err
+	}
+	rd.Durable, rd.DurableCPU, err = h.measured(ctx, durable, "")
+	durable.Stop()
+	if err != nil {
+		return rd, fmt.Errorf("durable reference: %w", err)
 	}
 
 	data := h.dir("serve")
@@ -222,8 +236,8 @@ func collect(rounds []round, f func(round) float64) []float64 {
 func report(w io.Writer, o options, rounds []round) error {
 	fmt.Fprintf(w, "load: -n %d --dup %g -k %d (%d requests); single connection: -n %d -k 1; %d rounds, medians\n\n",
 		o.events, o.dup, o.conns, rounds[0].Serve.Requests, o.single, len(rounds))
-	fmt.Fprintln(w, "| round | reference req/s | serve req/s | ratio | reference p99 ms | serve p99 ms | serve p50 c=1 ms | serve peak RSS MB | verify |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| round | no-storage req/s | durable req/s | serve req/s | serve/durable | serve/no-storage | durable p99 ms | serve p99 ms | serve p50 c=1 ms | serve peak RSS MB | verify |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
 	for i, r := range rounds {
 		v := "—"
 		if r.Serve.Verify != nil {
@@ -232,24 +246,29 @@ func report(w io.Writer, o options, rounds []round) error {
 				v = "FAILED"
 			}
 		}
-		fmt.Fprintf(w, "| %d | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f | %.1f | %s |\n", i+1,
-			r.Ref.RPS, r.Serve.RPS, r.Serve.RPS/r.Ref.RPS, r.Ref.Latency.P99, r.Serve.Latency.P99,
-			r.ServeSingle.Latency.P50, r.PeakRSSMB, v)
+		fmt.Fprintf(w, "| %d | %.0f | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f | %s |\n", i+1,
+			r.Ref.RPS, r.Durable.RPS, r.Serve.RPS, r.Serve.RPS/r.Durable.RPS, r.Serve.RPS/r.Ref.RPS,
+			r.Durable.Latency.P99, r.Serve.Latency.P99, r.ServeSingle.Latency.P50, r.PeakRSSMB, v)
 	}
-	refRPS := harness.Median(collect(rounds, func(r round) float64 { return r.Ref.RPS }))
-	srvRPS := harness.Median(collect(rounds, func(r round) float64 { return r.Serve.RPS }))
-	refP99 := harness.Median(collect(rounds, func(r round) float64 { return r.Ref.Latency.P99 }))
-	srvP99 := harness.Median(collect(rounds, func(r round) float64 { return r.Serve.Latency.P99 }))
-	refP50 := harness.Median(collect(rounds, func(r round) float64 { return r.RefSingle.Latency.P50 }))
-	srvP50 := harness.Median(collect(rounds, func(r round) float64 { return r.ServeSingle.Latency.P50 }))
-	rss := harness.Median(collect(rounds, func(r round) float64 { return r.PeakRSSMB }))
+	med := func(f func(round) float64) float64 { return harness.Median(collect(rounds, f)) }
+	refRPS, durRPS, srvRPS := med(func(r round) float64 { return r.Ref.RPS }),
+		med(func(r round) float64 { return r.Durable.RPS }), med(func(r round) float64 { return r.Serve.RPS })
+	refP99, durP99, srvP99 := med(func(r round) float64 { return r.Ref.Latency.P99 }),
+		med(func(r round) float64 { return r.Durable.Latency.P99 }), med(func(r round) float64 { return r.Serve.Latency.P99 })
+	refP50 := med(func(r round) float64 { return r.RefSingle.Latency.P50 })
+	srvP50 := med(func(r round) float64 { return r.ServeSingle.Latency.P50 })
+	rss := med(func(r round) float64 { return r.PeakRSSMB })
+	// Ratios are medians of each round's own ratio: the rounds interleave the
+	// servers, so a round's ratio compares figures measured moments apart.
+	durRatio := med(func(r round) float64 { return r.Serve.RPS / r.Durable.RPS })
+	refRatio := med(func(r round) float64 { return r.Serve.RPS / r.Ref.RPS })
 
-	fmt.Fprintf(w, "\nmedians                 reference      serve   serve/reference\n")
-	fmt.Fprintf(w, "throughput c=%-3d      %7.0f/s  %7.0f/s   %.2f\n", o.conns, refRPS, srvRPS, srvRPS/refRPS)
-	fmt.Fprintf(w, "p99 c=%-3d             %7.2f ms %7.2f ms  %.2f\n", o.conns, refP99, srvP99, srvP99/refP99)
-	fmt.Fprintf(w, "p50 c=1               %7.2f ms %7.2f ms  %.2f\n", refP50, srvP50, srvP50/refP50)
-	fmt.Fprintf(w, "serve peak RSS        %.1f MB (VmHWM)\n\n", rss)
-	writeCPU(w, o, rounds, refRPS)
+	fmt.Fprintf(w, "\nmedians              no-storage    durable      serve   serve/durable  serve/no-storage\n")
+	fmt.Fprintf(w, "throughput c=%-3d   %7.0f/s  %7.0f/s  %7.0f/s   %.2f           %.2f\n", o.conns, refRPS, durRPS, srvRPS, durRatio, refRatio)
+	fmt.Fprintf(w, "p99 c=%-3d          %7.2f ms %7.2f ms %7.2f ms\n", o.conns, refP99, durP99, srvP99)
+	fmt.Fprintf(w, "p50 c=1            %7.2f ms            %7.2f ms\n", refP50, srvP50)
+	fmt.Fprintf(w, "serve peak RSS     %.1f MB (VmHWM)\n\n", rss)
+	writeCPU(w, o, rounds, durRPS)
 
 	ok := true
 	check := func(name string, met bool, got string) {
@@ -259,7 +278,7 @@ func report(w io.Writer, o options, rounds []round) error {
 		}
 		fmt.Fprintf(w, "target %-32s %-8s (%s)\n", name, mark, got)
 	}
-	check(fmt.Sprintf("throughput ratio >= %.1f", targetRatio), srvRPS/refRPS >= targetRatio, fmt.Sprintf("%.2f", srvRPS/refRPS))
+	check(fmt.Sprintf("serve/durable >= %.2f", targetRatio), durRatio >= targetRatio, fmt.Sprintf("%.2f", durRatio))
 	check(fmt.Sprintf("serve p99 <= %.0f ms", targetP99), srvP99 <= targetP99, fmt.Sprintf("%.2f ms", srvP99))
 	check(fmt.Sprintf("serve peak RSS <= %.0f MB", targetRSS), rss <= targetRSS, fmt.Sprintf("%.1f MB", rss))
 	check(fmt.Sprintf("serve p50 at c=1 <= %.0f ms", targetSingleP50), srvP50 <= targetSingleP50, fmt.Sprintf("%.2f ms", srvP50))
@@ -281,23 +300,33 @@ func report(w io.Writer, o options, rounds []round) error {
 	return nil
 }
 
-// writeCPU prints where the machine's CPU went at -c connections: the server's
-// and the load generator's CPU time per request, and the throughput serve
-// could reach if every core were busy at that cost per request.
-func writeCPU(w io.Writer, o options, rounds []round, refRPS float64) {
+// writeCPU prints where the machine's CPU went at -c connections: each
+// server's and the load generator's CPU time per request, and the throughput
+// serve could reach if every core were busy at that cost per request.
+func writeCPU(w io.Writer, o options, rounds []round, durRPS float64) {
 	med := func(f func(round) float64) float64 { return harness.Median(collect(rounds, f)) }
-	refSrv, refLoad := med(func(r round) float64 { return r.RefCPU }), med(func(r round) float64 { return r.Ref.LoadCPUPerRequest })
-	srvSrv, srvLoad := med(func(r round) float64 { return r.ServeCPU }), med(func(r round) float64 { return r.Serve.LoadCPUPerRequest })
-	if refLoad == 0 || srvLoad == 0 {
-		return // the load generator could not measure its CPU here
+	rows := []struct {
+		name        string
+		server, gen float64
+	}{
+		{"no-storage", med(func(r round) float64 { return r.RefCPU }), med(func(r round) float64 { return r.Ref.LoadCPUPerRequest })},
+		{"durable", med(func(r round) float64 { return r.DurableCPU }), med(func(r round) float64 { return r.Durable.LoadCPUPerRequest })},
+		{"serve", med(func(r round) float64 { return r.ServeCPU }), med(func(r round) float64 { return r.Serve.LoadCPUPerRequest })},
 	}
-	cores := runtime.NumCPU()
+	for _, r := range rows {
+		if r.gen == 0 {
+			return // the load generator could not measure its CPU here
+		}
+	}
 	fmt.Fprintf(w, "CPU per request, c=%d   server   load generator   total (µs, user+system)\n", o.conns)
-	fmt.Fprintf(w, "reference             %7.0f   %7.0f          %7.0f\n", refSrv, refLoad, refSrv+refLoad)
-	fmt.Fprintf(w, "serve                 %7.0f   %7.0f          %7.0f\n", srvSrv, srvLoad, srvSrv+srvLoad)
-	ceiling := float64(cores) * 1e6 / (srvSrv + srvLoad)
-	fmt.Fprintf(w, "serve with all %d cores busy at that cost: at most %.0f req/s, ratio at most %.2f\n\n",
-		cores, ceiling, ceiling/refRPS)
+	for _, r := range rows {
+		fmt.Fprintf(w, "%-20s  %7.0f   %7.0f          %7.0f\n", r.name, r.server, r.gen, r.server+r.gen)
+	}
+	srv := rows[2]
+	cores := runtime.NumCPU()
+	ceiling := float64(cores) * 1e6 / (srv.server + srv.gen)
+	fmt.Fprintf(w, "serve with all %d cores busy at that cost: at most %.0f req/s, %.2f of the durable reference\n\n",
+		cores, ceiling, ceiling/durRPS)
 }
 
 // scalingTable measures reference, serve on an empty database and serve on a
