@@ -51,6 +51,8 @@ type Config struct {
 	Admin     Admin            `yaml:"admin"`
 	Retention Retention        `yaml:"retention"` // see retention.go
 	Limits    Limits           `yaml:"limits"`    // see limits.go
+	// Destinations receive every matching accepted event (destinations.go).
+	Destinations []Destination `yaml:"destinations"`
 	// Durability is when a delivery is acknowledged: "local" (default) once
 	// its commit is on local disk, "replica" once Litestream's replica holds
 	// it too (needs litestream.yml; same as serve --ack-after-replica).
@@ -263,7 +265,7 @@ func decode(body ast.Node, c *Config) (err error) {
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
 // secretPaths hold Secret values; their ${NAME}s are expanded by Secret.read.
-var secretPaths = []string{"$.providers[*].secrets", "$.providers[*].reconcile.api_key", "$.admin.tokens"}
+var secretPaths = []string{"$.providers[*].secrets", "$.providers[*].reconcile.api_key", "$.admin.tokens", "$.destinations[*].secrets"}
 
 // expandEnv replaces ${NAME} in string values after parsing, so a value can
 // never change the YAML structure, and an unset variable names its line.
@@ -460,6 +462,9 @@ func (c *Config) resolve(dir string) error {
 		}
 	}
 	if err := c.resolveLimits(); err != nil {
+		return err
+	}
+	if err := c.resolveDestinations(dir); err != nil {
 		return err
 	}
 	return c.resolveRetention(dir)

@@ -32,10 +32,17 @@ type Retention struct {
 	Payload  Duration `yaml:"payload"`
 	Keys     Duration `yaml:"keys"`
 	Interval Duration `yaml:"interval"` // how often serve prunes; default 1h when payload or keys is set
+	// Delivered is how long a delivered outbox message (and its attempts)
+	// is kept after its delivery; pending and dead ones are never pruned,
+	// nor the receipts they forward. Zero keeps them (until retention.keys
+	// deletes their receipt).
+	Delivered Duration `yaml:"delivered"`
 }
 
 // Enabled reports whether anything is ever pruned.
-func (r Retention) Enabled() bool { return r.Payload.Duration > 0 || r.Keys.Duration > 0 }
+func (r Retention) Enabled() bool {
+	return r.Payload.Duration > 0 || r.Keys.Duration > 0 || r.Delivered.Duration > 0
+}
 
 // Reconcile configures how hookledger lists a provider's events to find the
 // ones its webhooks missed.
@@ -100,7 +107,7 @@ func (c *Config) resolveRetention(dir string) error {
 	for _, d := range []struct {
 		key string
 		d   Duration
-	}{{"payload", r.Payload}, {"keys", r.Keys}, {"interval", r.Interval}} {
+	}{{"payload", r.Payload}, {"keys", r.Keys}, {"interval", r.Interval}, {"delivered", r.Delivered}} {
 		if err := d.d.Check(); err != nil {
 			return errAt("retention."+d.key, "%v", err)
 		}

@@ -61,6 +61,9 @@ type Delivery struct {
 	Rows   []ledger.UsageRow
 	Status Status
 	Error  string
+	// Destinations are where the event is forwarded if it is new (outbox.go;
+	// set by the writer's Router when Submit is called, unless already set).
+	Destinations []string
 
 	Attempt Attempt
 
@@ -117,6 +120,9 @@ func (d *Delivery) Apply(ctx context.Context, tx *Tx) error {
 			}
 		}
 		if err := d.appendRows(ctx, tx); err != nil {
+			return err
+		}
+		if err := d.insertOutbox(ctx, tx, link.ID); err != nil {
 			return err
 		}
 	} else {

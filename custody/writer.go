@@ -47,6 +47,10 @@ type Writer struct {
 	// reply waits until Replicate, called after its COMMIT, returns (see
 	// replica.go; it must return in bounded time). nil: reply after COMMIT.
 	Replicate func(ctx context.Context) error
+	// Route, when set, names the destinations a new event is forwarded to
+	// (outbox.go): Submit asks it for each Delivery, so every source of
+	// events gets the same outbox rows.
+	Route Router
 
 	db       *schema.DB
 	store    Store // set by Open
@@ -126,6 +130,7 @@ func (w *Writer) Depth() int { return len(w.queue) }
 // error means op's writes are durable. If ctx ends first, Submit returns
 // ctx.Err() but op may still commit.
 func (w *Writer) Submit(ctx context.Context, op Op) error {
+	w.route(op)
 	j := &job{op: op, reply: make(chan error, 1)}
 	w.mu.RLock()
 	if w.closed {

@@ -23,9 +23,13 @@ import (
 // Receipts with status failed are kept whole at any age: they hold an event
 // whose usage is not yet in the ledger, and deleting the body would lose it.
 // Replay them (or accept their loss by hand); prune counts them.
+//
+// Receipts the forwarding outbox still has to deliver, or holds as dead, are
+// kept whole too. Delivered outbox messages go after Delivered.
 type Retention struct {
-	Payload time.Duration
-	Keys    time.Duration
+	Payload   time.Duration
+	Keys      time.Duration
+	Delivered time.Duration
 }
 
 // PruneReport counts what Prune did, or would do in a dry run.
@@ -40,6 +44,10 @@ type PruneReport struct {
 	// FailedKept are failed receipts older than the payload cutoff, kept
 	// whole until replayed.
 	FailedKept int64 `json:"failed_kept"`
+	// DeliveredBefore and DeliveredPruned: forwarded messages delivered
+	// before this were deleted with their attempts.
+	DeliveredBefore *time.Time `json:"delivered_before,omitempty"`
+	DeliveredPruned int64      `json:"delivered_pruned"`
 }
 
 // RetentionStore is what Prune reads from storage (its writes go through
@@ -49,6 +57,7 @@ type RetentionStore interface {
 	CountPrunable(ctx context.Context, p schema.Prune, status string, before int64) (int64, error)
 	EachPrunable(ctx context.Context, p schema.Prune, status string, before int64, batch int, fn func(ids []int64) error) error
 	CountRedeliveryRequests(ctx context.Context, before int64) (int64, error)
+	CountDelivered(ctx context.Context, before int64) (int64, error)
 }
 
 // pruneBatch is how many receipts one writer op changes: small enough that a
@@ -99,6 +108,15 @@ func Prune(ctx context.Context, db RetentionStore, w *custody.Writer, p Retentio
 		}
 		if err != nil {
 			return rep, fmt.Errorf("prune redelivery requests: %w", err)
+		}
+	}
+	if p.Delivered > 0 {
+		cut := now.Add(-p.Delivered).UTC()
+		rep.DeliveredBefore = &cut
+		n, err := pruneDelivered(ctx, db, w, dryRun, cut.UnixMilli())
+		rep.DeliveredPruned = n
+		if err != nil {
+			return rep, fmt.Errorf("prune delivered messages: %w", err)
 		}
 	}
 	if !dryRun && rep.BodiesPruned+rep.KeysDeleted > 0 {
@@ -169,4 +187,27 @@ func pruneEach(ctx context.Context, db RetentionStore, w *custody.Writer, dryRun
 		}
 	}
 	return total, nil
+}
+
+// pruneDelivered deletes the outbox messages delivered before cut, pruneBatch
+// per writer op.
+func pruneDelivered(ctx context.Context, db RetentionStore, w *custody.Writer, dryRun bool, cut int64) (int64, error) {
+	if dryRun {
+		return db.CountDelivered(ctx, cut)
+	}
+	var total int64
+	for {
+		var n int64
+		if err := w.Submit(ctx, custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
+			var err error
+			n, err = tx.Batch().PruneDelivered(ctx, cut, pruneBatch)
+			return err
+		})); err != nil {
+			return total, err
+		}
+		total += n
+		if n < int64(pruneBatch) {
+			return total, nil
+		}
+	}
 }

@@ -23,6 +23,7 @@ type Writer struct {
 // usage rows; per batch one chain head update.
 type writeStmts struct {
 	insertReceipt, storedReceipt, insertAttempt, insertRow, saveHead *sql.Stmt
+	insertOutbox                                                     *sql.Stmt // outbox.go: one per forwarded destination of a new receipt
 }
 
 func (s *writeStmts) each(fn func(dst **sql.Stmt, query string)) {
@@ -31,6 +32,7 @@ func (s *writeStmts) each(fn func(dst **sql.Stmt, query string)) {
 	fn(&s.insertAttempt, insertAttemptSQL)
 	fn(&s.insertRow, insertLedgerRowSQL)
 	fn(&s.saveHead, saveHeadSQL)
+	fn(&s.insertOutbox, insertOutboxSQL)
 }
 
 // OpenWriter prepares the writer's statements on the write connection. Close
@@ -82,6 +84,7 @@ func (w *Writer) Begin(ctx context.Context) (Batch, error) {
 	st.insertAttempt = tx.StmtContext(ctx, w.stmts.insertAttempt)
 	st.insertRow = tx.StmtContext(ctx, w.stmts.insertRow)
 	st.saveHead = tx.StmtContext(ctx, w.stmts.saveHead)
+	st.insertOutbox = tx.StmtContext(ctx, w.stmts.insertOutbox)
 	return Batch{tx: tx, st: st}, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/jmoiron/sqlx"
 )
@@ -26,12 +27,17 @@ const (
 func (p Prune) cond() (string, error) {
 	switch p {
 	case PruneBodies:
-		return "body IS NOT NULL", nil
+		return "body IS NOT NULL" + notForwarding, nil
 	case PruneKeys:
-		return "1 = 1", nil
+		return "1 = 1" + notForwarding, nil
 	}
 	return "", fmt.Errorf("schema: unknown prune %d", int(p))
 }
+
+// notForwarding keeps, at any age, the body and key of a receipt the outbox
+// still has to deliver (pending) or holds as dead: the relay sends the
+// receipt's body, and `forward retry` needs it (outbox.go).
+const notForwarding = ` AND NOT EXISTS (SELECT 1 FROM outbox WHERE outbox.receipt_id = receipts.id AND outbox.status != 'delivered')`
 
 // CountFailedReceipts counts the receipts in status failed received before
 // (unix ms).
@@ -50,6 +56,10 @@ func (db *DB) CountPrunable(ctx context.Context, p Prune, status string, before 
 	}
 	var n int64
 	err = db.Read.GetContext(ctx, &n, `SELECT COUNT(*) FROM receipts WHERE status = ? AND received_at < ? AND `+cond, status, before)
+	if err != nil && predates(ctx, db.Read, versionOutbox) { // a dry run opens read-only: no outbox yet
+		err = db.Read.GetContext(ctx, &n, `SELECT COUNT(*) FROM receipts WHERE status = ? AND received_at < ? AND `+
+			strings.TrimSuffix(cond, notForwarding), status, before)
+	}
 	return n, err
 }
 
@@ -101,9 +111,9 @@ func (b Batch) PruneReceipts(ctx context.Context, p Prune, ids []int64, before i
 	switch p {
 	case PruneBodies:
 		q = `UPDATE receipts SET body = NULL, signature_headers = '' WHERE id IN (?) AND body IS NOT NULL
-			AND status IN ('applied', 'ignored') AND received_at < ? RETURNING id`
+			AND status IN ('applied', 'ignored') AND received_at < ?` + notForwarding + ` RETURNING id`
 	case PruneKeys:
-		q = `DELETE FROM receipts WHERE id IN (?) AND status IN ('applied', 'ignored') AND received_at < ? RETURNING id`
+		q = `DELETE FROM receipts WHERE id IN (?) AND status IN ('applied', 'ignored') AND received_at < ?` + notForwarding + ` RETURNING id`
 	default:
 		return nil, fmt.Errorf("schema: unknown prune %d", int(p))
 	}

@@ -62,6 +62,7 @@ var countable = map[string]bool{
 	"receipts": true, "delivery_attempts": true, "metered_usage": true, "replays": true,
 	"period_closes": true, "invoices": true, "invoice_lines": true, "chain_head": true,
 	"reconcile_checkpoints": true, "redelivery_requests": true, "prune_runs": true,
+	"outbox": true, "outbox_attempts": true, "forward_destinations": true,
 }
 
 // CountRows is the number of rows in one of hookledger's tables.

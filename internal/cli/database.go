@@ -9,6 +9,7 @@ import (
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/forward"
 	"github.com/hookledger/hookledger/schema"
 )
 
@@ -49,6 +50,9 @@ func openCustody(ctx context.Context, cfg *config.Config, readOnly bool) (*schem
 		return db, nil, nil
 	}
 	w := custody.NewWriter(db)
+	// reconcile inserts new receipts from this process: they get their
+	// outbox rows here as in serve, and serve's relay delivers them.
+	w.Route = forward.Router(cfg.Destinations)
 	if err := w.Open(ctx); err != nil {
 		db.Close()
 		return nil, nil, err

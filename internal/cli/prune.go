@@ -29,7 +29,7 @@ func pruneCommand() *cli.Command {
 			}
 			ret := cfg.Retention
 			if !ret.Enabled() {
-				fmt.Fprintln(c.App.Writer, "retention is not configured (retention.payload, retention.keys): everything is kept")
+				fmt.Fprintln(c.App.Writer, "retention is not configured (retention.payload, retention.keys, retention.delivered): everything is kept")
 				return nil
 			}
 			dryRun := c.Bool("dry-run")
@@ -38,7 +38,7 @@ func pruneCommand() *cli.Command {
 				return err
 			}
 			defer closeCustody(db, w)
-			rep, runErr := reconcile.Prune(c.Context, db, w, reconcile.Retention{Payload: ret.Payload.Duration, Keys: ret.Keys.Duration},
+			rep, runErr := reconcile.Prune(c.Context, db, w, reconcile.Retention{Payload: ret.Payload.Duration, Keys: ret.Keys.Duration, Delivered: ret.Delivered.Duration},
 				time.Now(), dryRun)
 			cut := func(t *time.Time) string {
 				if t == nil {
@@ -49,6 +49,10 @@ func pruneCommand() *cli.Command {
 			header := []string{"payload_before", "bodies_pruned", "keys_before", "keys_deleted", "redelivery_requests_deleted", "failed_kept"}
 			row := []string{cut(rep.PayloadBefore), fmt.Sprint(rep.BodiesPruned), cut(rep.KeysBefore), fmt.Sprint(rep.KeysDeleted),
 				fmt.Sprint(rep.RedeliveryRequestsDeleted), fmt.Sprint(rep.FailedKept)}
+			if ret.Delivered.Duration > 0 { // columns only when forwarding retention is set, so existing output stays as it was
+				header = append(header, "delivered_before", "delivered_pruned")
+				row = append(row, cut(rep.DeliveredBefore), fmt.Sprint(rep.DeliveredPruned))
+			}
 			if err := writeRecords(c.App.Writer, format, header, [][]string{row}, rep); err != nil {
 				return err
 			}

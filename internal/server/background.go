@@ -64,10 +64,13 @@ func startBackground(ctx context.Context, log *slog.Logger, cfg *config.Config, 
 		})
 	}
 	if ret := cfg.Retention; ret.Enabled() {
-		policy := reconcile.Retention{Payload: ret.Payload.Duration, Keys: ret.Keys.Duration}
+		policy := reconcile.Retention{Payload: ret.Payload.Duration, Keys: ret.Keys.Duration, Delivered: ret.Delivered.Duration}
 		every("prune", ret.Interval.Duration, func(ctx context.Context) {
 			rep, err := reconcile.Prune(ctx, db, w, policy, time.Now(), false)
 			attrs := []any{"bodies_pruned", rep.BodiesPruned, "keys_deleted", rep.KeysDeleted, "failed_kept", rep.FailedKept}
+			if policy.Delivered > 0 {
+				attrs = append(attrs, "delivered_pruned", rep.DeliveredPruned)
+			}
 			if err != nil && ctx.Err() == nil {
 				log.Warn("prune", append(attrs, "error", err.Error())...)
 			} else if err == nil {

@@ -16,11 +16,13 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/hookledger/hookledger/admin"
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/forward"
 	"github.com/hookledger/hookledger/health"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/metrics"
@@ -72,6 +74,7 @@ type Server struct {
 	db             *schema.DB
 	stopHeadLog    func()
 	writer         *custody.Writer
+	relay          *forward.Relay // nil without destinations
 	stopBackground func()
 	servers        []*http.Server
 	listeners      []net.Listener // servers[i] serves listeners[i]
@@ -206,14 +209,33 @@ func (s *Server) start(ctx context.Context) error {
 	met := metrics.New(metrics.Options{Providers: names, Version: s.Version, Commit: s.Commit})
 	storageErrs := newStorageErrorLog(log, met)
 	w := custody.NewWriter(s.db)
-	// Before Open: the writer goroutine reads these.
-	w.AfterBatch = func(size int, d time.Duration) { met.ObserveBatch(size, d); storageErrs.Committed() }
+	// Before Open: the writer goroutine reads these. The relay (forward.go)
+	// is kicked after every commit, so a new outbox row leaves at once; it
+	// starts after the writer, hence the atomic.
+	var kick atomic.Pointer[forward.Relay]
+	w.AfterBatch = func(size int, d time.Duration) {
+		met.ObserveBatch(size, d)
+		storageErrs.Committed()
+		if r := kick.Load(); r != nil {
+			r.Kick()
+		}
+	}
 	w.OnStorageError = storageErrs.Observe
 	w.Replicate = s.repl.AckFunc() // ACK-after-replica mode; nil replies after COMMIT
+	w.Route = forward.Router(cfg.Destinations)
 	if err := w.Open(ctx); err != nil {
 		return err
 	}
 	s.writer = w
+	// The forwarding relay (forward.go): after the writer, which it submits
+	// to; before the HTTP servers. Close stops it after HTTP drains and
+	// before the writer closes.
+	relay, err := startRelay(ctx, log, cfg, s.db, w, met, s.Version)
+	if err != nil {
+		return err
+	}
+	s.relay = relay
+	kick.Store(relay)
 
 	srv := &receiver.Server{
 		Providers:      s.providers,
@@ -261,6 +283,7 @@ func (s *Server) start(ctx context.Context) error {
 	s.adm.Mux.Handle("GET /v1/usage", admin.Usage(s.db, ledger.NewMeters(cfg.Meters)))
 	s.adm.Mux.Handle("GET /metrics", met.Handler())
 	s.adm.Mux.Handle("GET /readyz", ready.DetailHandler()) // with each failing check's error
+	forwardRoutes(s.adm, cfg, s.db, w, s.relay)            // forward status/list/retry/pause and GET /v1/events (forward.go)
 	if s.aln != nil {
 		s.servers, s.listeners = append(s.servers, s.adm.HTTPServer()), append(s.listeners, s.aln)
 		log.Info("admin API", "addr", s.aln.Addr().String())
@@ -294,6 +317,12 @@ func (s *Server) Run(ctx context.Context) error {
 //     closes.
 //  2. Stop the background jobs (reconcile, prune): they submit to the
 //     writer, so they stop before it.
+//     2a. Stop the forwarding relay: it submits its claims and outcomes to the
+//     writer, so it stops before it. Requests in flight are abandoned and
+//     their messages released (due again, no attempt counted); outcomes
+//     already known are recorded. A slow destination cannot hold shutdown
+//     past its own timeout. Nothing is lost: anything not recorded is
+//     attempted again after the restart (at least once).
 //  3. Close the writer: it commits everything already queued (and, in
 //     ACK-after-replica mode, waits for those replies).
 //  4. Log the chain head a last time: after the writer, so the line covers
@@ -315,6 +344,10 @@ func (s *Server) Close() error {
 	if s.stopBackground != nil {
 		s.stopBackground()
 		s.stopBackground = nil
+	}
+	if s.relay != nil {
+		s.relay.Close()
+		s.relay = nil
 	}
 	if s.writer != nil {
 		if cerr := s.writer.Close(); cerr != nil {

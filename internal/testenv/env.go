@@ -16,6 +16,7 @@ import (
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/forward"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/receiver"
 	"github.com/hookledger/hookledger/schema"
@@ -124,6 +125,9 @@ func (e *Env) Reopen() {
 	}
 	w := custody.NewWriter(db)
 	w.Now = e.now
+	if e.Config != nil {
+		w.Route = forward.Router(e.Config.Destinations)
+	}
 	if e.opts.Writer != nil {
 		e.opts.Writer(w)
 	}

@@ -1,0 +1,450 @@
+// Package forward is the relay that delivers the forwarding outbox: every
+// accepted event that matches a destination has an outbox row committed with
+// its receipt (custody), and the relay POSTs it, signed the Standard Webhooks
+// way, until the destination answers 2xx or the message is dead. It delivers
+// at least once under a stable webhook-id; the application dedupes on it.
+//
+// Each destination has its own worker, so a slow or failing one delays only
+// itself. Its writes (the claim of a batch, the outcome of its attempts, the
+// destination's backoff) are Ops submitted to custody's Writer: one writer
+// owns the write connection, and the relay's writes share its group commits
+// with the webhooks.
+package forward
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+	"golang.org/x/time/rate"
+
+	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/schema"
+)
+
+// Store is what the relay reads from storage (the read pool); *schema.DB
+// satisfies it.
+type Store interface {
+	DestinationState(ctx context.Context, name string) (schema.DestinationState, error)
+	NextDue(ctx context.Context, destination string) (at int64, ok bool, err error)
+	OutboxBodies(ctx context.Context, ids []int64) (map[int64]schema.OutboxBody, error)
+}
+
+// Submitter runs an Op in the writer's transaction (*custody.Writer).
+type Submitter interface {
+	Submit(ctx context.Context, op custody.Op) error
+}
+
+// Attempt is one finished attempt, for metrics.
+type Attempt struct {
+	Destination string
+	Outcome     string // delivered, retry or dead
+	Latency     time.Duration
+}
+
+// Attempt outcomes.
+const (
+	OutcomeDelivered = "delivered"
+	OutcomeRetry     = "retry"
+	OutcomeDead      = "dead"
+)
+
+// Relay delivers the outbox of the configured destinations. Set the fields,
+// then Open; Close before the writer closes.
+type Relay struct {
+	DB           Store
+	Writer       Submitter
+	Destinations []config.Destination
+	// Client sends the requests; default one with keep-alive and no
+	// redirects followed (a redirect is not a delivery).
+	Client *http.Client
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	Log *slog.Logger
+	// Observe, when set, is called after each attempt (metrics).
+	Observe func(Attempt)
+	// BatchSize is how many due messages one claim takes. Default 64.
+	BatchSize int
+	// Poll is how often an idle worker looks for due messages without being
+	// kicked (a retry coming due, a pause lifted by another process).
+	// Default 1s.
+	Poll time.Duration
+	// UserAgent is sent with every request. Default "hookledger".
+	UserAgent string
+	// Sole says this relay is the only one on the database (serve on
+	// SQLite holds the data directory's lock): Open then releases the claims
+	// a relay killed mid-attempt left, instead of waiting for their leases.
+	Sole bool
+
+	dests  []*destination
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// destination is one destination's worker.
+type destination struct {
+	relay   *Relay
+	cfg     config.Destination
+	signer  *Signer
+	limiter *rate.Limiter // nil: no rate limit
+	kick    chan struct{}
+}
+
+// Open starts one worker per destination.
+func (r *Relay) Open(ctx context.Context) error {
+	if r.Now == nil {
+		r.Now = time.Now
+	}
+	if r.Log == nil {
+		r.Log = slog.Default()
+	}
+	if r.BatchSize <= 0 {
+		r.BatchSize = 64
+	}
+	if r.Poll <= 0 {
+		r.Poll = time.Second
+	}
+	if r.UserAgent == "" {
+		r.UserAgent = "hookledger"
+	}
+	if r.Client == nil {
+		r.Client = DefaultClient()
+	}
+	for _, c := range r.Destinations {
+		secrets := make([]string, len(c.Secrets))
+		for i, s := range c.Secrets {
+			secrets[i] = s.Value
+		}
+		signer, err := NewSigner(secrets)
+		if err != nil {
+			return fmt.Errorf("destination %s: %w", c.Name, err)
+		}
+		d := &destination{relay: r, cfg: c, signer: signer, kick: make(chan struct{}, 1)}
+		if c.RateLimit != nil {
+			d.limiter = rate.NewLimiter(rate.Limit(c.RateLimit.PerSecond), c.RateLimit.Burst)
+		}
+		r.dests = append(r.dests, d)
+	}
+	// A state row per destination, so status lists a destination later
+	// removed from the config, with the messages it kept.
+	if len(r.dests) > 0 {
+		now := r.Now().UnixMilli()
+		if err := r.Writer.Submit(ctx, custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
+			for _, d := range r.dests {
+				if err := tx.Batch().EnsureDestination(ctx, d.cfg.Name, now); err != nil {
+					return err
+				}
+			}
+			if r.Sole {
+				n, err := tx.Batch().ReleaseClaims(ctx, now)
+				if n > 0 {
+					r.Log.Info("forward: released the claims of a relay that stopped mid-attempt", "messages", n)
+				}
+				return err
+			}
+			return nil
+		})); err != nil {
+			return fmt.Errorf("forward: %w", err)
+		}
+	}
+	ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	for _, d := range r.dests {
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			d.run(ctx)
+		}()
+		r.Log.Info("forwarding", "destination", d.cfg.Name, "concurrency", d.cfg.Concurrency)
+	}
+	return nil
+}
+
+// Kick tells every worker that new messages may be due (the writer committed
+// a batch), so a new event leaves within one round trip instead of a poll.
+func (r *Relay) Kick() {
+	for _, d := range r.dests {
+		select {
+		case d.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Close stops the workers: requests in flight are abandoned and their
+// messages released (due again at once, no attempt counted), and every
+// outcome already known is recorded before Close returns. The writer must
+// still be open.
+func (r *Relay) Close() {
+	if r.cancel == nil {
+		return
+	}
+	r.cancel()
+	r.wg.Wait()
+	r.cancel = nil
+}
+
+// stopping reports whether an attempt failed because the relay is closing.
+func (r *Relay) stopping(attemptCtx context.Context) bool {
+	return errors.Is(context.Cause(attemptCtx), context.Canceled)
+}
+
+// DefaultClient is the relay's HTTP client: pooled keep-alive connections,
+// a dial timeout, and redirects not followed.
+func DefaultClient() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DialContext = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	t.MaxIdleConnsPerHost = 64
+	return &http.Client{Transport: t, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// run is the worker's loop: deliver what is due, then wait for a kick, the
+// next due time or the poll interval.
+func (d *destination) run(ctx context.Context) {
+	for {
+		wait, err := d.step(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			d.relay.Log.Warn("forward", "destination", d.cfg.Name, "error", err.Error())
+			wait = d.relay.Poll
+		}
+		if wait <= 0 {
+			continue
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-d.kick:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// step delivers one batch if one is due and returns how long to wait before
+// the next.
+func (d *destination) step(ctx context.Context) (time.Duration, error) {
+	r := d.relay
+	st, err := r.DB.DestinationState(ctx, d.cfg.Name)
+	if err != nil {
+		return 0, fmt.Errorf("read state: %w", err)
+	}
+	now := r.Now()
+	if st.Paused {
+		return r.Poll, nil
+	}
+	if until := time.UnixMilli(st.BackoffUntil); until.After(now) {
+		return min(until.Sub(now), r.Poll), nil // a resume or retry elsewhere ends it early
+	}
+	due, ok, err := r.DB.NextDue(ctx, d.cfg.Name)
+	if err != nil {
+		return 0, fmt.Errorf("next due: %w", err)
+	}
+	if !ok {
+		return r.Poll, nil
+	}
+	if at := time.UnixMilli(due); at.After(now) {
+		return min(at.Sub(now), r.Poll), nil
+	}
+	// While the destination fails, one message probes it; the rest wait,
+	// so a destination that is down is not hammered with the whole backlog.
+	limit := r.BatchSize
+	if st.Failures > 0 {
+		limit = 1
+	}
+	claims, err := d.claim(ctx, now, limit)
+	if err != nil || len(claims) == 0 {
+		return r.Poll, err
+	}
+	results := d.deliver(ctx, claims, st)
+	if err := r.Writer.Submit(context.WithoutCancel(ctx), results); err != nil {
+		// The claims' leases end and they are attempted again: at least
+		// once, never lost.
+		return 0, fmt.Errorf("record attempts: %w", err)
+	}
+	results.observe(r.Observe)
+	return 0, nil
+}
+
+// lease is how long a claim keeps its messages from other claims: long
+// enough for every attempt of a batch, after which a relay that died holding
+// them has let them go.
+func (d *destination) lease(n int) time.Duration {
+	rounds := (n + d.cfg.Concurrency - 1) / d.cfg.Concurrency
+	return time.Duration(rounds+1)*d.cfg.Timeout.Duration + 5*time.Second
+}
+
+func (d *destination) claim(ctx context.Context, now time.Time, limit int) ([]schema.OutboxClaim, error) {
+	var claims []schema.OutboxClaim
+	lease := now.Add(d.lease(limit)).UnixMilli()
+	err := d.relay.Writer.Submit(ctx, custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
+		var err error
+		claims, err = tx.Batch().ClaimOutbox(ctx, d.cfg.Name, now.UnixMilli(), lease, limit)
+		return err
+	}))
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	return claims, nil
+}
+
+// deliver attempts every claimed message, Concurrency at a time, and returns
+// the op that records what happened.
+func (d *destination) deliver(ctx context.Context, claims []schema.OutboxClaim, st schema.DestinationState) *record {
+	r := d.relay
+	ids := make([]int64, len(claims))
+	for i, c := range claims {
+		ids[i] = c.ID
+	}
+	rec := &record{dest: d.cfg.Name, state: st}
+	bodies, err := r.DB.OutboxBodies(ctx, ids)
+	if err != nil {
+		rec.released = ids // try again later
+		r.Log.Warn("forward", "destination", d.cfg.Name, "error", "read bodies: "+err.Error())
+		rec.finish(d, r.Now())
+		return rec
+	}
+	outs := make([]outcome, len(claims))
+	times := make([]time.Time, len(claims))
+	sem := make(chan struct{}, d.cfg.Concurrency)
+	var wg sync.WaitGroup
+	for i, c := range claims {
+		ev, found := bodies[c.ID]
+		switch {
+		case !found:
+			outs[i], times[i] = outcome{err: "receipt not found"}, r.Now()
+			continue
+		case ev.Pruned:
+			outs[i], times[i] = outcome{err: "the receipt's body was pruned"}, r.Now()
+			continue
+		}
+		if d.limiter != nil {
+			if err := d.limiter.Wait(ctx); err != nil {
+				outs[i] = outcome{canceled: true}
+				continue
+			}
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			times[i] = r.Now()
+			outs[i] = d.attempt(ctx, c, ev, times[i])
+		}()
+	}
+	wg.Wait()
+	for i, c := range claims {
+		if outs[i].canceled {
+			rec.released = append(rec.released, c.ID)
+			continue
+		}
+		rec.add(d, c, outs[i], times[i])
+	}
+	rec.finish(d, r.Now())
+	return rec
+}
+
+// record is the op that stores a batch's attempts, their messages' new
+// status and the destination's backoff, in one transaction.
+type record struct {
+	dest     string
+	state    schema.DestinationState // as the batch began; finish updates it
+	results  []schema.OutboxResult
+	released []int64
+	observed []Attempt
+	anyOK    bool
+	lastErr  string
+	wait     time.Duration // the longest Retry-After the batch was given
+	at       int64
+}
+
+func (rec *record) add(d *destination, c schema.OutboxClaim, o outcome, at time.Time) {
+	res := schema.OutboxResult{ID: c.ID, AttemptedAt: at.UnixMilli(), StatusCode: o.status, LatencyMS: o.latency.Milliseconds(),
+		Response: o.response, Error: o.err}
+	attempts := c.Attempts + 1
+	outcome := OutcomeRetry
+	switch {
+	case o.ok():
+		res.Status, res.NextAttemptAt, outcome = schema.OutboxDelivered, res.AttemptedAt, OutcomeDelivered
+		rec.anyOK = true
+	case attempts >= d.cfg.MaxAttempts || at.Sub(time.UnixMilli(c.PendingSince)) >= d.cfg.MaxAge.Duration:
+		res.Status, res.NextAttemptAt, outcome = schema.OutboxDead, res.AttemptedAt, OutcomeDead
+		rec.lastErr = o.err
+	default:
+		wait := max(delay(d.cfg, attempts), o.retryAfter)
+		res.Status, res.NextAttemptAt = schema.OutboxPending, at.Add(wait).UnixMilli()
+		rec.lastErr, rec.wait = o.err, max(rec.wait, o.retryAfter)
+	}
+	rec.results = append(rec.results, res)
+	rec.observed = append(rec.observed, Attempt{Destination: d.cfg.Name, Outcome: outcome, Latency: o.latency})
+}
+
+// finish decides the destination's backoff: a batch in which nothing was
+// delivered is one more failure in a row, and the destination as a whole
+// waits (exponentially longer, or as long as it asked with Retry-After)
+// before the next probe; one delivery ends the streak.
+func (rec *record) finish(d *destination, at time.Time) {
+	rec.at = at.UnixMilli()
+	switch {
+	case len(rec.results) == 0:
+	case rec.anyOK:
+		rec.state.Failures, rec.state.BackoffUntil, rec.state.LastError = 0, 0, ""
+	default:
+		rec.state.Failures++
+		wait := max(delay(d.cfg, rec.state.Failures), rec.wait)
+		rec.state.BackoffUntil, rec.state.LastError = at.Add(wait).UnixMilli(), rec.lastErr
+	}
+}
+
+// Apply implements custody.Op.
+func (rec *record) Apply(ctx context.Context, tx *custody.Tx) error {
+	b := tx.Batch()
+	for _, res := range rec.results {
+		if err := b.RecordOutboxResult(ctx, res); err != nil {
+			return err
+		}
+	}
+	if err := b.ReleaseOutbox(ctx, rec.released, rec.at); err != nil {
+		return err
+	}
+	if len(rec.results) == 0 {
+		return nil
+	}
+	st := rec.state
+	st.Name, st.UpdatedAt = rec.dest, rec.at
+	return b.SaveBackoff(ctx, st)
+}
+
+// observe reports the batch's attempts once they are recorded.
+func (rec *record) observe(fn func(Attempt)) {
+	if fn == nil {
+		return
+	}
+	for _, a := range rec.observed {
+		fn(a)
+	}
+}
+
+// delay is the backoff before retry n (1: after the first failure):
+// exponential from backoff to max_backoff, with ±50% jitter so the messages
+// and destinations that failed together do not retry together.
+func delay(c config.Destination, n int) time.Duration {
+	b := &backoff.ExponentialBackOff{InitialInterval: c.Backoff.Duration, RandomizationFactor: 0.5, Multiplier: 2,
+		MaxInterval: c.MaxBackoff.Duration}
+	b.Reset()
+	d := b.NextBackOff()
+	for i := 1; i < n && i < 64; i++ {
+		d = b.NextBackOff()
+	}
+	return d
+}

@@ -1,0 +1,490 @@
+package schema
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// versionOutbox is the migration that created outbox, outbox_attempts and
+// forward_destinations.
+const versionOutbox = 7
+
+// Outbox statuses, as stored.
+const (
+	OutboxPending   = "pending"
+	OutboxDelivered = "delivered"
+	OutboxDead      = "dead"
+)
+
+// OutboxRow is one message to forward: a receipt for one destination. Times
+// are unix ms.
+type OutboxRow struct {
+	ID            int64          `db:"id"`
+	ReceiptID     int64          `db:"receipt_id"`
+	Destination   string         `db:"destination"`
+	MessageID     string         `db:"message_id"`
+	Status        string         `db:"status"`
+	Attempts      int            `db:"attempts"`
+	CreatedAt     int64          `db:"created_at"`
+	PendingSince  int64          `db:"pending_since"`
+	NextAttemptAt int64          `db:"next_attempt_at"`
+	LastAttemptAt sql.NullInt64  `db:"last_attempt_at"`
+	DeliveredAt   sql.NullInt64  `db:"delivered_at"`
+	LastStatus    int            `db:"last_status"`
+	LastError     string         `db:"last_error"`
+	Provider      string         `db:"provider"`   // the receipt's (reads only)
+	EventID       string         `db:"event_id"`   // the receipt's (reads only)
+	EventType     string         `db:"event_type"` // the receipt's (reads only)
+	ReceivedAt    sql.NullInt64  `db:"received_at"`
+}
+
+const insertOutboxSQL = `INSERT INTO outbox (receipt_id, destination, message_id, status, created_at, pending_since, next_attempt_at)
+	VALUES (?, ?, ?, 'pending', ?, ?, ?)`
+
+// InsertOutbox stores a pending message for a receipt inserted in this
+// batch, due at once (prepared: it runs on the hot path, once per matching
+// destination of a new receipt).
+func (b Batch) InsertOutbox(ctx context.Context, receiptID int64, destination, messageID string, now int64) error {
+	_, err := b.st.insertOutbox.ExecContext(ctx, receiptID, destination, messageID, now, now, now)
+	return err
+}
+
+// OutboxClaim is a message the relay claimed for one attempt.
+type OutboxClaim struct {
+	ID           int64  `db:"id"`
+	ReceiptID    int64  `db:"receipt_id"`
+	MessageID    string `db:"message_id"`
+	Attempts     int    `db:"attempts"` // before this attempt
+	PendingSince int64  `db:"pending_since"`
+}
+
+// ClaimOutbox claims up to limit of destination's pending messages due at
+// now, oldest due first, unless the destination is paused: each gets
+// next_attempt_at = leaseUntil, so no other claim takes it until the lease
+// ends, and a relay that dies mid-attempt leaves it due again afterwards.
+// On PostgreSQL the inner SELECT takes FOR UPDATE SKIP LOCKED, so relays of
+// several receivers claim disjoint rows; SQLite's single writer needs no
+// more.
+func (b Batch) ClaimOutbox(ctx context.Context, destination string, now, leaseUntil int64, limit int) ([]OutboxClaim, error) {
+	var out []OutboxClaim
+	err := b.tx.SelectContext(ctx, &out, `UPDATE outbox SET next_attempt_at = ?, claimed_at = ? WHERE id IN (
+		SELECT id FROM outbox WHERE destination = ? AND status = 'pending' AND next_attempt_at <= ?
+		  AND NOT EXISTS (SELECT 1 FROM forward_destinations WHERE name = ? AND paused = 1)
+		ORDER BY next_attempt_at, id LIMIT ?)
+		RETURNING id, receipt_id, message_id, attempts, pending_since`, leaseUntil, now, destination, now, destination, limit)
+	return out, err
+}
+
+// OutboxBody is what the relay sends for a message: its receipt's event.
+type OutboxBody struct {
+	ID        int64  `db:"id"`
+	Provider  string `db:"provider"`
+	EventID   string `db:"event_id"`
+	EventType string `db:"event_type"`
+	Body      []byte `db:"body"`
+	Pruned    bool   `db:"pruned"`
+}
+
+// OutboxBodies reads the events of outbox messages ids (from the read pool:
+// a receipt never changes its body except to prune it, and prune keeps the
+// receipts of pending messages).
+func (db *DB) OutboxBodies(ctx context.Context, ids []int64) (map[int64]OutboxBody, error) {
+	out := make(map[int64]OutboxBody, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	q, args, err := sqlx.In(`SELECT o.id, r.provider, r.event_id, r.event_type, r.body, r.body IS NULL AS pruned
+		FROM outbox o JOIN receipts r ON r.id = o.receipt_id WHERE o.id IN (?)`, ids)
+	if err != nil {
+		return nil, err
+	}
+	var rows []OutboxBody
+	if err := db.Read.SelectContext(ctx, &rows, q, args...); err != nil {
+		return nil, err
+	}
+	for _, r := range rows {
+		out[r.ID] = r
+	}
+	return out, nil
+}
+
+// OutboxResult is one attempt's outcome, as the relay records it.
+type OutboxResult struct {
+	ID            int64
+	Status        string // pending (retry at NextAttemptAt), delivered or dead
+	AttemptedAt   int64
+	NextAttemptAt int64
+	StatusCode    int // 0: no response
+	LatencyMS     int64
+	Response      []byte // the first KiB of the response body
+	Error         string
+}
+
+// RecordOutboxResult stores an attempt and what it made of its message. A
+// message that is no longer pending (retried, or delivered by another
+// relay's attempt after a lease ran out) keeps its status; the attempt is
+// recorded all the same.
+func (b Batch) RecordOutboxResult(ctx context.Context, r OutboxResult) error {
+	var delivered any
+	if r.Status == OutboxDelivered {
+		delivered = r.AttemptedAt
+	}
+	if _, err := b.tx.ExecContext(ctx, `UPDATE outbox SET status = ?, attempts = attempts + 1, next_attempt_at = ?, claimed_at = NULL,
+		last_attempt_at = ?, delivered_at = ?, last_status = ?, last_error = ? WHERE id = ? AND status = 'pending'`,
+		r.Status, r.NextAttemptAt, r.AttemptedAt, delivered, r.StatusCode, r.Error, r.ID); err != nil {
+		return fmt.Errorf("update outbox %d: %w", r.ID, err)
+	}
+	if r.Response == nil {
+		r.Response = []byte{}
+	}
+	if _, err := b.tx.ExecContext(ctx, `INSERT INTO outbox_attempts (outbox_id, attempted_at, status_code, latency_ms, response, error)
+		VALUES (?, ?, ?, ?, ?, ?)`, r.ID, r.AttemptedAt, r.StatusCode, r.LatencyMS, r.Response, r.Error); err != nil {
+		return fmt.Errorf("insert outbox attempt %d: %w", r.ID, err)
+	}
+	return nil
+}
+
+// DestinationState is a destination's relay state: paused by an operator,
+// and Failures attempts in a row failed, so nothing is attempted before
+// BackoffUntil (unix ms).
+type DestinationState struct {
+	Name         string        `db:"name"`
+	Paused       bool          `db:"paused"`
+	PausedAt     sql.NullInt64 `db:"paused_at"`
+	Failures     int           `db:"failures"`
+	BackoffUntil int64         `db:"backoff_until"`
+	LastError    string        `db:"last_error"`
+	UpdatedAt    int64         `db:"updated_at"`
+}
+
+// EnsureDestination adds a state row for name unless it has one.
+func (b Batch) EnsureDestination(ctx context.Context, name string, now int64) error {
+	_, err := b.tx.ExecContext(ctx, `INSERT INTO forward_destinations (name, updated_at) VALUES (?, ?) ON CONFLICT (name) DO NOTHING`, name, now)
+	return err
+}
+
+// SaveBackoff stores a destination's failure streak and backoff; paused is
+// left as it is.
+func (b Batch) SaveBackoff(ctx context.Context, s DestinationState) error {
+	_, err := b.tx.ExecContext(ctx, `INSERT INTO forward_destinations (name, failures, backoff_until, last_error, updated_at)
+		VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET failures = excluded.failures,
+		backoff_until = excluded.backoff_until, last_error = excluded.last_error, updated_at = excluded.updated_at`,
+		s.Name, s.Failures, s.BackoffUntil, s.LastError, s.UpdatedAt)
+	return err
+}
+
+// SetPaused pauses or resumes a destination. Resuming also ends its backoff,
+// so it is attempted at once.
+func (b Batch) SetPaused(ctx context.Context, name string, paused bool, now int64) error {
+	var at any
+	if paused {
+		at = now
+	}
+	_, err := b.tx.ExecContext(ctx, `INSERT INTO forward_destinations (name, paused, paused_at, updated_at) VALUES (?, ?, ?, ?)
+		ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, paused_at = excluded.paused_at, updated_at = excluded.updated_at,
+		failures = CASE WHEN excluded.paused = 0 THEN 0 ELSE forward_destinations.failures END,
+		backoff_until = CASE WHEN excluded.paused = 0 THEN 0 ELSE forward_destinations.backoff_until END`, name, paused, at, now)
+	return err
+}
+
+// DestinationState reads name's state; a destination without a row has the
+// zero state.
+func (db *DB) DestinationState(ctx context.Context, name string) (DestinationState, error) {
+	s := DestinationState{Name: name}
+	err := db.Read.GetContext(ctx, &s, `SELECT name, paused, paused_at, failures, backoff_until, last_error, updated_at
+		FROM forward_destinations WHERE name = ?`, name)
+	if errors.Is(err, sql.ErrNoRows) {
+		return DestinationState{Name: name}, nil
+	}
+	return s, err
+}
+
+// NextDue is the earliest next_attempt_at of destination's pending messages;
+// ok is false when it has none.
+func (db *DB) NextDue(ctx context.Context, destination string) (at int64, ok bool, err error) {
+	var v sql.NullInt64
+	err = db.Read.GetContext(ctx, &v, `SELECT MIN(next_attempt_at) FROM outbox WHERE destination = ? AND status = 'pending'`, destination)
+	return v.Int64, v.Valid, err
+}
+
+// OutboxRetry selects the messages `forward retry` makes due again: one
+// message (MessageID), or a destination's dead messages (with Since, only
+// those that became pending at or after it, unix ms).
+type OutboxRetry struct {
+	MessageID   string
+	Destination string
+	Since       int64
+}
+
+// RetryOutbox makes the messages r selects pending and due at now, with a
+// fresh allowance of attempts and age, and ends the backoff of their
+// destinations. One message may be dead or pending; a delivered one is left
+// alone (ErrDelivered). It returns how many messages it changed; a
+// MessageID that does not exist is ErrNotFound.
+func (b Batch) RetryOutbox(ctx context.Context, r OutboxRetry, now int64) (int64, error) {
+	where, args := `status = 'dead' AND destination = ? AND pending_since >= ?`, []any{r.Destination, r.Since}
+	if r.MessageID != "" {
+		var status string
+		err := b.tx.GetContext(ctx, &status, `SELECT status FROM outbox WHERE message_id = ?`, r.MessageID)
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, ErrNotFound
+		} else if err != nil {
+			return 0, err
+		}
+		if status == OutboxDelivered {
+			return 0, ErrDelivered
+		}
+		where, args = `message_id = ?`, []any{r.MessageID}
+	}
+	var dests []string
+	if err := b.tx.SelectContext(ctx, &dests, `UPDATE outbox SET status = 'pending', attempts = 0, pending_since = ?, next_attempt_at = ?, claimed_at = NULL
+		WHERE `+where+` RETURNING destination`, append([]any{now, now}, args...)...); err != nil {
+		return 0, err
+	}
+	seen := map[string]bool{}
+	for _, d := range dests {
+		if seen[d] {
+			continue
+		}
+		seen[d] = true
+		if _, err := b.tx.ExecContext(ctx, `UPDATE forward_destinations SET failures = 0, backoff_until = 0, updated_at = ? WHERE name = ?`,
+			now, d); err != nil {
+			return 0, err
+		}
+	}
+	return int64(len(dests)), nil
+}
+
+// ErrDelivered is a retry of a message that was delivered.
+var ErrDelivered = errors.New("the message was delivered")
+
+// PruneDelivered deletes up to limit delivered messages delivered before
+// (unix ms), with their attempts, and returns how many it deleted.
+func (b Batch) PruneDelivered(ctx context.Context, before int64, limit int) (int64, error) {
+	res, err := b.tx.ExecContext(ctx, `DELETE FROM outbox WHERE id IN (
+		SELECT id FROM outbox WHERE status = 'delivered' AND delivered_at < ? LIMIT ?)`, before, limit)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// CountDelivered counts the delivered messages delivered before (unix ms).
+func (db *DB) CountDelivered(ctx context.Context, before int64) (int64, error) {
+	var n int64
+	err := db.Read.GetContext(ctx, &n, `SELECT COUNT(*) FROM outbox WHERE status = 'delivered' AND delivered_at < ?`, before)
+	if err != nil && predates(ctx, db.Read, versionOutbox) {
+		return 0, nil
+	}
+	return n, err
+}
+
+// DestinationSummary is a destination's outbox by status, as `forward
+// status` shows it.
+type DestinationSummary struct {
+	Name          string
+	Pending       int64
+	Delivered     int64
+	Dead          int64
+	OldestPending sql.NullInt64 // pending_since of the oldest pending message
+	LastError     string        // the last failed attempt's error, of a message still pending or dead
+	State         DestinationState
+}
+
+// OutboxSummary summarises the outbox of each destination in names and of
+// any other destination that has messages or state (one removed from the
+// config), in one snapshot, sorted by name. A database older than the
+// outbox has none.
+func (db *DB) OutboxSummary(ctx context.Context, names []string) ([]DestinationSummary, error) {
+	var out []DestinationSummary
+	err := db.View(ctx, func(rt *ReadTx) error {
+		tx := rt.tx
+		var known []string
+		if err := tx.SelectContext(ctx, &known, `SELECT name FROM forward_destinations UNION SELECT DISTINCT destination FROM outbox`); err != nil {
+			if predates(ctx, tx, versionOutbox) {
+				known = nil
+			} else {
+				return err
+			}
+		}
+		all := map[string]bool{}
+		for _, n := range append(append([]string{}, names...), known...) {
+			all[n] = true
+		}
+		for n := range all {
+			s, err := summary(ctx, tx, n, known != nil)
+			if err != nil {
+				return err
+			}
+			out = append(out, s)
+		}
+		return nil
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, err
+}
+
+func summary(ctx context.Context, tx *sqlx.Tx, name string, migrated bool) (DestinationSummary, error) {
+	s := DestinationSummary{Name: name, State: DestinationState{Name: name}}
+	if !migrated {
+		return s, nil
+	}
+	for _, c := range []struct {
+		status string
+		n      *int64
+	}{{OutboxPending, &s.Pending}, {OutboxDelivered, &s.Delivered}, {OutboxDead, &s.Dead}} {
+		if err := tx.GetContext(ctx, c.n, `SELECT COUNT(*) FROM outbox WHERE destination = ? AND status = ?`, name, c.status); err != nil {
+			return s, fmt.Errorf("count %s messages of %s: %w", c.status, name, err)
+		}
+	}
+	if err := tx.GetContext(ctx, &s.OldestPending, `SELECT MIN(pending_since) FROM outbox WHERE destination = ? AND status = 'pending'`,
+		name); err != nil {
+		return s, err
+	}
+	var last sql.NullString
+	if err := tx.GetContext(ctx, &last, `SELECT last_error FROM outbox WHERE destination = ? AND status != 'delivered' AND last_error != ''
+		ORDER BY last_attempt_at DESC LIMIT 1`, name); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return s, err
+	}
+	s.LastError = last.String
+	if err := tx.GetContext(ctx, &s.State, `SELECT name, paused, paused_at, failures, backoff_until, last_error, updated_at
+		FROM forward_destinations WHERE name = ?`, name); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return s, err
+	}
+	if s.LastError == "" {
+		s.LastError = s.State.LastError
+	}
+	return s, nil
+}
+
+// OutboxGauges are the per-destination figures the metrics scrape exports.
+type OutboxGauges struct {
+	Pending       int64
+	Dead          int64
+	OldestPending sql.NullInt64
+}
+
+// OutboxGauges reads destination's gauges, over its indexes only.
+func (tx *ReadTx) OutboxGauges(ctx context.Context, destination string) (OutboxGauges, error) {
+	var g OutboxGauges
+	if err := tx.tx.GetContext(ctx, &g.Pending, `SELECT COUNT(*) FROM outbox WHERE destination = ? AND status = 'pending'`, destination); err != nil {
+		if predates(ctx, tx.tx, versionOutbox) {
+			return g, nil
+		}
+		return g, err
+	}
+	if err := tx.tx.GetContext(ctx, &g.Dead, `SELECT COUNT(*) FROM outbox WHERE destination = ? AND status = 'dead'`, destination); err != nil {
+		return g, err
+	}
+	err := tx.tx.GetContext(ctx, &g.OldestPending, `SELECT MIN(pending_since) FROM outbox WHERE destination = ? AND status = 'pending'`, destination)
+	return g, err
+}
+
+// OutboxFilter selects messages for `forward list`: a destination's (all
+// when empty) in a status (all when empty), in id order after AfterID, at
+// most Limit (0: 100).
+type OutboxFilter struct {
+	Destination string
+	Status      string
+	AfterID     int64
+	Limit       int
+}
+
+// ListOutbox lists the messages f selects with their receipts' event.
+func (db *DB) ListOutbox(ctx context.Context, f OutboxFilter) ([]OutboxRow, error) {
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	where, args := `o.id > ?`, []any{f.AfterID}
+	if f.Destination != "" {
+		where, args = where+` AND o.destination = ?`, append(args, f.Destination)
+	}
+	if f.Status != "" {
+		where, args = where+` AND o.status = ?`, append(args, f.Status)
+	}
+	var out []OutboxRow
+	err := db.Read.SelectContext(ctx, &out, `SELECT o.id, o.receipt_id, o.destination, o.message_id, o.status, o.attempts, o.created_at,
+		o.pending_since, o.next_attempt_at, o.last_attempt_at, o.delivered_at, o.last_status, o.last_error,
+		r.provider, r.event_id, r.event_type, r.received_at
+		FROM outbox o JOIN receipts r ON r.id = o.receipt_id WHERE `+where+` ORDER BY o.id LIMIT ?`, append(args, f.Limit)...)
+	if err != nil && predates(ctx, db.Read, versionOutbox) {
+		return nil, nil
+	}
+	return out, err
+}
+
+// OutboxAttempt is one recorded attempt of a message.
+type OutboxAttempt struct {
+	OutboxID    int64  `db:"outbox_id"`
+	AttemptedAt int64  `db:"attempted_at"`
+	StatusCode  int    `db:"status_code"`
+	LatencyMS   int64  `db:"latency_ms"`
+	Response    []byte `db:"response"`
+	Error       string `db:"error"`
+}
+
+// MessageAttempts lists the attempts of message messageID, oldest first.
+func (db *DB) MessageAttempts(ctx context.Context, messageID string) ([]OutboxAttempt, error) {
+	var out []OutboxAttempt
+	err := db.Read.SelectContext(ctx, &out, `SELECT a.outbox_id, a.attempted_at, a.status_code, a.latency_ms, a.response, a.error
+		FROM outbox_attempts a JOIN outbox o ON o.id = a.outbox_id WHERE o.message_id = ? ORDER BY a.id`, messageID)
+	return out, err
+}
+
+// FeedEvent is one receipt of the pull feed.
+type FeedEvent struct {
+	ID         int64  `db:"id"`
+	Provider   string `db:"provider"`
+	EventID    string `db:"event_id"`
+	EventType  string `db:"event_type"`
+	Status     string `db:"status"`
+	Source     string `db:"source"`
+	ReceivedAt int64  `db:"received_at"`
+	Body       []byte `db:"body"`
+	Pruned     bool   `db:"pruned"`
+}
+
+// EventFeed reads up to limit receipts with an id above after, in id order.
+// A receipt's id is its place in the receipts chain, assigned from the chain
+// head inside the write transaction that holds the write lock (on
+// PostgreSQL, the head row's lock): a batch that commits later always has
+// higher ids than every batch before it. So id order is commit order, and a
+// reader that has seen id N will never later find a new receipt below N.
+func (db *DB) EventFeed(ctx context.Context, after int64, limit int) ([]FeedEvent, error) {
+	var out []FeedEvent
+	err := db.Read.SelectContext(ctx, &out, `SELECT id, provider, event_id, event_type, status, source, received_at, body, body IS NULL AS pruned
+		FROM receipts WHERE id > ? ORDER BY id LIMIT ?`, after, limit)
+	return out, err
+}
+
+// ReleaseOutbox makes claimed messages ids due at now again without counting
+// an attempt: the relay stopped before it knew their outcome.
+func (b Batch) ReleaseOutbox(ctx context.Context, ids []int64, now int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	q, args, err := sqlx.In(`UPDATE outbox SET next_attempt_at = ?, claimed_at = NULL WHERE id IN (?) AND status = 'pending'`, now, ids)
+	if err != nil {
+		return err
+	}
+	_, err = b.tx.ExecContext(ctx, q, args...)
+	return err
+}
+
+// ReleaseClaims makes every claimed message due at now: the claims of a
+// relay that stopped without recording their outcome (killed mid-attempt).
+// Only a relay that knows it is the only one may call it: serve on SQLite,
+// which holds the data directory's lock. With several relays (PostgreSQL) a
+// claim's lease runs out instead.
+func (b Batch) ReleaseClaims(ctx context.Context, now int64) (int64, error) {
+	res, err := b.tx.ExecContext(ctx, `UPDATE outbox SET next_attempt_at = ?, claimed_at = NULL WHERE claimed_at IS NOT NULL AND status = 'pending'`, now)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
