@@ -61,6 +61,7 @@ func newApp() *cli.App {
 			reconcileCommand(),
 			replayCommand(),
 			pruneCommand(),
+			forwardCommand(),
 			auditCommand(),
 			migrateCommand(),
 			restoreCommand(),

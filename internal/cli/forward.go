@@ -1,0 +1,253 @@
+package cli
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/forward"
+	"github.com/hookledger/hookledger/schema"
+)
+
+func forwardCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "forward",
+		Usage: "inspect and steer forwarding to destinations: status, list, retry, pause, resume",
+		Description: "Every accepted event that matches a destination (destinations: in the config) gets an outbox message\n" +
+			"in its custody transaction; serve's relay delivers it at least once, signed the Standard Webhooks way,\n" +
+			"or marks it dead after max_attempts or max_age. Nothing is deleted: dead messages wait for `forward\n" +
+			"retry`. These commands work beside a running serve (the same views are on the admin API).",
+		Subcommands: []*cli.Command{
+			forwardStatusCommand(),
+			forwardListCommand(),
+			forwardRetryCommand(),
+			forwardPauseCommand(true),
+			forwardPauseCommand(false),
+		},
+	}
+}
+
+func forwardStatusCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "status",
+		Usage: "per destination: pending, oldest pending age, delivered, dead, last error",
+		Flags: append(configFlags(), formatFlag()),
+		Action: func(c *cli.Context) error {
+			cfg, err := commandConfig(c)
+			if err != nil {
+				return err
+			}
+			db, _, err := openCustody(c.Context, cfg, true)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			st, err := forward.Status(c.Context, db, forward.Names(cfg.Destinations), time.Now())
+			if err != nil {
+				return err
+			}
+			if len(st) == 0 && c.String("format") == "table" {
+				fmt.Fprintln(c.App.Writer, "no destinations are configured (destinations: in the config) and the outbox is empty")
+				return nil
+			}
+			header := []string{"destination", "state", "pending", "oldest_pending", "delivered", "dead", "last_error"}
+			var rows [][]string
+			for _, s := range st {
+				state := "active"
+				switch {
+				case !s.Configured:
+					state = "removed"
+				case s.Paused:
+					state = "paused"
+				case s.BackoffUntil != nil:
+					state = "backoff"
+				}
+				oldest := "-"
+				if s.Pending > 0 {
+					oldest = (time.Duration(s.OldestPendingAge) * time.Second).String()
+				}
+				rows = append(rows, []string{s.Destination, state, fmt.Sprint(s.Pending), oldest, fmt.Sprint(s.Delivered), fmt.Sprint(s.Dead), s.LastError})
+			}
+			return writeRecords(c.App.Writer, c.String("format"), header, rows, st)
+		},
+	}
+}
+
+func forwardListCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "list",
+		Usage: "list outbox messages of a destination, by status",
+		Flags: append(configFlags(),
+			&cli.StringFlag{Name: "destination", Aliases: []string{"d"}, EnvVars: []string{"HOOKLEDGER_DESTINATION"},
+				Usage: "only this destination's messages"},
+			&cli.StringFlag{Name: "status", EnvVars: []string{"HOOKLEDGER_STATUS"},
+				Usage: "only messages in this status: pending, dead or delivered"},
+			&cli.IntFlag{Name: "limit", Value: 100, Usage: "at most this many messages, oldest first"},
+			formatFlag(),
+		),
+		Action: func(c *cli.Context) error {
+			f := schema.OutboxFilter{Destination: c.String("destination"), Status: c.String("status"), Limit: c.Int("limit")}
+			switch f.Status {
+			case "", schema.OutboxPending, schema.OutboxDead, schema.OutboxDelivered:
+			default:
+				return usageErrorf(c, "--status: %q is not one of pending, dead, delivered", f.Status)
+			}
+			if f.Limit < 1 {
+				return usageErrorf(c, "--limit: must be at least 1")
+			}
+			cfg, err := commandConfig(c)
+			if err != nil {
+				return err
+			}
+			db, _, err := openCustody(c.Context, cfg, true)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			if f.Destination != "" {
+				if err := forward.CheckDestination(c.Context, db, forward.Names(cfg.Destinations), f.Destination); err != nil {
+					return fmt.Errorf("--destination: %w", err)
+				}
+			}
+			ms, err := forward.List(c.Context, db, f)
+			if err != nil {
+				return err
+			}
+			header := []string{"message_id", "destination", "status", "provider", "event_id", "event_type", "attempts", "created_at", "last_status", "last_error"}
+			rows := make([][]string, 0, len(ms))
+			for _, m := range ms {
+				last := ""
+				if m.LastStatus != 0 {
+					last = strconv.Itoa(m.LastStatus)
+				}
+				rows = append(rows, []string{m.MessageID, m.Destination, m.Status, m.Provider, m.EventID, m.EventType, strconv.Itoa(m.Attempts),
+					m.CreatedAt.Format(time.RFC3339), last, m.LastError})
+			}
+			if ms == nil {
+				ms = []forward.Message{}
+			}
+			return writeRecords(c.App.Writer, c.String("format"), header, rows, ms)
+		},
+	}
+}
+
+func forwardRetryCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "retry",
+		Usage:     "deliver dead messages again: one message, or a destination's dead messages",
+		ArgsUsage: "[MESSAGE_ID]",
+		Description: "With MESSAGE_ID, that message (dead or pending) is due at once. With --destination, every dead\n" +
+			"message of the destination is (--since: only those that became pending within that long, or since\n" +
+			"an RFC 3339 time). A retried message gets a fresh max_attempts and max_age, keeps its message id\n" +
+			"(webhook-id), and the destination's backoff ends. serve's relay picks them up within a second.",
+		Flags: append(configFlags(),
+			&cli.StringFlag{Name: "destination", Aliases: []string{"d"}, EnvVars: []string{"HOOKLEDGER_DESTINATION"},
+				Usage: "retry this destination's dead messages"},
+			&cli.StringFlag{Name: "since", EnvVars: []string{"HOOKLEDGER_SINCE"},
+				Usage: "with --destination: only messages pending since this long ago (e.g. 24h, 7d) or this RFC 3339 time"},
+			formatFlag(),
+		),
+		Action: func(c *cli.Context) error {
+			args := positional(c)
+			sel := schema.OutboxRetry{Destination: c.String("destination")}
+			switch {
+			case len(args) > 1:
+				return usageErrorf(c, "unexpected argument %q", args[1])
+			case len(args) == 1 && sel.Destination != "":
+				return usageErrorf(c, "give MESSAGE_ID or --destination, not both")
+			case len(args) == 0 && sel.Destination == "":
+				return usageErrorf(c, "give MESSAGE_ID or --destination D")
+			case len(args) == 1 && c.String("since") != "":
+				return usageErrorf(c, "--since goes with --destination")
+			case len(args) == 1:
+				sel.MessageID = args[0]
+			}
+			if s := c.String("since"); s != "" {
+				t, err := parseSince(s, time.Now())
+				if err != nil {
+					return usageErrorf(c, "--since: %v", err)
+				}
+				sel.Since = t.UnixMilli()
+			}
+			cfg, err := commandConfig(c)
+			if err != nil {
+				return err
+			}
+			db, w, err := openCustody(c.Context, cfg, false)
+			if err != nil {
+				return err
+			}
+			defer closeCustody(db, w)
+			if sel.Destination != "" {
+				if err := forward.CheckDestination(c.Context, db, forward.Names(cfg.Destinations), sel.Destination); err != nil {
+					return fmt.Errorf("--destination: %w", err)
+				}
+			}
+			n, err := forward.Retry(c.Context, w, sel, time.Now())
+			if err != nil {
+				return err
+			}
+			return writeRecords(c.App.Writer, c.String("format"), []string{"retried"}, [][]string{{fmt.Sprint(n)}},
+				map[string]int64{"retried": n})
+		},
+	}
+}
+
+// parseSince reads a duration back from now (24h, 7d) or an RFC 3339 time.
+func parseSince(s string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	d, err := config.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return time.Time{}, fmt.Errorf("want a positive duration such as 24h or 7d, or an RFC 3339 time, got %q", s)
+	}
+	return now.Add(-d), nil
+}
+
+func forwardPauseCommand(pause bool) *cli.Command {
+	name, usage := "pause", "stop delivering to a destination; its messages are kept and it goes on receiving new ones"
+	if !pause {
+		name, usage = "resume", "deliver to a paused destination again, at once (its backoff ends)"
+	}
+	return &cli.Command{
+		Name:      name,
+		Usage:     usage,
+		ArgsUsage: "DESTINATION",
+		Flags:     configFlags(),
+		Action: func(c *cli.Context) error {
+			args := positional(c)
+			switch {
+			case len(args) == 0:
+				return usageErrorf(c, "give the DESTINATION to %s", name)
+			case len(args) > 1:
+				return usageErrorf(c, "unexpected argument %q", args[1])
+			}
+			dest := args[0]
+			cfg, err := commandConfig(c)
+			if err != nil {
+				return err
+			}
+			db, w, err := openCustody(c.Context, cfg, false)
+			if err != nil {
+				return err
+			}
+			defer closeCustody(db, w)
+			if err := forward.CheckDestination(c.Context, db, forward.Names(cfg.Destinations), dest); err != nil {
+				return err
+			}
+			if err := forward.SetPaused(c.Context, w, dest, pause, time.Now()); err != nil {
+				return err
+			}
+			if pause {
+				fmt.Fprintf(c.App.Writer, "paused %s: its messages are kept; `hookledger forward resume %s` delivers them\n", dest, dest)
+			} else {
+				fmt.Fprintf(c.App.Writer, "resumed %s\n", dest)
+			}
+			return nil
+		},
+	}
+}

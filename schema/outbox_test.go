@@ -1,0 +1,113 @@
+package schema
+
+import (
+	"context"
+	"errors"
+	"testing"
+)
+
+// 0007 adds the outbox to a database made before it and keeps every row.
+func TestOutboxMigrationKeepsData(t *testing.T) {
+	path, old := openAt(t, 6)
+	fillCustody(t, old)
+	before := dump(t, old, `SELECT * FROM receipts ORDER BY id`) + dump(t, old, `SELECT * FROM delivery_attempts ORDER BY id`)
+	old.Close()
+
+	ctx := context.Background()
+	db, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if v, err := db.SchemaVersion(ctx); err != nil || v < versionOutbox {
+		t.Fatalf("version %d (%v), want at least %d", v, err, versionOutbox)
+	}
+	if after := dump(t, db.Write, `SELECT * FROM receipts ORDER BY id`) + dump(t, db.Write, `SELECT * FROM delivery_attempts ORDER BY id`); after != before {
+		t.Errorf("receipts or attempts changed by the migration:\nbefore %s\nafter  %s", before, after)
+	}
+
+	w, err := db.OpenWriter(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	b, err := w.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.InsertOutbox(ctx, 7, "app", "msg_a", 100); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.InsertOutbox(ctx, 7, "app", "msg_b", 100); err == nil {
+		t.Error("a second message for the same receipt and destination was accepted")
+	}
+	if err := b.InsertOutbox(ctx, 99, "app", "msg_c", 100); err == nil {
+		t.Error("a message for a receipt that does not exist was accepted")
+	}
+	claims, err := b.ClaimOutbox(ctx, "app", 100, 5000, 10)
+	if err != nil || len(claims) != 1 || claims[0].MessageID != "msg_a" {
+		t.Fatalf("claim: %+v %v", claims, err)
+	}
+	if again, err := b.ClaimOutbox(ctx, "app", 200, 5000, 10); err != nil || len(again) != 0 {
+		t.Errorf("a claimed message was claimed again within its lease: %+v %v", again, err)
+	}
+	if err := b.RecordOutboxResult(ctx, OutboxResult{ID: claims[0].ID, Status: OutboxDead, AttemptedAt: 300, NextAttemptAt: 300,
+		StatusCode: 500, Error: "HTTP 500"}); err != nil {
+		t.Fatal(err)
+	}
+	// A dead message keeps its receipt whole through both prunes.
+	if ids, err := b.PruneReceipts(ctx, PruneKeys, []int64{7}, 1<<40); err != nil || len(ids) != 0 {
+		t.Errorf("prune keys deleted %v (%v), want nothing: the outbox still holds the receipt", ids, err)
+	}
+	if ids, err := b.PruneReceipts(ctx, PruneBodies, []int64{7}, 1<<40); err != nil || len(ids) != 0 {
+		t.Errorf("prune bodies changed %v (%v), want nothing", ids, err)
+	}
+	if _, err := b.RetryOutbox(ctx, OutboxRetry{MessageID: "msg_nope"}, 400); !errors.Is(err, ErrNotFound) {
+		t.Errorf("retry of an unknown message: %v, want ErrNotFound", err)
+	}
+	if n, err := b.RetryOutbox(ctx, OutboxRetry{Destination: "app"}, 400); err != nil || n != 1 {
+		t.Errorf("retry: %d %v, want 1", n, err)
+	}
+	claims, err = b.ClaimOutbox(ctx, "app", 400, 5000, 10)
+	if err != nil || len(claims) != 1 || claims[0].Attempts != 0 || claims[0].PendingSince != 400 {
+		t.Fatalf("claim after retry: %+v %v (want a fresh allowance)", claims, err)
+	}
+	if err := b.RecordOutboxResult(ctx, OutboxResult{ID: claims[0].ID, Status: OutboxDelivered, AttemptedAt: 500, NextAttemptAt: 500,
+		StatusCode: 204}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.RetryOutbox(ctx, OutboxRetry{MessageID: "msg_a"}, 600); !errors.Is(err, ErrDelivered) {
+		t.Errorf("retry of a delivered message: %v, want ErrDelivered", err)
+	}
+	// Delivered, the receipt may go, and its message and attempts with it.
+	if ids, err := b.PruneReceipts(ctx, PruneKeys, []int64{7}, 1<<40); err != nil || len(ids) != 1 {
+		t.Errorf("prune keys after delivery: %v %v, want [7]", ids, err)
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	for table, want := range map[string]int64{"outbox": 0, "outbox_attempts": 0} {
+		if n, err := db.CountRows(ctx, table); err != nil || n != want {
+			t.Errorf("%s: %d rows (%v), want %d", table, n, err, want)
+		}
+	}
+}
+
+// A read-only open of a database older than the outbox reports none.
+func TestOutboxReadsOnOlderDatabase(t *testing.T) {
+	path, old := openAt(t, 6)
+	fillCustody(t, old)
+	old.Close()
+	db, err := Open(context.Background(), path, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	sums, err := db.OutboxSummary(context.Background(), []string{"app"})
+	if err != nil || len(sums) != 1 || sums[0].Pending != 0 {
+		t.Errorf("summary: %+v %v", sums, err)
+	}
+	if rows, err := db.ListOutbox(context.Background(), OutboxFilter{}); err != nil || len(rows) != 0 {
+		t.Errorf("list: %+v %v", rows, err)
+	}
+}
