@@ -47,6 +47,7 @@ func exported(t *testing.T) map[string]map[string]bool {
 	m.SetReplicationStatus(func() (time.Duration, time.Time, bool) { return time.Second, time.Now(), true })
 	m.SetTLSCertificate(time.Now().Add(time.Hour))
 	m.TLSReload(nil)
+	m.WatchForward(db, []string{"app"}, nil).ObserveAttempt("app", "delivered", time.Millisecond)
 	mfs, err := m.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
