@@ -26,7 +26,9 @@ package main
 //     waited for like a start. `wait %N` waits for the job to exit on its
 //     own and shows what it printed meanwhile, as for TERM.
 //   - `go run . ` at the start of a command runs the built binary, which is
-//     on PATH as `hookledger`.
+//     on PATH as `hookledger`; `go run ./examples/PKG` runs that example
+//     program (an application the docs talk to), built once from the
+//     repository.
 //
 // Why this design:
 //   - One fresh t.TempDir per file, holding a copy of examples/ and
@@ -265,6 +267,10 @@ func (w *walkEnv) step(s walkStep) {
 	cmd := strings.TrimSpace(s.cmd)
 	if rest, ok := strings.CutPrefix(cmd, "go run . "); ok {
 		cmd = "hookledger " + rest
+	}
+	if rest, ok := strings.CutPrefix(cmd, "go run ./examples/"); ok {
+		pkg, args, _ := strings.Cut(rest, " ")
+		cmd = exampleBinary(w.t, "./examples/"+pkg) + " " + args
 	}
 	if m := walkKill.FindStringSubmatch(cmd); m != nil {
 		w.signal(s, m[1], m[2])
@@ -573,4 +579,32 @@ func TestWalkMatch(t *testing.T) {
 			t.Errorf("walkMatch(%q, %q, prefix=%v) = %v, want %v", c.want, c.got, c.prefix, got, c.ok)
 		}
 	}
+}
+
+// exampleBuilds are the example programs built for walkthroughs, by package.
+var exampleBuilds sync.Map // string -> func() (string, error)
+
+// exampleBinary builds the example program pkg (./examples/…) once per test
+// process and returns its path.
+func exampleBinary(t *testing.T, pkg string) string {
+	t.Helper()
+	build, _ := exampleBuilds.LoadOrStore(pkg, sync.OnceValues(func() (string, error) {
+		root, err := testenv.ModuleRoot()
+		if err != nil {
+			return "", err
+		}
+		// Beside the hookledger binary, which testenv.Main removes.
+		out := filepath.Join(filepath.Dir(testenv.Binary(t)), "example-"+strings.ReplaceAll(strings.TrimPrefix(pkg, "./examples/"), "/", "-"))
+		cmd := exec.Command("go", "build", "-o", out, pkg)
+		cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("build %s: %v\n%s", pkg, err, b)
+		}
+		return out, nil
+	}))
+	path, err := build.(func() (string, error))()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

@@ -62,7 +62,7 @@ func forwardStatusCommand() *cli.Command {
 					state = "removed"
 				case s.Paused:
 					state = "paused"
-				case s.BackoffUntil != nil:
+				case s.Failures > 0: // probed one message at a time until one is delivered
 					state = "backoff"
 				}
 				oldest := "-"
