@@ -72,11 +72,11 @@ type OutboxClaim struct {
 // more.
 func (b Batch) ClaimOutbox(ctx context.Context, destination string, now, leaseUntil int64, limit int) ([]OutboxClaim, error) {
 	var out []OutboxClaim
-	err := b.tx.SelectContext(ctx, &out, `UPDATE outbox SET next_attempt_at = ?, claimed_at = ? WHERE id IN (
+	err := b.tx.SelectContext(ctx, &out, `UPDATE outbox SET next_attempt_at = ? WHERE id IN (
 		SELECT id FROM outbox WHERE destination = ? AND status = 'pending' AND next_attempt_at <= ?
 		  AND NOT EXISTS (SELECT 1 FROM forward_destinations WHERE name = ? AND paused = 1)
 		ORDER BY next_attempt_at, id LIMIT ?)
-		RETURNING id, receipt_id, message_id, attempts, pending_since`, leaseUntil, now, destination, now, destination, limit)
+		RETURNING id, receipt_id, message_id, attempts, pending_since`, leaseUntil, destination, now, destination, limit)
 	return out, err
 }
 
@@ -125,26 +125,42 @@ type OutboxResult struct {
 	Error         string
 }
 
-// RecordOutboxResult stores an attempt and what it made of its message. A
-// message that is no longer pending (retried, or delivered by another
+// RecordOutboxResults stores each attempt and what it made of its message.
+// A message that is no longer pending (retried, or delivered by another
 // relay's attempt after a lease ran out) keeps its status; the attempt is
-// recorded all the same.
-func (b Batch) RecordOutboxResult(ctx context.Context, r OutboxResult) error {
-	var delivered any
-	if r.Status == OutboxDelivered {
-		delivered = r.AttemptedAt
+// recorded all the same. The two statements are prepared once per call: the
+// relay records a whole batch at a time, and parsing them per message cost
+// as much CPU as a webhook's own writes.
+func (b Batch) RecordOutboxResults(ctx context.Context, rs []OutboxResult) error {
+	if len(rs) == 0 {
+		return nil
 	}
-	if _, err := b.tx.ExecContext(ctx, `UPDATE outbox SET status = ?, attempts = attempts + 1, next_attempt_at = ?, claimed_at = NULL,
-		last_attempt_at = ?, delivered_at = ?, last_status = ?, last_error = ? WHERE id = ? AND status = 'pending'`,
-		r.Status, r.NextAttemptAt, r.AttemptedAt, delivered, r.StatusCode, r.Error, r.ID); err != nil {
-		return fmt.Errorf("update outbox %d: %w", r.ID, err)
+	update, err := b.tx.PrepareContext(ctx, `UPDATE outbox SET status = ?, attempts = attempts + 1, next_attempt_at = ?,
+		last_attempt_at = ?, delivered_at = ?, last_status = ?, last_error = ? WHERE id = ? AND status = 'pending'`)
+	if err != nil {
+		return err
 	}
-	if r.Response == nil {
-		r.Response = []byte{}
+	defer update.Close()
+	insert, err := b.tx.PrepareContext(ctx, `INSERT INTO outbox_attempts (outbox_id, attempted_at, status_code, latency_ms, response, error)
+		VALUES (?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		return err
 	}
-	if _, err := b.tx.ExecContext(ctx, `INSERT INTO outbox_attempts (outbox_id, attempted_at, status_code, latency_ms, response, error)
-		VALUES (?, ?, ?, ?, ?, ?)`, r.ID, r.AttemptedAt, r.StatusCode, r.LatencyMS, r.Response, r.Error); err != nil {
-		return fmt.Errorf("insert outbox attempt %d: %w", r.ID, err)
+	defer insert.Close()
+	for _, r := range rs {
+		var delivered any
+		if r.Status == OutboxDelivered {
+			delivered = r.AttemptedAt
+		}
+		if _, err := update.ExecContext(ctx, r.Status, r.NextAttemptAt, r.AttemptedAt, delivered, r.StatusCode, r.Error, r.ID); err != nil {
+			return fmt.Errorf("update outbox %d: %w", r.ID, err)
+		}
+		if r.Response == nil {
+			r.Response = []byte{}
+		}
+		if _, err := insert.ExecContext(ctx, r.ID, r.AttemptedAt, r.StatusCode, r.LatencyMS, r.Response, r.Error); err != nil {
+			return fmt.Errorf("insert outbox attempt %d: %w", r.ID, err)
+		}
 	}
 	return nil
 }
@@ -242,7 +258,7 @@ func (b Batch) RetryOutbox(ctx context.Context, r OutboxRetry, now int64) (int64
 		where, args = `message_id = ?`, []any{r.MessageID}
 	}
 	var dests []string
-	if err := b.tx.SelectContext(ctx, &dests, `UPDATE outbox SET status = 'pending', attempts = 0, pending_since = ?, next_attempt_at = ?, claimed_at = NULL
+	if err := b.tx.SelectContext(ctx, &dests, `UPDATE outbox SET status = 'pending', attempts = 0, pending_since = ?, next_attempt_at = ?
 		WHERE `+where+` RETURNING destination`, append([]any{now, now}, args...)...); err != nil {
 		return 0, err
 	}
@@ -263,21 +279,26 @@ func (b Batch) RetryOutbox(ctx context.Context, r OutboxRetry, now int64) (int64
 // ErrDelivered is a retry of a message that was delivered.
 var ErrDelivered = errors.New("the message was delivered")
 
-// PruneDelivered deletes up to limit delivered messages delivered before
-// (unix ms), with their attempts, and returns how many it deleted.
+// PruneDelivered deletes up to limit messages delivered before (unix ms),
+// with their attempts, and returns how many it deleted. A delivered
+// message's next_attempt_at is its delivery time, so the due index walks
+// them in delivery order, destination by destination (every destination a
+// relay delivered for has a forward_destinations row).
 func (b Batch) PruneDelivered(ctx context.Context, before int64, limit int) (int64, error) {
 	res, err := b.tx.ExecContext(ctx, `DELETE FROM outbox WHERE id IN (
-		SELECT id FROM outbox WHERE status = 'delivered' AND delivered_at < ? LIMIT ?)`, before, limit)
+		SELECT o.id FROM forward_destinations d JOIN outbox o ON o.destination = d.name
+		WHERE o.status = 'delivered' AND o.next_attempt_at < ? LIMIT ?)`, before, limit)
 	if err != nil {
 		return 0, err
 	}
 	return res.RowsAffected()
 }
 
-// CountDelivered counts the delivered messages delivered before (unix ms).
+// CountDelivered counts the messages delivered before (unix ms).
 func (db *DB) CountDelivered(ctx context.Context, before int64) (int64, error) {
 	var n int64
-	err := db.Read.GetContext(ctx, &n, `SELECT COUNT(*) FROM outbox WHERE status = 'delivered' AND delivered_at < ?`, before)
+	err := db.Read.GetContext(ctx, &n, `SELECT COUNT(*) FROM forward_destinations d JOIN outbox o ON o.destination = d.name
+		WHERE o.status = 'delivered' AND o.next_attempt_at < ?`, before)
 	if err != nil && predates(ctx, db.Read, versionOutbox) {
 		return 0, nil
 	}
@@ -347,7 +368,7 @@ func summary(ctx context.Context, tx *sqlx.Tx, name string, migrated bool) (Dest
 		return s, err
 	}
 	var last sql.NullString
-	if err := tx.GetContext(ctx, &last, `SELECT last_error FROM outbox WHERE destination = ? AND status != 'delivered' AND last_error != ''
+	if err := tx.GetContext(ctx, &last, `SELECT last_error FROM outbox WHERE destination = ? AND status IN ('pending', 'dead') AND last_error != ''
 		ORDER BY last_attempt_at DESC LIMIT 1`, name); err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return s, err
 	}
@@ -468,7 +489,7 @@ func (b Batch) ReleaseOutbox(ctx context.Context, ids []int64, now int64) error 
 	if len(ids) == 0 {
 		return nil
 	}
-	q, args, err := sqlx.In(`UPDATE outbox SET next_attempt_at = ?, claimed_at = NULL WHERE id IN (?) AND status = 'pending'`, now, ids)
+	q, args, err := sqlx.In(`UPDATE outbox SET next_attempt_at = ? WHERE id IN (?) AND status = 'pending'`, now, ids)
 	if err != nil {
 		return err
 	}
@@ -476,13 +497,17 @@ func (b Batch) ReleaseOutbox(ctx context.Context, ids []int64, now int64) error 
 	return err
 }
 
-// ReleaseClaims makes every claimed message due at now: the claims of a
-// relay that stopped without recording their outcome (killed mid-attempt).
-// Only a relay that knows it is the only one may call it: serve on SQLite,
-// which holds the data directory's lock. With several relays (PostgreSQL) a
-// claim's lease runs out instead.
-func (b Batch) ReleaseClaims(ctx context.Context, now int64) (int64, error) {
-	res, err := b.tx.ExecContext(ctx, `UPDATE outbox SET next_attempt_at = ?, claimed_at = NULL WHERE claimed_at IS NOT NULL AND status = 'pending'`, now)
+// ReleaseClaims makes every pending message of destination due at now: the
+// claims of a relay that stopped without recording their outcome (killed
+// mid-attempt) are among them. Retries scheduled later come forward too,
+// which is harmless: the destination's own backoff (forward_destinations)
+// still holds a failing destination to one probe at a time. Only a relay
+// that knows it is the only one may call it: serve on SQLite, which holds the
+// data directory's lock. With several relays (PostgreSQL) a claim's lease
+// runs out instead.
+func (b Batch) ReleaseClaims(ctx context.Context, destination string, now int64) (int64, error) {
+	res, err := b.tx.ExecContext(ctx, `UPDATE outbox SET next_attempt_at = ? WHERE destination = ? AND status = 'pending' AND next_attempt_at > ?`,
+		now, destination, now)
 	if err != nil {
 		return 0, err
 	}

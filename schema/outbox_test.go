@@ -51,8 +51,8 @@ func TestOutboxMigrationKeepsData(t *testing.T) {
 	if again, err := b.ClaimOutbox(ctx, "app", 200, 5000, 10); err != nil || len(again) != 0 {
 		t.Errorf("a claimed message was claimed again within its lease: %+v %v", again, err)
 	}
-	if err := b.RecordOutboxResult(ctx, OutboxResult{ID: claims[0].ID, Status: OutboxDead, AttemptedAt: 300, NextAttemptAt: 300,
-		StatusCode: 500, Error: "HTTP 500"}); err != nil {
+	if err := b.RecordOutboxResults(ctx, []OutboxResult{{ID: claims[0].ID, Status: OutboxDead, AttemptedAt: 300, NextAttemptAt: 300,
+		StatusCode: 500, Error: "HTTP 500"}}); err != nil {
 		t.Fatal(err)
 	}
 	// A dead message keeps its receipt whole through both prunes.
@@ -72,8 +72,8 @@ func TestOutboxMigrationKeepsData(t *testing.T) {
 	if err != nil || len(claims) != 1 || claims[0].Attempts != 0 || claims[0].PendingSince != 400 {
 		t.Fatalf("claim after retry: %+v %v (want a fresh allowance)", claims, err)
 	}
-	if err := b.RecordOutboxResult(ctx, OutboxResult{ID: claims[0].ID, Status: OutboxDelivered, AttemptedAt: 500, NextAttemptAt: 500,
-		StatusCode: 204}); err != nil {
+	if err := b.RecordOutboxResults(ctx, []OutboxResult{{ID: claims[0].ID, Status: OutboxDelivered, AttemptedAt: 500, NextAttemptAt: 500,
+		StatusCode: 204}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.RetryOutbox(ctx, OutboxRetry{MessageID: "msg_a"}, 600); !errors.Is(err, ErrDelivered) {

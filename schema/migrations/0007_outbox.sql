@@ -16,8 +16,8 @@ CREATE TABLE outbox (
     attempts        INTEGER NOT NULL DEFAULT 0,
     created_at      INTEGER NOT NULL,
     pending_since   INTEGER NOT NULL,  -- created_at, or the last `forward retry`: max_age counts from here
-    next_attempt_at INTEGER NOT NULL,  -- due when <= now; a claim moves it past the attempt (a lease)
-    claimed_at      INTEGER,           -- set while a relay holds the claim (NULL otherwise)
+    next_attempt_at INTEGER NOT NULL,  -- pending: due when <= now (a claim moves it past the attempt: a lease);
+                                       -- delivered or dead: when that happened
     last_attempt_at INTEGER,
     delivered_at    INTEGER,
     last_status     INTEGER NOT NULL DEFAULT 0,  -- the last attempt's HTTP status (0: none)
@@ -25,14 +25,12 @@ CREATE TABLE outbox (
     UNIQUE (message_id),
     UNIQUE (receipt_id, destination)
 );
--- The relay's claim: a destination's due rows, oldest due first.
-CREATE INDEX outbox_due ON outbox (destination, status, next_attempt_at);
--- The oldest pending message per destination (status, metrics).
-CREATE INDEX outbox_pending_since ON outbox (destination, pending_since) WHERE status = 'pending';
--- Claims held when a relay stopped (ReleaseClaims).
-CREATE INDEX outbox_claimed ON outbox (claimed_at) WHERE claimed_at IS NOT NULL;
--- Retention of delivered rows.
-CREATE INDEX outbox_delivered_at ON outbox (delivered_at) WHERE status = 'delivered';
+-- The one index beside the keys, kept small because every message changes
+-- it three times (insert, claim, outcome): a destination's due messages in
+-- due order (the claim), its counts by status, its oldest pending message
+-- (covered: pending_since), and its delivered messages in delivery order
+-- (retention.delivered).
+CREATE INDEX outbox_due ON outbox (destination, status, next_attempt_at, pending_since);
 
 -- Every attempt, as the relay saw it.
 CREATE TABLE outbox_attempts (
