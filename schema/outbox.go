@@ -24,23 +24,23 @@ const (
 // OutboxRow is one message to forward: a receipt for one destination. Times
 // are unix ms.
 type OutboxRow struct {
-	ID            int64          `db:"id"`
-	ReceiptID     int64          `db:"receipt_id"`
-	Destination   string         `db:"destination"`
-	MessageID     string         `db:"message_id"`
-	Status        string         `db:"status"`
-	Attempts      int            `db:"attempts"`
-	CreatedAt     int64          `db:"created_at"`
-	PendingSince  int64          `db:"pending_since"`
-	NextAttemptAt int64          `db:"next_attempt_at"`
-	LastAttemptAt sql.NullInt64  `db:"last_attempt_at"`
-	DeliveredAt   sql.NullInt64  `db:"delivered_at"`
-	LastStatus    int            `db:"last_status"`
-	LastError     string         `db:"last_error"`
-	Provider      string         `db:"provider"`   // the receipt's (reads only)
-	EventID       string         `db:"event_id"`   // the receipt's (reads only)
-	EventType     string         `db:"event_type"` // the receipt's (reads only)
-	ReceivedAt    sql.NullInt64  `db:"received_at"`
+	ID            int64         `db:"id"`
+	ReceiptID     int64         `db:"receipt_id"`
+	Destination   string        `db:"destination"`
+	MessageID     string        `db:"message_id"`
+	Status        string        `db:"status"`
+	Attempts      int           `db:"attempts"`
+	CreatedAt     int64         `db:"created_at"`
+	PendingSince  int64         `db:"pending_since"`
+	NextAttemptAt int64         `db:"next_attempt_at"`
+	LastAttemptAt sql.NullInt64 `db:"last_attempt_at"`
+	DeliveredAt   sql.NullInt64 `db:"delivered_at"`
+	LastStatus    int           `db:"last_status"`
+	LastError     string        `db:"last_error"`
+	Provider      string        `db:"provider"`   // the receipt's (reads only)
+	EventID       string        `db:"event_id"`   // the receipt's (reads only)
+	EventType     string        `db:"event_type"` // the receipt's (reads only)
+	ReceivedAt    sql.NullInt64 `db:"received_at"`
 }
 
 const insertOutboxSQL = `INSERT INTO outbox (receipt_id, destination, message_id, status, created_at, pending_since, next_attempt_at)
