@@ -71,6 +71,17 @@ var pruneBatch = 500
 func Prune(ctx context.Context, db RetentionStore, w *custody.Writer, p Retention, now time.Time, dryRun bool) (*PruneReport, error) {
 	rep := &PruneReport{DryRun: dryRun}
 	now = time.UnixMilli(now.UnixMilli()) // as stored
+	// Delivered messages first: a receipt retention.keys deletes takes its
+	// delivered messages with it, and they are counted here.
+	if p.Delivered > 0 {
+		cut := now.Add(-p.Delivered).UTC()
+		rep.DeliveredBefore = &cut
+		n, err := pruneDelivered(ctx, db, w, dryRun, cut.UnixMilli())
+		rep.DeliveredPruned = n
+		if err != nil {
+			return rep, fmt.Errorf("prune delivered messages: %w", err)
+		}
+	}
 	if p.Payload > 0 {
 		cut := now.Add(-p.Payload).UTC()
 		rep.PayloadBefore = &cut
@@ -108,15 +119,6 @@ func Prune(ctx context.Context, db RetentionStore, w *custody.Writer, p Retentio
 		}
 		if err != nil {
 			return rep, fmt.Errorf("prune redelivery requests: %w", err)
-		}
-	}
-	if p.Delivered > 0 {
-		cut := now.Add(-p.Delivered).UTC()
-		rep.DeliveredBefore = &cut
-		n, err := pruneDelivered(ctx, db, w, dryRun, cut.UnixMilli())
-		rep.DeliveredPruned = n
-		if err != nil {
-			return rep, fmt.Errorf("prune delivered messages: %w", err)
 		}
 	}
 	if !dryRun && rep.BodiesPruned+rep.KeysDeleted > 0 {

@@ -1,0 +1,86 @@
+package forward_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"testing"
+	"time"
+
+	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/forward"
+	"github.com/hookledger/hookledger/internal/testenv"
+	"github.com/hookledger/hookledger/reconcile"
+)
+
+// Retention prunes delivered messages after retention.delivered, and keeps
+// the receipt (body and key) of any message not yet delivered, whatever
+// retention.payload and retention.keys say.
+func TestRetentionKeepsWhatTheOutboxNeeds(t *testing.T) {
+	a, b := newApp(t), newApp(t)
+	e, relay := env(t, destination("ok", a.srv.URL, oldSecret), destination("later", b.srv.URL, oldSecret))
+	ctx := context.Background()
+	if err := forward.SetPaused(ctx, e.Writer, "later", true, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		e.Send(evtID(i), testenv.UsageBody("cus_1", "api_requests", "1"))
+	}
+	eventually(t, 5*time.Second, "ok did not get its messages", func() bool {
+		return e.Int(`SELECT COUNT(*) FROM outbox WHERE destination = 'ok' AND status = 'delivered'`) == 3
+	})
+	policy := reconcile.Retention{Payload: time.Hour, Keys: 24 * time.Hour, Delivered: time.Hour}
+	later := time.Now().Add(48 * time.Hour)
+	rep, err := reconcile.Prune(ctx, e.DB, e.Writer, policy, later, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.DeliveredPruned != 3 || rep.BodiesPruned != 0 || rep.KeysDeleted != 0 {
+		t.Errorf("prune: %+v, want 3 delivered messages pruned and every receipt kept (later still needs them)", rep)
+	}
+	if n := e.Int(`SELECT COUNT(*) FROM receipts WHERE body IS NOT NULL`); n != 3 {
+		t.Errorf("%d receipts with their body, want 3", n)
+	}
+	if n := e.Int(`SELECT COUNT(*) FROM outbox_attempts`); n != 0 {
+		t.Errorf("%d attempts left of pruned messages", n)
+	}
+	// Delivered at last, the receipts may go.
+	if err := forward.SetPaused(ctx, e.Writer, "later", false, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	relay.Kick()
+	eventually(t, 5*time.Second, "later did not get its messages", func() bool { return outboxCount(e, "delivered") == 3 })
+	rep, err = reconcile.Prune(ctx, e.DB, e.Writer, policy, later, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.DeliveredPruned != 3 || rep.KeysDeleted != 3 {
+		t.Errorf("second prune: %+v, want 3 messages and 3 receipts", rep)
+	}
+	if n := e.Count("outbox"); n != 0 {
+		t.Errorf("%d outbox rows left", n)
+	}
+	// Dry run of a database with nothing left to prune.
+	if rep, err := reconcile.Prune(ctx, e.DB, e.Writer, policy, later, true); err != nil || rep.DeliveredPruned != 0 {
+		t.Errorf("dry run: %+v %v", rep, err)
+	}
+}
+
+// Every source of deliveries gets outbox rows, not only webhooks: a
+// reconciled event submitted to the writer is forwarded too.
+func TestReconciledEventForwarded(t *testing.T) {
+	a := newApp(t)
+	e, _ := env(t, destination("app", a.srv.URL, oldSecret))
+	body := testenv.UsageBody("cus_1", "api_requests", "1")
+	d := &custody.Delivery{Provider: "default", EventID: "evt_reconciled", EventType: "usage.recorded", Body: body,
+		BodySHA256: sha(body), Source: custody.SourceReconcile, HandlerVersion: "test", ReceivedAt: time.Now()}
+	d.Classify(e.Mapper())
+	if err := e.Writer.Submit(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the reconciled event was not forwarded", func() bool {
+		count, _ := a.byEvent()
+		return count["evt_reconciled"] == 1
+	})
+}
+
+func sha(b []byte) []byte { s := sha256.Sum256(b); return s[:] }
