@@ -454,6 +454,7 @@ func full(t *testing.T, db *schema.DB) *Metrics {
 	m.SetTLSCertificate(time.Now().Add(time.Hour))
 	m.TLSReload(nil)
 	m.WatchDisk(func() (uint64, uint64, error) { return 1, 2, nil })
+	m.WatchForward(db, []string{"app"}, nil).ObserveAttempt("app", "delivered", time.Millisecond)
 	return m
 }
 
