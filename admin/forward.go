@@ -78,7 +78,7 @@ func (f *Forward) feed(w http.ResponseWriter, r *http.Request) {
 	if s := q.Get("after"); s != "" {
 		v, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || v < 0 {
-			jsonError(w, http.StatusBadRequest, "bad_cursor", "after: not a cursor from this feed (a next_cursor value, or empty for the start)")
+			forwardError(w, http.StatusBadRequest, "bad_cursor", "after: not a cursor from this feed (a next_cursor value, or empty for the start)")
 			return
 		}
 		after = v
@@ -87,14 +87,14 @@ func (f *Forward) feed(w http.ResponseWriter, r *http.Request) {
 	if s := q.Get("limit"); s != "" {
 		v, err := strconv.Atoi(s)
 		if err != nil || v < 1 || v > MaxFeedLimit {
-			jsonError(w, http.StatusBadRequest, "bad_limit", "limit: want a whole number from 1 to "+strconv.Itoa(MaxFeedLimit))
+			forwardError(w, http.StatusBadRequest, "bad_limit", "limit: want a whole number from 1 to "+strconv.Itoa(MaxFeedLimit))
 			return
 		}
 		limit = v
 	}
 	evs, err := f.DB.EventFeed(r.Context(), after, limit)
 	if err != nil {
-		jsonError(w, http.StatusServiceUnavailable, "storage", err.Error())
+		forwardError(w, http.StatusServiceUnavailable, "storage", err.Error())
 		return
 	}
 	page := FeedPage{Events: make([]FeedEvent, 0, len(evs)), Next: strconv.FormatInt(after, 10)}
@@ -105,16 +105,16 @@ func (f *Forward) feed(w http.ResponseWriter, r *http.Request) {
 			Body: base64.StdEncoding.EncodeToString(e.Body), Pruned: e.Pruned})
 		page.Next = c
 	}
-	writeJSON(w, http.StatusOK, page)
+	forwardJSON(w, http.StatusOK, page)
 }
 
 func (f *Forward) status(w http.ResponseWriter, r *http.Request) {
 	st, err := forward.Status(r.Context(), f.DB, f.Destinations, f.Now())
 	if err != nil {
-		jsonError(w, http.StatusServiceUnavailable, "storage", err.Error())
+		forwardError(w, http.StatusServiceUnavailable, "storage", err.Error())
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"destinations": st})
+	forwardJSON(w, http.StatusOK, map[string]any{"destinations": st})
 }
 
 func (f *Forward) list(w http.ResponseWriter, r *http.Request) {
@@ -123,7 +123,7 @@ func (f *Forward) list(w http.ResponseWriter, r *http.Request) {
 	if s := q.Get("limit"); s != "" {
 		v, err := strconv.Atoi(s)
 		if err != nil || v < 1 || v > MaxFeedLimit {
-			jsonError(w, http.StatusBadRequest, "bad_limit", "limit: want a whole number from 1 to "+strconv.Itoa(MaxFeedLimit))
+			forwardError(w, http.StatusBadRequest, "bad_limit", "limit: want a whole number from 1 to "+strconv.Itoa(MaxFeedLimit))
 			return
 		}
 		flt.Limit = v
@@ -139,7 +139,7 @@ func (f *Forward) list(w http.ResponseWriter, r *http.Request) {
 		f.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"messages": ms})
+	forwardJSON(w, http.StatusOK, map[string]any{"messages": ms})
 }
 
 // RetryRequest is the body of POST /v1/forward/retry: a message id, or a
@@ -153,13 +153,13 @@ type RetryRequest struct {
 func (f *Forward) retry(w http.ResponseWriter, r *http.Request) {
 	var req RetryRequest
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10)).Decode(&req); err != nil {
-		jsonError(w, http.StatusBadRequest, "bad_request", "want JSON {\"message_id\": …} or {\"destination\": …, \"since\": …}: "+err.Error())
+		forwardError(w, http.StatusBadRequest, "bad_request", "want JSON {\"message_id\": …} or {\"destination\": …, \"since\": …}: "+err.Error())
 		return
 	}
 	sel := schema.OutboxRetry{MessageID: req.MessageID, Destination: req.Destination}
 	switch {
 	case (req.MessageID == "") == (req.Destination == ""):
-		jsonError(w, http.StatusBadRequest, "bad_request", "give message_id or destination, not both")
+		forwardError(w, http.StatusBadRequest, "bad_request", "give message_id or destination, not both")
 		return
 	case req.Destination != "":
 		if err := forward.CheckDestination(r.Context(), f.DB, f.Destinations, req.Destination); err != nil {
@@ -176,7 +176,7 @@ func (f *Forward) retry(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.kick()
-	writeJSON(w, http.StatusOK, map[string]any{"retried": n})
+	forwardJSON(w, http.StatusOK, map[string]any{"retried": n})
 }
 
 func (f *Forward) pause(paused bool) http.HandlerFunc {
@@ -193,7 +193,7 @@ func (f *Forward) pause(paused bool) http.HandlerFunc {
 		if !paused {
 			f.kick()
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"destination": name, "paused": paused})
+		forwardJSON(w, http.StatusOK, map[string]any{"destination": name, "paused": paused})
 	}
 }
 
@@ -207,19 +207,19 @@ func (f *Forward) kick() {
 func (f *Forward) fail(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, forward.ErrUnknownDestination):
-		jsonError(w, http.StatusNotFound, "unknown_destination", err.Error())
+		forwardError(w, http.StatusNotFound, "unknown_destination", err.Error())
 	case errors.Is(err, forward.ErrUnknownMessage):
-		jsonError(w, http.StatusNotFound, "unknown_message", err.Error())
+		forwardError(w, http.StatusNotFound, "unknown_message", err.Error())
 	case errors.Is(err, forward.ErrDelivered):
-		jsonError(w, http.StatusConflict, "delivered", err.Error())
+		forwardError(w, http.StatusConflict, "delivered", err.Error())
 	case errors.Is(err, forward.ErrBadStatus):
-		jsonError(w, http.StatusBadRequest, "bad_status", err.Error())
+		forwardError(w, http.StatusBadRequest, "bad_status", err.Error())
 	default:
-		jsonError(w, http.StatusServiceUnavailable, "storage", err.Error())
+		forwardError(w, http.StatusServiceUnavailable, "storage", err.Error())
 	}
 }
 
-func writeJSON(w http.ResponseWriter, code int, v any) {
+func forwardJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	enc := json.NewEncoder(w)
@@ -227,6 +227,6 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	enc.Encode(v)
 }
 
-func jsonError(w http.ResponseWriter, code int, kind, msg string) {
-	writeJSON(w, code, map[string]string{"error": msg, "code": kind})
+func forwardError(w http.ResponseWriter, code int, kind, msg string) {
+	forwardJSON(w, code, map[string]string{"error": msg, "code": kind})
 }

@@ -101,6 +101,7 @@ type destination struct {
 	signer  *Signer
 	limiter *rate.Limiter // nil: no rate limit
 	kick    chan struct{}
+	held    bool // the last step found the destination paused or backed off (the worker's own)
 }
 
 // Open starts one worker per destination.
@@ -218,6 +219,7 @@ func DefaultClient() *http.Client {
 func (d *destination) run(ctx context.Context) {
 	for {
 		wait, err := d.step(ctx)
+		held := d.held // paused or backed off: new messages wait too
 		if ctx.Err() != nil {
 			return
 		}
@@ -230,8 +232,8 @@ func (d *destination) run(ctx context.Context) {
 		}
 		t := time.NewTimer(wait)
 		kick := d.kick
-		if wait == d.relay.Linger {
-			kick = nil // let the next batch fill
+		if wait == d.relay.Linger || held {
+			kick = nil // let the next batch fill, or the backoff run out
 		}
 		select {
 		case <-ctx.Done():
@@ -253,12 +255,14 @@ func (d *destination) step(ctx context.Context) (time.Duration, error) {
 		return 0, fmt.Errorf("read state: %w", err)
 	}
 	now := r.Now()
+	d.held = true
 	if st.Paused {
 		return r.Poll, nil
 	}
 	if until := time.UnixMilli(st.BackoffUntil); until.After(now) {
 		return min(until.Sub(now), r.Poll), nil // a resume or retry elsewhere ends it early
 	}
+	d.held = false
 	due, ok, err := r.DB.NextDue(ctx, d.cfg.Name)
 	if err != nil {
 		return 0, fmt.Errorf("next due: %w", err)
