@@ -84,3 +84,22 @@ func TestReconciledEventForwarded(t *testing.T) {
 }
 
 func sha(b []byte) []byte { s := sha256.Sum256(b); return s[:] }
+
+// A destination removed from the config keeps its messages: status still
+// lists it, as removed, with its backlog.
+func TestRemovedDestinationKeepsMessages(t *testing.T) {
+	a := newApp(t)
+	e, relay := env(t, destination("gone", a.srv.URL, oldSecret))
+	if err := forward.SetPaused(context.Background(), e.Writer, "gone", true, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	e.Send("evt_kept", testenv.UsageBody("cus_1", "api_requests", "1"))
+	relay.Close()
+	st, err := forward.Status(context.Background(), e.DB, nil, time.Now()) // the config no longer names it
+	if err != nil || len(st) != 1 || st[0].Destination != "gone" || st[0].Configured || st[0].Pending != 1 {
+		t.Fatalf("status: %+v %v, want gone listed as not configured with 1 pending", st, err)
+	}
+	if err := forward.CheckDestination(context.Background(), e.DB, nil, "gone"); err != nil {
+		t.Errorf("a removed destination with messages is unknown to the CLI: %v", err)
+	}
+}
