@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/forward"
 	"github.com/hookledger/hookledger/schema"
 )
@@ -36,16 +37,12 @@ func forwardStatusCommand() *cli.Command {
 		Usage: "per destination: pending, oldest pending age, delivered, dead, last error",
 		Flags: append(configFlags(), formatFlag()),
 		Action: func(c *cli.Context) error {
-			cfg, err := commandConfig(c)
+			names, db, w, err := openForward(c, true, "")
 			if err != nil {
 				return err
 			}
-			db, _, err := openCustody(c.Context, cfg, true)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			st, err := forward.Status(c.Context, db, forward.Names(cfg.Destinations), time.Now())
+			defer closeCustody(db, w)
+			st, err := forward.Status(c.Context, db, names, time.Now())
 			if err != nil {
 				return err
 			}
@@ -98,20 +95,11 @@ func forwardListCommand() *cli.Command {
 			if f.Limit < 1 {
 				return usageErrorf(c, "--limit: must be at least 1")
 			}
-			cfg, err := commandConfig(c)
+			_, db, w, err := openForward(c, true, f.Destination)
 			if err != nil {
 				return err
 			}
-			db, _, err := openCustody(c.Context, cfg, true)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			if f.Destination != "" {
-				if err := forward.CheckDestination(c.Context, db, forward.Names(cfg.Destinations), f.Destination); err != nil {
-					return fmt.Errorf("--destination: %w", err)
-				}
-			}
+			defer closeCustody(db, w)
 			ms, err := forward.List(c.Context, db, f)
 			if err != nil {
 				return err
@@ -172,20 +160,11 @@ func forwardRetryCommand() *cli.Command {
 				}
 				sel.Since = t.UnixMilli()
 			}
-			cfg, err := commandConfig(c)
-			if err != nil {
-				return err
-			}
-			db, w, err := openCustody(c.Context, cfg, false)
+			_, db, w, err := openForward(c, false, sel.Destination)
 			if err != nil {
 				return err
 			}
 			defer closeCustody(db, w)
-			if sel.Destination != "" {
-				if err := forward.CheckDestination(c.Context, db, forward.Names(cfg.Destinations), sel.Destination); err != nil {
-					return fmt.Errorf("--destination: %w", err)
-				}
-			}
 			n, err := forward.Retry(c.Context, w, sel, time.Now())
 			if err != nil {
 				return err
@@ -227,18 +206,11 @@ func forwardPauseCommand(pause bool) *cli.Command {
 				return usageErrorf(c, "unexpected argument %q", args[1])
 			}
 			dest := args[0]
-			cfg, err := commandConfig(c)
-			if err != nil {
-				return err
-			}
-			db, w, err := openCustody(c.Context, cfg, false)
+			_, db, w, err := openForward(c, false, dest)
 			if err != nil {
 				return err
 			}
 			defer closeCustody(db, w)
-			if err := forward.CheckDestination(c.Context, db, forward.Names(cfg.Destinations), dest); err != nil {
-				return err
-			}
 			if err := forward.SetPaused(c.Context, w, dest, pause, time.Now()); err != nil {
 				return err
 			}
@@ -250,4 +222,28 @@ func forwardPauseCommand(pause bool) *cli.Command {
 			return nil
 		},
 	}
+}
+
+// openForward opens the database (with a writer unless readOnly) for a
+// forward command and returns the configured destinations; when dest is set
+// it must be a destination the config or the outbox knows.
+func openForward(c *cli.Context, readOnly bool, dest string) (names []string, db *schema.DB, w *custody.Writer, err error) {
+	cfg, err := commandConfig(c)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if db, w, err = openCustody(c.Context, cfg, readOnly); err != nil {
+		return nil, nil, nil, err
+	}
+	names = forward.Names(cfg.Destinations)
+	if dest != "" {
+		if err := forward.CheckDestination(c.Context, db, names, dest); err != nil {
+			closeCustody(db, w)
+			if c.IsSet("destination") {
+				err = fmt.Errorf("--destination: %w", err)
+			}
+			return nil, nil, nil, err
+		}
+	}
+	return names, db, w, nil
 }
