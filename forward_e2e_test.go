@@ -348,5 +348,29 @@ func testForwardCLI(t *testing.T, bin string) {
 	if code, _ := get("/v1/events?after=x"); code != 400 {
 		t.Errorf("bad cursor: %d, want 400", code)
 	}
+
+	// A dead message given up for good: purge deletes it, and only it.
+	a.fail.Store(true)
+	post("evt_given_up")
+	poll(t, "the third message dead", func() bool { return status().Dead == 1 })
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"forward", "purge"}, 2, "--destination is required"},
+		{[]string{"forward", "purge", "--destination", "nope"}, 1, "unknown destination"},
+		{[]string{"forward", "purge", "--destination", "app", "--before", "later"}, 2, "--before"},
+	} {
+		if r := cliRun(t, bin, dir, c.args...); r.code != c.code || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d mentioning %q", c.args, r.code, r.stderr, c.code, c.want)
+		}
+	}
+	if out := cliMust(t, bin, dir, "forward", "purge", "--destination", "app", "--format", "json"); !strings.Contains(out, `"purged": 1`) {
+		t.Errorf("purge printed %q", out)
+	}
+	if st := status(); st.Dead != 0 || st.Delivered != 2 {
+		t.Errorf("after purge: %+v, want no dead and the 2 delivered kept", st)
+	}
 	_ = stderr
 }

@@ -29,8 +29,24 @@ var msgEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPad
 // Every source of deliveries (webhook, reconcile, API) submits through the
 // writer, so none can skip it.
 func (w *Writer) route(op Op) {
-	if d, ok := op.(*Delivery); ok && w.Route != nil && d.Destinations == nil {
-		d.Destinations = w.Route(d.Provider, d.EventType)
+	if d, ok := op.(*Delivery); ok {
+		d.route(w.Route)
+	}
+}
+
+// noDestinations marks a delivery as routed to none, so Apply does not ask
+// again.
+var noDestinations = []string{}
+
+// route sets Destinations unless they are set already. Apply calls it too, in
+// the writer goroutine, for a Delivery that reached it without Submit (one
+// applied inside another op): no delivery can skip its outbox rows.
+func (d *Delivery) route(r Router) {
+	if r == nil || d.Destinations != nil {
+		return
+	}
+	if d.Destinations = r(d.Provider, d.EventType); d.Destinations == nil {
+		d.Destinations = noDestinations
 	}
 }
 
@@ -38,6 +54,7 @@ func (w *Writer) route(op Op) {
 // just inserted, in the receipt's transaction (invariant 7: what must leave
 // hookledger is an outbox row committed with the receipt).
 func (d *Delivery) insertOutbox(ctx context.Context, tx *Tx, receiptID int64) error {
+	d.route(tx.route)
 	for _, dest := range d.Destinations {
 		if err := tx.b.InsertOutbox(ctx, receiptID, dest, MessageID(d.Provider, d.EventID, dest), tx.now); err != nil {
 			return fmt.Errorf("insert outbox %s/%s for %s: %w", d.Provider, d.EventID, dest, err)

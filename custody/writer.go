@@ -211,7 +211,7 @@ func (w *Writer) apply(batch []*job, errs []error, isolate bool) (failed bool, e
 		return false, w.storageError("begin", fmt.Errorf("begin: %w", err))
 	}
 	defer b.Rollback()
-	btx := &Tx{b: b, hook: w.testHook, now: w.clock()}
+	btx := &Tx{b: b, hook: w.testHook, now: w.clock(), route: w.Route}
 	for i, j := range batch {
 		switch {
 		case errs[i] != nil:
@@ -280,6 +280,7 @@ type Tx struct {
 	headReady bool
 	loaded    [2]int64
 	hook      func(*Delivery) error // tests inject failures here
+	route     Router                // the writer's (outbox.go)
 }
 
 // Now is the batch time in unix milliseconds: the recorded_at of its rows.

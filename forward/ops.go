@@ -161,3 +161,15 @@ func SetPaused(ctx context.Context, w Submitter, name string, paused bool, now t
 		return tx.Batch().SetPaused(ctx, name, paused, now.UnixMilli())
 	}))
 }
+
+// Purge deletes destination's dead messages that became pending before
+// before, through the writer, and returns how many (schema.Batch.PurgeDead).
+func Purge(ctx context.Context, w Submitter, destination string, before time.Time) (int64, error) {
+	var n int64
+	err := w.Submit(ctx, custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
+		var err error
+		n, err = tx.Batch().PurgeDead(ctx, destination, before.UnixMilli())
+		return err
+	}))
+	return n, err
+}

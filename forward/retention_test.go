@@ -81,6 +81,17 @@ func TestReconciledEventForwarded(t *testing.T) {
 		count, _ := a.byEvent()
 		return count["evt_reconciled"] == 1
 	})
+	// A delivery applied inside another op (not submitted itself) gets its
+	// outbox rows too: Apply routes what Submit did not.
+	inner := &custody.Delivery{Provider: "default", EventID: "evt_inner", EventType: "usage.recorded", Body: body,
+		BodySHA256: sha(body), Source: custody.SourceWebhook, HandlerVersion: "test", ReceivedAt: time.Now()}
+	inner.Classify(e.Mapper())
+	if err := e.Writer.Submit(context.Background(), custody.OpFunc(inner.Apply)); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.Int(`SELECT COUNT(*) FROM outbox o JOIN receipts r ON r.id = o.receipt_id WHERE r.event_id = 'evt_inner'`); n != 1 {
+		t.Errorf("a delivery applied inside another op: %d outbox rows, want 1", n)
+	}
 }
 
 func sha(b []byte) []byte { s := sha256.Sum256(b); return s[:] }

@@ -513,3 +513,15 @@ func (b Batch) ReleaseClaims(ctx context.Context, destination string, now int64)
 	}
 	return res.RowsAffected()
 }
+
+// PurgeDead deletes destination's dead messages that became pending before
+// (unix ms), with their attempts, and returns how many: an operator's
+// decision that they will never be delivered. Their receipts stay (and
+// become prunable by retention).
+func (b Batch) PurgeDead(ctx context.Context, destination string, before int64) (int64, error) {
+	res, err := b.tx.ExecContext(ctx, `DELETE FROM outbox WHERE destination = ? AND status = 'dead' AND pending_since < ?`, destination, before)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}

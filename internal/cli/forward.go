@@ -27,6 +27,7 @@ func forwardCommand() *cli.Command {
 			forwardRetryCommand(),
 			forwardPauseCommand(true),
 			forwardPauseCommand(false),
+			forwardPurgeCommand(),
 		},
 	}
 }
@@ -171,6 +172,43 @@ func forwardRetryCommand() *cli.Command {
 			}
 			return writeRecords(c.App.Writer, c.String("format"), []string{"retried"}, [][]string{{fmt.Sprint(n)}},
 				map[string]int64{"retried": n})
+		},
+	}
+}
+
+func forwardPurgeCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "purge",
+		Usage: "delete a destination's dead messages for good (they are never delivered)",
+		Description: "Dead messages are kept until an operator acts: `forward retry` delivers them again, purge gives\n" +
+			"them up. With --before, only those that became pending before that long ago (e.g. 30d) or that\n" +
+			"RFC 3339 time. The receipts stay, and retention may prune them once nothing else holds them.",
+		Flags: append(configFlags(),
+			&cli.StringFlag{Name: "destination", Aliases: []string{"d"}, Required: true, EnvVars: []string{"HOOKLEDGER_DESTINATION"},
+				Usage: "purge this destination's dead messages"},
+			&cli.StringFlag{Name: "before", Usage: "only messages pending since before this long ago (e.g. 30d) or this RFC 3339 time"},
+			formatFlag(),
+		),
+		Action: func(c *cli.Context) error {
+			before := time.Now()
+			if s := c.String("before"); s != "" {
+				t, err := parseSince(s, before)
+				if err != nil {
+					return usageErrorf(c, "--before: %v", err)
+				}
+				before = t
+			}
+			_, db, w, err := openForward(c, false, c.String("destination"))
+			if err != nil {
+				return err
+			}
+			defer closeCustody(db, w)
+			n, err := forward.Purge(c.Context, w, c.String("destination"), before)
+			if err != nil {
+				return err
+			}
+			return writeRecords(c.App.Writer, c.String("format"), []string{"purged"}, [][]string{{fmt.Sprint(n)}},
+				map[string]int64{"purged": n})
 		},
 	}
 }
