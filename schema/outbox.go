@@ -165,61 +165,6 @@ func (b Batch) RecordOutboxResults(ctx context.Context, rs []OutboxResult) error
 	return nil
 }
 
-// DestinationState is a destination's relay state: paused by an operator,
-// and Failures attempts in a row failed, so nothing is attempted before
-// BackoffUntil (unix ms).
-type DestinationState struct {
-	Name         string        `db:"name"`
-	Paused       bool          `db:"paused"`
-	PausedAt     sql.NullInt64 `db:"paused_at"`
-	Failures     int           `db:"failures"`
-	BackoffUntil int64         `db:"backoff_until"`
-	LastError    string        `db:"last_error"`
-	UpdatedAt    int64         `db:"updated_at"`
-}
-
-// EnsureDestination adds a state row for name unless it has one.
-func (b Batch) EnsureDestination(ctx context.Context, name string, now int64) error {
-	_, err := b.tx.ExecContext(ctx, `INSERT INTO forward_destinations (name, updated_at) VALUES (?, ?) ON CONFLICT (name) DO NOTHING`, name, now)
-	return err
-}
-
-// SaveBackoff stores a destination's failure streak and backoff; paused is
-// left as it is.
-func (b Batch) SaveBackoff(ctx context.Context, s DestinationState) error {
-	_, err := b.tx.ExecContext(ctx, `INSERT INTO forward_destinations (name, failures, backoff_until, last_error, updated_at)
-		VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET failures = excluded.failures,
-		backoff_until = excluded.backoff_until, last_error = excluded.last_error, updated_at = excluded.updated_at`,
-		s.Name, s.Failures, s.BackoffUntil, s.LastError, s.UpdatedAt)
-	return err
-}
-
-// SetPaused pauses or resumes a destination. Resuming also ends its backoff,
-// so it is attempted at once.
-func (b Batch) SetPaused(ctx context.Context, name string, paused bool, now int64) error {
-	var at any
-	if paused {
-		at = now
-	}
-	_, err := b.tx.ExecContext(ctx, `INSERT INTO forward_destinations (name, paused, paused_at, updated_at) VALUES (?, ?, ?, ?)
-		ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, paused_at = excluded.paused_at, updated_at = excluded.updated_at,
-		failures = CASE WHEN excluded.paused = 0 THEN 0 ELSE forward_destinations.failures END,
-		backoff_until = CASE WHEN excluded.paused = 0 THEN 0 ELSE forward_destinations.backoff_until END`, name, paused, at, now)
-	return err
-}
-
-// DestinationState reads name's state; a destination without a row has the
-// zero state.
-func (db *DB) DestinationState(ctx context.Context, name string) (DestinationState, error) {
-	s := DestinationState{Name: name}
-	err := db.Read.GetContext(ctx, &s, `SELECT name, paused, paused_at, failures, backoff_until, last_error, updated_at
-		FROM forward_destinations WHERE name = ?`, name)
-	if errors.Is(err, sql.ErrNoRows) {
-		return DestinationState{Name: name}, nil
-	}
-	return s, err
-}
-
 // NextDue is the earliest next_attempt_at of destination's pending messages;
 // ok is false when it has none.
 func (db *DB) NextDue(ctx context.Context, destination string) (at int64, ok bool, err error) {
@@ -454,32 +399,6 @@ func (db *DB) MessageAttempts(ctx context.Context, messageID string) ([]OutboxAt
 	var out []OutboxAttempt
 	err := db.Read.SelectContext(ctx, &out, `SELECT a.outbox_id, a.attempted_at, a.status_code, a.latency_ms, a.response, a.error
 		FROM outbox_attempts a JOIN outbox o ON o.id = a.outbox_id WHERE o.message_id = ? ORDER BY a.id`, messageID)
-	return out, err
-}
-
-// FeedEvent is one receipt of the pull feed.
-type FeedEvent struct {
-	ID         int64  `db:"id"`
-	Provider   string `db:"provider"`
-	EventID    string `db:"event_id"`
-	EventType  string `db:"event_type"`
-	Status     string `db:"status"`
-	Source     string `db:"source"`
-	ReceivedAt int64  `db:"received_at"`
-	Body       []byte `db:"body"`
-	Pruned     bool   `db:"pruned"`
-}
-
-// EventFeed reads up to limit receipts with an id above after, in id order.
-// A receipt's id is its place in the receipts chain, assigned from the chain
-// head inside the write transaction that holds the write lock (on
-// PostgreSQL, the head row's lock): a batch that commits later always has
-// higher ids than every batch before it. So id order is commit order, and a
-// reader that has seen id N will never later find a new receipt below N.
-func (db *DB) EventFeed(ctx context.Context, after int64, limit int) ([]FeedEvent, error) {
-	var out []FeedEvent
-	err := db.Read.SelectContext(ctx, &out, `SELECT id, provider, event_id, event_type, status, source, received_at, body, body IS NULL AS pruned
-		FROM receipts WHERE id > ? ORDER BY id LIMIT ?`, after, limit)
 	return out, err
 }
 
