@@ -266,6 +266,11 @@ func testForwardCLI(t *testing.T, bin string) {
 		t.Fatalf("list csv:\n%s", csv)
 	}
 	msgID := strings.Split(lines[1], ",")[0]
+	var attempts []forward.AttemptView
+	if err := json.Unmarshal([]byte(cliMust(t, bin, dir, "forward", "attempts", msgID, "--format", "json")), &attempts); err != nil ||
+		len(attempts) != 2 || attempts[0].StatusCode != 500 || attempts[1].Error != "HTTP 500" {
+		t.Errorf("attempts of the dead message: %+v %v, want its 2 failed attempts", attempts, err)
+	}
 
 	// Error paths: each names what is wrong and exits 1 (failed) or 2 (usage).
 	for _, c := range []struct {
@@ -284,6 +289,8 @@ func testForwardCLI(t *testing.T, bin string) {
 		{[]string{"forward", "pause", "nope"}, 1, "unknown destination"},
 		{[]string{"forward", "resume", "app", "extra"}, 2, "unexpected argument"},
 		{[]string{"forward", "stauts"}, 2, `did you mean "status"`},
+		{[]string{"forward", "attempts"}, 2, "MESSAGE_ID"},
+		{[]string{"forward", "attempts", "msg_nope"}, 1, `unknown message "msg_nope"`},
 	} {
 		r := cliRun(t, bin, dir, c.args...)
 		if r.code != c.code || !strings.Contains(r.stderr, c.want) {

@@ -16,6 +16,7 @@ import (
 // ForwardStore is what the forwarding endpoints read (*schema.DB).
 type ForwardStore interface {
 	forward.ReadStore
+	forward.AttemptStore
 	EventFeed(ctx context.Context, after int64, limit int) ([]schema.FeedEvent, error)
 }
 
@@ -42,6 +43,7 @@ func (f *Forward) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/events", f.feed)
 	mux.HandleFunc("GET /v1/forward/status", f.status)
 	mux.HandleFunc("GET /v1/forward/messages", f.list)
+	mux.HandleFunc("GET /v1/forward/messages/{id}/attempts", f.attempts)
 	mux.HandleFunc("POST /v1/forward/retry", f.retry)
 	mux.HandleFunc("POST /v1/forward/destinations/{name}/pause", f.pause(true))
 	mux.HandleFunc("POST /v1/forward/destinations/{name}/resume", f.pause(false))
@@ -140,6 +142,15 @@ func (f *Forward) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	forwardJSON(w, http.StatusOK, map[string]any{"messages": ms})
+}
+
+func (f *Forward) attempts(w http.ResponseWriter, r *http.Request) {
+	as, err := forward.Attempts(r.Context(), f.DB, r.PathValue("id"))
+	if err != nil {
+		f.fail(w, err)
+		return
+	}
+	forwardJSON(w, http.StatusOK, map[string]any{"attempts": as})
 }
 
 // RetryRequest is the body of POST /v1/forward/retry: a message id, or a

@@ -146,6 +146,7 @@ func TestForwardAPIErrors(t *testing.T) {
 		{"GET", "/v1/forward/messages?destination=nope", "", 404, "unknown_destination"},
 		{"GET", "/v1/forward/messages?status=lost", "", 400, "bad_status"},
 		{"POST", "/v1/forward/retry", `{"message_id":"msg_nope"}`, 404, "unknown_message"},
+		{"GET", "/v1/forward/messages/msg_nope/attempts", "", 404, "unknown_message"},
 		{"POST", "/v1/forward/retry", `{"destination":"nope"}`, 404, "unknown_destination"},
 		{"POST", "/v1/forward/retry", `{}`, 400, "bad_request"},
 		{"POST", "/v1/forward/retry", `not json`, 400, "bad_request"},

@@ -173,3 +173,43 @@ func Purge(ctx context.Context, w Submitter, destination string, before time.Tim
 	}))
 	return n, err
 }
+
+// AttemptStore reads a message's attempts (*schema.DB).
+type AttemptStore interface {
+	MessageAttempts(ctx context.Context, messageID string) ([]schema.OutboxAttempt, error)
+	ListOutbox(ctx context.Context, f schema.OutboxFilter) ([]schema.OutboxRow, error)
+}
+
+// AttemptView is one recorded attempt as `forward attempts` shows it.
+type AttemptView struct {
+	AttemptedAt time.Time `json:"attempted_at"`
+	StatusCode  int       `json:"status_code"` // 0: no response
+	LatencyMS   int64     `json:"latency_ms"`
+	Error       string    `json:"error"`
+	Response    string    `json:"response"` // the first KiB of the body
+}
+
+// Attempts lists message messageID's attempts, oldest first;
+// ErrUnknownMessage when there is no such message.
+func Attempts(ctx context.Context, db AttemptStore, messageID string) ([]AttemptView, error) {
+	as, err := db.MessageAttempts(ctx, messageID)
+	if err != nil {
+		return nil, err
+	}
+	if len(as) == 0 {
+		// No attempt yet, or no message: tell them apart.
+		rows, err := db.ListOutbox(ctx, schema.OutboxFilter{MessageID: messageID, Limit: 1})
+		if err != nil {
+			return nil, err
+		}
+		if len(rows) == 0 {
+			return nil, fmt.Errorf("%w %q", ErrUnknownMessage, messageID)
+		}
+	}
+	out := make([]AttemptView, 0, len(as))
+	for _, a := range as {
+		out = append(out, AttemptView{AttemptedAt: time.UnixMilli(a.AttemptedAt).UTC(), StatusCode: a.StatusCode, LatencyMS: a.LatencyMS,
+			Error: a.Error, Response: strings.ToValidUTF8(string(a.Response), "\uFFFD")})
+	}
+	return out, nil
+}

@@ -357,6 +357,7 @@ func (tx *ReadTx) OutboxGauges(ctx context.Context, destination string) (OutboxG
 type OutboxFilter struct {
 	Destination string
 	Status      string
+	MessageID   string // one message
 	AfterID     int64
 	Limit       int
 }
@@ -372,6 +373,9 @@ func (db *DB) ListOutbox(ctx context.Context, f OutboxFilter) ([]OutboxRow, erro
 	}
 	if f.Status != "" {
 		where, args = where+` AND o.status = ?`, append(args, f.Status)
+	}
+	if f.MessageID != "" {
+		where, args = where+` AND o.message_id = ?`, append(args, f.MessageID)
 	}
 	var out []OutboxRow
 	err := db.Read.SelectContext(ctx, &out, `SELECT o.id, o.receipt_id, o.destination, o.message_id, o.status, o.attempts, o.created_at,

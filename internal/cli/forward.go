@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -24,6 +25,7 @@ func forwardCommand() *cli.Command {
 		Subcommands: []*cli.Command{
 			forwardStatusCommand(),
 			forwardListCommand(),
+			forwardAttemptsCommand(),
 			forwardRetryCommand(),
 			forwardPauseCommand(true),
 			forwardPauseCommand(false),
@@ -119,6 +121,47 @@ func forwardListCommand() *cli.Command {
 				ms = []forward.Message{}
 			}
 			return writeRecords(c.App.Writer, c.String("format"), header, rows, ms)
+		},
+	}
+}
+
+func forwardAttemptsCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "attempts",
+		Usage:     "every recorded attempt of one message: time, status code, latency, error, start of the response",
+		ArgsUsage: "MESSAGE_ID",
+		Flags:     append(configFlags(), formatFlag()),
+		Action: func(c *cli.Context) error {
+			args := positional(c)
+			switch {
+			case len(args) == 0:
+				return usageErrorf(c, "give the MESSAGE_ID (from forward list)")
+			case len(args) > 1:
+				return usageErrorf(c, "unexpected argument %q", args[1])
+			}
+			_, db, w, err := openForward(c, true, "")
+			if err != nil {
+				return err
+			}
+			defer closeCustody(db, w)
+			as, err := forward.Attempts(c.Context, db, args[0])
+			if err != nil {
+				return err
+			}
+			header := []string{"attempted_at", "status_code", "latency_ms", "error", "response"}
+			rows := make([][]string, 0, len(as))
+			for _, a := range as {
+				resp := a.Response
+				if c.String("format") == "table" { // one line per attempt; json and csv keep it whole
+					resp = strings.Join(strings.Fields(resp), " ")
+					if len(resp) > 60 {
+						resp = resp[:60] + "…"
+					}
+				}
+				rows = append(rows, []string{a.AttemptedAt.Format(time.RFC3339Nano), strconv.Itoa(a.StatusCode),
+					strconv.FormatInt(a.LatencyMS, 10), a.Error, resp})
+			}
+			return writeRecords(c.App.Writer, c.String("format"), header, rows, as)
 		},
 	}
 }
