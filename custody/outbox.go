@@ -59,6 +59,7 @@ func (d *Delivery) insertOutbox(ctx context.Context, tx *Tx, receiptID int64) er
 		if err := tx.b.InsertOutbox(ctx, receiptID, dest, MessageID(d.Provider, d.EventID, dest), tx.now); err != nil {
 			return fmt.Errorf("insert outbox %s/%s for %s: %w", d.Provider, d.EventID, dest, err)
 		}
+		tx.outboxed = true
 	}
 	return nil
 }

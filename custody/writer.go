@@ -51,6 +51,9 @@ type Writer struct {
 	// (outbox.go): Submit asks it for each Delivery, so every source of
 	// events gets the same outbox rows.
 	Route Router
+	// AfterOutbox, when set, is called from the writer goroutine after each
+	// committed batch that wrote outbox rows (the relay wakes up).
+	AfterOutbox func()
 
 	db       *schema.DB
 	store    Store // set by Open
@@ -238,6 +241,9 @@ func (w *Writer) apply(batch []*job, errs []error, isolate bool) (failed bool, e
 	if w.AfterBatch != nil {
 		w.AfterBatch(len(batch), time.Since(start))
 	}
+	if btx.outboxed && w.AfterOutbox != nil {
+		w.AfterOutbox()
+	}
 	return false, nil
 }
 
@@ -281,6 +287,7 @@ type Tx struct {
 	loaded    [2]int64
 	hook      func(*Delivery) error // tests inject failures here
 	route     Router                // the writer's (outbox.go)
+	outboxed  bool                  // the batch wrote outbox rows
 }
 
 // Now is the batch time in unix milliseconds: the recorded_at of its rows.

@@ -3,9 +3,11 @@ package forward_test
 import (
 	"context"
 	"crypto/sha256"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/forward"
 	"github.com/hookledger/hookledger/internal/testenv"
@@ -112,5 +114,25 @@ func TestRemovedDestinationKeepsMessages(t *testing.T) {
 	}
 	if err := forward.CheckDestination(context.Background(), e.DB, nil, "gone"); err != nil {
 		t.Errorf("a removed destination with messages is unknown to the CLI: %v", err)
+	}
+}
+
+// The writer wakes the relay only after batches that wrote outbox rows: a
+// duplicate, or an event no destination selects, wakes nobody.
+func TestAfterOutboxOnlyForNewMessages(t *testing.T) {
+	var kicks atomic.Int64
+	d := destination("app", "http://127.0.0.1:1/", oldSecret)
+	d.Events.Types = []string{"usage.*"}
+	e := testenv.New(t, testenv.Options{RealTime: true,
+		Edits:  []func(*config.Config){func(c *config.Config) { c.Destinations = []config.Destination{d} }},
+		Writer: func(w *custody.Writer) { w.AfterOutbox = func() { kicks.Add(1) } }})
+	e.Send("evt_1", testenv.UsageBody("cus_1", "api_requests", "1"))
+	e.Send("evt_1", testenv.UsageBody("cus_1", "api_requests", "1"))
+	e.Send("evt_2", []byte(`{"type":"invoice.paid"}`))
+	if n := kicks.Load(); n != 1 {
+		t.Errorf("%d wake-ups, want 1 (the duplicate and the unselected event write no message)", n)
+	}
+	if n := e.Count("outbox"); n != 1 {
+		t.Errorf("%d outbox rows, want 1", n)
 	}
 }

@@ -210,12 +210,11 @@ func (s *Server) start(ctx context.Context) error {
 	storageErrs := newStorageErrorLog(log, met)
 	w := custody.NewWriter(s.db)
 	// Before Open: the writer goroutine reads these. The relay (forward.go)
-	// is kicked after every commit, so a new outbox row leaves at once; it
-	// starts after the writer, hence the atomic.
+	// is kicked after every commit that wrote outbox rows, so a new message
+	// leaves at once; it starts after the writer, hence the atomic.
+	w.AfterBatch = func(size int, d time.Duration) { met.ObserveBatch(size, d); storageErrs.Committed() }
 	var kick atomic.Pointer[forward.Relay]
-	w.AfterBatch = func(size int, d time.Duration) {
-		met.ObserveBatch(size, d)
-		storageErrs.Committed()
+	w.AfterOutbox = func() {
 		if r := kick.Load(); r != nil {
 			r.Kick()
 		}
