@@ -62,13 +62,16 @@ func NewSigner(secrets []string) (*Signer, error) {
 
 // Sign sets webhook-id, webhook-timestamp and webhook-signature on h for body.
 func (s *Signer) Sign(h http.Header, messageID string, body []byte, now time.Time) {
-	sigs := make([]string, 0, len(s.keys))
-	for _, k := range s.keys {
+	s.std.Sign(h, body, s.keys[0], messageID, "", now) // id, timestamp and the first signature
+	if len(s.keys) == 1 {
+		return
+	}
+	sigs := []string{h.Get("Webhook-Signature")}
+	for _, k := range s.keys[1:] {
 		one := http.Header{}
-		s.std.Sign(one, body, k, messageID, "", now)
+		s.std.Sign(one, body, k, messageID, "", now) // the same second: the same timestamp
 		sigs = append(sigs, one.Get("Webhook-Signature"))
 	}
-	s.std.Sign(h, body, s.keys[0], messageID, "", now) // id and timestamp
 	h.Set("Webhook-Signature", strings.Join(sigs, " "))
 }
 
