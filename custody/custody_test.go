@@ -22,407 +22,428 @@ import (
 )
 
 func TestDeliveryIsStoredWithItsUsage(t *testing.T) {
-	e := newEnv(t)
-	body := testenv.UsageBody("cus_1", "api_requests", "3")
-	r := e.Send("msg_1", body)
-	if r.Code != 200 || !r.Body.Accepted || r.Body.Duplicate || r.Body.Status != custody.StatusApplied {
-		t.Fatalf("got %d %+v", r.Code, r.Body)
-	}
-	var rc struct {
-		Body       []byte         `db:"body"`
-		Sum        []byte         `db:"body_sha256"`
-		Headers    string         `db:"signature_headers"`
-		Status     custody.Status `db:"status"`
-		Type       string         `db:"event_type"`
-		Version    string         `db:"handler_version"`
-		Source     custody.Source `db:"source"`
-		ReceivedAt int64          `db:"received_at"`
-	}
-	if err := e.DB.Read.Get(&rc, `SELECT body, body_sha256, signature_headers, status, event_type, handler_version, source, received_at
-		FROM receipts WHERE provider = 'default' AND event_id = 'msg_1'`); err != nil {
-		t.Fatal(err)
-	}
-	want := sha256.Sum256(body)
-	if !bytes.Equal(rc.Body, body) || !bytes.Equal(rc.Sum, want[:]) {
-		t.Errorf("stored body or digest differs from the bytes sent")
-	}
-	if rc.Status != custody.StatusApplied || rc.Type != "usage.recorded" || rc.Version != "test" || rc.Source != custody.SourceWebhook ||
-		rc.ReceivedAt != e.Now().UnixMilli() {
-		t.Errorf("receipt = %+v", rc)
-	}
-	if !strings.Contains(rc.Headers, "Webhook-Signature: v1,") || !strings.Contains(rc.Headers, "Webhook-Id: msg_1") {
-		t.Errorf("signature headers not kept: %q", rc.Headers)
-	}
-	var u ledger.Row
-	if err := e.DB.Read.Get(&u, `SELECT * FROM metered_usage`); err != nil {
-		t.Fatal(err)
-	}
-	if u.Customer != "cus_1" || u.Meter != "api_requests" || u.Quantity != 3*ledger.Scale || u.EventID != "msg_1" ||
-		u.OccurredAt != time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC).UnixMilli() || u.Kind != ledger.KindUsage {
-		t.Errorf("usage row = %+v", u)
-	}
-	if !bytes.Equal(u.RowHash, u.Hash(ledger.GenesisHash)) {
-		t.Errorf("row hash does not chain from genesis")
-	}
-	var outcome custody.Outcome
-	var age int64
-	if err := e.DB.Read.QueryRow(`SELECT outcome, signature_age_ms FROM delivery_attempts`).Scan(&outcome, &age); err != nil {
-		t.Fatal(err)
-	}
-	if outcome != custody.OutcomeInserted || age != 0 {
-		t.Errorf("attempt outcome %q age %d", outcome, age)
-	}
+	testenv.EachBackend(t, func(t *testing.T, backend string) {
+		e := newEnv(t, backend)
+		body := testenv.UsageBody("cus_1", "api_requests", "3")
+		r := e.Send("msg_1", body)
+		if r.Code != 200 || !r.Body.Accepted || r.Body.Duplicate || r.Body.Status != custody.StatusApplied {
+			t.Fatalf("got %d %+v", r.Code, r.Body)
+		}
+		var rc struct {
+			Body       []byte         `db:"body"`
+			Sum        []byte         `db:"body_sha256"`
+			Headers    string         `db:"signature_headers"`
+			Status     custody.Status `db:"status"`
+			Type       string         `db:"event_type"`
+			Version    string         `db:"handler_version"`
+			Source     custody.Source `db:"source"`
+			ReceivedAt int64          `db:"received_at"`
+		}
+		if err := e.DB.Read.Get(&rc, `SELECT body, body_sha256, signature_headers, status, event_type, handler_version, source, received_at
+			FROM receipts WHERE provider = 'default' AND event_id = 'msg_1'`); err != nil {
+			t.Fatal(err)
+		}
+		want := sha256.Sum256(body)
+		if !bytes.Equal(rc.Body, body) || !bytes.Equal(rc.Sum, want[:]) {
+			t.Errorf("stored body or digest differs from the bytes sent")
+		}
+		if rc.Status != custody.StatusApplied || rc.Type != "usage.recorded" || rc.Version != "test" || rc.Source != custody.SourceWebhook ||
+			rc.ReceivedAt != e.Now().UnixMilli() {
+			t.Errorf("receipt = %+v", rc)
+		}
+		if !strings.Contains(rc.Headers, "Webhook-Signature: v1,") || !strings.Contains(rc.Headers, "Webhook-Id: msg_1") {
+			t.Errorf("signature headers not kept: %q", rc.Headers)
+		}
+		var u ledger.Row
+		if err := e.DB.Read.Get(&u, `SELECT * FROM metered_usage`); err != nil {
+			t.Fatal(err)
+		}
+		if u.Customer != "cus_1" || u.Meter != "api_requests" || u.Quantity != 3*ledger.Scale || u.EventID != "msg_1" ||
+			u.OccurredAt != time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC).UnixMilli() || u.Kind != ledger.KindUsage {
+			t.Errorf("usage row = %+v", u)
+		}
+		if !bytes.Equal(u.RowHash, u.Hash(ledger.GenesisHash)) {
+			t.Errorf("row hash does not chain from genesis")
+		}
+		var outcome custody.Outcome
+		var age int64
+		if err := e.DB.Read.QueryRow(`SELECT outcome, signature_age_ms FROM delivery_attempts`).Scan(&outcome, &age); err != nil {
+			t.Fatal(err)
+		}
+		if outcome != custody.OutcomeInserted || age != 0 {
+			t.Errorf("attempt outcome %q age %d", outcome, age)
+		}
+	})
 }
 
 func TestSameEventFiftyTimesConcurrently(t *testing.T) {
-	e := newEnv(t)
-	body := testenv.UsageBody("cus_1", "api_requests", "2.5")
-	h := e.SignDefault("msg_same", body)
-	var wg sync.WaitGroup
-	results := make([]testenv.Response, 50)
-	for i := range results {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			results[i] = e.PostReply("default", h, body)
-		}()
-	}
-	wg.Wait()
-	fresh := 0
-	for _, r := range results {
-		if r.Code != 200 || !r.Body.Accepted {
-			t.Fatalf("got %d %+v", r.Code, r.Body)
+	testenv.EachBackend(t, func(t *testing.T, backend string) {
+		e := newEnv(t, backend)
+		body := testenv.UsageBody("cus_1", "api_requests", "2.5")
+		h := e.SignDefault("msg_same", body)
+		var wg sync.WaitGroup
+		results := make([]testenv.Response, 50)
+		for i := range results {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				results[i] = e.PostReply("default", h, body)
+			}()
 		}
-		if !r.Body.Duplicate {
-			fresh++
+		wg.Wait()
+		fresh := 0
+		for _, r := range results {
+			if r.Code != 200 || !r.Body.Accepted {
+				t.Fatalf("got %d %+v", r.Code, r.Body)
+			}
+			if !r.Body.Duplicate {
+				fresh++
+			}
 		}
-	}
-	if fresh != 1 {
-		t.Errorf("%d responses said not duplicate, want 1", fresh)
-	}
-	if got := e.Rows(); got != [3]int{1, 50, 1} {
-		t.Errorf("receipts, attempts, usage = %v, want [1 50 1]", got)
-	}
-	if got := e.Totals()["cus_1"]; got != 2_500_000 {
-		t.Errorf("total = %s, want 2.5", got)
-	}
-	var dups int
-	e.DB.Read.Get(&dups, `SELECT COUNT(*) FROM delivery_attempts WHERE outcome = 'duplicate'`)
-	if dups != 49 {
-		t.Errorf("%d duplicate attempts, want 49", dups)
-	}
+		if fresh != 1 {
+			t.Errorf("%d responses said not duplicate, want 1", fresh)
+		}
+		if got := e.Rows(); got != [3]int{1, 50, 1} {
+			t.Errorf("receipts, attempts, usage = %v, want [1 50 1]", got)
+		}
+		if got := e.Totals()["cus_1"]; got != 2_500_000 {
+			t.Errorf("total = %s, want 2.5", got)
+		}
+		var dups int
+		e.DB.Read.Get(&dups, `SELECT COUNT(*) FROM delivery_attempts WHERE outcome = 'duplicate'`)
+		if dups != 49 {
+			t.Errorf("%d duplicate attempts, want 49", dups)
+		}
+	})
 }
 
 func TestDistinctEventsWithDuplicatesFromManySenders(t *testing.T) {
-	e := newEnv(t)
-	rng := rand.New(rand.NewSource(7))
-	type delivery struct {
-		id   string
-		body []byte
-	}
-	want := map[string]ledger.Quantity{}
-	var all []delivery
-	for i := range 1000 {
-		customer := fmt.Sprintf("cus_%d", rng.Intn(17))
-		q := ledger.Quantity(rng.Int63n(5_000_000) + 1) // up to 5 units, micro precision
-		want[customer] += q
-		d := delivery{fmt.Sprintf("msg_%04d", i), testenv.UsageBody(customer, "api_requests", q.String())}
-		all = append(all, d)
-		if i%5 == 0 { // 20% duplicates
+	testenv.EachBackend(t, func(t *testing.T, backend string) {
+		e := newEnv(t, backend)
+		rng := rand.New(rand.NewSource(7))
+		type delivery struct {
+			id   string
+			body []byte
+		}
+		want := map[string]ledger.Quantity{}
+		var all []delivery
+		for i := range 1000 {
+			customer := fmt.Sprintf("cus_%d", rng.Intn(17))
+			q := ledger.Quantity(rng.Int63n(5_000_000) + 1) // up to 5 units, micro precision
+			want[customer] += q
+			d := delivery{fmt.Sprintf("msg_%04d", i), testenv.UsageBody(customer, "api_requests", q.String())}
 			all = append(all, d)
-		}
-	}
-	rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
-
-	work := make(chan delivery)
-	var wg sync.WaitGroup
-	var failed sync.Map
-	for range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for d := range work {
-				if r := e.Send(d.id, d.body); r.Code != 200 {
-					failed.Store(d.id, r.Code)
-				}
+			if i%5 == 0 { // 20% duplicates
+				all = append(all, d)
 			}
-		}()
-	}
-	for _, d := range all {
-		work <- d
-	}
-	close(work)
-	wg.Wait()
-	failed.Range(func(k, v any) bool { t.Errorf("%v got %v", k, v); return true })
-
-	if got := e.Rows(); got != [3]int{1000, 1200, 1000} {
-		t.Errorf("receipts, attempts, usage = %v, want [1000 1200 1000]", got)
-	}
-	got := e.Totals()
-	if len(got) != len(want) {
-		t.Errorf("%d customers, want %d", len(got), len(want))
-	}
-	for c, q := range want {
-		if got[c] != q {
-			t.Errorf("%s total = %s, want %s", c, got[c], q)
 		}
-	}
+		rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+
+		work := make(chan delivery)
+		var wg sync.WaitGroup
+		var failed sync.Map
+		for range 32 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for d := range work {
+					if r := e.Send(d.id, d.body); r.Code != 200 {
+						failed.Store(d.id, r.Code)
+					}
+				}
+			}()
+		}
+		for _, d := range all {
+			work <- d
+		}
+		close(work)
+		wg.Wait()
+		failed.Range(func(k, v any) bool { t.Errorf("%v got %v", k, v); return true })
+
+		if got := e.Rows(); got != [3]int{1000, 1200, 1000} {
+			t.Errorf("receipts, attempts, usage = %v, want [1000 1200 1000]", got)
+		}
+		got := e.Totals()
+		if len(got) != len(want) {
+			t.Errorf("%d customers, want %d", len(got), len(want))
+		}
+		for c, q := range want {
+			if got[c] != q {
+				t.Errorf("%s total = %s, want %s", c, got[c], q)
+			}
+		}
+	})
 }
 
 func TestFailureBeforeCommitStoresNothingAndRetryAppliesOnce(t *testing.T) {
-	e := newEnv(t)
-	fail := true
-	e.Writer.SetTestHook(func(d *custody.Delivery) error {
-		if fail {
-			fail = false
-			return errors.New("injected: disk on fire")
+	testenv.EachBackend(t, func(t *testing.T, backend string) {
+		e := newEnv(t, backend)
+		fail := true
+		e.Writer.SetTestHook(func(d *custody.Delivery) error {
+			if fail {
+				fail = false
+				return errors.New("injected: disk on fire")
+			}
+			return nil
+		})
+		body := testenv.UsageBody("cus_1", "api_requests", "4")
+		r := e.Send("msg_retry", body)
+		if r.Code != http.StatusServiceUnavailable || r.Body.Accepted {
+			t.Fatalf("got %d %+v, want 503", r.Code, r.Body)
 		}
-		return nil
+		if got := e.Rows(); got != [3]int{0, 0, 0} {
+			t.Fatalf("after a failed attempt: receipts, attempts, usage = %v, want nothing", got)
+		}
+		if r := e.Send("msg_retry", body); r.Code != 200 || r.Body.Duplicate {
+			t.Fatalf("retry: got %d %+v", r.Code, r.Body)
+		}
+		if r := e.Send("msg_retry", body); r.Code != 200 || !r.Body.Duplicate {
+			t.Fatalf("second retry: got %d %+v", r.Code, r.Body)
+		}
+		if got := e.Rows(); got != [3]int{1, 2, 1} {
+			t.Errorf("receipts, attempts, usage = %v, want [1 2 1]", got)
+		}
+		if got := e.Totals()["cus_1"]; got != 4*ledger.Scale {
+			t.Errorf("total = %s, want 4", got)
+		}
 	})
-	body := testenv.UsageBody("cus_1", "api_requests", "4")
-	r := e.Send("msg_retry", body)
-	if r.Code != http.StatusServiceUnavailable || r.Body.Accepted {
-		t.Fatalf("got %d %+v, want 503", r.Code, r.Body)
-	}
-	if got := e.Rows(); got != [3]int{0, 0, 0} {
-		t.Fatalf("after a failed attempt: receipts, attempts, usage = %v, want nothing", got)
-	}
-	if r := e.Send("msg_retry", body); r.Code != 200 || r.Body.Duplicate {
-		t.Fatalf("retry: got %d %+v", r.Code, r.Body)
-	}
-	if r := e.Send("msg_retry", body); r.Code != 200 || !r.Body.Duplicate {
-		t.Fatalf("second retry: got %d %+v", r.Code, r.Body)
-	}
-	if got := e.Rows(); got != [3]int{1, 2, 1} {
-		t.Errorf("receipts, attempts, usage = %v, want [1 2 1]", got)
-	}
-	if got := e.Totals()["cus_1"]; got != 4*ledger.Scale {
-		t.Errorf("total = %s, want 4", got)
-	}
 }
 
 func TestOneFailingItemDoesNotSinkItsBatch(t *testing.T) {
-	e := newEnv(t)
-	// Hold the writer on the first item so the others queue into one batch.
-	entered, release := make(chan struct{}), make(chan struct{})
-	e.Writer.SetTestHook(func(d *custody.Delivery) error {
-		switch d.EventID {
-		case "msg_0":
-			close(entered)
-			<-release
-		case "msg_3":
-			return errors.New("injected")
+	testenv.EachBackend(t, func(t *testing.T, backend string) {
+		e := newEnv(t, backend)
+		// Hold the writer on the first item so the others queue into one batch.
+		entered, release := make(chan struct{}), make(chan struct{})
+		e.Writer.SetTestHook(func(d *custody.Delivery) error {
+			switch d.EventID {
+			case "msg_0":
+				close(entered)
+				<-release
+			case "msg_3":
+				return errors.New("injected")
+			}
+			return nil
+		})
+		releaseWriter := sync.OnceFunc(func() { close(release) })
+		defer releaseWriter() // a failed wait below must not leave the writer held
+		// One channel per sender: goSend always delivers exactly one code, so a
+		// sender that fails makes the test fail instead of hang.
+		codes := make([]chan int, 6)
+		for i := range codes {
+			codes[i] = make(chan int, 1)
+			goSend(e, fmt.Sprintf("msg_%d", i), testenv.UsageBody("cus_1", "m", "1"), codes[i])
+			if i == 0 {
+				awaitSignal(t, "msg_0 holds the writer", entered, codes[0])
+			}
 		}
-		return nil
+		waitFor(t, "the other five deliveries are queued", func() bool { return e.Writer.Depth() >= 5 })
+		releaseWriter()
+		for i, ch := range codes {
+			if want, c := map[bool]int{true: 503, false: 200}[i == 3], recvCode(t, ch); c != want {
+				t.Errorf("msg_%d: %d, want %d", i, c, want)
+			}
+		}
+		if got := e.Rows(); got != [3]int{5, 5, 5} {
+			t.Errorf("receipts, attempts, usage = %v, want [5 5 5]", got)
+		}
+		// The batch ran twice (optimistically, then with a savepoint per item):
+		// the ledger holds each row once, on an unbroken chain.
+		rep, err := ledger.Verify(context.Background(), e.DB)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := rep.First(); p != nil {
+			t.Errorf("verify: %+v", *p)
+		}
 	})
-	releaseWriter := sync.OnceFunc(func() { close(release) })
-	defer releaseWriter() // a failed wait below must not leave the writer held
-	// One channel per sender: goSend always delivers exactly one code, so a
-	// sender that fails makes the test fail instead of hang.
-	codes := make([]chan int, 6)
-	for i := range codes {
-		codes[i] = make(chan int, 1)
-		goSend(e, fmt.Sprintf("msg_%d", i), testenv.UsageBody("cus_1", "m", "1"), codes[i])
-		if i == 0 {
-			awaitSignal(t, "msg_0 holds the writer", entered, codes[0])
-		}
-	}
-	waitFor(t, "the other five deliveries are queued", func() bool { return e.Writer.Depth() >= 5 })
-	releaseWriter()
-	for i, ch := range codes {
-		if want, c := map[bool]int{true: 503, false: 200}[i == 3], recvCode(t, ch); c != want {
-			t.Errorf("msg_%d: %d, want %d", i, c, want)
-		}
-	}
-	if got := e.Rows(); got != [3]int{5, 5, 5} {
-		t.Errorf("receipts, attempts, usage = %v, want [5 5 5]", got)
-	}
-	// The batch ran twice (optimistically, then with a savepoint per item):
-	// the ledger holds each row once, on an unbroken chain.
-	rep, err := ledger.Verify(context.Background(), e.DB)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p := rep.First(); p != nil {
-		t.Errorf("verify: %+v", *p)
-	}
 }
 
 func TestFullQueueAnswers503WithRetryAfter(t *testing.T) {
-	e := newEnv(t)
-	e.Writer.Close()
-	w := custody.NewWriter(e.DB)
-	w.QueueSize = 1
-	entered, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	w.SetTestHook(func(*custody.Delivery) error { once.Do(func() { close(entered) }); <-release; return nil })
-	if err := w.Open(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	e.Writer, e.Server.Custody = w, w
-	releaseWriter := sync.OnceFunc(func() { close(release) })
-	defer releaseWriter()
-
-	// msg_a's and msg_b's codes (see goSend).
-	held := make(chan int, 2)
-	goSend(e, "msg_a", testenv.UsageBody("cus_1", "m", "1"), held) // held in the writer
-	awaitSignal(t, "msg_a holds the writer", entered, held)
-	goSend(e, "msg_b", testenv.UsageBody("cus_1", "m", "1"), held) // fills the queue
-	waitFor(t, "msg_b fills the queue", func() bool { return w.Depth() == 1 })
-	body := testenv.UsageBody("cus_1", "m", "1")
-	req, _ := http.NewRequest(http.MethodPost, e.HTTP.URL+"/webhooks/default", bytes.NewReader(body))
-	for k, v := range e.SignDefault("msg_c", body) {
-		req.Header[k] = v
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
-		t.Errorf("got %d Retry-After=%q, want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
-	}
-
-	// Let the writer go: msg_a and msg_b commit, msg_c was never queued.
-	releaseWriter()
-	waitFor(t, "the writer queue drains", func() bool { return w.Depth() == 0 })
-	for range 2 {
-		if c := recvCode(t, held); c != http.StatusOK {
-			t.Errorf("held delivery: %d, want 200 once the writer is released", c)
+	testenv.EachBackend(t, func(t *testing.T, backend string) {
+		e := newEnv(t, backend)
+		e.Writer.Close()
+		w := custody.NewWriter(e.DB)
+		w.QueueSize = 1
+		entered, release := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		w.SetTestHook(func(*custody.Delivery) error { once.Do(func() { close(entered) }); <-release; return nil })
+		if err := w.Open(context.Background()); err != nil {
+			t.Fatal(err)
 		}
-	}
-	var rejected int
-	if err := e.DB.Read.Get(&rejected, `SELECT COUNT(*) FROM receipts WHERE provider = 'default' AND event_id = 'msg_c'`); err != nil {
-		t.Fatal(err)
-	}
-	if rejected != 0 {
-		t.Errorf("%d receipts for msg_c, want 0: a 503 for a full queue stores nothing", rejected)
-	}
-	if got := e.Rows(); got != [3]int{2, 2, 2} {
-		t.Errorf("receipts, attempts, usage = %v, want [2 2 2] (msg_a, msg_b)", got)
-	}
-	// The sender's retry is a new event, not a duplicate of anything.
-	if r := e.Send("msg_c", body); r.Code != http.StatusOK || !r.Body.Accepted || r.Body.Duplicate || r.Body.Status != custody.StatusApplied {
-		t.Errorf("retry of msg_c: %d %+v, want 200 accepted, not duplicate, applied", r.Code, r.Body)
-	}
-	if got := e.Rows(); got != [3]int{3, 3, 3} {
-		t.Errorf("after the retry: receipts, attempts, usage = %v, want [3 3 3]", got)
-	}
-	if got := e.Totals()["cus_1"]; got != 3*ledger.Scale {
-		t.Errorf("total %s, want 3 (msg_a, msg_b, msg_c once each)", got)
-	}
+		e.Writer, e.Server.Custody = w, w
+		releaseWriter := sync.OnceFunc(func() { close(release) })
+		defer releaseWriter()
+
+		// msg_a's and msg_b's codes (see goSend).
+		held := make(chan int, 2)
+		goSend(e, "msg_a", testenv.UsageBody("cus_1", "m", "1"), held) // held in the writer
+		awaitSignal(t, "msg_a holds the writer", entered, held)
+		goSend(e, "msg_b", testenv.UsageBody("cus_1", "m", "1"), held) // fills the queue
+		waitFor(t, "msg_b fills the queue", func() bool { return w.Depth() == 1 })
+		body := testenv.UsageBody("cus_1", "m", "1")
+		req, _ := http.NewRequest(http.MethodPost, e.HTTP.URL+"/webhooks/default", bytes.NewReader(body))
+		for k, v := range e.SignDefault("msg_c", body) {
+			req.Header[k] = v
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
+			t.Errorf("got %d Retry-After=%q, want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
+
+		// Let the writer go: msg_a and msg_b commit, msg_c was never queued.
+		releaseWriter()
+		waitFor(t, "the writer queue drains", func() bool { return w.Depth() == 0 })
+		for range 2 {
+			if c := recvCode(t, held); c != http.StatusOK {
+				t.Errorf("held delivery: %d, want 200 once the writer is released", c)
+			}
+		}
+		var rejected int
+		if err := e.DB.Read.Get(&rejected, `SELECT COUNT(*) FROM receipts WHERE provider = 'default' AND event_id = 'msg_c'`); err != nil {
+			t.Fatal(err)
+		}
+		if rejected != 0 {
+			t.Errorf("%d receipts for msg_c, want 0: a 503 for a full queue stores nothing", rejected)
+		}
+		if got := e.Rows(); got != [3]int{2, 2, 2} {
+			t.Errorf("receipts, attempts, usage = %v, want [2 2 2] (msg_a, msg_b)", got)
+		}
+		// The sender's retry is a new event, not a duplicate of anything.
+		if r := e.Send("msg_c", body); r.Code != http.StatusOK || !r.Body.Accepted || r.Body.Duplicate || r.Body.Status != custody.StatusApplied {
+			t.Errorf("retry of msg_c: %d %+v, want 200 accepted, not duplicate, applied", r.Code, r.Body)
+		}
+		if got := e.Rows(); got != [3]int{3, 3, 3} {
+			t.Errorf("after the retry: receipts, attempts, usage = %v, want [3 3 3]", got)
+		}
+		if got := e.Totals()["cus_1"]; got != 3*ledger.Scale {
+			t.Errorf("total %s, want 3 (msg_a, msg_b, msg_c once each)", got)
+		}
+	})
 }
 
 func TestMappingOutcomes(t *testing.T) {
-	e := newEnv(t)
-	var logs bytes.Buffer // one JSON delivery line per request; the handler logs before it replies
-	e.Server.Log = slog.New(slog.NewJSONHandler(&logs, nil))
-	cases := []struct {
-		name, body string
-		status     custody.Status
-		errPart    string
-	}{
-		{"negative quantity", `{"type":"usage.recorded","data":{"customer":"c","meter":"m","quantity":-1}}`, custody.StatusFailed, "negative"},
-		{"text quantity", `{"type":"usage.recorded","data":{"customer":"c","meter":"m","quantity":"lots"}}`, custody.StatusFailed, "not a decimal"},
-		{"too precise", `{"type":"usage.recorded","data":{"customer":"c","meter":"m","quantity":0.0000001}}`, custody.StatusFailed, "6 decimal places"},
-		{"missing customer", `{"type":"usage.recorded","data":{"meter":"m","quantity":1}}`, custody.StatusFailed, "customer"},
-		{"bad time", `{"type":"usage.recorded","data":{"customer":"c","meter":"m","quantity":1,"occurred_at":"yesterday"}}`, custody.StatusFailed, "RFC 3339"},
-		{"unmapped type", `{"type":"invoice.paid","data":{}}`, custody.StatusIgnored, ""},
-		{"empty object", `{}`, custody.StatusIgnored, ""},
-	}
-	for i, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			id := fmt.Sprintf("msg_map_%d", i)
-			r := e.Send(id, []byte(c.body))
-			if r.Code != 200 || r.Body.Status != c.status {
-				t.Fatalf("got %d %+v, want 200 %s", r.Code, r.Body, c.status)
-			}
-			var status custody.Status
-			var msg string
-			if err := e.DB.Read.QueryRow(`SELECT status, error FROM receipts WHERE event_id = ?`, id).Scan(&status, &msg); err != nil {
-				t.Fatal(err)
-			}
-			if status != c.status || !strings.Contains(msg, c.errPart) {
-				t.Errorf("receipt status %q error %q, want %q containing %q", status, msg, c.status, c.errPart)
-			}
-			// Contains(msg, "") always holds: an ignored event must carry no error at all.
-			if c.status == custody.StatusIgnored && msg != "" {
-				t.Errorf("ignored receipt has error %q, want \"\"", msg)
-			}
-			// The sender and the operator learn why: the 2xx body and the
-			// delivery log line carry the stored mapping error.
-			if r.Body.Error != msg {
-				t.Errorf("reply error %q, want the receipt's %q", r.Body.Error, msg)
-			}
-			var line struct {
-				EventID      string `json:"event_id"`
-				MappingError string `json:"mapping_error"`
-			}
-			lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
-			if err := json.Unmarshal([]byte(lines[len(lines)-1]), &line); err != nil || line.EventID != id || line.MappingError != msg {
-				t.Errorf("delivery log line %s: mapping_error %q, want %q (%v)", lines[len(lines)-1], line.MappingError, msg, err)
-			}
-		})
-	}
-	if n := e.Count("metered_usage"); n != 0 {
-		t.Errorf("%d usage rows, want 0", n)
-	}
-	if n := e.Count("receipts"); n != len(cases) {
-		t.Errorf("%d receipts, want %d: every authenticated event is kept", n, len(cases))
-	}
+	testenv.EachBackend(t, func(t *testing.T, backend string) {
+		e := newEnv(t, backend)
+		var logs bytes.Buffer // one JSON delivery line per request; the handler logs before it replies
+		e.Server.Log = slog.New(slog.NewJSONHandler(&logs, nil))
+		cases := []struct {
+			name, body string
+			status     custody.Status
+			errPart    string
+		}{
+			{"negative quantity", `{"type":"usage.recorded","data":{"customer":"c","meter":"m","quantity":-1}}`, custody.StatusFailed, "negative"},
+			{"text quantity", `{"type":"usage.recorded","data":{"customer":"c","meter":"m","quantity":"lots"}}`, custody.StatusFailed, "not a decimal"},
+			{"too precise", `{"type":"usage.recorded","data":{"customer":"c","meter":"m","quantity":0.0000001}}`, custody.StatusFailed, "6 decimal places"},
+			{"missing customer", `{"type":"usage.recorded","data":{"meter":"m","quantity":1}}`, custody.StatusFailed, "customer"},
+			{"bad time", `{"type":"usage.recorded","data":{"customer":"c","meter":"m","quantity":1,"occurred_at":"yesterday"}}`, custody.StatusFailed, "RFC 3339"},
+			{"unmapped type", `{"type":"invoice.paid","data":{}}`, custody.StatusIgnored, ""},
+			{"empty object", `{}`, custody.StatusIgnored, ""},
+		}
+		for i, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				id := fmt.Sprintf("msg_map_%d", i)
+				r := e.Send(id, []byte(c.body))
+				if r.Code != 200 || r.Body.Status != c.status {
+					t.Fatalf("got %d %+v, want 200 %s", r.Code, r.Body, c.status)
+				}
+				var status custody.Status
+				var msg string
+				if err := e.DB.Read.QueryRow(`SELECT status, error FROM receipts WHERE event_id = ?`, id).Scan(&status, &msg); err != nil {
+					t.Fatal(err)
+				}
+				if status != c.status || !strings.Contains(msg, c.errPart) {
+					t.Errorf("receipt status %q error %q, want %q containing %q", status, msg, c.status, c.errPart)
+				}
+				// Contains(msg, "") always holds: an ignored event must carry no error at all.
+				if c.status == custody.StatusIgnored && msg != "" {
+					t.Errorf("ignored receipt has error %q, want \"\"", msg)
+				}
+				// The sender and the operator learn why: the 2xx body and the
+				// delivery log line carry the stored mapping error.
+				if r.Body.Error != msg {
+					t.Errorf("reply error %q, want the receipt's %q", r.Body.Error, msg)
+				}
+				var line struct {
+					EventID      string `json:"event_id"`
+					MappingError string `json:"mapping_error"`
+				}
+				lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+				if err := json.Unmarshal([]byte(lines[len(lines)-1]), &line); err != nil || line.EventID != id || line.MappingError != msg {
+					t.Errorf("delivery log line %s: mapping_error %q, want %q (%v)", lines[len(lines)-1], line.MappingError, msg, err)
+				}
+			})
+		}
+		if n := e.Count("metered_usage"); n != 0 {
+			t.Errorf("%d usage rows, want 0", n)
+		}
+		if n := e.Count("receipts"); n != len(cases) {
+			t.Errorf("%d receipts, want %d: every authenticated event is kept", n, len(cases))
+		}
+	})
 }
 
 func TestSameIDDifferentBodyIsAPayloadMismatch(t *testing.T) {
-	e := newEnv(t)
-	e.Send("msg_x", testenv.UsageBody("cus_1", "m", "1"))
-	r := e.Send("msg_x", testenv.UsageBody("cus_1", "m", "1000"))
-	if r.Code != 200 || !r.Body.Duplicate {
-		t.Fatalf("got %d %+v", r.Code, r.Body)
-	}
-	var outcome custody.Outcome
-	e.DB.Read.Get(&outcome, `SELECT outcome FROM delivery_attempts ORDER BY id DESC LIMIT 1`)
-	if outcome != custody.OutcomePayloadMismatch {
-		t.Errorf("outcome %q, want payload_mismatch", outcome)
-	}
-	if got := e.Totals()["cus_1"]; got != ledger.Scale {
-		t.Errorf("total = %s, want 1: the mismatching body must add nothing", got)
-	}
+	testenv.EachBackend(t, func(t *testing.T, backend string) {
+		e := newEnv(t, backend)
+		e.Send("msg_x", testenv.UsageBody("cus_1", "m", "1"))
+		r := e.Send("msg_x", testenv.UsageBody("cus_1", "m", "1000"))
+		if r.Code != 200 || !r.Body.Duplicate {
+			t.Fatalf("got %d %+v", r.Code, r.Body)
+		}
+		var outcome custody.Outcome
+		e.DB.Read.Get(&outcome, `SELECT outcome FROM delivery_attempts ORDER BY id DESC LIMIT 1`)
+		if outcome != custody.OutcomePayloadMismatch {
+			t.Errorf("outcome %q, want payload_mismatch", outcome)
+		}
+		if got := e.Totals()["cus_1"]; got != ledger.Scale {
+			t.Errorf("total = %s, want 1: the mismatching body must add nothing", got)
+		}
+	})
 }
 
 func TestAcknowledgedEventsSurviveRestart(t *testing.T) {
-	e := newEnv(t)
-	for i := range 20 {
-		if r := e.Send(fmt.Sprintf("msg_%d", i), testenv.UsageBody("cus_1", "m", "1")); r.Code != 200 {
-			t.Fatalf("%d: %d", i, r.Code)
+	testenv.EachBackend(t, func(t *testing.T, backend string) {
+		e := newEnv(t, backend)
+		for i := range 20 {
+			if r := e.Send(fmt.Sprintf("msg_%d", i), testenv.UsageBody("cus_1", "m", "1")); r.Code != 200 {
+				t.Fatalf("%d: %d", i, r.Code)
+			}
 		}
-	}
-	e.Reopen()
-	if got := e.Rows(); got != [3]int{20, 20, 20} {
-		t.Errorf("after reopen: %v, want [20 20 20]", got)
-	}
-	if r := e.Send("msg_3", testenv.UsageBody("cus_1", "m", "1")); !r.Body.Duplicate {
-		t.Errorf("redelivery after restart was not a duplicate")
-	}
-	if got := e.Totals()["cus_1"]; got != 20*ledger.Scale {
-		t.Errorf("total %s, want 20", got)
-	}
+		e.Reopen()
+		if got := e.Rows(); got != [3]int{20, 20, 20} {
+			t.Errorf("after reopen: %v, want [20 20 20]", got)
+		}
+		if r := e.Send("msg_3", testenv.UsageBody("cus_1", "m", "1")); !r.Body.Duplicate {
+			t.Errorf("redelivery after restart was not a duplicate")
+		}
+		if got := e.Totals()["cus_1"]; got != 20*ledger.Scale {
+			t.Errorf("total %s, want 20", got)
+		}
+	})
 }
 
 func TestLedgerIsAppendOnly(t *testing.T) {
-	e := newEnv(t)
-	e.Send("msg_1", testenv.UsageBody("cus_1", "m", "1"))
-	for _, stmt := range []string{
-		`UPDATE metered_usage SET quantity = 0`,
-		`DELETE FROM metered_usage`,
-	} {
-		_, err := e.DB.Write.Exec(stmt)
-		if err == nil || !strings.Contains(err.Error(), "append-only") {
-			t.Errorf("%s: err = %v, want append-only refusal", stmt, err)
+	testenv.EachBackend(t, func(t *testing.T, backend string) {
+		e := newEnv(t, backend)
+		e.Send("msg_1", testenv.UsageBody("cus_1", "m", "1"))
+		stmts := []string{`UPDATE metered_usage SET quantity = 0`, `DELETE FROM metered_usage`}
+		if backend == "postgres" {
+			stmts = append(stmts, `TRUNCATE metered_usage CASCADE`) // row triggers do not see TRUNCATE
 		}
-	}
-	if got := e.Totals()["cus_1"]; got != ledger.Scale {
-		t.Errorf("total %s, want 1", got)
-	}
+		for _, stmt := range stmts {
+			_, err := e.DB.Write.Exec(stmt)
+			if err == nil || !strings.Contains(err.Error(), "append-only") {
+				t.Errorf("%s: err = %v, want append-only refusal", stmt, err)
+			}
+		}
+		if got := e.Totals()["cus_1"]; got != ledger.Scale {
+			t.Errorf("total %s, want 1", got)
+		}
+	})
 }
 
 // A full database (SQLite's own SQLITE_FULL, as a full disk gives) is a
@@ -433,7 +454,7 @@ func TestFullDatabaseIsAStorageError(t *testing.T) {
 	var mu sync.Mutex
 	var ops []string
 	var errs []error
-	e := newEnvWithWriter(t, func(w *custody.Writer) {
+	e := newEnvWithWriter(t, "sqlite", func(w *custody.Writer) {
 		w.OnStorageError = func(op string, err error) {
 			mu.Lock()
 			defer mu.Unlock()

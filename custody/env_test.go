@@ -15,14 +15,14 @@ type env struct{ *testenv.Env }
 
 // newEnv starts a receiver with the configuration edits applied to the
 // zero-config "default" standard provider and usage.recorded mapping.
-func newEnv(t *testing.T, edits ...func(*config.Config)) *env {
+func newEnv(t *testing.T, backend string, edits ...func(*config.Config)) *env {
 	t.Helper()
-	return newEnvWithWriter(t, nil, edits...)
+	return newEnvWithWriter(t, backend, nil, edits...)
 }
 
 // newEnvWithWriter is newEnv with configure applied to the writer before it
 // opens (its hooks are read by the writer goroutine).
-func newEnvWithWriter(t *testing.T, configure func(*custody.Writer), edits ...func(*config.Config)) *env {
+func newEnvWithWriter(t *testing.T, backend string, configure func(*custody.Writer), edits ...func(*config.Config)) *env {
 	t.Helper()
-	return &env{testenv.New(t, testenv.Options{Writer: configure, Edits: edits})}
+	return &env{testenv.New(t, testenv.Options{Backend: backend, Writer: configure, Edits: edits})}
 }

@@ -58,7 +58,7 @@ func (f *fakeReplica) sync(ctx context.Context) error {
 
 // replicaEnv is newEnv with a writer in ACK-after-replica mode.
 func replicaEnv(t *testing.T, f *fakeReplica) *env {
-	e := newEnvWithWriter(t, func(w *custody.Writer) { w.Replicate = f.sync })
+	e := newEnvWithWriter(t, "sqlite", func(w *custody.Writer) { w.Replicate = f.sync })
 	// Runs before newEnv's cleanup: a test that stops early with the gate
 	// still closed must not leave e.Close waiting on a held reply forever.
 	t.Cleanup(f.open)

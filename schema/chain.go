@@ -35,10 +35,15 @@ var ErrNotChained = errors.New("the database predates the receipts chain (migrat
 // refuses to move either chain backwards.
 const saveHeadSQL = `UPDATE chain_head SET ledger_id = ?, ledger_hash = ?, receipt_id = ?, receipt_hash = ? WHERE id = 1`
 
+const latestHeadSQL = `SELECT ledger_id, ledger_hash, receipt_id, receipt_hash FROM chain_head WHERE id = 1`
+
 func latestHead(ctx context.Context, q sqlx.QueryerContext) (ChainHead, error) {
+	return readHead(ctx, q, latestHeadSQL)
+}
+
+func readHead(ctx context.Context, q sqlx.QueryerContext, query string) (ChainHead, error) {
 	var h ChainHead
-	err := q.QueryRowxContext(ctx, `SELECT ledger_id, ledger_hash, receipt_id, receipt_hash FROM chain_head WHERE id = 1`).
-		Scan(&h.LedgerID, &h.LedgerHash, &h.ReceiptID, &h.ReceiptHash)
+	err := q.QueryRowxContext(ctx, query).Scan(&h.LedgerID, &h.LedgerHash, &h.ReceiptID, &h.ReceiptHash)
 	if err != nil && predates(ctx, q, versionChained) {
 		return h, ErrNotChained
 	}
@@ -52,8 +57,15 @@ func latestHead(ctx context.Context, q sqlx.QueryerContext) (ChainHead, error) {
 // adjustments' refs here.
 
 // LatestHead reads the chain head. The writer calls it once per batch, after
-// BEGIN IMMEDIATE, so no other writer can move the head until it commits.
-func (b Batch) LatestHead(ctx context.Context) (ChainHead, error) { return latestHead(ctx, b.tx) }
+// BEGIN IMMEDIATE, so no other writer can move the head until it commits; on
+// PostgreSQL it locks the head's row until the batch ends, which orders the
+// batches of several receivers.
+func (b Batch) LatestHead(ctx context.Context) (ChainHead, error) {
+	if onPostgres(b.tx) {
+		return readHead(ctx, b.tx, latestHeadSQL+` FOR UPDATE`)
+	}
+	return latestHead(ctx, b.tx)
+}
 
 // SaveHead advances the chain head to h, once per batch before COMMIT: one
 // UPDATE of one row however many receipts and rows the batch appended.

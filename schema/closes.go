@@ -57,13 +57,20 @@ type CloseTx struct {
 }
 
 // CloseTx runs fn in one write transaction (BEGIN IMMEDIATE), committing if
-// fn returns nil and rolling back otherwise (ErrRollback: quietly).
+// fn returns nil and rolling back otherwise (ErrRollback: quietly). On
+// PostgreSQL it first locks the chain head's row, which every write batch
+// takes before it appends: no receiver appends while the close runs.
 func (db *DB) CloseTx(ctx context.Context, fn func(*CloseTx) error) error {
 	tx, err := db.Write.BeginTxx(ctx, nil) // BEGIN IMMEDIATE (DSN _txlock)
 	if err != nil {
 		return fmt.Errorf("close: begin: %w", err)
 	}
 	defer tx.Rollback()
+	if db.Postgres() {
+		if _, err := tx.ExecContext(ctx, latestHeadSQL+` FOR UPDATE`); err != nil {
+			return fmt.Errorf("close: lock the chain head: %w", err)
+		}
+	}
 	ct := &CloseTx{ledgerReads: ledgerReads{tx}, tx: tx}
 	err = fn(ct)
 	ct.closeStatements()

@@ -1,4 +1,6 @@
-// Package schema opens hookledger's SQLite database and keeps its schema current.
+// Package schema is hookledger's storage backend: it opens the database (a
+// SQLite file, the embedded default, or PostgreSQL for several receivers:
+// postgres.go), keeps its schema current and holds every SQL statement.
 package schema
 
 import (
@@ -48,20 +50,41 @@ var ErrNoDatabase = errors.New("no database")
 // DB holds the two handles hookledger uses. WAL lets the read pool run beside
 // the single writer, so queries never wait for a commit and vice versa.
 type DB struct {
+	// Path is the SQLite file, or the PostgreSQL database's URL without its
+	// password.
 	Path string
 	// Write has exactly one connection: every write goes through one writer,
 	// and BEGIN is always IMMEDIATE so a transaction never has to upgrade its lock.
 	Write *sqlx.DB
 	// Read is a pool of query-only connections.
 	Read *sqlx.DB
+
+	backend backend
 }
+
+// backend is the database engine behind a DB.
+type backend int
+
+const (
+	backendSQLite backend = iota
+	backendPostgres
+)
+
+// Postgres reports whether the database is PostgreSQL's (else SQLite's).
+func (db *DB) Postgres() bool { return db.backend == backendPostgres }
 
 // Path returns the database path inside dataDir.
 func Path(dataDir string) string { return filepath.Join(dataDir, FileName) }
 
 // Open opens (creating if needed, unless ReadOnly or MustExist) the database
-// at path and applies pending migrations.
+// at path and applies pending migrations. A postgres:// URL (IsPostgres)
+// opens that PostgreSQL database instead; it must exist on the server, and
+// is migrated unless ReadOnly (MustExist: only if hookledger migrated it
+// before).
 func Open(ctx context.Context, path string, opts Options) (*DB, error) {
+	if IsPostgres(path) {
+		return openPostgres(ctx, path, opts)
+	}
 	mode := "mode=rwc"
 	if opts.ReadOnly || opts.MustExist {
 		// mode=rw/ro make SQLite itself refuse to create the file; the Stat
@@ -218,9 +241,19 @@ type Migration struct {
 	SQL     string
 }
 
-// Migrations returns the embedded migrations in version order.
-func Migrations() ([]Migration, error) {
-	names, err := fs.Glob(migrationFiles, "migrations/*.sql")
+// Migrations returns SQLite's embedded migrations in version order.
+func Migrations() ([]Migration, error) { return migrationsIn(migrationFiles, "migrations") }
+
+// Migrations returns the embedded migrations of db's engine in version order.
+func (db *DB) Migrations() ([]Migration, error) {
+	if db.Postgres() {
+		return migrationsIn(postgresMigrationFiles, "migrations/postgres")
+	}
+	return Migrations()
+}
+
+func migrationsIn(fsys embed.FS, dir string) ([]Migration, error) {
+	names, err := fs.Glob(fsys, dir+"/*.sql")
 	if err != nil {
 		return nil, err
 	}
@@ -232,7 +265,7 @@ func Migrations() ([]Migration, error) {
 		if err != nil {
 			return nil, fmt.Errorf("migration %s: name must start with a number", base)
 		}
-		b, err := migrationFiles.ReadFile(n)
+		b, err := fsys.ReadFile(n)
 		if err != nil {
 			return nil, err
 		}
@@ -241,12 +274,17 @@ func Migrations() ([]Migration, error) {
 	return ms, nil
 }
 
-// Pending reports the migrations not yet applied to db.
+// Pending reports SQLite's migrations not yet applied to db.
 func Pending(ctx context.Context, db sqlx.QueryerContext) ([]Migration, error) {
 	ms, err := Migrations()
 	if err != nil {
 		return nil, err
 	}
+	return pending(ctx, db, ms)
+}
+
+// pending reports the migrations of ms not yet applied to db.
+func pending(ctx context.Context, db sqlx.QueryerContext, ms []Migration) ([]Migration, error) {
 	if ok, err := migrationsTable(ctx, db); err != nil {
 		return nil, err
 	} else if !ok {

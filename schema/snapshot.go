@@ -12,7 +12,11 @@ import (
 // pages it reads): a dispute trace and a metrics scrape each read several
 // tables and must describe one state.
 func (db *DB) View(ctx context.Context, fn func(tx *ReadTx) error) error {
-	tx, err := db.Read.BeginTxx(ctx, &sql.TxOptions{ReadOnly: true})
+	opts := &sql.TxOptions{ReadOnly: true}
+	if db.Postgres() {
+		opts.Isolation = sql.LevelRepeatableRead // one snapshot for every statement, as WAL gives SQLite
+	}
+	tx, err := db.Read.BeginTxx(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("begin read: %w", err)
 	}

@@ -269,6 +269,9 @@ func notFound(err error) error {
 // appends (`dev seed`): a larger cache keeps the random-order index inserts
 // of a large seed off the disk. It affects only this process.
 func (db *DB) GrowWriteCache(ctx context.Context, kib int64) error {
+	if db.Postgres() {
+		return nil // the server's shared_buffers, not ours
+	}
 	_, err := db.Write.ExecContext(ctx, fmt.Sprintf(`PRAGMA cache_size = -%d`, kib))
 	return err
 }

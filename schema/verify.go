@@ -10,7 +10,11 @@ import (
 // SQLite's integrity check and the custody checks over receipts and replays.
 
 // IntegrityCheck runs PRAGMA integrity_check: ["ok"] when the file is sound.
+// On PostgreSQL it runs amcheck's checks instead (postgresIntegrityCheck).
 func (db *DB) IntegrityCheck(ctx context.Context) ([]string, error) {
+	if db.Postgres() {
+		return postgresIntegrityCheck(ctx, db.Read)
+	}
 	var msgs []string
 	err := sqlx.SelectContext(ctx, db.Read, &msgs, `PRAGMA integrity_check`)
 	return msgs, err

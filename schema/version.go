@@ -35,9 +35,20 @@ func schemaVersion(ctx context.Context, q sqlx.QueryerContext) (int, error) {
 // migrationsTable reports whether the database has its schema_migrations
 // table: hookledger has migrated it at least once.
 func migrationsTable(ctx context.Context, q sqlx.QueryerContext) (bool, error) {
+	query := `SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'schema_migrations')`
+	if onPostgres(q) {
+		query = `SELECT to_regclass('schema_migrations') IS NOT NULL`
+	}
 	var ok bool
-	err := sqlx.GetContext(ctx, q, &ok, `SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'schema_migrations')`)
+	err := sqlx.GetContext(ctx, q, &ok, query)
 	return ok, err
+}
+
+// onPostgres reports whether a handle (a pool, a transaction) is
+// PostgreSQL's, for the few statements the engines spell differently.
+func onPostgres(q any) bool {
+	h, ok := q.(interface{ DriverName() string })
+	return ok && h.DriverName() == pgDriverName
 }
 
 // predates reports whether the database is older than migration version, so
@@ -51,5 +62,9 @@ func predates(ctx context.Context, q sqlx.QueryerContext, version int) bool {
 
 // PendingMigrations lists the embedded migrations not yet applied.
 func (db *DB) PendingMigrations(ctx context.Context) ([]Migration, error) {
-	return Pending(ctx, db.Read)
+	ms, err := db.Migrations()
+	if err != nil {
+		return nil, err
+	}
+	return pending(ctx, db.Read, ms)
 }

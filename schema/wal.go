@@ -13,6 +13,9 @@ func (db *DB) TruncateWAL(ctx context.Context) error {
 	if db.Write == nil {
 		return errors.New("schema: the database is open read-only")
 	}
+	if db.Postgres() {
+		return nil // the server checkpoints its own WAL
+	}
 	_, err := db.Write.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
 	return err
 }

@@ -55,9 +55,13 @@ type Options struct {
 	// NoServer leaves out the configuration, the handler and the listener:
 	// a database and a writer only.
 	NoServer bool
+	// Backend is the storage backend: "sqlite" (or empty), a file in Dir; or
+	// "postgres", a fresh database on the test server (PostgresDatabase).
+	Backend string
 }
 
-// Env is hookledger's write path on a real SQLite file: the database, a
+// Env is hookledger's write path on a real database (a SQLite file, or
+// PostgreSQL with Options.Backend): the database, a
 // running writer, and (unless Options.NoServer) the real webhook handler
 // behind a real HTTP listener, all on one controllable clock (unless
 // Options.RealTime). t.Cleanup closes it.
@@ -95,6 +99,9 @@ func New(t testing.TB, o Options) *Env {
 		e.now = e.Clock.Now
 	}
 	e.path = filepath.Join(e.Dir, schema.FileName)
+	if o.Backend == "postgres" {
+		e.path = PostgresDatabase(t)
+	}
 	if !o.NoServer {
 		if e.Config == nil {
 			t.Setenv("HOOKLEDGER_SECRET", Secret)
