@@ -55,8 +55,12 @@ type Config struct {
 	Destinations []Destination `yaml:"destinations"`
 	// Durability is when a delivery is acknowledged: "local" (default) once
 	// its commit is on local disk, "replica" once Litestream's replica holds
-	// it too (needs litestream.yml; same as serve --ack-after-replica).
+	// it too (needs litestream.yml; same as serve --ack-after-replica), or on
+	// PostgreSQL once a synchronous standby has applied it.
 	Durability string `yaml:"durability"`
+	// Database is a PostgreSQL database's URL; unset, the SQLite file in
+	// Data (see database.go).
+	Database Secret `yaml:"database"`
 
 	// Source is the file the config came from ("" for the embedded default).
 	Source string `yaml:"-"`
@@ -178,9 +182,6 @@ func (c *Config) MeterNames() []string {
 	return names
 }
 
-// DBPath is the database file in the data directory.
-func (c *Config) DBPath() string { return filepath.Join(c.Data, "hookledger.db") }
-
 // Load reads and validates a config file.
 func Load(path string) (*Config, error) { return load(path, false) }
 
@@ -265,7 +266,7 @@ func decode(body ast.Node, c *Config) (err error) {
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
 // secretPaths hold Secret values; their ${NAME}s are expanded by Secret.read.
-var secretPaths = []string{"$.providers[*].secrets", "$.providers[*].reconcile.api_key", "$.admin.tokens", "$.destinations[*].secrets"}
+var secretPaths = []string{"$.providers[*].secrets", "$.providers[*].reconcile.api_key", "$.admin.tokens", "$.destinations[*].secrets", "$.database"}
 
 // expandEnv replaces ${NAME} in string values after parsing, so a value can
 // never change the YAML structure, and an unset variable names its line.
@@ -362,6 +363,9 @@ func (c *Config) resolve(dir string) error {
 	case DurabilityLocal, DurabilityReplica:
 	default:
 		return errAt("durability", "%q is not one of %s, %s", c.Durability, DurabilityLocal, DurabilityReplica)
+	}
+	if err := c.resolveDatabase(dir); err != nil {
+		return err
 	}
 	if len(c.Providers) == 0 {
 		return errAt("providers", "at least one provider is required")

@@ -58,6 +58,9 @@ func openPostgres(ctx context.Context, dsn string, opts Options) (*DB, error) {
 	// Every commit waits for the server's WAL flush: a 2xx follows a
 	// durable commit whatever the server's default says.
 	cfg.RuntimeParams["synchronous_commit"] = "on"
+	if opts.Standby {
+		cfg.RuntimeParams["synchronous_commit"] = "remote_apply"
+	}
 	cfg.RuntimeParams["application_name"] = "hookledger"
 	db := &DB{Path: displayDSN(cfg), backend: backendPostgres}
 
@@ -75,7 +78,7 @@ func openPostgres(ctx context.Context, dsn string, opts Options) (*DB, error) {
 		return nil, err
 	}
 	db.Read = r
-	if err := checkDurable(ctx, r); err != nil {
+	if err := checkDurable(ctx, r, opts.Standby); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("%s: %w", db.Path, err)
 	}
@@ -108,16 +111,25 @@ func openPostgres(ctx context.Context, dsn string, opts Options) (*DB, error) {
 
 // checkDurable refuses a server that would acknowledge a commit it has not
 // written: with fsync off a crash loses committed transactions.
-func checkDurable(ctx context.Context, q sqlx.QueryerContext) error {
-	var fsync, sync string
-	if err := q.QueryRowxContext(ctx, `SELECT current_setting('fsync'), current_setting('synchronous_commit')`).Scan(&fsync, &sync); err != nil {
+func checkDurable(ctx context.Context, q sqlx.QueryerContext, standby bool) error {
+	var fsync, sync, standbys string
+	if err := q.QueryRowxContext(ctx, `SELECT current_setting('fsync'), current_setting('synchronous_commit'),
+		current_setting('synchronous_standby_names')`).Scan(&fsync, &sync, &standbys); err != nil {
 		return err
 	}
 	if fsync != "on" {
 		return errors.New("the server runs with fsync = off, so a commit it acknowledges can be lost: hookledger refuses it")
 	}
-	if sync != "on" && sync != "remote_write" && sync != "remote_apply" {
-		return fmt.Errorf("synchronous_commit is %q for hookledger's session, want on", sync)
+	want := "on"
+	if standby {
+		want = "remote_apply"
+	}
+	if sync != want {
+		return fmt.Errorf("synchronous_commit is %q for hookledger's session, want %s", sync, want)
+	}
+	if standby && strings.TrimSpace(standbys) == "" {
+		return errors.New("durability: replica waits for a synchronous standby, but the server has none " +
+			"(synchronous_standby_names is empty, so commits would not wait): configure one, or use durability: local")
 	}
 	return nil
 }

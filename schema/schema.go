@@ -41,6 +41,11 @@ type Options struct {
 	// MustExist opens an existing database for writing (and migrates it) but
 	// refuses to create one: a missing database is ErrNoDatabase.
 	MustExist bool
+	// Standby (PostgreSQL only) makes every commit wait until a synchronous
+	// standby has applied it (synchronous_commit = remote_apply): the
+	// durability: replica of a PostgreSQL database. A server with no
+	// synchronous standby configured is refused.
+	Standby bool
 }
 
 // ErrNoDatabase is returned by Open with ReadOnly or MustExist when there is

@@ -21,7 +21,27 @@ func configFlags() []cli.Flag {
 			Usage: "configuration file (default: ./hookledger.yml if it exists, else the embedded default)"},
 		&cli.StringFlag{Name: "data", EnvVars: []string{"HOOKLEDGER_DATA"},
 			Usage: "data directory holding hookledger.db (default: the config's data, else ./data)"},
+		databaseFlag(),
 	}
+}
+
+func databaseFlag() cli.Flag {
+	return &cli.StringFlag{Name: "database", EnvVars: []string{"HOOKLEDGER_DATABASE"},
+		Usage: "a PostgreSQL database's postgres:// URL instead of DATA/hookledger.db (default: the config's database:); " +
+			"prefer the variable or the config's secret_file to the flag, which other users can see in ps when the URL holds a password"}
+}
+
+// applyFlags applies --data and --database to a loaded configuration.
+func applyFlags(c *cli.Context, cfg *config.Config) error {
+	if d := c.String("data"); d != "" {
+		cfg.Data = d
+	}
+	if d := c.String("database"); d != "" {
+		if err := cfg.SetDatabase(d); err != nil {
+			return fmt.Errorf("--database: %w", err)
+		}
+	}
+	return nil
 }
 
 // configPath is --config, else ./hookledger.yml if it exists, else "" (the
@@ -44,33 +64,34 @@ func loadConfig(c *cli.Context) (cfg *config.Config, generated string, err error
 		if err != nil {
 			return nil, "", err
 		}
-		if d := c.String("data"); d != "" {
-			cfg.Data = d
-		}
-		return cfg, "", nil
+		return cfg, "", applyFlags(c, cfg)
 	}
 	data := c.String("data")
 	if data == "" {
 		data = config.DefaultData
 	}
-	return config.Default(data)
+	cfg, generated, err = config.Default(data)
+	if err != nil {
+		return nil, "", err
+	}
+	return cfg, generated, applyFlags(c, cfg)
 }
 
-// dataDir finds the data directory without generating a default secret or
-// needing any: --data, else the config file's data, else ./data.
-func dataDir(c *cli.Context) (string, error) {
-	if d := c.String("data"); d != "" {
-		return d, nil
+// locate finds the data directory and the database without generating a
+// default secret or needing any webhook secret: --data, else the config
+// file's data, else ./data; --database, else the config's database:, else
+// hookledger.db in that directory.
+func locate(c *cli.Context) (dir, database string, err error) {
+	cfg := &config.Config{Data: config.DefaultData}
+	if path := configPath(c); path != "" {
+		if cfg, err = config.LoadSecretsOptional(path); err != nil {
+			return "", "", err
+		}
 	}
-	path := configPath(c)
-	if path == "" {
-		return config.DefaultData, nil
+	if err := applyFlags(c, cfg); err != nil {
+		return "", "", err
 	}
-	cfg, err := config.LoadSecretsOptional(path)
-	if err != nil {
-		return "", err
-	}
-	return cfg.Data, nil
+	return cfg.Data, cfg.DBPath(), nil
 }
 
 // loadServeConfig is loadConfig without side effects: a default secret that
@@ -84,7 +105,11 @@ func loadServeConfig(c *cli.Context) (*config.Config, error) {
 	if data == "" {
 		data = config.DefaultData
 	}
-	return config.DefaultUnsaved(data)
+	cfg, err := config.DefaultUnsaved(data)
+	if err != nil {
+		return nil, err
+	}
+	return cfg, applyFlags(c, cfg)
 }
 
 // commandConfig is the configuration of every command but serve: --config,
@@ -99,16 +124,17 @@ func commandConfig(c *cli.Context) (*config.Config, error) {
 		if err != nil {
 			return nil, err
 		}
-		if d := c.String("data"); d != "" {
-			cfg.Data = d
-		}
-		return cfg, nil
+		return cfg, applyFlags(c, cfg)
 	}
 	data := c.String("data")
 	if data == "" {
 		data = config.DefaultData
 	}
-	return config.DefaultSecretsOptional(data)
+	cfg, err := config.DefaultSecretsOptional(data)
+	if err != nil {
+		return nil, err
+	}
+	return cfg, applyFlags(c, cfg)
 }
 
 // loadMeters reads the meter declarations; without a config file every

@@ -21,21 +21,21 @@ import (
 // openExisting opens the configured database for reading. It creates
 // nothing, works in a read-only data directory and needs no secrets.
 func openExisting(c *cli.Context) (*schema.DB, error) {
-	dir, err := dataDir(c)
+	_, database, err := locate(c)
 	if err != nil {
 		return nil, err
 	}
-	return openDB(c.Context, schema.Path(dir), schema.Options{ReadOnly: true})
+	return openDB(c.Context, database, schema.Options{ReadOnly: true})
 }
 
 // openWritable opens (and migrates) the configured, existing database for a
 // command that writes: invoice close, adjust, dev seed.
 func openWritable(c *cli.Context) (*schema.DB, error) {
-	dir, err := dataDir(c)
+	_, database, err := locate(c)
 	if err != nil {
 		return nil, err
 	}
-	return openDB(c.Context, schema.Path(dir), schema.Options{MustExist: true})
+	return openDB(c.Context, database, schema.Options{MustExist: true})
 }
 
 // openCustody opens the existing database and, unless readOnly, a writer on
@@ -71,6 +71,9 @@ func closeCustody(db *schema.DB, w *custody.Writer) {
 func openDB(ctx context.Context, path string, opts schema.Options) (*schema.DB, error) {
 	db, err := schema.Open(ctx, path, opts)
 	if errors.Is(err, schema.ErrNoDatabase) {
+		if schema.IsPostgres(path) {
+			return nil, fmt.Errorf("%w: run `hookledger migrate` (or serve) once to create hookledger's tables there", err)
+		}
 		return nil, fmt.Errorf("no database at %s: run `hookledger serve` or `hookledger migrate` to create it, or point --data (or --config) at the data directory", path)
 	}
 	return db, err

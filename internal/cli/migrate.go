@@ -16,30 +16,32 @@ func migrateCommand() *cli.Command {
 		Description: "serve migrates on start too; run this to upgrade ahead of a deploy. Migrations run in one transaction.",
 		Flags:       configFlags(),
 		Action: func(c *cli.Context) error {
-			dir, err := dataDir(c)
+			dir, path, err := locate(c)
 			if err != nil {
 				return err
 			}
-			// Not beside a running serve, which migrates on start itself.
-			if err := os.MkdirAll(dir, 0o700); err != nil {
-				return fmt.Errorf("create data directory: %w", err)
+			if !schema.IsPostgres(path) {
+				// Not beside a running serve, which migrates on start itself.
+				// (On PostgreSQL migrations take a lock of their own.)
+				if err := os.MkdirAll(dir, 0o700); err != nil {
+					return fmt.Errorf("create data directory: %w", err)
+				}
+				lock, err := schema.LockDir(dir)
+				if err != nil {
+					return err
+				}
+				defer lock.Unlock()
 			}
-			lock, err := schema.LockDir(dir)
-			if err != nil {
-				return err
-			}
-			defer lock.Unlock()
-			path := schema.Path(dir)
 			db, err := schema.Open(c.Context, path, schema.Options{})
 			if err != nil {
 				return err
 			}
 			defer db.Close()
-			ms, err := schema.Migrations()
+			ms, err := db.Migrations()
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(c.App.Writer, "%s is at schema version %d\n", path, ms[len(ms)-1].Version)
+			fmt.Fprintf(c.App.Writer, "%s is at schema version %d\n", db.Path, ms[len(ms)-1].Version)
 			return nil
 		},
 	}

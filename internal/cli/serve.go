@@ -112,6 +112,23 @@ func replicationFlags() []cli.Flag {
 func replicationOptions(c *cli.Context, cfg *config.Config) (server.Replication, error) {
 	ack := c.Bool("ack-after-replica") || cfg.Durability == config.DurabilityReplica
 	off := server.Replication{OffReason: replicationOffReason(c)}
+	if cfg.Postgres() {
+		// PostgreSQL replicates itself; ACK-after-replica waits for its
+		// synchronous standby instead (schema.Options.Standby).
+		for _, f := range []struct {
+			set  bool
+			name string
+		}{{c.Bool("restore-if-missing"), "--restore-if-missing"}, {c.Bool("replica-takeover"), "--replica-takeover"}} {
+			if f.set {
+				return off, fmt.Errorf("%s is for Litestream's replica of a SQLite database; the database is PostgreSQL (docs/postgres.md: backups)", f.name)
+			}
+		}
+		if ack {
+			cfg.Durability = config.DurabilityReplica
+		}
+		off.OffReason = "the database is PostgreSQL, which replicates itself (Litestream is for SQLite)"
+		return off, nil
+	}
 	if c.Bool("no-replication") {
 		for _, f := range []struct {
 			set  bool

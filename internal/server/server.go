@@ -194,7 +194,10 @@ func (s *Server) start(ctx context.Context) error {
 	if err := s.repl.Prepare(ctx); err != nil {
 		return err
 	}
-	s.db, err = schema.Open(ctx, cfg.DBPath(), schema.Options{NoAutoCheckpoint: s.repl.Enabled()}) // Litestream checkpoints
+	s.db, err = schema.Open(ctx, cfg.DBPath(), schema.Options{
+		NoAutoCheckpoint: s.repl.Enabled(), // Litestream checkpoints
+		Standby:          cfg.Postgres() && cfg.Durability == config.DurabilityReplica,
+	})
 	if err != nil {
 		return err
 	}
