@@ -8,7 +8,9 @@ import (
 	"math/big"
 	"math/rand"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -259,5 +261,83 @@ func TestPostgresReceiverKilledUnderLoad(t *testing.T) {
 	pgCheck(t, bin, dsn, events, 0)
 	if !strings.Contains(fmt.Sprint(cmds[0].Wait()), "killed") {
 		t.Errorf("receiver 0 was not killed")
+	}
+}
+
+// copy moves a SQLite ledger with invoices, an adjustment, a late event and
+// pruned bodies into PostgreSQL: verify is clean there, and every report
+// reads the same on both.
+func TestCopySQLiteLedgerToPostgres(t *testing.T) {
+	bin := testenv.Binary(t)
+	dsn := testenv.PostgresDatabase(t)
+	dir := t.TempDir()
+	cfg := "data: ./data\nproviders:\n  - name: default\n    scheme: standard\n    secrets: [\"" + testenv.Secret + "\"]\n" +
+		"retention:\n  payload: 1s\n  interval: 1h\n" + testenv.UsageYAML
+	if err := os.WriteFile(filepath.Join(dir, "hookledger.yml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := func(env []string, args ...string) string {
+		t.Helper()
+		out, err := testenv.Run(bin, dir, env, args...)
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+		return out
+	}
+	serve, _, url := testenv.StartServe(t, bin, dir, nil, "--no-replication")
+	send := func(id, customer, qty, at string) {
+		t.Helper()
+		if out := run(nil, "send", "--url", url, "--id", id, "--customer", customer, "--quantity", qty, "--occurred-at", at); !strings.Contains(out, "200 OK") {
+			t.Fatalf("send %s: %s", id, out)
+		}
+	}
+	send("evt_1", "cus_1", "3", "2026-10-20T10:00:00Z")
+	send("evt_1", "cus_1", "3", "2026-10-20T10:00:00Z") // a duplicate attempt
+	send("evt_2", "cus_1", "2.25", "2026-10-21T10:00:00Z")
+	send("evt_3", "cus_2", "7", "2026-10-22T10:00:00Z")
+	run(nil, "invoice", "close", "--period", "2026-10", "--all")
+	send("evt_4", "cus_1", "1.5", "2026-10-30T10:00:00Z") // late for October
+	send("evt_5", "cus_2", "4", "2026-11-03T10:00:00Z")
+	run(nil, "adjust", "--customer", "cus_2", "--meter", "api_requests", "--quantity", "-1", "--reason", "goodwill", "--occurred-at", "2026-11-04T00:00:00Z")
+	time.Sleep(1100 * time.Millisecond) // past retention.payload
+	serve.Process.Signal(os.Interrupt)
+	serve.Wait()
+	run(nil, "prune")
+
+	out := run(nil, "copy", "--to", dsn)
+	if !strings.Contains(out, "5 receipts, 6 delivery attempts, 6 ledger rows, 2 invoices") {
+		t.Errorf("copy reported:\n%s", out)
+	}
+	pg := []string{"HOOKLEDGER_DATABASE=" + dsn}
+	if out, err := testenv.Run(bin, dir, pg, "verify"); err != nil {
+		t.Errorf("verify on PostgreSQL: %v\n%s", err, out)
+	}
+	for _, args := range [][]string{
+		{"usage", "--from", "2026-10", "--to", "2026-11"}, {"usage", "--group-by", "customer,meter,day"}, {"usage", "late"},
+		{"invoice", "list"}, {"invoice", "show", "1"}, {"invoice", "show", "2"},
+		{"dispute", "invoice:1/1", "--format", "json"}, {"ledger", "head"},
+	} {
+		sqlite, pgOut := run(nil, args...), run(pg, args...)
+		if sqlite != pgOut {
+			t.Errorf("%v differs:\n--- SQLite\n%s\n--- PostgreSQL\n%s", args, sqlite, pgOut)
+		}
+	}
+	// The pruned bodies stayed pruned: the digests came, the bytes did not.
+	db, err := schema.Open(context.Background(), dsn, schema.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var bodies, pruned int
+	db.Read.Get(&bodies, `SELECT COUNT(*) FROM receipts WHERE body IS NOT NULL`)
+	db.Read.Get(&pruned, `SELECT COUNT(*) FROM receipts WHERE body IS NULL AND length(body_sha256) = 32`)
+	if bodies != 0 || pruned != 5 {
+		t.Errorf("%d receipts with a body and %d pruned, want 0 and 5", bodies, pruned)
+	}
+
+	// A second copy into the same database is refused and changes nothing.
+	out, err = testenv.Run(bin, dir, nil, "copy", "--to", dsn)
+	if err == nil || !strings.Contains(out, "the target database is not empty") {
+		t.Errorf("second copy: %v\n%s", err, out)
 	}
 }

@@ -170,9 +170,10 @@ type LateCoverage struct {
 
 // lateCoverage reads, per customer and period, how far late lines billed it.
 func lateCoverage(ctx context.Context, q sqlx.QueryerContext, scope string) ([]LateCoverage, error) {
+	// late = ? with true: SQLite's 1, PostgreSQL's boolean.
 	query := `SELECT customer_id, MIN(period) AS period, MIN(tz) AS tz, period_start, period_end, MAX(through_id) AS through_id
-		FROM invoice_lines WHERE late = 1`
-	var args []any
+		FROM invoice_lines WHERE late = ?`
+	args := []any{true}
 	if scope != "" {
 		query, args = query+` AND customer_id = ?`, append(args, scope)
 	}

@@ -64,6 +64,7 @@ func newApp() *cli.App {
 			forwardCommand(),
 			auditCommand(),
 			migrateCommand(),
+			copyCommand(),
 			restoreCommand(),
 			replicaCommand(),
 			versionCommand(),

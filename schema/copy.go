@@ -1,0 +1,223 @@
+package schema
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Copying a ledger from SQLite to PostgreSQL (`hookledger copy`): every
+// table, every row as stored (ids, hashes, pruned bodies), in one
+// transaction on the target, through PostgreSQL's COPY.
+
+// copyTables are hookledger's tables, parents before children. CopyLedger
+// refuses a source with a table missing here, so a migration that adds a
+// table cannot be forgotten by copy.
+var copyTables = []string{
+	"receipts", "delivery_attempts", "metered_usage", "replays",
+	"period_closes", "invoices", "invoice_lines",
+	"reconcile_checkpoints", "redelivery_requests", "prune_runs",
+	"chain_head",
+}
+
+// ErrTargetNotEmpty means the copy's target already holds a ledger.
+var ErrTargetNotEmpty = errors.New("the target database is not empty")
+
+// CopyCounts are the rows of each table a copy moves.
+type CopyCounts map[string]int64
+
+// CopyPlan checks that src (SQLite) can be copied into dst (PostgreSQL,
+// migrated to the same schema version) and counts the rows to copy. dst
+// must hold no receipt, ledger row, invoice or anything else.
+func CopyPlan(ctx context.Context, src, dst *DB) (CopyCounts, error) {
+	if src.Postgres() || !dst.Postgres() {
+		return nil, errors.New("copy goes from a SQLite database to a PostgreSQL one")
+	}
+	sv, err := src.SchemaVersion(ctx)
+	if err != nil {
+		return nil, err
+	}
+	dv, err := dst.SchemaVersion(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if sv != dv {
+		return nil, fmt.Errorf("the source is at schema version %d and the target at %d: run the same hookledger's migrate on both", sv, dv)
+	}
+	var tables []string
+	if err := src.Read.SelectContext(ctx, &tables, `SELECT name FROM sqlite_schema WHERE type = 'table'
+		AND name NOT LIKE 'sqlite_%' AND name != 'schema_migrations' ORDER BY name`); err != nil {
+		return nil, err
+	}
+	for _, t := range tables {
+		if !slices.Contains(copyTables, t) {
+			return nil, fmt.Errorf("copy does not know the source's table %s", t)
+		}
+	}
+	counts := CopyCounts{}
+	for _, t := range copyTables {
+		if !slices.Contains(tables, t) {
+			return nil, fmt.Errorf("the source has no table %s", t)
+		}
+		var n, m int64
+		if err := src.Read.GetContext(ctx, &n, `SELECT COUNT(*) FROM `+t); err != nil {
+			return nil, err
+		}
+		counts[t] = n
+		if t == "chain_head" {
+			continue // the migration made the target's; the copy moves it
+		}
+		if err := dst.Read.GetContext(ctx, &m, `SELECT COUNT(*) FROM `+t); err != nil {
+			return nil, err
+		}
+		if m > 0 {
+			return nil, fmt.Errorf("%w: its %s holds %d rows (copy only into a database hookledger has just migrated)", ErrTargetNotEmpty, t, m)
+		}
+	}
+	if h, err := dst.LatestHead(ctx); err != nil {
+		return nil, err
+	} else if h.LedgerID != 0 || h.ReceiptID != 0 {
+		return nil, fmt.Errorf("%w: its chain head has moved", ErrTargetNotEmpty)
+	}
+	return counts, nil
+}
+
+// CopyLedger copies every table of src into dst (after CopyPlan), in one
+// transaction on dst: a failed copy leaves the target as empty as it was.
+// progress is called after each batch of rows with the table and the rows
+// copied so far in it. src must not change meanwhile (the caller holds its
+// data directory's lock); its rows are read in one snapshot anyway.
+func CopyLedger(ctx context.Context, src, dst *DB, progress func(table string, rows int64)) error {
+	rtx, err := src.Read.BeginTxx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer rtx.Rollback()
+	conn, err := dst.Write.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return conn.Raw(func(dc any) error {
+		pc := dc.(rebindConn).Conn.Conn()
+		tx, err := pc.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback(ctx)
+		for _, t := range copyTables {
+			if t == "chain_head" {
+				var h ChainHead
+				var pruned int64
+				if err := rtx.QueryRowxContext(ctx, `SELECT ledger_id, ledger_hash, receipt_id, receipt_hash, receipts_pruned_through
+					FROM chain_head WHERE id = 1`).Scan(&h.LedgerID, &h.LedgerHash, &h.ReceiptID, &h.ReceiptHash, &pruned); err != nil {
+					return fmt.Errorf("chain_head: %w", err)
+				}
+				if _, err := tx.Exec(ctx, `UPDATE chain_head SET ledger_id = $1, ledger_hash = $2, receipt_id = $3, receipt_hash = $4,
+					receipts_pruned_through = $5 WHERE id = 1`, h.LedgerID, h.LedgerHash, h.ReceiptID, h.ReceiptHash, pruned); err != nil {
+					return fmt.Errorf("chain_head: %w", err)
+				}
+				progress(t, 1)
+				continue
+			}
+			if err := copyTable(ctx, rtx.Tx, tx, t, progress); err != nil {
+				return fmt.Errorf("%s: %w", t, err)
+			}
+		}
+		// Identity columns go on after the ids copied.
+		rows, err := tx.Query(ctx, `SELECT table_name::text, pg_get_serial_sequence(table_name, column_name) FROM information_schema.columns
+			WHERE table_schema = current_schema() AND is_identity = 'YES'`)
+		if err != nil {
+			return err
+		}
+		seqs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (s [2]string, err error) {
+			return s, r.Scan(&s[0], &s[1])
+		})
+		if err != nil {
+			return err
+		}
+		for _, s := range seqs {
+			if _, err := tx.Exec(ctx, `SELECT setval($1, (SELECT COALESCE(MAX(id), 0) FROM `+pgx.Identifier{s[0]}.Sanitize()+`) + 1, false)`, s[1]); err != nil {
+				return fmt.Errorf("%s: move its identity past the copied ids: %w", s[0], err)
+			}
+		}
+		return tx.Commit(ctx)
+	})
+}
+
+// copyTable streams one table from SQLite into PostgreSQL's COPY, in id (or
+// rowid) order.
+func copyTable(ctx context.Context, src *sql.Tx, dst pgx.Tx, table string, progress func(string, int64)) error {
+	rows, err := src.QueryContext(ctx, `SELECT * FROM `+table+` ORDER BY rowid`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return err
+	}
+	// SQLite keeps booleans as 0 and 1; PostgreSQL's boolean columns want bools.
+	boolean := make([]bool, len(cols))
+	for i, c := range cols {
+		var typ string
+		if err := dst.QueryRow(ctx, `SELECT data_type FROM information_schema.columns
+			WHERE table_schema = current_schema() AND table_name = $1 AND column_name = $2`, table, c).Scan(&typ); err != nil {
+			return fmt.Errorf("column %s: %w", c, err)
+		}
+		boolean[i] = typ == "boolean"
+	}
+	src2 := &rowSource{rows: rows, vals: make([]any, len(cols)), ptrs: make([]any, len(cols)), boolean: boolean,
+		progress: func(n int64) { progress(table, n) }}
+	for i := range src2.vals {
+		src2.ptrs[i] = &src2.vals[i]
+	}
+	_, err = dst.CopyFrom(ctx, pgx.Identifier{table}, cols, src2)
+	if err == nil {
+		progress(table, src2.n)
+	}
+	return err
+}
+
+// rowSource is pgx's CopyFromSource over database/sql rows.
+type rowSource struct {
+	rows     *sql.Rows
+	vals     []any
+	ptrs     []any
+	boolean  []bool
+	n        int64
+	err      error
+	progress func(int64)
+}
+
+func (s *rowSource) Next() bool {
+	if !s.rows.Next() {
+		s.err = s.rows.Err()
+		return false
+	}
+	s.n++
+	if s.n%10_000 == 0 {
+		s.progress(s.n)
+	}
+	return true
+}
+
+func (s *rowSource) Values() ([]any, error) {
+	if err := s.rows.Scan(s.ptrs...); err != nil {
+		return nil, err
+	}
+	for i, b := range s.boolean {
+		if b {
+			if v, ok := s.vals[i].(int64); ok {
+				s.vals[i] = v != 0
+			}
+		}
+	}
+	return s.vals, nil
+}
+
+func (s *rowSource) Err() error { return s.err }
