@@ -3,6 +3,7 @@ package dispute
 import (
 	"bytes"
 	"context"
+	"github.com/hookledger/hookledger/internal/testenv"
 	"net/http"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 )
 
 func TestTableFitsWidth(t *testing.T) {
+	testenv.SQLiteOnly(t, "edits rows in SQLite's dialect")
 	e := seedAllSchemes(t)
 	// Long values everywhere a table has a column: event id, user agent,
 	// reason, and a payload mismatch (the longest outcome).

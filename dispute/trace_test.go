@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"github.com/hookledger/hookledger/internal/testenv"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -306,6 +307,7 @@ func TestCustomerPeriod(t *testing.T) {
 // Rewriting a billed row is caught three ways: the row's own hash, the
 // line's digest, and (for a row rewritten with a fresh hash) the next link.
 func TestTamperedLedgerShowsInTrace(t *testing.T) {
+	testenv.SQLiteOnly(t, "tampers in SQLite's dialect")
 	e := seedLine(t)
 	// The triggers refuse updates; someone with the file drops them first.
 	e.Exec(`DROP TRIGGER metered_usage_no_update`)
@@ -337,6 +339,7 @@ func TestTamperedLedgerShowsInTrace(t *testing.T) {
 
 // A deleted row shows as a gap on both sides and in the line's counts.
 func TestDeletedRowShowsInTrace(t *testing.T) {
+	testenv.SQLiteOnly(t, "tampers in SQLite's dialect")
 	e := seedLine(t)
 	e.Exec(`DROP TRIGGER metered_usage_no_delete`)
 	e.Exec(`DELETE FROM metered_usage WHERE id = 2`)
@@ -351,6 +354,7 @@ func TestDeletedRowShowsInTrace(t *testing.T) {
 
 // A failing database is an error, never a partial trace.
 func TestTraceReadErrors(t *testing.T) {
+	testenv.SQLiteOnly(t, "breaks the database file")
 	e := seedLine(t)
 	db, err := schema.Open(context.Background(), e.DB.Path, schema.Options{ReadOnly: true})
 	if err != nil {

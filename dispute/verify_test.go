@@ -3,6 +3,7 @@ package dispute
 import (
 	"context"
 	"crypto/sha256"
+	"github.com/hookledger/hookledger/internal/testenv"
 	"net/http"
 	"strings"
 	"testing"
@@ -24,6 +25,7 @@ func eventOf(t *testing.T, tr *Trace, id string) EventView {
 }
 
 func TestVerificationStates(t *testing.T) {
+	testenv.SQLiteOnly(t, "edits rows in SQLite's dialect")
 	e := seedLine(t)
 
 	t.Run("altered body is invalid", func(t *testing.T) {

@@ -35,6 +35,7 @@ func Writable(w *custody.Writer) CheckFunc {
 type MigrationState interface {
 	PendingMigrations(ctx context.Context) ([]schema.Migration, error)
 	SchemaVersion(ctx context.Context) (int, error)
+	Migrations() ([]schema.Migration, error) // this binary's, for the database's engine
 }
 
 // Migrated checks that every embedded migration is applied and that the
@@ -52,7 +53,7 @@ func Migrated(db MigrationState) CheckFunc {
 			}
 			return fmt.Errorf("%d migration(s) not applied: %s", len(pending), strings.Join(names, ", "))
 		}
-		all, err := schema.Migrations()
+		all, err := db.Migrations()
 		if err != nil {
 			return err
 		}

@@ -1,6 +1,7 @@
 package ledger_test
 
 import (
+	"github.com/hookledger/hookledger/internal/testenv"
 	"strings"
 	"testing"
 
@@ -36,6 +37,7 @@ func verifiedWith(t *testing.T, e *env, anchors []ledger.Anchor) *ledger.VerifyR
 }
 
 func TestAnchorDetectsTailTruncatedWithTheHead(t *testing.T) {
+	testenv.SQLiteOnly(t, "tampers in SQLite's dialect")
 	e, dir := seedWithTail(t)
 	defer e.Close()
 	anchors := head(t, e) // ledger:7, receipts:8
@@ -66,6 +68,7 @@ func TestAnchorDetectsTailTruncatedWithTheHead(t *testing.T) {
 }
 
 func TestAnchorDetectsDeletedNewestIgnoredReceipt(t *testing.T) {
+	testenv.SQLiteOnly(t, "tampers in SQLite's dialect")
 	e, dir := seedWithTail(t)
 	defer e.Close()
 	e.ignored("ign_2") // receipt 9
@@ -79,6 +82,7 @@ func TestAnchorDetectsDeletedNewestIgnoredReceipt(t *testing.T) {
 }
 
 func TestAnchorDetectsRechainedLedger(t *testing.T) {
+	testenv.SQLiteOnly(t, "tampers in SQLite's dialect")
 	e, dir := seedWithTail(t)
 	defer e.Close()
 	anchors := head(t, e)

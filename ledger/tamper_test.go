@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"github.com/hookledger/hookledger/internal/testenv"
 	"strings"
 	"testing"
 
@@ -58,6 +59,7 @@ var truncateTail = []string{
 }
 
 func TestVerifyDetectsTruncatedTail(t *testing.T) {
+	testenv.SQLiteOnly(t, "tampers in SQLite's dialect")
 	e, dir := seedWithTail(t)
 	defer e.Close()
 	if rep := verified(t, e); rep.First() != nil {
@@ -72,6 +74,7 @@ func TestVerifyDetectsTruncatedTail(t *testing.T) {
 }
 
 func TestVerifyDetectsDeletedIgnoredReceipt(t *testing.T) {
+	testenv.SQLiteOnly(t, "tampers in SQLite's dialect")
 	e, dir := seedWithTail(t)
 	defer e.Close()
 	// Not the newest: the next receipt's link breaks.
@@ -83,6 +86,7 @@ func TestVerifyDetectsDeletedIgnoredReceipt(t *testing.T) {
 }
 
 func TestVerifyDetectsDeletedNewestIgnoredReceipt(t *testing.T) {
+	testenv.SQLiteOnly(t, "tampers in SQLite's dialect")
 	e, dir := seedWithTail(t)
 	defer e.Close()
 	e.ignored("ign_2") // receipt 9, the newest
@@ -94,6 +98,7 @@ func TestVerifyDetectsDeletedNewestIgnoredReceipt(t *testing.T) {
 }
 
 func TestVerifyDetectsEditedBody(t *testing.T) {
+	testenv.SQLiteOnly(t, "tampers in SQLite's dialect")
 	e, dir := seedWithTail(t)
 	defer e.Close()
 	tamper(t, dir, `UPDATE receipts SET body = CAST('{"id":"evt_000003","quantity":200}' AS BLOB) WHERE event_id = 'evt_000003'`)
@@ -108,6 +113,7 @@ func TestVerifyDetectsEditedBody(t *testing.T) {
 // replays table must then lead from the status the receipt was stored with
 // (hashed) to the one it has now.
 func TestVerifyDetectsStatusChangedOutsideAReplay(t *testing.T) {
+	testenv.SQLiteOnly(t, "tampers in SQLite's dialect")
 	e, dir := seedWithTail(t)
 	defer e.Close()
 	body := []byte(`{"id":"bad_1","type":"usage.recorded","data":{}}`)

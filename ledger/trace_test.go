@@ -1,6 +1,7 @@
 package ledger_test
 
 import (
+	"github.com/hookledger/hookledger/internal/testenv"
 	"testing"
 
 	"github.com/hookledger/hookledger/ledger"
@@ -9,6 +10,7 @@ import (
 // CheckLinksBatch must say exactly what CheckLinks says, row by row, on an
 // intact chain and after each kind of tampering.
 func TestCheckLinksBatchAgreesWithCheckLinks(t *testing.T) {
+	testenv.SQLiteOnly(t, "tampers in SQLite's dialect")
 	e := newEnv(t)
 	defer e.Close()
 	for i := range 8 {

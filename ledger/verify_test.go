@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"fmt"
+	"github.com/hookledger/hookledger/internal/testenv"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -64,6 +65,7 @@ func TestVerifyIntactDatabase(t *testing.T) {
 }
 
 func TestVerifyReportsChangedQuantity(t *testing.T) {
+	testenv.SQLiteOnly(t, "tampers in SQLite's dialect")
 	e, dir := seedForVerify(t)
 	defer e.Close()
 	tamper(t, dir,
@@ -89,6 +91,7 @@ func TestVerifyReportsChangedQuantity(t *testing.T) {
 }
 
 func TestVerifyReportsDeletedAndRechainedRows(t *testing.T) {
+	testenv.SQLiteOnly(t, "tampers in SQLite's dialect")
 	e, dir := seedForVerify(t)
 	defer e.Close()
 	tamper(t, dir, `DROP TRIGGER metered_usage_no_delete`, `DELETE FROM metered_usage WHERE id = 2`)
@@ -99,6 +102,7 @@ func TestVerifyReportsDeletedAndRechainedRows(t *testing.T) {
 }
 
 func TestVerifyReportsReceiptMismatches(t *testing.T) {
+	testenv.SQLiteOnly(t, "tampers in SQLite's dialect")
 	e, dir := seedForVerify(t)
 	defer e.Close()
 	tamper(t, dir,
@@ -122,6 +126,7 @@ func TestVerifyReportsReceiptMismatches(t *testing.T) {
 // Receipts deleted by retention.keys leave their usage rows behind on
 // purpose; only rows the recorded prune covered are excused.
 func TestVerifyAcceptsReceiptsDeletedByRetention(t *testing.T) {
+	testenv.SQLiteOnly(t, "tampers in SQLite's dialect")
 	e, dir := seedForVerify(t)
 	defer e.Close()
 	tamper(t, dir,
@@ -139,6 +144,7 @@ func TestVerifyAcceptsReceiptsDeletedByRetention(t *testing.T) {
 }
 
 func TestVerifyReportsEditedInvoice(t *testing.T) {
+	testenv.SQLiteOnly(t, "tampers in SQLite's dialect")
 	e, dir := seedForVerify(t)
 	defer e.Close()
 	tamper(t, dir, `DROP TRIGGER invoice_lines_no_update`, `UPDATE invoice_lines SET quantity = 1 WHERE invoice_id = 1`)
@@ -185,6 +191,7 @@ func forgeInvoice(t *testing.T, e *env, dir string, inv ledger.Invoice) {
 // Recomputing the same way agreed with it, so verify passed; the exact total
 // cannot agree with any stored value.
 func TestVerifyReportsAWrappedInvoiceQuantity(t *testing.T) {
+	testenv.SQLiteOnly(t, "tampers in SQLite's dialect")
 	dir := t.TempDir()
 	e := newEnvAt(t, dir)
 	defer e.Close()
@@ -222,6 +229,7 @@ func TestVerifyReportsAWrappedInvoiceQuantity(t *testing.T) {
 // recomputed) so that they no longer cover every row of the period: each
 // line still matches the rows it names, but the invoice leaves rows off.
 func TestVerifyReportsInvoiceLinesThatLeaveRowsOff(t *testing.T) {
+	testenv.SQLiteOnly(t, "tampers in SQLite's dialect")
 	oct := month(t, "2026-10", "UTC")
 	start, end := oct.Start.UnixMilli(), oct.End.UnixMilli()
 	line := func(no int64, meter string, after, through int64, qty string, rows, maxID int64) ledger.InvoiceLine {

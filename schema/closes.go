@@ -121,12 +121,16 @@ func (tx *CloseTx) LedgerRowRecordedAt(ctx context.Context, id int64) (int64, er
 	return at, notFound(err)
 }
 
-// InsertPeriodClose records c (its ID is ignored) and returns its id.
+// InsertPeriodClose records c (its ID is ignored) and returns its id: the
+// next after the highest, chosen in the close's transaction (which no other
+// close runs beside). Not a sequence: a dry run's rolled-back close must
+// leave the id (and so the invoice digests) to the real close, and
+// PostgreSQL's sequences do not roll back.
 func (tx *CloseTx) InsertPeriodClose(ctx context.Context, c PeriodClose) (int64, error) {
 	var id int64
 	err := tx.tx.QueryRowxContext(ctx, `INSERT INTO period_closes
-		(customer_id, period, tz, period_start, period_end, grace_ms, cutoff, ledger_head, closed_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		(id, customer_id, period, tz, period_start, period_end, grace_ms, cutoff, ledger_head, closed_at)
+		SELECT COALESCE(MAX(id), 0) + 1, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM period_closes RETURNING id`,
 		c.Customer, c.Period, c.TZ, c.PeriodStart, c.PeriodEnd, c.GraceMS, c.Cutoff, c.LedgerHead, c.ClosedAt).Scan(&id)
 	return id, err
 }
@@ -223,7 +227,8 @@ func PeriodScanSQL(s PeriodScan) (string, []any) {
 	if s.Properties {
 		props = "properties"
 	}
-	query := "SELECT id, kind = 'adjustment', customer_id, meter, quantity, occurred_at, " + props + ", row_hash"
+	// The CASE gives an integer on both engines (PostgreSQL's = is boolean).
+	query := "SELECT id, CASE WHEN kind = 'adjustment' THEN 1 ELSE 0 END, customer_id, meter, quantity, occurred_at, " + props + ", row_hash"
 	if s.Ranged {
 		// "+occurred_at" keeps the planner off the event-time index: the
 		// range is read in rowid order, one page after the next.

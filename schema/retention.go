@@ -133,7 +133,9 @@ func (b Batch) PruneReceipts(ctx context.Context, p Prune, ids []int64, before i
 // receipts chain cannot link across them any more, and verify must tell that
 // from a deletion.
 func (b Batch) MarkReceiptsPruned(ctx context.Context, throughID int64) error {
-	_, err := b.tx.ExecContext(ctx, `UPDATE chain_head SET receipts_pruned_through = MAX(receipts_pruned_through, ?) WHERE id = 1`, throughID)
+	// Only forward (the CASE is SQLite's two-argument max and PostgreSQL's GREATEST).
+	_, err := b.tx.ExecContext(ctx, `UPDATE chain_head SET receipts_pruned_through =
+		CASE WHEN receipts_pruned_through > ? THEN receipts_pruned_through ELSE ? END WHERE id = 1`, throughID, throughID)
 	return err
 }
 

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -99,6 +100,9 @@ func New(t testing.TB, o Options) *Env {
 		e.now = e.Clock.Now
 	}
 	e.path = filepath.Join(e.Dir, schema.FileName)
+	if o.Backend == "" {
+		o.Backend = os.Getenv(BackendEnv)
+	}
 	if o.Backend == "postgres" {
 		e.path = PostgresDatabase(t)
 	}

@@ -18,6 +18,11 @@ import (
 // installs and starts a server and sets it.
 const PostgresEnv = "HOOKLEDGER_TEST_POSTGRES"
 
+// BackendEnv, set to "postgres", runs every Env whose Options.Backend is
+// unset on PostgreSQL: .ci/run runs the storage-level packages a second time
+// so, beside the tests that are table-driven by backend.
+const BackendEnv = "HOOKLEDGER_TEST_BACKEND"
+
 // Backends are the storage backends tests run against (EachBackend).
 var Backends = []string{"sqlite", "postgres"}
 
@@ -65,4 +70,14 @@ func NeedService(t testing.TB, name string, err error) {
 		t.Fatalf("%s is needed and not reachable (CI starts it): %v", name, err)
 	}
 	t.Skipf("%s is not reachable, skipping (CI runs this test): %v", name, err)
+}
+
+// SQLiteOnly skips a test in the PostgreSQL pass (BackendEnv) whose subject
+// is SQLite's own (its locks, its files, a tampering done in its dialect);
+// it has run on SQLite in the main pass.
+func SQLiteOnly(t testing.TB, why string) {
+	t.Helper()
+	if os.Getenv(BackendEnv) == "postgres" {
+		t.Skip("SQLite only: " + why)
+	}
 }
