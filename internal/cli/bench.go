@@ -56,6 +56,8 @@ func benchCommand() *cli.Command {
 				Usage: "per-request timeout"},
 			&cli.BoolFlag{Name: "verify", EnvVars: []string{"HOOKLEDGER_BENCH_VERIFY"},
 				Usage: "after the run, check the ledger in --data (read-only; the server may keep running)"},
+			&cli.StringFlag{Name: "database", EnvVars: []string{"HOOKLEDGER_DATABASE"},
+				Usage: "with --verify: the PostgreSQL database (postgres://…) to check instead of --data's hookledger.db"},
 			&cli.StringFlag{Name: "format", Value: "text", EnvVars: []string{"HOOKLEDGER_BENCH_FORMAT"}, Usage: "text or json"},
 		),
 		Action: runBench,
@@ -93,7 +95,11 @@ func runBench(c *cli.Context) error {
 	var db *schema.DB
 	if c.Bool("verify") {
 		// Open before the run: a wrong --data should fail before minutes of load, not after.
-		db, err = openDB(c.Context, schema.Path(c.String("data")), schema.Options{ReadOnly: true})
+		target := schema.Path(c.String("data"))
+		if d := c.String("database"); d != "" {
+			target = d
+		}
+		db, err = openDB(c.Context, target, schema.Options{ReadOnly: true})
 		if err != nil {
 			return fmt.Errorf("--verify: %w", err)
 		}
