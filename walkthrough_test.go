@@ -48,6 +48,11 @@ package main
 //     replacement (HOOKLEDGER_LISTEN, HOOKLEDGER_URL); HOOKLEDGER_LOG_FORMAT
 //     is text, as on the reader's terminal; the developer's other
 //     HOOKLEDGER_* variables are removed.
+//   - The PostgreSQL database the docs name, postgres://hookledger:…@
+//     127.0.0.1:5432/hookledger (walkPostgres), is replaced by a fresh
+//     database on the test server (testenv.PostgresDatabase: without one
+//     the file fails in CI and is skipped elsewhere), and its name mapped
+//     back in the output.
 //   - HOOKLEDGER_WALK_SHOW=1 go test -run TestWalkthroughs . reports every
 //     difference instead of stopping at the first: the way to write one.
 //   - Comparison is line by line after trimming trailing spaces, with runs of
@@ -63,6 +68,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -175,7 +181,11 @@ type walkEnv struct {
 	env   []string
 	ports map[string]string // documented port -> free port
 	jobs  []*walkJob        // every job started; a job's number is n, as bash numbers them
+	pg    string            // the fresh database standing for walkPostgres, once used
 }
+
+// walkPostgres is the PostgreSQL database the docs use.
+const walkPostgres = "postgres://hookledger:hookledger@127.0.0.1:5432/hookledger"
 
 var walkPort = regexp.MustCompile(`:(80[89]\d|909\d)\b`)
 
@@ -202,8 +212,15 @@ func runWalkthrough(t *testing.T, bin string, steps []walkStep) {
 	}
 }
 
-// mapPorts replaces every documented port in s by its free port.
+// mapPorts replaces every documented port in s by its free port, and the
+// documented PostgreSQL database by the test's.
 func (w *walkEnv) mapPorts(s string) string {
+	if strings.Contains(s, walkPostgres) {
+		if w.pg == "" {
+			w.pg = testenv.PostgresDatabase(w.t)
+		}
+		s = strings.ReplaceAll(s, walkPostgres, w.pg)
+	}
 	return walkPort.ReplaceAllStringFunc(s, func(m string) string {
 		p, ok := w.ports[m]
 		if !ok {
@@ -216,6 +233,11 @@ func (w *walkEnv) mapPorts(s string) string {
 
 // unmapPorts turns the free ports in output back into the documented ones.
 func (w *walkEnv) unmapPorts(s string) string {
+	if w.pg != "" {
+		if u, err := url.Parse(w.pg); err == nil {
+			s = strings.ReplaceAll(s, u.Path, "/hookledger") // the database's name, as hookledger prints it
+		}
+	}
 	for doc, free := range w.ports {
 		s = regexp.MustCompile(regexp.QuoteMeta(free)+`\b`).ReplaceAllString(s, doc)
 	}

@@ -89,6 +89,7 @@ type Attempt struct {
 // The unique key (provider, event_id) decides, inside the transaction, so
 // retries and racing deliveries can never apply an event twice.
 func (d *Delivery) Apply(ctx context.Context, tx *Tx) error {
+	d.clean()
 	received := d.ReceivedAt.UnixMilli()
 	head, err := tx.chainHead(ctx)
 	if err != nil {
