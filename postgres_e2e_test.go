@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"math/rand"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -339,5 +340,43 @@ func TestCopySQLiteLedgerToPostgres(t *testing.T) {
 	out, err = testenv.Run(bin, dir, nil, "copy", "--to", dsn)
 	if err == nil || !strings.Contains(out, "the target database is not empty") {
 		t.Errorf("second copy: %v\n%s", err, out)
+	}
+}
+
+// serve on PostgreSQL refuses what it cannot honour, and never prints the
+// database's password.
+func TestPostgresServeRefusals(t *testing.T) {
+	bin := testenv.Binary(t)
+	dsn := testenv.PostgresDatabase(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong := *u
+	wrong.User = url.UserPassword(u.User.Username(), "not-the-password")
+	missing := *u
+	missing.Path = "/hookledger_no_such_database"
+	for _, c := range []struct {
+		name, db string
+		args     []string
+		want     string
+	}{
+		{"durability replica without a standby", dsn, []string{"--ack-after-replica"}, "the server has none (synchronous_standby_names is empty"},
+		{"restore-if-missing", dsn, []string{"--restore-if-missing"}, "--restore-if-missing is for Litestream's replica of a SQLite database"},
+		{"wrong password", wrong.String(), nil, "password authentication failed"},
+		{"missing database", missing.String(), nil, `database "hookledger_no_such_database" does not exist`},
+		{"not a postgres URL", "mysql://x/y", nil, "--database: must be a postgres:// or postgresql:// URL"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			out, err := testenv.RunFor(t, bin, dir, []string{"HOOKLEDGER_SECRET=" + testenv.Secret},
+				append([]string{"serve", "--listen", testenv.FreeAddr(t), "--database", c.db}, c.args...)...)
+			if err == nil || !strings.Contains(out, c.want) {
+				t.Fatalf("serve: %v, want an error with %q:\n%s", err, c.want, out)
+			}
+			if strings.Contains(out, "not-the-password") || strings.Contains(out, ":hookledger@") {
+				t.Errorf("the output shows a password:\n%s", out)
+			}
+		})
 	}
 }
