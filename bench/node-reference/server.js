@@ -25,7 +25,8 @@ if (cluster.isPrimary) {
     .then(() => pool.end())
     .then(() => { for (let i = 0; i < workers; i++) cluster.fork(); })
     .catch((err) => { console.error(err); process.exit(1); });
-  cluster.on('listening', (w, addr) => console.log(JSON.stringify({ msg: 'listening', addr: `127.0.0.1:${addr.port}` })));
+  // On stderr, where hookledger logs its own listen address (the benchmark harness reads it).
+  cluster.on('listening', (w, addr) => console.error(JSON.stringify({ msg: 'listening', addr: `127.0.0.1:${addr.port}` })));
 } else {
   const pool = new Pool({ connectionString: process.env.DATABASE_URL, max: 16 });
   const app = express();

@@ -88,7 +88,13 @@ type Server struct {
 // default config), copies its stderr to logPath and waits for the listen
 // address it logs. ARGS should listen on 127.0.0.1:0.
 func (h *Harness) Start(ctx context.Context, name, dir, logPath string, args ...string) (*Server, error) {
-	cmd := exec.CommandContext(ctx, h.Bin, args...)
+	return h.StartProgram(ctx, name, dir, logPath, h.Bin, args...)
+}
+
+// StartProgram is Start for another program that logs its listen address
+// the same way (the Node.js reference, bench/node-reference).
+func (h *Harness) StartProgram(ctx context.Context, name, dir, logPath, program string, args ...string) (*Server, error) {
+	cmd := exec.CommandContext(ctx, program, args...)
 	cmd.Dir, cmd.Env = dir, h.Env
 	logf, err := os.Create(logPath)
 	if err != nil {
