@@ -215,6 +215,7 @@ func (w *Writer) apply(batch []*job, errs []error, isolate bool) (failed bool, e
 	}
 	defer b.Rollback()
 	btx := &Tx{b: b, hook: w.testHook, now: w.clock(), route: w.Route}
+	b.Expect(expectedReceipts(batch, errs))
 	for i, j := range batch {
 		switch {
 		case errs[i] != nil:
@@ -231,6 +232,14 @@ func (w *Writer) apply(batch []*job, errs []error, isolate bool) (failed bool, e
 			}
 		}
 	}
+	if !isolate {
+		// Writes the storage held back (PostgreSQL) fail here, not at
+		// COMMIT: the batch then runs again one op at a time, so that a
+		// failing op fails alone.
+		if err := b.Flush(ctx); err != nil {
+			return true, nil
+		}
+	}
 	if err := btx.saveHead(ctx); err != nil {
 		return false, w.storageError("save chain head", err)
 	}
@@ -245,6 +254,18 @@ func (w *Writer) apply(batch []*job, errs []error, isolate bool) (failed bool, e
 		w.AfterOutbox()
 	}
 	return false, nil
+}
+
+// expectedReceipts are the receipts the batch's deliveries insert, unless
+// they exist (Batch.Expect).
+func expectedReceipts(batch []*job, errs []error) []schema.ReceiptKey {
+	var keys []schema.ReceiptKey
+	for i, j := range batch {
+		if d, ok := j.op.(*Delivery); ok && errs[i] == nil {
+			keys = append(keys, schema.ReceiptKey{Provider: d.Provider, EventID: d.EventID})
+		}
+	}
+	return keys
 }
 
 // storageError reports err (see OnStorageError) and returns it.

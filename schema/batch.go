@@ -78,6 +78,10 @@ func (w *Writer) Begin(ctx context.Context) (Batch, error) {
 	if err != nil {
 		return Batch{}, err
 	}
+	if onPostgres(w.db) {
+		pg := &pgBatch{known: map[receiptKey]storedReceipt{}}
+		return Batch{tx: batchTx{tx, pg}, pg: pg}, nil // pgbatch.go: no prepared statements, writes held back
+	}
 	st := &writeStmts{}
 	st.insertReceipt = tx.StmtContext(ctx, w.stmts.insertReceipt)
 	st.storedReceipt = tx.StmtContext(ctx, w.stmts.storedReceipt)
@@ -85,7 +89,7 @@ func (w *Writer) Begin(ctx context.Context) (Batch, error) {
 	st.insertRow = tx.StmtContext(ctx, w.stmts.insertRow)
 	st.saveHead = tx.StmtContext(ctx, w.stmts.saveHead)
 	st.insertOutbox = tx.StmtContext(ctx, w.stmts.insertOutbox)
-	return Batch{tx: tx, st: st}, nil
+	return Batch{tx: batchTx{Tx: tx}, st: st}, nil
 }
 
 // Batch is the writer's batch transaction (Writer.Begin): the hot path's
@@ -95,13 +99,20 @@ func (w *Writer) Begin(ctx context.Context) (Batch, error) {
 // typed method with no SQL of the caller's. The chain head and the refs of
 // adjustments are read through it too (chain.go). The writer commits it.
 type Batch struct {
-	tx *sqlx.Tx
-	st *writeStmts // bound to tx
+	tx batchTx
+	st *writeStmts // bound to tx (SQLite)
+	pg *pgBatch    // the writes held back (PostgreSQL, pgbatch.go)
 }
 
 // Commit commits the batch: with synchronous=FULL it is durable when Commit
-// returns.
-func (b Batch) Commit() error { return b.tx.Commit() }
+// returns. On PostgreSQL it first sends what the batch holds back, and a
+// batch whose writes failed does not commit.
+func (b Batch) Commit() error {
+	if err := b.Flush(context.Background()); err != nil {
+		return err
+	}
+	return b.tx.Commit()
+}
 
 // Rollback abandons the batch; after Commit it does nothing.
 func (b Batch) Rollback() error {
@@ -119,9 +130,22 @@ func (b Batch) Isolated(ctx context.Context, fn func() error) (opErr, txErr erro
 	if _, err := b.tx.ExecContext(ctx, "SAVEPOINT op"); err != nil {
 		return nil, fmt.Errorf("savepoint: %w", err)
 	}
-	if opErr = fn(); opErr != nil {
-		if _, err := b.tx.ExecContext(ctx, "ROLLBACK TO op"); err != nil {
+	if b.pg != nil {
+		b.pg.added = b.pg.added[:0]
+	}
+	opErr = fn()
+	if opErr == nil && b.pg != nil {
+		opErr = b.pg.flush(ctx, b.tx.Tx) // inside the savepoint: its errors are the op's
+	}
+	if opErr != nil {
+		if _, err := b.tx.Tx.ExecContext(ctx, "ROLLBACK TO op"); err != nil {
 			return opErr, fmt.Errorf("rollback to savepoint: %w", err)
+		}
+		if b.pg != nil { // what the savepoint undid, the batch no longer knows or holds
+			for _, k := range b.pg.added {
+				delete(b.pg.known, k)
+			}
+			b.pg.receipts, b.pg.attempts, b.pg.rows, b.pg.err = b.pg.receipts[:0], b.pg.attempts[:0], b.pg.rows[:0], nil
 		}
 	}
 	if _, err := b.tx.ExecContext(ctx, "RELEASE op"); err != nil {

@@ -61,7 +61,8 @@ func readHead(ctx context.Context, q sqlx.QueryerContext, query string) (ChainHe
 // PostgreSQL it locks the head's row until the batch ends, which orders the
 // batches of several receivers.
 func (b Batch) LatestHead(ctx context.Context) (ChainHead, error) {
-	if onPostgres(b.tx) {
+	if b.pg != nil {
+		b.pg.locked = true
 		return readHead(ctx, b.tx, latestHeadSQL+` FOR UPDATE`)
 	}
 	return latestHead(ctx, b.tx)
@@ -70,6 +71,10 @@ func (b Batch) LatestHead(ctx context.Context) (ChainHead, error) {
 // SaveHead advances the chain head to h, once per batch before COMMIT: one
 // UPDATE of one row however many receipts and rows the batch appended.
 func (b Batch) SaveHead(ctx context.Context, h ChainHead) error {
+	if b.pg != nil {
+		_, err := b.tx.ExecContext(ctx, saveHeadSQL, h.LedgerID, h.LedgerHash, h.ReceiptID, h.ReceiptHash) // flushes first
+		return err
+	}
 	_, err := b.st.saveHead.ExecContext(ctx, h.LedgerID, h.LedgerHash, h.ReceiptID, h.ReceiptHash)
 	return err
 }

@@ -51,6 +51,9 @@ const (
 // receipt: inserted says which. Pruned is ignored. r is passed by value: the
 // writer calls this once per delivery, and a value keeps it off the heap.
 func (b Batch) InsertReceipt(ctx context.Context, r Receipt) (inserted bool, err error) {
+	if b.pg != nil {
+		return b.pg.insertReceipt(ctx, b.tx.Tx, r)
+	}
 	res, err := b.st.insertReceipt.ExecContext(ctx, r.ID, r.Provider, r.EventID, r.EventType, r.Body, r.BodySHA256,
 		r.SignatureHeaders, r.Status, r.Error, r.HandlerVersion, r.Source, r.ReceivedAt, r.ProcessedAt, r.PrevHash, r.RowHash)
 	if err != nil {
@@ -63,6 +66,13 @@ func (b Batch) InsertReceipt(ctx context.Context, r Receipt) (inserted bool, err
 // StoredReceipt reads the body hash and status of the receipt an insert
 // found already there (ErrNotFound: none).
 func (b Batch) StoredReceipt(ctx context.Context, provider, eventID string) (bodySHA256 []byte, status string, err error) {
+	if b.pg != nil {
+		s, ok, err := b.pg.lookup(ctx, b.tx.Tx, receiptKey{provider, eventID})
+		if err == nil && !ok {
+			err = ErrNotFound
+		}
+		return s.sha, s.status, err
+	}
 	err = b.st.storedReceipt.QueryRowContext(ctx, provider, eventID).Scan(&bodySHA256, &status)
 	return bodySHA256, status, notFound(err)
 }

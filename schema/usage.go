@@ -96,6 +96,10 @@ const insertLedgerRowSQL = `INSERT INTO metered_usage
 // r is passed by value: the writer calls this per row, and a value keeps it
 // off the heap.
 func (b Batch) InsertLedgerRow(ctx context.Context, r LedgerRow) error {
+	if b.pg != nil {
+		b.pg.rows = append(b.pg.rows, r)
+		return nil
+	}
 	_, err := b.st.insertRow.ExecContext(ctx, r.ID, r.Kind, r.Provider, r.EventID, r.Customer, r.Meter, r.Quantity,
 		r.Properties, r.Reason, r.Ref, r.OccurredAt, r.RecordedAt, r.PrevHash, r.RowHash)
 	return err

@@ -1,0 +1,307 @@
+package schema
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// On PostgreSQL every statement is a round trip to the server, and the
+// writer's batch holds the chain head's row lock for as long as it runs, so
+// a batch that wrote each delivery's receipt, attempt and usage rows one
+// statement at a time would cost three round trips per delivery while every
+// other receiver waits. Instead the batch holds those writes back and sends
+// them as one statement per table over arrays (unnest), and it learns which
+// receipts exist from one read of all the batch's keys (Expect) instead of
+// one insert each.
+//
+// That read decides nothing by itself: it is exact because the batch holds
+// the chain head's lock, which every batch that inserts a receipt takes
+// first, and the unique key still decides: the held-back insert says ON
+// CONFLICT DO NOTHING, and a batch whose insert stores fewer receipts than
+// the read predicted fails (the writer then runs it again, one op at a time).
+//
+// Anything else the batch runs (a replay's read, a checkpoint, the head's
+// update) first sends what is held back (batchTx), so every statement sees
+// the batch's own writes in order.
+
+// receiptKey names a receipt.
+type receiptKey struct{ provider, eventID string }
+
+// storedReceipt is what a duplicate's attempt needs of the receipt it met.
+type storedReceipt struct {
+	sha    []byte
+	status string
+}
+
+// ReceiptKey names one receipt a batch expects to insert (Batch.Expect).
+type ReceiptKey struct{ Provider, EventID string }
+
+// pgBatch is a PostgreSQL batch's held-back writes and what it knows of the
+// receipts table.
+type pgBatch struct {
+	locked   bool                         // the chain head's row is locked
+	expected []ReceiptKey                 // keys Expect announced, not read yet
+	known    map[receiptKey]storedReceipt // receipts that exist, or that this batch inserts
+	receipts []Receipt
+	attempts []Attempt
+	rows     []LedgerRow
+	added    []receiptKey // known keys this batch inserted since the savepoint (Isolated)
+	err      error        // a failed flush; the batch must not commit
+}
+
+// batchTx is a batch's transaction. On PostgreSQL each statement through it
+// first flushes what the batch holds back; on SQLite it is the transaction.
+type batchTx struct {
+	*sqlx.Tx
+	pg *pgBatch
+}
+
+func (t batchTx) flush(ctx context.Context) error {
+	if t.pg == nil {
+		return nil
+	}
+	return t.pg.flush(ctx, t.Tx)
+}
+
+func (t batchTx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	if err := t.flush(ctx); err != nil {
+		return nil, err
+	}
+	return t.Tx.ExecContext(ctx, q, args...)
+}
+
+func (t batchTx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	if err := t.flush(ctx); err != nil {
+		return nil, err
+	}
+	return t.Tx.QueryContext(ctx, q, args...)
+}
+
+func (t batchTx) QueryxContext(ctx context.Context, q string, args ...any) (*sqlx.Rows, error) {
+	if err := t.flush(ctx); err != nil {
+		return nil, err
+	}
+	return t.Tx.QueryxContext(ctx, q, args...)
+}
+
+// QueryRowContext and QueryRowxContext cannot return a flush's error: it
+// stays in the batch (pgBatch.err), which then refuses to commit.
+func (t batchTx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	t.flush(ctx)
+	return t.Tx.QueryRowContext(ctx, q, args...)
+}
+
+func (t batchTx) QueryRowxContext(ctx context.Context, q string, args ...any) *sqlx.Row {
+	t.flush(ctx)
+	return t.Tx.QueryRowxContext(ctx, q, args...)
+}
+
+func (t batchTx) SelectContext(ctx context.Context, dest any, q string, args ...any) error {
+	return sqlx.SelectContext(ctx, t, dest, q, args...)
+}
+
+func (t batchTx) GetContext(ctx context.Context, dest any, q string, args ...any) error {
+	return sqlx.GetContext(ctx, t, dest, q, args...)
+}
+
+// Expect announces the receipts the batch's deliveries will insert, so that
+// on PostgreSQL one read finds those that exist. It changes nothing on
+// SQLite, where each insert costs no round trip.
+func (b Batch) Expect(keys []ReceiptKey) {
+	if b.pg != nil {
+		b.pg.expected = append(b.pg.expected, keys...)
+	}
+}
+
+// Flush sends what the batch holds back (PostgreSQL), so that its errors
+// belong to the ops applied so far; the writer flushes before committing.
+func (b Batch) Flush(ctx context.Context) error { return b.tx.flush(ctx) }
+
+// lock takes the chain head's row lock if the batch has not yet.
+func (p *pgBatch) lock(ctx context.Context, tx *sqlx.Tx) error {
+	if p.locked {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, latestHeadSQL+` FOR UPDATE`); err != nil {
+		return fmt.Errorf("lock the chain head: %w", err)
+	}
+	p.locked = true
+	return nil
+}
+
+// lookup says whether the receipt k exists (or this batch inserts it),
+// reading every expected key not read yet in one statement.
+func (p *pgBatch) lookup(ctx context.Context, tx *sqlx.Tx, k receiptKey) (storedReceipt, bool, error) {
+	if s, ok := p.known[k]; ok {
+		return s, true, nil
+	}
+	if err := p.lock(ctx, tx); err != nil { // the read is exact only under the lock
+		return storedReceipt{}, false, err
+	}
+	keys := p.expected
+	p.expected = nil
+	if !containsKey(keys, k) {
+		keys = append(keys, ReceiptKey{k.provider, k.eventID})
+	}
+	providers, ids := make([]string, len(keys)), make([]string, len(keys))
+	for i, key := range keys {
+		providers[i], ids[i] = key.Provider, key.EventID
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT r.provider, r.event_id, r.body_sha256, r.status FROM receipts r
+		JOIN unnest(?::text[], ?::text[]) AS k (provider, event_id) ON r.provider = k.provider AND r.event_id = k.event_id`,
+		providers, ids)
+	if err != nil {
+		return storedReceipt{}, false, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var key receiptKey
+		var s storedReceipt
+		if err := rows.Scan(&key.provider, &key.eventID, &s.sha, &s.status); err != nil {
+			return storedReceipt{}, false, err
+		}
+		p.known[key] = s
+	}
+	if err := rows.Err(); err != nil {
+		return storedReceipt{}, false, err
+	}
+	s, ok := p.known[k]
+	return s, ok, nil
+}
+
+func containsKey(keys []ReceiptKey, k receiptKey) bool {
+	for _, key := range keys {
+		if key.Provider == k.provider && key.EventID == k.eventID {
+			return true
+		}
+	}
+	return false
+}
+
+// insertReceipt holds r back if no receipt has its key; inserted says so.
+func (p *pgBatch) insertReceipt(ctx context.Context, tx *sqlx.Tx, r Receipt) (inserted bool, err error) {
+	k := receiptKey{r.Provider, r.EventID}
+	if _, exists, err := p.lookup(ctx, tx, k); err != nil || exists {
+		return false, err
+	}
+	p.known[k] = storedReceipt{sha: r.BodySHA256, status: r.Status}
+	p.added = append(p.added, k)
+	p.receipts = append(p.receipts, r)
+	return true, nil
+}
+
+// flush sends the held-back receipts, attempts and usage rows, one
+// statement per table, receipts first (the attempts' foreign key).
+func (p *pgBatch) flush(ctx context.Context, tx *sqlx.Tx) error {
+	if p.err != nil {
+		return p.err
+	}
+	if err := p.flushReceipts(ctx, tx); err != nil {
+		p.err = err
+		return err
+	}
+	if err := p.flushAttempts(ctx, tx); err != nil {
+		p.err = fmt.Errorf("insert delivery attempts: %w", err)
+		return p.err
+	}
+	if err := p.flushRows(ctx, tx); err != nil {
+		p.err = fmt.Errorf("insert ledger rows: %w", err)
+		return p.err
+	}
+	return nil
+}
+
+func (p *pgBatch) flushReceipts(ctx context.Context, tx *sqlx.Tx) error {
+	n := len(p.receipts)
+	if n == 0 {
+		return nil
+	}
+	var (
+		ids, received, processed                                           = make([]int64, n), make([]int64, n), make([]int64, n)
+		providers, eventIDs, types, headers, statuses, errs, versions, src = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		bodies, sums, prev, hashes                                         = make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n)
+	)
+	for i, r := range p.receipts {
+		ids[i], providers[i], eventIDs[i], types[i], bodies[i], sums[i] = r.ID, r.Provider, r.EventID, r.EventType, r.Body, r.BodySHA256
+		headers[i], statuses[i], errs[i], versions[i], src[i] = r.SignatureHeaders, r.Status, r.Error, r.HandlerVersion, r.Source
+		received[i], processed[i], prev[i], hashes[i] = r.ReceivedAt, r.ProcessedAt, r.PrevHash, r.RowHash
+	}
+	res, err := tx.ExecContext(ctx, `INSERT INTO receipts
+		(id, provider, event_id, event_type, body, body_sha256, signature_headers, status, error, handler_version, source, received_at, processed_at,
+		 prev_hash, row_hash)
+		SELECT * FROM unnest(?::bigint[], ?::text[], ?::text[], ?::text[], ?::bytea[], ?::bytea[], ?::text[], ?::text[], ?::text[], ?::text[],
+			?::text[], ?::bigint[], ?::bigint[], ?::bytea[], ?::bytea[])
+		ON CONFLICT (provider, event_id) DO NOTHING`,
+		ids, providers, eventIDs, types, bodies, sums, headers, statuses, errs, versions, src, received, processed, prev, hashes)
+	if err != nil {
+		return fmt.Errorf("insert receipts: %w", err)
+	}
+	if stored, err := res.RowsAffected(); err != nil {
+		return err
+	} else if stored != int64(n) {
+		// Cannot happen while every receipt insert takes the head's lock
+		// first; if it does, the batch fails rather than chain a receipt
+		// that is not there.
+		return fmt.Errorf("insert receipts: %d of %d stored: another writer inserted receipts without the chain head's lock", stored, n)
+	}
+	p.receipts = p.receipts[:0]
+	return nil
+}
+
+func (p *pgBatch) flushAttempts(ctx context.Context, tx *sqlx.Tx) error {
+	n := len(p.attempts)
+	if n == 0 {
+		return nil
+	}
+	var (
+		received, codes                                                 = make([]int64, n), make([]int64, n)
+		ages                                                            = make([]*int64, n)
+		providers, eventIDs, addrs, agents, requests, headers, outcomes = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		sums                                                            = make([][]byte, n)
+	)
+	for i, a := range p.attempts {
+		providers[i], eventIDs[i], received[i], addrs[i], agents[i], requests[i] = a.Provider, a.EventID, a.ReceivedAt, a.RemoteAddr, a.UserAgent, a.RequestID
+		sums[i], headers[i], ages[i], outcomes[i], codes[i] = a.BodySHA256, a.SignatureHeaders, a.SignatureAgeMS, a.Outcome, int64(a.StatusCode)
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO delivery_attempts
+		(provider, event_id, received_at, remote_addr, user_agent, request_id, body_sha256, signature_headers, signature_age_ms, outcome, status_code)
+		SELECT provider, event_id, received_at, remote_addr, user_agent, request_id, body_sha256, signature_headers, signature_age_ms, outcome, status_code
+		FROM unnest(?::text[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::text[], ?::bytea[], ?::text[], ?::bigint[], ?::text[], ?::bigint[])
+			WITH ORDINALITY AS a (provider, event_id, received_at, remote_addr, user_agent, request_id, body_sha256, signature_headers,
+				signature_age_ms, outcome, status_code, n)
+		ORDER BY n`, // in arrival order, as their ids
+		providers, eventIDs, received, addrs, agents, requests, sums, headers, ages, outcomes, codes)
+	if err == nil {
+		p.attempts = p.attempts[:0]
+	}
+	return err
+}
+
+func (p *pgBatch) flushRows(ctx context.Context, tx *sqlx.Tx) error {
+	n := len(p.rows)
+	if n == 0 {
+		return nil
+	}
+	var (
+		ids, quantities, occurred, recorded                                 = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+		kinds, providers, eventIDs, customers, meters, props, reasons, refs = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		prev, hashes                                                        = make([][]byte, n), make([][]byte, n)
+	)
+	for i, r := range p.rows {
+		ids[i], kinds[i], providers[i], eventIDs[i], customers[i], meters[i] = r.ID, r.Kind, r.Provider, r.EventID, r.Customer, r.Meter
+		quantities[i], props[i], reasons[i], refs[i], occurred[i], recorded[i] = r.Quantity, r.Properties, r.Reason, r.Ref, r.OccurredAt, r.RecordedAt
+		prev[i], hashes[i] = r.PrevHash, r.RowHash
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO metered_usage
+		(id, kind, provider, event_id, customer_id, meter, quantity, properties, reason, ref, occurred_at, recorded_at, prev_hash, row_hash)
+		SELECT * FROM unnest(?::bigint[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::text[],
+			?::bigint[], ?::bigint[], ?::bytea[], ?::bytea[])`,
+		ids, kinds, providers, eventIDs, customers, meters, quantities, props, reasons, refs, occurred, recorded, prev, hashes)
+	if err == nil {
+		p.rows = p.rows[:0]
+	}
+	return err
+}
