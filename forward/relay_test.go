@@ -258,7 +258,7 @@ func TestOutageBacklogDrains(t *testing.T) {
 	defer relay.Close()
 	send(n / 4)
 	eventually(t, 5*time.Second, "no 500 recorded", func() bool {
-		return e.Int(`SELECT COUNT(*) FROM outbox_attempts WHERE status_code = 500 AND response = CAST('boom' AS BLOB)`) >= 2
+		return e.Int(`SELECT COUNT(*) FROM outbox_attempts WHERE status_code = 500 AND response = ?`, []byte("boom")) >= 2
 	})
 	a.set(func(w http.ResponseWriter, r *http.Request) {
 		retryAfterSeen.Store(time.Now().UnixMilli())

@@ -145,7 +145,7 @@ func (b Batch) Isolated(ctx context.Context, fn func() error) (opErr, txErr erro
 			for _, k := range b.pg.added {
 				delete(b.pg.known, k)
 			}
-			b.pg.receipts, b.pg.attempts, b.pg.rows, b.pg.err = b.pg.receipts[:0], b.pg.attempts[:0], b.pg.rows[:0], nil
+			b.pg.receipts, b.pg.attempts, b.pg.rows, b.pg.outbox, b.pg.err = b.pg.receipts[:0], b.pg.attempts[:0], b.pg.rows[:0], b.pg.outbox[:0], nil
 		}
 	}
 	if _, err := b.tx.ExecContext(ctx, "RELEASE op"); err != nil {

@@ -42,13 +42,14 @@ func (b Batch) SaveBackoff(ctx context.Context, s DestinationState) error {
 // so it is attempted at once.
 func (b Batch) SetPaused(ctx context.Context, name string, paused bool, now int64) error {
 	var at any
+	flag := 0 // an integer column on both engines
 	if paused {
-		at = now
+		at, flag = now, 1
 	}
 	_, err := b.tx.ExecContext(ctx, `INSERT INTO forward_destinations (name, paused, paused_at, updated_at) VALUES (?, ?, ?, ?)
 		ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, paused_at = excluded.paused_at, updated_at = excluded.updated_at,
 		failures = CASE WHEN excluded.paused = 0 THEN 0 ELSE forward_destinations.failures END,
-		backoff_until = CASE WHEN excluded.paused = 0 THEN 0 ELSE forward_destinations.backoff_until END`, name, paused, at, now)
+		backoff_until = CASE WHEN excluded.paused = 0 THEN 0 ELSE forward_destinations.backoff_until END`, name, flag, at, now)
 	return err
 }
 

@@ -50,6 +50,10 @@ const insertOutboxSQL = `INSERT INTO outbox (receipt_id, destination, message_id
 // batch, due at once (prepared: it runs on the hot path, once per matching
 // destination of a new receipt).
 func (b Batch) InsertOutbox(ctx context.Context, receiptID int64, destination, messageID string, now int64) error {
+	if b.pg != nil {
+		b.pg.outbox = append(b.pg.outbox, outboxRow{receiptID, destination, messageID, now})
+		return nil
+	}
 	_, err := b.st.insertOutbox.ExecContext(ctx, receiptID, destination, messageID, now, now, now)
 	return err
 }
@@ -71,11 +75,15 @@ type OutboxClaim struct {
 // several receivers claim disjoint rows; SQLite's single writer needs no
 // more.
 func (b Batch) ClaimOutbox(ctx context.Context, destination string, now, leaseUntil int64, limit int) ([]OutboxClaim, error) {
+	lock := ""
+	if b.pg != nil {
+		lock = " FOR UPDATE SKIP LOCKED"
+	}
 	var out []OutboxClaim
 	err := b.tx.SelectContext(ctx, &out, `UPDATE outbox SET next_attempt_at = ? WHERE id IN (
 		SELECT id FROM outbox WHERE destination = ? AND status = 'pending' AND next_attempt_at <= ?
 		  AND NOT EXISTS (SELECT 1 FROM forward_destinations WHERE name = ? AND paused = 1)
-		ORDER BY next_attempt_at, id LIMIT ?)
+		ORDER BY next_attempt_at, id LIMIT ?`+lock+`)
 		RETURNING id, receipt_id, message_id, attempts, pending_since`, leaseUntil, destination, now, destination, limit)
 	return out, err
 }

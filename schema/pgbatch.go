@@ -48,6 +48,7 @@ type pgBatch struct {
 	receipts []Receipt
 	attempts []Attempt
 	rows     []LedgerRow
+	outbox   []outboxRow
 	added    []receiptKey // known keys this batch inserted since the savepoint (Isolated)
 	err      error        // a failed flush; the batch must not commit
 }
@@ -97,6 +98,13 @@ func (t batchTx) QueryRowContext(ctx context.Context, q string, args ...any) *sq
 func (t batchTx) QueryRowxContext(ctx context.Context, q string, args ...any) *sqlx.Row {
 	t.flush(ctx)
 	return t.Tx.QueryRowxContext(ctx, q, args...)
+}
+
+func (t batchTx) PrepareContext(ctx context.Context, q string) (*sql.Stmt, error) {
+	if err := t.flush(ctx); err != nil {
+		return nil, err
+	}
+	return t.Tx.PrepareContext(ctx, q)
 }
 
 func (t batchTx) SelectContext(ctx context.Context, dest any, q string, args ...any) error {
@@ -211,7 +219,37 @@ func (p *pgBatch) flush(ctx context.Context, tx *sqlx.Tx) error {
 		p.err = fmt.Errorf("insert ledger rows: %w", err)
 		return p.err
 	}
+	if err := p.flushOutbox(ctx, tx); err != nil { // after receipts: its foreign key
+		p.err = fmt.Errorf("insert outbox messages: %w", err)
+		return p.err
+	}
 	return nil
+}
+
+// outboxRow is a held-back InsertOutbox.
+type outboxRow struct {
+	receiptID            int64
+	destination, message string
+	now                  int64
+}
+
+func (p *pgBatch) flushOutbox(ctx context.Context, tx *sqlx.Tx) error {
+	n := len(p.outbox)
+	if n == 0 {
+		return nil
+	}
+	receipts, nows := make([]int64, n), make([]int64, n)
+	destinations, messages := make([]string, n), make([]string, n)
+	for i, o := range p.outbox {
+		receipts[i], destinations[i], messages[i], nows[i] = o.receiptID, o.destination, o.message, o.now
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO outbox (receipt_id, destination, message_id, status, created_at, pending_since, next_attempt_at)
+		SELECT r, d, m, 'pending', t, t, t FROM unnest(?::bigint[], ?::text[], ?::text[], ?::bigint[]) WITH ORDINALITY AS o (r, d, m, t, n)
+		ORDER BY n`, receipts, destinations, messages, nows)
+	if err == nil {
+		p.outbox = p.outbox[:0]
+	}
+	return err
 }
 
 func (p *pgBatch) flushReceipts(ctx context.Context, tx *sqlx.Tx) error {

@@ -27,9 +27,11 @@ func startRelay(ctx context.Context, log *slog.Logger, cfg *config.Config, db *s
 		DB: db, Writer: w, Destinations: cfg.Destinations, Log: log, Now: time.Now,
 		UserAgent: "hookledger/" + version,
 		Observe:   func(a forward.Attempt) { fm.ObserveAttempt(a.Destination, a.Outcome, a.Latency) },
-		// serve holds the data directory's lock: no other relay runs on
-		// this database, so the claims a killed serve left are released now.
-		Sole: true,
+		// On SQLite serve holds the data directory's lock: no other relay
+		// runs on this database, so the claims a killed serve left are
+		// released now. On PostgreSQL other receivers' relays share it, and
+		// a dead relay's claims come back when their lease runs out.
+		Sole: !db.Postgres(),
 	}
 	if err := r.Open(ctx); err != nil {
 		return nil, err
