@@ -79,7 +79,7 @@ func (w *Writer) Begin(ctx context.Context) (Batch, error) {
 		return Batch{}, err
 	}
 	if onPostgres(w.db) {
-		pg := &pgBatch{known: map[receiptKey]storedReceipt{}}
+		pg := &pgBatch{known: map[receiptKey]storedReceipt{}, absent: map[receiptKey]bool{}}
 		return Batch{tx: batchTx{tx, pg}, pg: pg}, nil // pgbatch.go: no prepared statements, writes held back
 	}
 	st := &writeStmts{}
@@ -144,6 +144,7 @@ func (b Batch) Isolated(ctx context.Context, fn func() error) (opErr, txErr erro
 		if b.pg != nil { // what the savepoint undid, the batch no longer knows or holds
 			for _, k := range b.pg.added {
 				delete(b.pg.known, k)
+				b.pg.absent[k] = true // read missing before the op, and the op is undone
 			}
 			b.pg.receipts, b.pg.attempts, b.pg.rows, b.pg.outbox, b.pg.err = b.pg.receipts[:0], b.pg.attempts[:0], b.pg.rows[:0], b.pg.outbox[:0], nil
 		}

@@ -45,6 +45,7 @@ type pgBatch struct {
 	locked   bool                         // the chain head's row is locked
 	expected []ReceiptKey                 // keys Expect announced, not read yet
 	known    map[receiptKey]storedReceipt // receipts that exist, or that this batch inserts
+	absent   map[receiptKey]bool          // keys read and found missing (and not inserted since)
 	receipts []Receipt
 	attempts []Attempt
 	rows     []LedgerRow
@@ -146,6 +147,9 @@ func (p *pgBatch) lookup(ctx context.Context, tx *sqlx.Tx, k receiptKey) (stored
 	if s, ok := p.known[k]; ok {
 		return s, true, nil
 	}
+	if p.absent[k] {
+		return storedReceipt{}, false, nil
+	}
 	if err := p.lock(ctx, tx); err != nil { // the read is exact only under the lock
 		return storedReceipt{}, false, err
 	}
@@ -176,8 +180,18 @@ func (p *pgBatch) lookup(ctx context.Context, tx *sqlx.Tx, k receiptKey) (stored
 	if err := rows.Err(); err != nil {
 		return storedReceipt{}, false, err
 	}
+	for _, key := range keys {
+		if rk := (receiptKey{key.Provider, key.EventID}); !hasKey(p.known, rk) {
+			p.absent[rk] = true
+		}
+	}
 	s, ok := p.known[k]
 	return s, ok, nil
+}
+
+func hasKey(m map[receiptKey]storedReceipt, k receiptKey) bool {
+	_, ok := m[k]
+	return ok
 }
 
 func containsKey(keys []ReceiptKey, k receiptKey) bool {
@@ -196,6 +210,7 @@ func (p *pgBatch) insertReceipt(ctx context.Context, tx *sqlx.Tx, r Receipt) (in
 		return false, err
 	}
 	p.known[k] = storedReceipt{sha: r.BodySHA256, status: r.Status}
+	delete(p.absent, k)
 	p.added = append(p.added, k)
 	p.receipts = append(p.receipts, r)
 	return true, nil
