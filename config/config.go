@@ -53,6 +53,7 @@ type Config struct {
 	Limits    Limits           `yaml:"limits"`    // see limits.go
 	// Destinations receive every matching accepted event (destinations.go).
 	Destinations []Destination `yaml:"destinations"`
+	Ingest       Ingest        `yaml:"ingest"` // see ingest.go
 	// Durability is when a delivery is acknowledged: "local" (default) once
 	// its commit is on local disk, "replica" once Litestream's replica holds
 	// it too (needs litestream.yml; same as serve --ack-after-replica), or on
@@ -447,8 +448,8 @@ func (c *Config) resolve(dir string) error {
 	}
 	for i, m := range c.Usage {
 		at := fmt.Sprintf("usage[%d]", i)
-		if m.Provider != "" && !seen[m.Provider] {
-			return errAt(at+".provider", "no provider named %q", m.Provider)
+		if m.Provider != "" && !seen[m.Provider] && !isAPIScope(m.Provider) {
+			return errAt(at+".provider", "no provider named %q (an API key's events: api:KEYNAME)", m.Provider)
 		}
 		if err := m.Validate(); err != nil {
 			key, msg, _ := strings.Cut(err.Error(), ": ")
@@ -469,6 +470,9 @@ func (c *Config) resolve(dir string) error {
 		return err
 	}
 	if err := c.resolveDestinations(dir); err != nil {
+		return err
+	}
+	if err := c.resolveIngest(); err != nil {
 		return err
 	}
 	return c.resolveRetention(dir)

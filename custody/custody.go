@@ -42,6 +42,9 @@ const (
 	SourceWebhook   Source = "webhook"
 	SourceReconcile Source = "reconcile"
 	SourceReplay    Source = "replay"
+	// SourceAPI is an event of the first-party ingest API (POST /v1/events),
+	// authenticated by an API key rather than a provider's signature.
+	SourceAPI Source = "api"
 )
 
 // Delivery is an authenticated event plus the attempt that carried it. It is
@@ -171,9 +174,15 @@ func (d *Delivery) appendRows(ctx context.Context, tx *Tx) error {
 	return nil
 }
 
-// Classify runs the usage mapping and records its verdict on d.
+// Classify runs the usage mapping and records its verdict on d. An API
+// event's own fields fill what a mapping's paths leave out (see
+// ledger.APIDefaults): its subject is the customer, its time the occurred_at.
 func (d *Delivery) Classify(m *ledger.Mapper) {
-	rows, matched, err := m.Map(d.Provider, d.EventType, d.Body, d.ReceivedAt)
+	def := ledger.Defaults{OccurredAt: d.ReceivedAt}
+	if d.Source == SourceAPI {
+		def = ledger.APIDefaults(d.Body, d.ReceivedAt)
+	}
+	rows, matched, err := m.MapWith(d.Provider, d.EventType, d.Body, def)
 	switch {
 	case err != nil:
 		d.Status, d.Error, d.Rows = StatusFailed, err.Error(), nil

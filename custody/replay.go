@@ -60,7 +60,8 @@ func (r *Replay) Apply(ctx context.Context, tx *Tx) error {
 		r.Outcome = ReplayPruned
 		return nil
 	}
-	d := &Delivery{Provider: r.Provider, EventID: r.EventID, EventType: rc.EventType, Body: rc.Body, ReceivedAt: time.UnixMilli(rc.ReceivedAt)}
+	d := &Delivery{Provider: r.Provider, EventID: r.EventID, EventType: rc.EventType, Body: rc.Body, Source: Source(rc.Source),
+		ReceivedAt: time.UnixMilli(rc.ReceivedAt)}
 	d.Classify(r.Mapper)
 	if d.Status == StatusApplied {
 		// The same rows a first delivery would have written; metered_usage's

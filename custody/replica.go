@@ -75,7 +75,7 @@ func (w *Writer) awaitReplica(batch []*job, errs []error) {
 	s.mu.Lock()
 	for i, j := range batch {
 		if errs[i] != nil {
-			j.reply <- errs[i]
+			j.finish(errs[i])
 			continue
 		}
 		s.pending = append(s.pending, j) // batch is reused by the writer: keep the jobs, not the slice
@@ -115,7 +115,7 @@ func (s *replicaStage) run() {
 				err = fmt.Errorf("%w: %w", ErrNotReplicated, err)
 			}
 			for _, j := range jobs {
-				j.reply <- err
+				j.finish(err)
 			}
 		}
 		if closed {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hookledger/hookledger/ledger"
@@ -29,6 +30,9 @@ type Writer struct {
 	QueueSize int
 	// MaxBatch caps how many items one transaction holds. Default 512.
 	MaxBatch int
+	// QueueWait is how long SubmitAll waits for room in a full queue before
+	// the rest of its ops fail with ErrQueueFull. Default 2s.
+	QueueWait time.Duration
 	// Now is the clock (tests replace it). Default time.Now.
 	Now func() time.Time
 	// AfterBatch, when set, is called with each committed batch's size and
@@ -88,12 +92,24 @@ func (f OpFunc) Apply(ctx context.Context, tx *Tx) error { return f(ctx, tx) }
 
 type job struct {
 	op    Op
-	reply chan error
+	reply chan error // Submit's; nil in a group
+	group *group     // SubmitAll's
+	err   error      // a group job's result
+}
+
+// finish hands a job its result: once, after its batch committed (or failed).
+func (j *job) finish(err error) {
+	if j.group == nil {
+		j.reply <- err
+		return
+	}
+	j.err = err
+	j.group.finished()
 }
 
 // NewWriter returns a writer for db; call Open before Submit.
 func NewWriter(db *schema.DB) *Writer {
-	return &Writer{db: db, QueueSize: 4096, MaxBatch: 512, Now: time.Now}
+	return &Writer{db: db, QueueSize: 4096, MaxBatch: 512, QueueWait: 2 * time.Second, Now: time.Now}
 }
 
 // Open prepares the write connection's statements and starts the writer
@@ -155,6 +171,89 @@ func (w *Writer) Submit(ctx context.Context, op Op) error {
 	}
 }
 
+// SubmitAll submits many ops at once, in order, each its own job (so each
+// keeps its own savepoint in the isolated pass), and waits for all of them:
+// errs[i] is what Submit would have returned for ops[i]. It is how one
+// request of the ingest API hands over up to a thousand events: all of them
+// are queued before the first reply is awaited, so they ride in as few
+// commits as MaxBatch allows instead of one request-sized wait each.
+//
+// Where Submit fails at once on a full queue, SubmitAll waits up to
+// QueueWait in all for room (a batch bigger than the room left would
+// otherwise always be cut short under load), then fails the ops it could not
+// queue with ErrQueueFull. The ops queued before that still commit: a batch
+// can be half stored, and its retry finds those as duplicates.
+func (w *Writer) SubmitAll(ctx context.Context, ops []Op) []error {
+	errs := make([]error, len(ops))
+	g := &group{done: make(chan struct{})}
+	jobs := make([]job, len(ops))
+	g.left.Store(int64(len(ops)) + 1) // +1: held until every job is queued
+	queued := w.enqueue(ctx, ops, jobs, g, errs)
+	g.left.Add(int64(queued - len(ops))) // the jobs never queued never finish
+	g.finished()
+	select {
+	case <-g.done:
+		for i := range queued {
+			errs[i] = jobs[i].err
+		}
+	case <-ctx.Done():
+		for i := range queued {
+			errs[i] = ctx.Err() // they may still commit, as with Submit
+		}
+	}
+	return errs
+}
+
+// group is the jobs of one SubmitAll: done closes when the last finishes.
+type group struct {
+	left atomic.Int64
+	done chan struct{}
+}
+
+func (g *group) finished() {
+	if g.left.Add(-1) == 0 {
+		close(g.done)
+	}
+}
+
+// enqueue queues ops[i] as jobs[i] until the queue stays full for QueueWait
+// (or ctx ends); it returns how many it queued and sets errs for the rest.
+func (w *Writer) enqueue(ctx context.Context, ops []Op, jobs []job, g *group, errs []error) int {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	fail := func(from int, err error) int {
+		for k := from; k < len(ops); k++ {
+			errs[k] = err
+		}
+		return from
+	}
+	if w.closed {
+		return fail(0, ErrClosed)
+	}
+	var timeout <-chan time.Time
+	for i, op := range ops {
+		jobs[i] = job{op: op, group: g}
+		select {
+		case w.queue <- &jobs[i]:
+			continue
+		default:
+		}
+		if timeout == nil {
+			t := time.NewTimer(w.QueueWait)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case w.queue <- &jobs[i]:
+		case <-timeout:
+			return fail(i, ErrQueueFull)
+		case <-ctx.Done():
+			return fail(i, ctx.Err())
+		}
+	}
+	return len(ops)
+}
+
 func (w *Writer) run() {
 	defer close(w.done)
 	batch := make([]*job, 0, w.MaxBatch)
@@ -198,7 +297,7 @@ func (w *Writer) commit(batch []*job) {
 		if errs[i] == nil {
 			errs[i] = err // nothing in this batch is durable
 		}
-		j.reply <- errs[i]
+		j.finish(errs[i])
 	}
 }
 

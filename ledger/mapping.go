@@ -164,12 +164,18 @@ func (m *Mapper) Version() string { return m.version }
 // covers the event type (the receipt is "ignored"); a non-nil error means a
 // mapping matched but the payload does not fit it (the receipt is "failed").
 func (m *Mapper) Map(provider, eventType string, body []byte, receivedAt time.Time) (rows []UsageRow, matched bool, err error) {
+	return m.MapWith(provider, eventType, body, Defaults{OccurredAt: receivedAt})
+}
+
+// MapWith is Map with the values used where a mapping's path finds nothing
+// (def: see Defaults).
+func (m *Mapper) MapWith(provider, eventType string, body []byte, def Defaults) (rows []UsageRow, matched bool, err error) {
 	for _, mp := range m.byType[eventType] {
 		if mp.Provider != "" && mp.Provider != provider {
 			continue
 		}
 		matched = true
-		row, err := m.row(mp, body, receivedAt)
+		row, err := m.row(mp, body, def)
 		if err != nil {
 			return nil, true, err
 		}
@@ -183,10 +189,12 @@ func (m *Mapper) Map(provider, eventType string, body []byte, receivedAt time.Ti
 	return rows, matched, nil
 }
 
-func (m *Mapper) row(mp Mapping, body []byte, receivedAt time.Time) (UsageRow, error) {
+func (m *Mapper) row(mp Mapping, body []byte, def Defaults) (UsageRow, error) {
 	var r UsageRow
 	var err error
-	if r.Customer, err = text(mp.Customer, body, "customer"); err != nil {
+	if _, ok := lookup(mp.Customer, body); !ok && def.Customer != "" {
+		r.Customer = def.Customer
+	} else if r.Customer, err = text(mp.Customer, body, "customer"); err != nil {
 		return r, err
 	}
 	if r.Meter, err = text(mp.Meter, body, "meter"); err != nil {
@@ -198,7 +206,7 @@ func (m *Mapper) row(mp Mapping, body []byte, receivedAt time.Time) (UsageRow, e
 	if r.Quantity, err = quantity(mp.Quantity, body); err != nil {
 		return r, err
 	}
-	if r.OccurredAt, err = occurredAt(mp.OccurredAt, body, receivedAt); err != nil {
+	if r.OccurredAt, err = occurredAt(mp.OccurredAt, body, def.OccurredAt); err != nil {
 		return r, err
 	}
 	r.Properties, err = properties(mp.Properties, body)

@@ -48,6 +48,8 @@ type Server struct {
 	// BodyTimeout, when set, how long a body may take to arrive (body.go).
 	Budget      *BodyBudget
 	BodyTimeout time.Duration
+	// API, when set, serves the first-party ingest API (events.go).
+	API *API
 }
 
 // Observation summarises one delivery attempt. It never holds the body or a secret.
@@ -68,6 +70,9 @@ const (
 // Routes registers the webhook route on mux.
 func (s *Server) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /webhooks/{provider}", s.serveWebhook)
+	if s.API != nil {
+		mux.HandleFunc("POST /v1/events", s.serveEvents)
+	}
 }
 
 type reply struct {
@@ -97,6 +102,9 @@ type result struct {
 	reason  string // a rejection's short stable label (logs, metrics)
 	attrs   []slog.Attr
 	close   bool // ask the client to close the connection (a body not read to its end)
+	// The ingest API's: the events' outcomes, and a 429's Retry-After.
+	events     []EventResult
+	retryAfter string
 }
 
 // reject is a refused attempt: reason is a short stable label (logs,

@@ -208,7 +208,7 @@ func (s *Server) start(ctx context.Context) error {
 	// after the writer has closed (Close): the last line covers the last batch.
 	s.stopHeadLog = startHeadLog(ctx, log, s.db)
 	mapper := ledger.NewMapper(cfg.Usage, cfg.MeterNames())
-	names := providerNames(s.providers)
+	names := append(providerNames(s.providers), receiver.APIProvider) // the ingest API's events (ingest.go)
 	met := metrics.New(metrics.Options{Providers: names, Version: s.Version, Commit: s.Commit})
 	storageErrs := newStorageErrorLog(log, met)
 	w := custody.NewWriter(s.db)
@@ -254,6 +254,7 @@ func (s *Server) start(ctx context.Context) error {
 		// does the TLS, so the HTTP server serves it with Serve.
 		Budget:      receiver.NewBodyBudget(cfg.Limits.BodyBudget),
 		BodyTimeout: cfg.Limits.BodyTimeout.Duration,
+		API:         ingestAPI(cfg, s.db, w),
 	}
 	met.WatchWriterQueue(w.Depth, w.QueueSize)
 	met.WatchDatabase(s.db, log)
