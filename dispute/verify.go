@@ -126,8 +126,25 @@ func (v *Verifier) attempt(s *stored, headers, outcome string, sha []byte) Verif
 	return v.signature(s, headers)
 }
 
+// apiEvent is the verdict on an intact body of the ingest API: an API key,
+// not a provider's signature, authenticated it, so there is nothing to
+// re-verify, and that is said rather than "invalid" or "no secret matches".
+// headers hold which key it was (receiver/events.go), never the key.
+func apiEvent(s *stored, headers string) Verification {
+	key := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(headers), "Hookledger-Api-Key:"))
+	if key == "" {
+		key = "unrecorded"
+	}
+	return Verification{Status: NotVerifiable, Text: "no provider signature to re-verify (ingest API event)",
+		Detail: fmt.Sprintf("the event arrived on the ingest API (POST /v1/events) under scope %q, authenticated by API key %s (id and prefix); "+
+			"it carries no provider signature. Its body hashes to the digest recorded on arrival", s.provider, key)}
+}
+
 // signature checks headers over an intact body with each current secret in turn.
 func (v *Verifier) signature(s *stored, headers string) Verification {
+	if custody.Source(s.source) == custody.SourceAPI {
+		return apiEvent(s, headers)
+	}
 	p := v.providers[s.provider]
 	if p == nil {
 		return verdict(NotVerifiable, "not verifiable (provider not configured)",

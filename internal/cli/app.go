@@ -50,6 +50,8 @@ func newApp() *cli.App {
 		Commands: []*cli.Command{
 			serveCommand(),
 			sendCommand(),
+			keysCommand(),
+			ingestCommand(),
 			benchCommand(),
 			usageCommand(),
 			invoiceCommand(),

@@ -25,4 +25,3 @@ func ingestAPI(cfg *config.Config, db *schema.DB, w *custody.Writer) *receiver.A
 		MaxDepth:  config.DefaultMaxDepth,
 	}
 }
-

@@ -1,0 +1,329 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/hookledger/hookledger/ingest"
+	"github.com/hookledger/hookledger/receiver"
+)
+
+func ingestCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "ingest",
+		Usage:     "send usage events from a file, one JSON event a line, to a running serve's ingest API",
+		ArgsUsage: "FILE.jsonl|-",
+		Description: "Backfills and imports: reads one event a line (a generic usage event, or with --cloudevents a\n" +
+			"CloudEvent), posts them in batches of --batch to POST /v1/events with the API key, and prints a\n" +
+			"summary of the outcomes. It goes through serve, so the key, its rate limit, the writer and the\n" +
+			"ACK-after-replica mode apply exactly as for any client; it needs no access to the data directory.\n" +
+			"A batch answered 503 or 429 is sent again after Retry-After (its stored events come back as\n" +
+			"duplicates), so running the same file twice adds nothing. Exits 1 when an event was rejected or\n" +
+			"its id was already stored with a different body (payload_mismatch), listing them by line.",
+		Flags: append(apiClientFlags(),
+			&cli.IntFlag{Name: "batch", Value: 500, EnvVars: []string{"HOOKLEDGER_INGEST_BATCH"},
+				Usage: "events per request (at most serve's ingest.max_events)"},
+			&cli.BoolFlag{Name: "cloudevents", Usage: "the lines are CloudEvents (sent as application/cloudevents-batch+json)"},
+			formatFlag(),
+		),
+		Action: ingestAction,
+	}
+}
+
+// apiClientFlags are the flags of the commands that post to the ingest API.
+func apiClientFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "url", Value: "http://localhost:8080", EnvVars: []string{"HOOKLEDGER_URL"},
+			Usage: "hookledger base URL (the path /v1/events is added)"},
+		&cli.StringFlag{Name: "key", EnvVars: []string{"HOOKLEDGER_API_KEY"}, Usage: "API key (hl_…; hookledger keys create NAME)"},
+	}
+}
+
+// eventsURL is --url with /v1/events added unless it is there.
+func eventsURL(c *cli.Context) string {
+	url := c.String("url")
+	if !strings.Contains(url, "/v1/events") {
+		url = strings.TrimRight(url, "/") + "/v1/events"
+	}
+	return url
+}
+
+func apiKey(c *cli.Context) (string, error) {
+	key := c.String("key")
+	if key == "" {
+		return "", usageErrorf(c, "--key (or HOOKLEDGER_API_KEY) is required: create one with hookledger keys create NAME")
+	}
+	if _, err := ingest.ParseBearer("Bearer " + key); err != nil {
+		return "", usageErrorf(c, "--key: not an API key (they start with %s)", ingest.KeyPrefix)
+	}
+	return key, nil
+}
+
+// postEvents posts one body to the ingest API and reads the answer.
+func postEvents(ctx context.Context, url, key, contentType string, body []byte) (*http.Response, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, nil, err
+	}
+	req.Header.Set("Content-Type", contentType)
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("User-Agent", "hookledger/"+build.Version)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, nil, fmt.Errorf("POST %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	return resp, out, err
+}
+
+// ingestLine is one event of the file with its line number.
+type ingestLine struct {
+	n   int
+	raw []byte
+}
+
+// ingestProblem is an event not stored as sent.
+type ingestProblem struct {
+	Line    int    `json:"line"`
+	ID      string `json:"id,omitempty"`
+	Outcome string `json:"outcome"`
+	Reason  string `json:"reason,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+// ingestSummary is what ingest prints.
+type ingestSummary struct {
+	Events   int             `json:"events"`
+	Requests int             `json:"requests"`
+	Counts   map[string]int  `json:"counts"`
+	Problems []ingestProblem `json:"problems,omitempty"`
+}
+
+func ingestAction(c *cli.Context) error {
+	args := positional(c)
+	if len(args) != 1 {
+		return usageErrorf(c, "want one argument: a file of one JSON event a line, or - for stdin")
+	}
+	key, err := apiKey(c)
+	if err != nil {
+		return err
+	}
+	size := c.Int("batch")
+	if size < 1 {
+		return usageErrorf(c, "--batch must be at least 1, got %d", size)
+	}
+	contentType := ingest.MediaGeneric
+	if c.Bool("cloudevents") {
+		contentType = ingest.MediaCloudEventBatch
+	}
+	in, total := io.Reader(os.Stdin), -1
+	if args[0] != "-" {
+		f, err := os.Open(args[0])
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if total, err = countLines(f); err != nil {
+			return err
+		}
+		in = f
+	}
+	ctx, stop := signalContext(c)
+	defer stop()
+	var done atomic.Int64
+	stopBar := progress(total, "ingesting", &done)
+	sum := &ingestSummary{Counts: map[string]int{}}
+	err = readBatches(in, size, func(batch []ingestLine) error {
+		if err := sendBatch(ctx, eventsURL(c), key, contentType, batch, sum); err != nil {
+			return err
+		}
+		done.Add(int64(len(batch)))
+		return nil
+	})
+	stopBar()
+	if ctx.Err() != nil {
+		return interrupted(fmt.Sprintf("%d events sent in %d requests; every event of an answered request is stored (send the file again: what is stored comes back as duplicates)",
+			sum.Events, sum.Requests))
+	}
+	if err != nil {
+		return err
+	}
+	if err := writeIngestSummary(c, sum); err != nil {
+		return err
+	}
+	if len(sum.Problems) > 0 {
+		return problem(fmt.Errorf("%d events were not stored as sent", len(sum.Problems)))
+	}
+	return nil
+}
+
+// countLines counts the lines of f and rewinds it (for the progress bar).
+func countLines(f *os.File) (int, error) {
+	n, err := readLines(f, func(ingestLine) error { return nil })
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	return n, err
+}
+
+// readLines calls fn for every non-blank line of r.
+func readLines(r io.Reader, fn func(ingestLine) error) (int, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	n, events := 0, 0
+	for sc.Scan() {
+		n++
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		events++
+		if err := fn(ingestLine{n: n, raw: bytes.Clone(line)}); err != nil {
+			return events, err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return events, fmt.Errorf("line %d: %w", n+1, err)
+	}
+	return events, nil
+}
+
+// readBatches hands fn the lines of r, size at a time.
+func readBatches(r io.Reader, size int, fn func([]ingestLine) error) error {
+	batch := make([]ingestLine, 0, size)
+	_, err := readLines(r, func(l ingestLine) error {
+		batch = append(batch, l)
+		if len(batch) < size {
+			return nil
+		}
+		err := fn(batch)
+		batch = batch[:0]
+		return err
+	})
+	if err == nil && len(batch) > 0 {
+		err = fn(batch)
+	}
+	return err
+}
+
+// ingestAttempts bounds how often one batch is sent again after 503, 429 or
+// a connection error.
+const ingestAttempts = 10
+
+// sendBatch posts one batch until it is answered 200 and adds its outcomes.
+func sendBatch(ctx context.Context, url, key, contentType string, batch []ingestLine, sum *ingestSummary) error {
+	var body bytes.Buffer
+	body.WriteByte('[')
+	for i, l := range batch {
+		if i > 0 {
+			body.WriteByte(',')
+		}
+		body.Write(l.raw)
+	}
+	body.WriteByte(']')
+	where := fmt.Sprintf("lines %d-%d", batch[0].n, batch[len(batch)-1].n)
+	for attempt := 1; ; attempt++ {
+		resp, out, err := postEvents(ctx, url, key, contentType, body.Bytes())
+		var wait time.Duration
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil:
+			wait = time.Duration(attempt) * 500 * time.Millisecond
+		case resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusTooManyRequests:
+			wait = time.Second
+			if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
+				wait = time.Duration(s) * time.Second
+			}
+		case resp.StatusCode != http.StatusOK:
+			var e receiver.APIError
+			json.Unmarshal(out, &e)
+			if e.Error == "" {
+				e.Error = strings.TrimSpace(string(out))
+			}
+			return fmt.Errorf("%s: %s: %s", where, resp.Status, e.Error)
+		default:
+			return addOutcomes(out, batch, where, sum)
+		}
+		if attempt == ingestAttempts {
+			if err == nil {
+				err = fmt.Errorf("%s", resp.Status)
+			}
+			return fmt.Errorf("%s: not stored after %d attempts: %w", where, attempt, err)
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func addOutcomes(out []byte, batch []ingestLine, where string, sum *ingestSummary) error {
+	var rep receiver.EventsReply
+	if err := json.Unmarshal(out, &rep); err != nil || len(rep.Results) != len(batch) {
+		return fmt.Errorf("%s: the answer does not list every event (%d of %d)", where, len(rep.Results), len(batch))
+	}
+	sum.Requests++
+	sum.Events += len(batch)
+	for i, r := range rep.Results {
+		sum.Counts[r.Outcome]++
+		if r.Outcome == receiver.EventRejected || r.Outcome == "payload_mismatch" {
+			sum.Problems = append(sum.Problems, ingestProblem{Line: batch[i].n, ID: r.ID, Outcome: r.Outcome, Reason: r.Reason, Error: r.Error})
+		}
+	}
+	return nil
+}
+
+func writeIngestSummary(c *cli.Context, sum *ingestSummary) error {
+	outcomes := make([]string, 0, len(sum.Counts))
+	for o := range sum.Counts {
+		outcomes = append(outcomes, o)
+	}
+	sort.Slice(outcomes, func(i, j int) bool { return outcomeOrder(outcomes[i]) < outcomeOrder(outcomes[j]) })
+	var rows [][]string
+	for _, o := range outcomes {
+		rows = append(rows, []string{o, itoa(sum.Counts[o])})
+	}
+	if err := writeRecords(c.App.Writer, c.String("format"), []string{"outcome", "events"}, rows, sum); err != nil {
+		return err
+	}
+	if c.String("format") == "table" {
+		for i, p := range sum.Problems {
+			if i == 20 {
+				fmt.Fprintf(c.App.Writer, "… and %d more\n", len(sum.Problems)-20)
+				break
+			}
+			msg := p.Error
+			if p.Outcome == "payload_mismatch" {
+				msg = "this id is already stored with a different body"
+			}
+			fmt.Fprintf(c.App.Writer, "line %d: %s: %s\n", p.Line, p.Outcome, msg)
+		}
+	}
+	return nil
+}
+
+func outcomeOrder(o string) int {
+	for i, x := range []string{"applied", "ignored", "failed", "duplicate", "payload_mismatch", receiver.EventRejected} {
+		if o == x {
+			return i
+		}
+	}
+	return 99
+}
+
