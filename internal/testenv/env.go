@@ -161,6 +161,7 @@ func (e *Env) Reopen() {
 		Log:            slog.New(slog.DiscardHandler),
 		Now:            e.now,
 	}
+	e.Server.API = e.api()
 	mux := http.NewServeMux()
 	e.Server.Routes(mux)
 	e.HTTP = httptest.NewServer(mux)
