@@ -1,0 +1,92 @@
+package schema
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestAPIKeysMigrationKeepsReceiptsAndAdmitsSourceAPI(t *testing.T) {
+	ctx := context.Background()
+	path, old := openAt(t, versionAPIKeys-1)
+	fillCustody(t, old)
+	old.MustExec(`INSERT INTO receipts (id, provider, event_id, event_type, body, body_sha256, status, handler_version, source,
+		received_at, processed_at, prev_hash, row_hash) VALUES (11, 'stripe', 'evt_h', 't', X'7B7D', X'05', 'applied', 'v1', 'replay', 5, 6, X'AA', X'BB')`)
+	queries := []string{`SELECT * FROM receipts ORDER BY id`, `SELECT * FROM delivery_attempts ORDER BY id`, `SELECT * FROM replays ORDER BY id`}
+	var before []string
+	for _, q := range queries {
+		before = append(before, dump(t, old, q))
+	}
+	old.Close()
+
+	db, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for i, q := range queries {
+		if got := dump(t, db.Write, q); got != before[i] {
+			t.Errorf("%s changed:\nbefore %s\nafter  %s", q, before[i], got)
+		}
+	}
+	db.Write.MustExec(`INSERT INTO receipts (provider, event_id, body_sha256, status, handler_version, source, received_at, processed_at)
+		VALUES ('api:app', 'app#e1', X'00', 'applied', 'v', 'api', 0, 0)`)
+	for _, bad := range []string{
+		`INSERT INTO receipts (provider, event_id, body_sha256, status, handler_version, source, received_at, processed_at)
+			VALUES ('p', 'e2', X'00', 'applied', 'v', 'email', 0, 0)`,
+		`UPDATE receipts SET source = 'api' WHERE id = 7`, // the custody-facts trigger came back
+		`INSERT INTO delivery_attempts (provider, event_id, received_at, body_sha256, outcome, status_code)
+			VALUES ('stripe', 'evt_missing', 0, X'00', 'duplicate', 200)`, // the foreign key still points at receipts
+	} {
+		if _, err := db.Write.Exec(bad); err == nil {
+			t.Errorf("accepted: %s", bad)
+		}
+	}
+	var idx int
+	db.Write.Get(&idx, `SELECT COUNT(*) FROM sqlite_schema WHERE type = 'index' AND name = 'receipts_status'`)
+	if idx != 1 {
+		t.Error("index receipts_status is missing after the rebuild")
+	}
+}
+
+func TestAPIKeyRows(t *testing.T) {
+	ctx := context.Background()
+	db, err := Open(ctx, t.TempDir()+"/"+FileName, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	k, err := db.InsertAPIKey(ctx, APIKey{Name: "app", Prefix: "hl_abcdefgh", SHA256: []byte("0123456789abcdef0123456789abcdef"), RateLimit: 2, CreatedAt: 1})
+	if err != nil || k.ID != 1 {
+		t.Fatalf("insert: %+v %v", k, err)
+	}
+	if _, err := db.InsertAPIKey(ctx, APIKey{Name: "other", Prefix: "x", SHA256: k.SHA256, CreatedAt: 2}); err == nil {
+		t.Error("two keys with one hash")
+	}
+	got, err := db.APIKeyBySHA256(ctx, k.SHA256)
+	if err != nil || got.Name != "app" || got.RateLimit != 2 || got.RevokedAt != nil {
+		t.Fatalf("lookup: %+v %v", got, err)
+	}
+	if _, err := db.APIKeyBySHA256(ctx, []byte("nope")); !errors.Is(err, ErrNotFound) {
+		t.Errorf("unknown hash: %v, want ErrNotFound", err)
+	}
+	if r, err := db.RevokeAPIKey(ctx, 1, 50); err != nil || r.RevokedAt == nil || *r.RevokedAt != 50 {
+		t.Fatalf("revoke: %+v %v", r, err)
+	}
+	if _, err := db.RevokeAPIKey(ctx, 1, 60); !errors.Is(err, ErrRevoked) {
+		t.Errorf("second revoke: %v, want ErrRevoked", err)
+	}
+	if _, err := db.RevokeAPIKey(ctx, 9, 60); !errors.Is(err, ErrNotFound) {
+		t.Errorf("revoke of no key: %v, want ErrNotFound", err)
+	}
+	for _, bad := range []string{`DELETE FROM api_keys`, `UPDATE api_keys SET revoked_at = NULL`, `UPDATE api_keys SET name = 'x'`} {
+		if _, err := db.Write.Exec(bad); err == nil || !strings.Contains(err.Error(), "API key") {
+			t.Errorf("%s: %v, want refused", bad, err)
+		}
+	}
+	ks, err := db.APIKeys(ctx)
+	if err != nil || len(ks) != 1 || *ks[0].RevokedAt != 50 {
+		t.Fatalf("list: %+v %v", ks, err)
+	}
+}
