@@ -30,7 +30,8 @@ var ErrBadTarget = errors.New("not a dispute target")
 
 // TargetForms is the help text listing the accepted forms.
 const TargetForms = "invoice:ID (a whole invoice), invoice:ID/LINE (one line), row:ID (a ledger row) or " +
-	"PROVIDER:EVENT_ID (an event; event:PROVIDER/EVENT_ID for a provider named invoice, row or event)"
+	"PROVIDER:EVENT_ID (an event; event:PROVIDER/EVENT_ID for a provider named invoice, row or event, " +
+	"and for an ingest API event: event:api:KEYNAME/SOURCE#ID)"
 
 // Target is a parsed dispute target.
 type Target struct {
@@ -52,7 +53,8 @@ func (t Target) String() string {
 	case KindRow:
 		return fmt.Sprintf("row:%d", t.Row)
 	case KindEvent:
-		if t.Provider == "invoice" || t.Provider == "row" || t.Provider == "event" {
+		// An ingest API scope (api:NAME) has a ':' of its own.
+		if t.Provider == "invoice" || t.Provider == "row" || t.Provider == "event" || strings.Contains(t.Provider, ":") {
 			return "event:" + t.Provider + "/" + t.EventID
 		}
 		return t.Provider + ":" + t.EventID

@@ -31,7 +31,7 @@ func ingestCommand() *cli.Command {
 			"summary of the outcomes. It goes through serve, so the key, its rate limit, the writer and the\n" +
 			"ACK-after-replica mode apply exactly as for any client; it needs no access to the data directory.\n" +
 			"A batch answered 503 or 429 is sent again after Retry-After (its stored events come back as\n" +
-			"duplicates), so running the same file twice adds nothing. Exits 1 when an event was rejected or\n" +
+			"duplicates), so running the same file twice adds nothing. Exits 3 when an event was rejected or\n" +
 			"its id was already stored with a different body (payload_mismatch), listing them by line.",
 		Flags: append(apiClientFlags(),
 			&cli.IntFlag{Name: "batch", Value: 500, EnvVars: []string{"HOOKLEDGER_INGEST_BATCH"},
