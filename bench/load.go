@@ -53,7 +53,18 @@ type Load struct {
 	RunID string
 	// Timeout bounds each request. Default 30 s.
 	Timeout time.Duration
+	// Batch, when above 0, sends to the ingest API (URL is its /v1/events)
+	// instead: Batch events per request, as a JSON array of generic usage
+	// events with source APISource, authenticated by APIKey. Duplicates are
+	// batched like the rest: a racing one rides with or right after its
+	// original, the late ones in requests sent after their originals'.
+	Batch  int
+	APIKey string
 }
+
+// APISource is the source of every event a batch run sends: the ingest
+// API stores event i as APISource#EventID(run, i).
+const APISource = "bench"
 
 // Event is one unique generated event.
 type Event struct {
@@ -69,6 +80,15 @@ type Plan struct {
 	Meter      string
 	Events     []Event
 	deliveries []delivery
+	requests   []request
+}
+
+// request is what one HTTP request carries: one delivery, or a batch.
+type request struct {
+	items  []int // indexes into deliveries
+	late   bool  // wait for every item's original to be answered first
+	header http.Header
+	body   []byte
 }
 
 type delivery struct {
@@ -91,8 +111,6 @@ func (l Load) Plan(now time.Time) (*Plan, error) {
 	switch {
 	case l.URL == "":
 		return nil, errors.New("URL is required")
-	case l.Scheme == nil || len(l.Key) == 0:
-		return nil, errors.New("a scheme and key are required")
 	case l.Events < 1:
 		return nil, fmt.Errorf("events must be at least 1, got %d", l.Events)
 	case l.Connections < 1:
@@ -103,6 +121,12 @@ func (l Load) Plan(now time.Time) (*Plan, error) {
 		return nil, fmt.Errorf("customers must be at least 1, got %d", l.Customers)
 	case l.RunID == "":
 		return nil, errors.New("run id is required")
+	case l.Batch < 0:
+		return nil, fmt.Errorf("batch must not be negative, got %d", l.Batch)
+	case l.Batch > 0 && l.APIKey == "":
+		return nil, errors.New("a batch run needs an API key")
+	case l.Batch == 0 && (l.Scheme == nil || len(l.Key) == 0):
+		return nil, errors.New("a scheme and key are required")
 	}
 	if l.Timeout == 0 {
 		l.Timeout = 30 * time.Second
@@ -119,7 +143,7 @@ func (l Load) Plan(now time.Time) (*Plan, error) {
 			Quantity: ledger.Quantity(1+rng.IntN(1_000_000)) * 1000,
 		}
 		p.Events[i] = e
-		b, err := eventBody(l.Scheme, e, p.Meter, occurred)
+		b, err := eventBody(l.Scheme, e, p.Meter, occurred, l.Batch > 0)
 		if err != nil {
 			return nil, err
 		}
@@ -147,12 +171,57 @@ func (l Load) Plan(now time.Time) (*Plan, error) {
 	for _, i := range late {
 		p.deliveries = append(p.deliveries, p.sign(i, bodies[i], true, true, now))
 	}
+	p.pack()
 	return p, nil
+}
+
+// pack groups the deliveries into requests: one each for webhooks, Batch
+// at a time for the ingest API (the late retries in requests of their own).
+func (p *Plan) pack() {
+	if p.Batch == 0 {
+		p.requests = make([]request, len(p.deliveries))
+		for k, d := range p.deliveries {
+			p.requests[k] = request{items: []int{k}, late: d.late, header: d.header, body: d.body}
+		}
+		return
+	}
+	for start := 0; start < len(p.deliveries); {
+		late := p.deliveries[start].late
+		r := request{late: late, header: http.Header{}}
+		r.header.Set("Content-Type", "application/json")
+		r.header.Set("User-Agent", "hookledger-bench")
+		r.header.Set("Authorization", "Bearer "+p.APIKey)
+		var body bytes.Buffer
+		body.WriteByte('[')
+		for k := start; k < len(p.deliveries) && len(r.items) < p.Batch && p.deliveries[k].late == late; k++ {
+			if len(r.items) > 0 {
+				body.WriteByte(',')
+			}
+			body.Write(p.deliveries[k].body)
+			r.items = append(r.items, k)
+		}
+		body.WriteByte(']')
+		r.body = body.Bytes()
+		p.requests = append(p.requests, r)
+		start += len(r.items)
+	}
+}
+
+// StoredID is the event_id event i is stored under: its id for a webhook,
+// APISource#id through the ingest API.
+func (p *Plan) StoredID(i int) string {
+	if p.Batch > 0 {
+		return APISource + "#" + EventID(p.RunID, i)
+	}
+	return EventID(p.RunID, i)
 }
 
 // sign signs one delivery. A duplicate is signed anew, as a provider signs each
 // retry, but carries the same body and event id.
 func (p *Plan) sign(i int, body []byte, dup, late bool, now time.Time) delivery {
+	if p.Batch > 0 { // the request carries the API key; nothing is signed
+		return delivery{event: i, dup: dup, late: late, body: body}
+	}
 	h := http.Header{}
 	h.Set("Content-Type", "application/json")
 	h.Set("User-Agent", "hookledger-bench")
@@ -160,7 +229,7 @@ func (p *Plan) sign(i int, body []byte, dup, late bool, now time.Time) delivery 
 	return delivery{event: i, dup: dup, late: late, header: h, body: body}
 }
 
-func eventBody(s scheme.Scheme, e Event, meter, occurred string) ([]byte, error) {
+func eventBody(s scheme.Scheme, e Event, meter, occurred string, api bool) ([]byte, error) {
 	event := map[string]any{
 		"id":   e.ID,
 		"type": EventType,
@@ -171,14 +240,19 @@ func eventBody(s scheme.Scheme, e Event, meter, occurred string) ([]byte, error)
 			"occurred_at": occurred,
 		},
 	}
-	if b, ok := s.(scheme.BodyIdentified); ok {
+	if api {
+		event["source"] = APISource
+	} else if b, ok := s.(scheme.BodyIdentified); ok {
 		event[b.IDField()] = e.ID // where the provider carries it, e.g. Slack's event_id
 	}
 	return json.Marshal(event)
 }
 
-// Requests is the number of deliveries the plan sends.
-func (p *Plan) Requests() int { return len(p.deliveries) }
+// Requests is the number of requests the plan sends.
+func (p *Plan) Requests() int { return len(p.requests) }
+
+// Deliveries is the number of deliveries (events and duplicates) the plan sends.
+func (p *Plan) Deliveries() int { return len(p.deliveries) }
 
 // Outcome is what a run observed, per delivery and per event.
 type Outcome struct {
@@ -193,7 +267,7 @@ type Outcome struct {
 // measures each request from send to the last byte of the answer. progress,
 // if not nil, is incremented after each request.
 func (p *Plan) Run(ctx context.Context, progress *atomic.Int64) (*Outcome, error) {
-	n := len(p.deliveries)
+	n := len(p.requests)
 	latency := make([]time.Duration, n)
 	status := make([]int, n) // 0: transport error
 	var firstErr error
@@ -227,23 +301,27 @@ func (p *Plan) Run(ctx context.Context, progress *atomic.Int64) (*Outcome, error
 				if k >= n || ctx.Err() != nil {
 					return
 				}
-				d := &p.deliveries[k]
-				if d.late {
-					select {
-					case <-answered[d.event]:
-					case <-ctx.Done():
-						return
+				r := &p.requests[k]
+				if r.late {
+					for _, item := range r.items {
+						select {
+						case <-answered[p.deliveries[item].event]:
+						case <-ctx.Done():
+							return
+						}
 					}
 				}
 				t0 := time.Now()
-				code, err := post(ctx, client, p.URL, d)
+				code, err := post(ctx, client, p.URL, r)
 				latency[k] = time.Since(t0)
 				status[k] = code
 				if err != nil {
 					errOnce.Do(func() { firstErr = err })
 				}
-				if !d.dup {
-					close(answered[d.event])
+				for _, item := range r.items {
+					if d := &p.deliveries[item]; !d.dup {
+						close(answered[d.event])
+					}
 				}
 				if progress != nil {
 					progress.Add(1)
@@ -259,13 +337,16 @@ func (p *Plan) Run(ctx context.Context, progress *atomic.Int64) (*Outcome, error
 	}
 
 	out := &Outcome{Acked: make([]bool, len(p.Events))}
-	for k, d := range p.deliveries {
+	for k, r := range p.requests {
 		if status[k]/100 == 2 {
-			out.Acked[d.event] = true
-			out.Delivered++
+			for _, item := range r.items {
+				out.Acked[p.deliveries[item].event] = true
+				out.Delivered++
+			}
 		}
 	}
 	out.Result = summarize(p, latency, status, elapsed)
+	out.Result.EventsPerSecond = float64(out.Delivered) / elapsed.Seconds()
 	if cpuOK && n > 0 {
 		out.Result.LoadCPUPerRequest = float64(cpu1-cpu0) / float64(time.Microsecond) / float64(n)
 	}
@@ -275,12 +356,12 @@ func (p *Plan) Run(ctx context.Context, progress *atomic.Int64) (*Outcome, error
 	return out, nil
 }
 
-func post(ctx context.Context, client *http.Client, url string, d *delivery) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(d.body))
+func post(ctx context.Context, client *http.Client, url string, r *request) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(r.body))
 	if err != nil {
 		return 0, err
 	}
-	req.Header = d.header // each delivery is sent once, so it can be handed over as is
+	req.Header = r.header // each request is sent once, so it can be handed over as is
 	resp, err := client.Do(req)
 	if err != nil {
 		return 0, err

@@ -18,6 +18,11 @@ type Result struct {
 	Connections int     `json:"connections"`
 	Seconds     float64 `json:"seconds"`
 	RPS         float64 `json:"requests_per_second"`
+	// Batch is the events per request of a run against the ingest API (0: webhooks).
+	Batch int `json:"batch,omitempty"`
+	// EventsPerSecond counts the deliveries (events and duplicates) in
+	// requests answered 2xx: each was durable when its answer came.
+	EventsPerSecond float64 `json:"events_per_second"`
 	Latency     Latency `json:"latency_ms"`
 	// LoadCPUPerRequest is the load generator's own CPU time (user and
 	// system) per request during the timed run, in microseconds: on a machine
@@ -51,8 +56,9 @@ func summarize(p *Plan, latency []time.Duration, status []int, elapsed time.Dura
 	r := Result{
 		URL:         p.URL,
 		Requests:    len(latency),
+		Batch:       p.Batch,
 		Events:      len(p.Events),
-		Duplicates:  len(latency) - len(p.Events),
+		Duplicates:  len(p.deliveries) - len(p.Events),
 		Connections: p.Connections,
 		Seconds:     elapsed.Seconds(),
 		RPS:         float64(len(latency)) / elapsed.Seconds(),
@@ -90,9 +96,14 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // WriteText prints r for a person.
 func (r *Result) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "%s\n", r.URL)
-	fmt.Fprintf(w, "  requests     %d (%d events + %d duplicates) over %d connections in %.2fs\n",
-		r.Requests, r.Events, r.Duplicates, r.Connections, r.Seconds)
-	fmt.Fprintf(w, "  throughput   %.0f requests/s\n", r.RPS)
+	if r.Batch > 0 {
+		fmt.Fprintf(w, "  requests     %d of up to %d events (%d events + %d duplicates) over %d connections in %.2fs\n",
+			r.Requests, r.Batch, r.Events, r.Duplicates, r.Connections, r.Seconds)
+	} else {
+		fmt.Fprintf(w, "  requests     %d (%d events + %d duplicates) over %d connections in %.2fs\n",
+			r.Requests, r.Events, r.Duplicates, r.Connections, r.Seconds)
+	}
+	fmt.Fprintf(w, "  throughput   %.0f requests/s, %.0f durable events/s\n", r.RPS, r.EventsPerSecond)
 	fmt.Fprintf(w, "  latency      p50 %.2f ms  p90 %.2f ms  p99 %.2f ms  max %.2f ms\n",
 		r.Latency.P50, r.Latency.P90, r.Latency.P99, r.Latency.Max)
 	if r.LoadCPUPerRequest > 0 {

@@ -45,15 +45,15 @@ func Verify(ctx context.Context, db *schema.DB, provider string, p *Plan, o *Out
 		}
 	}
 	// The run's ids are one contiguous range of the (provider, event_id) index.
-	run := schema.EventRange{Provider: provider, From: EventID(p.RunID, 0), To: EventID(p.RunID, len(p.Events))}
+	run := schema.EventRange{Provider: provider, From: p.StoredID(0), To: p.StoredID(len(p.Events))}
 
 	rows, err := db.UsageInRange(ctx, run)
 	if err != nil {
 		return nil, fmt.Errorf("read usage rows: %w", err)
 	}
 	index := make(map[string]int, len(p.Events))
-	for i, e := range p.Events {
-		index[e.ID] = i
+	for i := range p.Events {
+		index[p.StoredID(i)] = i
 	}
 	count := make([]int, len(p.Events))
 	bad := make([]bool, len(p.Events))

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -22,10 +23,12 @@ import (
 	"golang.org/x/term"
 
 	"github.com/hookledger/hookledger/bench"
+	"github.com/hookledger/hookledger/ingest"
 	"github.com/hookledger/hookledger/internal/server"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/receiver"
 	"github.com/hookledger/hookledger/schema"
+	"github.com/hookledger/hookledger/scheme"
 )
 
 func benchCommand() *cli.Command {
@@ -37,6 +40,8 @@ func benchCommand() *cli.Command {
 			"latency percentiles and status counts. Works against hookledger or any receiver that\n" +
 			"speaks the provider's scheme. With --verify --data DIR it then checks hookledger's ledger:\n" +
 			"every event exactly once with the right quantity, and nothing added by duplicates.\n" +
+			"--batch N sends to the ingest API (POST /v1/events, with --key) instead: N generic usage events\n" +
+			"per request, duplicates included; it reports durable events/s beside requests/s.\n" +
 			"`hookledger bench reference-server` runs a receiver that verifies and parses but stores\n" +
 			"nothing, for comparison; `hookledger bench prefill` fills a database for scale tests.",
 		Flags: append(signerFlags("receiver base URL", "data directory: holds the generated default secret, and the database --verify reads"),
@@ -59,6 +64,9 @@ func benchCommand() *cli.Command {
 			&cli.StringFlag{Name: "database", EnvVars: []string{"HOOKLEDGER_DATABASE"},
 				Usage: "with --verify: the PostgreSQL database (postgres://…) to check instead of --data's hookledger.db"},
 			&cli.StringFlag{Name: "format", Value: "text", EnvVars: []string{"HOOKLEDGER_BENCH_FORMAT"}, Usage: "text or json"},
+			&cli.IntFlag{Name: "batch", EnvVars: []string{"HOOKLEDGER_BENCH_BATCH"},
+				Usage: "send to the ingest API (POST /v1/events) instead, this many events per request, with --key"},
+			&cli.StringFlag{Name: "key", EnvVars: []string{"HOOKLEDGER_API_KEY"}, Usage: "with --batch: the API key (hl_…)"},
 		),
 		Action: runBench,
 		Subcommands: []*cli.Command{
@@ -73,13 +81,27 @@ func runBench(c *cli.Context) error {
 	if format != "text" && format != "json" {
 		return usageErrorf(c, "--format: %q is not one of text, json", format)
 	}
-	s, key, err := signer(c)
-	if err != nil {
-		return err
+	batch := c.Int("batch")
+	if batch < 0 {
+		return usageErrorf(c, "--batch must not be negative, got %d", batch)
 	}
+	var s scheme.Scheme
+	var key []byte
+	var apiKeyText string
+	var err error
 	url := c.String("url")
-	if !strings.Contains(url, "/webhooks/") {
-		url = strings.TrimRight(url, "/") + "/webhooks/" + c.String("provider")
+	if batch > 0 {
+		if apiKeyText, err = apiKey(c); err != nil {
+			return err
+		}
+		url = eventsURL(c)
+	} else {
+		if s, key, err = signer(c); err != nil {
+			return err
+		}
+		if !strings.Contains(url, "/webhooks/") {
+			url = strings.TrimRight(url, "/") + "/webhooks/" + c.String("provider")
+		}
 	}
 	runID := c.String("run-id")
 	if runID == "" {
@@ -91,7 +113,9 @@ func runBench(c *cli.Context) error {
 		URL: url, Scheme: s, Key: key,
 		Events: c.Int("events"), Connections: c.Int("connections"), Dup: c.Float64("dup"),
 		Customers: c.Int("customers"), Seed: c.Uint64("seed"), RunID: runID, Timeout: c.Duration("timeout"),
+		Batch: batch, APIKey: apiKeyText,
 	}
+	provider := c.String("provider")
 	var db *schema.DB
 	if c.Bool("verify") {
 		// Open before the run: a wrong --data should fail before minutes of load, not after.
@@ -104,6 +128,14 @@ func runBench(c *cli.Context) error {
 			return fmt.Errorf("--verify: %w", err)
 		}
 		defer db.Close()
+		if batch > 0 { // the events are stored under the key's scope
+			sum := sha256.Sum256([]byte(apiKeyText))
+			k, err := db.APIKeyBySHA256(c.Context, sum[:])
+			if err != nil {
+				return fmt.Errorf("--verify: the API key is not in %s: %w", db.Path, err)
+			}
+			provider = ingest.Scope(k.Name)
+		}
 	}
 	plan, err := load.Plan(time.Now())
 	if err != nil {
@@ -125,7 +157,7 @@ func runBench(c *cli.Context) error {
 	}
 	res := out.Result
 	if db != nil {
-		if res.Verify, err = bench.Verify(c.Context, db, c.String("provider"), plan, out); err != nil {
+		if res.Verify, err = bench.Verify(c.Context, db, provider, plan, out); err != nil {
 			return fmt.Errorf("verify: %w", err)
 		}
 	}
