@@ -288,40 +288,52 @@ func TestAPIGenericEventsAndMappingsOnTheScope(t *testing.T) {
 	}
 }
 
-func TestAPIBatchBiggerThanTheQueueRoom(t *testing.T) {
+func TestAPIBatchWaitsForRoomAndIsAdmittedWhole(t *testing.T) {
 	release := make(chan struct{})
 	var once sync.Once
 	e := newEnvWithWriter(t, func(w *custody.Writer) {
-		w.QueueSize, w.MaxBatch, w.QueueWait = 20, 10, 50*time.Millisecond
+		w.QueueSize, w.MaxBatch, w.QueueWait = 200, 10, 200*time.Millisecond
 		w.SetTestHook(func(*custody.Delivery) error {
 			once.Do(func() { <-release }) // the writer stalls on the first event
 			return nil
 		})
 	})
 	key, _ := e.CreateKey("app", 0, 0)
-	var events [][]byte
-	for i := range 100 {
-		events = append(events, testenv.CloudEvent("app", fmt.Sprintf("evt_%03d", i), "cus_1", "api_requests", "1"))
+	batch := func(from, n int) []byte {
+		var events [][]byte
+		for i := from; i < from+n; i++ {
+			events = append(events, testenv.CloudEvent("app", fmt.Sprintf("evt_%03d", i), "cus_1", "api_requests", "1"))
+		}
+		return testenv.Batch(events...)
 	}
-	body := testenv.Batch(events...)
-	time.AfterFunc(300*time.Millisecond, func() { close(release) })
-	r := e.PostEvents(key, ingest.MediaCloudEventBatch, body)
-	// Up to 10 in the stalled batch (as many as were queued when the writer
-	// took the first) and 20 queued behind it: the rest waited QueueWait for
-	// room and were not queued.
-	stored := r.Reply.Counts["applied"]
-	if r.Code != http.StatusServiceUnavailable || stored < 21 || stored > 30 || stored+r.Reply.Counts["not_stored"] != 100 {
-		t.Fatalf("got %d %v, want 503 with 21-30 applied and the rest not_stored", r.Code, r.Reply.Counts)
+	first := make(chan testenv.EventsResponse)
+	go func() { first <- testenv.PostEvents(t, e.HTTP.URL, key, ingest.MediaCloudEventBatch, batch(0, 150)) }()
+	for e.Writer.Depth() < 140 { // the first batch is admitted and queued behind the stalled writer
+		time.Sleep(time.Millisecond)
 	}
-	if got := e.Rows(); got != [3]int{stored, stored, stored} {
-		t.Fatalf("receipts, attempts, usage = %v, want %d each", got, stored)
+	// 150 of the 200 places are taken: a batch of 100 waits QueueWait for
+	// room, then is refused whole: nothing of it is queued or stored.
+	r := e.PostEvents(key, ingest.MediaCloudEventBatch, batch(150, 100))
+	if r.Code != http.StatusServiceUnavailable || r.Reply.Counts["not_stored"] != 100 || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("second: got %d %v, want 503 with 100 not_stored", r.Code, r.Reply.Counts)
 	}
-	// With the writer running, QueueWait is room enough: the retry completes it.
-	r = e.PostEvents(key, ingest.MediaCloudEventBatch, body)
-	if r.Code != 200 || r.Reply.Counts["applied"] != 100-stored || r.Reply.Counts["duplicate"] != stored {
+	// A batch larger than the whole queue can never be admitted.
+	if r := e.PostEvents(key, ingest.MediaCloudEventBatch, batch(300, 201)); r.Code != 503 || r.Reply.Counts["not_stored"] != 201 {
+		t.Fatalf("201 events for a queue of 200: got %d %v", r.Code, r.Reply.Counts)
+	}
+	close(release)
+	if r := <-first; r.Code != 200 || r.Reply.Counts["applied"] != 150 {
+		t.Fatalf("first: got %d %v", r.Code, r.Reply.Counts)
+	}
+	if got := e.Rows(); got != [3]int{150, 150, 150} {
+		t.Fatalf("receipts, attempts, usage = %v, want [150 150 150]: the refused batch stored nothing", got)
+	}
+	// With room, the refused batch's retry goes in whole; a waiting batch
+	// is admitted as soon as room comes.
+	if r := e.PostEvents(key, ingest.MediaCloudEventBatch, batch(150, 100)); r.Code != 200 || r.Reply.Counts["applied"] != 100 {
 		t.Fatalf("retry: got %d %v", r.Code, r.Reply.Counts)
 	}
-	if got := e.Totals()["cus_1"]; got != 100*ledger.Scale {
-		t.Fatalf("total %s, want 100", got)
+	if got := e.Totals()["cus_1"]; got != 250*ledger.Scale {
+		t.Fatalf("total %s, want 250", got)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/schema"
 )
@@ -30,8 +32,8 @@ type Writer struct {
 	QueueSize int
 	// MaxBatch caps how many items one transaction holds. Default 512.
 	MaxBatch int
-	// QueueWait is how long SubmitAll waits for room in a full queue before
-	// the rest of its ops fail with ErrQueueFull. Default 2s.
+	// QueueWait is how long SubmitAll waits for room in the queue for all
+	// of its ops before they all fail with ErrQueueFull. Default 5s.
 	QueueWait time.Duration
 	// Now is the clock (tests replace it). Default time.Now.
 	Now func() time.Time
@@ -68,6 +70,9 @@ type Writer struct {
 	closed bool
 	queue  chan *job
 	done   chan struct{}
+	// room admits SubmitAll's ops, QueueSize at most at once, all of one call
+	// or none (FIFO, so a big batch is never starved by small ones).
+	room *semaphore.Weighted
 
 	replica *replicaStage // nil unless Replicate is set
 }
@@ -109,7 +114,7 @@ func (j *job) finish(err error) {
 
 // NewWriter returns a writer for db; call Open before Submit.
 func NewWriter(db *schema.DB) *Writer {
-	return &Writer{db: db, QueueSize: 4096, MaxBatch: 512, QueueWait: 2 * time.Second, Now: time.Now}
+	return &Writer{db: db, QueueSize: 4096, MaxBatch: 512, QueueWait: 5 * time.Second, Now: time.Now}
 }
 
 // Open prepares the write connection's statements and starts the writer
@@ -122,6 +127,7 @@ func (w *Writer) Open(ctx context.Context) error {
 	w.store = store
 	w.queue = make(chan *job, w.QueueSize)
 	w.done = make(chan struct{})
+	w.room = semaphore.NewWeighted(int64(w.QueueSize))
 	w.startReplicaStage()
 	go w.run()
 	return nil
@@ -178,28 +184,51 @@ func (w *Writer) Submit(ctx context.Context, op Op) error {
 // are queued before the first reply is awaited, so they ride in as few
 // commits as MaxBatch allows instead of one request-sized wait each.
 //
-// Where Submit fails at once on a full queue, SubmitAll waits up to
-// QueueWait in all for room (a batch bigger than the room left would
-// otherwise always be cut short under load), then fails the ops it could not
-// queue with ErrQueueFull. The ops queued before that still commit: a batch
-// can be half stored, and its retry finds those as duplicates.
+// A call is admitted whole or not at all: it waits (FIFO, up to QueueWait)
+// until the queue has room for every one of its ops, then queues them all;
+// if the room does not come, every op fails with ErrQueueFull and nothing is
+// queued. So a full queue never half-applies a batch, and a batch of a
+// thousand is not starved by the single deliveries around it. (Where Submit
+// fails at once on a full queue, a batch waits: its client would otherwise
+// retry a thousand events for the lack of room for a few.) An op whose own
+// writes fail still fails alone, as with Submit, while the others commit.
 func (w *Writer) SubmitAll(ctx context.Context, ops []Op) []error {
 	errs := make([]error, len(ops))
+	fail := func(err error) []error {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	if len(ops) == 0 {
+		return errs
+	}
+	if len(ops) > w.QueueSize {
+		return fail(fmt.Errorf("%w: %d ops at once is more than the queue holds (%d)", ErrQueueFull, len(ops), w.QueueSize))
+	}
+	wait, cancel := context.WithTimeout(ctx, w.QueueWait)
+	err := w.room.Acquire(wait, int64(len(ops)))
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return fail(ctx.Err())
+		}
+		return fail(ErrQueueFull)
+	}
+	defer w.room.Release(int64(len(ops)))
 	g := &group{done: make(chan struct{})}
+	g.left.Store(int64(len(ops)))
 	jobs := make([]job, len(ops))
-	g.left.Store(int64(len(ops)) + 1) // +1: held until every job is queued
-	queued := w.enqueue(ctx, ops, jobs, g, errs)
-	g.left.Add(int64(queued - len(ops))) // the jobs never queued never finish
-	g.finished()
+	if err := w.enqueue(ctx, ops, jobs, g); err != nil {
+		return fail(err)
+	}
 	select {
 	case <-g.done:
-		for i := range queued {
+		for i := range jobs {
 			errs[i] = jobs[i].err
 		}
 	case <-ctx.Done():
-		for i := range queued {
-			errs[i] = ctx.Err() // they may still commit, as with Submit
-		}
+		return fail(ctx.Err()) // they may still commit, as with Submit
 	}
 	return errs
 }
@@ -216,42 +245,21 @@ func (g *group) finished() {
 	}
 }
 
-// enqueue queues ops[i] as jobs[i] until the queue stays full for QueueWait
-// (or ctx ends); it returns how many it queued and sets errs for the rest.
-func (w *Writer) enqueue(ctx context.Context, ops []Op, jobs []job, g *group, errs []error) int {
+// enqueue queues every op (SubmitAll has admitted them). The room is
+// SubmitAll's own: Submit's deliveries may still fill the channel for a
+// moment, and the writer drains it, so a blocked send waits for a batch's
+// commit at most. The writer closing first (ErrClosed) queues nothing.
+func (w *Writer) enqueue(ctx context.Context, ops []Op, jobs []job, g *group) error {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
-	fail := func(from int, err error) int {
-		for k := from; k < len(ops); k++ {
-			errs[k] = err
-		}
-		return from
-	}
 	if w.closed {
-		return fail(0, ErrClosed)
+		return ErrClosed
 	}
-	var timeout <-chan time.Time
 	for i, op := range ops {
 		jobs[i] = job{op: op, group: g}
-		select {
-		case w.queue <- &jobs[i]:
-			continue
-		default:
-		}
-		if timeout == nil {
-			t := time.NewTimer(w.QueueWait)
-			defer t.Stop()
-			timeout = t.C
-		}
-		select {
-		case w.queue <- &jobs[i]:
-		case <-timeout:
-			return fail(i, ErrQueueFull)
-		case <-ctx.Done():
-			return fail(i, ctx.Err())
-		}
+		w.queue <- &jobs[i]
 	}
-	return len(ops)
+	return nil
 }
 
 func (w *Writer) run() {
