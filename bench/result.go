@@ -23,7 +23,7 @@ type Result struct {
 	// EventsPerSecond counts the deliveries (events and duplicates) in
 	// requests answered 2xx: each was durable when its answer came.
 	EventsPerSecond float64 `json:"events_per_second"`
-	Latency     Latency `json:"latency_ms"`
+	Latency         Latency `json:"latency_ms"`
 	// LoadCPUPerRequest is the load generator's own CPU time (user and
 	// system) per request during the timed run, in microseconds: on a machine
 	// it shares with the receiver, what the load itself costs. 0 where the

@@ -27,14 +27,14 @@ func thousand() (body []byte, totals map[string]ledger.Quantity) {
 	malformed := [][]byte{
 		[]byte(`"not an object"`),
 		[]byte(`42`),
-		[]byte(`{"specversion":"1.0","source":"app","type":"usage.recorded","data":{}}`),             // no id
-		[]byte(`{"specversion":"1.0","id":"","source":"app","type":"usage.recorded"}`),               // empty id
-		[]byte(`{"specversion":"1.0","id":7,"source":"app","type":"usage.recorded"}`),                // id not a string
-		[]byte(`{"specversion":"1.0","id":"m1","type":"usage.recorded"}`),                            // no source
-		[]byte(`{"specversion":"0.3","id":"m2","source":"app","type":"usage.recorded"}`),             // wrong specversion
-		[]byte(`{"specversion":"1.0","id":"m3","source":"app"}`),                                     // no type
+		[]byte(`{"specversion":"1.0","source":"app","type":"usage.recorded","data":{}}`),              // no id
+		[]byte(`{"specversion":"1.0","id":"","source":"app","type":"usage.recorded"}`),                // empty id
+		[]byte(`{"specversion":"1.0","id":7,"source":"app","type":"usage.recorded"}`),                 // id not a string
+		[]byte(`{"specversion":"1.0","id":"m1","type":"usage.recorded"}`),                             // no source
+		[]byte(`{"specversion":"0.3","id":"m2","source":"app","type":"usage.recorded"}`),              // wrong specversion
+		[]byte(`{"specversion":"1.0","id":"m3","source":"app"}`),                                      // no type
 		[]byte(`{"specversion":"1.0","id":"m4","source":"app","type":"usage.recorded","time":"now"}`), // bad time
-		[]byte(`[{"specversion":"1.0","id":"m5","source":"app","type":"usage.recorded"}]`),           // an array
+		[]byte(`[{"specversion":"1.0","id":"m5","source":"app","type":"usage.recorded"}]`),            // an array
 	}
 	totals = map[string]ledger.Quantity{}
 	var events, unique [][]byte

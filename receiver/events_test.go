@@ -67,7 +67,9 @@ func TestAPIRefusalsWriteNothing(t *testing.T) {
 func TestAPIRateLimitedKey(t *testing.T) {
 	e := newEnv(t)
 	key, _ := e.CreateKey("app", 0.5, 2) // 2 at once, then one every 2 s
-	body := func(id string) []byte { return testenv.Batch(testenv.CloudEvent("app", id, "cus_1", "api_requests", "1")) }
+	body := func(id string) []byte {
+		return testenv.Batch(testenv.CloudEvent("app", id, "cus_1", "api_requests", "1"))
+	}
 	for _, id := range []string{"a", "b"} {
 		if r := e.PostEvents(key, ingest.MediaCloudEventBatch, body(id)); r.Code != 200 {
 			t.Fatalf("%s: %d %s", id, r.Code, r.Raw)

@@ -326,4 +326,3 @@ func outcomeOrder(o string) int {
 	}
 	return 99
 }
-
