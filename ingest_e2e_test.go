@@ -201,6 +201,22 @@ func testIngestFile(t *testing.T, bin string) {
 	if got := sum(); got != want*1_000_000 {
 		t.Fatalf("again: sum %d, want %d", got, want*1_000_000)
 	}
+
+	// docs/ingest.md's example client, built and run as written.
+	root, err := testenv.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := filepath.Join(e.dir, "ingest-client")
+	if out, err := testenv.Run("go", root, nil, "build", "-o", client, "./examples/ingest-client"); err != nil {
+		t.Fatalf("build the example client: %v\n%s", err, out)
+	}
+	for _, want := range []string{`"applied":2`, `"duplicate":2`} {
+		out, err := testenv.Run(client, e.dir, []string{"HOOKLEDGER_URL=" + url, "HOOKLEDGER_API_KEY=" + key})
+		if err != nil || !strings.Contains(out, want) {
+			t.Fatalf("example client: %v, want %s in\n%s", err, want, out)
+		}
+	}
 }
 
 func testIngestKill9(t *testing.T, bin string) {
