@@ -7,6 +7,7 @@ package metrics
 import (
 	"net/http"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -140,7 +141,13 @@ func New(opts Options) *Metrics {
 		for _, o := range acceptedOutcomes {
 			m.deliveries.WithLabelValues(p, o, "")
 		}
-		m.deliveries.WithLabelValues(p, "rejected", "bad_signature")
+		// The ingest API's events (provider "api:*") are refused for a
+		// key, never for a signature.
+		reason := "bad_signature"
+		if strings.HasPrefix(p, "api:") {
+			reason = "unknown_key"
+		}
+		m.deliveries.WithLabelValues(p, "rejected", reason)
 	}
 	return m
 }
