@@ -101,6 +101,17 @@ func testKeysCommands(t *testing.T, bin string) {
 		}
 	}
 
+	// --body: a file's bytes as they are; an array goes as generic events.
+	body := filepath.Join(e.dir, "generic.json")
+	os.WriteFile(body, []byte(`[{"id":"g1","type":"usage.recorded","data":{"customer":"cus_9","meter":"api_requests","quantity":1}}]`), 0o600)
+	if out, code := e.run(t, "send", "--api", "--url", url, "--key", key, "--body", body); code != 0 || !strings.Contains(out, `"event_id":"app#g1","outcome":"applied"`) {
+		t.Fatalf("send --api --body: exit %d\n%s", code, out)
+	}
+	// A scope is a provider for replay.
+	if out, code := e.run(t, "replay", "--provider", "api:app", "--status", "failed"); code != 0 || !strings.Contains(out, "api:app") {
+		t.Fatalf("replay --provider api:app: exit %d\n%s", code, out)
+	}
+
 	// Revoked by another process: refused within ingest.key_cache (1s).
 	if out, code := e.run(t, "keys", "revoke", "1"); code != 0 || !strings.Contains(out, "revoked") {
 		t.Fatalf("keys revoke: exit %d\n%s", code, out)

@@ -337,3 +337,28 @@ func TestAPIBatchWaitsForRoomAndIsAdmittedWhole(t *testing.T) {
 		t.Fatalf("total %s, want 250", got)
 	}
 }
+
+func TestAPIFailedEventIsReplayedWithItsSubjectAndTime(t *testing.T) {
+	e := newEnv(t, func(c *config.Config) {
+		c.Usage = append(c.Usage, ledger.Mapping{Type: "seat.added", Customer: ledger.Field{Path: "data.account"},
+			Meter: ledger.Field{Value: "seats"}, Quantity: ledger.Field{Path: "data.count"}})
+	})
+	key, _ := e.CreateKey("app", 0, 0)
+	ev := []byte(`{"specversion":"1.0","id":"s1","source":"app","type":"seat.added","subject":"cus_7","time":"2026-11-20T00:00:00Z","data":{"seats":4}}`)
+	if r := e.PostEvents(key, ingest.MediaCloudEventBatch, testenv.Batch(ev)); r.Code != 200 || r.Reply.Results[0].Outcome != "failed" {
+		t.Fatalf("got %d %s, want the event failed (data.count is missing)", r.Code, r.Raw)
+	}
+	// The mapping is fixed (quantity from data.seats) and the event replayed:
+	// subject and time still fill in customer and occurred_at.
+	fixed := ledger.NewMapper([]ledger.Mapping{{Type: "seat.added", Meter: ledger.Field{Value: "seats"},
+		Customer: ledger.Field{Path: "data.account"}, Quantity: ledger.Field{Path: "data.seats"}}}, nil)
+	rep, err := custody.ReplayReceipts(t.Context(), e.DB, e.Writer, fixed, "test+fixed",
+		custody.ReplayFilter{Provider: "api:app", Status: custody.StatusFailed})
+	if err != nil || rep.Applied != 1 {
+		t.Fatalf("replay: %+v %v", rep, err)
+	}
+	if n := e.Int(`SELECT COUNT(*) FROM metered_usage WHERE event_id = 'app#s1' AND customer_id = 'cus_7' AND quantity = 4000000
+		AND occurred_at = ?`, time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC).UnixMilli()); n != 1 {
+		t.Fatal("the replayed row does not have the subject as customer and the time as occurred_at")
+	}
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/ingest"
 	"github.com/hookledger/hookledger/ledger"
 )
 
@@ -22,7 +23,7 @@ func replayCommand() *cli.Command {
 			"the receipt keeps its source. Receipts whose body was pruned cannot be replayed and are counted.",
 		Flags: append(configFlags(),
 			&cli.StringFlag{Name: "provider", Aliases: []string{"p"}, Required: true, EnvVars: []string{"HOOKLEDGER_PROVIDER"},
-				Usage: "the provider whose receipts to replay"},
+				Usage: "the provider whose receipts to replay (an ingest API key's events: api:KEYNAME)"},
 			&cli.StringFlag{Name: "event", EnvVars: []string{"HOOKLEDGER_EVENT"},
 				Usage: "replay this event id"},
 			&cli.StringFlag{Name: "status", EnvVars: []string{"HOOKLEDGER_STATUS"},
@@ -57,8 +58,11 @@ func replayAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := lookupProvider(cfg, f.Provider); err != nil {
-		return err
+	// An ingest API key's scope (api:NAME) is no configured provider.
+	if !ingest.IsScope(f.Provider) {
+		if _, err := lookupProvider(cfg, f.Provider); err != nil {
+			return err
+		}
 	}
 	db, w, err := openCustody(c.Context, cfg, false)
 	if err != nil {
