@@ -90,3 +90,33 @@ func TestAPIKeyRows(t *testing.T) {
 		t.Fatalf("list: %+v %v", ks, err)
 	}
 }
+
+// BenchmarkAPIKeyLookup is what an uncached key check costs serve: one probe
+// of api_keys' unique index on the read pool (ingest.Keyring caches it for
+// ingest.key_cache).
+//
+//	go test -run '^$' -bench APIKeyLookup ./schema/
+func BenchmarkAPIKeyLookup(b *testing.B) {
+	ctx := context.Background()
+	db, err := Open(ctx, b.TempDir()+"/"+FileName, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	var sums [][]byte
+	for i := range 100 {
+		sum := make([]byte, 32)
+		sum[0], sum[1] = byte(i), 7
+		if _, err := db.InsertAPIKey(ctx, APIKey{Name: "k", Prefix: "hl_", SHA256: sum, CreatedAt: 1}); err != nil {
+			b.Fatal(err)
+		}
+		sums = append(sums, sum)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		if _, err := db.APIKeyBySHA256(ctx, sums[i%len(sums)]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
