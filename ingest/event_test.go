@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -28,8 +29,10 @@ func TestParseBearer(t *testing.T) {
 		"Basic abc":        ErrBadKey,
 		"Bearer whsec_abc": ErrBadKey,
 		"Bearer":           ErrBadKey,
-		"bearer hl_x":      nil,
-		"Bearer hl_x":      nil,
+		"Bearer hl_x":      ErrBadKey, // too short
+		"Bearer hl_" + strings.Repeat("a", 42) + "!": ErrBadKey,
+		"bearer hl_" + strings.Repeat("a", 43):       nil,
+		"Bearer  hl_" + strings.Repeat("-", 43):      nil,
 	} {
 		if _, err := ParseBearer(h); err != want {
 			t.Errorf("%q: %v, want %v", h, err, want)

@@ -78,8 +78,17 @@ func ParseBearer(header string) (string, error) {
 		return "", ErrBadKey
 	}
 	key = strings.TrimSpace(key)
-	if !strings.HasPrefix(key, KeyPrefix) || len(key) > 128 {
+	// Only the exact shape NewKey makes is looked up: a flood of malformed
+	// keys costs a string check each, not a database probe.
+	if len(key) != keyLen || !strings.HasPrefix(key, KeyPrefix) || strings.IndexFunc(key[len(KeyPrefix):], notBase64URL) >= 0 {
 		return "", ErrBadKey
 	}
 	return key, nil
+}
+
+// keyLen is the length of every key NewKey makes.
+var keyLen = len(KeyPrefix) + base64.RawURLEncoding.EncodedLen(keyBytes)
+
+func notBase64URL(r rune) bool {
+	return !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_')
 }

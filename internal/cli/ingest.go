@@ -36,6 +36,8 @@ func ingestCommand() *cli.Command {
 		Flags: append(apiClientFlags(),
 			&cli.IntFlag{Name: "batch", Value: 500, EnvVars: []string{"HOOKLEDGER_INGEST_BATCH"},
 				Usage: "events per request (at most serve's ingest.max_events)"},
+			&cli.IntFlag{Name: "max-body", Value: 1 << 20, EnvVars: []string{"HOOKLEDGER_INGEST_MAX_BODY"},
+				Usage: "bytes per request: a batch is sent early rather than grow past it (serve's ingest.max_body)"},
 			&cli.BoolFlag{Name: "cloudevents", Usage: "the lines are CloudEvents (sent as application/cloudevents-batch+json)"},
 			formatFlag(),
 		),
@@ -147,7 +149,7 @@ func ingestAction(c *cli.Context) error {
 	var done atomic.Int64
 	stopBar := progress(total, "ingesting", &done)
 	sum := &ingestSummary{Counts: map[string]int{}}
-	err = readBatches(in, size, func(batch []ingestLine) error {
+	err = readBatches(in, size, c.Int("max-body"), func(batch []ingestLine) error {
 		if err := sendBatch(ctx, eventsURL(c), key, contentType, batch, sum); err != nil {
 			return err
 		}
@@ -202,16 +204,24 @@ func readLines(r io.Reader, fn func(ingestLine) error) (int, error) {
 	return events, nil
 }
 
-// readBatches hands fn the lines of r, size at a time.
-func readBatches(r io.Reader, size int, fn func([]ingestLine) error) error {
+// readBatches hands fn the lines of r, size at a time, and fewer when more
+// would make a body (the lines, a comma each and the brackets) over maxBody.
+func readBatches(r io.Reader, size, maxBody int, fn func([]ingestLine) error) error {
 	batch := make([]ingestLine, 0, size)
+	bytes := 2
 	_, err := readLines(r, func(l ingestLine) error {
-		batch = append(batch, l)
+		if len(batch) > 0 && bytes+len(l.raw)+1 > maxBody {
+			if err := fn(batch); err != nil {
+				return err
+			}
+			batch, bytes = batch[:0], 2
+		}
+		batch, bytes = append(batch, l), bytes+len(l.raw)+1
 		if len(batch) < size {
 			return nil
 		}
 		err := fn(batch)
-		batch = batch[:0]
+		batch, bytes = batch[:0], 2
 		return err
 	})
 	if err == nil && len(batch) > 0 {
