@@ -362,3 +362,29 @@ func TestAPIFailedEventIsReplayedWithItsSubjectAndTime(t *testing.T) {
 		t.Fatal("the replayed row does not have the subject as customer and the time as occurred_at")
 	}
 }
+
+func TestAPIBatchWaitsForTheReplica(t *testing.T) {
+	f := newFakeReplica()
+	e := replicaEnv(t, f)
+	key, _ := e.CreateKey("app", 0, 0)
+	var events [][]byte
+	for i := range 20 {
+		events = append(events, testenv.CloudEvent("app", fmt.Sprintf("evt_%02d", i), "cus_1", "api_requests", "1"))
+	}
+	got := make(chan testenv.EventsResponse, 1)
+	go func() { got <- testenv.PostEvents(t, e.HTTP.URL, key, ingest.MediaCloudEventBatch, testenv.Batch(events...)) }()
+	select {
+	case <-f.started: // committed locally, waiting for the replica
+	case <-time.After(10 * time.Second):
+		t.Fatal("the batch never reached the replica stage")
+	}
+	select {
+	case r := <-got:
+		t.Fatalf("answered %d before the replica held the batch", r.Code)
+	case <-time.After(100 * time.Millisecond):
+	}
+	f.open()
+	if r := <-got; r.Code != 200 || r.Reply.Counts["applied"] != 20 {
+		t.Fatalf("after the replica: %d %v", r.Code, r.Reply.Counts)
+	}
+}
