@@ -372,7 +372,9 @@ func TestAPIBatchWaitsForTheReplica(t *testing.T) {
 		events = append(events, testenv.CloudEvent("app", fmt.Sprintf("evt_%02d", i), "cus_1", "api_requests", "1"))
 	}
 	got := make(chan testenv.EventsResponse, 1)
-	go func() { got <- testenv.PostEvents(t, e.HTTP.URL, key, ingest.MediaCloudEventBatch, testenv.Batch(events...)) }()
+	go func() {
+		got <- testenv.PostEvents(t, e.HTTP.URL, key, ingest.MediaCloudEventBatch, testenv.Batch(events...))
+	}()
 	select {
 	case <-f.started: // committed locally, waiting for the replica
 	case <-time.After(10 * time.Second):
