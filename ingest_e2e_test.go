@@ -148,6 +148,7 @@ func testKeysCommands(t *testing.T, bin string) {
 		{[]string{"ingest", "--url", url, "--key", key}, 2, "a file"},
 		{[]string{"ingest", "--url", url, "--key", key, "missing.jsonl"}, 1, "no such file"},
 		{[]string{"ingest", "--url", url, "--key", key, "--batch", "0", "-"}, 2, "--batch"},
+		{[]string{"ingest", "--url", url, "--key", key, body}, 1, "lines 1-1: 401 Unauthorized: API key revoked"}, // a 4xx is not retried
 	} {
 		if out, code := e.run(t, tc.args...); code != tc.code || !strings.Contains(out, tc.want) {
 			t.Errorf("%s: exit %d, want %d with %q\n%s", strings.Join(tc.args, " "), code, tc.code, tc.want, out)
@@ -213,6 +214,14 @@ func testIngestFile(t *testing.T, bin string) {
 	}
 	if got := sum(); got != want*1_000_000 {
 		t.Fatalf("again: sum %d, want %d", got, want*1_000_000)
+	}
+
+	// A rate-limited key: ingest waits Retry-After and sends the batch again.
+	slow := e.createKey(t, "slow", "--rate", "1")
+	start := time.Now()
+	out, code = e.run(t, "ingest", "--url", url, "--key", slow, "--batch", "400", file)
+	if code != 3 || !strings.Contains(strings.Join(strings.Fields(out), " "), "applied 1185") || time.Since(start) < 2*time.Second {
+		t.Fatalf("ingest with a key limited to 1 request/s: exit %d after %s\n%s", code, time.Since(start), out)
 	}
 
 	// docs/ingest.md's example client, built and run as written.

@@ -3,6 +3,7 @@ package receiver_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/ingest"
 	"github.com/hookledger/hookledger/internal/testenv"
+	"github.com/hookledger/hookledger/schema"
 )
 
 func TestAPIRefusalsWriteNothing(t *testing.T) {
@@ -121,5 +123,27 @@ func TestAPIKeysAreSeenPromptly(t *testing.T) {
 	}
 	if got := e.Rows(); got != [3]int{1, 2, 1} {
 		t.Fatalf("receipts, attempts, usage = %v, want [1 2 1]", got)
+	}
+}
+
+// failingKeys is a keyring whose database cannot be read.
+type failingKeys struct{}
+
+func (failingKeys) Authenticate(context.Context, string) (schema.APIKey, error) {
+	return schema.APIKey{}, errors.New("disk I/O error")
+}
+func (failingKeys) Allow(schema.APIKey) (bool, time.Duration) { return true, 0 }
+
+func TestAPIKeyStorageErrorIs503(t *testing.T) {
+	e := newEnv(t)
+	e.Server.API.Keys = failingKeys{}
+	r := e.PostEvents("hl_"+strings.Repeat("C", 43), ingest.MediaCloudEventBatch,
+		testenv.Batch(testenv.CloudEvent("app", "e1", "cus_1", "api_requests", "1")))
+	if r.Code != http.StatusServiceUnavailable || r.Error.Reason != "storage_error" || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("got %d %s (Retry-After %q), want 503 storage_error: a key that cannot be checked is not refused as wrong",
+			r.Code, r.Raw, r.Header.Get("Retry-After"))
+	}
+	if got := e.Rows(); got != [3]int{0, 0, 0} {
+		t.Fatalf("receipts, attempts, usage = %v, want nothing", got)
 	}
 }
