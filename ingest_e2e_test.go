@@ -64,8 +64,10 @@ func TestIngestCommands(t *testing.T) {
 
 func testKeysCommands(t *testing.T, bin string) {
 	e := newIngestEnv(t, bin)
-	if out, code := e.run(t, "keys", "create", "app"); code != 1 || !strings.Contains(out, "no database") {
-		t.Errorf("keys create before any database: exit %d\n%s", code, out)
+	for _, cmd := range [][]string{{"keys", "create", "app"}, {"keys", "list"}, {"keys", "revoke", "1"}} {
+		if out, code := e.run(t, cmd...); code != 1 || !strings.Contains(out, "no database") {
+			t.Errorf("%s before any database: exit %d\n%s", strings.Join(cmd, " "), code, out)
+		}
 	}
 	_, _, url := testenv.StartServe(t, bin, e.dir, e.env)
 
