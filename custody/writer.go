@@ -216,6 +216,9 @@ func (w *Writer) SubmitAll(ctx context.Context, ops []Op) []error {
 		return fail(ErrQueueFull)
 	}
 	defer w.room.Release(int64(len(ops)))
+	for _, op := range ops {
+		w.route(op) // here, like Submit: the writer goroutine only inserts the outbox rows
+	}
 	g := &group{done: make(chan struct{})}
 	g.left.Store(int64(len(ops)))
 	jobs := make([]job, len(ops))

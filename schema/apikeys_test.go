@@ -13,7 +13,11 @@ func TestAPIKeysMigrationKeepsReceiptsAndAdmitsSourceAPI(t *testing.T) {
 	fillCustody(t, old)
 	old.MustExec(`INSERT INTO receipts (id, provider, event_id, event_type, body, body_sha256, status, handler_version, source,
 		received_at, processed_at, prev_hash, row_hash) VALUES (11, 'stripe', 'evt_h', 't', X'7B7D', X'05', 'applied', 'v1', 'replay', 5, 6, X'AA', X'BB')`)
-	queries := []string{`SELECT * FROM receipts ORDER BY id`, `SELECT * FROM delivery_attempts ORDER BY id`, `SELECT * FROM replays ORDER BY id`}
+	// An outbox message (0007) points at a receipt by id: the rebuilt table must keep it pointing.
+	old.MustExec(`INSERT INTO outbox (receipt_id, destination, message_id, status, created_at, pending_since, next_attempt_at)
+		VALUES (7, 'crm', 'msg_1', 'pending', 1, 1, 1)`)
+	queries := []string{`SELECT * FROM receipts ORDER BY id`, `SELECT * FROM delivery_attempts ORDER BY id`, `SELECT * FROM replays ORDER BY id`,
+		`SELECT * FROM outbox ORDER BY id`}
 	var before []string
 	for _, q := range queries {
 		before = append(before, dump(t, old, q))
@@ -38,10 +42,19 @@ func TestAPIKeysMigrationKeepsReceiptsAndAdmitsSourceAPI(t *testing.T) {
 		`UPDATE receipts SET source = 'api' WHERE id = 7`, // the custody-facts trigger came back
 		`INSERT INTO delivery_attempts (provider, event_id, received_at, body_sha256, outcome, status_code)
 			VALUES ('stripe', 'evt_missing', 0, X'00', 'duplicate', 200)`, // the foreign key still points at receipts
+		`INSERT INTO outbox (receipt_id, destination, message_id, status, created_at, pending_since, next_attempt_at)
+			VALUES (99, 'crm', 'msg_2', 'pending', 1, 1, 1)`, // and the outbox's
 	} {
 		if _, err := db.Write.Exec(bad); err == nil {
 			t.Errorf("accepted: %s", bad)
 		}
+	}
+	// Deleting a receipt still cascades to its outbox messages.
+	db.Write.MustExec(`DELETE FROM receipts WHERE id = 7`)
+	var left int
+	db.Write.Get(&left, `SELECT COUNT(*) FROM outbox`)
+	if left != 0 {
+		t.Errorf("%d outbox rows left after their receipt was deleted, want 0", left)
 	}
 	var idx int
 	db.Write.Get(&idx, `SELECT COUNT(*) FROM sqlite_schema WHERE type = 'index' AND name = 'receipts_status'`)

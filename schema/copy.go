@@ -22,6 +22,7 @@ var copyTables = []string{
 	"period_closes", "invoices", "invoice_lines",
 	"reconcile_checkpoints", "redelivery_requests", "prune_runs",
 	"outbox", "outbox_attempts", "forward_destinations",
+	"api_keys",
 	"chain_head",
 }
 
