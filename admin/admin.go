@@ -29,6 +29,11 @@ type Server struct {
 	Listen string
 	Tokens []string
 	Mux    *http.ServeMux
+	// Console, when set, serves /ui and everything under /ui/ instead of
+	// Mux and without the bearer check: a browser cannot send the header,
+	// so the console signs in with the same tokens (Authorized) and keeps
+	// a session cookie of its own (see package console).
+	Console http.Handler
 }
 
 // New returns an admin server. It refuses a configuration that would expose
@@ -76,6 +81,10 @@ func (s *Server) Handler() http.Handler {
 		sums[i] = sha256.Sum256([]byte(t))
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.Console != nil && (r.URL.Path == ConsolePath || strings.HasPrefix(r.URL.Path, ConsolePath+"/")) {
+			s.Console.ServeHTTP(w, r)
+			return
+		}
 		if !authorized(r.Header.Get("Authorization"), sums) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="hookledger-admin"`)
 			http.Error(w, "missing or invalid bearer token", http.StatusUnauthorized)
@@ -93,7 +102,27 @@ func authorized(header string, sums [][32]byte) bool {
 	if len(header) <= len(scheme) || !strings.EqualFold(header[:len(scheme)], scheme) {
 		return false
 	}
-	token := header[len(scheme):]
+	return matches(header[len(scheme):], sums)
+}
+
+// ConsolePath is where Server.Console is mounted.
+const ConsolePath = "/ui"
+
+// Authorized reports whether token is one of the admin tokens, compared as
+// the bearer check compares them (in constant time, over SHA-256 digests).
+// The console's sign-in uses it, so both accept exactly the same tokens.
+func (s *Server) Authorized(token string) bool {
+	if len(s.Tokens) == 0 {
+		return false
+	}
+	sums := make([][32]byte, len(s.Tokens))
+	for i, t := range s.Tokens {
+		sums[i] = sha256.Sum256([]byte(t))
+	}
+	return matches(token, sums)
+}
+
+func matches(token string, sums [][32]byte) bool {
 	got := sha256.Sum256([]byte(token))
 	match := 0
 	for _, want := range sums {

@@ -125,6 +125,10 @@ type EventView struct {
 	body []byte // the raw body, for the bundle
 }
 
+// Body is the event's raw body as stored (nil when pruned or when the
+// receipt is gone): what the bundle holds as body.raw, for the console.
+func (e *EventView) Body() []byte { return e.body }
+
 // ReceiptView is the stored receipt of an event.
 type ReceiptView struct {
 	Type             string    `json:"type"`

@@ -21,6 +21,7 @@ import (
 
 	"github.com/hookledger/hookledger/admin"
 	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/console"
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/forward"
 	"github.com/hookledger/hookledger/health"
@@ -239,6 +240,7 @@ func (s *Server) start(ctx context.Context) error {
 	s.relay = relay
 	kick.Store(relay)
 
+	tally := console.NewTally(time.Now()) // the console's rejected and duplicate counts (console.go)
 	srv := &receiver.Server{
 		Providers:      s.providers,
 		Mapper:         mapper,
@@ -248,6 +250,7 @@ func (s *Server) start(ctx context.Context) error {
 		Now:            time.Now,
 		Observe: func(o receiver.Observation) {
 			met.ObserveDelivery(o.Provider, o.Outcome, o.Reason, o.Latency)
+			tally.Observe(o.Outcome, time.Now())
 		},
 		// Bounded input (receiver/body.go): in-flight body budget and body
 		// deadline; the listener (bind) caps connections, checks framing and
@@ -287,6 +290,9 @@ func (s *Server) start(ctx context.Context) error {
 	s.adm.Mux.Handle("GET /metrics", met.Handler())
 	s.adm.Mux.Handle("GET /readyz", ready.DetailHandler()) // with each failing check's error
 	forwardRoutes(s.adm, cfg, s.db, w, s.relay)            // forward status/list/retry/pause and GET /v1/events (forward.go)
+	if err := s.mountConsole(tally); err != nil { // GET /ui/ (console.go)
+		return err
+	}
 	if s.aln != nil {
 		s.servers, s.listeners = append(s.servers, s.adm.HTTPServer()), append(s.listeners, s.aln)
 		log.Info("admin API", "addr", s.aln.Addr().String())

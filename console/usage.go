@@ -1,0 +1,133 @@
+package console
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/hookledger/hookledger/ledger"
+)
+
+type usageView struct {
+	From, To, TZ, Customer, After string
+	Lines                         []ledger.UsageLine // customer × meter totals
+	Next                          string             // the customer after which the next page starts ("": last page)
+	Days                          []meterDays        // one customer: per meter, per day
+	Error                         string
+}
+
+type meterDays struct {
+	Meter, Unit string
+	Aggregation ledger.Aggregation
+	Chart       *chart
+	Lines       []ledger.UsageLine
+}
+
+// usage shows totals per customer and meter for an event-time window in a
+// zone, computed by ledger.Query: the numbers `hookledger usage` prints
+// for the same window (one customer at a time, a page of customers per
+// page, so a page reads only its customers' rows through the
+// (customer_id, meter, occurred_at) index). With a customer, it adds that
+// customer's per-day totals per meter.
+func (c *Console) usage(w http.ResponseWriter, r *http.Request, s *session) {
+	q := r.URL.Query()
+	v := usageView{From: q.Get("from"), To: q.Get("to"), TZ: q.Get("tz"), Customer: q.Get("customer"), After: q.Get("after")}
+	if v.TZ == "" {
+		v.TZ = "UTC"
+	}
+	if v.From == "" && v.To == "" {
+		if loc, err := ledger.LoadZone(v.TZ); err == nil {
+			now := c.Now().In(loc)
+			v.From, v.To = now.Format("2006-01"), now.AddDate(0, 0, 1-now.Day()).AddDate(0, 1, 0).Format("2006-01")
+		}
+	}
+	bad := func(err error) {
+		v.Error = err.Error()
+		c.render(w, r, s, http.StatusBadRequest, "usage", "Usage", v)
+	}
+	if v.Customer != "" {
+		totals, err := c.query(r, v, v.Customer, "customer,meter")
+		if err != nil {
+			c.usageErr(w, r, s, v, err, bad)
+			return
+		}
+		v.Lines = totals.Lines
+		days, err := c.query(r, v, v.Customer, "customer,meter,day")
+		if err != nil {
+			c.usageErr(w, r, s, v, err, bad)
+			return
+		}
+		v.Days = dayCharts(days.Lines)
+		c.render(w, r, s, http.StatusOK, "usage", "Usage of "+v.Customer, v)
+		return
+	}
+	customers, err := c.DB.LedgerCustomers(r.Context(), v.After, customersPage+1)
+	if err != nil {
+		c.internal(w, r, s, err)
+		return
+	}
+	if len(customers) > customersPage {
+		customers = customers[:customersPage]
+		v.Next = customers[customersPage-1]
+	}
+	for _, cu := range customers {
+		rep, err := c.query(r, v, cu, "customer,meter")
+		if err != nil {
+			c.usageErr(w, r, s, v, err, bad)
+			return
+		}
+		v.Lines = append(v.Lines, rep.Lines...)
+	}
+	c.render(w, r, s, http.StatusOK, "usage", "Usage", v)
+}
+
+func (c *Console) query(r *http.Request, v usageView, customer, groupBy string) (*ledger.UsageReport, error) {
+	p := ledger.UsageParams{From: v.From, To: v.To, TZ: v.TZ, Customer: customer, GroupBy: groupBy}
+	q, err := p.Query(c.Meters)
+	if err != nil {
+		return nil, badParam{err}
+	}
+	return ledger.Query(r.Context(), c.DB, q)
+}
+
+type badParam struct{ error }
+
+func (c *Console) usageErr(w http.ResponseWriter, r *http.Request, s *session, v usageView, err error, bad func(error)) {
+	var bp badParam
+	var overflow *ledger.OverflowError
+	switch {
+	case errors.As(err, &bp), errors.As(err, &overflow), errors.Is(err, ledger.ErrMixedMeters):
+		bad(err)
+	default:
+		c.internal(w, r, s, err)
+	}
+}
+
+// dayCharts splits per-day lines by meter and draws each meter's days.
+func dayCharts(lines []ledger.UsageLine) []meterDays {
+	var out []meterDays
+	idx := map[string]int{}
+	for _, l := range lines {
+		i, ok := idx[l.Meter]
+		if !ok {
+			i = len(out)
+			idx[l.Meter] = i
+			out = append(out, meterDays{Meter: l.Meter, Unit: l.Unit, Aggregation: l.Aggregation})
+		}
+		out[i].Lines = append(out[i].Lines, l)
+	}
+	for i := range out {
+		ls := out[i].Lines
+		labels, values, titles := make([]string, len(ls)), make([]int64, len(ls)), make([]string, len(ls))
+		for j, l := range ls {
+			labels[j] = l.Period
+			if t, err := time.Parse(time.DateOnly, l.Period); err == nil {
+				labels[j] = t.Format("Jan 2")
+			}
+			values[j] = int64(l.Quantity)
+			titles[j] = l.Period + ": " + l.Quantity.String() + " " + l.Unit
+		}
+		out[i].Chart = barChart(labels, values, titles, func(q int64) string { return ledger.Quantity(q).String() })
+	}
+	return out
+}
