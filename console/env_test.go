@@ -3,6 +3,7 @@ package console_test
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -56,7 +57,7 @@ func newEnv(t testing.TB, tls bool, edits ...func(*testenv.Options)) *env {
 	e.Tally = console.NewTally(e.Now())
 	e.Server.Observe = func(o receiver.Observation) { e.Tally.Observe(o.Outcome, e.Now()) }
 	e.Console = &console.Console{DB: e.DB, Tracer: &dispute.Tracer{DB: e.DB, Verifier: v, Meters: meters}, Meters: meters,
-		Authorized: adm.Authorized, Tally: e.Tally, Now: e.Now}
+		Authorized: adm.Authorized, Tally: e.Tally, Now: e.Now, Log: slog.New(slog.DiscardHandler)}
 	adm.Console = e.Console.Handler()
 	adm.Mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "metrics\n") })
 	if tls {

@@ -45,6 +45,10 @@ func (c *Console) usage(w http.ResponseWriter, r *http.Request, s *session) {
 		v.Error = err.Error()
 		c.render(w, r, s, http.StatusBadRequest, "usage", "Usage", v)
 	}
+	if _, err := (ledger.UsageParams{From: v.From, To: v.To, TZ: v.TZ}).Query(c.Meters); err != nil {
+		bad(err) // checked before any customer is listed, so an empty ledger refuses it too
+		return
+	}
 	if v.Customer != "" {
 		totals, err := c.query(r, v, v.Customer, "customer,meter")
 		if err != nil {

@@ -1,0 +1,252 @@
+package console_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/html"
+
+	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/internal/testenv"
+)
+
+// The overview counts inserted and failed events from the receipts table and
+// duplicates and rejected requests from the process's tally, per minute.
+func TestOverviewNumbers(t *testing.T) {
+	e := newEnv(t, false)
+	for i := range 5 {
+		e.send(t, fmt.Sprintf("evt_%d", i), "cus_1", "2")
+	}
+	e.Clock.Add(time.Minute)
+	e.send(t, "evt_0", "cus_1", "2") // duplicate
+	e.send(t, "evt_1", "cus_1", "2") // duplicate
+	body := testenv.UsageBody("cus_1", "api_requests", "1")
+	h := e.SignDefault("evt_bad", body)
+	h.Set("webhook-signature", "v1,AAAA") // rejected: bad signature
+	if code, _ := e.Post("default", h, body); code != 401 && code != 400 {
+		t.Fatalf("bad signature: %d", code)
+	}
+	// A failed receipt: the mapping finds no quantity.
+	if r := e.Send("evt_failed", []byte(`{"type":"usage.recorded","data":{"customer":"cus_1","meter":"api_requests"}}`)); r.Code != 200 {
+		t.Fatalf("unmappable event: %d %+v", r.Code, r.Body)
+	}
+	e.signIn(t)
+	doc := e.page(t, "/ui/")
+	for id, want := range map[string]string{"total-inserted": "5", "total-duplicate": "2", "total-rejected": "1", "total-failed": "1"} {
+		if got := text(byID(doc, id)); got != want {
+			t.Errorf("%s = %q, want %s", id, got, want)
+		}
+	}
+	rows := tableRows(t, doc, "minutes")
+	want := [][]string{
+		{"2026-11-29 12:01:00.000Z", "0", "2", "1", "1"},
+		{"2026-11-29 12:00:00.000Z", "5", "0", "0", "0"},
+	}
+	if !slices.EqualFunc(rows, want, slices.Equal) {
+		t.Errorf("per-minute rows %q, want %q", rows, want)
+	}
+	if got := text(byID(doc, "failed-count")); !strings.HasPrefix(got, "1 failed receipt(s)") {
+		t.Errorf("failed count: %q", got)
+	}
+	if l := links(doc, func(n *html.Node) bool { return strings.Contains(attr(n, "href"), "evt_failed") }); len(l) != 1 {
+		t.Errorf("no link to the oldest failed receipt: %v", l)
+	}
+	if got := text(byID(doc, "ledger-head")); !strings.HasPrefix(got, "ledger:5:") {
+		t.Errorf("ledger head %q, want ledger:5:…", got)
+	}
+	if got := text(byID(doc, "replication-lag")); !strings.Contains(got, "Not replicating") {
+		t.Errorf("replication: %q", got)
+	}
+	if len(find(doc, func(n *html.Node) bool { return n.Data == "svg" })) != 1 {
+		t.Error("no chart")
+	}
+	// Six hours later the events have left the default window but not the 24-hour one.
+	e.Clock.Add(6 * time.Hour)
+	if got := text(byID(e.page(t, "/ui/"), "total-inserted")); got != "0" {
+		t.Errorf("six hours later, inserted = %q", got)
+	}
+	if got := text(byID(e.page(t, "/ui/?hours=24"), "total-inserted")); got != "5" {
+		t.Errorf("24 hours, inserted = %q", got)
+	}
+}
+
+// Pages of the event list neither skip nor repeat a receipt while events
+// arrive between page loads, and the filters and the id search find what
+// they name.
+func TestEventsPagination(t *testing.T) {
+	e := newEnv(t, false)
+	const n = 137
+	for i := range n {
+		e.send(t, fmt.Sprintf("evt_%03d", i), fmt.Sprintf("cus_%d", i%3), "1")
+	}
+	e.signIn(t)
+	var seen []string
+	next := "/ui/events"
+	for pages := 0; next != ""; pages++ {
+		if pages > 10 {
+			t.Fatal("too many pages")
+		}
+		doc := e.page(t, next)
+		for _, r := range tableRows(t, doc, "receipts") {
+			if len(r) > 3 {
+				seen = append(seen, r[3])
+			}
+		}
+		// New events arrive while someone reads: they go above the first page.
+		e.send(t, fmt.Sprintf("new_%d", pages), "cus_9", "1")
+		next = ""
+		if l := links(doc, func(a *html.Node) bool { return attr(a, "rel") == "next" }); len(l) == 1 {
+			next = l[0]
+		}
+	}
+	if len(seen) != n {
+		t.Fatalf("%d receipts over the pages, want %d", len(seen), n)
+	}
+	for i, id := range seen {
+		if want := fmt.Sprintf("evt_%03d", n-1-i); id != want {
+			t.Fatalf("row %d is %s, want %s (newest first, no skip, no repeat)", i, id, want)
+		}
+	}
+	// The first page now starts with the newest arrival.
+	if r := tableRows(t, e.page(t, "/ui/events"), "receipts"); r[0][3] != "new_2" {
+		t.Errorf("first row %q, want new_2", r[0])
+	}
+
+	// Filters.
+	if r := tableRows(t, e.page(t, "/ui/events?status=failed"), "receipts"); len(r) != 1 || !strings.Contains(r[0][0], "no receipts") {
+		t.Errorf("status=failed: %q", r)
+	}
+	if r := tableRows(t, e.page(t, "/ui/events?status=applied&provider=default&source=webhook&type=usage.recorded"), "receipts"); len(r) != 50 {
+		t.Errorf("all filters matching: %d rows, want a full page", len(r))
+	}
+	r := tableRows(t, e.page(t, "/ui/events?q=evt_042"), "receipts")
+	if len(r) != 1 || r[0][3] != "evt_042" || r[0][2] != "default" {
+		t.Errorf("search evt_042: %q", r)
+	}
+	from := url.QueryEscape(e.Now().Add(-time.Second).Format(time.RFC3339))
+	if r := tableRows(t, e.page(t, "/ui/events?from="+from), "receipts"); len(r) != 50 {
+		t.Errorf("from a second ago: %d rows", len(r))
+	}
+	to := url.QueryEscape(e.Now().Add(-time.Hour).Format(time.RFC3339))
+	if r := tableRows(t, e.page(t, "/ui/events?to="+to), "receipts"); len(r) != 1 || !strings.Contains(r[0][0], "no receipts") {
+		t.Errorf("to an hour ago: %q", r)
+	}
+	if code, _, _ := e.get(t, "/ui/events?from=yesterday"); code != http.StatusBadRequest {
+		t.Errorf("bad from: %d", code)
+	}
+	if code, _, _ := e.get(t, "/ui/events?status=deleted"); code != http.StatusBadRequest {
+		t.Errorf("bad status: %d", code)
+	}
+}
+
+// The event page shows the receipt, the body pretty-printed and raw, every
+// attempt, the signature re-verified, and the usage rows with their chain.
+func TestEventPage(t *testing.T) {
+	e := newEnv(t, false)
+	e.send(t, "evt_1", "cus_1", "7")
+	e.Clock.Add(time.Second)
+	e.send(t, "evt_1", "cus_1", "7") // a retry
+	e.signIn(t)
+	doc := e.page(t, "/ui/event?provider=default&id=evt_1")
+	pretty := text(byID(doc, "body-pretty"))
+	if !strings.Contains(pretty, `"customer": "cus_1"`) {
+		t.Errorf("pretty body %q", pretty)
+	}
+	if raw := text(byID(doc, "body-raw")); raw != string(testenv.UsageBody("cus_1", "api_requests", "7")) {
+		t.Errorf("raw body %q", raw)
+	}
+	attempts := tableRows(t, doc, "attempts")
+	if len(attempts) != 2 || attempts[0][2] != "inserted" || attempts[1][2] != "duplicate" || attempts[0][8] != "valid" || attempts[1][8] != "valid" {
+		t.Errorf("attempts %q", attempts)
+	}
+	if v := text(byID(doc, "verification")); v != "valid" {
+		t.Errorf("receipt signature %q", v)
+	}
+	rows := tableRows(t, doc, "rows")
+	if len(rows) != 1 || rows[0][2] != "cus_1" || rows[0][4] != "7" || rows[0][7] != "ok" {
+		t.Errorf("ledger rows %q", rows)
+	}
+	if code, _, _ := e.get(t, "/ui/event?provider=default&id=nope"); code != http.StatusNotFound {
+		t.Errorf("unknown event: %d", code)
+	}
+	if code, _, _ := e.get(t, "/ui/event?provider=default"); code != http.StatusBadRequest {
+		t.Errorf("no id: %d", code)
+	}
+}
+
+// After a secret rotation the same body is "not verifiable".
+func TestEventNotVerifiableAfterRotation(t *testing.T) {
+	dir := t.TempDir()
+	e := newEnv(t, false, func(o *testenv.Options) { o.Dir = dir })
+	e.send(t, "evt_1", "cus_1", "1")
+	e.Env.Close()
+	e2 := newEnv(t, false, func(o *testenv.Options) {
+		o.Dir = dir
+		o.Edits = append(o.Edits, func(c *config.Config) { c.Providers[0].Secrets = []config.Secret{{Value: "whsec_" + strings.Repeat("QUJD", 8)}} })
+	})
+	e2.signIn(t)
+	doc := e2.page(t, "/ui/event?provider=default&id=evt_1")
+	if v := text(byID(doc, "verification")); !strings.HasPrefix(v, "not verifiable") {
+		t.Errorf("after rotation: %q", v)
+	}
+}
+
+// Untrusted text (event id, body, user agent, event type) is escaped: the
+// page holds it as text and no element the payload tried to inject.
+func TestXSSEscaped(t *testing.T) {
+	e := newEnv(t, false)
+	const payload = `<script>window.__xss=1</script>"><img src=x onerror="window.__xss=2">`
+	id := "evt_" + payload
+	body := []byte(`{"type":"usage.recorded","note":"` + strings.ReplaceAll(payload, `"`, `\"`) + `","data":{"customer":"cus_x","meter":"api_requests","quantity":1,"occurred_at":"2026-11-29T10:00:00Z"}}`)
+	h := e.SignDefault(id, body)
+	h.Set("User-Agent", payload)
+	if code, raw := e.Post("default", h, body); code != 200 {
+		t.Fatalf("post: %d %s", code, raw)
+	}
+	e.signIn(t)
+	for _, p := range []string{"/ui/event?provider=default&id=" + url.QueryEscape(id), "/ui/events", "/ui/events?q=" + url.QueryEscape(id),
+		"/ui/dispute?target=" + url.QueryEscape("default:"+id)} {
+		code, raw, _ := e.get(t, p)
+		if code != 200 {
+			t.Fatalf("%s: %d", p, code)
+		}
+		if strings.Contains(raw, "<script") || strings.Contains(raw, "<img") || strings.Contains(raw, "onerror=\"window") {
+			t.Errorf("%s: the payload reached the page as markup", p)
+		}
+		if !strings.Contains(raw, "&lt;script&gt;window.__xss=1&lt;/script&gt;") {
+			t.Errorf("%s: the payload is not shown as text", p)
+		}
+	}
+	doc := e.page(t, "/ui/event?provider=default&id="+url.QueryEscape(id))
+	if ua := tableRows(t, doc, "attempts")[0][6]; ua != payload {
+		t.Errorf("user agent shown as %q", ua)
+	}
+	if n := len(find(doc, func(n *html.Node) bool { return n.Data == "script" || n.Data == "img" })); n != 0 {
+		t.Errorf("%d script or img elements", n)
+	}
+}
+
+// Unknown invoices and bad ids are 404s, bad targets 400s.
+func TestNotFound(t *testing.T) {
+	e := newEnv(t, false)
+	e.signIn(t)
+	for p, want := range map[string]int{
+		"/ui/invoices/1": 404, "/ui/invoices/x": 404, "/ui/invoices/-1": 404,
+		"/ui/dispute?target=invoice:9": 404, "/ui/dispute?target=bogus": 400, "/ui/dispute/bundle?target=invoice:9": 404,
+		"/ui/nope": 404, "/ui/usage?tz=Mars/Olympus": 400, "/ui/usage?from=2026-12&to=2026-11": 400,
+	} {
+		if code, _, _ := e.get(t, p); code != want {
+			t.Errorf("%s: %d, want %d", p, code, want)
+		}
+	}
+	if r := tableRows(t, e.page(t, "/ui/invoices"), "invoices"); len(r) != 1 || !strings.Contains(r[0][0], "no invoices") {
+		t.Errorf("no invoices: %q", r)
+	}
+	_ = strconv.Itoa
+}
