@@ -188,7 +188,9 @@ func TestEventNotVerifiableAfterRotation(t *testing.T) {
 	e.Env.Close()
 	e2 := newEnv(t, false, func(o *testenv.Options) {
 		o.Dir = dir
-		o.Edits = append(o.Edits, func(c *config.Config) { c.Providers[0].Secrets = []config.Secret{{Value: "whsec_" + strings.Repeat("QUJD", 8)}} })
+		o.Edits = append(o.Edits, func(c *config.Config) {
+			c.Providers[0].Secrets = []config.Secret{{Value: "whsec_" + strings.Repeat("QUJD", 8)}}
+		})
 	})
 	e2.signIn(t)
 	doc := e2.page(t, "/ui/event?provider=default&id=evt_1")
