@@ -45,7 +45,8 @@ func (c *Console) usage(w http.ResponseWriter, r *http.Request, s *session) {
 		v.Error = err.Error()
 		c.render(w, r, s, http.StatusBadRequest, "usage", "Usage", v)
 	}
-	if _, err := (ledger.UsageParams{From: v.From, To: v.To, TZ: v.TZ}).Query(c.Meters); err != nil {
+	window, err := (ledger.UsageParams{From: v.From, To: v.To, TZ: v.TZ}).Query(c.Meters)
+	if err != nil {
 		bad(err) // checked before any customer is listed, so an empty ledger refuses it too
 		return
 	}
@@ -61,7 +62,7 @@ func (c *Console) usage(w http.ResponseWriter, r *http.Request, s *session) {
 			c.usageErr(w, r, s, v, err, bad)
 			return
 		}
-		v.Days = dayCharts(days.Lines)
+		v.Days = dayCharts(days.Lines, window)
 		c.render(w, r, s, http.StatusOK, "usage", "Usage of "+v.Customer, v)
 		return
 	}
@@ -107,8 +108,26 @@ func (c *Console) usageErr(w http.ResponseWriter, r *http.Request, s *session, v
 	}
 }
 
+// maxChartDays is the longest window whose every day gets a bar (days
+// without usage at zero); a longer or open window shows the days with usage.
+const maxChartDays = 400
+
 // dayCharts splits per-day lines by meter and draws each meter's days.
-func dayCharts(lines []ledger.UsageLine) []meterDays {
+func dayCharts(lines []ledger.UsageLine, window ledger.UsageQuery) []meterDays {
+	var days []string // every day of the window, as the lines label them
+	if !window.From.IsZero() && !window.To.IsZero() {
+		loc := window.Zone
+		if loc == nil {
+			loc = time.UTC
+		}
+		from := window.From.In(loc)
+		for d := time.Date(from.Year(), from.Month(), from.Day(), 0, 0, 0, 0, loc); d.Before(window.To) && len(days) <= maxChartDays; d = d.AddDate(0, 0, 1) {
+			days = append(days, d.Format(time.DateOnly))
+		}
+		if len(days) > maxChartDays {
+			days = nil
+		}
+	}
 	var out []meterDays
 	idx := map[string]int{}
 	for _, l := range lines {
@@ -122,6 +141,20 @@ func dayCharts(lines []ledger.UsageLine) []meterDays {
 	}
 	for i := range out {
 		ls := out[i].Lines
+		if days != nil {
+			byDay := map[string]ledger.UsageLine{}
+			for _, l := range ls {
+				byDay[l.Period] = l
+			}
+			ls = make([]ledger.UsageLine, len(days))
+			for j, d := range days {
+				l, ok := byDay[d]
+				if !ok {
+					l = ledger.UsageLine{Period: d, Unit: out[i].Unit}
+				}
+				ls[j] = l
+			}
+		}
 		labels, values, titles := make([]string, len(ls)), make([]int64, len(ls)), make([]string, len(ls))
 		for j, l := range ls {
 			labels[j] = l.Period
