@@ -74,7 +74,7 @@ func BenchmarkPages(b *testing.B) {
 
 	for _, p := range []struct{ name, path string }{
 		{"overview", "/ui/"},
-		{"overview_48h", "/ui/?hours=48"},
+		{"overview_24h", "/ui/?hours=24"},
 		{"events", "/ui/events"},
 		{"events_deep_page", "/ui/events?before=" + itoa(mid)},
 		{"events_filter_type_provider", "/ui/events?provider=seed&type=usage.recorded"},

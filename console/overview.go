@@ -11,7 +11,10 @@ import (
 	"github.com/hookledger/hookledger/schema"
 )
 
-// Overview hours: the default and the longest the chart spans.
+// Overview hours: the default and the longest the chart spans. A day keeps
+// the page well inside its time budget on a busy database: the per-minute
+// counts read one receipts_status index entry per event in the window
+// (about 50 ms for 55,000 events; see BENCHMARKS.md).
 const (
 	defaultHours = 6
 	maxHours     = TallyMinutes / 60

@@ -5,8 +5,9 @@ import (
 	"time"
 )
 
-// TallyMinutes is how far back a Tally remembers: two days of minutes.
-const TallyMinutes = 48 * 60
+// TallyMinutes is how far back a Tally remembers: a day of minutes, the
+// overview's longest window.
+const TallyMinutes = 24 * 60
 
 // Tally counts deliveries per minute and outcome in memory, for what the
 // overview cannot read from the database: a rejected request (a bad
