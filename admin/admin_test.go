@@ -204,3 +204,35 @@ func TestIsLoopback(t *testing.T) {
 		t.Errorf("bound address %s not seen as loopback", ln.Addr())
 	}
 }
+
+// The console is mounted beside the API without the bearer check (it has
+// its own sessions); everything else still needs the token, and Authorized
+// accepts exactly the tokens the bearer check does.
+func TestConsoleMount(t *testing.T) {
+	const tok = "tok-one-0123456789abcdef"
+	s, err := New("127.0.0.1:0", []string{tok})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "metrics") })
+	s.Console = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "console "+r.URL.Path) })
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	for path, want := range map[string]int{"/ui": 200, "/ui/": 200, "/ui/events": 200, "/uix": 401, "/metrics": 401, "/": 401} {
+		if code, _, _ := request(t, srv.URL+path, ""); code != want {
+			t.Errorf("GET %s without a token: %d, want %d", path, code, want)
+		}
+	}
+	if code, body, _ := request(t, srv.URL+"/ui/events", ""); code != 200 || body != "console /ui/events" {
+		t.Errorf("console: %d %q", code, body)
+	}
+	for token, want := range map[string]bool{tok: true, "": false, tok + "x": false, tok[:len(tok)-1]: false, strings.ToUpper(tok): false} {
+		if got := s.Authorized(token); got != want {
+			t.Errorf("Authorized(%q) = %v", token, got)
+		}
+	}
+	none, _ := New("127.0.0.1:0", nil)
+	if none.Authorized("") {
+		t.Error("no tokens: the empty token signs in")
+	}
+}
