@@ -290,7 +290,8 @@ func (s *Server) start(ctx context.Context) error {
 	s.adm.Mux.Handle("GET /metrics", met.Handler())
 	s.adm.Mux.Handle("GET /readyz", ready.DetailHandler()) // with each failing check's error
 	forwardRoutes(s.adm, cfg, s.db, w, s.relay)            // forward status/list/retry/pause and GET /v1/events (forward.go)
-	if err := s.mountConsole(tally); err != nil { // GET /ui/ (console.go)
+	// The web console, GET /ui/ (console.go).
+	if err := s.mountConsole(tally); err != nil {
 		return err
 	}
 	if s.aln != nil {
