@@ -98,17 +98,24 @@ type Console struct {
 	Tally *Tally
 	// SessionTTL is how long a sign-in lasts. Default DefaultSessionTTL.
 	SessionTTL time.Duration
+	// ScanWindow is how many receipts one page of the filtered event list
+	// examines at most. Default DefaultScanWindow.
+	ScanWindow int
 	Now        func() time.Time
 	Log        *slog.Logger
 
 	sessions *sessions
+	failures *failureLimit
 	pages    map[string]*template.Template
 }
 
-// Page sizes and the scan window of the event list.
+// DefaultScanWindow bounds the receipts one filtered page of the event list
+// examines: about 30 ms on the benchmark machine (BENCHMARKS.md).
+const DefaultScanWindow = 20_000
+
+// Page sizes.
 const (
 	eventsPerPage   = 50
-	eventScanWindow = 20_000
 	invoicesPerPage = 50
 	customersPage   = 25
 )
@@ -124,7 +131,11 @@ func (c *Console) Handler() http.Handler {
 	if c.SessionTTL <= 0 {
 		c.SessionTTL = DefaultSessionTTL
 	}
+	if c.ScanWindow <= 0 {
+		c.ScanWindow = DefaultScanWindow
+	}
 	c.sessions = newSessions(c.Now)
+	c.failures = &failureLimit{now: c.Now}
 	c.pages = mustParse()
 	static, _ := fs.Sub(staticFS, "static")
 	mux := http.NewServeMux()

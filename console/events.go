@@ -26,6 +26,7 @@ type eventsView struct {
 	// page examined receipts down to Older without filling up.
 	Older    int64
 	Searched bool
+	Window   int // receipts a filtered page examines at most
 	Error    string
 }
 
@@ -34,7 +35,7 @@ type eventsView struct {
 func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 	q := r.URL.Query()
 	v := eventsView{Provider: q.Get("provider"), Type: q.Get("type"), Status: q.Get("status"), Source: q.Get("source"),
-		From: q.Get("from"), To: q.Get("to"), Q: q.Get("q"), Statuses: statuses, Sources: sources}
+		From: q.Get("from"), To: q.Get("to"), Q: q.Get("q"), Statuses: statuses, Sources: sources, Window: c.ScanWindow}
 	providers, err := c.DB.ReceiptProviders(r.Context())
 	if err != nil {
 		c.internal(w, r, s, err)
@@ -55,7 +56,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	p := schema.ReceiptPage{Provider: v.Provider, Type: v.Type, Status: v.Status, Source: v.Source,
-		Limit: eventsPerPage + 1, Window: eventScanWindow}
+		Limit: eventsPerPage + 1, Window: c.ScanWindow}
 	if b, err := strconv.ParseInt(q.Get("before"), 10, 64); err == nil && b > 0 {
 		p.Before, v.Before = b, b
 	}

@@ -216,3 +216,36 @@ func TestBundleMatchesExport(t *testing.T) {
 		}
 	}
 }
+
+// The invoice list pages on the invoice id: every invoice once, newest first.
+func TestInvoicesPagination(t *testing.T) {
+	e := newEnv(t, false)
+	for i := range 120 {
+		e.send(t, fmt.Sprintf("evt_%d", i), fmt.Sprintf("cus_%03d", i), "1")
+	}
+	e.closeMonth(t, "2026-11", time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC))
+	e.signIn(t)
+	var ids []string
+	next := "/ui/invoices"
+	for pages := 0; next != ""; pages++ {
+		if pages > 5 {
+			t.Fatal("too many pages")
+		}
+		doc := e.page(t, next)
+		for _, r := range tableRows(t, doc, "invoices") {
+			ids = append(ids, r[0])
+		}
+		next = ""
+		if l := links(doc, func(a *html.Node) bool { return attr(a, "rel") == "next" }); len(l) == 1 {
+			next = l[0]
+		}
+	}
+	if len(ids) != 120 {
+		t.Fatalf("%d invoices over the pages, want 120", len(ids))
+	}
+	for i, id := range ids {
+		if id != fmt.Sprint(120-i) {
+			t.Fatalf("row %d is invoice %s, want %d", i, id, 120-i)
+		}
+	}
+}

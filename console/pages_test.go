@@ -252,3 +252,48 @@ func TestNotFound(t *testing.T) {
 	}
 	_ = strconv.Itoa
 }
+
+// With a filter that matches rarely, each page examines a bounded window of
+// receipts and "search older" goes on below it: following the links finds
+// every match exactly once, in order.
+func TestEventsScanWindow(t *testing.T) {
+	e := newEnv(t, false)
+	e.Console.ScanWindow = 7
+	for i := range 40 {
+		body := testenv.UsageBody("cus_1", "api_requests", "1")
+		if i%9 == 0 {
+			body = []byte(`{"type":"usage.recorded","data":{"customer":"cus_1","meter":"api_requests"}}`) // fails to map
+		}
+		if r := e.Send(fmt.Sprintf("evt_%02d", i), body); r.Code != 200 {
+			t.Fatalf("send: %d", r.Code)
+		}
+	}
+	e.signIn(t)
+	var seen []string
+	searched := 0
+	next := "/ui/events?status=failed"
+	for pages := 0; next != ""; pages++ {
+		if pages > 20 {
+			t.Fatal("too many pages")
+		}
+		doc := e.page(t, next)
+		for _, r := range tableRows(t, doc, "receipts") {
+			if len(r) > 3 {
+				seen = append(seen, r[3])
+			}
+		}
+		if strings.Contains(text(doc), "without filling this page") {
+			searched++
+		}
+		next = ""
+		if l := links(doc, func(a *html.Node) bool { return attr(a, "rel") == "next" }); len(l) == 1 {
+			next = l[0]
+		}
+	}
+	if want := []string{"evt_36", "evt_27", "evt_18", "evt_09", "evt_00"}; !slices.Equal(seen, want) {
+		t.Errorf("failed receipts over the pages %q, want %q", seen, want)
+	}
+	if searched < 4 {
+		t.Errorf("%d pages said they searched a window without filling up", searched)
+	}
+}

@@ -193,6 +193,38 @@ func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, nil, http.StatusOK, "signin", "Sign in", signInView{Next: safeNext(r.URL.Query().Get("next"))})
 }
 
+// Failed sign-ins are limited per process: a token is long and random (at
+// least 16 characters off loopback, admin.MinTokenLength), and this keeps
+// guessing at a few tries a minute on top.
+const (
+	maxFailures   = 10
+	failureWindow = time.Minute
+)
+
+// failureLimit counts failed sign-ins in the current window.
+type failureLimit struct {
+	now   func() time.Time
+	mu    sync.Mutex
+	start time.Time
+	n     int
+}
+
+// blocked reports whether the window's failures are used up.
+func (f *failureLimit) blocked() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.now().Sub(f.start) >= failureWindow {
+		f.start, f.n = f.now(), 0
+	}
+	return f.n >= maxFailures
+}
+
+func (f *failureLimit) fail() {
+	f.mu.Lock()
+	f.n++
+	f.mu.Unlock()
+}
+
 // signIn checks the token (admin.Server.Authorized: constant time, the
 // admin API's tokens) and starts a session.
 func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
@@ -206,8 +238,14 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	next := safeNext(r.PostForm.Get("next"))
+	if c.failures.blocked() {
+		w.Header().Set("Retry-After", "60")
+		http.Error(w, "too many failed sign-ins; try again in a minute", http.StatusTooManyRequests)
+		return
+	}
 	token := strings.TrimSpace(r.PostForm.Get("token"))
 	if token == "" || c.Authorized == nil || !c.Authorized(token) {
+		c.failures.fail()
 		c.Log.Warn("console: sign-in refused", "remote", r.RemoteAddr)
 		w.Header().Set("Content-Security-Policy", signInCSP)
 		c.render(w, r, nil, http.StatusUnauthorized, "signin", "Sign in", signInView{Next: next, Error: "That is not an admin token."})

@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"fmt"
 	"golang.org/x/net/html"
 
 	"net/http"
@@ -226,4 +227,24 @@ func TestSecurityHeaders(t *testing.T) {
 	if _, _, h := e.get(t, "/ui/static/console.css"); !strings.HasPrefix(h.Get("Content-Type"), "text/css") {
 		t.Errorf("stylesheet Content-Type %q", h.Get("Content-Type"))
 	}
+}
+
+// Failed sign-ins are limited: after ten in a minute even the right token
+// waits (answering it would tell a guesser which guess was right).
+func TestSignInFailureLimit(t *testing.T) {
+	e := newEnv(t, false)
+	for i := range 10 {
+		resp := e.do(t, "POST", "/ui/signin", url.Values{"token": {fmt.Sprintf("guess-%d", i)}})
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("guess %d: %d", i, resp.StatusCode)
+		}
+	}
+	resp := e.do(t, "POST", "/ui/signin", url.Values{"token": {Token}})
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("eleventh sign-in in a minute: %d, want 429 with Retry-After", resp.StatusCode)
+	}
+	e.Clock.Add(time.Minute)
+	e.signIn(t)
 }
