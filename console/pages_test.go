@@ -13,6 +13,7 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/console"
 	"github.com/hookledger/hookledger/internal/testenv"
 )
 
@@ -295,5 +296,30 @@ func TestEventsScanWindow(t *testing.T) {
 	}
 	if searched < 4 {
 		t.Errorf("%d pages said they searched a window without filling up", searched)
+	}
+}
+
+// With replication, the overview shows the replica, its state, lag and last sync.
+func TestOverviewReplication(t *testing.T) {
+	e := newEnv(t, false)
+	last := e.Now().Add(-3 * time.Second)
+	healthy := true
+	e.Console.Replication = func() console.Replication {
+		r := console.Replication{Enabled: true, Replica: "s3://bucket/hookledger", Healthy: healthy, Lag: 1500 * time.Millisecond, LastSync: last}
+		if !healthy {
+			r.Error = "s3: access denied"
+		}
+		return r
+	}
+	e.signIn(t)
+	txt := text(e.page(t, "/ui/"))
+	for _, want := range []string{"s3://bucket/hookledger", "healthy", "1.5s", "2026-11-29 11:59:57.000Z"} {
+		if !strings.Contains(txt, want) {
+			t.Errorf("overview lacks %q", want)
+		}
+	}
+	healthy = false
+	if txt := text(e.page(t, "/ui/")); !strings.Contains(txt, "down: s3: access denied") {
+		t.Errorf("a failing replica is not shown down: %s", txt)
 	}
 }
