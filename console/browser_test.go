@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/browser"
+	"github.com/chromedp/cdproto/cdp"
+	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/chromedp"
 
 	"github.com/hookledger/hookledger/internal/testenv"
@@ -195,7 +197,26 @@ func TestBrowser(t *testing.T) {
 	}
 	shot("event")
 
-	// The event full of markup: shown as text, no script ran, nothing injected.
+	// The event full of markup: shown as text, no script ran, nothing injected,
+	// and the browser logged no CSP violation (which would mean markup got
+	// through the escaping and only the policy stopped it).
+	lctx, stopLog := context.WithCancel(ctx)
+	logged := make(chan []string, 1)
+	entries := chromedp.Events(lctx, cdplog.EntryAdded)
+	go func() {
+		var out []string
+		for ev, err := range entries {
+			if err != nil {
+				break
+			}
+			out = append(out, ev.Entry.Source.String()+": "+ev.Entry.Text)
+		}
+		logged <- out
+	}()
+	step("log", chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+		_, err := chromedp.Call(ctx, cdplog.Enable, cdp.Empty{})
+		return err
+	}))
 	step("xss event", chromedp.Navigate(base+"/ui/event?"+url.Values{"provider": {"default"}, "id": {xssID}}.Encode()),
 		chromedp.WaitVisible(chromedp.CSS("#attempts")))
 	if got := eval(`String(window.__xss)`); got != "undefined" {
@@ -216,6 +237,17 @@ func TestBrowser(t *testing.T) {
 	step("xss in the list", chromedp.Navigate(base+"/ui/events"), chromedp.WaitVisible(chromedp.CSS("#receipts")))
 	if got := eval(`String(window.__xss) + document.querySelectorAll("script, img, [onerror]").length`); got != "undefined0" {
 		t.Errorf("event list: %s", got)
+	}
+	stopLog()
+	for _, l := range <-logged {
+		// The browser's own /favicon.ico request meets the admin API's 401:
+		// noise. A CSP report or a script error is not.
+		if strings.Contains(l, "Content Security Policy") || strings.HasPrefix(l, "security") ||
+			strings.HasPrefix(l, "violation") || strings.HasPrefix(l, "javascript") {
+			t.Errorf("the browser logged %s", l)
+		} else {
+			t.Logf("the browser logged %s", l)
+		}
 	}
 
 	step("usage", chromedp.Navigate(base+"/ui/usage?from=2026-11&to=2026-12"), chromedp.WaitVisible(chromedp.CSS("#usage")))
