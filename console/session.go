@@ -139,7 +139,7 @@ func (c *Console) asset(h http.HandlerFunc) http.Handler {
 }
 
 func (c *Console) setCookie(w http.ResponseWriter, r *http.Request, value string, expires time.Time) {
-	ck := &http.Cookie{Name: CookieName, Value: value, Path: "/ui/", HttpOnly: true, Secure: r.TLS != nil,
+	ck := &http.Cookie{Name: CookieName, Value: value, Path: "/ui/", HttpOnly: true, Secure: secure(r),
 		SameSite: http.SameSiteStrictMode}
 	if value == "" {
 		ck.MaxAge = -1
@@ -150,24 +150,41 @@ func (c *Console) setCookie(w http.ResponseWriter, r *http.Request, value string
 	http.SetCookie(w, ck)
 }
 
+// secure reports whether the browser reached the console over HTTPS: TLS
+// here, or a reverse proxy in front that terminated it and says so with
+// X-Forwarded-Proto (a header a cross-site page cannot make a browser send).
+func secure(r *http.Request) bool {
+	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
+}
+
 // sameOrigin is the CSRF check of the two POSTs (sign-in, sign-out): the
 // Origin header (or, from a browser that sends none, the Referer) must be
-// this server. SameSite=Strict already keeps the cookie off cross-site
-// requests; this also refuses a cross-site sign-in (login CSRF), which
-// needs no cookie. A request naming neither is refused: every browser
-// sends Origin on a form POST.
+// this server as the browser addressed it (its Host, or the
+// X-Forwarded-Host a reverse proxy set). SameSite=Strict already keeps the
+// cookie off cross-site requests; this also refuses a cross-site sign-in
+// (login CSRF), which needs no cookie. A request naming neither is refused:
+// every browser sends Origin on a form POST.
 func sameOrigin(r *http.Request) bool {
 	scheme := "http"
-	if r.TLS != nil {
+	if secure(r) {
 		scheme = "https"
 	}
-	want := scheme + "://" + r.Host
-	if o := r.Header.Get("Origin"); o != "" {
-		return o == want
-	}
-	if ref := r.Header.Get("Referer"); ref != "" {
+	got := r.Header.Get("Origin")
+	if got == "" {
+		ref := r.Header.Get("Referer")
+		if ref == "" {
+			return false
+		}
 		u, err := url.Parse(ref)
-		return err == nil && u.Scheme+"://"+u.Host == want
+		if err != nil {
+			return false
+		}
+		got = u.Scheme + "://" + u.Host
+	}
+	for _, host := range []string{r.Host, r.Header.Get("X-Forwarded-Host")} {
+		if host != "" && got == scheme+"://"+host {
+			return true
+		}
 	}
 	return false
 }

@@ -248,3 +248,41 @@ func TestSignInFailureLimit(t *testing.T) {
 	e.Clock.Add(time.Minute)
 	e.signIn(t)
 }
+
+// Behind a reverse proxy that terminates TLS (X-Forwarded-Proto: https), the
+// cookie is Secure and the browser's https Origin is this console's.
+func TestSignInBehindProxy(t *testing.T) {
+	e := newEnv(t, false)
+	host := strings.TrimPrefix(e.Admin.URL, "http://")
+	for _, c := range []struct {
+		name   string
+		hdr    map[string]string
+		code   int
+		secure bool
+	}{
+		{"https origin without the proxy's header", map[string]string{"Origin": "https://" + host}, 403, false},
+		{"proxy terminating TLS", map[string]string{"Origin": "https://" + host, "X-Forwarded-Proto": "https"}, 303, true},
+		{"proxy renaming the host", map[string]string{"Origin": "https://console.example", "X-Forwarded-Proto": "https",
+			"X-Forwarded-Host": "console.example"}, 303, true},
+		{"http origin through a TLS proxy", map[string]string{"Origin": "http://" + host, "X-Forwarded-Proto": "https"}, 403, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			req, _ := http.NewRequest("POST", e.Admin.URL+"/ui/signin", strings.NewReader(url.Values{"token": {Token}}.Encode()))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			for k, v := range c.hdr {
+				req.Header.Set(k, v)
+			}
+			resp, err := http.DefaultTransport.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != c.code {
+				t.Fatalf("status %d, want %d", resp.StatusCode, c.code)
+			}
+			if cks := resp.Cookies(); c.code == 303 && (len(cks) != 1 || cks[0].Secure != c.secure) {
+				t.Errorf("cookies %+v, want one with Secure %v", cks, c.secure)
+			}
+		})
+	}
+}
