@@ -32,6 +32,7 @@
 package console
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"embed"
@@ -177,6 +178,10 @@ var signInCSP = func() string {
 }()
 
 // securityHeaders are set on every response, sign-in page and errors included.
+// Referrer-Policy same-origin keeps console URLs (they name customers and
+// events) from other sites, while the browser still sends a real Origin on
+// the sign-in and sign-out POSTs (no-referrer would make it "null", which
+// the CSRF check refuses).
 func securityHeaders(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
@@ -203,7 +208,8 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, s *session, sta
 	if t == nil {
 		panic("console: no template " + name)
 	}
-	var b strings.Builder
+	// Rendered before anything is sent, so a template error is a clean 500.
+	var b bytes.Buffer
 	if err := t.ExecuteTemplate(&b, "layout", view{Title: title, Nav: name, Session: s, Data: data}); err != nil {
 		c.Log.Error("console: render", "page", name, "error", err.Error())
 		http.Error(w, "the page could not be rendered", http.StatusInternalServerError)
@@ -211,7 +217,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, s *session, sta
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
-	fmt.Fprint(w, b.String())
+	w.Write(b.Bytes())
 }
 
 // fail renders an error page; a storage error is logged, not shown.
