@@ -249,3 +249,33 @@ func TestInvoicesPagination(t *testing.T) {
 		}
 	}
 }
+
+// A ledger row changed after the close shows: the invoice line no longer
+// recomputes, the trace marks the row's chain broken, and a changed body is
+// "invalid" on the event page.
+func TestTamperShows(t *testing.T) {
+	e := newEnv(t, false)
+	invoices(t, e)
+	e.Exec(`DROP TRIGGER metered_usage_no_update`)
+	e.Exec(`UPDATE metered_usage SET quantity = quantity * 10 WHERE id = 2`)
+	e.Exec(`UPDATE receipts SET body = CAST('{}' AS BLOB) WHERE event_id = 'evt_0_2'`)
+	e.signIn(t)
+	doc := e.page(t, "/ui/invoices/1")
+	if txt := text(doc); !strings.Contains(txt, "MISMATCH") {
+		t.Errorf("the invoice page does not say MISMATCH: %s", txt)
+	}
+	if l := tableRows(t, doc, "lines"); len(l) != 1 || l[0][10] == "matches" {
+		t.Errorf("tampered line %q", l)
+	}
+	tdoc := e.page(t, "/ui/dispute?target=invoice:1/1")
+	rows := tableRows(t, tdoc, "rows")
+	if len(rows) != 3 || rows[1][8] == "ok" || rows[0][8] != "ok" {
+		t.Errorf("trace rows %q: want row 2's chain broken", rows)
+	}
+	if txt := text(tdoc); !strings.Contains(txt, "BROKEN") || !strings.Contains(txt, "PROBLEM") {
+		t.Errorf("trace summary does not name the problems: %s", txt)
+	}
+	if v := text(byID(e.page(t, "/ui/event?provider=default&id=evt_0_2"), "verification")); v != "invalid" {
+		t.Errorf("changed body: %q, want invalid", v)
+	}
+}

@@ -170,7 +170,7 @@ func TestEventPage(t *testing.T) {
 		t.Errorf("receipt signature %q", v)
 	}
 	rows := tableRows(t, doc, "rows")
-	if len(rows) != 1 || rows[0][2] != "cus_1" || rows[0][4] != "7" || rows[0][7] != "ok" {
+	if len(rows) != 1 || rows[0][2] != "default:evt_1" || rows[0][3] != "cus_1" || rows[0][5] != "7" || rows[0][8] != "ok" {
 		t.Errorf("ledger rows %q", rows)
 	}
 	if code, _, _ := e.get(t, "/ui/event?provider=default&id=nope"); code != http.StatusNotFound {
