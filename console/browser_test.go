@@ -116,6 +116,14 @@ func TestBrowser(t *testing.T) {
 	if code, raw := e.Post("default", h, body); code != 200 {
 		t.Fatalf("xss event: %d %s", code, raw)
 	}
+	// A customer with usage on every day of November, for the per-day chart.
+	for d := range 30 {
+		at := time.Date(2026, 11, 1+d, 9, 0, 0, 0, time.UTC)
+		body := usageBody("cus_daily", "api_requests", fmt.Sprint(20+(d*37)%90), at)
+		if r := e.Send(fmt.Sprintf("daily_%02d", d), body); r.Code != 200 {
+			t.Fatalf("daily event: %d", r.Code)
+		}
+	}
 	traffic(t, e)
 
 	shots := os.Getenv(ScreenshotsEnv)
@@ -252,7 +260,7 @@ func TestBrowser(t *testing.T) {
 
 	step("usage", chromedp.Navigate(base+"/ui/usage?from=2026-11&to=2026-12"), chromedp.WaitVisible(chromedp.CSS("#usage")))
 	shot("usage")
-	step("usage of one customer", chromedp.Navigate(base+"/ui/usage?from=2026-11&to=2026-12&customer=cus_1"),
+	step("usage of one customer", chromedp.Navigate(base+"/ui/usage?from=2026-11&to=2026-12&customer=cus_daily"),
 		chromedp.WaitVisible(chromedp.CSS("svg.chart")))
 	shot("usage-customer")
 
