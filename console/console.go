@@ -49,6 +49,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/dispute"
+	"github.com/hookledger/hookledger/forward"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/schema"
 )
@@ -72,6 +73,10 @@ type Store interface {
 	OldestFailedReceipt(ctx context.Context) (schema.ReceiptSummary, int64, error)
 	LedgerCustomers(ctx context.Context, after string, limit int) ([]string, error)
 	ConsoleInvoices(ctx context.Context, p schema.InvoicePage) ([]schema.InvoiceSummary, error)
+	// Forwarding: the operator views of package forward, and an event's messages.
+	forward.ReadStore
+	MessageAttempts(ctx context.Context, messageID string) ([]schema.OutboxAttempt, error)
+	ReceiptMessages(ctx context.Context, provider, eventID string) ([]string, error)
 }
 
 // Replication is what the overview shows of Litestream.
@@ -92,6 +97,9 @@ type Console struct {
 	Meters ledger.Meters
 	// Authorized reports whether a token signs in (admin.Server.Authorized).
 	Authorized func(token string) bool
+	// Destinations are the configured forwarding destinations' names; the
+	// overview shows their backlog, the event page its messages.
+	Destinations []string
 	// Replication reports the replica's state; nil when not replicating.
 	Replication func() Replication
 	// Tally counts what the database does not hold (rejected requests,
@@ -243,6 +251,13 @@ func mustParse() map[string]*template.Template {
 		"traceURL": traceURL,
 		"add":      func(a, b int) int { return a + b },
 		"derefInt": func(p *int) int { return *p },
+		"timep": func(t *time.Time) string {
+			if t == nil {
+				return "—"
+			}
+			return fmtTime(*t)
+		},
+		"seconds": func(s float64) string { return fmtAgo(time.Duration(s * float64(time.Second))) },
 		// The sign-in page is the one page shown without a session, so it
 		// cannot load the stylesheet (an asset, behind the session): its
 		// few rules are inline, allowed by their hash in its CSP alone.

@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/hookledger/hookledger/dispute"
+	"github.com/hookledger/hookledger/forward"
+	"github.com/hookledger/hookledger/schema"
 )
 
 type eventView struct {
@@ -17,6 +19,15 @@ type eventView struct {
 	// Pretty is the body indented when it is JSON; Raw is the body as
 	// text when it is UTF-8 (else empty, RawNote says why).
 	Pretty, Raw, RawNote string
+	// Messages are the event's outbox messages, one per destination it was
+	// forwarded to, each with its attempts (what `hookledger forward list`
+	// and `forward attempts` show).
+	Messages []message
+}
+
+type message struct {
+	forward.Message
+	Attempts []forward.AttemptView
 }
 
 // event shows one event as `hookledger dispute PROVIDER:EVENT_ID` traces
@@ -58,5 +69,37 @@ func (c *Console) event(w http.ResponseWriter, r *http.Request, s *session) {
 			v.RawNote = "the body is not UTF-8 text; the evidence bundle holds its exact bytes (body.raw)"
 		}
 	}
+	if v.Messages, err = c.messages(r, provider, id); err != nil {
+		c.internal(w, r, s, err)
+		return
+	}
 	c.render(w, r, s, http.StatusOK, "event", "Event "+id, v)
+}
+
+// messages reads an event's outbox messages and their attempts through
+// package forward, as the forward CLI does.
+func (c *Console) messages(r *http.Request, provider, id string) ([]message, error) {
+	ids, err := c.DB.ReceiptMessages(r.Context(), provider, id)
+	if err != nil {
+		return nil, err
+	}
+	var out []message
+	for _, mid := range ids {
+		ms, err := forward.List(r.Context(), c.DB, schema.OutboxFilter{MessageID: mid, Limit: 1})
+		if err != nil {
+			return nil, err
+		}
+		if len(ms) == 0 {
+			continue // delivered and pruned since
+		}
+		as, err := forward.Attempts(r.Context(), c.DB, mid)
+		if errors.Is(err, forward.ErrUnknownMessage) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, message{Message: ms[0], Attempts: as})
+	}
+	return out, nil
 }

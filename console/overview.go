@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hookledger/hookledger/forward"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/schema"
 )
@@ -35,6 +36,7 @@ type overviewView struct {
 	OldestFailed                          *schema.ReceiptSummary
 	FailedCount                           int64
 	Replication                           *Replication
+	Forwarding                            []forward.DestinationStatus // nil: no destinations
 	LedgerID, ReceiptID                   int64
 	LedgerHash, ReceiptHash               string
 }
@@ -107,6 +109,13 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	default:
 		v.OldestFailed, v.FailedCount = &oldest, nFailed
+	}
+	if len(c.Destinations) > 0 {
+		// forward.Status: what `hookledger forward status` prints.
+		if v.Forwarding, err = forward.Status(r.Context(), c.DB, c.Destinations, now); err != nil {
+			c.internal(w, r, s, err)
+			return
+		}
 	}
 	if c.Replication != nil {
 		rep := c.Replication()

@@ -232,3 +232,19 @@ func (db *DB) ConsoleInvoices(ctx context.Context, p InvoicePage) ([]InvoiceSumm
 	}
 	return out, nil
 }
+
+// ReceiptMessages lists the outbox message ids of provider's event eventID,
+// by destination (the outbox's unique (receipt_id, destination) index); none
+// on a database older than the outbox.
+func (db *DB) ReceiptMessages(ctx context.Context, provider, eventID string) ([]string, error) {
+	var out []string
+	err := sqlx.SelectContext(ctx, db.Read, &out, `SELECT o.message_id FROM outbox o JOIN receipts r ON r.id = o.receipt_id
+		WHERE r.provider = ? AND r.event_id = ? ORDER BY o.destination`, provider, eventID)
+	if err != nil && predates(ctx, db.Read, versionOutbox) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read outbox messages of %s/%s: %w", provider, eventID, err)
+	}
+	return out, nil
+}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/hookledger/hookledger/console"
 	"github.com/hookledger/hookledger/dispute"
+	"github.com/hookledger/hookledger/forward"
 	"github.com/hookledger/hookledger/ledger"
 )
 
@@ -18,13 +19,14 @@ func (s *Server) mountConsole(tally *console.Tally) error {
 	}
 	meters := ledger.NewMeters(s.Config.Meters)
 	c := &console.Console{
-		DB:          s.db,
-		Tracer:      &dispute.Tracer{DB: s.db, Verifier: v, Meters: meters},
-		Meters:      meters,
-		Authorized:  s.adm.Authorized,
-		Tally:       tally,
-		Log:         s.Log,
-		Replication: s.repl.consoleStatus(),
+		DB:           s.db,
+		Tracer:       &dispute.Tracer{DB: s.db, Verifier: v, Meters: meters},
+		Meters:       meters,
+		Authorized:   s.adm.Authorized,
+		Destinations: forward.Names(s.Config.Destinations),
+		Tally:        tally,
+		Log:          s.Log,
+		Replication:  s.repl.consoleStatus(),
 	}
 	s.adm.Console = c.Handler()
 	return nil
