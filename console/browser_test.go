@@ -47,7 +47,9 @@ func chromiumPath() (string, error) {
 func newBrowser(t *testing.T) context.Context {
 	t.Helper()
 	path, err := chromiumPath()
-	testenv.NeedService(t, "chromium", err)
+	if err != nil {
+		testenv.NeedService(t, "chromium", err)
+	}
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path),
 		chromedp.Headless,
@@ -68,8 +70,9 @@ func newBrowser(t *testing.T) context.Context {
 	ctx, cancel := chromedp.NewContext(actx)
 	t.Cleanup(cancel)
 	// The first Run starts the browser: a failure here is a missing service.
-	_, err = chromedp.Run(ctx, chromedp.Evaluate[int]("1"))
-	testenv.NeedService(t, "chromium", err)
+	if _, err = chromedp.Run(ctx, chromedp.Evaluate[int]("1")); err != nil {
+		testenv.NeedService(t, "chromium", err)
+	}
 	return ctx
 }
 

@@ -57,7 +57,7 @@ func newEnv(t testing.TB, tls bool, edits ...func(*testenv.Options)) *env {
 	e.Tally = console.NewTally(e.Now())
 	e.Server.Observe = func(o receiver.Observation) { e.Tally.Observe(o.Outcome, e.Now()) }
 	e.Console = &console.Console{DB: e.DB, Tracer: &dispute.Tracer{DB: e.DB, Verifier: v, Meters: meters}, Meters: meters,
-		Authorized: adm.Authorized, Tally: e.Tally, Now: e.Now, Log: slog.New(slog.DiscardHandler)}
+		Authorized: adm.Authorized, Tally: e.Tally, Now: e.Now, Log: slog.New(slog.NewTextHandler(testLog{t}, nil))}
 	adm.Console = e.Console.Handler()
 	adm.Mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "metrics\n") })
 	if tls {
@@ -230,4 +230,12 @@ func links(doc *html.Node, match func(*html.Node) bool) []string {
 		out = append(out, attr(a, "href"))
 	}
 	return out
+}
+
+// testLog sends the console's log lines to the test's log.
+type testLog struct{ t testing.TB }
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
 }

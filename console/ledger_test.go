@@ -22,6 +22,7 @@ import (
 // env's secret (so `dispute` verifies with the same key as the console).
 func (e *env) cli(t testing.TB, args ...string) string {
 	t.Helper()
+	testenv.SQLiteOnly(t, "runs the CLI on the env's data directory")
 	out, err := testenv.RunFor(t, testenv.Binary(t), e.Dir, []string{"HOOKLEDGER_SECRET=" + testenv.Secret},
 		append(args, "--data", e.Dir)...)
 	if err != nil {
@@ -254,6 +255,7 @@ func TestInvoicesPagination(t *testing.T) {
 // recomputes, the trace marks the row's chain broken, and a changed body is
 // "invalid" on the event page.
 func TestTamperShows(t *testing.T) {
+	testenv.SQLiteOnly(t, "tampers in SQLite's dialect")
 	e := newEnv(t, false)
 	invoices(t, e)
 	e.Exec(`DROP TRIGGER metered_usage_no_update`)

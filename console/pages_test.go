@@ -183,6 +183,7 @@ func TestEventPage(t *testing.T) {
 
 // After a secret rotation the same body is "not verifiable".
 func TestEventNotVerifiableAfterRotation(t *testing.T) {
+	testenv.SQLiteOnly(t, "reopens the database file in the same directory")
 	dir := t.TempDir()
 	e := newEnv(t, false, func(o *testenv.Options) { o.Dir = dir })
 	e.send(t, "evt_1", "cus_1", "1")

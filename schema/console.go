@@ -80,7 +80,7 @@ func (db *DB) ConsoleReceipts(ctx context.Context, p ReceiptPage) (ReceiptPageRe
 	// measured, never read.
 	query := `SELECT ` + summaryColumns + ` FROM (
 		SELECT id, provider, event_id, event_type, status, error, source, received_at, body
-		FROM receipts WHERE id < ? ORDER BY id DESC LIMIT ?)
+		FROM receipts WHERE id < ? ORDER BY id DESC LIMIT ?) AS w
 	WHERE ` + strings.Join(where, " AND ") + ` ORDER BY id DESC LIMIT ?`
 	var res ReceiptPageResult
 	if err := sqlx.SelectContext(ctx, db.Read, &res.Receipts, query, args...); err != nil {
@@ -93,7 +93,7 @@ func (db *DB) ConsoleReceipts(ctx context.Context, p ReceiptPage) (ReceiptPageRe
 	// Fewer matches than asked: the whole window was examined. Where did it end?
 	var low sql.NullInt64
 	var n int
-	err := db.Read.QueryRowxContext(ctx, `SELECT MIN(id), COUNT(*) FROM (SELECT id FROM receipts WHERE id < ? ORDER BY id DESC LIMIT ?)`,
+	err := db.Read.QueryRowxContext(ctx, `SELECT MIN(id), COUNT(*) FROM (SELECT id FROM receipts WHERE id < ? ORDER BY id DESC LIMIT ?) AS w`,
 		before, p.Window).Scan(&low, &n)
 	if err != nil {
 		return res, fmt.Errorf("read receipts: %w", err)
