@@ -239,3 +239,20 @@ func (l testLog) Write(p []byte) (int, error) {
 	l.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
 }
+
+// pages follows a list's rel="next" links from path, calling fn with each
+// page and its number, and fails after max pages.
+func (e *env) pages(t testing.TB, path string, max int, fn func(doc *html.Node, n int)) {
+	t.Helper()
+	for n := 0; path != ""; n++ {
+		if n >= max {
+			t.Fatalf("more than %d pages from %s", max, path)
+		}
+		doc := e.page(t, path)
+		fn(doc, n)
+		path = ""
+		if l := links(doc, func(a *html.Node) bool { return attr(a, "rel") == "next" }); len(l) == 1 {
+			path = l[0]
+		}
+	}
+}

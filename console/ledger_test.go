@@ -60,18 +60,9 @@ func TestUsageMatchesCLI(t *testing.T) {
 		want = append(want, []string{l.Customer, l.Meter, string(l.Aggregation), l.Quantity.String(), l.Unit, fmt.Sprint(l.Events), fmt.Sprint(l.Adjustments)})
 	}
 	var got [][]string
-	next := "/ui/usage?" + url.Values{"from": {from}, "to": {to}, "tz": {tz}}.Encode()
-	for pages := 0; next != ""; pages++ {
-		if pages > 3 {
-			t.Fatal("too many pages")
-		}
-		doc := e.page(t, next)
+	e.pages(t, "/ui/usage?"+url.Values{"from": {from}, "to": {to}, "tz": {tz}}.Encode(), 4, func(doc *html.Node, _ int) {
 		got = append(got, tableRows(t, doc, "usage")...)
-		next = ""
-		if l := links(doc, func(a *html.Node) bool { return attr(a, "rel") == "next" }); len(l) == 1 {
-			next = l[0]
-		}
-	}
+	})
 	if len(want) < 40 {
 		t.Fatalf("only %d lines from the CLI", len(want))
 	}
@@ -227,20 +218,11 @@ func TestInvoicesPagination(t *testing.T) {
 	e.closeMonth(t, "2026-11", time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC))
 	e.signIn(t)
 	var ids []string
-	next := "/ui/invoices"
-	for pages := 0; next != ""; pages++ {
-		if pages > 5 {
-			t.Fatal("too many pages")
-		}
-		doc := e.page(t, next)
+	e.pages(t, "/ui/invoices", 5, func(doc *html.Node, _ int) {
 		for _, r := range tableRows(t, doc, "invoices") {
 			ids = append(ids, r[0])
 		}
-		next = ""
-		if l := links(doc, func(a *html.Node) bool { return attr(a, "rel") == "next" }); len(l) == 1 {
-			next = l[0]
-		}
-	}
+	})
 	if len(ids) != 120 {
 		t.Fatalf("%d invoices over the pages, want 120", len(ids))
 	}

@@ -88,24 +88,11 @@ func TestEventsPagination(t *testing.T) {
 	}
 	e.signIn(t)
 	var seen []string
-	next := "/ui/events"
-	for pages := 0; next != ""; pages++ {
-		if pages > 10 {
-			t.Fatal("too many pages")
-		}
-		doc := e.page(t, next)
-		for _, r := range tableRows(t, doc, "receipts") {
-			if len(r) > 3 {
-				seen = append(seen, r[3])
-			}
-		}
+	e.pages(t, "/ui/events", 10, func(doc *html.Node, n int) {
+		seen = append(seen, eventIDs(t, doc)...)
 		// New events arrive while someone reads: they go above the first page.
-		e.send(t, fmt.Sprintf("new_%d", pages), "cus_9", "1")
-		next = ""
-		if l := links(doc, func(a *html.Node) bool { return attr(a, "rel") == "next" }); len(l) == 1 {
-			next = l[0]
-		}
-	}
+		e.send(t, fmt.Sprintf("new_%d", n), "cus_9", "1")
+	})
 	if len(seen) != n {
 		t.Fatalf("%d receipts over the pages, want %d", len(seen), n)
 	}
@@ -273,25 +260,12 @@ func TestEventsScanWindow(t *testing.T) {
 	e.signIn(t)
 	var seen []string
 	searched := 0
-	next := "/ui/events?status=failed"
-	for pages := 0; next != ""; pages++ {
-		if pages > 20 {
-			t.Fatal("too many pages")
-		}
-		doc := e.page(t, next)
-		for _, r := range tableRows(t, doc, "receipts") {
-			if len(r) > 3 {
-				seen = append(seen, r[3])
-			}
-		}
+	e.pages(t, "/ui/events?status=failed", 20, func(doc *html.Node, _ int) {
+		seen = append(seen, eventIDs(t, doc)...)
 		if strings.Contains(text(doc), "without filling this page") {
 			searched++
 		}
-		next = ""
-		if l := links(doc, func(a *html.Node) bool { return attr(a, "rel") == "next" }); len(l) == 1 {
-			next = l[0]
-		}
-	}
+	})
 	if want := []string{"evt_36", "evt_27", "evt_18", "evt_09", "evt_00"}; !slices.Equal(seen, want) {
 		t.Errorf("failed receipts over the pages %q, want %q", seen, want)
 	}
@@ -323,4 +297,15 @@ func TestOverviewReplication(t *testing.T) {
 	if txt := text(e.page(t, "/ui/")); !strings.Contains(txt, "down: s3: access denied") {
 		t.Errorf("a failing replica is not shown down: %s", txt)
 	}
+}
+
+// eventIDs are the event ids of an event list page, in order.
+func eventIDs(t testing.TB, doc *html.Node) []string {
+	var ids []string
+	for _, r := range tableRows(t, doc, "receipts") {
+		if len(r) > 3 {
+			ids = append(ids, r[3])
+		}
+	}
+	return ids
 }
