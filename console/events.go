@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/schema"
 )
@@ -13,8 +14,8 @@ import (
 // The receipt statuses and sources the filters offer (the receipts table's
 // CHECK constraints allow only these).
 var (
-	statuses = []string{"applied", "ignored", "failed"}
-	sources  = []string{"webhook", "reconcile", "replay"}
+	statuses = []string{string(custody.StatusApplied), string(custody.StatusIgnored), string(custody.StatusFailed)}
+	sources  = []string{string(custody.SourceWebhook), string(custody.SourceReconcile), string(custody.SourceReplay), string(custody.SourceAPI)}
 )
 
 type eventsView struct {

@@ -128,6 +128,9 @@ func TestEventsPagination(t *testing.T) {
 	if code, _, _ := e.get(t, "/ui/events?from=yesterday"); code != http.StatusBadRequest {
 		t.Errorf("bad from: %d", code)
 	}
+	if r := tableRows(t, e.page(t, "/ui/events?source=api"), "receipts"); len(r) != 1 || !strings.Contains(r[0][0], "no receipts") {
+		t.Errorf("source=api (the ingest API's): %q", r)
+	}
 	if code, _, _ := e.get(t, "/ui/events?status=deleted"); code != http.StatusBadRequest {
 		t.Errorf("bad status: %d", code)
 	}
