@@ -118,8 +118,10 @@ func (c *Checker) run(ctx context.Context) []Result {
 			done := make(chan error, 1)
 			go func() { done <- ch.fn(ctx) }()
 			// A check that ignores ctx must not hold up the answer; one that
-			// honours it gets a moment to say why it gave up.
-			grace := time.NewTimer(timeout + 100*time.Millisecond)
+			// honours it gets a moment to say why it gave up (half the
+			// timeout: on a busy machine 100 ms was too short to be
+			// scheduled, and the answer said "no answer" instead of why).
+			grace := time.NewTimer(timeout + max(timeout/2, 100*time.Millisecond))
 			defer grace.Stop()
 			select {
 			case err := <-done:
