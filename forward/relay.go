@@ -82,6 +82,16 @@ type Relay struct {
 	// kicked (a retry coming due, a pause lifted by another process).
 	// Default 1s.
 	Poll time.Duration
+	// Busy, when set, reports whether the receiver is taking webhooks as
+	// fast as it can commit them (serve: the writer has a queue). While it
+	// is, a worker holds new messages back for up to YieldFor, so a burst
+	// of webhooks is answered first and forwarded right after: both share
+	// the machine, and a sender that is not answered retries, while a
+	// forwarded message only arrives later. A message due YieldFor ago is
+	// sent however busy the receiver is, so under sustained load messages
+	// still flow, YieldFor late.
+	Busy     func() bool
+	YieldFor time.Duration
 	// UserAgent is sent with every request. Default "hookledger".
 	UserAgent string
 	// Sole says this relay is the only one on the database (serve on
@@ -272,6 +282,8 @@ func (d *destination) step(ctx context.Context) (time.Duration, error) {
 	}
 	if at := time.UnixMilli(due); at.After(now) {
 		return min(at.Sub(now), r.Poll), nil
+	} else if r.Busy != nil && now.Sub(at) < r.YieldFor && r.Busy() {
+		return r.Linger, nil // the receiver first; the oldest message has waited less than YieldFor
 	}
 	// While the destination fails, one message probes it; the rest wait,
 	// so a destination that is down is not hammered with the whole backlog.

@@ -437,3 +437,32 @@ func TestSlowDestinationIsolated(t *testing.T) {
 }
 
 func evtID(i int) string { return "evt_" + string(rune('a'+i/26)) + string(rune('a'+i%26)) }
+
+// While the receiver is busy, messages wait, up to YieldFor; then they go
+// however busy it is, and at once when it is not.
+func TestRelayYieldsToABusyReceiver(t *testing.T) {
+	a := newApp(t)
+	dests := []config.Destination{destination("app", a.srv.URL, oldSecret)}
+	e := testenv.New(t, testenv.Options{RealTime: true, Edits: []func(*config.Config){func(c *config.Config) { c.Destinations = dests }}})
+	var busy atomic.Bool
+	busy.Store(true)
+	relay := &forward.Relay{DB: e.DB, Writer: e.Writer, Destinations: dests, Log: slog.New(slog.DiscardHandler),
+		Poll: 50 * time.Millisecond, Linger: 20 * time.Millisecond, Sole: true, Busy: busy.Load, YieldFor: 700 * time.Millisecond}
+	if err := relay.Open(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer relay.Close()
+	start := time.Now()
+	e.Send(evtID(1), testenv.UsageBody("cus_1", "api_requests", "1"))
+	eventually(t, 5*time.Second, "not delivered while busy", func() bool { return len(a.received()) == 1 })
+	if waited := a.received()[0].at.Sub(start); waited < 600*time.Millisecond {
+		t.Errorf("delivered %v after the event while the receiver was busy, want about YieldFor (700ms)", waited)
+	}
+	busy.Store(false)
+	start = time.Now()
+	e.Send(evtID(2), testenv.UsageBody("cus_1", "api_requests", "1"))
+	eventually(t, 5*time.Second, "not delivered when idle", func() bool { return len(a.received()) == 2 })
+	if waited := a.received()[1].at.Sub(start); waited > 500*time.Millisecond {
+		t.Errorf("delivered %v after the event with the receiver idle, want at once", waited)
+	}
+}

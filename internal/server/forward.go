@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/hookledger/hookledger/admin"
@@ -17,8 +18,33 @@ import (
 // (nil when there are none) and registers its metrics. It runs after the
 // writer opens, since it submits its claims and outcomes to it, and Close
 // stops it before the writer closes.
+// forwardYield is how long the relay holds messages back while serve is busy
+// taking webhooks (docs/forwarding.md).
+const forwardYield = 5 * time.Second
+
+// busyWriter tells whether the writer is near its capacity: it committed a
+// batch of several items within the last busyWindow. A lone request
+// commits alone, so light traffic never counts as busy (and forwarding is
+// not delayed); group commit forms batches only when requests arrive faster
+// than one commit, which is the load a relay should yield to. The writer's
+// queue depth flickers to zero after every batch it takes, so it is not the
+// signal.
+type busyWriter struct{ lastMulti atomic.Int64 } // unix ns
+
+const busyWindow = 200 * time.Millisecond
+
+func (b *busyWriter) committed(size int) {
+	if size > 1 {
+		b.lastMulti.Store(time.Now().UnixNano())
+	}
+}
+
+func (b *busyWriter) busy() bool {
+	return time.Since(time.Unix(0, b.lastMulti.Load())) < busyWindow
+}
+
 func startRelay(ctx context.Context, log *slog.Logger, cfg *config.Config, db *schema.DB, w *custody.Writer,
-	met *metrics.Metrics, version string) (*forward.Relay, error) {
+	busy func() bool, met *metrics.Metrics, version string) (*forward.Relay, error) {
 	if len(cfg.Destinations) == 0 {
 		return nil, nil
 	}
@@ -26,7 +52,11 @@ func startRelay(ctx context.Context, log *slog.Logger, cfg *config.Config, db *s
 	r := &forward.Relay{
 		DB: db, Writer: w, Destinations: cfg.Destinations, Log: log, Now: time.Now,
 		UserAgent: "hookledger/" + version,
-		Observe:   func(a forward.Attempt) { fm.ObserveAttempt(a.Destination, a.Outcome, a.Latency) },
+		// Webhooks first: while serve is busy taking them, messages wait
+		// up to forwardYield (forward.Relay.Busy).
+		Busy:     busy,
+		YieldFor: forwardYield,
+		Observe:  func(a forward.Attempt) { fm.ObserveAttempt(a.Destination, a.Outcome, a.Latency) },
 		// On SQLite serve holds the data directory's lock: no other relay
 		// runs on this database, so the claims a killed serve left are
 		// released now. On PostgreSQL other receivers' relays share it, and

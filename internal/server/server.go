@@ -216,7 +216,8 @@ func (s *Server) start(ctx context.Context) error {
 	// Before Open: the writer goroutine reads these. The relay (forward.go)
 	// is kicked after every commit that wrote outbox rows, so a new message
 	// leaves at once; it starts after the writer, hence the atomic.
-	w.AfterBatch = func(size int, d time.Duration) { met.ObserveBatch(size, d); storageErrs.Committed() }
+	busy := &busyWriter{}
+	w.AfterBatch = func(size int, d time.Duration) { met.ObserveBatch(size, d); storageErrs.Committed(); busy.committed(size) }
 	var kick atomic.Pointer[forward.Relay]
 	w.AfterOutbox = func() {
 		if r := kick.Load(); r != nil {
@@ -233,7 +234,7 @@ func (s *Server) start(ctx context.Context) error {
 	// The forwarding relay (forward.go): after the writer, which it submits
 	// to; before the HTTP servers. Close stops it after HTTP drains and
 	// before the writer closes.
-	relay, err := startRelay(ctx, log, cfg, s.db, w, met, s.Version)
+	relay, err := startRelay(ctx, log, cfg, s.db, w, busy.busy, met, s.Version)
 	if err != nil {
 		return err
 	}
