@@ -217,7 +217,11 @@ func (s *Server) start(ctx context.Context) error {
 	// is kicked after every commit that wrote outbox rows, so a new message
 	// leaves at once; it starts after the writer, hence the atomic.
 	busy := &busyWriter{}
-	w.AfterBatch = func(size int, d time.Duration) { met.ObserveBatch(size, d); storageErrs.Committed(); busy.committed(size) }
+	w.AfterBatch = func(size int, d time.Duration) {
+		met.ObserveBatch(size, d)
+		storageErrs.Committed()
+		busy.committed(size)
+	}
 	var kick atomic.Pointer[forward.Relay]
 	w.AfterOutbox = func() {
 		if r := kick.Load(); r != nil {
