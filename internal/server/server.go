@@ -214,8 +214,9 @@ func (s *Server) start(ctx context.Context) error {
 	storageErrs := newStorageErrorLog(log, met)
 	w := custody.NewWriter(s.db)
 	// Before Open: the writer goroutine reads these. The relay (forward.go)
-	// is kicked after every commit that wrote outbox rows, so a new message
-	// leaves at once; it starts after the writer, hence the atomic.
+	// yields while the writer group-commits (busy), and is kicked after
+	// every commit that wrote outbox rows, so a new message leaves at once;
+	// it starts after the writer, hence the atomic.
 	busy := &busyWriter{}
 	w.AfterBatch = func(size int, d time.Duration) {
 		met.ObserveBatch(size, d)
