@@ -128,7 +128,7 @@ func TestAPIConcurrentOverlappingBatches(t *testing.T) {
 						i := rng.IntN(pool) // ids repeat within and across clients
 						b, ids = append(b, events[i]), append(ids, i)
 					}
-					r := testenv.PostEvents(t, e.HTTP.URL, key, ingest.MediaCloudEventBatch, testenv.Batch(b...))
+					r := testenv.PostEvents(testenv.Go(t), e.HTTP.URL, key, ingest.MediaCloudEventBatch, testenv.Batch(b...))
 					if r.Code != 200 {
 						t.Errorf("client %d: %d %s", c, r.Code, r.Raw)
 						return
@@ -318,7 +318,10 @@ func TestAPIBatchWaitsForRoomAndIsAdmittedWhole(t *testing.T) {
 			return testenv.Batch(events...)
 		}
 		first := make(chan testenv.EventsResponse)
-		go func() { first <- testenv.PostEvents(t, e.HTTP.URL, key, ingest.MediaCloudEventBatch, batch(0, 150)) }()
+		go func() {
+			defer close(first) // a failed post: the zero response, which the test refuses
+			first <- testenv.PostEvents(testenv.Go(t), e.HTTP.URL, key, ingest.MediaCloudEventBatch, batch(0, 150))
+		}()
 		for e.Writer.Depth() < 140 { // the first batch is admitted and queued behind the stalled writer
 			time.Sleep(time.Millisecond)
 		}
@@ -387,7 +390,8 @@ func TestAPIBatchWaitsForTheReplica(t *testing.T) {
 	}
 	got := make(chan testenv.EventsResponse, 1)
 	go func() {
-		got <- testenv.PostEvents(t, e.HTTP.URL, key, ingest.MediaCloudEventBatch, testenv.Batch(events...))
+		defer close(got)
+		got <- testenv.PostEvents(testenv.Go(t), e.HTTP.URL, key, ingest.MediaCloudEventBatch, testenv.Batch(events...))
 	}()
 	select {
 	case <-f.started: // committed locally, waiting for the replica

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"runtime"
+	"testing"
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/ingest"
@@ -105,4 +107,26 @@ func CloudEvent(source, id, customer, meter, quantity string) []byte {
 // Batch joins events into a JSON array.
 func Batch(events ...[]byte) []byte {
 	return append(append([]byte{'['}, bytes.Join(events, []byte{','})...), ']')
+}
+
+// Go is t for a helper called from a goroutine the test started (testing
+// allows FailNow only on the test's own goroutine): its Fatal and Fatalf
+// report with Errorf and end that goroutine (runtime.Goexit, which runs its
+// defers), so a transport error fails the test instead of crashing it.
+func Go(t testing.TB) interface {
+	Helper()
+	Fatal(...any)
+	Fatalf(string, ...any)
+} {
+	return goT{t}
+}
+
+type goT struct{ testing.TB }
+
+func (g goT) Fatal(args ...any) { g.TB.Helper(); g.TB.Error(args...); runtime.Goexit() }
+
+func (g goT) Fatalf(format string, args ...any) {
+	g.TB.Helper()
+	g.TB.Errorf(format, args...)
+	runtime.Goexit()
 }
