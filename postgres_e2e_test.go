@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"math/rand"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -378,5 +379,83 @@ func TestPostgresServeRefusals(t *testing.T) {
 				t.Errorf("the output shows a password:\n%s", out)
 			}
 		})
+	}
+}
+
+// Two receivers on one PostgreSQL database forward to one application: their
+// relays claim disjoint messages (FOR UPDATE SKIP LOCKED), so every event
+// arrives, under one webhook-id, and none twice.
+func TestPostgresReceiversForwardOnce(t *testing.T) {
+	bin := testenv.Binary(t)
+	dsn := testenv.PostgresDatabase(t)
+	var mu sync.Mutex
+	got := map[string][]string{} // event id -> webhook-ids received
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		ev := r.Header.Get("X-Hookledger-Event-Id")
+		got[ev] = append(got[ev], r.Header.Get("Webhook-Id"))
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer app.Close()
+	cfg := "providers:\n  - name: default\n    scheme: standard\n    secrets: [\"" + testenv.Secret + "\"]\n" +
+		"destinations:\n  - name: app\n    url: " + app.URL + "\n    secrets: [\"" + testenv.Secret + "\"]\n" + testenv.UsageYAML
+	env := []string{"HOOKLEDGER_DATABASE=" + dsn}
+	var urls []string
+	for range 2 {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "hookledger.yml"), []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, _, u := testenv.StartServe(t, bin, dir, env)
+		urls = append(urls, u)
+	}
+	events := pgLoad(2_000, 10, 5)
+	client := &http.Client{Timeout: 30 * time.Second}
+	var wg sync.WaitGroup
+	work := make(chan int)
+	for range 16 {
+		wg.Go(func() {
+			for i := range work {
+				if ok, err := deliver(client, urls[i%2], events[i]); !ok {
+					t.Errorf("%s: not acknowledged (%v)", events[i].id, err)
+				}
+			}
+		})
+	}
+	for i := range events {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n == len(events) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	twice := 0
+	for _, e := range events {
+		ids := got[e.id]
+		switch {
+		case len(ids) == 0:
+			t.Errorf("%s was never forwarded", e.id)
+		case len(ids) > 1:
+			twice++
+		}
+		for _, id := range ids {
+			if id != ids[0] {
+				t.Errorf("%s arrived under two webhook-ids: %v", e.id, ids)
+			}
+		}
+	}
+	if twice > 0 {
+		t.Errorf("%d of %d events were forwarded more than once by two relays on one database", twice, len(events))
 	}
 }
