@@ -53,7 +53,7 @@ const pgDriverName = "pgx"
 func openPostgres(ctx context.Context, dsn string, opts Options) (*DB, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: %w", redact(err, dsn))
+		return nil, fmt.Errorf("postgres: %w", redact(err))
 	}
 	// Every commit waits for the server's WAL flush: a 2xx follows a
 	// durable commit whatever the server's default says.
@@ -148,7 +148,7 @@ func displayDSN(cfg *pgx.ConnConfig) string {
 }
 
 // redact keeps a DSN's password out of an error pgx made from it.
-func redact(err error, dsn string) error {
+func redact(err error) error {
 	var perr *pgconn.ParseConfigError
 	if errors.As(err, &perr) {
 		return errors.New("cannot parse the database URL (check its syntax; the URL is not repeated here because it may hold a password)")
@@ -182,9 +182,6 @@ func (c rebindConn) ExecContext(ctx context.Context, query string, args []driver
 func (c rebindConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
 	return c.Conn.QueryContext(ctx, sqlx.Rebind(sqlx.DOLLAR, query), args)
 }
-
-// pgUndefinedTable is PostgreSQL's SQLSTATE for a missing table.
-const pgUndefinedTable = "42P01"
 
 // migratePostgres applies every pending migration in one transaction. An
 // advisory lock makes receivers that start together migrate one at a time:
@@ -275,7 +272,7 @@ func CreatePostgresDatabase(ctx context.Context, serverDSN, name string) (string
 	}
 	cfg, err := pgx.ParseConfig(serverDSN)
 	if err != nil {
-		return "", redact(err, serverDSN)
+		return "", redact(err)
 	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
