@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -368,14 +369,16 @@ func (w *Writer) apply(batch []*job, errs []error, isolate bool) (failed bool, e
 
 // expectedReceipts are the receipts the batch's deliveries insert, unless
 // they exist (Batch.Expect).
-func expectedReceipts(batch []*job, errs []error) []schema.ReceiptKey {
-	var keys []schema.ReceiptKey
-	for i, j := range batch {
-		if d, ok := j.op.(*Delivery); ok && errs[i] == nil {
-			keys = append(keys, schema.ReceiptKey{Provider: d.Provider, EventID: d.EventID})
+func expectedReceipts(batch []*job, errs []error) iter.Seq[schema.ReceiptKey] {
+	return func(yield func(schema.ReceiptKey) bool) {
+		for i, j := range batch {
+			if d, ok := j.op.(*Delivery); ok && errs[i] == nil {
+				if !yield(schema.ReceiptKey{Provider: d.Provider, EventID: d.EventID}) {
+					return
+				}
+			}
 		}
 	}
-	return keys
 }
 
 // storageError reports err (see OnStorageError) and returns it.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"iter"
 
 	"github.com/jmoiron/sqlx"
 )
@@ -117,11 +118,13 @@ func (t batchTx) GetContext(ctx context.Context, dest any, q string, args ...any
 }
 
 // Expect announces the receipts the batch's deliveries will insert, so that
-// on PostgreSQL one read finds those that exist. It changes nothing on
-// SQLite, where each insert costs no round trip.
-func (b Batch) Expect(keys []ReceiptKey) {
+// on PostgreSQL one read finds those that exist. SQLite, where each insert
+// costs no round trip, never walks keys, so the writer builds nothing for it.
+func (b Batch) Expect(keys iter.Seq[ReceiptKey]) {
 	if b.pg != nil {
-		b.pg.expected = append(b.pg.expected, keys...)
+		for k := range keys {
+			b.pg.expected = append(b.pg.expected, k)
+		}
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/schema"
 )
 
@@ -33,7 +32,7 @@ func copyCommand() *cli.Command {
 
 func copyLedger(c *cli.Context) error {
 	to := c.String("to")
-	if !config.IsPostgresURL(to) {
+	if !schema.IsPostgres(to) {
 		return usageErrorf(c, "--to: must be a postgres:// or postgresql:// URL")
 	}
 	dir := c.String("from")
