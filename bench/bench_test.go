@@ -236,38 +236,44 @@ func TestRunCountsTransportErrors(t *testing.T) {
 }
 
 func TestVerifyFindsEveryEventExactlyOnce(t *testing.T) {
-	srv, db := hookledger(t)
-	l := testLoad(t, srv.URL+"/webhooks/default", 300, 0.2)
-	l.Connections = 8
-	p, err := l.Plan(time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := p.Run(context.Background(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !out.Result.OK() {
-		t.Fatalf("result %+v", out.Result)
-	}
-	rep, err := Verify(context.Background(), db, "default", p, out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := Report{Events: 300, Acked: 300, ExactlyOnce: 300, Receipts: 300, Attempts: 360, Inserted: 300, Duplicate: 60}
-	if !rep.OK() || rep.Missing != 0 || rep.ExtraRows != 0 || rep.Wrong != 0 {
-		t.Fatalf("report %+v", rep)
-	}
-	if !reflect.DeepEqual(*rep, want) {
-		t.Fatalf("report %+v, want %+v", *rep, want)
-	}
-	// The ledger itself (hash chain, receipts against rows) is consistent too.
-	lv, err := ledger.Verify(context.Background(), db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if pr := lv.First(); pr != nil {
-		t.Fatalf("ledger verify: %v", pr)
+	for _, ids := range []IDs{Sequential, Random} {
+		t.Run(ids.String(), func(t *testing.T) {
+			srv, db := hookledger(t)
+			// Other events around the run's, in the same index: verify must
+			// count only the run's.
+			if err := Prefill(context.Background(), db, "default", ids, 500, time.Now(), nil); err != nil {
+				t.Fatal(err)
+			}
+			l := testLoad(t, srv.URL+"/webhooks/default", 300, 0.2)
+			l.Connections, l.IDs = 8, ids
+			p, err := l.Plan(time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := p.Run(context.Background(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !out.Result.OK() {
+				t.Fatalf("result %+v", out.Result)
+			}
+			rep, err := Verify(context.Background(), db, "default", p, out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := Report{Events: 300, Acked: 300, ExactlyOnce: 300, Receipts: 300, Attempts: 360, Inserted: 300, Duplicate: 60}
+			if !reflect.DeepEqual(*rep, want) {
+				t.Fatalf("report %+v, want %+v", *rep, want)
+			}
+			// The ledger itself (hash chain, receipts against rows) is consistent too.
+			lv, err := ledger.Verify(context.Background(), db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pr := lv.First(); pr != nil {
+				t.Fatalf("ledger verify: %v", pr)
+			}
+		})
 	}
 }
 
@@ -355,12 +361,18 @@ func TestVerifyReportsWhatIsWrong(t *testing.T) {
 }
 
 func TestPrefillWritesAConsistentLedger(t *testing.T) {
+	for _, ids := range []IDs{Sequential, Random} {
+		t.Run(ids.String(), func(t *testing.T) { testPrefill(t, ids) })
+	}
+}
+
+func testPrefill(t *testing.T, ids IDs) {
 	db, err := schema.Open(context.Background(), filepath.Join(t.TempDir(), schema.FileName), schema.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if err := Prefill(context.Background(), db, "default", 250, time.Now(), nil); err != nil {
+	if err := Prefill(context.Background(), db, "default", ids, 250, time.Now(), nil); err != nil {
 		t.Fatal(err)
 	}
 	// check asserts 250 rows in each custody table and their exact usage sum.
@@ -385,6 +397,14 @@ func TestPrefillWritesAConsistentLedger(t *testing.T) {
 		}
 	}
 	check("after the prefill")
+	// Every receipt is under the id PrefillEventID says.
+	want := make([]string, 250)
+	for i := range want {
+		want[i] = PrefillEventID(ids, i)
+	}
+	if n, err := db.ReceiptsInRange(context.Background(), schema.EventRange{Provider: "default", IDs: want}); err != nil || n != 250 {
+		t.Fatalf("%d receipts under the ids PrefillEventID gives (%v), want 250", n, err)
+	}
 	lv, err := ledger.Verify(context.Background(), db)
 	if err != nil {
 		t.Fatal(err)
@@ -393,7 +413,7 @@ func TestPrefillWritesAConsistentLedger(t *testing.T) {
 		t.Fatalf("ledger verify: %v", pr)
 	}
 	// A second prefill collides with the first: it fails and adds nothing.
-	if err := Prefill(context.Background(), db, "default", 10, time.Now(), nil); err == nil || !strings.Contains(err.Error(), "insert receipt prefill-0") {
+	if err := Prefill(context.Background(), db, "default", ids, 10, time.Now(), nil); err == nil || !strings.Contains(err.Error(), "insert receipt "+PrefillEventID(ids, 0)) {
 		t.Fatalf("error %v, want a duplicate-receipt failure", err)
 	}
 	check("after the refused second prefill")

@@ -48,9 +48,12 @@ type Load struct {
 	Customers int
 	// Seed makes customers, quantities and the order of duplicates repeatable.
 	Seed uint64
-	// RunID prefixes every event id and names the run's meter, so a run's
-	// events can be told apart from everything else in the ledger.
+	// RunID is in every event id (directly in sequential ids, hashed into
+	// random ones) and names the run's meter, so a run's events can be told
+	// apart from everything else in the ledger.
 	RunID string
+	// IDs is how event ids are made: Sequential (the default) or Random.
+	IDs IDs
 	// Timeout bounds each request. Default 30 s.
 	Timeout time.Duration
 	// Batch, when above 0, sends to the ingest API (URL is its /v1/events)
@@ -63,7 +66,7 @@ type Load struct {
 }
 
 // APISource is the source of every event a batch run sends: the ingest
-// API stores event i as APISource#EventID(run, i).
+// API stores event i as APISource#id.
 const APISource = "bench"
 
 // Event is one unique generated event.
@@ -102,8 +105,8 @@ type delivery struct {
 // Meter is the meter name a run's events are recorded under.
 func Meter(runID string) string { return "bench_" + runID }
 
-// EventID is the id of event i of a run. It is zero-padded so a run's ids
-// form one contiguous range in the (provider, event_id) index.
+// EventID is the sequential id of event i of a run. It is zero-padded so a
+// run's ids form one contiguous range in the (provider, event_id) index.
 func EventID(runID string, i int) string { return fmt.Sprintf("bench-%s-%08d", runID, i) }
 
 // Plan builds and signs every delivery of the run.
@@ -121,6 +124,8 @@ func (l Load) Plan(now time.Time) (*Plan, error) {
 		return nil, fmt.Errorf("customers must be at least 1, got %d", l.Customers)
 	case l.RunID == "":
 		return nil, errors.New("run id is required")
+	case l.IDs != Sequential && l.IDs != Random:
+		return nil, fmt.Errorf("unknown ids %d", l.IDs)
 	case l.Batch < 0:
 		return nil, fmt.Errorf("batch must not be negative, got %d", l.Batch)
 	case l.Batch > 0 && l.APIKey == "":
@@ -137,7 +142,7 @@ func (l Load) Plan(now time.Time) (*Plan, error) {
 	bodies := make([][]byte, l.Events)
 	for i := range p.Events {
 		e := Event{
-			ID:       EventID(l.RunID, i),
+			ID:       l.IDs.EventID(l.RunID, i),
 			Customer: "cus_" + strconv.Itoa(rng.IntN(l.Customers)),
 			// 0.001 to 1000.000: exercises the decimal path, not just integers.
 			Quantity: ledger.Quantity(1+rng.IntN(1_000_000)) * 1000,
@@ -209,11 +214,13 @@ func (p *Plan) pack() {
 
 // StoredID is the event_id event i is stored under: its id for a webhook,
 // APISource#id through the ingest API.
-func (p *Plan) StoredID(i int) string {
+func (p *Plan) StoredID(i int) string { return p.storedAs(p.Events[i].ID) }
+
+func (p *Plan) storedAs(id string) string {
 	if p.Batch > 0 {
-		return APISource + "#" + EventID(p.RunID, i)
+		return APISource + "#" + id
 	}
-	return EventID(p.RunID, i)
+	return id
 }
 
 // sign signs one delivery. A duplicate is signed anew, as a provider signs each

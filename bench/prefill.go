@@ -24,10 +24,10 @@ const PrefillChunk = 100_000
 // without HTTP or signatures, so throughput can be measured against a large
 // ledger. It is a benchmark fixture: never run it against a production database.
 //
-// Event ids are prefill-<n>, all for one meter ("prefill"), spread over 1,000
-// customers and the 30 days before now. An id that already exists fails its
-// chunk, which then adds nothing. progress, if not nil, counts events.
-func Prefill(ctx context.Context, db *schema.DB, provider string, n int, now time.Time, progress *atomic.Int64) error {
+// Event ids are PrefillEventID(ids, i), all for one meter ("prefill"), spread over 1,000 customers and
+// the 30 days before now. An id that already exists fails its chunk, which
+// then adds nothing. progress, if not nil, counts events.
+func Prefill(ctx context.Context, db *schema.DB, provider string, ids IDs, n int, now time.Time, progress *atomic.Int64) error {
 	w := custody.NewWriter(db)
 	if err := w.Open(ctx); err != nil {
 		return err
@@ -39,7 +39,7 @@ func Prefill(ctx context.Context, db *schema.DB, provider string, n int, now tim
 		to := min(from+PrefillChunk, n)
 		ds := make([]*custody.Delivery, 0, to-from)
 		for i := from; i < to; i++ {
-			ds = append(ds, prefillEvent(provider, i, base+int64(i)*span/int64(n)))
+			ds = append(ds, prefillEvent(provider, ids, i, base+int64(i)*span/int64(n)))
 		}
 		op := custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
 			for _, d := range ds {
@@ -69,9 +69,20 @@ func Prefill(ctx context.Context, db *schema.DB, provider string, n int, now tim
 	return nil
 }
 
+// PrefillRunID is the run id prefilled random ids are derived from.
+const PrefillRunID = "prefill"
+
+// PrefillEventID is the id of prefilled event i.
+func PrefillEventID(ids IDs, i int) string {
+	if ids == Random {
+		return RandomEventID(PrefillRunID, i)
+	}
+	return "prefill-" + strconv.Itoa(i)
+}
+
 // prefillEvent is event i as the default mapping would have applied it.
-func prefillEvent(provider string, i int, at int64) *custody.Delivery {
-	id := "prefill-" + strconv.Itoa(i)
+func prefillEvent(provider string, ids IDs, i int, at int64) *custody.Delivery {
+	id := PrefillEventID(ids, i)
 	customer := "cus_" + strconv.Itoa(i%1000)
 	quantity := ledger.Quantity(1+i%1000) * 1000
 	body := fmt.Appendf(nil, `{"id":%q,"type":%q,"data":{"customer":%q,"meter":"prefill","quantity":%s}}`,

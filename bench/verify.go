@@ -44,8 +44,7 @@ func Verify(ctx context.Context, db *schema.DB, provider string, p *Plan, o *Out
 			r.Acked++
 		}
 	}
-	// The run's ids are one contiguous range of the (provider, event_id) index.
-	run := schema.EventRange{Provider: provider, From: p.StoredID(0), To: p.StoredID(len(p.Events))}
+	run := p.stored(provider)
 
 	rows, err := db.UsageInRange(ctx, run)
 	if err != nil {
@@ -156,4 +155,19 @@ func Verify(ctx context.Context, db *schema.DB, provider string, p *Plan, o *Out
 		r.problem("%d delivery attempts recorded for %d deliveries answered 2xx", r.Attempts, o.Delivered)
 	}
 	return r, nil
+}
+
+// stored selects the run's events in the ledger: sequential ids are one
+// contiguous range of the (provider, event_id) index, random ones are
+// looked up one by one.
+func (p *Plan) stored(provider string) schema.EventRange {
+	if p.IDs == Sequential {
+		return schema.EventRange{Provider: provider,
+			From: p.storedAs(EventID(p.RunID, 0)), To: p.storedAs(EventID(p.RunID, len(p.Events)))}
+	}
+	ids := make([]string, len(p.Events))
+	for i := range p.Events {
+		ids[i] = p.StoredID(i)
+	}
+	return schema.EventRange{Provider: provider, IDs: ids}
 }

@@ -67,6 +67,7 @@ func benchCommand() *cli.Command {
 			&cli.IntFlag{Name: "batch", EnvVars: []string{"HOOKLEDGER_BENCH_BATCH"},
 				Usage: "send to the ingest API (POST /v1/events) instead, this many events per request, with --key"},
 			&cli.StringFlag{Name: "key", EnvVars: []string{"HOOKLEDGER_API_KEY"}, Usage: "with --batch: the API key (hl_…)"},
+			idsFlag("event ids: sequential (bench-RUNID-00000042) or random (Stripe-like evt_ and 24 base62 characters, derived from --run-id)"),
 		),
 		Action: runBench,
 		Subcommands: []*cli.Command{
@@ -103,6 +104,10 @@ func runBench(c *cli.Context) error {
 			url = strings.TrimRight(url, "/") + "/webhooks/" + c.String("provider")
 		}
 	}
+	ids, err := parseIDs(c)
+	if err != nil {
+		return err
+	}
 	runID := c.String("run-id")
 	if runID == "" {
 		var b [4]byte
@@ -113,7 +118,7 @@ func runBench(c *cli.Context) error {
 		URL: url, Scheme: s, Key: key,
 		Events: c.Int("events"), Connections: c.Int("connections"), Dup: c.Float64("dup"),
 		Customers: c.Int("customers"), Seed: c.Uint64("seed"), RunID: runID, Timeout: c.Duration("timeout"),
-		Batch: batch, APIKey: apiKeyText,
+		Batch: batch, APIKey: apiKeyText, IDs: ids,
 	}
 	provider := c.String("provider")
 	var db *schema.DB
@@ -301,6 +306,7 @@ func prefillCommand() *cli.Command {
 				Usage: "number of events to write"},
 			&cli.StringFlag{Name: "provider", Value: "default", EnvVars: []string{"HOOKLEDGER_PROVIDER"},
 				Usage: "provider the events are recorded under"},
+			idsFlag("event ids: sequential (prefill-42) or random (Stripe-like evt_ and 24 base62 characters)"),
 		},
 		Action: prefill,
 	}
@@ -310,6 +316,10 @@ func prefill(c *cli.Context) error {
 	n := c.Int("receipts")
 	if n < 1 {
 		return fmt.Errorf("--receipts must be at least 1, got %d", n)
+	}
+	ids, err := parseIDs(c)
+	if err != nil {
+		return err
 	}
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -321,11 +331,24 @@ func prefill(c *cli.Context) error {
 	start := time.Now()
 	var done atomic.Int64
 	stopBar := progress(n, "prefill", &done)
-	err = bench.Prefill(ctx, db, c.String("provider"), n, start, &done)
+	err = bench.Prefill(ctx, db, c.String("provider"), ids, n, start, &done)
 	stopBar()
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.App.Writer, "wrote %d events to %s in %s\n", n, db.Path, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(c.App.Writer, "wrote %d events (%s ids) to %s in %s\n", n, ids, db.Path, time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// idsFlag is --ids, shared by the load and the prefill.
+func idsFlag(usage string) cli.Flag {
+	return &cli.StringFlag{Name: "ids", Value: "sequential", EnvVars: []string{"HOOKLEDGER_BENCH_IDS"}, Usage: usage}
+}
+
+func parseIDs(c *cli.Context) (bench.IDs, error) {
+	ids, err := bench.ParseIDs(c.String("ids"))
+	if err != nil {
+		return ids, usageErrorf(c, "--%v", err)
+	}
+	return ids, nil
 }

@@ -10,9 +10,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hookledger/hookledger/bench"
 	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/receiver"
 	"github.com/hookledger/hookledger/schema"
@@ -108,6 +110,8 @@ func TestBenchRefusals(t *testing.T) {
 		"verify, no db":     {[]string{"--secret", benchTestSecret, "--verify", "--data", filepath.Join(empty, "missing")}, "--verify: no database at " + filepath.Join(empty, "missing", "hookledger.db")},
 		"missing config":    {[]string{"--config", filepath.Join(empty, "nope.yml")}, "read config"},
 		"prefill none":      {[]string{"prefill", "--data", empty, "--receipts", "0"}, "--receipts must be at least 1"},
+		"unknown ids":       {[]string{"--secret", benchTestSecret, "--ids", "uuid"}, `--ids: "uuid" is not one of sequential, random`},
+		"prefill bad ids":   {[]string{"prefill", "--data", empty, "--ids", "uuid"}, `--ids: "uuid" is not one of sequential, random`},
 		"prefill no --data": {[]string{"prefill"}, `--data is required`},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -120,23 +124,64 @@ func TestBenchRefusals(t *testing.T) {
 }
 
 func TestBenchPrefill(t *testing.T) {
-	dir := t.TempDir()
-	out, err := runBenchCLI(t, "prefill", "--data", dir, "--receipts", "20")
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out)
+	for _, ids := range []string{"sequential", "random"} {
+		t.Run(ids, func(t *testing.T) {
+			dir := t.TempDir()
+			out, err := runBenchCLI(t, "prefill", "--data", dir, "--receipts", "20", "--ids", ids)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			if !strings.Contains(out, "wrote 20 events ("+ids+" ids) to "+filepath.Join(dir, "hookledger.db")) {
+				t.Fatalf("output %q", out)
+			}
+			db, err := schema.Open(context.Background(), filepath.Join(dir, schema.FileName), schema.Options{ReadOnly: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			for _, table := range []string{"receipts", "delivery_attempts", "metered_usage"} {
+				var n int
+				if err := db.Read.Get(&n, "SELECT COUNT(*) FROM "+table); err != nil || n != 20 {
+					t.Errorf("%s: %d rows (%v), want 20", table, n, err)
+				}
+			}
+			// hookledger verify finds the prefilled ledger whole.
+			var vout bytes.Buffer
+			app := newApp()
+			app.Writer, app.ErrWriter = &vout, &vout
+			if err := app.Run([]string{"hookledger", "verify", "--data", dir}); err != nil || strings.Contains(vout.String(), "BROKEN") {
+				t.Fatalf("verify: %v\n%s", err, vout.String())
+			}
+		})
 	}
-	if !strings.Contains(out, "wrote 20 events to "+filepath.Join(dir, "hookledger.db")) {
-		t.Fatalf("output %q", out)
-	}
-	db, err := schema.Open(context.Background(), filepath.Join(dir, schema.FileName), schema.Options{ReadOnly: true})
-	if err != nil {
+}
+
+// TestBenchVerifiesRandomIDs runs the load with random ids against the real
+// receiver, on top of a random-id prefill, and lets --verify check the ledger.
+func TestBenchVerifiesRandomIDs(t *testing.T) {
+	e := testenv.New(t, testenv.Options{RealTime: true})
+	if err := bench.Prefill(context.Background(), e.DB, "default", bench.Random, 200, time.Now(), nil); err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
-	for _, table := range []string{"receipts", "delivery_attempts", "metered_usage"} {
-		var n int
-		if err := db.Read.Get(&n, "SELECT COUNT(*) FROM "+table); err != nil || n != 20 {
-			t.Errorf("%s: %d rows (%v), want 20", table, n, err)
-		}
+	for _, batch := range []string{"0", "25"} {
+		t.Run("batch "+batch, func(t *testing.T) {
+			args := []string{"--url", e.HTTP.URL, "--secret", testenv.Secret, "-n", "120", "-k", "4", "--dup", "0.2",
+				"--ids", "random", "--verify", "--data", e.Dir, "--format", "json", "--batch", batch}
+			if batch != "0" {
+				key, _ := e.CreateKey("bench-"+batch, 0, 0)
+				args = append(args, "--key", key)
+			}
+			out, err := runBenchCLI(t, args...)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			var r bench.Result
+			if err := json.Unmarshal([]byte(out), &r); err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			if v := r.Verify; v == nil || !v.OK() || v.ExactlyOnce != 120 || v.Receipts != 120 || v.Duplicate != 24 {
+				t.Fatalf("verify %+v", r.Verify)
+			}
+		})
 	}
 }
