@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -24,9 +26,19 @@ const PrefillChunk = 100_000
 // without HTTP or signatures, so throughput can be measured against a large
 // ledger. It is a benchmark fixture: never run it against a production database.
 //
-// Event ids are PrefillEventID(ids, i), all for one meter ("prefill"), spread over 1,000 customers and
-// the 30 days before now. An id that already exists fails its chunk, which
-// then adds nothing. progress, if not nil, counts events.
+// Event ids are PrefillEventID(ids, i), all for one meter ("prefill"),
+// spread over 1,000 customers and the 30 days before now. An id that already
+// exists fails its chunk, which then adds nothing. progress, if not nil,
+// counts events.
+//
+// A chunk of random ids is applied in id order. In event order each insert
+// lands on a random leaf of the three (provider, event_id) indexes; once
+// they outgrow SQLite's page cache (2 MB by default) nearly every insert
+// reads a page back and evicts a dirty one, to dirty it again later in the
+// same transaction. In id order the inserts walk each index once, front to
+// back: at 1,000,000 events that halved the pre-fill's time (to that of
+// sequential ids), where a 1 GiB cache gained as much for 2 GB more memory.
+// Only the order of rows within a chunk changes, not what they hold.
 func Prefill(ctx context.Context, db *schema.DB, provider string, ids IDs, n int, now time.Time, progress *atomic.Int64) error {
 	w := custody.NewWriter(db)
 	if err := w.Open(ctx); err != nil {
@@ -40,6 +52,9 @@ func Prefill(ctx context.Context, db *schema.DB, provider string, ids IDs, n int
 		ds := make([]*custody.Delivery, 0, to-from)
 		for i := from; i < to; i++ {
 			ds = append(ds, prefillEvent(provider, ids, i, base+int64(i)*span/int64(n)))
+		}
+		if ids == Random {
+			slices.SortFunc(ds, func(a, b *custody.Delivery) int { return strings.Compare(a.EventID, b.EventID) })
 		}
 		op := custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
 			for _, d := range ds {

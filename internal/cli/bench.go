@@ -56,7 +56,7 @@ func benchCommand() *cli.Command {
 			&cli.Uint64Flag{Name: "seed", Value: 1, EnvVars: []string{"HOOKLEDGER_BENCH_SEED"},
 				Usage: "random seed for customers, quantities and which events get duplicates"},
 			&cli.StringFlag{Name: "run-id", EnvVars: []string{"HOOKLEDGER_BENCH_RUN_ID"},
-				Usage: "tag in every event id and in the run's meter name bench_RUNID (default: random)"},
+				Usage: "tag in every event id (hashed into random ones, see --ids) and in the run's meter name bench_RUNID (default: random)"},
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, EnvVars: []string{"HOOKLEDGER_BENCH_TIMEOUT"},
 				Usage: "per-request timeout"},
 			&cli.BoolFlag{Name: "verify", EnvVars: []string{"HOOKLEDGER_BENCH_VERIFY"},

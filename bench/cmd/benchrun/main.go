@@ -9,7 +9,9 @@
 // runs it.
 //
 // With -scaling it instead measures throughput and p99 at several connection
-// counts, against an empty database and one pre-filled with -prefill events.
+// counts, against an empty database and ones pre-filled with -prefill events;
+// with -ids-scaling, serve at -c with sequential and with random (Stripe-like)
+// event ids, against an empty database and each -prefill size (scaling.go).
 package main
 
 import (
@@ -20,11 +22,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -42,16 +42,17 @@ const (
 )
 
 type options struct {
-	runs    int
-	events  int
-	dup     float64
-	conns   int
-	single  int
-	scaling string
-	prefill int
-	keep    bool
-	jsonOut string
-	binary  string
+	runs       int
+	events     int
+	dup        float64
+	conns      int
+	single     int
+	scaling    string
+	idsScaling bool
+	prefill    string
+	keep       bool
+	jsonOut    string
+	binary     string
 }
 
 func main() {
@@ -62,7 +63,8 @@ func main() {
 	flag.IntVar(&o.conns, "c", 32, "connections for the main comparison")
 	flag.IntVar(&o.single, "single", 2000, "unique events for the single-connection latency run")
 	flag.StringVar(&o.scaling, "scaling", "", "comma-separated connection counts (e.g. 1,8,32,128): print the scaling table instead")
-	flag.IntVar(&o.prefill, "prefill", 1_000_000, "with -scaling: events in the pre-filled database (0: skip that column)")
+	flag.BoolVar(&o.idsScaling, "ids-scaling", false, "print the table of serve at -c with sequential and random event ids, by stored receipts, instead")
+	flag.StringVar(&o.prefill, "prefill", "1000000", "with -scaling or -ids-scaling: comma-separated sizes of pre-filled databases, measured besides the empty one (0: none)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temporary directory (logs, databases)")
 	flag.StringVar(&o.jsonOut, "json", "", "also write every raw result to this JSON file")
 	flag.StringVar(&o.binary, "binary", "", "use this hookledger binary instead of building one")
@@ -97,9 +99,20 @@ func run(ctx context.Context, o options) error {
 	defer hn.Close()
 	h := &runner{Harness: hn, o: o}
 
+	if o.scaling != "" && o.idsScaling {
+		return errors.New("-scaling and -ids-scaling are two tables: choose one")
+	}
+	if o.scaling != "" || o.idsScaling {
+		if h.sizes, err = parseSizes(o.prefill); err != nil {
+			return err
+		}
+	}
 	harness.PrintMachine(os.Stdout)
-	if o.scaling != "" {
+	switch {
+	case o.scaling != "":
 		return h.scalingTable(ctx)
+	case o.idsScaling:
+		return h.idsTable(ctx)
 	}
 	var rounds []round
 	for r := range o.runs {
@@ -122,8 +135,9 @@ func run(ctx context.Context, o options) error {
 // runner runs the rounds and the scaling table in one harness.
 type runner struct {
 	*harness.Harness
-	o   options
-	seq int
+	o     options
+	sizes []int // -prefill: the pre-filled databases' sizes, ascending, without 0
+	seq   int
 }
 
 func (h *runner) dir(name string) string {
@@ -200,11 +214,10 @@ func (h *runner) measured(ctx context.Context, srv *harness.Server, data string)
 	return res, float64(cpu1-cpu0) / float64(time.Microsecond) / float64(res.Requests), nil
 }
 
-// load runs `hookledger bench` against url; with data set it also verifies.
-func (h *runner) load(ctx context.Context, url string, conns, events int, data string) (bench.Result, error) {
-	var extra []string
+// load runs `hookledger bench EXTRA...` against url; with data set it also verifies.
+func (h *runner) load(ctx context.Context, url string, conns, events int, data string, extra ...string) (bench.Result, error) {
 	if data != "" {
-		extra = []string{"--verify", "--data", data}
+		extra = append(extra, "--verify", "--data", data)
 	}
 	res, err := h.Load(ctx, url, conns, events, h.o.dup, extra...)
 	if res == nil {
@@ -327,120 +340,4 @@ func writeCPU(w io.Writer, o options, rounds []round, durRPS float64) {
 	ceiling := float64(cores) * 1e6 / (srv.server + srv.gen)
 	fmt.Fprintf(w, "serve with all %d cores busy at that cost: at most %.0f req/s, %.2f of the durable reference\n\n",
 		cores, ceiling, ceiling/durRPS)
-}
-
-// scalingTable measures reference, serve on an empty database and serve on a
-// pre-filled one at each connection count.
-func (h *runner) scalingTable(ctx context.Context) error {
-	var conns []int
-	for f := range strings.SplitSeq(h.o.scaling, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			return fmt.Errorf("-scaling: %q is not a connection count", f)
-		}
-		conns = append(conns, n)
-	}
-	var template string
-	if h.o.prefill > 0 {
-		template = h.dir("prefilled")
-		fmt.Fprintf(os.Stderr, "pre-filling %d events into %s\n", h.o.prefill, template)
-		cmd := exec.CommandContext(ctx, h.Bin, "bench", "prefill", "--data", template, "--receipts", strconv.Itoa(h.o.prefill))
-		cmd.Env = h.Env
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("prefill: %w", err)
-		}
-	}
-	type point struct{ rps, p99 []float64 }
-	measure := func(name string, c int, prefilled bool) (point, error) {
-		var pt point
-		for range h.o.runs {
-			data := h.dir(name)
-			args := []string{"serve"}
-			if name == "reference" {
-				args = []string{"bench", "reference-server"}
-			}
-			if prefilled {
-				if err := copyDB(template, data); err != nil {
-					return pt, err
-				}
-			}
-			srv, err := h.launch(ctx, name, data, args...)
-			if err != nil {
-				return pt, err
-			}
-			verifyData := data
-			if name == "reference" {
-				verifyData = ""
-			}
-			res, err := h.load(ctx, srv.URL, c, h.o.events, verifyData)
-			srv.Stop()
-			if err != nil {
-				return pt, err
-			}
-			if !h.o.keep {
-				os.RemoveAll(data)
-			}
-			pt.rps, pt.p99 = append(pt.rps, res.RPS), append(pt.p99, res.Latency.P99)
-		}
-		return pt, nil
-	}
-	w := os.Stdout
-	fmt.Fprintf(w, "load: -n %d --dup %g; %d runs per cell, medians; req/s (p99 ms)\n\n", h.o.events, h.o.dup, h.o.runs)
-	header := "| connections | reference | serve, empty database | ratio |"
-	sep := "|---|---|---|---|"
-	if template != "" {
-		header += fmt.Sprintf(" serve, %d receipts | ratio |", h.o.prefill)
-		sep += "---|---|"
-	}
-	var lines []string
-	for _, c := range conns {
-		ref, err := measure("reference", c, false)
-		if err != nil {
-			return err
-		}
-		empty, err := measure("serve", c, false)
-		if err != nil {
-			return err
-		}
-		line := fmt.Sprintf("| %d | %.0f (%.1f) | %.0f (%.1f) | %.2f |", c, harness.Median(ref.rps), harness.Median(ref.p99),
-			harness.Median(empty.rps), harness.Median(empty.p99), harness.Median(empty.rps)/harness.Median(ref.rps))
-		if template != "" {
-			full, err := measure("serve-prefilled", c, true)
-			if err != nil {
-				return err
-			}
-			line += fmt.Sprintf(" %.0f (%.1f) | %.2f |", harness.Median(full.rps), harness.Median(full.p99), harness.Median(full.rps)/harness.Median(ref.rps))
-		}
-		lines = append(lines, line)
-		fmt.Fprintln(os.Stderr, line)
-	}
-	fmt.Fprintln(w, header)
-	fmt.Fprintln(w, sep)
-	for _, l := range lines {
-		fmt.Fprintln(w, l)
-	}
-	return nil
-}
-
-// copyDB copies the pre-filled database (checkpointed, so the main file is
-// all of it) into a fresh data directory.
-func copyDB(from, to string) error {
-	if err := os.MkdirAll(to, 0o700); err != nil {
-		return err
-	}
-	src, err := os.Open(filepath.Join(from, "hookledger.db"))
-	if err != nil {
-		return err
-	}
-	defer src.Close()
-	dst, err := os.Create(filepath.Join(to, "hookledger.db"))
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(dst, src); err != nil {
-		dst.Close()
-		return err
-	}
-	return dst.Close()
 }
