@@ -92,21 +92,20 @@ func run(ctx context.Context, o options) error {
 	if o.runs < 1 {
 		return errors.New("-runs must be at least 1")
 	}
+	if o.scaling != "" && o.idsScaling {
+		return errors.New("-scaling and -ids-scaling are two tables: choose one")
+	}
+	sizes, err := parseSizes(o.prefill)
+	if err != nil {
+		return err
+	}
 	hn, err := harness.New(ctx, "", "hookledger-bench-", o.binary, o.keep)
 	if err != nil {
 		return err
 	}
 	defer hn.Close()
-	h := &runner{Harness: hn, o: o}
+	h := &runner{Harness: hn, o: o, sizes: sizes}
 
-	if o.scaling != "" && o.idsScaling {
-		return errors.New("-scaling and -ids-scaling are two tables: choose one")
-	}
-	if o.scaling != "" || o.idsScaling {
-		if h.sizes, err = parseSizes(o.prefill); err != nil {
-			return err
-		}
-	}
 	harness.PrintMachine(os.Stdout)
 	switch {
 	case o.scaling != "":
