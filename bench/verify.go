@@ -158,8 +158,8 @@ func Verify(ctx context.Context, db *schema.DB, provider string, p *Plan, o *Out
 }
 
 // stored selects the run's events in the ledger: sequential ids are one
-// contiguous range of the (provider, event_id) index, random ones are
-// looked up one by one.
+// contiguous range of the (provider, event_id) index; random ones, spread
+// over all of it among other events, are looked up by id.
 func (p *Plan) stored(provider string) schema.EventRange {
 	if p.IDs == Sequential {
 		return schema.EventRange{Provider: provider,

@@ -42,6 +42,8 @@ func benchCommand() *cli.Command {
 			"every event exactly once with the right quantity, and nothing added by duplicates.\n" +
 			"--batch N sends to the ingest API (POST /v1/events, with --key) instead: N generic usage events\n" +
 			"per request, duplicates included; it reports durable events/s beside requests/s.\n" +
+			"--ids random makes Stripe-like event ids, which land all over the receiver's index where\n" +
+			"sequential ones (the default) append at its end.\n" +
 			"`hookledger bench reference-server` runs a receiver that verifies and parses but stores\n" +
 			"nothing, for comparison; `hookledger bench prefill` fills a database for scale tests.",
 		Flags: append(signerFlags("receiver base URL", "data directory: holds the generated default secret, and the database --verify reads"),
