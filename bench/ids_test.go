@@ -1,9 +1,13 @@
 package bench
 
 import (
+	"context"
 	"regexp"
 	"testing"
 	"time"
+
+	"github.com/hookledger/hookledger/internal/testenv"
+	"github.com/hookledger/hookledger/schema"
 )
 
 func TestRandomEventIDs(t *testing.T) {
@@ -81,5 +85,34 @@ func TestPlanWithRandomIDs(t *testing.T) {
 	}
 	if got := p.StoredID(3); got != APISource+"#"+RandomEventID(l.RunID, 3) {
 		t.Fatalf("batch event 3 is stored as %s", got)
+	}
+}
+
+// TestVerifyLooksUpManyRandomIDs selects more ids than one query carries
+// (schema splits them): only the run's events count, wherever they are.
+func TestVerifyLooksUpManyRandomIDs(t *testing.T) {
+	e := testenv.New(t, testenv.Options{NoServer: true})
+	if err := Prefill(context.Background(), e.DB, "default", Random, 30, time.Now(), nil); err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, 25_000) // the 30 prefilled ones among ids stored nowhere
+	for i := range ids {
+		ids[i] = RandomEventID("absent", i)
+		if i%1000 == 999 {
+			ids[i] = PrefillEventID(Random, i/1000)
+		}
+	}
+	ids = append(ids, PrefillEventID(Random, 25), PrefillEventID(Random, 26), PrefillEventID(Random, 27),
+		PrefillEventID(Random, 28), PrefillEventID(Random, 29))
+	r := schema.EventRange{Provider: "default", IDs: ids}
+	ctx := context.Background()
+	if n, err := e.DB.ReceiptsInRange(ctx, r); err != nil || n != 30 {
+		t.Fatalf("%d receipts (%v), want 30", n, err)
+	}
+	if rows, err := e.DB.UsageInRange(ctx, r); err != nil || len(rows) != 30 {
+		t.Fatalf("%d usage rows (%v), want 30", len(rows), err)
+	}
+	if o, err := e.DB.AttemptOutcomesInRange(ctx, r); err != nil || o["inserted"] != 30 || len(o) != 1 {
+		t.Fatalf("attempts %v (%v), want 30 inserted", o, err)
 	}
 }

@@ -157,9 +157,10 @@ func TestBenchPrefill(t *testing.T) {
 }
 
 // TestBenchVerifiesRandomIDs runs the load with random ids against the real
-// receiver, on top of a random-id prefill, and lets --verify check the ledger.
+// receiver, on top of a random-id prefill, and lets --verify check the ledger
+// (a SQLite file, for --data; bench's own tests run Verify on both backends).
 func TestBenchVerifiesRandomIDs(t *testing.T) {
-	e := testenv.New(t, testenv.Options{RealTime: true})
+	e := testenv.New(t, testenv.Options{RealTime: true, Backend: "sqlite"})
 	if err := bench.Prefill(context.Background(), e.DB, "default", bench.Random, 200, time.Now(), nil); err != nil {
 		t.Fatal(err)
 	}
