@@ -343,16 +343,17 @@ func (w *Writer) apply(batch []*job, errs []error, isolate bool) (failed bool, e
 			}
 		}
 	}
+	if err := btx.saveHead(ctx); err != nil {
+		return false, w.storageError("save chain head", err)
+	}
 	if !isolate {
-		// Writes the storage held back (PostgreSQL) fail here, not at
-		// COMMIT: the batch then runs again one op at a time, so that a
-		// failing op fails alone.
+		// Writes the storage held back (PostgreSQL: the ops' and the
+		// head's, in one statement) fail here, not at COMMIT: the batch
+		// then runs again one op at a time, so that a failing op fails
+		// alone.
 		if err := b.Flush(ctx); err != nil {
 			return true, nil
 		}
-	}
-	if err := btx.saveHead(ctx); err != nil {
-		return false, w.storageError("save chain head", err)
 	}
 	start := time.Now()
 	if err := b.Commit(); err != nil {

@@ -72,8 +72,8 @@ func (b Batch) LatestHead(ctx context.Context) (ChainHead, error) {
 // UPDATE of one row however many receipts and rows the batch appended.
 func (b Batch) SaveHead(ctx context.Context, h ChainHead) error {
 	if b.pg != nil {
-		_, err := b.tx.ExecContext(ctx, saveHeadSQL, h.LedgerID, h.LedgerHash, h.ReceiptID, h.ReceiptHash) // flushes first
-		return err
+		b.pg.head = &h // sent with the batch's other writes (pgbatch.go)
+		return nil
 	}
 	_, err := b.st.saveHead.ExecContext(ctx, h.LedgerID, h.LedgerHash, h.ReceiptID, h.ReceiptHash)
 	return err

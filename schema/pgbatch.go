@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"iter"
+	"strings"
 
 	"github.com/jmoiron/sqlx"
 )
@@ -51,6 +52,7 @@ type pgBatch struct {
 	attempts []Attempt
 	rows     []LedgerRow
 	outbox   []outboxRow
+	head     *ChainHead   // a held-back SaveHead
 	added    []receiptKey // known keys this batch inserted since the savepoint (Isolated)
 	err      error        // a failed flush; the batch must not commit
 }
@@ -219,29 +221,57 @@ func (p *pgBatch) insertReceipt(ctx context.Context, tx *sqlx.Tx, r Receipt) (in
 	return true, nil
 }
 
-// flush sends the held-back receipts, attempts and usage rows, one
-// statement per table, receipts first (the attempts' foreign key).
+// flush sends what the batch holds back in one statement, one
+// data-modifying WITH clause per table that has rows, and the head's update
+// if SaveHead held one back: each round trip is paid while every other
+// receiver waits for the head's lock. The clauses run as one statement, so
+// the attempts' and the outbox's foreign keys (checked at the statement's
+// end) see the receipts beside them.
 func (p *pgBatch) flush(ctx context.Context, tx *sqlx.Tx) error {
 	if p.err != nil {
 		return p.err
 	}
-	if err := p.flushReceipts(ctx, tx); err != nil {
-		p.err = err
-		return err
+	var w pgWith
+	p.withReceipts(&w)
+	p.withAttempts(&w)
+	p.withRows(&w)
+	p.withOutbox(&w)
+	if h := p.head; h != nil {
+		w.add("h", `UPDATE chain_head SET ledger_id = ?, ledger_hash = ?, receipt_id = ?, receipt_hash = ? WHERE id = 1`,
+			h.LedgerID, h.LedgerHash, h.ReceiptID, h.ReceiptHash)
 	}
-	if err := p.flushAttempts(ctx, tx); err != nil {
-		p.err = fmt.Errorf("insert delivery attempts: %w", err)
+	if len(w.clauses) == 0 {
+		return nil
+	}
+	count := "0"
+	if len(p.receipts) > 0 {
+		count = "(SELECT count(*) FROM r)"
+	}
+	var stored int64
+	if err := tx.QueryRowContext(ctx, "WITH "+strings.Join(w.clauses, ", ")+" SELECT "+count, w.args...).Scan(&stored); err != nil {
+		p.err = fmt.Errorf("insert the batch's receipts, attempts, ledger rows and outbox messages: %w", err)
 		return p.err
 	}
-	if err := p.flushRows(ctx, tx); err != nil {
-		p.err = fmt.Errorf("insert ledger rows: %w", err)
+	if n := len(p.receipts); stored != int64(n) {
+		// Cannot happen while every receipt insert takes the head's lock
+		// first; if it does, the batch fails rather than chain a receipt
+		// that is not there.
+		p.err = fmt.Errorf("insert receipts: %d of %d stored: another writer inserted receipts without the chain head's lock", stored, n)
 		return p.err
 	}
-	if err := p.flushOutbox(ctx, tx); err != nil { // after receipts: its foreign key
-		p.err = fmt.Errorf("insert outbox messages: %w", err)
-		return p.err
-	}
+	p.receipts, p.attempts, p.rows, p.outbox, p.head = p.receipts[:0], p.attempts[:0], p.rows[:0], p.outbox[:0], nil
 	return nil
+}
+
+// pgWith collects a flush's WITH clauses and their arguments, in order.
+type pgWith struct {
+	clauses []string
+	args    []any
+}
+
+func (w *pgWith) add(name, statement string, args ...any) {
+	w.clauses = append(w.clauses, name+" AS ("+statement+")")
+	w.args = append(w.args, args...)
 }
 
 // outboxRow is a held-back InsertOutbox.
@@ -251,29 +281,25 @@ type outboxRow struct {
 	now                  int64
 }
 
-func (p *pgBatch) flushOutbox(ctx context.Context, tx *sqlx.Tx) error {
+func (p *pgBatch) withOutbox(w *pgWith) {
 	n := len(p.outbox)
 	if n == 0 {
-		return nil
+		return
 	}
 	receipts, nows := make([]int64, n), make([]int64, n)
 	destinations, messages := make([]string, n), make([]string, n)
 	for i, o := range p.outbox {
 		receipts[i], destinations[i], messages[i], nows[i] = o.receiptID, o.destination, o.message, o.now
 	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO outbox (receipt_id, destination, message_id, status, created_at, pending_since, next_attempt_at)
+	w.add("o", `INSERT INTO outbox (receipt_id, destination, message_id, status, created_at, pending_since, next_attempt_at)
 		SELECT r, d, m, 'pending', t, t, t FROM unnest(?::bigint[], ?::text[], ?::text[], ?::bigint[]) WITH ORDINALITY AS o (r, d, m, t, n)
 		ORDER BY n`, receipts, destinations, messages, nows)
-	if err == nil {
-		p.outbox = p.outbox[:0]
-	}
-	return err
 }
 
-func (p *pgBatch) flushReceipts(ctx context.Context, tx *sqlx.Tx) error {
+func (p *pgBatch) withReceipts(w *pgWith) {
 	n := len(p.receipts)
 	if n == 0 {
-		return nil
+		return
 	}
 	var (
 		ids, received, processed                                           = make([]int64, n), make([]int64, n), make([]int64, n)
@@ -285,32 +311,19 @@ func (p *pgBatch) flushReceipts(ctx context.Context, tx *sqlx.Tx) error {
 		headers[i], statuses[i], errs[i], versions[i], src[i] = r.SignatureHeaders, r.Status, r.Error, r.HandlerVersion, r.Source
 		received[i], processed[i], prev[i], hashes[i] = r.ReceivedAt, r.ProcessedAt, r.PrevHash, r.RowHash
 	}
-	res, err := tx.ExecContext(ctx, `INSERT INTO receipts
+	w.add("r", `INSERT INTO receipts
 		(id, provider, event_id, event_type, body, body_sha256, signature_headers, status, error, handler_version, source, received_at, processed_at,
 		 prev_hash, row_hash)
 		SELECT * FROM unnest(?::bigint[], ?::text[], ?::text[], ?::text[], ?::bytea[], ?::bytea[], ?::text[], ?::text[], ?::text[], ?::text[],
 			?::text[], ?::bigint[], ?::bigint[], ?::bytea[], ?::bytea[])
-		ON CONFLICT (provider, event_id) DO NOTHING`,
+		ON CONFLICT (provider, event_id) DO NOTHING RETURNING 1`,
 		ids, providers, eventIDs, types, bodies, sums, headers, statuses, errs, versions, src, received, processed, prev, hashes)
-	if err != nil {
-		return fmt.Errorf("insert receipts: %w", err)
-	}
-	if stored, err := res.RowsAffected(); err != nil {
-		return err
-	} else if stored != int64(n) {
-		// Cannot happen while every receipt insert takes the head's lock
-		// first; if it does, the batch fails rather than chain a receipt
-		// that is not there.
-		return fmt.Errorf("insert receipts: %d of %d stored: another writer inserted receipts without the chain head's lock", stored, n)
-	}
-	p.receipts = p.receipts[:0]
-	return nil
 }
 
-func (p *pgBatch) flushAttempts(ctx context.Context, tx *sqlx.Tx) error {
+func (p *pgBatch) withAttempts(w *pgWith) {
 	n := len(p.attempts)
 	if n == 0 {
-		return nil
+		return
 	}
 	var (
 		received, codes                                                 = make([]int64, n), make([]int64, n)
@@ -322,7 +335,7 @@ func (p *pgBatch) flushAttempts(ctx context.Context, tx *sqlx.Tx) error {
 		providers[i], eventIDs[i], received[i], addrs[i], agents[i], requests[i] = a.Provider, a.EventID, a.ReceivedAt, a.RemoteAddr, a.UserAgent, a.RequestID
 		sums[i], headers[i], ages[i], outcomes[i], codes[i] = a.BodySHA256, a.SignatureHeaders, a.SignatureAgeMS, a.Outcome, int64(a.StatusCode)
 	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO delivery_attempts
+	w.add("a", `INSERT INTO delivery_attempts
 		(provider, event_id, received_at, remote_addr, user_agent, request_id, body_sha256, signature_headers, signature_age_ms, outcome, status_code)
 		SELECT provider, event_id, received_at, remote_addr, user_agent, request_id, body_sha256, signature_headers, signature_age_ms, outcome, status_code
 		FROM unnest(?::text[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::text[], ?::bytea[], ?::text[], ?::bigint[], ?::text[], ?::bigint[])
@@ -330,16 +343,12 @@ func (p *pgBatch) flushAttempts(ctx context.Context, tx *sqlx.Tx) error {
 				signature_age_ms, outcome, status_code, n)
 		ORDER BY n`, // in arrival order, as their ids
 		providers, eventIDs, received, addrs, agents, requests, sums, headers, ages, outcomes, codes)
-	if err == nil {
-		p.attempts = p.attempts[:0]
-	}
-	return err
 }
 
-func (p *pgBatch) flushRows(ctx context.Context, tx *sqlx.Tx) error {
+func (p *pgBatch) withRows(w *pgWith) {
 	n := len(p.rows)
 	if n == 0 {
-		return nil
+		return
 	}
 	var (
 		ids, quantities, occurred, recorded                                 = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
@@ -351,13 +360,9 @@ func (p *pgBatch) flushRows(ctx context.Context, tx *sqlx.Tx) error {
 		quantities[i], props[i], reasons[i], refs[i], occurred[i], recorded[i] = r.Quantity, r.Properties, r.Reason, r.Ref, r.OccurredAt, r.RecordedAt
 		prev[i], hashes[i] = r.PrevHash, r.RowHash
 	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO metered_usage
+	w.add("u", `INSERT INTO metered_usage
 		(id, kind, provider, event_id, customer_id, meter, quantity, properties, reason, ref, occurred_at, recorded_at, prev_hash, row_hash)
 		SELECT * FROM unnest(?::bigint[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::text[],
 			?::bigint[], ?::bigint[], ?::bytea[], ?::bytea[])`,
 		ids, kinds, providers, eventIDs, customers, meters, quantities, props, reasons, refs, occurred, recorded, prev, hashes)
-	if err == nil {
-		p.rows = p.rows[:0]
-	}
-	return err
 }
