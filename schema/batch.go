@@ -20,9 +20,9 @@ type Writer struct {
 
 // writeStmts are the hot path's statements: per delivery a receipt insert
 // (and, for a duplicate, the stored receipt's lookup), an attempt and its
-// usage rows; per batch one chain head update.
+// usage rows; per batch one read and one update of the chain head.
 type writeStmts struct {
-	insertReceipt, storedReceipt, insertAttempt, insertRow, saveHead *sql.Stmt
+	insertReceipt, storedReceipt, insertAttempt, insertRow, loadHead, saveHead *sql.Stmt
 	insertOutbox                                                     *sql.Stmt // outbox.go: one per forwarded destination of a new receipt
 }
 
@@ -31,6 +31,7 @@ func (s *writeStmts) each(fn func(dst **sql.Stmt, query string)) {
 	fn(&s.storedReceipt, storedReceiptSQL)
 	fn(&s.insertAttempt, insertAttemptSQL)
 	fn(&s.insertRow, insertLedgerRowSQL)
+	fn(&s.loadHead, latestHeadSQL)
 	fn(&s.saveHead, saveHeadSQL)
 	fn(&s.insertOutbox, insertOutboxSQL)
 }
@@ -87,6 +88,7 @@ func (w *Writer) Begin(ctx context.Context) (Batch, error) {
 	st.storedReceipt = tx.StmtContext(ctx, w.stmts.storedReceipt)
 	st.insertAttempt = tx.StmtContext(ctx, w.stmts.insertAttempt)
 	st.insertRow = tx.StmtContext(ctx, w.stmts.insertRow)
+	st.loadHead = tx.StmtContext(ctx, w.stmts.loadHead)
 	st.saveHead = tx.StmtContext(ctx, w.stmts.saveHead)
 	st.insertOutbox = tx.StmtContext(ctx, w.stmts.insertOutbox)
 	return Batch{tx: batchTx{Tx: tx}, st: st}, nil

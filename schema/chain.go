@@ -43,14 +43,19 @@ func latestHead(ctx context.Context, q sqlx.QueryerContext) (ChainHead, error) {
 
 func readHead(ctx context.Context, q sqlx.QueryerContext, query string) (ChainHead, error) {
 	var h ChainHead
-	err := q.QueryRowxContext(ctx, query).Scan(&h.LedgerID, &h.LedgerHash, &h.ReceiptID, &h.ReceiptHash)
-	if err != nil && predates(ctx, q, versionChained) {
-		return h, ErrNotChained
-	}
-	if err != nil {
-		return h, fmt.Errorf("load chain head: %w", err)
+	if err := q.QueryRowxContext(ctx, query).Scan(&h.LedgerID, &h.LedgerHash, &h.ReceiptID, &h.ReceiptHash); err != nil {
+		return h, headError(ctx, q, err)
 	}
 	return h, nil
+}
+
+// headError is a failed read of the chain head: ErrNotChained if the
+// database predates it.
+func headError(ctx context.Context, q sqlx.QueryerContext, err error) error {
+	if predates(ctx, q, versionChained) {
+		return ErrNotChained
+	}
+	return fmt.Errorf("load chain head: %w", err)
 }
 
 // The writer's batch (Batch, batch.go) reads the head and resolves
@@ -65,7 +70,11 @@ func (b Batch) LatestHead(ctx context.Context) (ChainHead, error) {
 		b.pg.locked = true
 		return readHead(ctx, b.tx, latestHeadSQL+` FOR UPDATE`)
 	}
-	return latestHead(ctx, b.tx)
+	var h ChainHead
+	if err := b.st.loadHead.QueryRowContext(ctx).Scan(&h.LedgerID, &h.LedgerHash, &h.ReceiptID, &h.ReceiptHash); err != nil {
+		return h, headError(ctx, b.tx, err)
+	}
+	return h, nil
 }
 
 // SaveHead advances the chain head to h, once per batch before COMMIT: one
