@@ -88,9 +88,11 @@ type Attempt struct {
 	StatusCode   int
 }
 
-// Apply inserts the receipt; only if it is new does it write the usage rows.
-// The unique key (provider, event_id) decides, inside the transaction, so
-// retries and racing deliveries can never apply an event twice.
+// Apply inserts the receipt, which keeps the attempt that inserted it; only
+// if it is new does it write the usage rows (and outbox messages). A
+// duplicate writes one delivery_attempts row, and nothing else. The unique
+// key (provider, event_id) decides, inside the transaction, so retries and
+// racing deliveries can never apply an event twice.
 func (d *Delivery) Apply(ctx context.Context, tx *Tx) error {
 	d.clean()
 	received := d.ReceivedAt.UnixMilli()
@@ -103,6 +105,18 @@ func (d *Delivery) Apply(ctx context.Context, tx *Tx) error {
 	link := ledger.ReceiptLink{Provider: d.Provider, EventID: d.EventID, EventType: d.EventType, BodySHA256: d.BodySHA256,
 		Status: string(d.Status), Source: string(d.Source), ReceivedAt: received}
 	head.Receipts.Next(&link)
+	// The attempt is built before the insert: a new receipt stores it in its
+	// own row (its outcome is inserted), a duplicate as a delivery_attempts
+	// row of its own.
+	a := schema.Attempt{Provider: d.Provider, EventID: d.EventID, ReceivedAt: received, RemoteAddr: d.Attempt.RemoteAddr,
+		UserAgent: d.Attempt.UserAgent, RequestID: d.Attempt.RequestID, BodySHA256: d.BodySHA256,
+		SignatureHeaders: d.SignatureHeaders, Outcome: string(OutcomeInserted), StatusCode: d.Attempt.StatusCode}
+	if d.Attempt.SignatureAge != nil {
+		// A field of d, already on the heap: pointing at a local would move
+		// it there, one allocation per delivery.
+		d.ageMS = d.Attempt.SignatureAge.Milliseconds()
+		a.SignatureAgeMS = &d.ageMS
+	}
 	// The unique key, not a prior read, tells a new event from a duplicate:
 	// the insert does nothing when (provider, event_id) is already stored.
 	// Plain strings throughout (link's, not the Status and Source types):
@@ -111,7 +125,7 @@ func (d *Delivery) Apply(ctx context.Context, tx *Tx) error {
 	inserted, err := tx.b.InsertReceipt(ctx, schema.Receipt{ID: link.ID, Provider: d.Provider, EventID: d.EventID,
 		EventType: d.EventType, Body: d.Body, BodySHA256: d.BodySHA256, SignatureHeaders: d.SignatureHeaders,
 		Status: link.Status, Error: d.Error, HandlerVersion: d.HandlerVersion, Source: link.Source,
-		ReceivedAt: received, ProcessedAt: tx.now, PrevHash: link.PrevHash, RowHash: link.RowHash})
+		ReceivedAt: received, ProcessedAt: tx.now, PrevHash: link.PrevHash, RowHash: link.RowHash}, a)
 	if err != nil {
 		return fmt.Errorf("insert receipt %s/%s: %w", d.Provider, d.EventID, err)
 	}
@@ -126,28 +140,17 @@ func (d *Delivery) Apply(ctx context.Context, tx *Tx) error {
 		if err := d.appendRows(ctx, tx); err != nil {
 			return err
 		}
-		if err := d.insertOutbox(ctx, tx, link.ID); err != nil {
-			return err
-		}
-	} else {
-		stored, status, err := tx.b.StoredReceipt(ctx, d.Provider, d.EventID)
-		if err != nil {
-			return fmt.Errorf("read stored receipt %s/%s: %w", d.Provider, d.EventID, err)
-		}
-		d.Outcome, d.StoredStatus = OutcomeDuplicate, Status(status)
-		if !bytes.Equal(stored, d.BodySHA256) {
-			d.Outcome = OutcomePayloadMismatch
-		}
+		return d.insertOutbox(ctx, tx, link.ID)
 	}
-	a := schema.Attempt{Provider: d.Provider, EventID: d.EventID, ReceivedAt: received, RemoteAddr: d.Attempt.RemoteAddr,
-		UserAgent: d.Attempt.UserAgent, RequestID: d.Attempt.RequestID, BodySHA256: d.BodySHA256,
-		SignatureHeaders: d.SignatureHeaders, Outcome: string(d.Outcome), StatusCode: d.Attempt.StatusCode}
-	if d.Attempt.SignatureAge != nil {
-		// A field of d, already on the heap: pointing at a local would move
-		// it there, one allocation per delivery.
-		d.ageMS = d.Attempt.SignatureAge.Milliseconds()
-		a.SignatureAgeMS = &d.ageMS
+	stored, status, err := tx.b.StoredReceipt(ctx, d.Provider, d.EventID)
+	if err != nil {
+		return fmt.Errorf("read stored receipt %s/%s: %w", d.Provider, d.EventID, err)
 	}
+	d.Outcome, d.StoredStatus = OutcomeDuplicate, Status(status)
+	if !bytes.Equal(stored, d.BodySHA256) {
+		d.Outcome = OutcomePayloadMismatch
+	}
+	a.Outcome = string(d.Outcome)
 	if err := tx.b.InsertAttempt(ctx, a); err != nil {
 		return fmt.Errorf("insert delivery attempt %s/%s: %w", d.Provider, d.EventID, err)
 	}

@@ -65,13 +65,12 @@ func TestDeliveryIsStoredWithItsUsage(t *testing.T) {
 		if !bytes.Equal(u.RowHash, u.Hash(ledger.GenesisHash)) {
 			t.Errorf("row hash does not chain from genesis")
 		}
-		var outcome custody.Outcome
-		var age int64
-		if err := e.DB.Read.QueryRow(`SELECT outcome, signature_age_ms FROM delivery_attempts`).Scan(&outcome, &age); err != nil {
-			t.Fatal(err)
+		as := e.AllAttempts()
+		if len(as) != 1 {
+			t.Fatalf("%d attempts, want 1", len(as))
 		}
-		if outcome != custody.OutcomeInserted || age != 0 {
-			t.Errorf("attempt outcome %q age %d", outcome, age)
+		if a := as[0]; a.Outcome != string(custody.OutcomeInserted) || a.SignatureAgeMS == nil || *a.SignatureAgeMS != 0 {
+			t.Errorf("attempt outcome %q age %v", a.Outcome, a.SignatureAgeMS)
 		}
 	})
 }
@@ -109,8 +108,12 @@ func TestSameEventFiftyTimesConcurrently(t *testing.T) {
 		if got := e.Totals()["cus_1"]; got != 2_500_000 {
 			t.Errorf("total = %s, want 2.5", got)
 		}
-		var dups int
-		e.DB.Read.Get(&dups, `SELECT COUNT(*) FROM delivery_attempts WHERE outcome = 'duplicate'`)
+		dups := 0
+		for _, a := range e.EventAttempts("default", "msg_same") {
+			if a.Outcome == string(custody.OutcomeDuplicate) {
+				dups++
+			}
+		}
 		if dups != 49 {
 			t.Errorf("%d duplicate attempts, want 49", dups)
 		}
@@ -394,10 +397,9 @@ func TestSameIDDifferentBodyIsAPayloadMismatch(t *testing.T) {
 		if r.Code != 200 || !r.Body.Duplicate {
 			t.Fatalf("got %d %+v", r.Code, r.Body)
 		}
-		var outcome custody.Outcome
-		e.DB.Read.Get(&outcome, `SELECT outcome FROM delivery_attempts ORDER BY id DESC LIMIT 1`)
-		if outcome != custody.OutcomePayloadMismatch {
-			t.Errorf("outcome %q, want payload_mismatch", outcome)
+		as := e.EventAttempts("default", "msg_x")
+		if len(as) != 2 || as[0].Outcome != string(custody.OutcomeInserted) || as[1].Outcome != string(custody.OutcomePayloadMismatch) {
+			t.Errorf("attempts %+v, want inserted then payload_mismatch", as)
 		}
 		if got := e.Totals()["cus_1"]; got != ledger.Scale {
 			t.Errorf("total = %s, want 1: the mismatching body must add nothing", got)

@@ -16,7 +16,7 @@ func TestAPIKeysMigrationKeepsReceiptsAndAdmitsSourceAPI(t *testing.T) {
 	// An outbox message (0007) points at a receipt by id: the rebuilt table must keep it pointing.
 	old.MustExec(`INSERT INTO outbox (receipt_id, destination, message_id, status, created_at, pending_since, next_attempt_at)
 		VALUES (7, 'crm', 'msg_1', 'pending', 1, 1, 1)`)
-	queries := []string{`SELECT * FROM receipts ORDER BY id`, `SELECT * FROM delivery_attempts ORDER BY id`, `SELECT * FROM replays ORDER BY id`,
+	queries := []string{receiptsAt8, `SELECT * FROM delivery_attempts ORDER BY id`, `SELECT * FROM replays ORDER BY id`,
 		`SELECT * FROM outbox ORDER BY id`}
 	var before []string
 	for _, q := range queries {

@@ -6,7 +6,10 @@ import (
 	"github.com/jmoiron/sqlx"
 )
 
-// Attempt is one stored delivery attempt of an event.
+// Attempt is one stored delivery attempt of an event. The first attempt of
+// a receipt stored since migration 0009 is kept in the receipt's row and has
+// no id of its own (ID 0); every other attempt is a delivery_attempts row,
+// ID its row id (ids grow in arrival order).
 type Attempt struct {
 	ID               int64  `db:"id"`
 	Provider         string `db:"provider"`
@@ -23,42 +26,81 @@ type Attempt struct {
 	StatusCode     int    `db:"status_code"`
 }
 
+// versionFirstAttempt is the migration that keeps a receipt's first attempt
+// in its row (receipts.status_code IS NOT NULL); a receipt stored before it
+// has its first attempt as a delivery_attempts row.
+const versionFirstAttempt = 9
+
+// inlineAttempts selects the first attempts kept in receipts rows as
+// delivery attempts, with the columns of attemptColumns.
+const inlineAttempts = `SELECT provider, event_id, 0 AS id, received_at, remote_addr, user_agent, request_id,
+	body_sha256, signature_headers, signature_age_ms, 'inserted' AS outcome, status_code FROM receipts WHERE status_code IS NOT NULL`
+
+const attemptColumns = `provider, event_id, id, received_at, remote_addr, user_agent, request_id,
+	body_sha256, signature_headers, signature_age_ms, outcome, status_code`
+
 const insertAttemptSQL = `INSERT INTO delivery_attempts
 	(provider, event_id, received_at, remote_addr, user_agent, request_id, body_sha256, signature_headers, signature_age_ms, outcome, status_code)
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
-// InsertAttempt records one delivery attempt (ID is assigned, and ignored
-// here). a is passed by value, once per delivery.
+// InsertAttempt records a redelivery (outcome duplicate or
+// payload_mismatch) of an event that has its receipt; the attempt that
+// inserted a receipt is stored with it (InsertReceipt). ID is assigned, and
+// ignored here. a is passed by value, once per delivery.
 func (b Batch) InsertAttempt(ctx context.Context, a Attempt) error {
 	if b.pg != nil {
 		b.pg.attempts = append(b.pg.attempts, a)
 		return nil
 	}
-	// A plain int64 (or nil) in the interface: database/sql would
-	// dereference a pointer by reflection.
-	var age any
-	if a.SignatureAgeMS != nil {
-		age = *a.SignatureAgeMS
-	}
 	_, err := b.st.insertAttempt.ExecContext(ctx, a.Provider, a.EventID, a.ReceivedAt, a.RemoteAddr, a.UserAgent, a.RequestID,
-		a.BodySHA256, a.SignatureHeaders, age, a.Outcome, a.StatusCode)
+		a.BodySHA256, a.SignatureHeaders, signatureAge(a.SignatureAgeMS), a.Outcome, a.StatusCode)
 	return err
 }
 
+// signatureAge is a plain int64 (or nil) in the interface: database/sql
+// would dereference a pointer by reflection.
+func signatureAge(ms *int64) any {
+	if ms == nil {
+		return nil
+	}
+	return *ms
+}
+
 // EventAttempts reads every delivery attempt of provider's events eventIDs,
-// in id (arrival) order within each event.
+// wherever it is stored: within each event the first attempt first (kept in
+// the receipt, or on a receipt from before migration 0009 the oldest
+// delivery_attempts row), then the redeliveries in id (arrival) order.
 func (tx *ReadTx) EventAttempts(ctx context.Context, provider string, eventIDs []string) ([]Attempt, error) {
 	var out []Attempt
 	err := eventIDChunks(provider, eventIDs, func(in string, args []any) error {
 		var as []Attempt
-		if err := sqlx.SelectContext(ctx, tx.tx, &as, `SELECT provider, event_id, id, received_at, remote_addr, user_agent, request_id,
-			body_sha256, signature_headers, signature_age_ms, outcome, status_code FROM delivery_attempts WHERE `+in+` ORDER BY id`, args...); err != nil {
+		// Inline attempts have id 0, so they sort before every row. Both
+		// halves are probes of a (provider, event_id) index.
+		err := sqlx.SelectContext(ctx, tx.tx, &as, inlineAttempts+` AND `+in+` UNION ALL SELECT `+attemptColumns+
+			` FROM delivery_attempts WHERE `+in+` ORDER BY id`, append(args, args...)...)
+		if err != nil && predates(ctx, tx.tx, versionFirstAttempt) { // a read-only open of an older database
+			err = sqlx.SelectContext(ctx, tx.tx, &as, `SELECT `+attemptColumns+` FROM delivery_attempts WHERE `+in+` ORDER BY id`, args...)
+		}
+		if err != nil {
 			return err
 		}
 		out = append(out, as...)
 		return nil
 	})
 	return out, err
+}
+
+// CountAttempts counts every delivery attempt: the first attempts kept in
+// receipts and the delivery_attempts rows. The first half reads every
+// receipt (no index holds status_code): for tests, copy and bench, not for
+// a scrape.
+func (db *DB) CountAttempts(ctx context.Context) (int64, error) {
+	var n int64
+	err := db.Read.GetContext(ctx, &n, `SELECT (SELECT COUNT(status_code) FROM receipts) + (SELECT COUNT(*) FROM delivery_attempts)`)
+	if err != nil && predates(ctx, db.Read, versionFirstAttempt) {
+		err = db.Read.GetContext(ctx, &n, `SELECT COUNT(*) FROM delivery_attempts`)
+	}
+	return n, err
 }
 
 // Mismatch is a payload_mismatch attempt beside the receipt it collided with.

@@ -76,7 +76,8 @@ func (db *DB) ReceiptsInRange(ctx context.Context, r EventRange) (int, error) {
 }
 
 // AttemptOutcomesInRange counts the delivery attempts of the events in r by
-// outcome (inserted, duplicate, payload_mismatch).
+// outcome (inserted, duplicate, payload_mismatch), wherever they are stored:
+// the first attempts kept in receipts count as inserted.
 func (db *DB) AttemptOutcomesInRange(ctx context.Context, r EventRange) (map[string]int, error) {
 	out := map[string]int{}
 	err := r.each(func(where string, args []any) error {
@@ -90,6 +91,14 @@ func (db *DB) AttemptOutcomesInRange(ctx context.Context, r EventRange) (map[str
 		}
 		for _, o := range rows {
 			out[o.Outcome] += o.N
+		}
+		var inline int
+		err := sqlx.GetContext(ctx, db.Read, &inline, `SELECT COUNT(status_code) FROM receipts WHERE `+where, args...)
+		if err != nil && !predates(ctx, db.Read, versionFirstAttempt) {
+			return err
+		}
+		if inline > 0 {
+			out["inserted"] += inline
 		}
 		return nil
 	})

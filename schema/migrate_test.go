@@ -35,6 +35,11 @@ func openAt(t *testing.T, version int) (string, *sqlx.DB) {
 	return path, db
 }
 
+// receiptsAt8 reads receipts with the columns they had at version 8 (0009
+// adds the first attempt's), for a test of an older migration to compare.
+const receiptsAt8 = `SELECT id, provider, event_id, event_type, body, body_sha256, signature_headers, status, error,
+	handler_version, source, received_at, processed_at, prev_hash, row_hash FROM receipts ORDER BY id`
+
 // fillCustody writes a receipt with two attempts and a replay, and one
 // ignored receipt with one attempt, through plain SQL.
 func fillCustody(t *testing.T, db *sqlx.DB) {

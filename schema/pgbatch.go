@@ -48,7 +48,7 @@ type pgBatch struct {
 	expected []ReceiptKey                 // keys Expect announced, not read yet
 	known    map[receiptKey]storedReceipt // receipts that exist, or that this batch inserts
 	absent   map[receiptKey]bool          // keys read and found missing (and not inserted since)
-	receipts []Receipt
+	receipts []pgReceipt
 	attempts []Attempt
 	rows     []LedgerRow
 	outbox   []outboxRow
@@ -208,8 +208,15 @@ func containsKey(keys []ReceiptKey, k receiptKey) bool {
 	return false
 }
 
+// pgReceipt is a held-back InsertReceipt: the receipt and the attempt that
+// inserted it.
+type pgReceipt struct {
+	Receipt
+	first Attempt
+}
+
 // insertReceipt holds r back if no receipt has its key; inserted says so.
-func (p *pgBatch) insertReceipt(ctx context.Context, tx *sqlx.Tx, r Receipt) (inserted bool, err error) {
+func (p *pgBatch) insertReceipt(ctx context.Context, tx *sqlx.Tx, r Receipt, first Attempt) (inserted bool, err error) {
 	k := receiptKey{r.Provider, r.EventID}
 	if _, exists, err := p.lookup(ctx, tx, k); err != nil || exists {
 		return false, err
@@ -217,16 +224,17 @@ func (p *pgBatch) insertReceipt(ctx context.Context, tx *sqlx.Tx, r Receipt) (in
 	p.known[k] = storedReceipt{sha: r.BodySHA256, status: r.Status}
 	delete(p.absent, k)
 	p.added = append(p.added, k)
-	p.receipts = append(p.receipts, r)
+	p.receipts = append(p.receipts, pgReceipt{r, first})
 	return true, nil
 }
 
 // flush sends what the batch holds back in one statement, one
-// data-modifying WITH clause per table that has rows, and the head's update
-// if SaveHead held one back: each round trip is paid while every other
-// receiver waits for the head's lock. The clauses run as one statement, so
-// the attempts' and the outbox's foreign keys (checked at the statement's
-// end) see the receipts beside them.
+// data-modifying WITH clause per table that has rows (the receipts each with
+// its first attempt, the redeliveries' attempts, the usage rows, the outbox
+// rows), and the head's update if SaveHead held one back: each round trip is
+// paid while every other receiver waits for the head's lock. The clauses run
+// as one statement, so the attempts' and the outbox's foreign keys (checked
+// at the statement's end) see the receipts beside them.
 func (p *pgBatch) flush(ctx context.Context, tx *sqlx.Tx) error {
 	if p.err != nil {
 		return p.err
@@ -305,19 +313,24 @@ func (p *pgBatch) withReceipts(w *pgWith) {
 		ids, received, processed                                           = make([]int64, n), make([]int64, n), make([]int64, n)
 		providers, eventIDs, types, headers, statuses, errs, versions, src = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		bodies, sums, prev, hashes                                         = make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n)
+		addrs, agents, requests                                            = make([]string, n), make([]string, n), make([]string, n)
+		ages                                                               = make([]*int64, n)
+		codes                                                              = make([]int64, n)
 	)
 	for i, r := range p.receipts {
 		ids[i], providers[i], eventIDs[i], types[i], bodies[i], sums[i] = r.ID, r.Provider, r.EventID, r.EventType, r.Body, r.BodySHA256
 		headers[i], statuses[i], errs[i], versions[i], src[i] = r.SignatureHeaders, r.Status, r.Error, r.HandlerVersion, r.Source
 		received[i], processed[i], prev[i], hashes[i] = r.ReceivedAt, r.ProcessedAt, r.PrevHash, r.RowHash
+		addrs[i], agents[i], requests[i], ages[i], codes[i] = r.first.RemoteAddr, r.first.UserAgent, r.first.RequestID, r.first.SignatureAgeMS, int64(r.first.StatusCode)
 	}
 	w.add("r", `INSERT INTO receipts
 		(id, provider, event_id, event_type, body, body_sha256, signature_headers, status, error, handler_version, source, received_at, processed_at,
-		 prev_hash, row_hash)
+		 prev_hash, row_hash, remote_addr, user_agent, request_id, signature_age_ms, status_code)
 		SELECT * FROM unnest(?::bigint[], ?::text[], ?::text[], ?::text[], ?::bytea[], ?::bytea[], ?::text[], ?::text[], ?::text[], ?::text[],
-			?::text[], ?::bigint[], ?::bigint[], ?::bytea[], ?::bytea[])
+			?::text[], ?::bigint[], ?::bigint[], ?::bytea[], ?::bytea[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[])
 		ON CONFLICT (provider, event_id) DO NOTHING RETURNING 1`,
-		ids, providers, eventIDs, types, bodies, sums, headers, statuses, errs, versions, src, received, processed, prev, hashes)
+		ids, providers, eventIDs, types, bodies, sums, headers, statuses, errs, versions, src, received, processed, prev, hashes,
+		addrs, agents, requests, ages, codes)
 }
 
 func (p *pgBatch) withAttempts(w *pgWith) {

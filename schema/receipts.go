@@ -37,25 +37,33 @@ type Receipt struct {
 // The hot path's receipt statements, prepared once by OpenWriter. ON
 // CONFLICT DO NOTHING changes no row when (provider, event_id) exists: the
 // unique constraint, inside the batch's transaction, tells a new event from
-// a duplicate (PostgreSQL reads the same statement alike).
+// a duplicate (PostgreSQL reads the same statement alike). A new receipt
+// carries the attempt that inserted it (migration 0009): its own fields
+// are the last five columns.
 const (
 	insertReceiptSQL = `INSERT INTO receipts
 	(id, provider, event_id, event_type, body, body_sha256, signature_headers, status, error, handler_version, source, received_at, processed_at,
-	 prev_hash, row_hash)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	 prev_hash, row_hash, remote_addr, user_agent, request_id, signature_age_ms, status_code)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (provider, event_id) DO NOTHING`
 	storedReceiptSQL = `SELECT body_sha256, status FROM receipts WHERE provider = ? AND event_id = ?`
 )
 
-// InsertReceipt stores r unless provider and event id already have a
-// receipt: inserted says which. Pruned is ignored. r is passed by value: the
-// writer calls this once per delivery, and a value keeps it off the heap.
-func (b Batch) InsertReceipt(ctx context.Context, r Receipt) (inserted bool, err error) {
+// InsertReceipt stores r, with first as the delivery attempt that inserted
+// it, unless provider and event id already have a receipt: inserted says
+// which. A duplicate stores nothing here: its attempt is the caller's
+// InsertAttempt. Of first only its own fields are stored (remote address,
+// user agent, request id, signature age, status code): its time, body
+// digest and signature headers are r's, its outcome inserted. Pruned is
+// ignored. r and first are passed by value: the writer calls this once per
+// delivery, and values keep them off the heap.
+func (b Batch) InsertReceipt(ctx context.Context, r Receipt, first Attempt) (inserted bool, err error) {
 	if b.pg != nil {
-		return b.pg.insertReceipt(ctx, b.tx.Tx, r)
+		return b.pg.insertReceipt(ctx, b.tx.Tx, r, first)
 	}
 	res, err := b.st.insertReceipt.ExecContext(ctx, r.ID, r.Provider, r.EventID, r.EventType, r.Body, r.BodySHA256,
-		r.SignatureHeaders, r.Status, r.Error, r.HandlerVersion, r.Source, r.ReceivedAt, r.ProcessedAt, r.PrevHash, r.RowHash)
+		r.SignatureHeaders, r.Status, r.Error, r.HandlerVersion, r.Source, r.ReceivedAt, r.ProcessedAt, r.PrevHash, r.RowHash,
+		first.RemoteAddr, first.UserAgent, first.RequestID, signatureAge(first.SignatureAgeMS), first.StatusCode)
 	if err != nil {
 		return false, err
 	}

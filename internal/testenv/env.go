@@ -305,11 +305,11 @@ func (e *Env) Int(query string, args ...any) int {
 	return n
 }
 
-// Rows counts receipts, delivery attempts and usage rows, the three tables
-// every delivery writes.
+// Rows counts receipts, delivery attempts (wherever stored: Attempts) and
+// usage rows, what every delivery writes.
 func (e *Env) Rows() [3]int {
 	e.T.Helper()
-	return [3]int{e.Count("receipts"), e.Count("delivery_attempts"), e.Count("metered_usage")}
+	return [3]int{e.Count("receipts"), e.Attempts(), e.Count("metered_usage")}
 }
 
 // Totals sums usage per customer in micro-units.

@@ -1,0 +1,115 @@
+package testenv
+
+import (
+	"context"
+	"testing"
+
+	"github.com/hookledger/hookledger/schema"
+)
+
+// Delivery attempts are stored in two places (migration 0009): the first
+// attempt of a receipt in the receipt's row, every redelivery in
+// delivery_attempts. Tests count and read them here, through the readers
+// the product uses (schema.CountAttempts, ReadTx.EventAttempts), so their
+// assertions mean "attempts", wherever one is stored.
+
+// Attempts counts every delivery attempt in the database.
+func (e *Env) Attempts() int {
+	e.T.Helper()
+	n, err := e.DB.CountAttempts(context.Background())
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	return int(n)
+}
+
+// EventAttempts reads provider's attempts of eventIDs as the dispute trace
+// does: per event the first attempt first, then the redeliveries.
+func (e *Env) EventAttempts(provider string, eventIDs ...string) []schema.Attempt {
+	e.T.Helper()
+	as, err := EventAttempts(e.DB, provider, eventIDs...)
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	return as
+}
+
+// AllAttempts reads every attempt of every receipt, providers in name order
+// and within one as EventAttempts orders them.
+func (e *Env) AllAttempts() []schema.Attempt {
+	e.T.Helper()
+	as, err := AllAttempts(e.DB)
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	return as
+}
+
+// CountAttempts counts the attempts in the database at path (a SQLite file
+// or a postgres:// URL), opened read-only, for which keep is true (nil:
+// every attempt).
+func CountAttempts(t testing.TB, path string, keep func(schema.Attempt) bool) int {
+	t.Helper()
+	db, err := schema.Open(context.Background(), path, schema.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if keep == nil {
+		n, err := db.CountAttempts(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return int(n)
+	}
+	as, err := AllAttempts(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, a := range as {
+		if keep(a) {
+			n++
+		}
+	}
+	return n
+}
+
+// EventAttempts reads provider's attempts of eventIDs in db.
+func EventAttempts(db *schema.DB, provider string, eventIDs ...string) ([]schema.Attempt, error) {
+	var as []schema.Attempt
+	err := db.View(context.Background(), func(tx *schema.ReadTx) error {
+		var err error
+		as, err = tx.EventAttempts(context.Background(), provider, eventIDs)
+		return err
+	})
+	return as, err
+}
+
+// AllAttempts reads every attempt in db, receipt by receipt.
+func AllAttempts(db *schema.DB) ([]schema.Attempt, error) {
+	var keys []struct {
+		Provider string `db:"provider"`
+		EventID  string `db:"event_id"`
+	}
+	if err := db.Read.Select(&keys, `SELECT provider, event_id FROM receipts ORDER BY provider, id`); err != nil {
+		return nil, err
+	}
+	byProvider := map[string][]string{}
+	var providers []string
+	for _, k := range keys {
+		if byProvider[k.Provider] == nil {
+			providers = append(providers, k.Provider)
+		}
+		byProvider[k.Provider] = append(byProvider[k.Provider], k.EventID)
+	}
+	var out []schema.Attempt
+	for _, p := range providers {
+		as, err := EventAttempts(db, p, byProvider[p]...)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, as...)
+	}
+	return out, nil
+}
