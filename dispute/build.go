@@ -335,7 +335,7 @@ func (b *builder) summarize() {
 				s.PayloadMismatches++
 			}
 			if a.Signature.Status == Invalid && e.Verification.Status != Invalid {
-				s.Problems = append(s.Problems, fmt.Sprintf("event %s:%s attempt %d: %s", e.Provider, e.EventID, a.ID, a.Signature.Detail))
+				s.Problems = append(s.Problems, fmt.Sprintf("event %s:%s %s: %s", e.Provider, e.EventID, a.Name(), a.Signature.Detail))
 			}
 		}
 	}

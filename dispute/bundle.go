@@ -44,9 +44,10 @@ type Evidence struct {
 	NoRecipe         string         `json:"no_recipe,omitempty"` // why there is no recipe
 }
 
-// AttemptFiles locates one delivery attempt's signature headers.
+// AttemptFiles locates one delivery attempt's signature headers. ID is as
+// AttemptView's (left out for the first delivery kept in its receipt).
 type AttemptFiles struct {
-	ID               int64        `json:"id"`
+	ID               int64        `json:"id,omitempty"`
 	Outcome          string       `json:"outcome"`
 	SignatureHeaders string       `json:"signature_headers"`
 	Signature        Verification `json:"signature"`
@@ -81,7 +82,7 @@ func (v *Verifier) WriteBundle(w io.Writer, tr *Trace) error {
 		}
 		for _, a := range ev.Attempts {
 			af := AttemptFiles{ID: a.ID, Outcome: a.Outcome, Signature: a.Signature,
-				SignatureHeaders: fmt.Sprintf("%s/attempts/%d-%s.txt", dir, a.ID, a.Outcome)}
+				SignatureHeaders: fmt.Sprintf("%s/attempts/%s-%s.txt", dir, a.Label(), a.Outcome)}
 			files[af.SignatureHeaders] = []byte(a.SignatureHeaders)
 			e.Attempts = append(e.Attempts, af)
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/schema"
 )
 
@@ -64,6 +65,10 @@ func (b *builder) fillEvent(ev *EventView, rc *schema.Receipt, attempts []schema
 	headers := ""
 	if rc != nil {
 		st = &stored{provider: ev.Provider, source: rc.Source, body: rc.Body, pruned: rc.Pruned, sha: rc.BodySHA256}
+		if len(rc.RowHash) > 0 {
+			st.link = &ledger.ReceiptLink{ID: rc.ID, Provider: rc.Provider, EventID: rc.EventID, EventType: rc.EventType, BodySHA256: rc.BodySHA256,
+				Status: rc.FirstStatus, Source: rc.Source, ReceivedAt: rc.ReceivedAt, PrevHash: rc.PrevHash, RowHash: rc.RowHash}
+		}
 		if !rc.Pruned && st.body == nil {
 			st.body = []byte{} // an empty body is not a pruned one
 		}

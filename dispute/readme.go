@@ -27,7 +27,8 @@ func readme(m *Manifest) []byte {
 	p("    body.raw                 the raw body, byte for byte as received")
 	p("    signature-headers.txt    the signature headers it arrived with, one \"Name: value\" a line")
 	p("    attempts/ID-OUTCOME.txt  each delivery attempt's own signature headers (retries are")
-	p("                             signed afresh)")
+	p("                             signed afresh); ID \"first\" is the delivery that stored the")
+	p("                             receipt, kept in it (it has no attempt id of its own)")
 	p("")
 	p("What was billed")
 	if len(tr.Invoices) == 0 {

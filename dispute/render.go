@@ -259,7 +259,7 @@ func (p *printer) event(ev EventView) {
 		if a.Signature.Status != Valid {
 			sig = shortStatus(a.Signature.Status)
 		}
-		out = append(out, []string{strconv.FormatInt(a.ID, 10), stamp(a.ReceivedAt), a.Outcome, strconv.Itoa(a.StatusCode), age, sig})
+		out = append(out, []string{a.Label(), stamp(a.ReceivedAt), a.Outcome, strconv.Itoa(a.StatusCode), age, sig})
 		note := "from " + a.RemoteAddr
 		if a.UserAgent != "" {
 			note += ", " + a.UserAgent
@@ -270,7 +270,7 @@ func (p *printer) event(ev EventView) {
 		{"signature", false}}, out, notes)
 	for _, a := range ev.Attempts {
 		if a.Signature.Status != Valid && a.Signature.Status != ev.Verification.Status {
-			p.wrap(fmt.Sprintf("    attempt %d: ", a.ID), "      ", a.Signature.Text+": "+a.Signature.Detail)
+			p.wrap(fmt.Sprintf("    %s: ", a.Name()), "      ", a.Signature.Text+": "+a.Signature.Detail)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/hookledger/hookledger/ledger"
@@ -145,8 +146,11 @@ type ReceiptView struct {
 }
 
 // AttemptView is one delivery of an event, with its own signature checked.
+// ID is the attempt's row id; the first delivery of an event stored since
+// migration 0009 is kept in its receipt and has none (0, left out of the
+// JSON; Label says "first").
 type AttemptView struct {
-	ID               int64        `json:"id"`
+	ID               int64        `json:"id,omitempty"`
 	ReceivedAt       time.Time    `json:"received_at"`
 	RemoteAddr       string       `json:"remote_addr"`
 	UserAgent        string       `json:"user_agent"`
@@ -157,6 +161,23 @@ type AttemptView struct {
 	BodySHA256       string       `json:"body_sha256"`
 	SignatureHeaders string       `json:"signature_headers"`
 	Signature        Verification `json:"signature"`
+}
+
+// Label names the attempt in a table or a file name: its id, or "first"
+// for the first delivery kept in the receipt.
+func (a AttemptView) Label() string {
+	if a.ID == 0 {
+		return "first"
+	}
+	return strconv.FormatInt(a.ID, 10)
+}
+
+// Name names the attempt in a sentence: "attempt 17", "the first attempt".
+func (a AttemptView) Name() string {
+	if a.ID == 0 {
+		return "the first attempt"
+	}
+	return "attempt " + strconv.FormatInt(a.ID, 10)
 }
 
 // Summary counts what the trace holds and lists what did not check out.

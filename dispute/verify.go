@@ -11,6 +11,7 @@ import (
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/receiver"
 	"github.com/hookledger/hookledger/scheme"
 )
@@ -89,6 +90,9 @@ type stored struct {
 	body             []byte // nil when pruned
 	pruned           bool
 	sha              []byte // body_sha256 recorded on arrival
+	// link is the receipt's link in the receipts chain, nil on a receipt
+	// that was never chained (a database from before the chain).
+	link *ledger.ReceiptLink
 }
 
 // receipt re-verifies a receipt's body with the signature headers it arrived
@@ -106,6 +110,12 @@ func (v *Verifier) receipt(s *stored, headers string, inserted []byte) Verificat
 	}
 	if inserted != nil && !bytes.Equal(inserted, s.sha) {
 		return verdict(Invalid, "invalid", "the receipt's body_sha256 %x differs from the %x the delivery that inserted it recorded: the receipt was rewritten", s.sha, inserted)
+	}
+	// A receipt keeps the attempt that inserted it in its own row (there is
+	// then no second digest to compare with), and its chain link covers its
+	// digest: a body and digest rewritten together fail here.
+	if s.link != nil && !bytes.Equal(s.link.Hash(s.link.PrevHash), s.link.RowHash) {
+		return verdict(Invalid, "invalid", "the receipt's custody facts (body_sha256 %x, type, status as stored, source, time) do not match its row_hash in the receipts chain: the receipt was rewritten", s.sha)
 	}
 	return v.signature(s, headers)
 }

@@ -32,6 +32,10 @@ type Receipt struct {
 	// (custody computes them; InsertReceipt stores them).
 	PrevHash []byte `db:"prev_hash"`
 	RowHash  []byte `db:"row_hash"`
+	// FirstStatus is the status the receipt was stored with, before any
+	// replay: what its chain link covers (EventReceipts reads it; empty
+	// elsewhere).
+	FirstStatus string `db:"first_status"`
 }
 
 // The hot path's receipt statements, prepared once by OpenWriter. ON
@@ -142,13 +146,23 @@ func eventIDChunks(provider string, ids []string, fn func(in string, args []any)
 }
 
 // EventReceipts reads the receipts of provider's events eventIDs that exist,
-// in no particular order; the unique (provider, event_id) index answers it.
+// with their chain links, in no particular order; the unique (provider,
+// event_id) index answers it. On a database from before the receipts chain
+// (a read-only open of an older one) the links are empty.
 func (tx *ReadTx) EventReceipts(ctx context.Context, provider string, eventIDs []string) ([]Receipt, error) {
 	var out []Receipt
 	err := eventIDChunks(provider, eventIDs, func(in string, args []any) error {
 		var rs []Receipt
-		if err := sqlx.SelectContext(ctx, tx.tx, &rs, `SELECT provider, event_id, event_type, status, error, source, handler_version,
-			received_at, processed_at, body, body IS NULL AS pruned, body_sha256, signature_headers FROM receipts WHERE `+in, args...); err != nil {
+		const columns = `SELECT provider, event_id, event_type, status, error, source, handler_version,
+			received_at, processed_at, body, body IS NULL AS pruned, body_sha256, signature_headers`
+		// The status as first stored, as scanReceiptLinks reads it.
+		err := sqlx.SelectContext(ctx, tx.tx, &rs, columns+`, id, prev_hash, row_hash,
+			COALESCE((SELECT p.from_status FROM replays p WHERE p.provider = r.provider AND p.event_id = r.event_id ORDER BY p.id LIMIT 1), r.status)
+			AS first_status FROM receipts r WHERE `+in, args...)
+		if err != nil && predates(ctx, tx.tx, versionChained) {
+			err = sqlx.SelectContext(ctx, tx.tx, &rs, columns+` FROM receipts WHERE `+in, args...)
+		}
+		if err != nil {
 			return err
 		}
 		out = append(out, rs...)
