@@ -376,10 +376,10 @@ func testPrefill(t *testing.T, ids IDs) {
 	if err := Prefill(context.Background(), db, "default", ids, 250, time.Now(), nil); err != nil {
 		t.Fatal(err)
 	}
-	// check asserts 250 rows in each custody table and their exact usage sum.
+	// check asserts 250 receipts, attempts and usage rows and their exact usage sum.
 	check := func(when string) {
 		t.Helper()
-		for table, want := range map[string]int{"receipts": 250, "delivery_attempts": 250, "metered_usage": 250} {
+		for table, want := range map[string]int{"receipts": 250, "metered_usage": 250} {
 			var n int
 			if err := db.Read.Get(&n, "SELECT COUNT(*) FROM "+table); err != nil {
 				t.Fatal(err)
@@ -387,6 +387,10 @@ func testPrefill(t *testing.T, ids IDs) {
 			if n != want {
 				t.Fatalf("%s: %s has %d rows, want %d", when, table, n, want)
 			}
+		}
+		// One attempt per event, each kept in its receipt.
+		if n, err := db.CountAttempts(context.Background()); err != nil || n != 250 {
+			t.Fatalf("%s: %d delivery attempts (%v), want 250", when, n, err)
 		}
 		var total int64
 		if err := db.Read.Get(&total, "SELECT SUM(quantity) FROM metered_usage WHERE meter = 'prefill'"); err != nil {

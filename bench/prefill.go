@@ -21,8 +21,8 @@ import (
 // the WAL from growing to the size of the database.
 const PrefillChunk = 100_000
 
-// Prefill writes n applied events — receipt, delivery attempt and
-// hash-chained usage row each — through the writer and the same
+// Prefill writes n applied events — receipt (holding its delivery attempt)
+// and hash-chained usage row each — through the writer and the same
 // Delivery.Apply the webhook path uses, but a whole chunk per transaction and
 // without HTTP or signatures, so throughput can be measured against a large
 // ledger. It is a benchmark fixture: never run it against a production database.

@@ -36,7 +36,8 @@ func (r *Report) problem(format string, args ...any) {
 // produced exactly one usage row with the right customer and quantity, that
 // the ledger's totals for the run's meter equal what was sent, that no
 // duplicate delivery added anything, and that every acknowledged delivery left
-// a delivery-attempt row.
+// a delivery attempt (in its receipt if it inserted it, else a
+// delivery_attempts row).
 func Verify(ctx context.Context, db *schema.DB, provider string, p *Plan, o *Outcome) (*Report, error) {
 	r := &Report{Events: len(p.Events)}
 	for _, a := range o.Acked {
@@ -150,7 +151,7 @@ func Verify(ctx context.Context, db *schema.DB, provider string, p *Plan, o *Out
 	if r.Mismatch > 0 {
 		r.problem("%d duplicates recorded as payload_mismatch, but every duplicate carried its original's body", r.Mismatch)
 	}
-	// Every 2xx answer follows the commit of its attempt row.
+	// Every 2xx answer follows the commit of its attempt.
 	if r.Attempts < o.Delivered {
 		r.problem("%d delivery attempts recorded for %d deliveries answered 2xx", r.Attempts, o.Delivered)
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hookledger/hookledger/schema"
 )
 
 func usageLine(id string, created time.Time, customer string, qty int) string {
@@ -45,7 +47,7 @@ func TestFileSourceInsertsMissingEventsPageByPage(t *testing.T) {
 	if got := e.usageSum("files").String(); got != "55" {
 		t.Errorf("usage total %s, want 55", got)
 	}
-	if n := e.Int(`SELECT COUNT(*) FROM delivery_attempts WHERE remote_addr = 'reconcile:file:events.jsonl'`); n != 6 {
+	if n := e.CountAttempts(func(a schema.Attempt) bool { return a.RemoteAddr == "reconcile:file:events.jsonl" }); n != 6 {
 		t.Errorf("file attempts = %d", n)
 	}
 	rep, err = r.Run(context.Background(), Options{Since: 24 * time.Hour})

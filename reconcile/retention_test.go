@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/schema"
 )
 
 const retention30_60 = "retention:\n  payload: 30d\n  keys: 60d\n"
@@ -77,7 +78,7 @@ func TestPruneKeepsTombstonesAndTheLedger(t *testing.T) {
 	if n := e.Int(`SELECT COUNT(*) FROM receipts WHERE event_id IN ('evt_000', 'evt_001')`); n != 0 {
 		t.Errorf("receipts past keys: %d", n)
 	}
-	if n := e.Int(`SELECT COUNT(*) FROM delivery_attempts WHERE event_id IN ('evt_000', 'evt_001')`); n != 0 {
+	if n := len(e.EventAttempts("stripe", "evt_000", "evt_001")); n != 0 {
 		t.Errorf("attempts of deleted receipts: %d", n)
 	}
 	if n := e.Int(`SELECT COUNT(*) FROM receipts WHERE event_id = 'evt_failed' AND status = 'failed' AND body IS NOT NULL`); n != 1 {
@@ -153,7 +154,7 @@ func TestRedeliveryOfPrunedEventIsDuplicate(t *testing.T) {
 	if _, err := Prune(ctx, e.DB, e.Writer, Retention{Payload: 30 * 24 * time.Hour, Keys: 60 * 24 * time.Hour}, testNow, false); err != nil {
 		t.Fatal(err)
 	}
-	rows, usage, attempts := e.Int(`SELECT COUNT(*) FROM metered_usage`), e.usageSum("stripe"), e.Int(`SELECT COUNT(*) FROM delivery_attempts`)
+	rows, usage, attempts := e.Int(`SELECT COUNT(*) FROM metered_usage`), e.usageSum("stripe"), e.Attempts()
 
 	// The 40-day-old event arrives again (a manual resend): its key is kept for 60 days.
 	body := stripeEventJSON(2, testNow.Add(-40*24*time.Hour))
@@ -165,7 +166,9 @@ func TestRedeliveryOfPrunedEventIsDuplicate(t *testing.T) {
 		t.Errorf("a pruned event's redelivery changed the ledger")
 	}
 	sum := sha256.Sum256(body)
-	if n := e.Int(`SELECT COUNT(*) FROM delivery_attempts WHERE event_id = 'evt_002' AND outcome = 'duplicate' AND body_sha256 = ?`, sum[:]); n != 1 {
+	if n := e.CountAttempts(func(a schema.Attempt) bool {
+		return a.EventID == "evt_002" && a.Outcome == "duplicate" && bytes.Equal(a.BodySHA256, sum[:])
+	}); n != 1 {
 		t.Errorf("duplicate attempt not recorded (%d)", n)
 	}
 	if n := e.Int(`SELECT COUNT(*) FROM receipts WHERE event_id = 'evt_002' AND body IS NULL`); n != 1 {
@@ -180,7 +183,7 @@ func TestRedeliveryOfPrunedEventIsDuplicate(t *testing.T) {
 	if e.Int(`SELECT COUNT(*) FROM metered_usage`) != rows {
 		t.Errorf("mismatching body changed the ledger")
 	}
-	if n := e.Int(`SELECT COUNT(*) FROM delivery_attempts`); n != attempts+2 {
+	if n := e.Attempts(); n != attempts+2 {
 		t.Errorf("attempts %d, want %d", n, attempts+2)
 	}
 	ms, err := Mismatches(ctx, e.DB, MismatchFilter{Provider: "stripe"})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/schema"
 )
 
 // stripeFixture loads 250 events created over the last 2 hours into the fake
@@ -89,8 +90,9 @@ func TestStripeReconcileInsertsExactlyTheMissingEvents(t *testing.T) {
 		AND received_at = ? AND body IS NOT NULL`, testNow.UnixMilli()); n != 17 {
 		t.Errorf("applied reconcile receipts = %d", n)
 	}
-	if n := e.Int(`SELECT COUNT(*) FROM delivery_attempts WHERE remote_addr = 'reconcile:stripe-api' AND outcome = 'inserted'
-		AND request_id LIKE 'req_%'`); n != 17 {
+	if n := e.CountAttempts(func(a schema.Attempt) bool {
+		return a.RemoteAddr == "reconcile:stripe-api" && a.Outcome == "inserted" && strings.HasPrefix(a.RequestID, "req_")
+	}); n != 17 {
 		t.Errorf("reconcile attempts = %d, want 17", n)
 	}
 	// The stored body is the event JSON from the API, byte for byte.
@@ -123,7 +125,7 @@ func TestStripeReconcileInsertsExactlyTheMissingEvents(t *testing.T) {
 	if n := e.Int(`SELECT COUNT(*) FROM metered_usage`); n != 250 {
 		t.Errorf("usage rows after second run = %d", n)
 	}
-	if n := e.Int(`SELECT COUNT(*) FROM delivery_attempts`); n != 250 {
+	if n := e.Attempts(); n != 250 {
 		t.Errorf("attempts after second run = %d: present events must not add attempts", n)
 	}
 
@@ -144,7 +146,7 @@ func TestStripeReconcileInsertsExactlyTheMissingEvents(t *testing.T) {
 func TestStripeReconcileDryRunWritesNothing(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	stripeFixture(t, e)
-	before := [3]int{e.Int(`SELECT COUNT(*) FROM receipts`), e.Int(`SELECT COUNT(*) FROM delivery_attempts`), e.Int(`SELECT COUNT(*) FROM metered_usage`)}
+	before := e.Rows()
 	rep, err := e.reconciler("stripe").Run(context.Background(), Options{DryRun: true})
 	if err != nil {
 		t.Fatal(err)
@@ -152,7 +154,7 @@ func TestStripeReconcileDryRunWritesNothing(t *testing.T) {
 	if rep.Inserted != 17 || rep.AlreadyPresent != 233 || !rep.DryRun {
 		t.Errorf("dry run %+v", rep)
 	}
-	after := [3]int{e.Int(`SELECT COUNT(*) FROM receipts`), e.Int(`SELECT COUNT(*) FROM delivery_attempts`), e.Int(`SELECT COUNT(*) FROM metered_usage`)}
+	after := e.Rows()
 	if before != after || e.Int(`SELECT COUNT(*) FROM reconcile_checkpoints`) != 0 {
 		t.Errorf("dry run wrote: %v -> %v", before, after)
 	}

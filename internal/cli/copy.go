@@ -91,9 +91,15 @@ func copyLedger(c *cli.Context) error {
 	if fmt.Sprint(head) != fmt.Sprint(srcHead) {
 		return fmt.Errorf("after the copy the chain heads differ: source %+v, target %+v", srcHead, head)
 	}
+	// Attempts as the dispute trace shows them: a receipt's first attempt
+	// is in its row, the redeliveries in delivery_attempts.
+	attempts, err := dst.CountAttempts(c.Context)
+	if err != nil {
+		return err
+	}
 	w := c.App.Writer
 	fmt.Fprintf(w, "copied %s into %s: %d receipts, %d delivery attempts, %d ledger rows, %d invoices (%d lines), %d period closes\n",
-		src.Path, dst.Path, counts["receipts"], counts["delivery_attempts"], counts["metered_usage"], counts["invoices"],
+		src.Path, dst.Path, counts["receipts"], attempts, counts["metered_usage"], counts["invoices"],
 		counts["invoice_lines"], counts["period_closes"])
 	fmt.Fprintf(w, "chain heads on both: ledger %d %x, receipts %d %x\n", head.LedgerID, head.LedgerHash, head.ReceiptID, head.ReceiptHash)
 	fmt.Fprintf(w, "next: hookledger verify --database %s, then set database: in the receivers' config\n", dst.Path)

@@ -23,6 +23,18 @@ func (e *Env) Attempts() int {
 	return int(n)
 }
 
+// CountAttempts counts the attempts for which keep is true.
+func (e *Env) CountAttempts(keep func(schema.Attempt) bool) int {
+	e.T.Helper()
+	n := 0
+	for _, a := range e.AllAttempts() {
+		if keep(a) {
+			n++
+		}
+	}
+	return n
+}
+
 // EventAttempts reads provider's attempts of eventIDs as the dispute trace
 // does: per event the first attempt first, then the redeliveries.
 func (e *Env) EventAttempts(provider string, eventIDs ...string) []schema.Attempt {
