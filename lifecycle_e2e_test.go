@@ -26,6 +26,7 @@ import (
 
 	"github.com/hookledger/hookledger/internal/cli"
 	"github.com/hookledger/hookledger/internal/testenv"
+	"github.com/hookledger/hookledger/schema"
 )
 
 func TestLifecycle(t *testing.T) {
@@ -152,8 +153,7 @@ func testDataDirLock(t *testing.T, bin string) {
 	if code, body := post(t, url, "evt_lock_1"); code != 200 || !strings.Contains(body, `"duplicate":true`) {
 		t.Fatalf("after kill -9 and a restart: %d %s; want the event stored before the kill as a duplicate", code, body)
 	}
-	var n int
-	openRO(t, e.db()).QueryRow(`SELECT COUNT(*) FROM delivery_attempts WHERE event_id = 'evt_lock_1'`).Scan(&n)
+	n := testenv.CountAttempts(t, e.db(), func(a schema.Attempt) bool { return a.EventID == "evt_lock_1" })
 	if n != 2 {
 		t.Errorf("%d delivery attempts for evt_lock_1; want 2 (one per serve)", n)
 	}

@@ -256,7 +256,7 @@ func TestBodyBudget(t *testing.T) {
 	if !c.closedByServer() {
 		t.Error("connection left open")
 	}
-	if e.stored("evt_large") || e.Count("delivery_attempts") != 0 {
+	if e.stored("evt_large") || e.Attempts() != 0 {
 		t.Error("a delivery refused for the budget was written")
 	}
 
