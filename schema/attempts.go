@@ -67,19 +67,26 @@ func signatureAge(ms *int64) any {
 }
 
 // EventAttempts reads every delivery attempt of provider's events eventIDs,
-// wherever it is stored: within each event the first attempt first (kept in
-// the receipt, or on a receipt from before migration 0009 the oldest
-// delivery_attempts row), then the redeliveries in id (arrival) order.
+// wherever it is stored, event by event (in event id order): the first
+// attempt first (kept in the receipt, or on a receipt from before migration
+// 0009 the oldest delivery_attempts row), then the redeliveries in id
+// (arrival) order.
 func (tx *ReadTx) EventAttempts(ctx context.Context, provider string, eventIDs []string) ([]Attempt, error) {
+	// A read-only open of an older database has no first attempts in its
+	// receipts. Asked first, not after a failed query: on PostgreSQL a
+	// failed statement ends the read transaction.
+	older := predates(ctx, tx.tx, versionFirstAttempt)
 	var out []Attempt
 	err := eventIDChunks(provider, eventIDs, func(in string, args []any) error {
 		var as []Attempt
-		// Inline attempts have id 0, so they sort before every row. Both
-		// halves are probes of a (provider, event_id) index.
-		err := sqlx.SelectContext(ctx, tx.tx, &as, inlineAttempts+` AND `+in+` UNION ALL SELECT `+attemptColumns+
-			` FROM delivery_attempts WHERE `+in+` ORDER BY id`, append(args, args...)...)
-		if err != nil && predates(ctx, tx.tx, versionFirstAttempt) { // a read-only open of an older database
-			err = sqlx.SelectContext(ctx, tx.tx, &as, `SELECT `+attemptColumns+` FROM delivery_attempts WHERE `+in+` ORDER BY id`, args...)
+		var err error
+		if older {
+			err = sqlx.SelectContext(ctx, tx.tx, &as, `SELECT `+attemptColumns+` FROM delivery_attempts WHERE `+in+` ORDER BY event_id, id`, args...)
+		} else {
+			// An inline attempt has id 0, so it sorts before its event's
+			// rows. Both halves are probes of a (provider, event_id) index.
+			err = sqlx.SelectContext(ctx, tx.tx, &as, inlineAttempts+` AND `+in+` UNION ALL SELECT `+attemptColumns+
+				` FROM delivery_attempts WHERE `+in+` ORDER BY event_id, id`, append(args, args...)...)
 		}
 		if err != nil {
 			return err
