@@ -505,3 +505,37 @@ func TestFullDatabaseIsAStorageError(t *testing.T) {
 		t.Errorf("receipts, attempts, usage after the retry = %v; want [2 2 2]", got)
 	}
 }
+
+// A new event's attempt is kept in its receipt (no delivery_attempts row);
+// each redelivery is a row of its own; the dispute trace's reader shows them
+// all, the first first.
+func TestFirstAttemptIsKeptInItsReceipt(t *testing.T) {
+	testenv.EachBackend(t, func(t *testing.T, backend string) {
+		e := newEnv(t, backend)
+		body := testenv.UsageBody("cus_1", "api_requests", "1")
+		h := e.SignDefault("msg_first", body)
+		h.Set("User-Agent", "first/1.0")
+		if r := e.PostReply("default", h, body); r.Code != 200 || r.Body.Duplicate {
+			t.Fatalf("got %d %+v", r.Code, r.Body)
+		}
+		if n := e.Count("delivery_attempts"); n != 0 {
+			t.Errorf("a new event wrote %d delivery_attempts rows, want 0", n)
+		}
+		h.Set("User-Agent", "again/1.0")
+		if r := e.PostReply("default", h, body); r.Code != 200 || !r.Body.Duplicate {
+			t.Fatalf("redelivery: %d %+v", r.Code, r.Body)
+		}
+		if n := e.Count("delivery_attempts"); n != 1 {
+			t.Errorf("a redelivery wrote %d delivery_attempts rows, want 1", n)
+		}
+		as := e.EventAttempts("default", "msg_first")
+		if len(as) != 2 || as[0].ID != 0 || as[0].Outcome != string(custody.OutcomeInserted) || as[0].UserAgent != "first/1.0" ||
+			as[0].StatusCode != http.StatusOK || as[0].SignatureAgeMS == nil || as[0].SignatureHeaders == "" ||
+			as[1].ID == 0 || as[1].Outcome != string(custody.OutcomeDuplicate) || as[1].UserAgent != "again/1.0" {
+			t.Errorf("attempts %+v", as)
+		}
+		if !bytes.Equal(as[0].BodySHA256, as[1].BodySHA256) || as[0].ReceivedAt > as[1].ReceivedAt {
+			t.Errorf("attempts %+v: same body, first before redelivery", as)
+		}
+	})
+}
