@@ -97,6 +97,19 @@ func (tx *ReadTx) EventAttempts(ctx context.Context, provider string, eventIDs [
 	return out, err
 }
 
+// AllAttempts reads every delivery attempt, wherever it is stored, event by
+// event in (provider, event_id) order and within one event as EventAttempts
+// orders them. It reads whole tables: for tests and small databases.
+func (db *DB) AllAttempts(ctx context.Context) ([]Attempt, error) {
+	var as []Attempt
+	err := sqlx.SelectContext(ctx, db.Read, &as, inlineAttempts+` UNION ALL SELECT `+attemptColumns+
+		` FROM delivery_attempts ORDER BY provider, event_id, id`)
+	if err != nil && predates(ctx, db.Read, versionFirstAttempt) {
+		err = sqlx.SelectContext(ctx, db.Read, &as, `SELECT `+attemptColumns+` FROM delivery_attempts ORDER BY provider, event_id, id`)
+	}
+	return as, err
+}
+
 // CountAttempts counts every delivery attempt: the first attempts kept in
 // receipts and the delivery_attempts rows. The first half reads every
 // receipt (no index holds status_code): for tests, copy and bench, not for

@@ -253,6 +253,11 @@ func testFirstAttemptMigration(t *testing.T, backend string) {
 	redelivery.ID, oldRedelivery.ID = 7, 8
 	want = []Attempt{oldAttempts[0], oldAttempts[1], oldAttempts[3], oldRedelivery, first, redelivery, oldAttempts[2]}
 	sameAttempts(t, "with new deliveries", readAttempts(t, db), want)
+	if all, err := db.AllAttempts(ctx); err != nil {
+		t.Fatal(err)
+	} else {
+		sameAttempts(t, "AllAttempts", all, append([]Attempt{oldAttempts[2]}, want[:6]...))
+	}
 	var rows int
 	db.Write.Get(&rows, `SELECT COUNT(*) FROM delivery_attempts WHERE event_id = 'evt_new'`)
 	if rows != 1 {

@@ -10,7 +10,7 @@ import (
 // Delivery attempts are stored in two places (migration 0009): the first
 // attempt of a receipt in the receipt's row, every redelivery in
 // delivery_attempts. Tests count and read them here, through the readers
-// the product uses (schema.CountAttempts, ReadTx.EventAttempts), so their
+// the product uses (schema's CountAttempts, AllAttempts, EventAttempts), so their
 // assertions mean "attempts", wherever one is stored.
 
 // Attempts counts every delivery attempt in the database.
@@ -46,8 +46,8 @@ func (e *Env) EventAttempts(provider string, eventIDs ...string) []schema.Attemp
 	return as
 }
 
-// AllAttempts reads every attempt of every receipt, providers in name order
-// and within one as EventAttempts orders them.
+// AllAttempts reads every attempt, event by event in (provider, event id)
+// order, and within one as EventAttempts orders them.
 func (e *Env) AllAttempts() []schema.Attempt {
 	e.T.Helper()
 	as, err := AllAttempts(e.DB)
@@ -98,30 +98,7 @@ func EventAttempts(db *schema.DB, provider string, eventIDs ...string) ([]schema
 	return as, err
 }
 
-// AllAttempts reads every attempt in db, receipt by receipt.
+// AllAttempts reads every attempt in db (schema.DB.AllAttempts).
 func AllAttempts(db *schema.DB) ([]schema.Attempt, error) {
-	var keys []struct {
-		Provider string `db:"provider"`
-		EventID  string `db:"event_id"`
-	}
-	if err := db.Read.Select(&keys, `SELECT provider, event_id FROM receipts ORDER BY provider, id`); err != nil {
-		return nil, err
-	}
-	byProvider := map[string][]string{}
-	var providers []string
-	for _, k := range keys {
-		if byProvider[k.Provider] == nil {
-			providers = append(providers, k.Provider)
-		}
-		byProvider[k.Provider] = append(byProvider[k.Provider], k.EventID)
-	}
-	var out []schema.Attempt
-	for _, p := range providers {
-		as, err := EventAttempts(db, p, byProvider[p]...)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, as...)
-	}
-	return out, nil
+	return db.AllAttempts(context.Background())
 }
