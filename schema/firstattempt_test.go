@@ -80,6 +80,22 @@ var oldAttempts = []Attempt{
 
 func ptr(n int64) *int64 { return &n }
 
+// beginBatch opens db's writer and begins a batch on it; the test's cleanup
+// closes the writer.
+func beginBatch(t *testing.T, db *DB) Batch {
+	t.Helper()
+	w, err := db.OpenWriter(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	b, err := w.Begin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // fillPreviousRelease writes two receipts (one applied and replayed, with a
 // payload mismatch and a duplicate; one reconciled, ignored and pruned) and
 // their attempts with the previous release's columns, bound as arguments so
@@ -217,15 +233,7 @@ func testFirstAttemptMigration(t *testing.T, backend string) {
 
 	// New deliveries: a new event (its attempt inline), its redelivery, and
 	// a redelivery of the old event.
-	w, err := db.OpenWriter(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	b, err := w.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := beginBatch(t, db)
 	newReceipt := Receipt{ID: 10, Provider: "stripe", EventID: "evt_new", EventType: "invoice.paid", Body: []byte(`{"a":1}`),
 		BodySHA256: []byte{4}, SignatureHeaders: "Stripe-Signature: t=5,v1=dd", Status: "applied", HandlerVersion: "v2",
 		Source: "webhook", ReceivedAt: 5000, ProcessedAt: 5001, PrevHash: []byte{0xcc}, RowHash: []byte{0xdd}}

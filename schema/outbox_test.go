@@ -26,15 +26,7 @@ func TestOutboxMigrationKeepsData(t *testing.T) {
 		t.Errorf("receipts or attempts changed by the migration:\nbefore %s\nafter  %s", before, after)
 	}
 
-	w, err := db.OpenWriter(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	b, err := w.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := beginBatch(t, db)
 	if err := b.InsertOutbox(ctx, 7, "app", "msg_a", 100); err != nil {
 		t.Fatal(err)
 	}
