@@ -11,6 +11,7 @@ import (
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/ledger"
 )
 
 func eventOf(t *testing.T, tr *Trace, id string) EventView {
@@ -178,5 +179,33 @@ func TestReconciledAndDeletedReceipts(t *testing.T) {
 	ev = tr.Events[0]
 	if ev.Receipt != nil || ev.Verification.Status != Pruned || len(ev.Attempts) != 0 || len(tr.Rows) != 1 {
 		t.Errorf("deleted receipt: %+v, rows %+v", ev, tr.Rows)
+	}
+}
+
+// The trace checks each receipt's chain link, which covers the status it was
+// stored with: a replay changes the status, and the receipt still verifies.
+func TestReplayedReceiptKeepsItsLink(t *testing.T) {
+	e := newEnv(t)
+	e.send("default", "evt_r", "cus_1", `"three"`, "2026-10-20T10:00:00Z") // a quantity the mapping refuses: failed
+	r := &custody.Replay{Provider: "default", EventID: "evt_r", Mapper: ledger.NewMapper(nil, nil), HandlerVersion: "replayed"}
+	if err := e.Writer.Submit(context.Background(), r); err != nil || r.Outcome != custody.ReplayIgnored {
+		t.Fatalf("replay: %v %s", err, r.Outcome)
+	}
+	if n := e.Int(`SELECT COUNT(*) FROM replays WHERE from_status = 'failed' AND to_status = 'ignored'`); n != 1 {
+		t.Fatalf("%d replays from failed to ignored, want 1", n)
+	}
+	ev := eventOf(t, e.trace("default:evt_r"), "evt_r")
+	if ev.Receipt.Status != "ignored" || ev.Verification.Status != Valid {
+		t.Errorf("replayed receipt %s: %+v", ev.Receipt.Status, ev.Verification)
+	}
+	if e.DB.Postgres() {
+		return // the tampering below is in SQLite's dialect
+	}
+	// Its custody facts rewritten, the link no longer holds.
+	e.Exec(`DROP TRIGGER receipts_custody_facts_no_update`)
+	e.Exec(`UPDATE receipts SET event_type = 'other' WHERE event_id = 'evt_r'`)
+	ev = eventOf(t, e.trace("default:evt_r"), "evt_r")
+	if ev.Verification.Status != Invalid || !strings.Contains(ev.Verification.Detail, "the receipt was rewritten") {
+		t.Errorf("rewritten receipt: %+v", ev.Verification)
 	}
 }
