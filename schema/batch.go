@@ -23,7 +23,7 @@ type Writer struct {
 // usage rows; per batch one read and one update of the chain head.
 type writeStmts struct {
 	insertReceipt, storedReceipt, insertAttempt, insertRow, loadHead, saveHead *sql.Stmt
-	insertOutbox                                                     *sql.Stmt // outbox.go: one per forwarded destination of a new receipt
+	insertOutbox                                                               *sql.Stmt // outbox.go: one per forwarded destination of a new receipt
 }
 
 func (s *writeStmts) each(fn func(dst **sql.Stmt, query string)) {
