@@ -333,9 +333,10 @@ func TestVerifyReportsWhatIsWrong(t *testing.T) {
 		// metered_usage is append-only, so an extra row can be added but never
 		// removed: this subtest runs last.
 		e := p.Events[7]
-		if _, err := db.Write.Exec(`INSERT INTO metered_usage (kind, provider, event_id, customer_id, meter, quantity,
-			occurred_at, recorded_at, prev_hash, row_hash) VALUES ('usage', 'default', ?, ?, 'other_meter', 5, 0, 0, x'00', x'00')`,
-			e.ID, e.Customer); err != nil {
+		if _, err := db.Write.Exec(`INSERT INTO metered_usage (id, kind, provider, event_id, customer_id, meter, quantity,
+			occurred_at, recorded_at, prev_hash, row_hash) SELECT COALESCE(MAX(id), 0) + 1, 'usage', 'default', ?, ?, 'other_meter', 5, 0, 0, ?, ?
+			FROM metered_usage`,
+			e.ID, e.Customer, []byte{0}, []byte{0}); err != nil {
 			t.Fatal(err)
 		}
 		rep, err := Verify(context.Background(), db, "default", p, out)

@@ -19,8 +19,9 @@ type Writer struct {
 }
 
 // writeStmts are the hot path's statements: per delivery a receipt insert
-// (and, for a duplicate, the stored receipt's lookup), an attempt and its
-// usage rows; per batch one read and one update of the chain head.
+// (holding the attempt that inserted it) and its usage rows, or, for a
+// duplicate, the stored receipt's lookup and an attempt row; per batch one
+// read and one update of the chain head.
 type writeStmts struct {
 	insertReceipt, storedReceipt, insertAttempt, insertRow, loadHead, saveHead *sql.Stmt
 	insertOutbox                                                               *sql.Stmt // outbox.go: one per forwarded destination of a new receipt
