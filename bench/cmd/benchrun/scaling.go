@@ -238,7 +238,9 @@ func commit(ctx context.Context) string {
 }
 
 // copyDB copies the pre-filled database (checkpointed, so the main file is
-// all of it) into a fresh data directory.
+// all of it) into a fresh data directory, and syncs the copy: at 10,000,000
+// receipts it is 9 GB of dirty pages that the kernel would otherwise write
+// back during the load, queueing serve's every fsync behind them.
 func copyDB(from, to string) error {
 	if err := os.MkdirAll(to, 0o700); err != nil {
 		return err
@@ -253,6 +255,10 @@ func copyDB(from, to string) error {
 		return err
 	}
 	if _, err := io.Copy(dst, src); err != nil {
+		dst.Close()
+		return err
+	}
+	if err := dst.Sync(); err != nil {
 		dst.Close()
 		return err
 	}
