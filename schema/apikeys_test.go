@@ -18,10 +18,7 @@ func TestAPIKeysMigrationKeepsReceiptsAndAdmitsSourceAPI(t *testing.T) {
 		VALUES (7, 'crm', 'msg_1', 'pending', 1, 1, 1)`)
 	queries := []string{receiptsAt8, `SELECT * FROM delivery_attempts ORDER BY id`, `SELECT * FROM replays ORDER BY id`,
 		`SELECT * FROM outbox ORDER BY id`}
-	var before []string
-	for _, q := range queries {
-		before = append(before, dump(t, old, q))
-	}
+	before := dumps(t, old, queries)
 	old.Close()
 
 	db, err := Open(ctx, path, Options{})
@@ -29,11 +26,7 @@ func TestAPIKeysMigrationKeepsReceiptsAndAdmitsSourceAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	for i, q := range queries {
-		if got := dump(t, db.Write, q); got != before[i] {
-			t.Errorf("%s changed:\nbefore %s\nafter  %s", q, before[i], got)
-		}
-	}
+	keptRows(t, db.Write, queries, before)
 	db.Write.MustExec(`INSERT INTO receipts (provider, event_id, body_sha256, status, handler_version, source, received_at, processed_at)
 		VALUES ('api:app', 'app#e1', X'00', 'applied', 'v', 'api', 0, 0)`)
 	for _, bad := range []string{

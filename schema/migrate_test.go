@@ -57,6 +57,28 @@ func fillCustody(t *testing.T, db *sqlx.DB) {
 		VALUES ('stripe', 'evt_1', 3000, 'failed', 'applied', 'v0', 'v1')`)
 }
 
+// dumps renders every row of each query (dump), to compare a database's
+// contents before and after a migration with keptRows.
+func dumps(t *testing.T, db *sqlx.DB, queries []string) []string {
+	t.Helper()
+	out := make([]string, len(queries))
+	for i, q := range queries {
+		out[i] = dump(t, db, q)
+	}
+	return out
+}
+
+// keptRows fails t for each query whose rows in db differ from before
+// (dumps of the same queries).
+func keptRows(t *testing.T, db *sqlx.DB, queries, before []string) {
+	t.Helper()
+	for i, q := range queries {
+		if got := dump(t, db, q); got != before[i] {
+			t.Errorf("%s changed:\nbefore %s\nafter  %s", q, before[i], got)
+		}
+	}
+}
+
 // dump renders every row of query, for comparing contents before and after.
 func dump(t *testing.T, db *sqlx.DB, query string) string {
 	t.Helper()
@@ -93,10 +115,7 @@ func TestEqualityChecksMigrationKeepsRowsAndConstraints(t *testing.T) {
 		`SELECT * FROM delivery_attempts ORDER BY id`,
 		`SELECT * FROM replays ORDER BY id`,
 	}
-	var before []string
-	for _, q := range queries {
-		before = append(before, dump(t, old, q))
-	}
+	before := dumps(t, old, queries)
 	old.Close()
 
 	db, err := Open(ctx, path, Options{})
@@ -104,11 +123,7 @@ func TestEqualityChecksMigrationKeepsRowsAndConstraints(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	for i, q := range queries {
-		if got := dump(t, db.Write, q); got != before[i] {
-			t.Errorf("%s changed:\nbefore %s\nafter  %s", q, before[i], got)
-		}
-	}
+	keptRows(t, db.Write, queries, before)
 	var fk int
 	db.Write.Get(&fk, `PRAGMA foreign_keys`)
 	if fk != 1 {
