@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/big"
 	"math/rand"
 	"net/http"
@@ -77,8 +78,12 @@ func deliver(client *http.Client, url string, e pgEvent) (ok bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	resp.Body.Close()
-	return resp.StatusCode/100 == 2, nil
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return false, fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(body))
+	}
+	return true, nil
 }
 
 // pgCheck asserts one receipt and one usage row per event, exact totals per
@@ -401,13 +406,18 @@ func TestPostgresReceiversForwardOnce(t *testing.T) {
 		"destinations:\n  - name: app\n    url: " + app.URL + "\n    secrets: [\"" + testenv.Secret + "\"]\n" + testenv.UsageYAML
 	env := []string{"HOOKLEDGER_DATABASE=" + dsn}
 	var urls []string
-	for range 2 {
+	for r := range 2 {
 		dir := t.TempDir()
 		if err := os.WriteFile(filepath.Join(dir, "hookledger.yml"), []byte(cfg), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		_, _, u := testenv.StartServe(t, bin, dir, env)
+		_, log, u := testenv.StartServe(t, bin, dir, env)
 		urls = append(urls, u)
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("receiver %d (%s):\n%s", r, u, log)
+			}
+		})
 	}
 	events := pgLoad(2_000, 10, 5)
 	client := &http.Client{Timeout: 30 * time.Second}

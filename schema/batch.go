@@ -75,6 +75,12 @@ func (w *Writer) Close() error {
 // move the head or commit until it ends; nor can a read-then-write ever
 // fail to upgrade its lock halfway. Because the pool has a single
 // connection, binding the statements reuses what OpenWriter prepared.
+//
+// On PostgreSQL the batch's first statement locks the chain head's row
+// (and reads it, for LatestHead), whatever the batch then writes. Several
+// receivers' batches, and invoice closes (CloseTx), so take their locks in
+// one order, head first: a batch that locked a relay's rows before the head
+// could deadlock with one that holds the head and wants those rows.
 func (w *Writer) Begin(ctx context.Context) (Batch, error) {
 	tx, err := w.db.BeginTxx(ctx, nil)
 	if err != nil {
@@ -82,6 +88,10 @@ func (w *Writer) Begin(ctx context.Context) (Batch, error) {
 	}
 	if onPostgres(w.db) {
 		pg := &pgBatch{known: map[receiptKey]storedReceipt{}, absent: map[receiptKey]bool{}}
+		if pg.start, err = readHead(ctx, tx, latestHeadSQL+` FOR UPDATE`); err != nil {
+			tx.Rollback()
+			return Batch{}, err
+		}
 		return Batch{tx: batchTx{tx, pg}, pg: pg}, nil // pgbatch.go: no prepared statements, writes held back
 	}
 	st := &writeStmts{}

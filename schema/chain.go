@@ -63,12 +63,10 @@ func headError(ctx context.Context, q sqlx.QueryerContext, err error) error {
 
 // LatestHead reads the chain head. The writer calls it once per batch, after
 // BEGIN IMMEDIATE, so no other writer can move the head until it commits; on
-// PostgreSQL it locks the head's row until the batch ends, which orders the
-// batches of several receivers.
+// PostgreSQL it is the head Begin read as it locked the row.
 func (b Batch) LatestHead(ctx context.Context) (ChainHead, error) {
 	if b.pg != nil {
-		b.pg.locked = true
-		return readHead(ctx, b.tx, latestHeadSQL+` FOR UPDATE`)
+		return b.pg.start, nil
 	}
 	var h ChainHead
 	if err := b.st.loadHead.QueryRowContext(ctx).Scan(&h.LedgerID, &h.LedgerHash, &h.ReceiptID, &h.ReceiptHash); err != nil {

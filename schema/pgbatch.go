@@ -20,8 +20,8 @@ import (
 // one insert each.
 //
 // That read decides nothing by itself: it is exact because the batch holds
-// the chain head's lock, which every batch that inserts a receipt takes
-// first, and the unique key still decides: the held-back insert says ON
+// the chain head's lock, which every batch takes first (Writer.Begin), and
+// the unique key still decides: the held-back insert says ON
 // CONFLICT DO NOTHING, and a batch whose insert stores fewer receipts than
 // the read predicted fails (the writer then runs it again, one op at a time).
 //
@@ -44,7 +44,7 @@ type ReceiptKey struct{ Provider, EventID string }
 // pgBatch is a PostgreSQL batch's held-back writes and what it knows of the
 // receipts table.
 type pgBatch struct {
-	locked   bool                         // the chain head's row is locked
+	start    ChainHead                    // the head as Begin locked it
 	expected []ReceiptKey                 // keys Expect announced, not read yet
 	known    map[receiptKey]storedReceipt // receipts that exist, or that this batch inserts
 	absent   map[receiptKey]bool          // keys read and found missing (and not inserted since)
@@ -134,18 +134,6 @@ func (b Batch) Expect(keys iter.Seq[ReceiptKey]) {
 // belong to the ops applied so far; the writer flushes before committing.
 func (b Batch) Flush(ctx context.Context) error { return b.tx.flush(ctx) }
 
-// lock takes the chain head's row lock if the batch has not yet.
-func (p *pgBatch) lock(ctx context.Context, tx *sqlx.Tx) error {
-	if p.locked {
-		return nil
-	}
-	if _, err := tx.ExecContext(ctx, latestHeadSQL+` FOR UPDATE`); err != nil {
-		return fmt.Errorf("lock the chain head: %w", err)
-	}
-	p.locked = true
-	return nil
-}
-
 // lookup says whether the receipt k exists (or this batch inserts it),
 // reading every expected key not read yet in one statement.
 func (p *pgBatch) lookup(ctx context.Context, tx *sqlx.Tx, k receiptKey) (storedReceipt, bool, error) {
@@ -154,9 +142,6 @@ func (p *pgBatch) lookup(ctx context.Context, tx *sqlx.Tx, k receiptKey) (stored
 	}
 	if p.absent[k] {
 		return storedReceipt{}, false, nil
-	}
-	if err := p.lock(ctx, tx); err != nil { // the read is exact only under the lock
-		return storedReceipt{}, false, err
 	}
 	keys := p.expected
 	p.expected = nil
