@@ -152,8 +152,16 @@ func (p *pgBatch) lookup(ctx context.Context, tx *sqlx.Tx, k receiptKey) (stored
 	for i, key := range keys {
 		providers[i], ids[i] = key.Provider, key.EventID
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT r.provider, r.event_id, r.body_sha256, r.status FROM receipts r
-		JOIN unnest(?::text[], ?::text[]) AS k (provider, event_id) ON r.provider = k.provider AND r.event_id = k.event_id`,
+	// One probe of the unique index per key, whatever the table's size. As a
+	// plain join the planner hashed the keys and read the whole table for
+	// every batch until it held thousands of receipts, and for as long as a
+	// prepared plan made while it was empty lasted (until autovacuum's first
+	// ANALYZE, a minute or more): throughput fell with every receipt stored.
+	// LIMIT keeps the lateral subquery from being flattened into that join.
+	rows, err := tx.QueryContext(ctx, `SELECT k.provider, k.event_id, r.body_sha256, r.status
+		FROM unnest(?::text[], ?::text[]) AS k (provider, event_id)
+		CROSS JOIN LATERAL (SELECT body_sha256, status FROM receipts
+			WHERE provider = k.provider AND event_id = k.event_id LIMIT 1) AS r`,
 		providers, ids)
 	if err != nil {
 		return storedReceipt{}, false, err
