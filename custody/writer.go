@@ -346,17 +346,15 @@ func (w *Writer) apply(batch []*job, errs []error, isolate bool) (failed bool, e
 	if err := btx.saveHead(ctx); err != nil {
 		return false, w.storageError("save chain head", err)
 	}
-	if !isolate {
-		// Writes the storage held back (PostgreSQL: the ops' and the
-		// head's, in one statement) fail here, not at COMMIT: the batch
-		// then runs again one op at a time, so that a failing op fails
-		// alone.
-		if err := b.Flush(ctx); err != nil {
-			return true, nil
-		}
-	}
 	start := time.Now()
 	if err := b.Commit(); err != nil {
+		if !isolate && errors.Is(err, schema.ErrHeldBack) {
+			// The writes the storage held back (PostgreSQL: the ops' and
+			// the head's, in one statement before COMMIT) failed, and
+			// nothing committed: the batch runs again one op at a time,
+			// so that a failing op fails alone.
+			return true, nil
+		}
 		return false, w.storageError("commit", fmt.Errorf("commit: %w", err))
 	}
 	if w.AfterBatch != nil {

@@ -76,23 +76,24 @@ func (w *Writer) Close() error {
 // fail to upgrade its lock halfway. Because the pool has a single
 // connection, binding the statements reuses what OpenWriter prepared.
 //
-// On PostgreSQL the batch's first statement locks the chain head's row
-// (and reads it, for LatestHead), whatever the batch then writes. Several
-// receivers' batches, and invoice closes (CloseTx), so take their locks in
-// one order, head first: a batch that locked a relay's rows before the head
-// could deadlock with one that holds the head and wants those rows.
+// On PostgreSQL Begin sends nothing: the batch begins its transaction with
+// its first statement, and first locks the chain head's row (and reads it,
+// for LatestHead), whatever the batch then writes. Several receivers'
+// batches, and invoice closes (CloseTx), so take their locks in one order,
+// head first: a batch that locked a relay's rows before the head could
+// deadlock with one that holds the head and wants those rows.
 func (w *Writer) Begin(ctx context.Context) (Batch, error) {
+	if onPostgres(w.db) {
+		c, err := w.db.Connx(ctx)
+		if err != nil {
+			return Batch{}, err
+		}
+		pg := &pgBatch{conn: c, known: map[receiptKey]storedReceipt{}, absent: map[receiptKey]bool{}}
+		return Batch{tx: batchTx{pg: pg}, pg: pg}, nil // pgbatch.go: it begins with its first statement
+	}
 	tx, err := w.db.BeginTxx(ctx, nil)
 	if err != nil {
 		return Batch{}, err
-	}
-	if onPostgres(w.db) {
-		pg := &pgBatch{known: map[receiptKey]storedReceipt{}, absent: map[receiptKey]bool{}}
-		if pg.start, err = readHead(ctx, tx, latestHeadSQL+` FOR UPDATE`); err != nil {
-			tx.Rollback()
-			return Batch{}, err
-		}
-		return Batch{tx: batchTx{tx, pg}, pg: pg}, nil // pgbatch.go: no prepared statements, writes held back
 	}
 	st := &writeStmts{}
 	st.insertReceipt = tx.StmtContext(ctx, w.stmts.insertReceipt)
@@ -102,7 +103,7 @@ func (w *Writer) Begin(ctx context.Context) (Batch, error) {
 	st.loadHead = tx.StmtContext(ctx, w.stmts.loadHead)
 	st.saveHead = tx.StmtContext(ctx, w.stmts.saveHead)
 	st.insertOutbox = tx.StmtContext(ctx, w.stmts.insertOutbox)
-	return Batch{tx: batchTx{Tx: tx}, st: st}, nil
+	return Batch{tx: batchTx{tx: tx}, st: st}, nil
 }
 
 // Batch is the writer's batch transaction (Writer.Begin): the hot path's
@@ -119,17 +120,20 @@ type Batch struct {
 
 // Commit commits the batch: with synchronous=FULL it is durable when Commit
 // returns. On PostgreSQL it first sends what the batch holds back, and a
-// batch whose writes failed does not commit.
+// batch whose writes failed does not commit (ErrHeldBack).
 func (b Batch) Commit() error {
-	if err := b.Flush(context.Background()); err != nil {
-		return err
+	if b.pg != nil {
+		return b.pg.commit(context.Background())
 	}
-	return b.tx.Commit()
+	return b.tx.tx.Commit()
 }
 
 // Rollback abandons the batch; after Commit it does nothing.
 func (b Batch) Rollback() error {
-	if err := b.tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
+	if b.pg != nil {
+		return b.pg.rollback()
+	}
+	if err := b.tx.tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
 		return err
 	}
 	return nil
@@ -148,10 +152,10 @@ func (b Batch) Isolated(ctx context.Context, fn func() error) (opErr, txErr erro
 	}
 	opErr = fn()
 	if opErr == nil && b.pg != nil {
-		opErr = b.pg.flush(ctx, b.tx.Tx) // inside the savepoint: its errors are the op's
+		opErr = b.pg.flush(ctx) // inside the savepoint: its errors are the op's
 	}
 	if opErr != nil {
-		if _, err := b.tx.Tx.ExecContext(ctx, "ROLLBACK TO op"); err != nil {
+		if _, err := b.tx.raw().ExecContext(ctx, "ROLLBACK TO op"); err != nil {
 			return opErr, fmt.Errorf("rollback to savepoint: %w", err)
 		}
 		if b.pg != nil { // what the savepoint undid, the batch no longer knows or holds

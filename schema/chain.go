@@ -63,10 +63,11 @@ func headError(ctx context.Context, q sqlx.QueryerContext, err error) error {
 
 // LatestHead reads the chain head. The writer calls it once per batch, after
 // BEGIN IMMEDIATE, so no other writer can move the head until it commits; on
-// PostgreSQL it is the head Begin read as it locked the row.
+// PostgreSQL it is the head the batch read as it locked the row.
 func (b Batch) LatestHead(ctx context.Context) (ChainHead, error) {
 	if b.pg != nil {
-		return b.pg.start, nil
+		err := b.pg.begin(ctx)
+		return b.pg.start, err
 	}
 	var h ChainHead
 	if err := b.st.loadHead.QueryRowContext(ctx).Scan(&h.LedgerID, &h.LedgerHash, &h.ReceiptID, &h.ReceiptHash); err != nil {

@@ -3,10 +3,12 @@ package schema
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"iter"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jmoiron/sqlx"
 )
 
@@ -20,14 +22,16 @@ import (
 // one insert each.
 //
 // That read decides nothing by itself: it is exact because the batch holds
-// the chain head's lock, which every batch takes first (Writer.Begin), and
-// the unique key still decides: the held-back insert says ON
-// CONFLICT DO NOTHING, and a batch whose insert stores fewer receipts than
-// the read predicted fails (the writer then runs it again, one op at a time).
+// the chain head's lock, which every batch takes first (pgBatch.begin), and
+// the unique key still decides: a receipt the read missed fails the
+// held-back insert, and with it the batch (the writer then runs it again,
+// one op at a time).
 //
-// Anything else the batch runs (a replay's read, a checkpoint, the head's
-// update) first sends what is held back (batchTx), so every statement sees
-// the batch's own writes in order.
+// Anything else the batch runs (a replay's read, a checkpoint) first sends
+// what is held back (batchTx), so every statement sees the batch's own
+// writes in order. A batch of deliveries costs two round trips: its first
+// statements (BEGIN, the head's lock, the read) and its last (the held-back
+// writes, COMMIT) are pipelined.
 
 // receiptKey names a receipt.
 type receiptKey struct{ provider, eventID string }
@@ -44,7 +48,11 @@ type ReceiptKey struct{ Provider, EventID string }
 // pgBatch is a PostgreSQL batch's held-back writes and what it knows of the
 // receipts table.
 type pgBatch struct {
-	start    ChainHead                    // the head as Begin locked it
+	conn     *sqlx.Conn                   // the writer's, for this batch
+	began    bool                         // begin has run
+	beginErr error                        // and failed
+	released bool                         // conn is back in the pool
+	start    ChainHead                    // the head as begin locked it
 	expected []ReceiptKey                 // keys Expect announced, not read yet
 	known    map[receiptKey]storedReceipt // receipts that exist, or that this batch inserts
 	absent   map[receiptKey]bool          // keys read and found missing (and not inserted since)
@@ -57,58 +65,99 @@ type pgBatch struct {
 	err      error        // a failed flush; the batch must not commit
 }
 
-// batchTx is a batch's transaction. On PostgreSQL each statement through it
-// first flushes what the batch holds back; on SQLite it is the transaction.
+// batchTx is a batch's transaction: SQLite's database/sql transaction (tx),
+// or on PostgreSQL the writer's connection inside a transaction the batch
+// begins and ends itself (pg.conn), so that it can pipeline its first and
+// last statements (pgBatch.begin, pgBatch.commit). On PostgreSQL each
+// statement through it first begins the transaction if it has not yet, and
+// sends what the batch holds back.
 type batchTx struct {
-	*sqlx.Tx
+	tx *sqlx.Tx
 	pg *pgBatch
 }
 
-func (t batchTx) flush(ctx context.Context) error {
+// conn is what both kinds of transaction run statements on.
+type conn interface {
+	ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
+	QueryxContext(ctx context.Context, q string, args ...any) (*sqlx.Rows, error)
+	QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
+	QueryRowxContext(ctx context.Context, q string, args ...any) *sqlx.Row
+	PrepareContext(ctx context.Context, q string) (*sql.Stmt, error)
+}
+
+// ready returns where the next statement goes: on PostgreSQL the batch's
+// connection, once its transaction has begun and its held-back writes are
+// sent.
+func (t batchTx) ready(ctx context.Context) (conn, error) {
 	if t.pg == nil {
-		return nil
+		return t.tx, nil
 	}
-	return t.pg.flush(ctx, t.Tx)
+	if err := t.pg.begin(ctx); err != nil {
+		return t.pg.conn, err
+	}
+	return t.pg.conn, t.pg.flush(ctx)
+}
+
+// raw is where a statement goes that must not first send what the batch
+// holds back (ROLLBACK TO a savepoint).
+func (t batchTx) raw() conn {
+	if t.pg != nil {
+		return t.pg.conn
+	}
+	return t.tx
+}
+
+// DriverName makes the transaction recognisable as PostgreSQL's (onPostgres).
+func (t batchTx) DriverName() string {
+	if t.pg != nil {
+		return pgDriverName
+	}
+	return t.tx.DriverName()
 }
 
 func (t batchTx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	if err := t.flush(ctx); err != nil {
+	c, err := t.ready(ctx)
+	if err != nil {
 		return nil, err
 	}
-	return t.Tx.ExecContext(ctx, q, args...)
+	return c.ExecContext(ctx, q, args...)
 }
 
 func (t batchTx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
-	if err := t.flush(ctx); err != nil {
+	c, err := t.ready(ctx)
+	if err != nil {
 		return nil, err
 	}
-	return t.Tx.QueryContext(ctx, q, args...)
+	return c.QueryContext(ctx, q, args...)
 }
 
 func (t batchTx) QueryxContext(ctx context.Context, q string, args ...any) (*sqlx.Rows, error) {
-	if err := t.flush(ctx); err != nil {
+	c, err := t.ready(ctx)
+	if err != nil {
 		return nil, err
 	}
-	return t.Tx.QueryxContext(ctx, q, args...)
+	return c.QueryxContext(ctx, q, args...)
 }
 
 // QueryRowContext and QueryRowxContext cannot return a flush's error: it
 // stays in the batch (pgBatch.err), which then refuses to commit.
 func (t batchTx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
-	t.flush(ctx)
-	return t.Tx.QueryRowContext(ctx, q, args...)
+	c, _ := t.ready(ctx)
+	return c.QueryRowContext(ctx, q, args...)
 }
 
 func (t batchTx) QueryRowxContext(ctx context.Context, q string, args ...any) *sqlx.Row {
-	t.flush(ctx)
-	return t.Tx.QueryRowxContext(ctx, q, args...)
+	c, _ := t.ready(ctx)
+	return c.QueryRowxContext(ctx, q, args...)
 }
 
 func (t batchTx) PrepareContext(ctx context.Context, q string) (*sql.Stmt, error) {
-	if err := t.flush(ctx); err != nil {
+	c, err := t.ready(ctx)
+	if err != nil {
 		return nil, err
 	}
-	return t.Tx.PrepareContext(ctx, q)
+	return c.PrepareContext(ctx, q)
 }
 
 func (t batchTx) SelectContext(ctx context.Context, dest any, q string, args ...any) error {
@@ -130,57 +179,193 @@ func (b Batch) Expect(keys iter.Seq[ReceiptKey]) {
 	}
 }
 
-// Flush sends what the batch holds back (PostgreSQL), so that its errors
-// belong to the ops applied so far; the writer flushes before committing.
-func (b Batch) Flush(ctx context.Context) error { return b.tx.flush(ctx) }
+// pipeline runs fn on the batch's connection as pgx's own, whose SendBatch
+// sends several statements in one round trip.
+func (p *pgBatch) pipeline(fn func(c *pgx.Conn) error) error {
+	return p.conn.Raw(func(dc any) error { return fn(dc.(rebindConn).Conn.Conn()) })
+}
 
-// lookup says whether the receipt k exists (or this batch inserts it),
-// reading every expected key not read yet in one statement.
-func (p *pgBatch) lookup(ctx context.Context, tx *sqlx.Tx, k receiptKey) (storedReceipt, bool, error) {
-	if s, ok := p.known[k]; ok {
-		return s, true, nil
+// begin begins the batch's transaction, if it has not yet, in one round
+// trip: BEGIN, the chain head's lock (and its read, for LatestHead), and the
+// read of the receipts Expect announced (lookup), pipelined. Every batch
+// takes the head's lock first, so several receivers' batches take their
+// locks in one order, and the read sees every batch committed before the
+// lock was granted: in a pipeline each statement starts, and takes its
+// snapshot, once the one before it is done. If begin fails, the connection
+// is given up, so that no statement of the batch runs outside its
+// transaction.
+func (p *pgBatch) begin(ctx context.Context) error {
+	if p.began {
+		return p.beginErr
 	}
-	if p.absent[k] {
-		return storedReceipt{}, false, nil
-	}
+	p.began = true
 	keys := p.expected
 	p.expected = nil
-	if !containsKey(keys, k) {
-		keys = append(keys, ReceiptKey{k.provider, k.eventID})
+	err := p.pipeline(func(c *pgx.Conn) error {
+		b := &pgx.Batch{}
+		b.Queue("BEGIN")
+		b.Queue(latestHeadSQL + ` FOR UPDATE`)
+		if len(keys) > 0 {
+			b.Queue(pgLookupSQL, keyArrays(keys)...)
+		}
+		br := c.SendBatch(ctx, b)
+		defer br.Close()
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("begin: %w", err)
+		}
+		h := &p.start
+		if err := br.QueryRow().Scan(&h.LedgerID, &h.LedgerHash, &h.ReceiptID, &h.ReceiptHash); err != nil {
+			return fmt.Errorf("lock the chain head: %w", err)
+		}
+		if len(keys) > 0 {
+			rows, err := br.Query()
+			if err != nil {
+				return fmt.Errorf("read the batch's receipts: %w", err)
+			}
+			if err := p.read(rows, keys); err != nil {
+				return fmt.Errorf("read the batch's receipts: %w", err)
+			}
+		}
+		return br.Close()
+	})
+	if err != nil {
+		p.beginErr, p.err = err, err
+		p.release()
 	}
+	return err
+}
+
+// ErrHeldBack marks a failed Commit whose held-back writes failed
+// (PostgreSQL): nothing of the batch is stored, and it may run again one op
+// at a time (Batch.Isolated) so that the op at fault fails alone.
+var ErrHeldBack = errors.New("the batch's writes failed")
+
+// commit sends what the batch holds back and COMMIT in one round trip. If
+// the writes fail, the server skips the COMMIT (a pipeline stops at its
+// first error) and the transaction is aborted.
+func (p *pgBatch) commit(ctx context.Context) error {
+	defer p.release()
+	if p.err != nil {
+		return p.err
+	}
+	if !p.began {
+		return nil // it read and wrote nothing
+	}
+	query, args := p.pending()
+	return p.pipeline(func(c *pgx.Conn) error {
+		b := &pgx.Batch{}
+		if query != "" {
+			b.Queue(sqlx.Rebind(sqlx.DOLLAR, query), args...)
+		}
+		b.Queue("COMMIT")
+		br := c.SendBatch(ctx, b)
+		defer br.Close()
+		if query != "" {
+			if _, err := br.Exec(); err != nil {
+				return fmt.Errorf("%w: %s: %w", ErrHeldBack, heldBackWrites, err)
+			}
+		}
+		tag, err := br.Exec()
+		if err != nil {
+			return fmt.Errorf("commit: %w", err)
+		}
+		if tag.String() == "ROLLBACK" { // the transaction had failed before
+			return errors.New("commit: the transaction was rolled back")
+		}
+		return br.Close()
+	})
+}
+
+// rollback ends a batch that did not commit; after commit it does nothing.
+func (p *pgBatch) rollback() error {
+	if p.released {
+		return nil
+	}
+	defer p.release()
+	if !p.began {
+		return nil
+	}
+	_, err := p.conn.ExecContext(context.Background(), "ROLLBACK")
+	return err
+}
+
+// release hands the connection back to the write pool, which drops it if
+// it is broken or still inside a transaction (pgx's ResetSession).
+func (p *pgBatch) release() {
+	if !p.released {
+		p.released = true
+		p.conn.Close()
+	}
+}
+
+// pgLookupSQL reads which of a batch's keys have receipts: one probe of the
+// unique index per key, whatever the table's size. As a plain join the
+// planner hashed the keys and read the whole table for every batch until it
+// held thousands of receipts, and for as long as a prepared plan made while
+// it was empty lasted (until autovacuum's first ANALYZE, a minute or more):
+// throughput fell with every receipt stored. LIMIT keeps the lateral
+// subquery from being flattened into that join.
+var pgLookupSQL = sqlx.Rebind(sqlx.DOLLAR, `SELECT k.provider, k.event_id, r.body_sha256, r.status
+	FROM unnest(?::text[], ?::text[]) AS k (provider, event_id)
+	CROSS JOIN LATERAL (SELECT body_sha256, status FROM receipts
+		WHERE provider = k.provider AND event_id = k.event_id LIMIT 1) AS r`)
+
+func keyArrays(keys []ReceiptKey) []any {
 	providers, ids := make([]string, len(keys)), make([]string, len(keys))
 	for i, key := range keys {
 		providers[i], ids[i] = key.Provider, key.EventID
 	}
-	// One probe of the unique index per key, whatever the table's size. As a
-	// plain join the planner hashed the keys and read the whole table for
-	// every batch until it held thousands of receipts, and for as long as a
-	// prepared plan made while it was empty lasted (until autovacuum's first
-	// ANALYZE, a minute or more): throughput fell with every receipt stored.
-	// LIMIT keeps the lateral subquery from being flattened into that join.
-	rows, err := tx.QueryContext(ctx, `SELECT k.provider, k.event_id, r.body_sha256, r.status
-		FROM unnest(?::text[], ?::text[]) AS k (provider, event_id)
-		CROSS JOIN LATERAL (SELECT body_sha256, status FROM receipts
-			WHERE provider = k.provider AND event_id = k.event_id LIMIT 1) AS r`,
-		providers, ids)
-	if err != nil {
-		return storedReceipt{}, false, err
-	}
-	defer rows.Close()
+	return []any{providers, ids}
+}
+
+// rowScanner is a result's rows, pgx's or database/sql's.
+type rowScanner interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// read records which of keys rows (pgLookupSQL's) found, and marks the
+// others absent.
+func (p *pgBatch) read(rows rowScanner, keys []ReceiptKey) error {
 	for rows.Next() {
 		var key receiptKey
 		var s storedReceipt
 		if err := rows.Scan(&key.provider, &key.eventID, &s.sha, &s.status); err != nil {
-			return storedReceipt{}, false, err
+			return err
 		}
 		p.known[key] = s
 	}
 	if err := rows.Err(); err != nil {
-		return storedReceipt{}, false, err
+		return err
 	}
 	for _, key := range keys {
 		if rk := (receiptKey{key.Provider, key.EventID}); !hasKey(p.known, rk) {
 			p.absent[rk] = true
+		}
+	}
+	return nil
+}
+
+// lookup says whether the receipt k exists (or this batch inserts it). The
+// keys Expect announced are read as the batch begins; any other is read
+// alone.
+func (p *pgBatch) lookup(ctx context.Context, k receiptKey) (storedReceipt, bool, error) {
+	if err := p.begin(ctx); err != nil {
+		return storedReceipt{}, false, err
+	}
+	if s, ok := p.known[k]; ok {
+		return s, true, nil
+	}
+	if !p.absent[k] {
+		keys := []ReceiptKey{{k.provider, k.eventID}}
+		rows, err := p.conn.QueryContext(ctx, pgLookupSQL, keyArrays(keys)...)
+		if err != nil {
+			return storedReceipt{}, false, err
+		}
+		defer rows.Close()
+		if err := p.read(rows, keys); err != nil {
+			return storedReceipt{}, false, err
 		}
 	}
 	s, ok := p.known[k]
@@ -192,15 +377,6 @@ func hasKey(m map[receiptKey]storedReceipt, k receiptKey) bool {
 	return ok
 }
 
-func containsKey(keys []ReceiptKey, k receiptKey) bool {
-	for _, key := range keys {
-		if key.Provider == k.provider && key.EventID == k.eventID {
-			return true
-		}
-	}
-	return false
-}
-
 // pgReceipt is a held-back InsertReceipt: the receipt and the attempt that
 // inserted it.
 type pgReceipt struct {
@@ -209,9 +385,9 @@ type pgReceipt struct {
 }
 
 // insertReceipt holds r back if no receipt has its key; inserted says so.
-func (p *pgBatch) insertReceipt(ctx context.Context, tx *sqlx.Tx, r Receipt, first Attempt) (inserted bool, err error) {
+func (p *pgBatch) insertReceipt(ctx context.Context, r Receipt, first Attempt) (inserted bool, err error) {
 	k := receiptKey{r.Provider, r.EventID}
-	if _, exists, err := p.lookup(ctx, tx, k); err != nil || exists {
+	if _, exists, err := p.lookup(ctx, k); err != nil || exists {
 		return false, err
 	}
 	p.known[k] = storedReceipt{sha: r.BodySHA256, status: r.Status}
@@ -221,17 +397,15 @@ func (p *pgBatch) insertReceipt(ctx context.Context, tx *sqlx.Tx, r Receipt, fir
 	return true, nil
 }
 
-// flush sends what the batch holds back in one statement, one
+// pending is what the batch holds back as one statement, one
 // data-modifying WITH clause per table that has rows (the receipts each with
 // its first attempt, the redeliveries' attempts, the usage rows, the outbox
 // rows), and the head's update if SaveHead held one back: each round trip is
 // paid while every other receiver waits for the head's lock. The clauses run
 // as one statement, so the attempts' and the outbox's foreign keys (checked
-// at the statement's end) see the receipts beside them.
-func (p *pgBatch) flush(ctx context.Context, tx *sqlx.Tx) error {
-	if p.err != nil {
-		return p.err
-	}
+// at the statement's end) see the receipts beside them. query is empty if
+// nothing is held back.
+func (p *pgBatch) pending() (query string, args []any) {
 	var w pgWith
 	p.withReceipts(&w)
 	p.withAttempts(&w)
@@ -241,27 +415,27 @@ func (p *pgBatch) flush(ctx context.Context, tx *sqlx.Tx) error {
 		w.add("h", `UPDATE chain_head SET ledger_id = ?, ledger_hash = ?, receipt_id = ?, receipt_hash = ? WHERE id = 1`,
 			h.LedgerID, h.LedgerHash, h.ReceiptID, h.ReceiptHash)
 	}
-	if len(w.clauses) == 0 {
-		return nil
-	}
-	count := "0"
-	if len(p.receipts) > 0 {
-		count = "(SELECT count(*) FROM r)"
-	}
-	var stored int64
-	if err := tx.QueryRowContext(ctx, "WITH "+strings.Join(w.clauses, ", ")+" SELECT "+count, w.args...).Scan(&stored); err != nil {
-		p.err = fmt.Errorf("insert the batch's receipts, attempts, ledger rows and outbox messages: %w", err)
-		return p.err
-	}
-	if n := len(p.receipts); stored != int64(n) {
-		// Cannot happen while every receipt insert takes the head's lock
-		// first; if it does, the batch fails rather than chain a receipt
-		// that is not there.
-		p.err = fmt.Errorf("insert receipts: %d of %d stored: another writer inserted receipts without the chain head's lock", stored, n)
-		return p.err
-	}
 	p.receipts, p.attempts, p.rows, p.outbox, p.head = p.receipts[:0], p.attempts[:0], p.rows[:0], p.outbox[:0], nil
-	return nil
+	if len(w.clauses) == 0 {
+		return "", nil
+	}
+	return "WITH " + strings.Join(w.clauses, ", ") + " SELECT 1", w.args
+}
+
+const heldBackWrites = "insert the batch's receipts, attempts, ledger rows and outbox messages"
+
+// flush sends what the batch holds back (pending) before another statement
+// of the batch; a failure stays in the batch, which then does not commit.
+func (p *pgBatch) flush(ctx context.Context) error {
+	if p.err != nil {
+		return p.err
+	}
+	if query, args := p.pending(); query != "" {
+		if _, err := p.conn.ExecContext(ctx, query, args...); err != nil {
+			p.err = fmt.Errorf("%w: %s: %w", ErrHeldBack, heldBackWrites, err)
+		}
+	}
+	return p.err
 }
 
 // pgWith collects a flush's WITH clauses and their arguments, in order.
@@ -320,8 +494,7 @@ func (p *pgBatch) withReceipts(w *pgWith) {
 		(id, provider, event_id, event_type, body, body_sha256, signature_headers, status, error, handler_version, source, received_at, processed_at,
 		 prev_hash, row_hash, remote_addr, user_agent, request_id, signature_age_ms, status_code)
 		SELECT * FROM unnest(?::bigint[], ?::text[], ?::text[], ?::text[], ?::bytea[], ?::bytea[], ?::text[], ?::text[], ?::text[], ?::text[],
-			?::text[], ?::bigint[], ?::bigint[], ?::bytea[], ?::bytea[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[])
-		ON CONFLICT (provider, event_id) DO NOTHING RETURNING 1`,
+			?::text[], ?::bigint[], ?::bigint[], ?::bytea[], ?::bytea[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[])`,
 		ids, providers, eventIDs, types, bodies, sums, headers, statuses, errs, versions, src, received, processed, prev, hashes,
 		addrs, agents, requests, ages, codes)
 }

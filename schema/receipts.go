@@ -63,7 +63,7 @@ const (
 // delivery, and values keep them off the heap.
 func (b Batch) InsertReceipt(ctx context.Context, r Receipt, first Attempt) (inserted bool, err error) {
 	if b.pg != nil {
-		return b.pg.insertReceipt(ctx, b.tx.Tx, r, first)
+		return b.pg.insertReceipt(ctx, r, first)
 	}
 	res, err := b.st.insertReceipt.ExecContext(ctx, r.ID, r.Provider, r.EventID, r.EventType, r.Body, r.BodySHA256,
 		r.SignatureHeaders, r.Status, r.Error, r.HandlerVersion, r.Source, r.ReceivedAt, r.ProcessedAt, r.PrevHash, r.RowHash,
@@ -79,7 +79,7 @@ func (b Batch) InsertReceipt(ctx context.Context, r Receipt, first Attempt) (ins
 // found already there (ErrNotFound: none).
 func (b Batch) StoredReceipt(ctx context.Context, provider, eventID string) (bodySHA256 []byte, status string, err error) {
 	if b.pg != nil {
-		s, ok, err := b.pg.lookup(ctx, b.tx.Tx, receiptKey{provider, eventID})
+		s, ok, err := b.pg.lookup(ctx, receiptKey{provider, eventID})
 		if err == nil && !ok {
 			err = ErrNotFound
 		}
