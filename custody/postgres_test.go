@@ -127,3 +127,32 @@ func TestPostgresFailedHeldBackWritesFailOnlyTheirDelivery(t *testing.T) {
 		t.Errorf("committed batches %v: the five were not committed together after the retry", batches)
 	}
 }
+
+// A PostgreSQL restart or failover ends the writer's connection: the batch
+// on it fails (503, nothing stored) and the next one runs on a new
+// connection, so a sender's retry is stored once.
+func TestPostgresWriterReconnects(t *testing.T) {
+	e := newEnv(t, "postgres")
+	send := func(id string) int {
+		return e.Send(id, testenv.UsageBody("cus_1", "api_requests", "1")).Code
+	}
+	if c := send("evt_before"); c != 200 {
+		t.Fatalf("before: %d", c)
+	}
+	if n := e.Int(`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid()`); n == 0 {
+		t.Fatal("no connection of the writer's to end")
+	}
+	for _, id := range []string{"evt_1", "evt_2", "evt_3"} {
+		codes := []int{send(id)}
+		for try := 0; codes[len(codes)-1] != 200 && try < 3; try++ {
+			codes = append(codes, send(id))
+		}
+		if codes[len(codes)-1] != 200 || len(codes) > 2 {
+			t.Errorf("%s: answers %v, want 200 at the first retry at the latest", id, codes)
+		}
+	}
+	if got := e.Rows(); got != [3]int{4, 4, 4} {
+		t.Errorf("receipts, attempts, usage = %v, want [4 4 4]", got)
+	}
+}
