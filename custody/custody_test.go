@@ -215,50 +215,63 @@ func TestFailureBeforeCommitStoresNothingAndRetryAppliesOnce(t *testing.T) {
 func TestOneFailingItemDoesNotSinkItsBatch(t *testing.T) {
 	testenv.EachBackend(t, func(t *testing.T, backend string) {
 		e := newEnv(t, backend)
-		// Hold the writer on the first item so the others queue into one batch.
-		entered, release := make(chan struct{}), make(chan struct{})
-		e.Writer.SetTestHook(func(d *custody.Delivery) error {
-			switch d.EventID {
-			case "msg_0":
-				close(entered)
-				<-release
-			case "msg_3":
+		sixInOneBatch(t, e, func(d *custody.Delivery) error {
+			if d.EventID == "msg_3" {
 				return errors.New("injected")
 			}
 			return nil
 		})
-		releaseWriter := sync.OnceFunc(func() { close(release) })
-		defer releaseWriter() // a failed wait below must not leave the writer held
-		// One channel per sender: goSend always delivers exactly one code, so a
-		// sender that fails makes the test fail instead of hang.
-		codes := make([]chan int, 6)
-		for i := range codes {
-			codes[i] = make(chan int, 1)
-			goSend(e, fmt.Sprintf("msg_%d", i), testenv.UsageBody("cus_1", "m", "1"), codes[i])
-			if i == 0 {
-				awaitSignal(t, "msg_0 holds the writer", entered, codes[0])
-			}
-		}
-		waitFor(t, "the other five deliveries are queued", func() bool { return e.Writer.Depth() >= 5 })
-		releaseWriter()
-		for i, ch := range codes {
-			if want, c := map[bool]int{true: 503, false: 200}[i == 3], recvCode(t, ch); c != want {
-				t.Errorf("msg_%d: %d, want %d", i, c, want)
-			}
-		}
-		if got := e.Rows(); got != [3]int{5, 5, 5} {
-			t.Errorf("receipts, attempts, usage = %v, want [5 5 5]", got)
-		}
-		// The batch ran twice (optimistically, then with a savepoint per item):
-		// the ledger holds each row once, on an unbroken chain.
-		rep, err := ledger.Verify(context.Background(), e.DB)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p := rep.First(); p != nil {
-			t.Errorf("verify: %+v", *p)
-		}
 	})
+}
+
+// sixInOneBatch sends msg_0 to msg_5 so that they queue into one batch (the
+// writer is held on msg_0 until the other five wait), with inject run on
+// each delivery as the writer applies it, and asserts that msg_3 alone
+// failed: 503 for it, 200 and one receipt, attempt and usage row for each of
+// the others, on an unbroken chain. The batch runs twice (optimistically,
+// then with a savepoint per item).
+func sixInOneBatch(t *testing.T, e *env, inject func(*custody.Delivery) error) {
+	t.Helper()
+	entered, release := make(chan struct{}), make(chan struct{})
+	var held sync.Once
+	e.Writer.SetTestHook(func(d *custody.Delivery) error {
+		if d.EventID == "msg_0" {
+			held.Do(func() {
+				close(entered)
+				<-release
+			})
+		}
+		return inject(d)
+	})
+	releaseWriter := sync.OnceFunc(func() { close(release) })
+	defer releaseWriter() // a failed wait below must not leave the writer held
+	// One channel per sender: goSend always delivers exactly one code, so a
+	// sender that fails makes the test fail instead of hang.
+	codes := make([]chan int, 6)
+	for i := range codes {
+		codes[i] = make(chan int, 1)
+		goSend(e, fmt.Sprintf("msg_%d", i), testenv.UsageBody("cus_1", "m", "1"), codes[i])
+		if i == 0 {
+			awaitSignal(t, "msg_0 holds the writer", entered, codes[0])
+		}
+	}
+	waitFor(t, "the other five deliveries are queued", func() bool { return e.Writer.Depth() >= 5 })
+	releaseWriter()
+	for i, ch := range codes {
+		if want, c := map[bool]int{true: 503, false: 200}[i == 3], recvCode(t, ch); c != want {
+			t.Errorf("msg_%d: %d, want %d", i, c, want)
+		}
+	}
+	if got := e.Rows(); got != [3]int{5, 5, 5} {
+		t.Errorf("receipts, attempts, usage = %v, want [5 5 5]", got)
+	}
+	rep, err := ledger.Verify(context.Background(), e.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := rep.First(); p != nil {
+		t.Errorf("verify: %+v", *p)
+	}
 }
 
 func TestFullQueueAnswers503WithRetryAfter(t *testing.T) {

@@ -1,7 +1,6 @@
 package custody_test
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -9,7 +8,6 @@ import (
 
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/internal/testenv"
-	"github.com/hookledger/hookledger/ledger"
 )
 
 // On a new PostgreSQL database the writer finds a batch's stored receipts
@@ -78,48 +76,9 @@ func TestPostgresFailedHeldBackWritesFailOnlyTheirDelivery(t *testing.T) {
 			RETURN NEW;
 		END $$`)
 	e.Exec(`CREATE TRIGGER refuse_msg_3 BEFORE INSERT ON receipts FOR EACH ROW EXECUTE FUNCTION refuse_msg_3()`)
-	// Hold the writer on the first delivery so the others queue into one batch.
-	entered, release := make(chan struct{}), make(chan struct{})
-	e.Writer.SetTestHook(func(d *custody.Delivery) error {
-		if d.EventID == "msg_0" {
-			select {
-			case <-entered:
-			default:
-				close(entered)
-				<-release
-			}
-		}
-		return nil
-	})
-	releaseWriter := sync.OnceFunc(func() { close(release) })
-	defer releaseWriter()
-	codes := make([]chan int, 6)
-	for i := range codes {
-		codes[i] = make(chan int, 1)
-		goSend(e, fmt.Sprintf("msg_%d", i), testenv.UsageBody("cus_1", "m", "1"), codes[i])
-		if i == 0 {
-			awaitSignal(t, "msg_0 holds the writer", entered, codes[0])
-		}
-	}
-	waitFor(t, "the other five deliveries are queued", func() bool { return e.Writer.Depth() >= 5 })
-	releaseWriter()
-	for i, ch := range codes {
-		if want, c := map[bool]int{true: 503, false: 200}[i == 3], recvCode(t, ch); c != want {
-			t.Errorf("msg_%d: %d, want %d", i, c, want)
-		}
-	}
-	if got := e.Rows(); got != [3]int{5, 5, 5} {
-		t.Errorf("receipts, attempts, usage = %v, want [5 5 5]", got)
-	}
+	sixInOneBatch(t, e, func(*custody.Delivery) error { return nil })
 	if n := e.Int(`SELECT count(*) FROM receipts WHERE event_id = 'msg_3'`); n != 0 {
 		t.Errorf("%d receipts for the refused delivery", n)
-	}
-	rep, err := ledger.Verify(context.Background(), e.DB)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p := rep.First(); p != nil {
-		t.Errorf("verify: %+v", *p)
 	}
 	mu.Lock()
 	defer mu.Unlock()

@@ -222,7 +222,9 @@ func (p *pgBatch) begin(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("read the batch's receipts: %w", err)
 			}
-			if err := p.read(rows, keys); err != nil {
+			err = p.read(rows, keys)
+			rows.Close()
+			if err != nil {
 				return fmt.Errorf("read the batch's receipts: %w", err)
 			}
 		}
@@ -242,17 +244,20 @@ var ErrHeldBack = errors.New("the batch's writes failed")
 
 // commit sends what the batch holds back and COMMIT in one round trip. If
 // the writes fail, the server skips the COMMIT (a pipeline stops at its
-// first error) and the transaction is aborted.
+// first error), and a failed commit rolls the transaction back itself, so
+// that the write pool's one connection is free again whatever the caller
+// does next.
 func (p *pgBatch) commit(ctx context.Context) error {
-	defer p.release()
 	if p.err != nil {
+		p.rollback()
 		return p.err
 	}
 	if !p.began {
-		return nil // it read and wrote nothing
+		p.release() // it read and wrote nothing
+		return nil
 	}
 	query, args := p.pending()
-	return p.pipeline(func(c *pgx.Conn) error {
+	err := p.pipeline(func(c *pgx.Conn) error {
 		b := &pgx.Batch{}
 		if query != "" {
 			b.Queue(sqlx.Rebind(sqlx.DOLLAR, query), args...)
@@ -274,6 +279,12 @@ func (p *pgBatch) commit(ctx context.Context) error {
 		}
 		return br.Close()
 	})
+	if err != nil {
+		p.rollback()
+		return err
+	}
+	p.release()
+	return nil
 }
 
 // rollback ends a batch that did not commit; after commit it does nothing.
