@@ -224,22 +224,19 @@ func TestOneFailingItemDoesNotSinkItsBatch(t *testing.T) {
 	})
 }
 
-// sixInOneBatch sends msg_0 to msg_5 so that they queue into one batch (the
-// writer is held on msg_0 until the other five wait), with inject run on
-// each delivery as the writer applies it, and asserts that msg_3 alone
-// failed: 503 for it, 200 and one receipt, attempt and usage row for each of
-// the others, on an unbroken chain. The batch runs twice (optimistically,
-// then with a savepoint per item).
+// sixInOneBatch sends msg_0 to msg_5 and holds the writer on msg_0 until the
+// other five are queued, so that they make one batch; inject runs on each
+// delivery as the writer applies it. It asserts that msg_3 alone failed: 503
+// for it, 200 and one receipt, attempt and usage row for each of the
+// others, on an unbroken chain. The batch of five runs twice
+// (optimistically, then with a savepoint per item).
 func sixInOneBatch(t *testing.T, e *env, inject func(*custody.Delivery) error) {
 	t.Helper()
 	entered, release := make(chan struct{}), make(chan struct{})
-	var held sync.Once
 	e.Writer.SetTestHook(func(d *custody.Delivery) error {
-		if d.EventID == "msg_0" {
-			held.Do(func() {
-				close(entered)
-				<-release
-			})
+		if d.EventID == "msg_0" { // alone in its batch, applied once
+			close(entered)
+			<-release
 		}
 		return inject(d)
 	})
