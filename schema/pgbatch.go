@@ -62,7 +62,7 @@ type pgBatch struct {
 	outbox   []outboxRow
 	head     *ChainHead   // a held-back SaveHead
 	added    []receiptKey // known keys this batch inserted since the savepoint (Isolated)
-	err      error        // a failed flush; the batch must not commit
+	err      error        // a failed begin or flush: the batch must not commit
 }
 
 // batchTx is a batch's transaction: SQLite's database/sql transaction (tx),
