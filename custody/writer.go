@@ -338,6 +338,16 @@ func (w *Writer) apply(batch []*job, errs []error, isolate bool) (failed bool, e
 			w.opFailed(j.op, errs[i])
 		default:
 			if errs[i] = j.op.Apply(ctx, btx); errs[i] != nil {
+				if err := b.Err(); err != nil {
+					// The batch failed, not the op: on PostgreSQL its
+					// begin, or the writes of earlier ops that it held
+					// back and sent before this op's statement.
+					errs[i] = nil
+					if errors.Is(err, schema.ErrHeldBack) {
+						return true, nil // one op at a time finds the op at fault
+					}
+					return false, w.storageError("begin", err)
+				}
 				w.opFailed(j.op, errs[i]) // final: the isolated pass skips it
 				return true, nil
 			}

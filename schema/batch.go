@@ -128,6 +128,17 @@ func (b Batch) Commit() error {
 	return b.tx.tx.Commit()
 }
 
+// Err is what failed the batch itself rather than one of its ops, and
+// keeps it from committing: on PostgreSQL its begin (the head's lock, the
+// read of its receipts) or the writes it held back (ErrHeldBack). It is
+// nil on SQLite, whose batch has no such state.
+func (b Batch) Err() error {
+	if b.pg != nil {
+		return b.pg.err
+	}
+	return nil
+}
+
 // Rollback abandons the batch; after Commit it does nothing.
 func (b Batch) Rollback() error {
 	if b.pg != nil {

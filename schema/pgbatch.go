@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jmoiron/sqlx"
 )
 
@@ -232,6 +233,10 @@ func (p *pgBatch) begin(ctx context.Context) error {
 	})
 	if err != nil {
 		p.beginErr, p.err = err, err
+		// BEGIN and the lock may have succeeded before a later part
+		// failed: end the transaction (and the head's lock) first. On a
+		// broken connection this fails at once, and the pool drops it.
+		p.conn.ExecContext(context.Background(), "ROLLBACK")
 		p.release()
 	}
 	return err
@@ -252,9 +257,12 @@ func (p *pgBatch) commit(ctx context.Context) error {
 		p.rollback()
 		return p.err
 	}
-	if !p.began {
+	if !p.began && !p.holding() {
 		p.release() // it read and wrote nothing
 		return nil
+	}
+	if err := p.begin(ctx); err != nil {
+		return err
 	}
 	query, args := p.pending()
 	err := p.pipeline(func(c *pgx.Conn) error {
@@ -267,7 +275,18 @@ func (p *pgBatch) commit(ctx context.Context) error {
 		defer br.Close()
 		if query != "" {
 			if _, err := br.Exec(); err != nil {
-				return fmt.Errorf("%w: %s: %w", ErrHeldBack, heldBackWrites, err)
+				var pgErr *pgconn.PgError
+				if errors.As(err, &pgErr) {
+					// The server refused the writes, so it skipped the
+					// COMMIT behind them (a pipeline stops at its first
+					// error): nothing is stored.
+					return fmt.Errorf("%w: %s: %w", ErrHeldBack, heldBackWrites, err)
+				}
+				// Anything else (the connection broke) leaves the
+				// outcome unknown: the COMMIT went out in the same round
+				// trip and may have been applied. The batch must not run
+				// again.
+				return fmt.Errorf("commit: %s: %w", heldBackWrites, err)
 			}
 		}
 		tag, err := br.Exec()
@@ -406,6 +425,11 @@ func (p *pgBatch) insertReceipt(ctx context.Context, r Receipt, first Attempt) (
 	p.added = append(p.added, k)
 	p.receipts = append(p.receipts, pgReceipt{r, first})
 	return true, nil
+}
+
+// holding reports whether the batch holds writes back.
+func (p *pgBatch) holding() bool {
+	return len(p.receipts)+len(p.attempts)+len(p.rows)+len(p.outbox) > 0 || p.head != nil
 }
 
 // pending is what the batch holds back as one statement, one
