@@ -236,15 +236,15 @@ func (p *pgBatch) begin(ctx context.Context) error {
 		// BEGIN and the lock may have succeeded before a later part
 		// failed: end the transaction (and the head's lock) first. On a
 		// broken connection this fails at once, and the pool drops it.
-		p.conn.ExecContext(context.Background(), "ROLLBACK")
-		p.release()
+		p.rollback()
 	}
 	return err
 }
 
-// ErrHeldBack marks a failed Commit whose held-back writes failed
-// (PostgreSQL): nothing of the batch is stored, and it may run again one op
-// at a time (Batch.Isolated) so that the op at fault fails alone.
+// ErrHeldBack marks a batch whose held-back writes the server refused
+// (PostgreSQL), at Commit or when they were sent before another statement:
+// nothing of the batch is stored, and it may run again one op at a time
+// (Batch.Isolated) so that the op at fault fails alone.
 var ErrHeldBack = errors.New("the batch's writes failed")
 
 // commit sends what the batch holds back and COMMIT in one round trip. If
