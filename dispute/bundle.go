@@ -75,7 +75,7 @@ func (v *Verifier) WriteBundle(w io.Writer, tr *Trace) error {
 			e.BodySHA256 = ev.Receipt.BodySHA256
 			e.SignatureHeaders = dir + "/signature-headers.txt"
 			files[e.SignatureHeaders] = []byte(ev.Receipt.SignatureHeaders)
-			if !ev.Receipt.BodyPruned {
+			if !ev.Receipt.BodyPruned && !ev.Receipt.BodyMissing {
 				e.Body = dir + "/body.raw"
 				files[e.Body] = ev.body
 			}

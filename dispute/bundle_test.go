@@ -41,7 +41,7 @@ func seedAllSchemes(t *testing.T) *env {
 		t.Fatalf("stripe retry: %d", code)
 	}
 	e.send("default", "msg_pruned", "cus_1", "2", "2026-10-09T08:00:00Z")
-	e.Exec(`UPDATE receipts SET body = NULL WHERE event_id = 'msg_pruned'`)
+	e.PruneBody("default", "msg_pruned")
 	e.Clock.Set(time.Date(2026, 11, 1, 2, 0, 0, 0, time.UTC))
 	e.close("2026-10")
 	return e

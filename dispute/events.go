@@ -1,6 +1,8 @@
 package dispute
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 
@@ -70,13 +72,17 @@ func (b *builder) fillEvent(ev *EventView, rc *schema.Receipt, attempts []schema
 				Status: rc.FirstStatus, Source: rc.Source, ReceivedAt: rc.ReceivedAt, PrevHash: rc.PrevHash, RowHash: rc.RowHash}
 		}
 		if !rc.Pruned && st.body == nil {
-			st.body = []byte{} // an empty body is not a pruned one
+			// Gone without a prune (EventReceipts), or an empty body stored
+			// as NULL: that one hashes as empty.
+			empty := sha256.Sum256(nil)
+			st.body, st.missing = []byte{}, !bytes.Equal(rc.BodySHA256, empty[:])
 		}
 		headers = rc.SignatureHeaders
 		ev.Receipt = &ReceiptView{Type: rc.EventType, Status: rc.Status, Error: rc.Error, Source: rc.Source, HandlerVersion: rc.HandlerVersion,
 			ReceivedAt: utc(rc.ReceivedAt), ProcessedAt: utc(rc.ProcessedAt), BodySHA256: hex.EncodeToString(rc.BodySHA256),
 			BodyPruned: rc.Pruned, SignatureHeaders: rc.SignatureHeaders}
-		if !rc.Pruned {
+		ev.Receipt.BodyMissing = st.missing
+		if !rc.Pruned && !st.missing {
 			n := len(st.body)
 			ev.Receipt.BodyBytes = &n
 			ev.body = st.body

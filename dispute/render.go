@@ -221,9 +221,12 @@ func (p *printer) event(ev EventView) {
 		}
 		p.kv("receipt", "%s, source %s, handler %s", status, rc.Source, rc.HandlerVersion)
 		p.kv("received", "%s, processed %s", stamp(rc.ReceivedAt), stamp(rc.ProcessedAt))
-		if rc.BodyBytes != nil {
+		switch {
+		case rc.BodyBytes != nil:
 			p.kv("body", "%d bytes, SHA-256 %s", *rc.BodyBytes, rc.BodySHA256)
-		} else {
+		case rc.BodyMissing:
+			p.kv("body", "missing, SHA-256 %s", rc.BodySHA256)
+		default:
 			p.kv("body", "pruned, SHA-256 %s", rc.BodySHA256)
 		}
 	} else {

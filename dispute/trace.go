@@ -132,17 +132,20 @@ func (e *EventView) Body() []byte { return e.body }
 
 // ReceiptView is the stored receipt of an event.
 type ReceiptView struct {
-	Type             string    `json:"type"`
-	Status           string    `json:"status"`
-	Error            string    `json:"error,omitempty"`
-	Source           string    `json:"source"`
-	HandlerVersion   string    `json:"handler_version"`
-	ReceivedAt       time.Time `json:"received_at"`
-	ProcessedAt      time.Time `json:"processed_at"`
-	BodySHA256       string    `json:"body_sha256"`
-	BodyBytes        *int      `json:"body_bytes"` // null when pruned
-	BodyPruned       bool      `json:"body_pruned"`
-	SignatureHeaders string    `json:"signature_headers"`
+	Type           string    `json:"type"`
+	Status         string    `json:"status"`
+	Error          string    `json:"error,omitempty"`
+	Source         string    `json:"source"`
+	HandlerVersion string    `json:"handler_version"`
+	ReceivedAt     time.Time `json:"received_at"`
+	ProcessedAt    time.Time `json:"processed_at"`
+	BodySHA256     string    `json:"body_sha256"`
+	BodyBytes      *int      `json:"body_bytes"` // null when pruned or missing
+	BodyPruned     bool      `json:"body_pruned"`
+	// BodyMissing: the body is gone, and no prune of retention.payload
+	// covers it (a problem: it was deleted some other way).
+	BodyMissing      bool   `json:"body_missing,omitempty"`
+	SignatureHeaders string `json:"signature_headers"`
 }
 
 // AttemptView is one delivery of an event, with its own signature checked.

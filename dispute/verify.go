@@ -89,6 +89,7 @@ type stored struct {
 	provider, source string
 	body             []byte // nil when pruned
 	pruned           bool
+	missing          bool   // body NULL but not pruned: empty, or deleted
 	sha              []byte // body_sha256 recorded on arrival
 	// link is the receipt's link in the receipts chain, nil on a receipt
 	// that was never chained (a database from before the chain).
@@ -106,6 +107,9 @@ func (v *Verifier) receipt(s *stored, headers string, inserted []byte) Verificat
 		return verdict(Pruned, "body pruned by retention", "the body was deleted by retention.payload; its SHA-256 %x remains", s.sha)
 	}
 	if sum := sha256.Sum256(s.body); !bytes.Equal(sum[:], s.sha) {
+		if s.missing {
+			return missingBody()
+		}
 		return verdict(Invalid, "invalid", "the stored body hashes to %x but the receipt recorded %x on arrival: the body was changed after it was received", sum, s.sha)
 	}
 	if inserted != nil && !bytes.Equal(inserted, s.sha) {
@@ -120,6 +124,12 @@ func (v *Verifier) receipt(s *stored, headers string, inserted []byte) Verificat
 	return v.signature(s, headers)
 }
 
+// missingBody is the verdict on a body gone without a prune.
+func missingBody() Verification {
+	return verdict(Invalid, "body missing", "the receipt has no body, and no retention.payload prune covers it "+
+		"(a prune clears the signature headers too, and records how far it went): the body was deleted after it was received")
+}
+
 // attempt re-verifies one delivery attempt's own signature headers over the
 // stored body (a retry is signed afresh, so each attempt has its own).
 func (v *Verifier) attempt(s *stored, headers, outcome string, sha []byte) Verification {
@@ -131,6 +141,9 @@ func (v *Verifier) attempt(s *stored, headers, outcome string, sha []byte) Verif
 			"this attempt carried a different body (SHA-256 %x) under the same event id; only the first body is kept", sha)
 	}
 	if sum := sha256.Sum256(s.body); !bytes.Equal(sum[:], sha) {
+		if s.missing {
+			return missingBody()
+		}
 		return verdict(Invalid, "invalid", "the stored body hashes to %x but this attempt recorded %x: the body was changed after it was received", sum, sha)
 	}
 	return v.signature(s, headers)

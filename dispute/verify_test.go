@@ -25,6 +25,35 @@ func eventOf(t *testing.T, tr *Trace, id string) EventView {
 	return EventView{}
 }
 
+// A body deleted some other way than by retention.payload is evidence gone:
+// a problem, never "pruned by retention".
+func TestBodyDeletedByHandIsMissing(t *testing.T) {
+	testenv.SQLiteOnly(t, "edits rows in SQLite's dialect")
+	for _, edit := range []struct{ name, sql string }{
+		{"body only", `UPDATE receipts SET body = NULL WHERE event_id = 'evt_b'`},
+		// As a prune does, but no prune covers the receipt.
+		{"body and signature headers", `UPDATE receipts SET body = NULL, signature_headers = '' WHERE event_id = 'evt_b'`},
+	} {
+		t.Run(edit.name, func(t *testing.T) {
+			e := seedLine(t)
+			e.Exec(edit.sql)
+			tr := e.trace("invoice:1/1")
+			ev := eventOf(t, tr, "evt_b")
+			if v := ev.Verification; v.Status != Invalid || v.Text != "body missing" || !strings.Contains(v.Detail, "no retention.payload prune covers it") {
+				t.Errorf("receipt: %+v", v)
+			}
+			for _, a := range ev.Attempts {
+				if a.Signature.Status != Invalid {
+					t.Errorf("attempt %d: %+v", a.ID, a.Signature)
+				}
+			}
+			if s := tr.Summary.Bodies; s.Pruned != 0 || s.Invalid != 1 || len(tr.Summary.Problems) != 1 {
+				t.Errorf("bodies %+v, problems %v", s, tr.Summary.Problems)
+			}
+		})
+	}
+}
+
 func TestVerificationStates(t *testing.T) {
 	testenv.SQLiteOnly(t, "edits rows in SQLite's dialect")
 	e := seedLine(t)
@@ -54,7 +83,7 @@ func TestVerificationStates(t *testing.T) {
 	})
 
 	t.Run("pruned body is pruned, not invalid", func(t *testing.T) {
-		e.Exec(`UPDATE receipts SET body = NULL WHERE event_id = 'evt_b'`)
+		e.PruneBody("default", "evt_b")
 		tr := e.trace("invoice:1/1")
 		ev := eventOf(t, tr, "evt_b")
 		if ev.Verification.Status != Pruned || ev.Verification.Text != "body pruned by retention" || ev.Receipt.BodyBytes != nil || !ev.Receipt.BodyPruned {

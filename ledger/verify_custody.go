@@ -124,12 +124,20 @@ func verifyHead(ctx context.Context, db VerifySource) (CheckResult, error) {
 
 // verifyBodies recomputes SHA-256 of every stored body. Retention's payload
 // pruning sets body to NULL and keeps body_sha256 (which the receipts chain
-// covers), so a pruned body is not checked and not a problem.
+// covers), so a pruned body is not checked and not a problem; a body gone
+// without a prune is one (an empty body may be stored as NULL: it hashes as
+// empty).
 func verifyBodies(ctx context.Context, db VerifySource) (CheckResult, error) {
 	c := CheckResult{Name: "receipt bodies"}
 	err := db.ScanStoredBodies(ctx, func(b *schema.StoredBody) error {
 		c.Checked++
-		if got := sha256.Sum256(b.Body); !bytes.Equal(got[:], b.BodySHA256) {
+		got := sha256.Sum256(b.Body)
+		switch {
+		case bytes.Equal(got[:], b.BodySHA256):
+		case b.Body == nil:
+			c.add(Problem{Table: "receipts", ID: b.ID, Msg: fmt.Sprintf("receipt %s/%s: the body is gone, and no retention.payload prune covers it (a prune clears the signature headers too, and records how far it went): the body was deleted after it was received",
+				b.Provider, b.EventID)})
+		default:
 			c.add(Problem{Table: "receipts", ID: b.ID, Msg: fmt.Sprintf("receipt %s/%s: the stored body hashes to %x, not its body_sha256 %x: the body was changed after it was received",
 				b.Provider, b.EventID, got, b.BodySHA256)})
 		}

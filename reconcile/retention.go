@@ -39,6 +39,11 @@ type PruneReport struct {
 	KeysBefore    *time.Time `json:"keys_before,omitempty"`    // receipts received before this are deleted
 	BodiesPruned  int64      `json:"bodies_pruned"`
 	KeysDeleted   int64      `json:"keys_deleted"`
+	// TamperedKept are receipts kept whole although due: their stored body
+	// no longer hashes to its body_sha256, and pruning would erase that
+	// evidence (verify reports them). Non-zero means someone changed a body.
+	TamperedKept int64          `json:"tampered_kept"`
+	tampered     map[int64]bool // TamperedKept's receipts: both passes meet them
 	// RedeliveryRequestsDeleted are redelivery records older than Keys.
 	RedeliveryRequestsDeleted int64 `json:"redelivery_requests_deleted"`
 	// FailedKept are failed receipts older than the payload cutoff, kept
@@ -89,7 +94,10 @@ func Prune(ctx context.Context, db RetentionStore, w *custody.Writer, p Retentio
 		if rep.FailedKept, err = db.CountFailedReceipts(ctx, cut.UnixMilli()); err != nil {
 			return rep, fmt.Errorf("count failed receipts: %w", err)
 		}
-		n, err := pruneEach(ctx, db, w, dryRun, cut.UnixMilli(), schema.PruneBodies, nil)
+		ms := cut.UnixMilli()
+		n, err := pruneEach(ctx, db, w, rep, dryRun, ms, schema.PruneBodies, func(ctx context.Context, b schema.Batch, _ []int64) error {
+			return b.MarkBodiesPruned(ctx, ms)
+		})
 		rep.BodiesPruned = n
 		if err != nil {
 			return rep, fmt.Errorf("prune bodies: %w", err)
@@ -99,7 +107,9 @@ func Prune(ctx context.Context, db RetentionStore, w *custody.Writer, p Retentio
 		cut := now.Add(-p.Keys).UTC()
 		rep.KeysBefore = &cut
 		// delivery_attempts and replays go with their receipt.
-		n, err := pruneEach(ctx, db, w, dryRun, cut.UnixMilli(), schema.PruneKeys, schema.Batch.MarkReceiptsPruned)
+		n, err := pruneEach(ctx, db, w, rep, dryRun, cut.UnixMilli(), schema.PruneKeys, func(ctx context.Context, b schema.Batch, changed []int64) error {
+			return b.MarkReceiptsPruned(ctx, slices.Max(changed))
+		})
 		rep.KeysDeleted = n
 		if err != nil {
 			return rep, fmt.Errorf("prune keys: %w", err)
@@ -149,12 +159,12 @@ func recordPrune(rep *PruneReport, now time.Time) custody.Op {
 // pruneEach walks the applied and ignored receipts received before cut that
 // prune would change, oldest first, in batches read from the read pool, and
 // prunes each batch inside the writer. The prune re-checks the conditions in
-// its transaction: a receipt replayed or pruned meanwhile is left alone.
-// then, when set, runs in the same transaction with the highest id changed
-// (MarkReceiptsPruned, for deleted receipts: verify must tell retention from
-// a deletion).
-func pruneEach(ctx context.Context, db RetentionStore, w *custody.Writer, dryRun bool, cut int64, prune schema.Prune,
-	then func(b schema.Batch, ctx context.Context, maxID int64) error) (int64, error) {
+// its transaction: a receipt replayed or pruned meanwhile is left alone, and
+// one whose body was changed is kept (counted in rep.TamperedKept). then
+// runs in the same transaction with the ids changed, if any: it records how
+// far the prune went (verify must tell retention from a deletion).
+func pruneEach(ctx context.Context, db RetentionStore, w *custody.Writer, rep *PruneReport, dryRun bool, cut int64, prune schema.Prune,
+	then func(ctx context.Context, b schema.Batch, changed []int64) error) (int64, error) {
 	var total int64
 	for _, status := range []string{string(custody.StatusApplied), string(custody.StatusIgnored)} {
 		if dryRun {
@@ -166,22 +176,32 @@ func pruneEach(ctx context.Context, db RetentionStore, w *custody.Writer, dryRun
 			continue
 		}
 		err := db.EachPrunable(ctx, prune, status, cut, pruneBatch, func(ids []int64) error {
-			var n int64
+			var (
+				n    int64
+				kept []int64
+			)
 			if err := w.Submit(ctx, custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
 				b := tx.Batch()
-				changed, err := b.PruneReceipts(ctx, prune, ids, cut)
+				changed, tampered, err := b.PruneReceipts(ctx, prune, ids, cut)
 				if err != nil {
 					return err
 				}
-				n = int64(len(changed))
-				if then == nil || n == 0 {
+				n, kept = int64(len(changed)), tampered
+				if n == 0 {
 					return nil
 				}
-				return then(b, ctx, slices.Max(changed))
+				return then(ctx, b, changed)
 			})); err != nil {
 				return err
 			}
 			total += n
+			for _, id := range kept {
+				if rep.tampered == nil {
+					rep.tampered = map[int64]bool{}
+				}
+				rep.tampered[id] = true
+			}
+			rep.TamperedKept = int64(len(rep.tampered))
 			return nil
 		})
 		if err != nil {

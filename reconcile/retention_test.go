@@ -135,15 +135,77 @@ func TestPruneKeepsTombstonesAndTheLedger(t *testing.T) {
 	if n := e.Int(`SELECT receipts_pruned_through FROM chain_head`); n != 2 {
 		t.Errorf("receipts_pruned_through = %d, want 2", n)
 	}
+	// So are the bodies it cleared: the chain head records the cutoff.
+	if n := e.Int(`SELECT payload_pruned_before FROM chain_head`); int64(n) != testNow.Add(-30*24*time.Hour).UnixMilli() {
+		t.Errorf("payload_pruned_before = %d, want the payload cutoff", n)
+	}
 	if rep, err := ledger.Verify(ctx, e.DB); err != nil || rep.First() != nil {
 		t.Fatalf("verify after prune: %v %v", rep.First(), err)
+	}
+	// A body deleted by hand, past what retention covers, is not excused.
+	var kept struct {
+		Body    []byte `db:"body"`
+		Headers string `db:"signature_headers"`
+	}
+	if err := e.DB.Read.Get(&kept, `SELECT body, signature_headers FROM receipts WHERE event_id = 'evt_004'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.DB.Write.Exec(`UPDATE receipts SET body = NULL, signature_headers = '' WHERE event_id = 'evt_004'`); err != nil {
+		t.Fatal(err)
+	}
+	vrep, err := ledger.Verify(ctx, e.DB)
+	if p := vrep.First(); err != nil || p == nil || p.Table != "receipts" || !strings.Contains(p.Msg, "no retention.payload prune covers it") {
+		t.Fatalf("a body deleted by hand: %v %v", p, err)
+	}
+	if _, err := e.DB.Write.Exec(`UPDATE receipts SET body = ?, signature_headers = ? WHERE event_id = 'evt_004'`, kept.Body, kept.Headers); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := e.DB.Write.Exec(`DELETE FROM receipts WHERE event_id = 'evt_003'`); err != nil {
 		t.Fatal(err)
 	}
-	vrep, err := ledger.Verify(ctx, e.DB)
+	vrep, err = ledger.Verify(ctx, e.DB)
 	if p := vrep.First(); err != nil || p == nil || p.Table != "receipts" || !strings.Contains(p.Msg, "receipt 4 is missing") {
 		t.Fatalf("a receipt deleted above what retention deleted: %v %v", p, err)
+	}
+}
+
+// A body changed after it arrived is evidence: prune keeps its receipt
+// whole and says so, and prunes the others.
+func TestPruneKeepsTamperedBodies(t *testing.T) {
+	e := newEnv(t, envOptions{retention: retention30_60})
+	retentionFixture(t, e)
+	ctx := context.Background()
+	tamper := `UPDATE receipts SET body = ? WHERE event_id IN ('evt_000', 'evt_002')`
+	if _, err := e.DB.Write.Exec(tamper, []byte(`{"id":"evt_000","edited":true}`)); err != nil {
+		t.Fatal(err)
+	}
+	p := Retention{Payload: e.Config.Retention.Payload.Duration, Keys: e.Config.Retention.Keys.Duration}
+	rep, err := Prune(ctx, e.DB, e.Writer, p, testNow, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// evt_000 is past both cutoffs and evt_002 past the payload's: each is
+	// kept, and counted once.
+	if rep.TamperedKept != 2 || rep.BodiesPruned != 3 || rep.KeysDeleted != 1 {
+		t.Errorf("prune %+v", rep)
+	}
+	if n := e.Int(`SELECT COUNT(*) FROM receipts WHERE event_id IN ('evt_000', 'evt_002') AND body IS NOT NULL AND signature_headers != ''`); n != 2 {
+		t.Errorf("tampered receipts kept whole: %d, want 2", n)
+	}
+	vrep, err := ledger.Verify(ctx, e.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var changed int
+	for _, c := range vrep.Checks {
+		for _, p := range c.Problems {
+			if strings.Contains(p.Msg, "the body was changed after it was received") {
+				changed++
+			}
+		}
+	}
+	if changed != 2 {
+		t.Errorf("verify reports %d changed bodies, want 2: %v", changed, vrep.First())
 	}
 }
 

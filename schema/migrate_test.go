@@ -41,16 +41,17 @@ const receiptsAt8 = `SELECT id, provider, event_id, event_type, body, body_sha25
 	handler_version, source, received_at, processed_at, prev_hash, row_hash FROM receipts ORDER BY id`
 
 // fillCustody writes a receipt with two attempts and a replay, and one
-// ignored receipt with one attempt, through plain SQL.
+// ignored receipt with one attempt, through plain SQL. The receipt's digest
+// is its body's (SHA-256 of {}): prune keeps a body that does not match.
 func fillCustody(t *testing.T, db *sqlx.DB) {
 	t.Helper()
 	db.MustExec(`INSERT INTO receipts (id, provider, event_id, event_type, body, body_sha256, signature_headers, status, error,
 		handler_version, source, received_at, processed_at) VALUES
-		(7, 'stripe', 'evt_1', 'invoice.paid', X'7B7D', X'01', 'Stripe-Signature: t=1,v1=aa', 'applied', '', 'v1', 'webhook', 1000, 1001),
+		(7, 'stripe', 'evt_1', 'invoice.paid', X'7B7D', X'44136FA355B3678A1146AD16F7E8649E94FB4FC21FE77E8310C060F61CAAFF8A', 'Stripe-Signature: t=1,v1=aa', 'applied', '', 'v1', 'webhook', 1000, 1001),
 		(9, 'github', 'd-2', 'ping', NULL, X'02', '', 'ignored', 'no mapping', 'v1', 'reconcile', 2000, 2001)`)
 	db.MustExec(`INSERT INTO delivery_attempts (id, provider, event_id, received_at, remote_addr, user_agent, request_id,
 		body_sha256, signature_headers, signature_age_ms, outcome, status_code) VALUES
-		(3, 'stripe', 'evt_1', 1000, '10.0.0.1:1', 'Stripe/1.0', 'r1', X'01', 'h', 40, 'inserted', 200),
+		(3, 'stripe', 'evt_1', 1000, '10.0.0.1:1', 'Stripe/1.0', 'r1', X'44136FA355B3678A1146AD16F7E8649E94FB4FC21FE77E8310C060F61CAAFF8A', 'h', 40, 'inserted', 200),
 		(4, 'stripe', 'evt_1', 1500, '10.0.0.1:2', 'Stripe/1.0', 'r2', X'03', 'h', NULL, 'payload_mismatch', 200),
 		(5, 'github', 'd-2', 2000, '', '', '', X'02', '', NULL, 'inserted', 200)`)
 	db.MustExec(`INSERT INTO replays (provider, event_id, replayed_at, from_status, to_status, from_handler_version, handler_version)

@@ -47,10 +47,10 @@ func TestOutboxMigrationKeepsData(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A dead message keeps its receipt whole through both prunes.
-	if ids, err := b.PruneReceipts(ctx, PruneKeys, []int64{7}, 1<<40); err != nil || len(ids) != 0 {
+	if ids, _, err := b.PruneReceipts(ctx, PruneKeys, []int64{7}, 1<<40); err != nil || len(ids) != 0 {
 		t.Errorf("prune keys deleted %v (%v), want nothing: the outbox still holds the receipt", ids, err)
 	}
-	if ids, err := b.PruneReceipts(ctx, PruneBodies, []int64{7}, 1<<40); err != nil || len(ids) != 0 {
+	if ids, _, err := b.PruneReceipts(ctx, PruneBodies, []int64{7}, 1<<40); err != nil || len(ids) != 0 {
 		t.Errorf("prune bodies changed %v (%v), want nothing", ids, err)
 	}
 	if _, err := b.RetryOutbox(ctx, OutboxRetry{MessageID: "msg_nope"}, 400); !errors.Is(err, ErrNotFound) {
@@ -71,7 +71,7 @@ func TestOutboxMigrationKeepsData(t *testing.T) {
 		t.Errorf("retry of a delivered message: %v, want ErrDelivered", err)
 	}
 	// Delivered, the receipt may go, and its message and attempts with it.
-	if ids, err := b.PruneReceipts(ctx, PruneKeys, []int64{7}, 1<<40); err != nil || len(ids) != 1 {
+	if ids, _, err := b.PruneReceipts(ctx, PruneKeys, []int64{7}, 1<<40); err != nil || len(ids) != 1 {
 		t.Errorf("prune keys after delivery: %v %v, want [7]", ids, err)
 	}
 	if err := b.Commit(); err != nil {

@@ -145,22 +145,39 @@ func eventIDChunks(provider string, ids []string, fn func(in string, args []any)
 	return nil
 }
 
+// prunedByRetention is true for a receipt whose body retention.payload
+// cleared: a prune clears the body and the signature headers together, and
+// only of receipts received before the mark it leaves in the chain head
+// (migration 0010). A body gone any other way is not pruned.
+const prunedByRetention = `(body IS NULL AND signature_headers = '' AND
+	received_at < (SELECT payload_pruned_before FROM chain_head WHERE id = 1))`
+
 // EventReceipts reads the receipts of provider's events eventIDs that exist,
 // with their chain links, in no particular order; the unique (provider,
-// event_id) index answers it. On a database from before the receipts chain
-// (a read-only open of an older one) the links are empty.
+// event_id) index answers it. Pruned is prunedByRetention here: a body
+// missing without it has Body nil and Pruned false. On a database from
+// before the receipts chain (a read-only open of an older one) the links are
+// empty.
 func (tx *ReadTx) EventReceipts(ctx context.Context, provider string, eventIDs []string) ([]Receipt, error) {
 	var out []Receipt
 	err := eventIDChunks(provider, eventIDs, func(in string, args []any) error {
 		var rs []Receipt
-		const columns = `SELECT provider, event_id, event_type, status, error, source, handler_version,
-			received_at, processed_at, body, body IS NULL AS pruned, body_sha256, signature_headers`
+		columns := func(pruned string) string {
+			return `SELECT provider, event_id, event_type, status, error, source, handler_version,
+			received_at, processed_at, body, ` + pruned + ` AS pruned, body_sha256, signature_headers`
+		}
 		// The status as first stored, as scanReceiptLinks reads it.
-		err := sqlx.SelectContext(ctx, tx.tx, &rs, columns+`, id, prev_hash, row_hash,
+		const links = `, id, prev_hash, row_hash,
 			COALESCE((SELECT p.from_status FROM replays p WHERE p.provider = r.provider AND p.event_id = r.event_id ORDER BY p.id LIMIT 1), r.status)
-			AS first_status FROM receipts r WHERE `+in, args...)
-		if err != nil && predates(ctx, tx.tx, versionChained) {
-			err = sqlx.SelectContext(ctx, tx.tx, &rs, columns+` FROM receipts WHERE `+in, args...)
+			AS first_status FROM receipts r WHERE `
+		err := sqlx.SelectContext(ctx, tx.tx, &rs, columns(prunedByRetention)+links+in, args...)
+		if err != nil && predates(ctx, tx.tx, versionPayloadPruned) {
+			// Older databases do not record how far bodies were pruned:
+			// every missing body counts as pruned, as it did then.
+			err = sqlx.SelectContext(ctx, tx.tx, &rs, columns("body IS NULL")+links+in, args...)
+			if err != nil && predates(ctx, tx.tx, versionChained) {
+				err = sqlx.SelectContext(ctx, tx.tx, &rs, columns("body IS NULL")+` FROM receipts WHERE `+in, args...)
+			}
 		}
 		if err != nil {
 			return err

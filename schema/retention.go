@@ -1,9 +1,12 @@
 package schema
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/jmoiron/sqlx"
@@ -105,8 +108,17 @@ func (db *DB) EachPrunable(ctx context.Context, p Prune, status string, before i
 // PruneReceipts applies p to the receipts ids that, inside this
 // transaction, are still applied or ignored, received before (unix ms) and
 // not yet pruned by p: one replayed or pruned since it was listed is left
-// alone. It returns the ids it changed.
-func (b Batch) PruneReceipts(ctx context.Context, p Prune, ids []int64, before int64) ([]int64, error) {
+// alone. It returns the ids it changed, and those it kept whole because their
+// stored body no longer hashes to its body_sha256: pruning them would erase
+// the evidence that the body was changed (verify reports them).
+func (b Batch) PruneReceipts(ctx context.Context, p Prune, ids []int64, before int64) (changed, tampered []int64, err error) {
+	if tampered, err = b.tamperedBodies(ctx, ids); err != nil {
+		return nil, nil, err
+	}
+	ids = slices.DeleteFunc(slices.Clone(ids), func(id int64) bool { return slices.Contains(tampered, id) })
+	if len(ids) == 0 {
+		return nil, tampered, nil
+	}
 	var q string
 	switch p {
 	case PruneBodies:
@@ -115,17 +127,36 @@ func (b Batch) PruneReceipts(ctx context.Context, p Prune, ids []int64, before i
 	case PruneKeys:
 		q = `DELETE FROM receipts WHERE id IN (?) AND status IN ('applied', 'ignored') AND received_at < ?` + notForwarding + ` RETURNING id`
 	default:
-		return nil, fmt.Errorf("schema: unknown prune %d", int(p))
+		return nil, nil, fmt.Errorf("schema: unknown prune %d", int(p))
 	}
 	q, args, err := sqlx.In(q, ids, before)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var changed []int64
 	if err := b.tx.SelectContext(ctx, &changed, q, args...); err != nil {
+		return nil, nil, err
+	}
+	return changed, tampered, nil
+}
+
+// tamperedBodies returns those of the receipts ids whose stored body does not
+// hash to their body_sha256.
+func (b Batch) tamperedBodies(ctx context.Context, ids []int64) ([]int64, error) {
+	q, args, err := sqlx.In(`SELECT id, body, body_sha256 FROM receipts WHERE id IN (?) AND body IS NOT NULL`, ids)
+	if err != nil {
 		return nil, err
 	}
-	return changed, nil
+	var rows []StoredBody
+	if err := b.tx.SelectContext(ctx, &rows, q, args...); err != nil {
+		return nil, err
+	}
+	var tampered []int64
+	for _, r := range rows {
+		if sum := sha256.Sum256(r.Body); !bytes.Equal(sum[:], r.BodySHA256) {
+			tampered = append(tampered, r.ID)
+		}
+	}
+	return tampered, nil
 }
 
 // MarkReceiptsPruned records that receipts up to throughID may be missing on
@@ -136,6 +167,16 @@ func (b Batch) MarkReceiptsPruned(ctx context.Context, throughID int64) error {
 	// Only forward (the CASE is SQLite's two-argument max and PostgreSQL's GREATEST).
 	_, err := b.tx.ExecContext(ctx, `UPDATE chain_head SET receipts_pruned_through =
 		CASE WHEN receipts_pruned_through > ? THEN receipts_pruned_through ELSE ? END WHERE id = 1`, throughID, throughID)
+	return err
+}
+
+// MarkBodiesPruned records that receipts received before (unix ms) may
+// have lost their bodies on purpose (retention.payload), in the transaction
+// that cleared them: verify and dispute must tell that from a body deleted
+// some other way.
+func (b Batch) MarkBodiesPruned(ctx context.Context, before int64) error {
+	_, err := b.tx.ExecContext(ctx, `UPDATE chain_head SET payload_pruned_before =
+		CASE WHEN payload_pruned_before > ? THEN payload_pruned_before ELSE ? END WHERE id = 1`, before, before)
 	return err
 }
 

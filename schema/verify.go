@@ -64,15 +64,20 @@ func (db *DB) UsageWithoutApplied(ctx context.Context, limit int) ([]EventKey, e
 // StoredBody is a receipt's body as stored, with the digest taken when it arrived.
 type StoredBody struct {
 	EventKey
-	Body       []byte
-	BodySHA256 []byte
+	Body       []byte `db:"body"`
+	BodySHA256 []byte `db:"body_sha256"`
 }
 
-// ScanStoredBodies calls fn with every receipt that still has its body
-// (retention's payload pruning sets it to NULL), in id order. The value is
-// reused between calls.
+// ScanStoredBodies calls fn with every receipt that still has its body and
+// every one whose body is gone without a prune of retention.payload
+// (prunedByRetention): its Body is nil. A pruned one is left out. In id
+// order; the value is reused between calls.
 func (db *DB) ScanStoredBodies(ctx context.Context, fn func(*StoredBody) error) error {
-	rows, err := db.Read.QueryContext(ctx, `SELECT id, provider, event_id, body, body_sha256 FROM receipts WHERE body IS NOT NULL ORDER BY id`)
+	const query = `SELECT id, provider, event_id, body, body_sha256 FROM receipts WHERE `
+	rows, err := db.Read.QueryContext(ctx, query+`body IS NOT NULL OR NOT `+prunedByRetention+` ORDER BY id`)
+	if err != nil && predates(ctx, db.Read, versionPayloadPruned) {
+		rows, err = db.Read.QueryContext(ctx, query+`body IS NOT NULL ORDER BY id`)
+	}
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,9 @@ const (
 	versionInvoices  = 2 // period_closes, invoices, invoice_lines
 	versionReconcile = 3 // reconcile_checkpoints, redelivery_requests, replays, prune_runs
 	versionChained   = 5 // chain_head
+	// chain_head.payload_pruned_before (a column, not a table: reads that
+	// need it fall back on older databases).
+	versionPayloadPruned = 10
 )
 
 // SchemaVersion is the newest migration applied to the database: 0 for a

@@ -59,6 +59,10 @@ func pruneCommand() *cli.Command {
 			if format == "table" && dryRun {
 				fmt.Fprintln(c.App.Writer, "dry run: nothing was changed")
 			}
+			if runErr == nil && rep.TamperedKept > 0 {
+				return problem(fmt.Errorf("kept %d receipts whole although due: their stored body no longer hashes to the "+
+					"digest taken on arrival, and pruning would erase that evidence; run hookledger verify", rep.TamperedKept))
+			}
 			return runErr
 		},
 	}

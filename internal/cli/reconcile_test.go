@@ -2,13 +2,17 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hookledger/hookledger/schema"
 )
 
 // recEnv is a data directory with a config for one provider reconciled from a
@@ -203,5 +207,38 @@ func TestPruneWithoutRetentionSaysSo(t *testing.T) {
 	out, err := e.run([]string{"prune"})
 	if err != nil || !strings.Contains(out, "retention is not configured") {
 		t.Errorf("err %v\n%s", err, out)
+	}
+}
+
+// prune keeps a receipt whose body was changed, says how many it kept and
+// exits with status 3; the others are pruned.
+func TestPruneKeepsATamperedBodyAndExits3(t *testing.T) {
+	e := newRecEnv(t)
+	cfg := strings.Replace(recConfig, "payload: 30d", "payload: 1s", 1)
+	os.WriteFile(e.cfg, fmt.Appendf(nil, cfg, filepath.Join(e.dir, "data"), "data.quantity"), 0o600)
+	if out, err := e.run([]string{"migrate"}); err != nil {
+		t.Fatalf("migrate: %v\n%s", err, out)
+	}
+	if out, err := e.run([]string{"reconcile"}, "--provider", "acme", "--since", "3d"); err != nil {
+		t.Fatalf("reconcile: %v\n%s", err, out)
+	}
+	db, err := schema.Open(context.Background(), filepath.Join(e.dir, "data", schema.FileName), schema.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Write.Exec(`UPDATE receipts SET body = ? WHERE event_id = 'evt_2'`, []byte(`{"id":"evt_2","edited":true}`)); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	time.Sleep(1100 * time.Millisecond) // past retention.payload
+
+	out, err := e.run([]string{"prune"}, "--format", "json")
+	var exit *exitError
+	if !errors.As(err, &exit) || exit.code != exitProblem || !strings.Contains(err.Error(), "kept 1 receipts whole although due") {
+		t.Fatalf("prune: %v, want exit status 3 for the kept receipt\n%s", err, out)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(out), &m); err != nil || m["bodies_pruned"] != 2.0 || m["tampered_kept"] != 1.0 {
+		t.Errorf("prune report %v (%v), want 2 bodies pruned and 1 kept", m, err)
 	}
 }

@@ -71,9 +71,13 @@ func startBackground(ctx context.Context, log *slog.Logger, cfg *config.Config, 
 			if policy.Delivered > 0 {
 				attrs = append(attrs, "delivered_pruned", rep.DeliveredPruned)
 			}
-			if err != nil && ctx.Err() == nil {
+			switch {
+			case err != nil && ctx.Err() == nil:
 				log.Warn("prune", append(attrs, "error", err.Error())...)
-			} else if err == nil {
+			case err == nil && rep.TamperedKept > 0:
+				log.Error("prune", append(attrs, "tampered_kept", rep.TamperedKept,
+					"error", "receipts whose stored body no longer matches its digest were kept, not pruned: run hookledger verify")...)
+			case err == nil:
 				log.Info("prune", attrs...)
 			}
 		})

@@ -335,6 +335,24 @@ func (e *Env) Exec(query string, args ...any) {
 	}
 }
 
+// PruneBody prunes the body of provider's receipt for eventID as
+// retention.payload does (schema.Batch.PruneReceipts and MarkBodiesPruned,
+// through the writer), and no other receipt's.
+func (e *Env) PruneBody(provider, eventID string) {
+	e.T.Helper()
+	id := int64(e.Int(`SELECT id FROM receipts WHERE provider = ? AND event_id = ?`, provider, eventID))
+	before := int64(e.Int(`SELECT received_at FROM receipts WHERE id = ?`, id)) + 1
+	err := e.Writer.Submit(context.Background(), custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
+		if pruned, _, err := tx.Batch().PruneReceipts(ctx, schema.PruneBodies, []int64{id}, before); err != nil || len(pruned) != 1 {
+			return fmt.Errorf("prune %s/%s: %v (pruned %v)", provider, eventID, err, pruned)
+		}
+		return tx.Batch().MarkBodiesPruned(ctx, before)
+	}))
+	if err != nil {
+		e.T.Fatal(err)
+	}
+}
+
 // Clock is a time the test sets, safe to read from the writer goroutine.
 type Clock struct {
 	mu sync.Mutex
