@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"sort"
 	"strings"
 	"time"
@@ -265,6 +264,11 @@ func quantity(f Field, body []byte) (Quantity, error) {
 	return q, nil
 }
 
+// maxUnixSeconds is 9999-12-31T23:59:59Z, the last second RFC 3339 (and so
+// every report, export and JSON answer) can write: a unix time past it is
+// almost always milliseconds sent as seconds.
+const maxUnixSeconds = 253402300799
+
 func occurredAt(f Field, body []byte, receivedAt time.Time) (time.Time, error) {
 	if f.IsZero() {
 		return receivedAt, nil
@@ -282,8 +286,11 @@ func occurredAt(f Field, body []byte, receivedAt time.Time) (time.Time, error) {
 		return t.UTC(), nil
 	case gjson.Number:
 		secs := v.Float()
-		if secs < 0 || secs > math.MaxInt64/1e6 {
+		if secs < 0 {
 			return time.Time{}, fmt.Errorf("occurred_at: %s is not a unix time in seconds", v.Raw)
+		}
+		if secs > maxUnixSeconds {
+			return time.Time{}, fmt.Errorf("occurred_at: %s is after the year 9999 as unix seconds (milliseconds, perhaps?)", v.Raw)
 		}
 		return time.UnixMilli(int64(secs * 1000)).UTC(), nil
 	}

@@ -1,0 +1,40 @@
+package ledger
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// occurred_at as unix seconds is refused past 9999-12-31T23:59:59Z, the
+// last second RFC 3339 can write (a dispute's JSON, an export): such a value
+// is almost always milliseconds sent as seconds.
+func TestOccurredAtInUnixSecondsStopsAtTheYear9999(t *testing.T) {
+	m := NewMapper([]Mapping{{Type: "usage.recorded", Customer: Field{Path: "c"}, Meter: Field{Path: "m"},
+		Quantity: Field{Path: "q"}, OccurredAt: Field{Path: "at"}}}, nil)
+	received := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		at, want, err string
+	}{
+		{"1764547200", "2025-12-01T00:00:00Z", ""},
+		{"1764547200.5", "2025-12-01T00:00:00.5Z", ""},
+		{"253402300799", "9999-12-31T23:59:59Z", ""},
+		{"253402300800", "", "after the year 9999 as unix seconds (milliseconds, perhaps?)"},
+		{"1764547200000", "", "occurred_at: 1764547200000 is after the year 9999"},
+		{"-1", "", "is not a unix time in seconds"},
+		{`"10000-01-01T00:00:00Z"`, "", "is not an RFC 3339 time"},
+	} {
+		body := []byte(`{"c":"cus_1","m":"api","q":1,"at":` + tc.at + `}`)
+		rows, matched, err := m.Map("default", "usage.recorded", body, received)
+		switch {
+		case tc.err != "":
+			if err == nil || !strings.Contains(err.Error(), tc.err) || len(rows) != 0 {
+				t.Errorf("at %s: rows %v, err %v, want %q", tc.at, rows, err, tc.err)
+			}
+		case err != nil || !matched || len(rows) != 1:
+			t.Errorf("at %s: rows %v, matched %v, err %v", tc.at, rows, matched, err)
+		case rows[0].OccurredAt.UTC().Format(time.RFC3339Nano) != tc.want:
+			t.Errorf("at %s: occurred %s, want %s", tc.at, rows[0].OccurredAt.UTC().Format(time.RFC3339Nano), tc.want)
+		}
+	}
+}
