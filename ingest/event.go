@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"mime"
@@ -136,7 +137,10 @@ func Parse(body []byte, shape Shape, maxDepth, maxEvents int, defaultSource stri
 		if !root.IsObject() {
 			return nil, ErrNotEvent
 		}
-		return []Event{parseEvent(raw(body, root), true, defaultSource)}, nil
+		// The event is the object, as in a batch: the whitespace around it
+		// (a file's last newline) is not part of its bytes, so curl's -d and
+		// --data-binary @file store the same event.
+		return []Event{parseEvent(bytes.Trim(body, jsonSpace), true, defaultSource)}, nil
 	}
 	if !root.IsArray() {
 		return nil, ErrNotArray
@@ -156,6 +160,9 @@ func Parse(body []byte, shape Shape, maxDepth, maxEvents int, defaultSource stri
 	}
 	return events, nil
 }
+
+// jsonSpace is the whitespace JSON allows around a value (RFC 8259).
+const jsonSpace = " \t\r\n"
 
 // raw is v's bytes within body, without copying them.
 func raw(body []byte, v gjson.Result) []byte {

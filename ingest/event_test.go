@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
@@ -58,5 +59,22 @@ func TestParseDuplicateKeysLastWins(t *testing.T) {
 	evs, err := Parse([]byte(`[{"id":"a","id":"b","type":"t","source":"s"}]`), Generic, 0, 10, "k")
 	if err != nil || len(evs) != 1 || evs[0].ID != "b" || evs[0].EventID() != "s#b" {
 		t.Fatalf("%+v %v", evs, err)
+	}
+}
+
+// A structured event's bytes are the object, as a batch element's are: the
+// whitespace around it is not stored, so a retry sent from a file (with its
+// last newline) is the same event, not a payload mismatch.
+func TestStructuredEventIsTheObjectWithoutSurroundingSpace(t *testing.T) {
+	const event = `{"specversion":"1.0","id":"e1","source":"app","type":"t","data":{"n":1}}`
+	batch, err := Parse([]byte("[ "+event+" ]"), CloudEventBatch, 0, 10, "k")
+	if err != nil || len(batch) != 1 {
+		t.Fatalf("batch: %+v %v", batch, err)
+	}
+	for _, body := range []string{event, event + "\n", " \t\r\n" + event + "\r\n"} {
+		evs, err := Parse([]byte(body), CloudEvent, 0, 10, "k")
+		if err != nil || len(evs) != 1 || string(evs[0].Raw) != event || !bytes.Equal(evs[0].Raw, batch[0].Raw) {
+			t.Errorf("%q: %+v %v, want the object's bytes", body, evs, err)
+		}
 	}
 }
