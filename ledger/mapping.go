@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
 
@@ -264,6 +265,21 @@ func quantity(f Field, body []byte) (Quantity, error) {
 	return q, nil
 }
 
+// clip shortens a value quoted in an error to its first 64 bytes (on a
+// character boundary) and its length: the error is stored with the receipt,
+// answered and logged, and the sender chose the value's size.
+func clip(s string) string {
+	const max = 64
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", s[:cut], len(s))
+}
+
 // maxUnixSeconds is 9999-12-31T23:59:59Z, the last second RFC 3339 (and so
 // every report, export and JSON answer) can write: a unix time past it is
 // almost always milliseconds sent as seconds.
@@ -281,16 +297,16 @@ func occurredAt(f Field, body []byte, receivedAt time.Time) (time.Time, error) {
 	case gjson.String:
 		t, err := time.Parse(time.RFC3339Nano, v.Str)
 		if err != nil {
-			return time.Time{}, fmt.Errorf("occurred_at: %q is not an RFC 3339 time", v.Str)
+			return time.Time{}, fmt.Errorf("occurred_at: %q is not an RFC 3339 time", clip(v.Str))
 		}
 		return t.UTC(), nil
 	case gjson.Number:
 		secs := v.Float()
 		if secs < 0 {
-			return time.Time{}, fmt.Errorf("occurred_at: %s is not a unix time in seconds", v.Raw)
+			return time.Time{}, fmt.Errorf("occurred_at: %s is not a unix time in seconds", clip(v.Raw))
 		}
 		if secs > maxUnixSeconds {
-			return time.Time{}, fmt.Errorf("occurred_at: %s is after the year 9999 as unix seconds (milliseconds, perhaps?)", v.Raw)
+			return time.Time{}, fmt.Errorf("occurred_at: %s is after the year 9999 as unix seconds (milliseconds, perhaps?)", clip(v.Raw))
 		}
 		return time.UnixMilli(int64(secs * 1000)).UTC(), nil
 	}

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +36,23 @@ func TestOccurredAtInUnixSecondsStopsAtTheYear9999(t *testing.T) {
 			t.Errorf("at %s: rows %v, matched %v, err %v", tc.at, rows, matched, err)
 		case rows[0].OccurredAt.UTC().Format(time.RFC3339Nano) != tc.want:
 			t.Errorf("at %s: occurred %s, want %s", tc.at, rows[0].OccurredAt.UTC().Format(time.RFC3339Nano), tc.want)
+		}
+	}
+}
+
+// A value quoted in a mapping error is clipped: the error is stored with the
+// receipt, answered and logged, and the sender chose the value's size.
+func TestMappingErrorsClipTheValue(t *testing.T) {
+	m := NewMapper([]Mapping{{Type: "usage.recorded", Customer: Field{Path: "c"}, Meter: Field{Path: "m"},
+		Quantity: Field{Path: "q"}, OccurredAt: Field{Path: "at"}}}, nil)
+	long := strings.Repeat("9", 250_000) + ".5"
+	for name, body := range map[string]string{
+		"quantity":    `{"c":"cus_1","m":"api","q":"` + long + `"}`,
+		"occurred_at": `{"c":"cus_1","m":"api","q":1,"at":"` + strings.Repeat("é", 50_000) + `"}`,
+	} {
+		_, _, err := m.Map("default", "usage.recorded", []byte(body), time.Now())
+		if err == nil || len(err.Error()) > 200 || !strings.Contains(err.Error(), " bytes)") {
+			t.Errorf("%s: error of %d bytes: %.300v", name, len(fmt.Sprint(err)), err)
 		}
 	}
 }

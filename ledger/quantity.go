@@ -29,7 +29,7 @@ var bigScale = big.NewRat(Scale, 1)
 // "2.5e3") exactly. It refuses values that would need rounding.
 func ParseQuantity(s string) (Quantity, error) {
 	if !isDecimal(s) {
-		return 0, fmt.Errorf("%q: %w", s, errNotNumber)
+		return 0, fmt.Errorf("%q: %w", clip(s), errNotNumber)
 	}
 	// Fast path: integers that fit comfortably, the overwhelmingly common case.
 	if n, err := strconv.ParseInt(s, 10, 64); err == nil && n > -math.MaxInt64/Scale && n < math.MaxInt64/Scale {
@@ -37,15 +37,15 @@ func ParseQuantity(s string) (Quantity, error) {
 	}
 	r, ok := new(big.Rat).SetString(s)
 	if !ok {
-		return 0, fmt.Errorf("%q: %w", s, errNotNumber)
+		return 0, fmt.Errorf("%q: %w", clip(s), errNotNumber)
 	}
 	r.Mul(r, bigScale)
 	if !r.IsInt() {
-		return 0, fmt.Errorf("%q: %w", s, errPrecision)
+		return 0, fmt.Errorf("%q: %w", clip(s), errPrecision)
 	}
 	n := r.Num()
 	if !n.IsInt64() {
-		return 0, fmt.Errorf("%q: %w", s, errRange)
+		return 0, fmt.Errorf("%q: %w", clip(s), errRange)
 	}
 	return Quantity(n.Int64()), nil
 }
