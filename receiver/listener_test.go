@@ -3,9 +3,15 @@ package receiver_test
 import (
 	"bufio"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"strings"
@@ -20,6 +26,13 @@ import (
 // http.Server from NewHTTPServer. It returns the address.
 func (e *env) listen(opts receiver.ListenOptions) string {
 	e.T.Helper()
+	addr, _ := e.serve(opts)
+	return addr
+}
+
+// serve is listen that also returns the http.Server.
+func (e *env) serve(opts receiver.ListenOptions) (string, *http.Server) {
+	e.T.Helper()
 	ln, err := receiver.Listen("127.0.0.1:0", opts)
 	if err != nil {
 		e.T.Fatal(err)
@@ -30,7 +43,7 @@ func (e *env) listen(opts receiver.ListenOptions) string {
 	hs := receiver.NewHTTPServer(mux, e.Server.Log)
 	go hs.Serve(ln)
 	e.T.Cleanup(func() { hs.Close() }) // before e.close: registered later
-	return ln.Addr().String()
+	return ln.Addr().String(), hs
 }
 
 // rawConn is a client connection that writes bytes exactly as given.
@@ -50,6 +63,21 @@ func dialRaw(t *testing.T, addr string) *rawConn {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newRawConn(t, c)
+}
+
+// dialTLS is dialRaw over TLS, trusting any certificate. The handshake
+// waits for the first write or read, under the connection's deadline.
+func dialTLS(t *testing.T, addr string) *rawConn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newRawConn(t, tls.Client(c, &tls.Config{InsecureSkipVerify: true}))
+}
+
+func newRawConn(t *testing.T, c net.Conn) *rawConn {
 	t.Cleanup(func() { c.Close() })
 	c.SetDeadline(time.Now().Add(hangGuard))
 	return &rawConn{t: t, c: c, br: bufio.NewReader(c)}
@@ -281,16 +309,14 @@ func TestBodyBudget(t *testing.T) {
 	}
 }
 
-// The connection cap holds further connections in the accept queue; they
-// are served once a slot frees.
+// The connection cap holds further connections in the accept queue while
+// the open ones are busy; they are served once a slot frees.
 func TestMaxConnections(t *testing.T) {
 	e := newEnv(t)
 	addr := e.listen(receiver.ListenOptions{MaxConnections: 1})
 	first := dialRaw(t, addr)
-	first.write("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-	if resp, _ := first.response(); resp.StatusCode != 200 {
-		t.Fatalf("first connection: %d", resp.StatusCode)
-	}
+	// The head not finished: the connection is busy, not idle.
+	first.write("GET /healthz HTTP/1.1\r\nHost: x\r\n")
 	second := dialRaw(t, addr) // the kernel completes the handshake; serve does not accept yet
 	second.write("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
 	got := make(chan int, 1)
@@ -311,4 +337,99 @@ func TestMaxConnections(t *testing.T) {
 	if code := <-got; code != 200 {
 		t.Errorf("second connection after the first closed: %d", code)
 	}
+}
+
+// At the connection cap, idle keep-alive connections give up their slots:
+// clients that each make one cheap request and then keep the connection
+// open cannot hold a new client (a health check) off for IdleTimeout. A
+// request in flight keeps its connection, and Shutdown still waits for it.
+func TestFullListenerClosesIdleConnections(t *testing.T) {
+	t.Run("http", func(t *testing.T) { testFullListener(t, receiver.ListenOptions{}, dialRaw) })
+	t.Run("https", func(t *testing.T) {
+		testFullListener(t, receiver.ListenOptions{TLS: selfSigned(t)}, dialTLS)
+	})
+}
+
+func testFullListener(t *testing.T, opts receiver.ListenOptions, dial func(*testing.T, string) *rawConn) {
+	const limit = 8
+	e := newEnv(t)
+	opts.MaxConnections = limit
+	addr, hs := e.serve(opts)
+	healthz := func(c *rawConn) error {
+		if _, err := io.WriteString(c.c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			return err
+		}
+		resp, err := http.ReadResponse(c.br, nil)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if b, _ := io.ReadAll(resp.Body); resp.StatusCode != 200 || string(b) != "ok" {
+			return fmt.Errorf("%d %q", resp.StatusCode, b)
+		}
+		return nil
+	}
+
+	// In flight: a delivery's head and all but the last 10 body bytes.
+	delivery := e.delivery("evt_in_flight", testenv.UsageBody("cus_1", "api", "1"), "length")
+	busy := dial(t, addr)
+	busy.write(delivery[:len(delivery)-10])
+	// The other slots: connections that made one request and stay open.
+	idle := make([]*rawConn, limit-1)
+	for i := range idle {
+		idle[i] = dial(t, addr)
+		if err := healthz(idle[i]); err != nil {
+			t.Fatalf("idle connection %d: %v", i, err)
+		}
+	}
+
+	// The listener is full. New clients, more than there are idle
+	// connections, are each served: the bound is generous, without the
+	// closing they wait the 120 s IdleTimeout.
+	for i := range 2 * limit {
+		c := dial(t, addr)
+		c.c.SetDeadline(time.Now().Add(3 * time.Second))
+		if err := healthz(c); err != nil {
+			t.Fatalf("new client %d with the listener full: %v", i, err)
+		}
+	}
+	if !idle[0].closedByServer() {
+		t.Error("the longest-idle connection is still open")
+	}
+
+	shutdown := make(chan error, 1)
+	started := make(chan struct{})
+	hs.RegisterOnShutdown(func() { close(started) })
+	go func() { shutdown <- hs.Shutdown(context.Background()) }()
+	<-started
+	busy.write(delivery[len(delivery)-10:])
+	if resp, text := busy.response(); resp.StatusCode != 200 {
+		t.Errorf("the request in flight: %d %s", resp.StatusCode, text)
+	}
+	if !e.stored("evt_in_flight") {
+		t.Error("the delivery in flight is not stored")
+	}
+	select {
+	case err := <-shutdown:
+		if err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	case <-time.After(hangGuard):
+		t.Fatal("Shutdown did not return")
+	}
+}
+
+// selfSigned is a TLS configuration with a fresh self-signed certificate.
+func selfSigned(t *testing.T) *tls.Config {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
 }
