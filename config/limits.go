@@ -10,11 +10,12 @@ import "time"
 type Limits struct {
 	// MaxConnections caps the webhook listener's open connections (health
 	// checks included); further connections wait in the kernel's accept
-	// queue until one closes. Default 4096.
+	// queue until one closes, and at the cap the longest-idle keep-alive
+	// connection is closed to make room. Default 4096.
 	MaxConnections int `yaml:"max_connections"`
 	// BodyBudget is how many body bytes all requests over 16 KiB may hold at
 	// once, counted by Content-Length (max_body when chunked) before the
-	// body is read. A request that cannot get its share within body_timeout
+	// body is read. A request that cannot get its share within a second
 	// gets 503 with Retry-After. Default 32 MiB; at least every max_body.
 	BodyBudget int64 `yaml:"body_budget"`
 	// BodyTimeout is how long a request may take to deliver its body
