@@ -384,7 +384,7 @@ func (c *Config) resolve(dir string) error {
 		seen[p.Name] = true
 		s, err := scheme.New(p.Scheme, p.HMAC)
 		if err != nil {
-			return errAt(at+".scheme", "%v (supported: %s)", err, strings.Join(scheme.Names(), ", "))
+			return errAt(at+".scheme", "%v", err) // an unknown name comes with the supported ones
 		}
 		if p.Scheme != "hmac" && p.HMAC != (scheme.HMACOptions{}) {
 			return errAt(at+".hmac", "only the hmac scheme takes hmac options")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -41,10 +42,17 @@ func adjustCommand() *cli.Command {
 
 func adjust(c *cli.Context) error {
 	format := c.String("format")
-	// Missing values are reported by Validate in one clear line rather than
-	// by the flag parser's help screen.
-	if c.String("quantity") == "" {
-		return errors.New("adjust: --quantity is required (a signed decimal, e.g. -5)")
+	// Not Required flags: each missing one is a usage error that says what
+	// to pass, where strictArgs could only name it.
+	switch {
+	case c.String("customer") == "":
+		return usageErrorf(c, "--customer is required: the customer whose usage is corrected")
+	case c.String("meter") == "":
+		return usageErrorf(c, "--meter is required: the meter whose usage is corrected")
+	case c.String("quantity") == "":
+		return usageErrorf(c, "--quantity is required: a signed decimal, e.g. -5")
+	case strings.TrimSpace(c.String("reason")) == "":
+		return usageErrorf(c, "--reason is required: say why the ledger is corrected")
 	}
 	qty, err := ledger.ParseQuantity(c.String("quantity"))
 	if err != nil {

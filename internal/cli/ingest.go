@@ -9,11 +9,13 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
@@ -68,10 +70,34 @@ func apiKey(c *cli.Context) (string, error) {
 	if key == "" {
 		return "", usageErrorf(c, "--key (or HOOKLEDGER_API_KEY) is required: create one with hookledger keys create NAME")
 	}
-	if _, err := ingest.ParseBearer("Bearer " + key); err != nil {
-		return "", usageErrorf(c, "--key: not an API key (they start with %s)", ingest.KeyPrefix)
+	parsed, err := ingest.ParseBearer("Bearer " + key)
+	if err != nil {
+		return "", usageErrorf(c, "--key: not an API key: %s", keyShape(strings.TrimSpace(key)))
 	}
-	return key, nil
+	return parsed, nil
+}
+
+// keyChars is the length of an API key after its prefix: ingest.NewKey's 32
+// random bytes in unpadded base64url (TestKeyShape holds it to NewKey).
+const keyChars = 43
+
+// keyShape says how key differs from the shape of every API key, without
+// repeating the key.
+func keyShape(key string) string {
+	shape := fmt.Sprintf("an API key is %s followed by %d base64url characters (A-Z, a-z, 0-9, - and _)", ingest.KeyPrefix, keyChars)
+	rest, ok := strings.CutPrefix(key, ingest.KeyPrefix)
+	if !ok {
+		return fmt.Sprintf("it does not start with %s; %s", ingest.KeyPrefix, shape)
+	}
+	if i := strings.IndexFunc(rest, notBase64URL); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(rest[i:])
+		return fmt.Sprintf("character %d after %s is %q; %s", utf8.RuneCountInString(rest[:i])+1, ingest.KeyPrefix, r, shape)
+	}
+	return fmt.Sprintf("%d %s %s; %s", len(rest), plural(len(rest), "character follows", "characters follow"), ingest.KeyPrefix, shape)
+}
+
+func notBase64URL(r rune) bool {
+	return !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_')
 }
 
 // postEvents posts one body to the ingest API and reads the answer.
@@ -168,7 +194,8 @@ func ingestAction(c *cli.Context) error {
 		return err
 	}
 	if len(sum.Problems) > 0 {
-		return problem(fmt.Errorf("%d events were not stored as sent", len(sum.Problems)))
+		n := len(sum.Problems)
+		return problem(fmt.Errorf("%d %s not stored as sent", n, plural(n, "event was", "events were")))
 	}
 	return nil
 }
@@ -265,7 +292,7 @@ func sendBatch(ctx context.Context, url, key, contentType string, batch []ingest
 			if e.Error == "" {
 				e.Error = strings.TrimSpace(string(out))
 			}
-			return fmt.Errorf("%s: %s: %s", where, resp.Status, e.Error)
+			return fmt.Errorf("%s: %s: %s%s", where, resp.Status, e.Error, refusedHint(e, len(batch)))
 		default:
 			return addOutcomes(out, batch, where, sum)
 		}
@@ -281,6 +308,31 @@ func sendBatch(ctx context.Context, url, key, contentType string, batch []ingest
 			return ctx.Err()
 		}
 	}
+}
+
+// serve's refusals of a batch too big for its ingest.max_events
+// (ingest.ErrTooMany) or ingest.max_body (receiver's bodyError).
+var (
+	perRequest = regexp.MustCompile(`at most (\d+) per request`)
+	bodyLimit  = regexp.MustCompile(`body exceeds (\d+) bytes`)
+)
+
+// refusedHint is the flag that makes the next run's batches fit serve's
+// limits, when serve refused a batch of events as too big.
+func refusedHint(e receiver.APIError, events int) string {
+	switch {
+	case e.Reason == "too_many_events":
+		if m := perRequest.FindStringSubmatch(e.Error); m != nil {
+			return fmt.Sprintf(": pass --batch %s (serve's ingest.max_events)", m[1])
+		}
+		return ": pass a smaller --batch (serve's ingest.max_events)"
+	case e.Reason == "too_large" && events > 1: // one line over the limit fits no batch
+		if m := bodyLimit.FindStringSubmatch(e.Error); m != nil {
+			return fmt.Sprintf(": pass --max-body %s (serve's ingest.max_body)", m[1])
+		}
+		return ": pass a smaller --max-body (serve's ingest.max_body)"
+	}
+	return ""
 }
 
 func addOutcomes(out []byte, batch []ingestLine, where string, sum *ingestSummary) error {

@@ -61,8 +61,11 @@ func invoiceCommand() *cli.Command {
 
 func invoiceClose(c *cli.Context) error {
 	format := c.String("format")
-	if c.Bool("all") == (c.String("customer") != "") {
-		return errors.New("invoice close: pass --customer C or --all")
+	switch all, one := c.Bool("all"), c.String("customer") != ""; {
+	case all && one:
+		return usageErrorf(c, "give --customer C or --all, not both")
+	case !all && !one:
+		return usageErrorf(c, "--customer C or --all is required")
 	}
 	if c.Duration("grace") < 0 {
 		return errors.New("--grace: must not be negative")

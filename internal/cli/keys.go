@@ -30,7 +30,7 @@ func keysCommand() *cli.Command {
 				ArgsUsage: "NAME",
 				Flags: append(configFlags(),
 					&cli.Float64Flag{Name: "rate", Usage: "rate limit in requests per second (0: none); over it, 429 with Retry-After"},
-					&cli.IntFlag{Name: "burst", Usage: "requests allowed at once above the rate (default: the rate, rounded up)"},
+					&cli.IntFlag{Name: "burst", Usage: "requests allowed at once above the rate", DefaultText: "the rate, rounded up"},
 					&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print only the key (for scripts)"},
 				),
 				Action: keysCreate,

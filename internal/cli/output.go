@@ -55,3 +55,11 @@ func writeRecords(w io.Writer, format string, header []string, rows [][]string, 
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// plural is one when n is 1, else many: "1 event was", "2 events were".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

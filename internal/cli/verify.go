@@ -23,9 +23,9 @@ func verifyCommand() *cli.Command {
 			"Reads only; safe while `serve` runs.",
 		Flags: append(configFlags(), formatFlag(),
 			&cli.StringSliceFlag{Name: "anchor", EnvVars: []string{"HOOKLEDGER_ANCHOR"},
-				Usage: "chain:id:hash from `ledger head` (ledger:ID:HASH or receipts:ID:HASH) that must still hold; repeatable"},
+				Usage: "an `ANCHOR` that must still hold: chain:id:hash (ledger:ID:HASH or receipts:ID:HASH) from hookledger ledger head; repeatable"},
 			&cli.StringFlag{Name: "anchors", EnvVars: []string{"HOOKLEDGER_ANCHORS"},
-				Usage: "file of anchors: every chain:id:hash in it, e.g. kept serve log lines or `ledger head` output"},
+				Usage: "a `FILE` of anchors: every chain:id:hash in it, e.g. kept serve log lines or hookledger ledger head output"},
 		),
 		Action: func(c *cli.Context) error {
 			format := c.String("format")
