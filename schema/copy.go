@@ -114,13 +114,15 @@ func CopyLedger(ctx context.Context, src, dst *DB, progress func(table string, r
 		for _, t := range copyTables {
 			if t == "chain_head" {
 				var h ChainHead
-				var pruned int64
-				if err := rtx.QueryRowxContext(ctx, `SELECT ledger_id, ledger_hash, receipt_id, receipt_hash, receipts_pruned_through
-					FROM chain_head WHERE id = 1`).Scan(&h.LedgerID, &h.LedgerHash, &h.ReceiptID, &h.ReceiptHash, &pruned); err != nil {
+				var pruned, payload int64
+				if err := rtx.QueryRowxContext(ctx, `SELECT ledger_id, ledger_hash, receipt_id, receipt_hash, receipts_pruned_through,
+					payload_pruned_before FROM chain_head WHERE id = 1`).
+					Scan(&h.LedgerID, &h.LedgerHash, &h.ReceiptID, &h.ReceiptHash, &pruned, &payload); err != nil {
 					return fmt.Errorf("chain_head: %w", err)
 				}
 				if _, err := tx.Exec(ctx, `UPDATE chain_head SET ledger_id = $1, ledger_hash = $2, receipt_id = $3, receipt_hash = $4,
-					receipts_pruned_through = $5 WHERE id = 1`, h.LedgerID, h.LedgerHash, h.ReceiptID, h.ReceiptHash, pruned); err != nil {
+					receipts_pruned_through = $5, payload_pruned_before = $6 WHERE id = 1`,
+					h.LedgerID, h.LedgerHash, h.ReceiptID, h.ReceiptHash, pruned, payload); err != nil {
 					return fmt.Errorf("chain_head: %w", err)
 				}
 				progress(t, 1)
