@@ -340,10 +340,23 @@ func (e *Env) Exec(query string, args ...any) {
 // through the writer), and no other receipt's.
 func (e *Env) PruneBody(provider, eventID string) {
 	e.T.Helper()
-	id := int64(e.Int(`SELECT id FROM receipts WHERE provider = ? AND event_id = ?`, provider, eventID))
-	before := int64(e.Int(`SELECT received_at FROM receipts WHERE id = ?`, id)) + 1
-	err := e.Writer.Submit(context.Background(), custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
-		if pruned, _, err := tx.Batch().PruneReceipts(ctx, schema.PruneBodies, []int64{id}, before); err != nil || len(pruned) != 1 {
+	var rc schema.Receipt
+	err := e.DB.View(context.Background(), func(tx *schema.ReadTx) error {
+		rs, err := tx.EventReceipts(context.Background(), provider, []string{eventID})
+		if err == nil && len(rs) != 1 {
+			err = fmt.Errorf("no receipt %s/%s", provider, eventID)
+		}
+		if err == nil {
+			rc = rs[0]
+		}
+		return err
+	})
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	before := rc.ReceivedAt + 1
+	err = e.Writer.Submit(context.Background(), custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
+		if pruned, _, err := tx.Batch().PruneReceipts(ctx, schema.PruneBodies, []int64{rc.ID}, before); err != nil || len(pruned) != 1 {
 			return fmt.Errorf("prune %s/%s: %v (pruned %v)", provider, eventID, err, pruned)
 		}
 		return tx.Batch().MarkBodiesPruned(ctx, before)
