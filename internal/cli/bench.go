@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -92,19 +91,20 @@ func runBench(c *cli.Context) error {
 	var key []byte
 	var apiKeyText string
 	var err error
-	url := c.String("url")
+	var url string
 	if batch > 0 {
 		if apiKeyText, err = apiKey(c); err != nil {
 			return err
 		}
-		url = eventsURL(c)
+		url, err = eventsURL(c)
 	} else {
 		if s, key, err = signer(c); err != nil {
 			return err
 		}
-		if !strings.Contains(url, "/webhooks/") {
-			url = strings.TrimRight(url, "/") + "/webhooks/" + c.String("provider")
-		}
+		url, err = serverURL(c, "/webhooks/", "/webhooks/"+c.String("provider"))
+	}
+	if err != nil {
+		return err
 	}
 	ids, err := parseIDs(c)
 	if err != nil {

@@ -51,19 +51,14 @@ func ingestCommand() *cli.Command {
 func apiClientFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "url", Value: "http://localhost:8080", EnvVars: []string{"HOOKLEDGER_URL"},
-			Usage: "hookledger base URL (the path /v1/events is added)"},
+			DefaultText: "where the config's listen serves, else http://localhost:8080",
+			Usage:       "hookledger base URL (the path /v1/events is added)"},
 		&cli.StringFlag{Name: "key", EnvVars: []string{"HOOKLEDGER_API_KEY"}, Usage: "API key (hl_…; hookledger keys create NAME)"},
 	}
 }
 
-// eventsURL is --url with /v1/events added unless it is there.
-func eventsURL(c *cli.Context) string {
-	url := c.String("url")
-	if !strings.Contains(url, "/v1/events") {
-		url = strings.TrimRight(url, "/") + "/v1/events"
-	}
-	return url
-}
+// eventsURL is the ingest API's URL (serverURL).
+func eventsURL(c *cli.Context) (string, error) { return serverURL(c, "/v1/events", "/v1/events") }
 
 func apiKey(c *cli.Context) (string, error) {
 	key := c.String("key")
@@ -111,7 +106,7 @@ func postEvents(ctx context.Context, url, key, contentType string, body []byte) 
 	req.Header.Set("User-Agent", "hookledger/"+build.Version)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, nil, fmt.Errorf("POST %s: %w", url, err)
+		return nil, nil, postError(url, err)
 	}
 	defer resp.Body.Close()
 	out, err := io.ReadAll(resp.Body)
@@ -170,13 +165,17 @@ func ingestAction(c *cli.Context) error {
 		}
 		in = f
 	}
+	url, err := eventsURL(c)
+	if err != nil {
+		return err
+	}
 	ctx, stop := signalContext(c)
 	defer stop()
 	var done atomic.Int64
 	stopBar := progress(total, "ingesting", &done)
 	sum := &ingestSummary{Counts: map[string]int{}}
 	err = readBatches(in, size, c.Int("max-body"), func(batch []ingestLine) error {
-		if err := sendBatch(ctx, eventsURL(c), key, contentType, batch, sum); err != nil {
+		if err := sendBatch(ctx, url, key, contentType, batch, sum); err != nil {
 			return err
 		}
 		done.Add(int64(len(batch)))

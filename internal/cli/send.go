@@ -79,9 +79,9 @@ func send(c *cli.Context) error {
 		}
 	}
 
-	url := c.String("url")
-	if !strings.Contains(url, "/webhooks/") {
-		url = strings.TrimRight(url, "/") + "/webhooks/" + c.String("provider")
+	url, err := serverURL(c, "/webhooks/", "/webhooks/"+c.String("provider"))
+	if err != nil {
+		return err
 	}
 	req, err := http.NewRequestWithContext(c.Context, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
@@ -92,7 +92,7 @@ func send(c *cli.Context) error {
 	s.Sign(req.Header, body, key, id, c.String("type"), time.Now())
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("POST %s: %w", url, err)
+		return postError(url, err)
 	}
 	defer resp.Body.Close()
 	out, _ := io.ReadAll(resp.Body)
@@ -127,7 +127,11 @@ func sendAPI(c *cli.Context) error {
 	} else if body, err = sendCloudEvent(c); err != nil {
 		return err
 	}
-	resp, out, err := postEvents(c.Context, eventsURL(c), key, contentType, body)
+	url, err := eventsURL(c)
+	if err != nil {
+		return err
+	}
+	resp, out, err := postEvents(c.Context, url, key, contentType, body)
 	if err != nil {
 		return err
 	}
@@ -238,7 +242,8 @@ func signer(c *cli.Context) (scheme.Scheme, []byte, error) {
 func signerFlags(url, data string) []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "url", Value: "http://localhost:8080", EnvVars: []string{"HOOKLEDGER_URL"},
-			Usage: url + " (the path /webhooks/PROVIDER is added) or a full webhook URL"},
+			DefaultText: "where the config's listen serves, else http://localhost:8080",
+			Usage:       url + " (the path /webhooks/PROVIDER is added) or a full webhook URL"},
 		&cli.StringFlag{Name: "provider", Value: "default", EnvVars: []string{"HOOKLEDGER_PROVIDER"}, Usage: "provider name"},
 		&cli.StringFlag{Name: "scheme", EnvVars: []string{"HOOKLEDGER_SCHEME"},
 			Usage: "signature scheme (" + strings.Join(scheme.Names(), ", ") + "); default: the provider's in --config, else standard"},
