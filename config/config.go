@@ -259,6 +259,10 @@ func decode(body ast.Node, c *Config) (err error) {
 		}
 	}()
 	if err := yaml.NodeToValue(body, c, yaml.DisallowUnknownField()); err != nil {
+		var unknown *yaml.UnknownFieldError
+		if errors.As(err, &unknown) && unknown.Token != nil {
+			return unknownField(body, unknown)
+		}
 		return fmt.Errorf(" %s", yaml.FormatError(err, false, false))
 	}
 	return nil

@@ -221,3 +221,19 @@ meters:
 		t.Fatalf("LoadSecretsOptional with data unset: %v", err)
 	}
 }
+
+// An unknown key is named with its line and path, and the key of that place
+// it most likely meant, if one is close.
+func TestUnknownFieldNamesTheKeyMeant(t *testing.T) {
+	for _, c := range []struct{ yaml, want string }{
+		{"providers:\n  - name: a\n    scheme: standard\n    secret: [\"x\"]\n", `4: providers[0].secret: unknown field (did you mean "secrets"?)`},
+		{"provider:\n  - name: a\n", `1: provider: unknown field (did you mean "providers"?)`},
+		{"listen: :8080\nlisten_admin: x\n", `2: listen_admin: unknown field`},
+		{"usage:\n  - type: t\n    customr: data.c\n", `3: usage[0].customr: unknown field (did you mean "customer"?)`},
+	} {
+		_, err := Parse([]byte(c.yaml), t.TempDir())
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%q: error %v, want %q", c.yaml, err, c.want)
+		}
+	}
+}

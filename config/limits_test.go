@@ -37,7 +37,8 @@ func TestLimitsErrorsNameLineAndKey(t *testing.T) {
 		{"limits:\n  body_budget: 65536\n", "7: limits.body_budget: 65536 bytes is less than providers[0].max_body (1048576)"},
 		{"limits:\n  body_timeout: soon\n", `7: limits.body_timeout: invalid duration "soon"`},
 		{"limits:\n  body_timeout: -1s\n", "7: limits.body_timeout: must not be negative"},
-		{"limits:\n  max_conns: 5\n", `unknown field "max_conns"`},
+		{"limits:\n  max_conns: 5\n", `7: limits.max_conns: unknown field`},
+		{"limits:\n  max_conections: 5\n", `7: limits.max_conections: unknown field (did you mean "max_connections"?)`},
 	} {
 		_, err := Parse([]byte(limitsBase+c.yaml), t.TempDir())
 		if err == nil || !strings.Contains(err.Error(), c.want) {
