@@ -98,7 +98,7 @@ func runBench(c *cli.Context) error {
 		}
 		url, err = eventsURL(c)
 	} else {
-		if s, key, err = signer(c); err != nil {
+		if s, key, _, err = signer(c); err != nil {
 			return err
 		}
 		url, err = serverURL(c, "/webhooks/", "/webhooks/"+c.String("provider"))

@@ -54,7 +54,7 @@ func send(c *cli.Context) error {
 	if c.Bool("api") {
 		return sendAPI(c)
 	}
-	s, key, err := signer(c)
+	s, key, from, err := signer(c)
 	if err != nil {
 		return err
 	}
@@ -96,6 +96,10 @@ func send(c *cli.Context) error {
 	}
 	defer resp.Body.Close()
 	out, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode == http.StatusUnauthorized {
+		fmt.Fprintf(c.App.ErrWriter, "hookledger: send signed with the secret from %s; serve holds another "+
+			"(zero-config serve keeps its generated one in DATA/%s, a configured provider its secrets)\n", from, config.SecretFile)
+	}
 	return printResponse(c, resp, out)
 }
 
@@ -184,19 +188,21 @@ func secretFlag() cli.Flag {
 // signer resolves the scheme and key for send and bench: the provider in
 // --config or ./hookledger.yml (its scheme and first secret), else the
 // embedded default provider's secret (HOOKLEDGER_SECRET or the generated one
-// in --data). --secret and --scheme override.
-func signer(c *cli.Context) (scheme.Scheme, []byte, error) {
+// in --data). --secret and --scheme override. It also says where the secret
+// came from, for send to tell a sender whose signature serve refused.
+func signer(c *cli.Context) (scheme.Scheme, []byte, string, error) {
 	name, schemeName, secret := c.String("provider"), c.String("scheme"), c.String("secret")
+	from := "--secret"
 	env := os.Getenv("HOOKLEDGER_SECRET")
 	var hmacOpts scheme.HMACOptions
 	if path := configPath(c); path != "" {
 		cfg, err := config.LoadSecretsOptional(path)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, "", err
 		}
 		p, err := lookupProvider(cfg, name)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%w in %s", err, path)
+			return nil, nil, "", fmt.Errorf("%w in %s", err, path)
 		}
 		if schemeName == "" {
 			schemeName = p.Scheme
@@ -205,15 +211,15 @@ func signer(c *cli.Context) (scheme.Scheme, []byte, error) {
 		switch {
 		case secret != "":
 		case len(p.Secrets) == 0:
-			return nil, nil, fmt.Errorf("provider %q in %s has no secret here (%s): set it, or pass --secret", name, path, strings.Join(cfg.Unresolved, "; "))
+			return nil, nil, "", fmt.Errorf("provider %q in %s has no secret here (%s): set it, or pass --secret", name, path, strings.Join(cfg.Unresolved, "; "))
 		case env != "" && env != p.Secrets[0].Value:
-			return nil, nil, fmt.Errorf("HOOKLEDGER_SECRET is set, and provider %q in %s has a different secret: unset HOOKLEDGER_SECRET, or pass --secret to choose", name, path)
+			return nil, nil, "", fmt.Errorf("HOOKLEDGER_SECRET is set, and provider %q in %s has a different secret: unset HOOKLEDGER_SECRET, or pass --secret to choose", name, path)
 		default:
-			secret = p.Secrets[0].Value
+			secret, from = p.Secrets[0].Value, fmt.Sprintf("provider %q in %s", name, path)
 		}
 	}
-	if secret == "" {
-		secret = env
+	if secret == "" && env != "" {
+		secret, from = env, "HOOKLEDGER_SECRET"
 	}
 	if schemeName == "" {
 		schemeName = "standard"
@@ -221,19 +227,19 @@ func signer(c *cli.Context) (scheme.Scheme, []byte, error) {
 	if secret == "" {
 		b, err := os.ReadFile(filepath.Join(c.String("data"), config.SecretFile))
 		if err != nil {
-			return nil, nil, fmt.Errorf("no secret: pass --secret or set HOOKLEDGER_SECRET (no generated secret in %s: %v)", c.String("data"), err)
+			return nil, nil, "", fmt.Errorf("no secret: pass --secret or set HOOKLEDGER_SECRET (no generated secret in %s: %v)", c.String("data"), err)
 		}
-		secret = strings.TrimSpace(string(b))
+		secret, from = strings.TrimSpace(string(b)), filepath.Join(c.String("data"), config.SecretFile)
 	}
 	s, err := scheme.New(schemeName, hmacOpts)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
 	key, err := s.Key(secret)
 	if err != nil {
-		return nil, nil, fmt.Errorf("secret: %w", err)
+		return nil, nil, "", fmt.Errorf("secret: %w", err)
 	}
-	return s, key, nil
+	return s, key, from, nil
 }
 
 // signerFlags are the flags of the commands that sign as a provider would

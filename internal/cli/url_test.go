@@ -116,3 +116,21 @@ func TestListenURL(t *testing.T) {
 		}
 	}
 }
+
+// A signature serve refuses (401) is answered with where send's secret came
+// from, so a stale HOOKLEDGER_SECRET is found at once.
+func TestSendSaysWhereARefusedSecretCameFrom(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		fmt.Fprintln(w, `{"error":"no signature matches a configured secret"}`)
+	}))
+	defer srv.Close()
+	t.Chdir(t.TempDir()) // no ./hookledger.yml: the embedded default provider
+	t.Setenv("HOOKLEDGER_SECRET", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+	code, out, stderr := exit("send", "--url", srv.URL, "--id", "evt_1")
+	if code != 1 || !strings.Contains(out, "401") ||
+		!strings.Contains(stderr, "send signed with the secret from HOOKLEDGER_SECRET; serve holds another") {
+		t.Errorf("exit %d\nstdout %s\nstderr %s", code, out, stderr)
+	}
+}
