@@ -96,11 +96,12 @@ func send(c *cli.Context) error {
 	}
 	defer resp.Body.Close()
 	out, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode == http.StatusUnauthorized {
+	err = printResponse(c, resp, out)
+	if resp.StatusCode == http.StatusUnauthorized && from != "--secret" { // a --secret is the sender's own choice
 		fmt.Fprintf(c.App.ErrWriter, "hookledger: send signed with the secret from %s; serve holds another "+
 			"(zero-config serve keeps its generated one in DATA/%s, a configured provider its secrets)\n", from, config.SecretFile)
 	}
-	return printResponse(c, resp, out)
+	return err
 }
 
 // printResponse prints the status line and the body; non-2xx exits 1.

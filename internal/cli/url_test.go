@@ -133,4 +133,9 @@ func TestSendSaysWhereARefusedSecretCameFrom(t *testing.T) {
 		!strings.Contains(stderr, "send signed with the secret from HOOKLEDGER_SECRET; serve holds another") {
 		t.Errorf("exit %d\nstdout %s\nstderr %s", code, out, stderr)
 	}
+	// A --secret is the sender's own choice: nothing to point at.
+	code, _, stderr = exit("send", "--url", srv.URL, "--id", "evt_1", "--secret", "whsec_c2VjcmV0LW5vdC10aGUtcmlnaHQtb25lISEh")
+	if code != 1 || strings.Contains(stderr, "signed with the secret from") {
+		t.Errorf("with --secret: exit %d\nstderr %s", code, stderr)
+	}
 }
