@@ -30,6 +30,10 @@ const ScopePrefix = "api:"
 // hard to invert as the key is to guess, and no slow hash is needed.
 const keyBytes = 32
 
+// KeyChars is how many characters follow KeyPrefix in a key: keyBytes in
+// unpadded base64url.
+const KeyChars = (keyBytes*8 + 5) / 6
+
 // shownPrefix is how much of a key `keys list` shows (hl_ and 8 characters):
 // enough to tell keys apart, far too little to guess the rest.
 const shownPrefix = len(KeyPrefix) + 8

@@ -3,6 +3,7 @@ package ledger
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -11,13 +12,16 @@ import (
 // from a terminal and lands raw in CSV. So they never reach the ledger or a receipt key: a mapping
 // that extracts one fails (the receipt keeps the reason), an event id of that kind is refused.
 //
-// Refused: bytes that are not UTF-8; control characters (C0 U+0000-U+001F, DEL U+007F, C1
+// Refused: bytes that are not UTF-8; only spaces (" ", which prints as nothing); control characters (C0 U+0000-U+001F, DEL U+007F, C1
 // U+0080-U+009F); and U+FFFD, which is what decoders put in place of bytes they could not read
 // (encoding/json for "\xff", gjson for a lone surrogate escape such as "\ud800"), so an id holding
 // it cannot be told from the one it was made from.
 func CheckIdentifier(s string) error {
 	if !utf8.ValidString(s) {
 		return errors.New("is not valid UTF-8")
+	}
+	if s != "" && strings.Trim(s, " ") == "" {
+		return errors.New("is only spaces")
 	}
 	for _, r := range s {
 		switch {

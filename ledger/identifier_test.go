@@ -21,6 +21,8 @@ func TestCheckIdentifier(t *testing.T) {
 		"\xc2":         "not valid UTF-8",
 		"\xed\xa0\x80": "not valid UTF-8", // a surrogate encoded as UTF-8
 		"cus_\ufffd":   "U+FFFD",
+		" ":            "only spaces",
+		"   ":          "only spaces",
 	} {
 		if err := CheckIdentifier(s); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want %q", s, err, want)

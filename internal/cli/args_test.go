@@ -73,14 +73,14 @@ func TestExitCodes(t *testing.T) {
 	}
 }
 
-// keyChars is the shape ingest.NewKey makes, which keyShape describes.
+// ingest.KeyChars is the shape ingest.NewKey makes, which keyShape describes.
 func TestKeyShape(t *testing.T) {
 	key, _, _, err := ingest.NewKey()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := len(key) - len(ingest.KeyPrefix); got != keyChars {
-		t.Fatalf("a new key has %d characters after %s, keyChars says %d", got, ingest.KeyPrefix, keyChars)
+	if got := len(key) - len(ingest.KeyPrefix); got != ingest.KeyChars {
+		t.Fatalf("a new key has %d characters after %s, KeyChars says %d", got, ingest.KeyPrefix, ingest.KeyChars)
 	}
 	shape := "; an API key is hl_ followed by 43 base64url characters (A-Z, a-z, 0-9, - and _)"
 	for _, c := range []struct{ key, want string }{

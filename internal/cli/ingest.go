@@ -72,14 +72,10 @@ func apiKey(c *cli.Context) (string, error) {
 	return parsed, nil
 }
 
-// keyChars is the length of an API key after its prefix: ingest.NewKey's 32
-// random bytes in unpadded base64url (TestKeyShape holds it to NewKey).
-const keyChars = 43
-
 // keyShape says how key differs from the shape of every API key, without
 // repeating the key.
 func keyShape(key string) string {
-	shape := fmt.Sprintf("an API key is %s followed by %d base64url characters (A-Z, a-z, 0-9, - and _)", ingest.KeyPrefix, keyChars)
+	shape := fmt.Sprintf("an API key is %s followed by %d base64url characters (A-Z, a-z, 0-9, - and _)", ingest.KeyPrefix, ingest.KeyChars)
 	rest, ok := strings.CutPrefix(key, ingest.KeyPrefix)
 	if !ok {
 		return fmt.Sprintf("it does not start with %s; %s", ingest.KeyPrefix, shape)
