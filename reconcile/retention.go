@@ -42,8 +42,7 @@ type PruneReport struct {
 	// TamperedKept are receipts kept whole although due: their stored body
 	// no longer hashes to its body_sha256, and pruning would erase that
 	// evidence (verify reports them). Non-zero means someone changed a body.
-	TamperedKept int64          `json:"tampered_kept"`
-	tampered     map[int64]bool // TamperedKept's receipts: both passes meet them
+	TamperedKept int64 `json:"tampered_kept"`
 	// RedeliveryRequestsDeleted are redelivery records older than Keys.
 	RedeliveryRequestsDeleted int64 `json:"redelivery_requests_deleted"`
 	// FailedKept are failed receipts older than the payload cutoff, kept
@@ -75,6 +74,10 @@ var pruneBatch = 500
 // counted and durable.
 func Prune(ctx context.Context, db RetentionStore, w *custody.Writer, p Retention, now time.Time, dryRun bool) (*PruneReport, error) {
 	rep := &PruneReport{DryRun: dryRun}
+	// Both passes can meet a tampered receipt: each is counted once, however
+	// Prune ends.
+	tampered := map[int64]bool{}
+	defer func() { rep.TamperedKept = int64(len(tampered)) }()
 	now = time.UnixMilli(now.UnixMilli()) // as stored
 	// Delivered messages first: a receipt retention.keys deletes takes its
 	// delivered messages with it, and they are counted here.
@@ -95,7 +98,7 @@ func Prune(ctx context.Context, db RetentionStore, w *custody.Writer, p Retentio
 			return rep, fmt.Errorf("count failed receipts: %w", err)
 		}
 		ms := cut.UnixMilli()
-		n, err := pruneEach(ctx, db, w, rep, dryRun, ms, schema.PruneBodies, func(ctx context.Context, b schema.Batch, _ []int64) error {
+		n, err := pruneEach(ctx, db, w, tampered, dryRun, ms, schema.PruneBodies, func(ctx context.Context, b schema.Batch, _ []int64) error {
 			return b.MarkBodiesPruned(ctx, ms)
 		})
 		rep.BodiesPruned = n
@@ -107,7 +110,7 @@ func Prune(ctx context.Context, db RetentionStore, w *custody.Writer, p Retentio
 		cut := now.Add(-p.Keys).UTC()
 		rep.KeysBefore = &cut
 		// delivery_attempts and replays go with their receipt.
-		n, err := pruneEach(ctx, db, w, rep, dryRun, cut.UnixMilli(), schema.PruneKeys, func(ctx context.Context, b schema.Batch, changed []int64) error {
+		n, err := pruneEach(ctx, db, w, tampered, dryRun, cut.UnixMilli(), schema.PruneKeys, func(ctx context.Context, b schema.Batch, changed []int64) error {
 			return b.MarkReceiptsPruned(ctx, slices.Max(changed))
 		})
 		rep.KeysDeleted = n
@@ -160,10 +163,10 @@ func recordPrune(rep *PruneReport, now time.Time) custody.Op {
 // prune would change, oldest first, in batches read from the read pool, and
 // prunes each batch inside the writer. The prune re-checks the conditions in
 // its transaction: a receipt replayed or pruned meanwhile is left alone, and
-// one whose body was changed is kept (counted in rep.TamperedKept). then
+// one whose body was changed is kept (added to tampered). then
 // runs in the same transaction with the ids changed, if any: it records how
 // far the prune went (verify must tell retention from a deletion).
-func pruneEach(ctx context.Context, db RetentionStore, w *custody.Writer, rep *PruneReport, dryRun bool, cut int64, prune schema.Prune,
+func pruneEach(ctx context.Context, db RetentionStore, w *custody.Writer, tampered map[int64]bool, dryRun bool, cut int64, prune schema.Prune,
 	then func(ctx context.Context, b schema.Batch, changed []int64) error) (int64, error) {
 	var total int64
 	for _, status := range []string{string(custody.StatusApplied), string(custody.StatusIgnored)} {
@@ -182,11 +185,11 @@ func pruneEach(ctx context.Context, db RetentionStore, w *custody.Writer, rep *P
 			)
 			if err := w.Submit(ctx, custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
 				b := tx.Batch()
-				changed, tampered, err := b.PruneReceipts(ctx, prune, ids, cut)
+				changed, bad, err := b.PruneReceipts(ctx, prune, ids, cut)
 				if err != nil {
 					return err
 				}
-				n, kept = int64(len(changed)), tampered
+				n, kept = int64(len(changed)), bad
 				if n == 0 {
 					return nil
 				}
@@ -196,12 +199,8 @@ func pruneEach(ctx context.Context, db RetentionStore, w *custody.Writer, rep *P
 			}
 			total += n
 			for _, id := range kept {
-				if rep.tampered == nil {
-					rep.tampered = map[int64]bool{}
-				}
-				rep.tampered[id] = true
+				tampered[id] = true
 			}
-			rep.TamperedKept = int64(len(rep.tampered))
 			return nil
 		})
 		if err != nil {

@@ -241,4 +241,13 @@ func TestPruneKeepsATamperedBodyAndExits3(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &m); err != nil || m["bodies_pruned"] != 2.0 || m["tampered_kept"] != 1.0 {
 		t.Errorf("prune report %v (%v), want 2 bodies pruned and 1 kept", m, err)
 	}
+	db, err = schema.Open(context.Background(), filepath.Join(e.dir, "data", schema.FileName), schema.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var whole []string
+	if err := db.Read.Select(&whole, `SELECT event_id FROM receipts WHERE body IS NOT NULL ORDER BY event_id`); err != nil || len(whole) != 1 || whole[0] != "evt_2" {
+		t.Errorf("receipts with a body after prune: %v (%v), want only the tampered evt_2", whole, err)
+	}
 }
