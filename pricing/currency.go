@@ -1,0 +1,70 @@
+package pricing
+
+import (
+	"fmt"
+
+	"github.com/cockroachdb/apd/v3"
+	"golang.org/x/text/currency"
+)
+
+// Currency is an ISO 4217 currency with its minor unit, taken from the CLDR
+// table golang.org/x/text/currency keeps (JPY 0 decimals, USD 2, KWD 3).
+type Currency struct {
+	code      string
+	scale     int // decimal places of the minor unit
+	increment int // smallest step in minor units (1 for every standard rounding)
+}
+
+// ParseCurrency accepts an upper-case ISO 4217 code that the table knows.
+func ParseCurrency(code string) (Currency, error) {
+	if len(code) != 3 || code[0] < 'A' || code[0] > 'Z' || code[1] < 'A' || code[1] > 'Z' || code[2] < 'A' || code[2] > 'Z' {
+		return Currency{}, fmt.Errorf("%q is not an ISO 4217 code (three upper-case letters, e.g. USD)", clip(code))
+	}
+	u, err := currency.ParseISO(code)
+	if err != nil {
+		return Currency{}, fmt.Errorf("%q is not a known ISO 4217 currency", code)
+	}
+	scale, increment := currency.Standard.Rounding(u)
+	return Currency{code: u.String(), scale: scale, increment: increment}, nil
+}
+
+func (c Currency) String() string { return c.code }
+
+// Decimals is the number of decimal places of the minor unit.
+func (c Currency) Decimals() int { return c.scale }
+
+// rounding is the one context that rounds: half-even (banker's rounding), so
+// that amounts exactly half a minor unit apart round up and down equally
+// often instead of always up.
+var rounding = apd.Context{
+	Precision:   exact.Precision,
+	MaxExponent: apd.MaxExponent,
+	MinExponent: apd.MinExponent,
+	Rounding:    apd.RoundHalfEven,
+	Traps:       apd.DefaultTraps,
+}
+
+// Round is the one place an amount is rounded: to the currency's minor unit
+// (a multiple of its increment), half-even. An invoice line's precise amount
+// is rounded once, here; the invoice total is the sum of rounded lines.
+func (c Currency) Round(x Decimal) (Decimal, error) {
+	if c.code == "" {
+		return Decimal{}, fmt.Errorf("round: no currency")
+	}
+	step := NewDecimal(int64(c.increment), int32(-c.scale))
+	var steps, out Decimal
+	if _, err := exact.Quo(&steps.d, &x.d, &step.d); err != nil {
+		return Decimal{}, fmt.Errorf("round %s to %s: %w", x, c, err)
+	}
+	if _, err := rounding.Quantize(&steps.d, &steps.d, 0); err != nil {
+		return Decimal{}, fmt.Errorf("round %s to %s: %w", x, c, err)
+	}
+	if _, err := exact.Mul(&out.d, &steps.d, &step.d); err != nil {
+		return Decimal{}, fmt.Errorf("round %s to %s: %w", x, c, err)
+	}
+	// Always show the minor unit's places: 10 USD is "10.00".
+	if _, err := exact.Quantize(&out.d, &out.d, int32(-c.scale)); err != nil {
+		return Decimal{}, fmt.Errorf("round %s to %s: %w", x, c, err)
+	}
+	return out, nil
+}
