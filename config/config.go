@@ -21,6 +21,7 @@ import (
 
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/payload"
+	"github.com/hookledger/hookledger/pricing"
 	"github.com/hookledger/hookledger/scheme"
 )
 
@@ -48,9 +49,12 @@ type Config struct {
 	Providers []Provider       `yaml:"providers"`
 	Usage     []ledger.Mapping `yaml:"usage"`
 	Meters    []Meter          `yaml:"meters"`
-	Admin     Admin            `yaml:"admin"`
-	Retention Retention        `yaml:"retention"` // see retention.go
-	Limits    Limits           `yaml:"limits"`    // see limits.go
+	// Plans are the price versions invoices are priced with (plans.go).
+	Plans     []pricing.Plan `yaml:"plans"`
+	Customers Customers      `yaml:"customers"`
+	Admin     Admin          `yaml:"admin"`
+	Retention Retention      `yaml:"retention"` // see retention.go
+	Limits    Limits         `yaml:"limits"`    // see limits.go
 	// Destinations receive every matching accepted event (destinations.go).
 	Destinations []Destination `yaml:"destinations"`
 	Ingest       Ingest        `yaml:"ingest"` // see ingest.go
@@ -62,6 +66,9 @@ type Config struct {
 	// Database is a PostgreSQL database's URL; unset, the SQLite file in
 	// Data (see database.go).
 	Database Secret `yaml:"database"`
+
+	// Catalog indexes Plans by name and date (set by resolve).
+	Catalog *pricing.Catalog `yaml:"-"`
 
 	// Source is the file the config came from ("" for the embedded default).
 	Source string `yaml:"-"`
@@ -469,6 +476,9 @@ func (c *Config) resolve(dir string) error {
 				}
 			}
 		}
+	}
+	if err := c.resolvePlans(); err != nil {
+		return err
 	}
 	if err := c.resolveLimits(); err != nil {
 		return err

@@ -10,6 +10,8 @@ package pricing
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/cockroachdb/apd/v3"
 )
@@ -135,6 +137,27 @@ func (d *Decimal) UnmarshalText(b []byte) error {
 	}
 	*d = v
 	return nil
+}
+
+// UnmarshalYAML reads a YAML scalar from its source text. The YAML library
+// would turn an unquoted 0.0000000001 into a float64 (and back as "1e-10")
+// before any TextUnmarshaler saw it; the source text keeps every digit as
+// written. Quoted scalars are unquoted here: prices are short, one-line
+// values, and a quote style that is not handled is refused, not guessed.
+func (d *Decimal) UnmarshalYAML(src []byte) error {
+	s := strings.TrimSpace(string(src))
+	switch {
+	case len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"':
+		u, err := strconv.Unquote(s)
+		if err != nil {
+			*d = Decimal{bad: fmt.Sprintf("%s is not a decimal number", clip(s))}
+			return nil
+		}
+		s = u
+	case len(s) >= 2 && s[0] == '\'' && s[len(s)-1] == '\'':
+		s = strings.ReplaceAll(s[1:len(s)-1], "''", "'")
+	}
+	return d.UnmarshalText([]byte(s))
 }
 
 // Check reports a value that did not parse.

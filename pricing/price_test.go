@@ -457,3 +457,26 @@ func TestNoFloat(t *testing.T) {
 		t.Fatalf("checked %d files, expected the package's sources", checked)
 	}
 }
+
+func TestDecimalFromYAMLSource(t *testing.T) {
+	for src, want := range map[string]string{
+		"0.0000000001\n": "0.0000000001",
+		`"5.00"`:         "5.00",
+		`'5.00'`:         "5.00",
+		"100":            "100",
+		"1e-3":           "",
+		`"1e3"`:          "",
+		"'0.1":           "",
+	} {
+		var d Decimal
+		if err := d.UnmarshalYAML([]byte(src)); err != nil {
+			t.Fatal(err)
+		}
+		if got := d.String(); want != "" && (got != want || d.Check() != nil) {
+			t.Errorf("%q: %q (%v), want %q", src, got, d.Check(), want)
+		}
+		if want == "" && d.Check() == nil {
+			t.Errorf("%q: accepted as %s", src, d)
+		}
+	}
+}

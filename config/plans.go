@@ -1,0 +1,48 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/hookledger/hookledger/pricing"
+)
+
+// Customers is the customers section: what applies to a customer the
+// registry says nothing about.
+type Customers struct {
+	// DefaultPlan prices every customer without a plan assignment in force
+	// for the period; empty, such a customer's invoice has quantities only.
+	DefaultPlan string `yaml:"default_plan"`
+}
+
+// resolvePlans validates every plan version and the default plan, and
+// builds Catalog. A price must name a declared meter: an undeclared name is
+// almost always a typo, and a typo would bill nothing.
+func (c *Config) resolvePlans() error {
+	declared := map[string]bool{}
+	for _, m := range c.Meters {
+		declared[m.Name] = true
+	}
+	for i := range c.Plans {
+		at := fmt.Sprintf("plans[%d]", i)
+		p := &c.Plans[i]
+		if err := p.Validate(); err != nil {
+			key, msg, _ := strings.Cut(err.Error(), ": ")
+			return errAt(at+"."+key, "%s", msg)
+		}
+		for j, pr := range p.Prices {
+			if !declared[pr.Meter] {
+				return errAt(fmt.Sprintf("%s.prices[%d].meter", at, j), "meter %q is not declared under meters (declare it, with its aggregation, to price it)", pr.Meter)
+			}
+		}
+	}
+	catalog, err := pricing.NewCatalog(c.Plans)
+	if err != nil {
+		return errAt("plans", "%v", err)
+	}
+	c.Catalog = catalog
+	if d := c.Customers.DefaultPlan; d != "" && !catalog.Has(d) {
+		return errAt("customers.default_plan", "no plan named %q under plans", d)
+	}
+	return nil
+}
