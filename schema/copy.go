@@ -23,6 +23,7 @@ var copyTables = []string{
 	"reconcile_checkpoints", "redelivery_requests", "prune_runs",
 	"outbox", "outbox_attempts", "forward_destinations",
 	"api_keys",
+	"customers", "plan_assignments",
 	"chain_head",
 }
 

@@ -55,6 +55,8 @@ func newApp() *cli.App {
 			benchCommand(),
 			usageCommand(),
 			invoiceCommand(),
+			planCommand(),
+			customersCommand(),
 			adjustCommand(),
 			verifyCommand(),
 			ledgerCommand(),

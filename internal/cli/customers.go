@@ -1,0 +1,286 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/pricing"
+)
+
+func customersCommand() *cli.Command {
+	customerFlags := []cli.Flag{
+		&cli.StringFlag{Name: "name", Usage: "the customer's name"},
+		&cli.StringFlag{Name: "email", Usage: "where invoices go"},
+		&cli.StringSliceFlag{Name: "external-id", Usage: "SYSTEM=ID, the customer's id elsewhere (e.g. stripe=cus_…); repeat for several"},
+		&cli.StringFlag{Name: "note", Usage: "why (kept with the change)"},
+	}
+	return &cli.Command{
+		Name:  "customers",
+		Usage: "register customers: name, email, ids in other systems, plan (with history)",
+		Description: "Registering is optional: the ledger bills any customer id its events name. The registry adds\n" +
+			"a name, an email and ids in other systems, and keeps every change as a new row (show lists them).\n" +
+			"A plan is assigned with --plan here or with hookledger plan assign.",
+		Subcommands: []*cli.Command{
+			{
+				Name:      "add",
+				Usage:     "register a customer",
+				ArgsUsage: "CUSTOMER",
+				Flags: append(append(configFlags(), customerFlags...),
+					&cli.StringFlag{Name: "plan", Usage: "assign this plan (needs --from)"},
+					&cli.StringFlag{Name: "from", Usage: "the plan's first day, YYYY-MM-DD"},
+				),
+				Action: customersAdd,
+			},
+			{
+				Name:      "update",
+				Usage:     "change a registered customer (a new row; the old one stays as history)",
+				ArgsUsage: "CUSTOMER",
+				Flags:     append(configFlags(), customerFlags...),
+				Action:    customersUpdate,
+			},
+			{
+				Name:   "list",
+				Usage:  "list registered customers as they are now, with their plan today",
+				Flags:  append(configFlags(), formatFlag()),
+				Action: customersList,
+			},
+			{
+				Name:      "show",
+				Usage:     "show one customer's registry history and plan assignments",
+				ArgsUsage: "CUSTOMER",
+				Flags:     append(configFlags(), formatFlag()),
+				Action:    customersShow,
+			},
+		},
+	}
+}
+
+func externalIDs(c *cli.Context) (map[string]string, error) {
+	ids := map[string]string{}
+	for _, kv := range c.StringSlice("external-id") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, usageErrorf(c, "--external-id %q: want SYSTEM=ID, e.g. stripe=cus_123", kv)
+		}
+		ids[k] = v
+	}
+	return ids, nil
+}
+
+func dateFlag(c *cli.Context, name string) (pricing.Date, error) {
+	d := pricing.Date(c.String(name))
+	if err := d.Check(); err != nil {
+		return "", usageErrorf(c, "--%s: %v", name, err)
+	}
+	return d, nil
+}
+
+func customersAdd(c *cli.Context) error {
+	args := positional(c)
+	if len(args) != 1 {
+		return usageErrorf(c, "want one argument, the CUSTOMER id")
+	}
+	ext, err := externalIDs(c)
+	if err != nil {
+		return err
+	}
+	now := time.Now().UTC()
+	cust := ledger.Customer{ID: args[0], Name: c.String("name"), Email: c.String("email"), ExternalIDs: ext, RecordedAt: now, Note: c.String("note")}
+	var plan *ledger.PlanAssignment
+	switch {
+	case c.IsSet("plan") && !c.IsSet("from"):
+		return usageErrorf(c, "--plan needs --from, the plan's first day (YYYY-MM-DD)")
+	case c.IsSet("from") && !c.IsSet("plan"):
+		return usageErrorf(c, "--from goes with --plan")
+	case c.IsSet("plan"):
+		from, err := dateFlag(c, "from")
+		if err != nil {
+			return err
+		}
+		plan = &ledger.PlanAssignment{Plan: c.String("plan"), EffectiveFrom: from, RecordedAt: now, Note: c.String("note")}
+	}
+	cfg, err := commandConfig(c)
+	if err != nil {
+		return err
+	}
+	db, err := openWritable(c)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := ledger.AddCustomer(c.Context, db, cust, plan, cfg.Catalog); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "customer %q registered", cust.ID)
+	if plan != nil {
+		fmt.Fprintf(c.App.Writer, ", on plan %q from %s", plan.Plan, plan.EffectiveFrom)
+	}
+	fmt.Fprintln(c.App.Writer)
+	return nil
+}
+
+func customersUpdate(c *cli.Context) error {
+	args := positional(c)
+	if len(args) != 1 {
+		return usageErrorf(c, "want one argument, the CUSTOMER id")
+	}
+	ext, err := externalIDs(c)
+	if err != nil {
+		return err
+	}
+	ch := ledger.CustomerChange{ExternalIDs: ext, Note: c.String("note"), At: time.Now().UTC()}
+	if c.IsSet("name") {
+		v := c.String("name")
+		ch.Name = &v
+	}
+	if c.IsSet("email") {
+		v := c.String("email")
+		ch.Email = &v
+	}
+	db, err := openWritable(c)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	cust, err := ledger.UpdateCustomer(c.Context, db, args[0], ch)
+	if errors.Is(err, ledger.ErrNothingToChange) {
+		return usageErrorf(c, "%v: give --name, --email or --external-id with a new value", err)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "customer %q updated (name %q, email %q, external ids %s)\n", cust.ID, cust.Name, cust.Email, formatIDs(cust.ExternalIDs))
+	return nil
+}
+
+func formatIDs(ids map[string]string) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(ids)) {
+		parts = append(parts, k+"="+ids[k])
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ",")
+}
+
+// today is the date plans are shown for: UTC's.
+func today() pricing.Date { return pricing.Date(time.Now().UTC().Format(time.DateOnly)) }
+
+func customersList(c *cli.Context) error {
+	cfg, err := commandConfig(c)
+	if err != nil {
+		return err
+	}
+	db, err := openExisting(c)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	cs, err := ledger.Customers(c.Context, db)
+	if err != nil {
+		return err
+	}
+	as, err := ledger.PlanAssignments(c.Context, db, "")
+	if err != nil {
+		return err
+	}
+	plans := ledger.NewPlans(cfg.Customers.DefaultPlan, as)
+	type view struct {
+		ledger.Customer
+		Plan string `json:"plan"`
+	}
+	views := make([]view, 0, len(cs))
+	var rows [][]string
+	for _, cust := range cs {
+		plan, _ := plans.On(cust.ID, today())
+		views = append(views, view{cust, plan})
+		rows = append(rows, []string{cust.ID, cust.Name, cust.Email, formatIDs(cust.ExternalIDs), orDash(plan), cust.RecordedAt.Format(time.RFC3339)})
+	}
+	return writeRecords(c.App.Writer, c.String("format"), []string{"customer", "name", "email", "external_ids", "plan", "changed_at"}, rows, views)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func customersShow(c *cli.Context) error {
+	args := positional(c)
+	if len(args) != 1 {
+		return usageErrorf(c, "want one argument, the CUSTOMER id")
+	}
+	cfg, err := commandConfig(c)
+	if err != nil {
+		return err
+	}
+	db, err := openExisting(c)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	hist, err := ledger.CustomerHistory(c.Context, db, args[0])
+	if err != nil {
+		return err
+	}
+	as, err := ledger.PlanAssignments(c.Context, db, args[0])
+	if err != nil {
+		return err
+	}
+	if len(hist) == 0 && len(as) == 0 {
+		return fmt.Errorf("%w %q in the registry (hookledger customers list shows them)", ledger.ErrNoCustomer, args[0])
+	}
+	return showPlans(c, cfg.Customers.DefaultPlan, args[0], hist, as)
+}
+
+// showPlans prints a customer's registry rows and plan assignments, and
+// the plan in force today.
+func showPlans(c *cli.Context, defaultPlan, id string, hist []ledger.Customer, as []ledger.PlanAssignment) error {
+	plan, by := ledger.NewPlans(defaultPlan, as).On(id, today())
+	source := "the default plan (customers.default_plan)"
+	if by != nil {
+		source = fmt.Sprintf("assignment %d, from %s", by.ID, by.EffectiveFrom)
+	} else if plan == "" {
+		source = "no assignment and no customers.default_plan: invoices carry quantities only"
+	}
+	if c.String("format") == "json" {
+		return writeRecords(c.App.Writer, "json", nil, nil, struct {
+			Customer    string                  `json:"customer"`
+			PlanToday   string                  `json:"plan_today"`
+			Source      string                  `json:"plan_source"`
+			History     []ledger.Customer       `json:"history"`
+			Assignments []ledger.PlanAssignment `json:"assignments"`
+		}{id, plan, source, orEmpty(hist), orEmpty(as)})
+	}
+	w := c.App.Writer
+	fmt.Fprintf(w, "customer %s\nplan today (%s): %s — %s\n\n", id, today(), orDash(plan), source)
+	var rows [][]string
+	for _, h := range hist {
+		rows = append(rows, []string{h.RecordedAt.Format(time.RFC3339), h.Name, h.Email, formatIDs(h.ExternalIDs), h.Note})
+	}
+	if err := writeRecords(w, c.String("format"), []string{"changed_at", "name", "email", "external_ids", "note"}, rows, nil); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	rows = nil
+	for _, a := range as {
+		rows = append(rows, []string{itoa(int(a.ID)), a.Plan, string(a.EffectiveFrom), a.RecordedAt.Format(time.RFC3339), a.Note})
+	}
+	return writeRecords(w, c.String("format"), []string{"assignment", "plan", "from", "recorded_at", "note"}, rows, nil)
+}
+
+func orEmpty[T any](xs []T) []T {
+	if xs == nil {
+		return []T{}
+	}
+	return xs
+}

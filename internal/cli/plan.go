@@ -1,0 +1,132 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/pricing"
+)
+
+func planCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "plan",
+		Usage: "assign customers to plans and list the plans hookledger.yml declares",
+		Description: "Plans and their prices are declared under plans: in hookledger.yml; a later entry with the same\n" +
+			"name is the plan's next version, from its effective_from. A customer's plan comes from its latest\n" +
+			"assignment in force, else customers.default_plan. Assignments are appended, never edited: to\n" +
+			"change a plan, assign the new one from a date. An invoice is priced with the version in force on\n" +
+			"its period's first day.",
+		Subcommands: []*cli.Command{
+			{
+				Name:      "assign",
+				Usage:     "put a customer on a plan from a date",
+				ArgsUsage: "CUSTOMER PLAN",
+				Flags: append(configFlags(),
+					&cli.StringFlag{Name: "from", Required: true, Usage: "the first day on the plan, YYYY-MM-DD (in the invoices' time zone)"},
+					&cli.StringFlag{Name: "note", Usage: "why (kept with the assignment)"},
+				),
+				Action: planAssign,
+			},
+			{
+				Name:   "list",
+				Usage:  "list the plan versions hookledger.yml declares",
+				Flags:  append(configFlags(), formatFlag()),
+				Action: planList,
+			},
+			{
+				Name:      "show",
+				Usage:     "show a customer's plan today and its assignments",
+				ArgsUsage: "CUSTOMER",
+				Flags:     append(configFlags(), formatFlag()),
+				Action:    planShow,
+			},
+		},
+	}
+}
+
+func planAssign(c *cli.Context) error {
+	args := positional(c)
+	if len(args) != 2 {
+		return usageErrorf(c, "want two arguments, CUSTOMER and PLAN")
+	}
+	from, err := dateFlag(c, "from")
+	if err != nil {
+		return err
+	}
+	cfg, err := commandConfig(c)
+	if err != nil {
+		return err
+	}
+	db, err := openWritable(c)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	a, err := ledger.AssignPlan(c.Context, db, ledger.PlanAssignment{Customer: args[0], Plan: args[1], EffectiveFrom: from,
+		RecordedAt: time.Now().UTC(), Note: c.String("note")}, cfg.Catalog)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "customer %q is on plan %q from %s (assignment %d)\n", a.Customer, a.Plan, a.EffectiveFrom, a.ID)
+	return nil
+}
+
+func planList(c *cli.Context) error {
+	cfg, err := commandConfig(c)
+	if err != nil {
+		return err
+	}
+	var versions []*pricing.Plan
+	var rows [][]string
+	for _, name := range cfg.Catalog.Names() {
+		for _, v := range cfg.Catalog.Versions(name) {
+			versions = append(versions, v)
+			var meters []string
+			for _, p := range v.Prices {
+				meters = append(meters, p.Meter+":"+string(p.Model))
+			}
+			def := ""
+			if name == cfg.Customers.DefaultPlan {
+				def = "default"
+			}
+			rows = append(rows, []string{v.Name, string(v.EffectiveFrom), v.Currency, money(v.Fee), money(v.Minimum), strings.Join(meters, " "), def})
+		}
+	}
+	return writeRecords(c.App.Writer, c.String("format"), []string{"plan", "from", "currency", "fee", "minimum", "prices", "default"}, rows, orEmpty(versions))
+}
+
+func money(d *pricing.Decimal) string {
+	if d == nil {
+		return "-"
+	}
+	return d.String()
+}
+
+func planShow(c *cli.Context) error {
+	args := positional(c)
+	if len(args) != 1 {
+		return usageErrorf(c, "want one argument, the CUSTOMER id")
+	}
+	cfg, err := commandConfig(c)
+	if err != nil {
+		return err
+	}
+	db, err := openExisting(c)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	hist, err := ledger.CustomerHistory(c.Context, db, args[0])
+	if err != nil {
+		return err
+	}
+	as, err := ledger.PlanAssignments(c.Context, db, args[0])
+	if err != nil {
+		return err
+	}
+	return showPlans(c, cfg.Customers.DefaultPlan, args[0], hist, as)
+}
