@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -19,36 +20,74 @@ import (
 //
 //   - a declared Content-Length above the provider's max_body is refused at
 //     once (413), without reading a byte;
-//   - bodies over smallBody draw their size from a BodyBudget before any of
-//     it is read: 2,000 stalled senders then hold at most the budget, while
-//     their unread bytes wait in the kernel's socket buffers, not our heap;
-//   - the whole body, budget wait included, must arrive within the body
+//   - a body's buffer grows only as its bytes arrive, and every byte of
+//     buffer past the body's first smallBody is drawn from a BodyBudget
+//     before it is allocated. A sender is charged for what it sent, not for
+//     what it announced: 1,000 senders that each announce max_body and send
+//     one byte hold a small buffer each and none of the budget, so they do
+//     not keep a large signed delivery out. To hold the budget, a flood
+//     must send at least half as many bytes as the budget has (a buffer
+//     holds at most about twice what arrived), again every body timeout;
+//   - the whole body, budget waits included, must arrive within the body
 //     timeout (http.ResponseController.SetReadDeadline), shorter than the
 //     server's generic read timeout.
 //
-// Bodies up to smallBody skip the budget: a stalled flood that fills the
-// budget must not make a normal delivery (a few KiB) wait, and what small
-// bodies can hold is already bounded by the connection limit
+// The first smallBody of each body is free: a stalled flood that fills the
+// budget must not make a normal delivery (a few KiB) wait, and what those
+// first bytes can hold is already bounded by the connection limit
 // (max_connections × smallBody).
 const smallBody = 16 << 10
 
-// budgetWait is how long a request waits for room in the budget before it
-// gets 503 with Retry-After. Real bodies arrive in milliseconds, so a burst
-// of them gets through a short wait; stalled senders hold their share until
-// the body deadline, so a longer wait would only let the senders queued
-// behind them hold connection slots (max_connections) and goroutines that
-// long too, while a normal delivery may be waiting to connect.
+// firstBuffer is the buffer a body larger than smallBody starts with; it
+// doubles as the body arrives (capped at the declared length), so a body
+// holds at most about twice what it has sent.
+const firstBuffer = 4 << 10
+
+// budgetWait is how long a body waits for room in the budget, at each
+// growth of its buffer, before it gets 503 with Retry-After. Real bodies
+// arrive in milliseconds, so a burst of them gets through a short wait;
+// senders that stall hold their share until the body deadline, so a longer
+// wait would only let the senders queued behind them hold connection slots
+// (max_connections) and goroutines that long too, while a normal delivery
+// may be waiting to connect.
 const budgetWait = time.Second
 
-// BodyBudget bounds the body bytes requests hold at once. Its semaphore is
-// FIFO: a large body waiting for room is not starved by smaller ones.
+// BodyBudget bounds the body bytes requests hold at once beyond each one's
+// first smallBody. Its semaphore is FIFO: a large body waiting for room is
+// not starved by smaller ones.
 type BodyBudget struct {
 	sem *semaphore.Weighted
+	// held is the budget's bytes that bodies hold, and reading the requests
+	// reading a body under it (tests watch them).
+	held, reading atomic.Int64
 }
 
 // NewBodyBudget returns a budget of size bytes.
 func NewBodyBudget(size int64) *BodyBudget {
 	return &BodyBudget{sem: semaphore.NewWeighted(size)}
+}
+
+// charge makes the budget that a body's buffer of capacity bytes needs
+// match what it holds (*held), waiting up to budgetWait for room.
+func (b *BodyBudget) charge(ctx context.Context, held *int64, capacity int64) error {
+	need := max(0, capacity-smallBody) - *held
+	if need <= 0 {
+		return nil
+	}
+	wait, cancel := context.WithTimeout(ctx, budgetWait)
+	defer cancel()
+	if err := b.sem.Acquire(wait, need); err != nil {
+		return errBodyBudget
+	}
+	*held += need
+	b.held.Add(need)
+	return nil
+}
+
+// release gives back what a body holds.
+func (b *BodyBudget) release(held int64) {
+	b.sem.Release(held)
+	b.held.Add(-held)
 }
 
 // Body read failures, mapped to replies by bodyError.
@@ -63,12 +102,8 @@ var (
 // longer needed (after the reply), also when err is not nil.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64) (body []byte, release func(), err error) {
 	release = func() {}
-	size := r.ContentLength // -1 when chunked: assume the worst, limit
-	if size > limit {
+	if r.ContentLength > limit {
 		return nil, release, errBodyTooLarge
-	}
-	if size < 0 {
-		size = limit
 	}
 	ctx := r.Context()
 	if s.BodyTimeout > 0 {
@@ -82,48 +117,58 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64) (
 		ctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
-	if weight := size; s.Budget != nil && weight > smallBody {
-		wait, cancel := context.WithTimeout(ctx, budgetWait)
-		err := s.Budget.sem.Acquire(wait, weight)
-		cancel()
-		if err != nil {
-			return nil, release, errBodyBudget
-		}
-		release = func() { s.Budget.sem.Release(weight) }
-		// Room came too late to read anything: do not allocate a buffer
-		// only to time out on it.
-		if ctx.Err() != nil {
-			return nil, release, errBodyBudget
-		}
+	grow := func(int64) error { return nil }
+	if b := s.Budget; b != nil {
+		b.reading.Add(1)
+		defer b.reading.Add(-1)
+		var held int64
+		grow = func(capacity int64) error { return b.charge(ctx, &held, capacity) }
+		release = func() { b.release(held) }
 	}
-	body, err = readAtMost(http.MaxBytesReader(w, r.Body, limit), r.ContentLength, limit)
+	body, err = readArriving(http.MaxBytesReader(w, r.Body, limit), r.ContentLength, limit, grow)
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		err = errBodyTimeout
 	}
 	return body, release, err
 }
 
-// readAtMost reads a body of declared length n (-1: unknown) into a buffer
-// that never grows past what the budget accounted for: exactly n bytes when
-// declared, at most limit+1 when not (io.ReadAll's doubling could overshoot
-// it by up to a quarter).
-func readAtMost(r io.Reader, n, limit int64) ([]byte, error) {
-	if n >= 0 {
-		buf := make([]byte, n)
-		if _, err := io.ReadFull(r, buf); err != nil {
-			return nil, err
-		}
-		return buf, nil
+// readArriving reads a body of declared length n (-1: unknown, then at most
+// limit) into a buffer that grows only once the bytes to fill it arrive: a
+// sender that announces a large body and sends a byte of it holds a small
+// buffer, not the announced size. grow is told each new capacity before it
+// is allocated, and its error ends the read. The buffer never grows past n
+// (limit when n is unknown), and a declared body of at most smallBody is
+// read into one exact buffer.
+func readArriving(r io.Reader, n, limit int64, grow func(capacity int64) error) ([]byte, error) {
+	most := n
+	if n < 0 {
+		most = limit
 	}
-	buf := make([]byte, 0, min(limit+1, 4<<10))
+	var buf []byte
 	for {
-		if len(buf) == cap(buf) {
-			next := make([]byte, len(buf), min(2*int64(cap(buf)), limit+1))
-			copy(next, buf)
-			buf = next
+		var m int
+		var err error
+		if len(buf) < cap(buf) {
+			m, err = r.Read(buf[len(buf):cap(buf)])
+			buf = buf[:len(buf)+m]
+		} else {
+			// Full: wait for the next byte before growing, so that the
+			// buffer, and the budget's charge, follow what has arrived.
+			var next [1]byte
+			if m, err = r.Read(next[:]); m == 1 {
+				if int64(len(buf)) >= most {
+					return nil, errBodyTooLarge // past the declared length: net/http never reads that far
+				}
+				size := min(max(2*int64(cap(buf)), firstBuffer), most)
+				if most <= smallBody {
+					size = most
+				}
+				if err := grow(size); err != nil {
+					return nil, err
+				}
+				buf = append(append(make([]byte, 0, size), buf...), next[0])
+			}
 		}
-		m, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+m]
 		if errors.Is(err, io.EOF) {
 			return buf, nil
 		} else if err != nil {

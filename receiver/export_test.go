@@ -13,3 +13,12 @@ func (b *BodyBudget) Give(n int64) { b.sem.Release(n) }
 
 // TryHold is Hold without waiting: false if n bytes are not free.
 func (b *BodyBudget) TryHold(n int64) bool { return b.sem.TryAcquire(n) }
+
+// Held is the budget's bytes that bodies being read or answered hold.
+func (b *BodyBudget) Held() int64 { return b.held.Load() }
+
+// Reading is the number of requests reading a body under the budget.
+func (b *BodyBudget) Reading() int64 { return b.reading.Load() }
+
+// ReadArriving is readArriving, for the tests of how a buffer grows.
+var ReadArriving = readArriving

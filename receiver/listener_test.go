@@ -254,61 +254,6 @@ func TestStalledBodyIsCutAtBodyTimeout(t *testing.T) {
 	}
 }
 
-// With the body budget taken (as by stalled senders), a body over 16 KiB
-// waits for room until the body deadline and then gets 503 with Retry-After;
-// a normal small delivery is served at once all the same.
-func TestBodyBudget(t *testing.T) {
-	e := newEnv(t)
-	e.Server.Budget = receiver.NewBodyBudget(64 << 10)
-	e.Server.BodyTimeout = 300 * time.Millisecond
-	addr := e.listen(receiver.ListenOptions{})
-	// What stalled senders would hold: all but 4 KiB of the budget.
-	if err := e.Server.Budget.Hold(context.Background(), 60<<10); err != nil {
-		t.Fatal(err)
-	}
-	held := true
-	defer func() {
-		if held {
-			e.Server.Budget.Give(60 << 10)
-		}
-	}()
-
-	pad := strings.Repeat("x", 30<<10)
-	large := []byte(`{"type":"usage.recorded","pad":"` + pad + `","data":{"customer":"cus_big","meter":"api","quantity":1,"occurred_at":"2026-11-29T10:00:00Z"}}`)
-	c := dialRaw(t, addr)
-	c.write(e.delivery("evt_large", large, "length"))
-	resp, text := c.response()
-	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || !resp.Close {
-		t.Errorf("large body with the budget taken: %d (Retry-After %q, close %v) %s", resp.StatusCode, resp.Header.Get("Retry-After"), resp.Close, text)
-	}
-	if !c.closedByServer() {
-		t.Error("connection left open")
-	}
-	if e.stored("evt_large") || e.Attempts() != 0 {
-		t.Error("a delivery refused for the budget was written")
-	}
-
-	c = dialRaw(t, addr)
-	c.write(e.delivery("evt_small", testenv.UsageBody("cus_small", "api", "1"), "length"))
-	if resp, text := c.response(); resp.StatusCode != 200 {
-		t.Errorf("small delivery with the budget taken: %d %s", resp.StatusCode, text)
-	}
-	e.Server.Budget.Give(60 << 10)
-	held = false
-	c = dialRaw(t, addr)
-	c.write(e.delivery("evt_large", large, "length"))
-	if resp, text := c.response(); resp.StatusCode != 200 {
-		t.Errorf("large body with room: %d %s", resp.StatusCode, text)
-	}
-	if !e.stored("evt_small") || !e.stored("evt_large") {
-		t.Error("the accepted deliveries are not stored")
-	}
-	// Every share was given back: the whole budget is free again.
-	if !e.Server.Budget.TryHold(64 << 10) {
-		t.Error("budget not fully released after the requests")
-	}
-}
-
 // The connection cap holds further connections in the accept queue while
 // the open ones are busy; they are served once a slot frees.
 func TestMaxConnections(t *testing.T) {
