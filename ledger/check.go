@@ -143,6 +143,9 @@ type LineCheck struct {
 	Rows        []Row    // the rows the line covers, in id order, as stored (CheckLine only)
 	Digest      []byte   // over the rows' ids and hashes recomputed from their contents
 	Quantity    Quantity // the aggregate (for a late line, the change to the period's total)
+	// BilledBefore is the period's total up to the line's AfterID: what the
+	// line's amount is priced at the margin from.
+	BilledBefore string
 	UsageRows   int64
 	Adjustments int64
 	MaxID       int64
@@ -178,13 +181,13 @@ func checkLine(ctx context.Context, src lineSource, l InvoiceLine, keepRows bool
 	}
 	c.UsageRows, c.Adjustments, c.MaxID = got.rows, got.adjustments, la.maxID()
 	c.Digest = rowsDigest(la.rows)
-	exact, err := aggregateDelta(ctx, src, l.Customer, m, l.PeriodStart, l.PeriodEnd, l.AfterID, l.ThroughID)
+	exact, before, err := aggregateDelta(ctx, src, l.Customer, m, l.PeriodStart, l.PeriodEnd, l.AfterID, l.ThroughID)
 	if err != nil {
 		return nil, fmt.Errorf("recompute invoice %d line %d: %w", l.InvoiceID, l.LineNo, err)
 	}
 	// A recomputed total beyond a Quantity's range stays 0; Problem says so.
 	q, qerr := exact.checked(l.Customer, l.Meter, l.Period)
-	c.Quantity = q
+	c.Quantity, c.BilledBefore = q, before.String()
 	switch {
 	case c.UsageRows != l.Rows || c.Adjustments != l.Adjustments || c.MaxID != l.MaxID:
 		c.Problem = fmt.Sprintf("covers %d usage and %d adjustment rows up to id %d now, %d and %d up to id %d when closed: ledger rows were added or removed",

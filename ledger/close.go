@@ -24,6 +24,12 @@ type CloseRequest struct {
 	Now func() time.Time
 	// DryRun computes the invoices and rolls back: a preview that changes nothing.
 	DryRun bool
+	// Pricing prices the invoices; nil, they carry quantities only.
+	Pricing *Pricing
+	// Registered are customers known without usage (the registry and plan
+	// assignments): one whose plan charges a fee or a minimum is invoiced
+	// even when the period holds no usage of theirs.
+	Registered []string
 
 	noIndex bool
 }
@@ -166,6 +172,9 @@ func closeTx(ctx context.Context, tx closeStore, req CloseRequest) (*CloseResult
 	for _, l := range lines {
 		byCustomer[l.Customer] = append(byCustomer[l.Customer], l)
 	}
+	if err := addFeeOnly(byCustomer, req, skip); err != nil {
+		return nil, err
+	}
 	customers := make([]string, 0, len(byCustomer))
 	for c := range byCustomer {
 		customers = append(customers, c)
@@ -187,6 +196,9 @@ func closeTx(ctx context.Context, tx closeStore, req CloseRequest) (*CloseResult
 		nextID++
 		for i := range inv.Lines {
 			inv.Lines[i].InvoiceID, inv.Lines[i].LineNo = inv.ID, int64(i+1)
+		}
+		if err := priceInvoice(&inv, req.Pricing); err != nil {
+			return nil, fmt.Errorf("close %s: %w", p.Label, err)
 		}
 		inv.Digest = invoiceDigest(&inv)
 		if err := tx.InsertInvoice(ctx, inv.record()); err != nil {
@@ -250,6 +262,31 @@ func ledgerScan(ctx context.Context, src UsageSource, f schema.LedgerFilter, pro
 	})
 	if err != nil {
 		return fmt.Errorf("read ledger: %w", err)
+	}
+	return nil
+}
+
+// addFeeOnly adds an empty invoice for each customer in scope with no usage
+// whose plan for the period charges a fee or a minimum.
+func addFeeOnly(byCustomer map[string][]InvoiceLine, req CloseRequest, skip map[string]bool) error {
+	if req.Pricing == nil {
+		return nil
+	}
+	candidates := req.Registered
+	if !req.All {
+		candidates = []string{req.Customer}
+	}
+	for _, c := range candidates {
+		if _, ok := byCustomer[c]; ok || skip[c] {
+			continue
+		}
+		v, err := req.Pricing.versionFor(c, req.Period.Start.UnixMilli(), req.Period.Zone)
+		if err != nil {
+			return fmt.Errorf("close %s: %w", req.Period.Label, err)
+		}
+		if charges(v) {
+			byCustomer[c] = nil
+		}
 	}
 	return nil
 }

@@ -48,8 +48,15 @@ func (c canon) sum() []byte { return c.h.Sum(nil) }
 // invoiceDigest is SHA-256 over every stored field of the invoice and its
 // lines, so an edit to a closed invoice's numbers is detectable.
 func invoiceDigest(inv *Invoice) []byte {
+	// v2 adds the money of a priced invoice; an invoice without a plan keeps
+	// v1, so every invoice closed before prices existed verifies unchanged.
+	priced := inv.Money.Currency != ""
 	c := newCanon()
-	c.str("hookledger-invoice-v1")
+	if priced {
+		c.str("hookledger-invoice-v2")
+	} else {
+		c.str("hookledger-invoice-v1")
+	}
 	c.int(inv.ID)
 	c.int(inv.CloseID)
 	c.str(inv.Customer)
@@ -84,6 +91,22 @@ func invoiceDigest(inv *Invoice) []byte {
 		c.int(l.Adjustments)
 		c.int(l.MaxID)
 		c.bytes(l.Digest)
+		if priced {
+			c.str(l.Money.BilledBefore)
+			c.str(l.Money.PlanVersion)
+			c.str(l.Money.AmountPrecise)
+			c.str(l.Money.Amount)
+			c.str(l.Money.Charge)
+		}
+	}
+	if priced {
+		m := inv.Money
+		c.str(m.Plan)
+		c.str(m.Currency)
+		c.bytes(m.PriceDigest)
+		c.str(m.Fee)
+		c.str(m.TrueUp)
+		c.str(m.Total)
 	}
 	return c.sum()
 }

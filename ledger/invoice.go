@@ -25,6 +25,7 @@ type Invoice struct {
 	ClosedAt    int64
 	Digest      []byte
 	Lines       []InvoiceLine
+	Money       InvoiceMoney // zero when no plan priced the invoice
 }
 
 // InvoiceLine is one meter's quantity on an invoice. A late line bills usage
@@ -51,6 +52,7 @@ type InvoiceLine struct {
 	Adjustments int64
 	MaxID       int64 // highest ledger id covered
 	Digest      []byte
+	Money       LineMoney
 }
 
 // Close errors a caller branches on.
@@ -86,9 +88,18 @@ func (inv Invoice) MarshalJSON() ([]byte, error) {
 		LedgerHead  int64         `json:"ledger_head"`
 		ClosedAt    time.Time     `json:"closed_at"`
 		Digest      string        `json:"digest"`
+		Plan        string        `json:"plan,omitempty"`
+		Currency    string        `json:"currency,omitempty"`
+		Fee         string        `json:"fee,omitempty"`
+		TrueUp      string        `json:"true_up,omitempty"`
+		Total       string        `json:"total,omitempty"`
+		PriceDigest string        `json:"price_digest,omitempty"`
+		Prices      jsonRaw       `json:"prices,omitempty"`
 		Lines       []InvoiceLine `json:"lines"`
 	}{inv.ID, inv.CloseID, inv.Customer, inv.Period, inv.TZ, msTime(inv.PeriodStart, inv.TZ), msTime(inv.PeriodEnd, inv.TZ),
-		time.UnixMilli(inv.Cutoff).UTC(), inv.LedgerHead, time.UnixMilli(inv.ClosedAt).UTC(), hex.EncodeToString(inv.Digest), lines})
+		time.UnixMilli(inv.Cutoff).UTC(), inv.LedgerHead, time.UnixMilli(inv.ClosedAt).UTC(), hex.EncodeToString(inv.Digest),
+		inv.Money.Plan, inv.Money.Currency, inv.Money.Fee, inv.Money.TrueUp, inv.Money.Total, hex.EncodeToString(inv.Money.PriceDigest),
+		jsonRaw(inv.Money.Snapshot), lines})
 }
 
 // MarshalJSON shows times in RFC 3339 (in the line's zone) and the digest in hex.
@@ -111,8 +122,14 @@ func (l InvoiceLine) MarshalJSON() ([]byte, error) {
 		Adjustments int64       `json:"adjustments"`
 		MaxID       int64       `json:"max_id"`
 		Digest      string      `json:"digest"`
+		Before      string      `json:"billed_before,omitempty"`
+		PlanVersion string      `json:"plan_version,omitempty"`
+		Precise     string      `json:"amount_precise,omitempty"`
+		Amount      string      `json:"amount,omitempty"`
+		Charge      jsonRaw     `json:"charge,omitempty"`
 	}{l.LineNo, l.Meter, l.Aggregation, l.Property, l.Unit, l.Late, l.Period, l.TZ, msTime(l.PeriodStart, l.TZ), msTime(l.PeriodEnd, l.TZ),
-		l.AfterID, l.ThroughID, l.Quantity, l.Rows, l.Adjustments, l.MaxID, hex.EncodeToString(l.Digest)})
+		l.AfterID, l.ThroughID, l.Quantity, l.Rows, l.Adjustments, l.MaxID, hex.EncodeToString(l.Digest),
+		beforeIfLate(l), l.Money.PlanVersion, l.Money.AmountPrecise, l.Money.Amount, jsonRaw(l.Money.Charge)})
 }
 
 // InvoiceFilter selects invoices; zero fields do not filter.

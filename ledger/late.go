@@ -140,7 +140,7 @@ func lateLines(ctx context.Context, q closedSource, scope string, head int64, me
 		for k, la := range accs {
 			cov, _ := cp.coverage(k.customer)
 			m := meters.Get(k.meter)
-			d, err := aggregateDelta(ctx, q, k.customer, m, cp.start, cp.end, cov, head)
+			d, before, err := aggregateDelta(ctx, q, k.customer, m, cp.start, cp.end, cov, head)
 			if err != nil {
 				return nil, err
 			}
@@ -150,7 +150,8 @@ func lateLines(ctx context.Context, q closedSource, scope string, head int64, me
 			}
 			lines = append(lines, InvoiceLine{Customer: k.customer, Meter: k.meter, Aggregation: m.Aggregation, Property: m.Property, Unit: m.Unit,
 				Late: true, Period: cp.label, TZ: cp.tz, PeriodStart: cp.start, PeriodEnd: cp.end, AfterID: cov, ThroughID: head,
-				Quantity: delta, Rows: la.agg.rows, Adjustments: la.agg.adjustments, MaxID: la.maxID(), Digest: rowsDigest(la.rows)})
+				Quantity: delta, Rows: la.agg.rows, Adjustments: la.agg.adjustments, MaxID: la.maxID(), Digest: rowsDigest(la.rows),
+				Money: LineMoney{BilledBefore: before.String()}})
 		}
 	}
 	return lines, nil
@@ -158,21 +159,22 @@ func lateLines(ctx context.Context, q closedSource, scope string, head int64, me
 
 // aggregateDelta is agg(rows with id <= through) - agg(rows with id <= after)
 // for one customer, meter and period: what a line covering (after, through]
-// adds to the period's billed total. Exact: either side, or the difference,
-// may be beyond a Quantity's range.
-func aggregateDelta(ctx context.Context, q UsageSource, customer string, m Meter, start, end, after, through int64) (total, error) {
-	upTo, before := newAggregate(m.spec()), newAggregate(m.spec())
+// adds to the period's billed total; before is agg(rows with id <= after),
+// what was billed already (a late line is priced at the margin from it).
+// Exact: either side, or the difference, may be beyond a Quantity's range.
+func aggregateDelta(ctx context.Context, q UsageSource, customer string, m Meter, start, end, after, through int64) (delta, before total, err error) {
+	upTo, upToAfter := newAggregate(m.spec()), newAggregate(m.spec())
 	f := schema.LedgerFilter{Customer: customer, Meter: m.Name, From: start, To: end, ThroughID: through}
-	err := ledgerScan(ctx, q, f, m.Aggregation == AggUniqueCount, func(id int64, kind, _, _ string, qty Quantity, occ int64, props string, _ []byte) {
+	err = ledgerScan(ctx, q, f, m.Aggregation == AggUniqueCount, func(id int64, kind, _, _ string, qty Quantity, occ int64, props string, _ []byte) {
 		upTo.add(kind, id, qty, occ, props)
 		if id <= after {
-			before.add(kind, id, qty, occ, props)
+			upToAfter.add(kind, id, qty, occ, props)
 		}
 	})
 	if err != nil {
-		return total{}, err
+		return total{}, total{}, err
 	}
-	return upTo.value().minus(before.value()), nil
+	return upTo.value().minus(upToAfter.value()), upToAfter.value(), nil
 }
 
 // LateLine is usage of a closed period recorded after its close and not yet

@@ -122,7 +122,8 @@ func periodLines(ctx context.Context, tx closeStore, req CloseRequest, head int6
 			}
 			lines = append(lines, InvoiceLine{Customer: set.customer, Meter: m.Name, Aggregation: m.Aggregation, Property: m.Property, Unit: m.Unit,
 				Period: p.Label, TZ: p.Zone, PeriodStart: p.Start.UnixMilli(), PeriodEnd: p.End.UnixMilli(), AfterID: 0, ThroughID: head,
-				Quantity: qty, Rows: la.agg.rows, Adjustments: la.agg.adjustments, MaxID: la.maxID(), Digest: rowsDigest(la.rows)})
+				Quantity: qty, Rows: la.agg.rows, Adjustments: la.agg.adjustments, MaxID: la.maxID(), Digest: rowsDigest(la.rows),
+				Money: LineMoney{BilledBefore: "0"}})
 		}
 	}
 	return lines, nil

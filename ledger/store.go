@@ -161,20 +161,25 @@ func (r *Row) record() schema.LedgerRow {
 func invoiceOf(inv *schema.Invoice) Invoice {
 	return Invoice{ID: inv.ID, CloseID: inv.CloseID, Customer: inv.Customer, Period: inv.Period, TZ: inv.TZ,
 		PeriodStart: inv.PeriodStart, PeriodEnd: inv.PeriodEnd, Cutoff: inv.Cutoff, LedgerHead: inv.LedgerHead,
-		ClosedAt: inv.ClosedAt, Digest: inv.Digest}
+		ClosedAt: inv.ClosedAt, Digest: inv.Digest,
+		Money: InvoiceMoney{Plan: inv.Plan, Currency: inv.Currency, Snapshot: inv.PriceSnapshot, PriceDigest: inv.PriceDigest,
+			Fee: inv.Fee, TrueUp: inv.TrueUp, Total: inv.Total}}
 }
 
 func (inv *Invoice) record() schema.Invoice {
 	return schema.Invoice{ID: inv.ID, CloseID: inv.CloseID, Customer: inv.Customer, Period: inv.Period, TZ: inv.TZ,
 		PeriodStart: inv.PeriodStart, PeriodEnd: inv.PeriodEnd, Cutoff: inv.Cutoff, LedgerHead: inv.LedgerHead,
-		ClosedAt: inv.ClosedAt, Digest: inv.Digest}
+		ClosedAt: inv.ClosedAt, Digest: inv.Digest,
+		Plan: inv.Money.Plan, Currency: inv.Money.Currency, PriceSnapshot: inv.Money.Snapshot, PriceDigest: nonNil(inv.Money.PriceDigest),
+		Fee: inv.Money.Fee, TrueUp: inv.Money.TrueUp, Total: inv.Money.Total}
 }
 
 func lineOf(l *schema.InvoiceLine) InvoiceLine {
 	return InvoiceLine{InvoiceID: l.InvoiceID, LineNo: l.LineNo, Customer: l.Customer, Meter: l.Meter,
 		Aggregation: Aggregation(l.Aggregation), Property: l.Property, Unit: l.Unit, Late: l.Late, Period: l.Period, TZ: l.TZ,
 		PeriodStart: l.PeriodStart, PeriodEnd: l.PeriodEnd, AfterID: l.AfterID, ThroughID: l.ThroughID,
-		Quantity: Quantity(l.Quantity), Rows: l.Rows, Adjustments: l.Adjustments, MaxID: l.MaxID, Digest: l.Digest}
+		Quantity: Quantity(l.Quantity), Rows: l.Rows, Adjustments: l.Adjustments, MaxID: l.MaxID, Digest: l.Digest,
+		Money: LineMoney{BilledBefore: l.BilledBefore, PlanVersion: l.PlanVersion, AmountPrecise: l.AmountPrecise, Amount: l.Amount, Charge: l.Charge}}
 }
 
 func linesOf(ls []schema.InvoiceLine) []InvoiceLine {
@@ -192,5 +197,14 @@ func (l *InvoiceLine) record() schema.InvoiceLine {
 	return schema.InvoiceLine{InvoiceID: l.InvoiceID, LineNo: l.LineNo, Customer: l.Customer, Meter: l.Meter,
 		Aggregation: string(l.Aggregation), Property: l.Property, Unit: l.Unit, Late: l.Late, Period: l.Period, TZ: l.TZ,
 		PeriodStart: l.PeriodStart, PeriodEnd: l.PeriodEnd, AfterID: l.AfterID, ThroughID: l.ThroughID,
-		Quantity: int64(l.Quantity), Rows: l.Rows, Adjustments: l.Adjustments, MaxID: l.MaxID, Digest: l.Digest}
+		Quantity: int64(l.Quantity), Rows: l.Rows, Adjustments: l.Adjustments, MaxID: l.MaxID, Digest: l.Digest,
+		BilledBefore: l.Money.BilledBefore, PlanVersion: l.Money.PlanVersion, AmountPrecise: l.Money.AmountPrecise, Amount: l.Money.Amount, Charge: l.Money.Charge}
+}
+
+// nonNil stores an absent digest as empty bytes: the column is NOT NULL.
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
 }

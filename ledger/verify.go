@@ -179,13 +179,21 @@ func verifyInvoices(ctx context.Context, db VerifySource) (CheckResult, error) {
 		for _, msg := range msgs {
 			c.add(Problem{Table: "invoices", ID: inv.ID, Msg: msg})
 		}
+		before := map[int64]string{}
 		for _, l := range inv.Lines {
 			c.Checked++
-			if chk, err := checkLine(ctx, db, l, false); err != nil {
+			chk, err := checkLine(ctx, db, l, false)
+			if err != nil {
 				return c, err
-			} else if chk.Problem != "" {
-				c.add(Problem{Table: "invoices", ID: inv.ID, Msg: fmt.Sprintf("line %d (%s %s): %s", l.LineNo, l.Meter, l.Period, chk.Problem)})
 			}
+			if chk.Problem != "" {
+				c.add(Problem{Table: "invoices", ID: inv.ID, Msg: fmt.Sprintf("line %d (%s %s): %s", l.LineNo, l.Meter, l.Period, chk.Problem)})
+				continue
+			}
+			before[l.LineNo] = chk.BilledBefore
+		}
+		for _, msg := range checkMoney(inv, before) {
+			c.add(Problem{Table: "invoices", ID: inv.ID, Msg: "money: " + msg})
 		}
 	}
 	return c, nil

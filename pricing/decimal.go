@@ -10,6 +10,7 @@ package pricing
 
 import (
 	"fmt"
+	"math/big"
 	"strconv"
 	"strings"
 
@@ -79,13 +80,10 @@ func NewDecimal(coeff int64, exp int32) Decimal {
 }
 
 // NewDecimalBig returns coeff × 10^exp for a coefficient beyond int64.
-func NewDecimalBig(coeff *apd.BigInt, exp int32) Decimal {
+func NewDecimalBig(coeff *big.Int, exp int32) Decimal {
 	var d Decimal
-	d.d.Coeff.Set(coeff)
-	if coeff.Sign() < 0 {
-		d.d.Coeff.Neg(&d.d.Coeff)
-		d.d.Negative = true
-	}
+	d.d.Coeff.SetMathBigInt(new(big.Int).Abs(coeff))
+	d.d.Negative = coeff.Sign() < 0
 	d.d.Exponent = exp
 	return d
 }

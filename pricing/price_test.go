@@ -4,6 +4,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"math/big"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -478,5 +479,12 @@ func TestDecimalFromYAMLSource(t *testing.T) {
 		if want == "" && d.Check() == nil {
 			t.Errorf("%q: accepted as %s", src, d)
 		}
+	}
+}
+
+func TestNewDecimalBig(t *testing.T) {
+	b, _ := new(big.Int).SetString("-123456789012345678901234567890", 10)
+	if got := NewDecimalBig(b, -6).String(); got != "-123456789012345678901234.567890" {
+		t.Errorf("got %s", got)
 	}
 }

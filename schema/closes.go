@@ -147,15 +147,15 @@ func (tx *CloseTx) NextInvoiceID(ctx context.Context) (int64, error) {
 func (tx *CloseTx) InsertInvoice(ctx context.Context, inv Invoice) error {
 	if tx.insInv == nil {
 		st, err := tx.tx.PreparexContext(ctx, `INSERT INTO invoices
-		(id, close_id, customer_id, period, tz, period_start, period_end, cutoff, ledger_head, closed_at, digest)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		(`+invoiceColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 		if err != nil {
 			return err
 		}
 		tx.insInv = st
 	}
 	_, err := tx.insInv.ExecContext(ctx, inv.ID, inv.CloseID, inv.Customer, inv.Period, inv.TZ, inv.PeriodStart, inv.PeriodEnd,
-		inv.Cutoff, inv.LedgerHead, inv.ClosedAt, inv.Digest)
+		inv.Cutoff, inv.LedgerHead, inv.ClosedAt, inv.Digest,
+		inv.Plan, inv.Currency, inv.PriceSnapshot, inv.PriceDigest, inv.Fee, inv.TrueUp, inv.Total)
 	return err
 }
 
@@ -163,9 +163,7 @@ func (tx *CloseTx) InsertInvoice(ctx context.Context, inv Invoice) error {
 func (tx *CloseTx) InsertInvoiceLine(ctx context.Context, l InvoiceLine) error {
 	if tx.insLine == nil {
 		st, err := tx.tx.PreparexContext(ctx, `INSERT INTO invoice_lines
-		(invoice_id, line_no, customer_id, meter, aggregation, property, unit, late, period, tz, period_start, period_end,
-		 after_id, through_id, quantity, row_count, adjustments, max_id, digest)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		(`+lineColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 		if err != nil {
 			return err
 		}
@@ -173,7 +171,7 @@ func (tx *CloseTx) InsertInvoiceLine(ctx context.Context, l InvoiceLine) error {
 	}
 	_, err := tx.insLine.ExecContext(ctx, l.InvoiceID, l.LineNo, l.Customer, l.Meter, l.Aggregation, l.Property, l.Unit,
 		l.Late, l.Period, l.TZ, l.PeriodStart, l.PeriodEnd, l.AfterID, l.ThroughID, l.Quantity, l.Rows, l.Adjustments,
-		l.MaxID, l.Digest)
+		l.MaxID, l.Digest, l.BilledBefore, l.PlanVersion, l.AmountPrecise, l.Amount, l.Charge)
 	return err
 }
 

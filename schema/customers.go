@@ -111,12 +111,6 @@ func (db *DB) PlanAssignments(ctx context.Context, customer string) ([]PlanAssig
 	return as, err
 }
 
-// PlanAssignments reads assignments inside a close, so the plan an invoice
-// is priced with and the invoice commit together.
-func (t *CloseTx) PlanAssignments(ctx context.Context, customer string) ([]PlanAssignment, error) {
-	return planAssignments(ctx, t.tx, customer)
-}
-
 func planAssignments(ctx context.Context, q sqlx.QueryerContext, customer string) ([]PlanAssignment, error) {
 	var as []PlanAssignment
 	err := sqlx.SelectContext(ctx, q, &as, `SELECT id, customer_id, plan, effective_from, recorded_at, note FROM plan_assignments

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 
 	"github.com/jmoiron/sqlx"
 )
@@ -28,8 +29,14 @@ func invoicesErr(ctx context.Context, q sqlx.QueryerContext, err error) error {
 	if err != nil && predates(ctx, q, versionInvoices) {
 		return noInvoices{err}
 	}
+	if err != nil && predates(ctx, q, versionInvoiceMoney) {
+		return fmt.Errorf("%w (the database predates money on invoices: run hookledger migrate, which keeps every invoice as it is)", err)
+	}
 	return err
 }
+
+// versionInvoiceMoney is the migration that added money to invoices.
+const versionInvoiceMoney = 12
 
 // Invoice is one invoices row.
 type Invoice struct {
@@ -44,6 +51,14 @@ type Invoice struct {
 	LedgerHead  int64  `db:"ledger_head"`
 	ClosedAt    int64  `db:"closed_at"`
 	Digest      []byte `db:"digest"`
+	// Money (migration 0012); all "" on an invoice closed without a plan.
+	Plan          string `db:"plan"`
+	Currency      string `db:"currency"`
+	PriceSnapshot string `db:"price_snapshot"` // the plan versions that priced it, canonical JSON
+	PriceDigest   []byte `db:"price_digest"`   // SHA-256 of PriceSnapshot
+	Fee           string `db:"fee"`
+	TrueUp        string `db:"true_up"`
+	Total         string `db:"total"`
 }
 
 // InvoiceLine is one invoice_lines row. Quantity is in micro-units.
@@ -67,6 +82,12 @@ type InvoiceLine struct {
 	Adjustments int64  `db:"adjustments"`
 	MaxID       int64  `db:"max_id"`
 	Digest      []byte `db:"digest"`
+	// Money (migration 0012); amounts "" on a line no price covers.
+	BilledBefore  string `db:"billed_before"` // the period's total billed before this line (0 unless late)
+	PlanVersion   string `db:"plan_version"`  // effective_from of the plan version that priced it
+	AmountPrecise string `db:"amount_precise"`
+	Amount        string `db:"amount"` // rounded to the currency's minor unit
+	Charge        string `db:"charge"` // the price's breakdown, JSON
 }
 
 // InvoiceFilter selects invoices; zero fields do not filter.
@@ -76,10 +97,12 @@ type InvoiceFilter struct {
 	PeriodStart, PeriodEnd int64
 }
 
-const invoiceColumns = `id, close_id, customer_id, period, tz, period_start, period_end, cutoff, ledger_head, closed_at, digest`
+const invoiceColumns = `id, close_id, customer_id, period, tz, period_start, period_end, cutoff, ledger_head, closed_at, digest,
+	plan, currency, price_snapshot, price_digest, fee, true_up, total`
 
 const lineColumns = `invoice_id, line_no, customer_id, meter, aggregation, property, unit, late, period, tz,
-	period_start, period_end, after_id, through_id, quantity, row_count, adjustments, max_id, digest`
+	period_start, period_end, after_id, through_id, quantity, row_count, adjustments, max_id, digest,
+	billed_before, plan_version, amount_precise, amount, charge`
 
 func invoices(ctx context.Context, q sqlx.QueryerContext, f InvoiceFilter) ([]Invoice, error) {
 	query := `SELECT ` + invoiceColumns + ` FROM invoices WHERE 1=1`

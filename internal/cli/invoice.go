@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -78,7 +79,7 @@ func invoiceClose(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("--%w", err)
 	}
-	meters, err := loadMeters(c)
+	cfg, err := commandConfig(c)
 	if err != nil {
 		return err
 	}
@@ -87,9 +88,13 @@ func invoiceClose(c *cli.Context) error {
 		return err
 	}
 	defer db.Close()
+	pr, registered, err := ledger.LoadPricing(c.Context, db, cfg.Catalog, cfg.Customers.DefaultPlan)
+	if err != nil {
+		return err
+	}
 	res, err := ledger.Close(c.Context, db, ledger.CloseRequest{
 		Period: period, Customer: c.String("customer"), All: c.Bool("all"), Grace: c.Duration("grace"),
-		Meters: meters, DryRun: c.Bool("dry-run"),
+		Meters: ledger.NewMeters(cfg.Meters), DryRun: c.Bool("dry-run"), Pricing: pr, Registered: registered,
 	})
 	if err != nil {
 		return err
@@ -113,7 +118,13 @@ func invoiceClose(c *cli.Context) error {
 			time.UnixMilli(res.Cutoff).UTC().Format(time.RFC3339Nano), res.Head, len(res.Invoices))
 	}
 	header, rows := lineRecords(res.Invoices)
-	return writeRecords(c.App.Writer, format, header, rows, nil)
+	if err := writeRecords(c.App.Writer, format, header, rows, nil); err != nil {
+		return err
+	}
+	if format == "table" {
+		writeMoney(c.App.Writer, res.Invoices)
+	}
+	return nil
 }
 
 func invoiceList(c *cli.Context) error {
@@ -184,6 +195,12 @@ func writeInvoiceHeader(w io.Writer, inv *ledger.Invoice) {
 	fmt.Fprintf(tw, "cutoff\trecorded before %s (ledger ids <= %d)\n", time.UnixMilli(inv.Cutoff).UTC().Format(time.RFC3339Nano), inv.LedgerHead)
 	fmt.Fprintf(tw, "closed\t%s\n", time.UnixMilli(inv.ClosedAt).UTC().Format(time.RFC3339Nano))
 	fmt.Fprintf(tw, "digest\t%s\n", hex.EncodeToString(inv.Digest))
+	if m := inv.Money; m.Currency != "" {
+		fmt.Fprintf(tw, "plan\t%s (prices sha256 %s)\n", m.Plan, hex.EncodeToString(m.PriceDigest))
+		fmt.Fprintf(tw, "fee\t%s %s\n", m.Fee, m.Currency)
+		fmt.Fprintf(tw, "true-up\t%s %s\n", m.TrueUp, m.Currency)
+		fmt.Fprintf(tw, "total\t%s %s\n", m.Total, m.Currency)
+	}
 	tw.Flush()
 	fmt.Fprintln(w)
 }
@@ -201,6 +218,12 @@ func ledgerTime(ms int64, tz string) string {
 func lineRecords(invs []ledger.Invoice) ([]string, [][]string) {
 	header := []string{"invoice", "customer", "line", "meter", "period", "late", "aggregation", "quantity", "unit",
 		"rows", "adjustments", "max_id", "digest"}
+	// Money columns only when a plan priced something: invoices without
+	// plans print as they always have.
+	priced := slices.ContainsFunc(invs, func(inv ledger.Invoice) bool { return inv.Money.Currency != "" })
+	if priced {
+		header = slices.Insert(header, 9, "amount", "currency", "plan_version")
+	}
 	var rows [][]string
 	for _, inv := range invs {
 		for _, l := range inv.Lines {
@@ -208,10 +231,23 @@ func lineRecords(invs []ledger.Invoice) ([]string, [][]string) {
 			if l.Late {
 				late = "yes"
 			}
-			rows = append(rows, []string{strconv.FormatInt(inv.ID, 10), inv.Customer, strconv.FormatInt(l.LineNo, 10), l.Meter,
+			row := []string{strconv.FormatInt(inv.ID, 10), inv.Customer, strconv.FormatInt(l.LineNo, 10), l.Meter,
 				l.Period, late, string(l.Aggregation), l.Quantity.String(), l.Unit, strconv.FormatInt(l.Rows, 10),
-				strconv.FormatInt(l.Adjustments, 10), strconv.FormatInt(l.MaxID, 10), hex.EncodeToString(l.Digest)})
+				strconv.FormatInt(l.Adjustments, 10), strconv.FormatInt(l.MaxID, 10), hex.EncodeToString(l.Digest)}
+			if priced {
+				row = slices.Insert(row, 9, orDash(l.Money.Amount), orDash(inv.Money.Currency), orDash(l.Money.PlanVersion))
+			}
+			rows = append(rows, row)
 		}
 	}
 	return header, rows
+}
+
+// writeMoney prints each priced invoice's fee, true-up and total.
+func writeMoney(w io.Writer, invs []ledger.Invoice) {
+	for _, inv := range invs {
+		if m := inv.Money; m.Currency != "" {
+			fmt.Fprintf(w, "invoice %d (%s, plan %s): fee %s, true-up %s, total %s %s\n", inv.ID, inv.Customer, m.Plan, m.Fee, m.TrueUp, m.Total, m.Currency)
+		}
+	}
 }

@@ -1,0 +1,313 @@
+package ledger
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/hookledger/hookledger/pricing"
+)
+
+// InvoiceMoney is what an invoice charges, frozen at its close. All of it
+// is empty on an invoice no plan priced (no assignment and no default plan,
+// or closed before prices existed).
+type InvoiceMoney struct {
+	Plan        string // the plan in force on the period's first day
+	Currency    string
+	Snapshot    string // the plan versions that priced it: a JSON array, the invoice's own version first
+	PriceDigest []byte // SHA-256 of Snapshot
+	Fee         string // rounded, like every amount here
+	TrueUp      string // minimum − (fee + the period's own line amounts), when positive
+	Total       string // fee + line amounts + true-up
+}
+
+// LineMoney is one line's amount. A line whose meter the plan does not
+// price has no amount and counts toward nothing.
+type LineMoney struct {
+	BilledBefore  string // the period's total billed before this line: 0 for the period's own lines
+	PlanVersion   string // effective_from of the version that priced it
+	AmountPrecise string // price(before + quantity) − price(before), exact
+	Amount        string // AmountPrecise rounded once to the currency's minor unit, half-even
+	Charge        string // the price's breakdown (pricing.Margin), JSON
+}
+
+// Pricing is what a close prices invoices with: the plans hookledger.yml
+// declares and which customer is on which.
+type Pricing struct {
+	Catalog *pricing.Catalog
+	Plans   *Plans
+}
+
+// LoadPricing reads what a close prices with: the plan assignments, with
+// catalog and the default plan (nil when no plan is declared), and the
+// customers known without usage (registered or assigned a plan).
+func LoadPricing(ctx context.Context, db RegistryStore, catalog *pricing.Catalog, defaultPlan string) (*Pricing, []string, error) {
+	if catalog == nil || len(catalog.Names()) == 0 {
+		return nil, nil, nil
+	}
+	as, err := PlanAssignments(ctx, db, "")
+	if err != nil {
+		return nil, nil, err
+	}
+	cs, err := Customers(ctx, db)
+	if err != nil {
+		return nil, nil, err
+	}
+	known := map[string]bool{}
+	for _, a := range as {
+		known[a.Customer] = true
+	}
+	for _, c := range cs {
+		known[c.ID] = true
+	}
+	return &Pricing{Catalog: catalog, Plans: NewPlans(defaultPlan, as)}, slices.Sorted(maps.Keys(known)), nil
+}
+
+// jsonRaw is stored JSON, embedded as it is in JSON output.
+type jsonRaw string
+
+func (j jsonRaw) MarshalJSON() ([]byte, error) { return []byte(j), nil }
+
+// beforeIfLate shows a late line's billed_before in JSON; the period's own
+// lines start from zero by definition.
+func beforeIfLate(l InvoiceLine) string {
+	if !l.Late {
+		return ""
+	}
+	return l.Money.BilledBefore
+}
+
+// periodDay is the first day of a period in its own zone: the day plan
+// versions and assignments are compared with.
+func periodDay(start int64, tz string) pricing.Date {
+	return pricing.Date(msTime(start, tz).Format(time.DateOnly))
+}
+
+func quantityDecimal(q Quantity) pricing.Decimal { return pricing.NewDecimal(int64(q), -6) }
+
+// versionFor is the plan version that prices customer's usage of the period
+// starting at start (nil, nil: no plan).
+func (pr *Pricing) versionFor(customer string, start int64, tz string) (*pricing.Plan, error) {
+	day := periodDay(start, tz)
+	name, _ := pr.Plans.On(customer, day)
+	if name == "" {
+		return nil, nil
+	}
+	v, err := pr.Catalog.Version(name, day)
+	if err != nil {
+		return nil, fmt.Errorf("customer %q: %w", customer, err)
+	}
+	return v, nil
+}
+
+// priceInvoice prices inv's lines and settles it with the plan version in
+// force on its period's first day; a late line is priced with the version in
+// force for the period it belongs to, at the margin. Lines must carry their
+// BilledBefore. The result is frozen with the invoice.
+func priceInvoice(inv *Invoice, pr *Pricing) error {
+	if pr == nil {
+		return nil
+	}
+	own, err := pr.versionFor(inv.Customer, inv.PeriodStart, inv.TZ)
+	if err != nil || own == nil {
+		return err
+	}
+	used := []*pricing.Plan{own}
+	for i := range inv.Lines {
+		l := &inv.Lines[i]
+		v := own
+		if l.Late {
+			if v, err = pr.versionFor(inv.Customer, l.PeriodStart, l.TZ); err != nil {
+				return err
+			}
+			if v == nil {
+				continue // no plan then: the late line bills a quantity only
+			}
+			if v.Currency != own.Currency {
+				return fmt.Errorf("customer %q: late usage of %s is priced in %s (plan %q from %s), the invoice in %s: one invoice has one currency",
+					inv.Customer, l.Period, v.Currency, v.Name, v.EffectiveFrom, own.Currency)
+			}
+			if !slices.Contains(used, v) {
+				used = append(used, v)
+			}
+		}
+		if err := priceLine(l, v); err != nil {
+			return fmt.Errorf("customer %q: %w", inv.Customer, err)
+		}
+	}
+	snap, err := snapshot(used)
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(snap)
+	inv.Money = InvoiceMoney{Plan: own.Name, Currency: own.Currency, Snapshot: string(snap), PriceDigest: sum[:]}
+	return settle(inv, own)
+}
+
+// priceLine sets l's amount under version v (unchanged when v does not price
+// l's meter).
+func priceLine(l *InvoiceLine, v *pricing.Plan) error {
+	l.Money.PlanVersion, l.Money.AmountPrecise, l.Money.Amount, l.Money.Charge = "", "", "", ""
+	p := v.Price(l.Meter)
+	if p == nil {
+		return nil
+	}
+	before, err := pricing.ParseDecimal(l.Money.BilledBefore)
+	if err != nil {
+		return fmt.Errorf("line %d: billed before: %w", l.LineNo, err)
+	}
+	after, err := pricing.Sum(before, quantityDecimal(l.Quantity))
+	if err != nil {
+		return err
+	}
+	m, err := p.Margin(before, after)
+	if err != nil {
+		return err
+	}
+	rounded, err := v.CurrencyOf().Round(m.Amount)
+	if err != nil {
+		return err
+	}
+	charge, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	l.Money.PlanVersion, l.Money.AmountPrecise, l.Money.Amount, l.Money.Charge = string(v.EffectiveFrom), m.Amount.String(), rounded.String(), string(charge)
+	return nil
+}
+
+// settle totals inv's priced lines with the fee and minimum of its own
+// version.
+func settle(inv *Invoice, own *pricing.Plan) error {
+	var usage, late []pricing.Decimal
+	for _, l := range inv.Lines {
+		if l.Money.Amount == "" {
+			continue
+		}
+		a, err := pricing.ParseDecimal(l.Money.Amount)
+		if err != nil {
+			return fmt.Errorf("line %d: amount: %w", l.LineNo, err)
+		}
+		if l.Late {
+			late = append(late, a)
+		} else {
+			usage = append(usage, a)
+		}
+	}
+	s, err := own.Settle(usage, late)
+	if err != nil {
+		return fmt.Errorf("customer %q: %w", inv.Customer, err)
+	}
+	inv.Money.Fee, inv.Money.TrueUp, inv.Money.Total = s.Fee.String(), s.TrueUp.String(), s.Total.String()
+	return nil
+}
+
+// snapshot is the canonical JSON of the versions that priced an invoice:
+// its own first, then the others by date.
+func snapshot(used []*pricing.Plan) ([]byte, error) {
+	rest := slices.Clone(used[1:])
+	slices.SortFunc(rest, func(a, b *pricing.Plan) int {
+		if a.EffectiveFrom < b.EffectiveFrom {
+			return -1
+		}
+		if a.EffectiveFrom > b.EffectiveFrom {
+			return 1
+		}
+		return 0
+	})
+	b, err := json.Marshal(append([]*pricing.Plan{used[0]}, rest...))
+	if err != nil {
+		return nil, fmt.Errorf("price snapshot: %w", err)
+	}
+	return b, nil
+}
+
+// charges reports whether a customer with no usage still owes something
+// under the version: a fee or a minimum.
+func charges(v *pricing.Plan) bool {
+	return v != nil && (v.Fee != nil && v.Fee.Sign() > 0 || v.Minimum != nil && v.Minimum.Sign() > 0)
+}
+
+// checkMoney recomputes a closed invoice's amounts from the versions it
+// stores and the billed-before totals recomputed from the ledger (before,
+// by line number). Every difference is a problem in verify's words.
+func checkMoney(inv *Invoice, before map[int64]string) []string {
+	var msgs []string
+	if inv.Money.Currency == "" {
+		for _, l := range inv.Lines {
+			if l.Money.Amount != "" || l.Money.AmountPrecise != "" {
+				msgs = append(msgs, fmt.Sprintf("line %d has an amount on an invoice no plan priced", l.LineNo))
+			}
+		}
+		return msgs
+	}
+	if sum := sha256.Sum256([]byte(inv.Money.Snapshot)); !bytes.Equal(sum[:], inv.Money.PriceDigest) {
+		return append(msgs, "the stored price snapshot does not match its digest: the prices were changed after the close")
+	}
+	var raws []json.RawMessage
+	if err := json.Unmarshal([]byte(inv.Money.Snapshot), &raws); err != nil || len(raws) == 0 {
+		return append(msgs, fmt.Sprintf("the stored price snapshot cannot be read: %v", err))
+	}
+	versions := map[pricing.Date]*pricing.Plan{}
+	var own *pricing.Plan
+	for i, raw := range raws {
+		v, err := pricing.ParseSnapshot(raw)
+		if err != nil {
+			return append(msgs, err.Error())
+		}
+		versions[v.EffectiveFrom] = v
+		if i == 0 {
+			own = v
+		}
+	}
+	if own.Name != inv.Money.Plan || own.Currency != inv.Money.Currency {
+		msgs = append(msgs, fmt.Sprintf("invoice says plan %q in %s, its price snapshot %q in %s", inv.Money.Plan, inv.Money.Currency, own.Name, own.Currency))
+	}
+	recomputed := *inv
+	recomputed.Lines = slices.Clone(inv.Lines)
+	for i := range recomputed.Lines {
+		l := &recomputed.Lines[i]
+		stored := inv.Lines[i].Money
+		if b, ok := before[l.LineNo]; ok && b != stored.BilledBefore {
+			msgs = append(msgs, fmt.Sprintf("line %d says %s was billed before it, the ledger says %s", l.LineNo, stored.BilledBefore, b))
+			continue
+		}
+		if stored.PlanVersion == "" {
+			// No amount: right for a meter the version does not price, and
+			// for late usage of a period no plan was in force for.
+			switch {
+			case stored.Amount != "":
+				msgs = append(msgs, fmt.Sprintf("line %d has an amount but no plan version", l.LineNo))
+			case !l.Late && own.Price(l.Meter) != nil:
+				msgs = append(msgs, fmt.Sprintf("line %d (%s) has no amount, but %s prices it", l.LineNo, l.Meter, own.Name))
+			}
+			continue
+		}
+		v := versions[pricing.Date(stored.PlanVersion)]
+		if v == nil {
+			msgs = append(msgs, fmt.Sprintf("line %d was priced with version %s, which the snapshot does not hold", l.LineNo, stored.PlanVersion))
+			continue
+		}
+		if err := priceLine(l, v); err != nil {
+			msgs = append(msgs, fmt.Sprintf("line %d: %v", l.LineNo, err))
+			continue
+		}
+		if l.Money != stored {
+			msgs = append(msgs, fmt.Sprintf("line %d (%s %s) recomputes to %s (%s exactly), invoice says %s (%s)",
+				l.LineNo, l.Meter, l.Period, l.Money.Amount, l.Money.AmountPrecise, stored.Amount, stored.AmountPrecise))
+		}
+	}
+	if err := settle(&recomputed, own); err != nil {
+		return append(msgs, err.Error())
+	}
+	if m := recomputed.Money; m.Fee != inv.Money.Fee || m.TrueUp != inv.Money.TrueUp || m.Total != inv.Money.Total {
+		msgs = append(msgs, fmt.Sprintf("fee, true-up and total recompute to %s, %s, %s %s; invoice says %s, %s, %s",
+			m.Fee, m.TrueUp, m.Total, m.Currency, inv.Money.Fee, inv.Money.TrueUp, inv.Money.Total))
+	}
+	return msgs
+}

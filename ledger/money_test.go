@@ -1,0 +1,159 @@
+package ledger_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/pricing"
+)
+
+func dec(s string) *pricing.Decimal { d := pricing.MustDecimal(s); return &d }
+
+// moneyPricing is two versions of plan "pro" (the second from July, with a
+// dearer fee and a cheaper api price) and the default plan pro.
+func moneyPricing(t *testing.T, as ...ledger.PlanAssignment) *ledger.Pricing {
+	t.Helper()
+	plans := []pricing.Plan{
+		{Name: "pro", Currency: "USD", EffectiveFrom: "2026-01-01", Fee: dec("29.00"), Minimum: dec("50.00"), Prices: []pricing.Price{
+			{Meter: "api", Model: pricing.Graduated, Tiers: []pricing.Tier{
+				{UpTo: dec("1000"), Unit: pricing.MustDecimal("0")}, {UpTo: dec("100000"), Unit: pricing.MustDecimal("0.001")}, {Unit: pricing.MustDecimal("0.0005")}}},
+			{Meter: "seats", Model: pricing.Volume, Tiers: []pricing.Tier{{UpTo: dec("10"), Unit: pricing.MustDecimal("8")}, {Unit: pricing.MustDecimal("6"), Flat: dec("10")}}},
+		}},
+		{Name: "pro", Currency: "USD", EffectiveFrom: "2026-07-01", Fee: dec("39.00"), Prices: []pricing.Price{
+			{Meter: "api", Model: pricing.Unit, Unit: dec("0.0001")},
+		}},
+	}
+	for i := range plans {
+		if err := plans[i].Validate(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cat, err := pricing.NewCatalog(plans)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &ledger.Pricing{Catalog: cat, Plans: ledger.NewPlans("pro", as)}
+}
+
+func amounts(inv ledger.Invoice) string {
+	var parts []string
+	for _, l := range inv.Lines {
+		p := l.Meter + " " + l.Period
+		if l.Late {
+			p += "*"
+		}
+		parts = append(parts, p+"="+l.Money.Amount)
+	}
+	m := inv.Money
+	return strings.Join(parts, " ") + " | fee " + m.Fee + " true-up " + m.TrueUp + " total " + m.Total + " " + m.Currency
+}
+
+// Invoices with money, every figure worked out by hand, across a plan
+// change mid-year and late usage priced at the margin of its own period.
+func TestCloseWithPrices(t *testing.T) {
+	e := newEnv(t)
+	pr := moneyPricing(t)
+	e.setClock(ts("2026-06-20T00:00:00Z"))
+	e.write(
+		row{customer: "c1", meter: "api", qty: q("1234567"), at: ts("2026-06-10T00:00:00Z")},
+		row{customer: "c1", meter: "seats", qty: q("11"), at: ts("2026-06-10T00:00:00Z")},
+		row{customer: "c2", meter: "api", qty: q("500"), at: ts("2026-06-12T00:00:00Z")},
+	)
+	june := e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-06", "UTC"), All: true, Meters: invMeters, Now: at("2026-07-02T00:00:00Z"),
+		Pricing: pr, Registered: []string{"c3"}})
+	got := byCustomer(june.Invoices)
+	for cust, want := range map[string]string{
+		// 99,000 × 0.001 + 1,134,567 × 0.0005 = 666.2835 → 666.28; 11 seats: 11 × 6 + 10 = 76; fee 29.
+		"c1": "api 2026-06=666.28 seats 2026-06=76.00 | fee 29.00 true-up 0.00 total 771.28 USD",
+		// 500 requests are in the free tier: 29 fee + 21 true-up to the 50 minimum.
+		"c2": "api 2026-06=0.00 | fee 29.00 true-up 21.00 total 50.00 USD",
+		// Registered, no usage: the fee and minimum still apply.
+		"c3": " | fee 29.00 true-up 21.00 total 50.00 USD",
+	} {
+		if s := amounts(got[cust]); s != want {
+			t.Errorf("June, %s: %s\nwant %s", cust, s, want)
+		}
+	}
+
+	// Late June usage and July usage; July is priced with the July version.
+	e.setClock(ts("2026-07-20T00:00:00Z"))
+	e.write(
+		row{customer: "c1", meter: "api", qty: q("100000"), at: ts("2026-06-11T00:00:00Z")},
+		row{customer: "c1", meter: "api", qty: q("2000"), at: ts("2026-07-11T00:00:00Z")},
+	)
+	july := e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-07", "UTC"), All: true, Meters: invMeters, Now: at("2026-08-02T00:00:00Z"),
+		Pricing: pr, Registered: []string{"c3"}})
+	got = byCustomer(july.Invoices)
+	for cust, want := range map[string]string{
+		// July: 2,000 × 0.0001 = 0.20 at July's prices; the late June line at
+		// June's, at the margin above 1,234,567: 100,000 × 0.0005 = 50.00. No
+		// minimum in July's version; late lines stay out of it anyway.
+		"c1": "api 2026-07=0.20 api 2026-06*=50.00 | fee 39.00 true-up 0.00 total 89.20 USD",
+		"c3": " | fee 39.00 true-up 0.00 total 39.00 USD",
+	} {
+		if s := amounts(got[cust]); s != want {
+			t.Errorf("July, %s: %s\nwant %s", cust, s, want)
+		}
+	}
+	late := lineMap(got["c1"])["api 2026-06*"]
+	if late.Money.BilledBefore != "1234567" || late.Money.PlanVersion != "2026-01-01" {
+		t.Errorf("late line billed before %s with version %s, want 1234567 and 2026-01-01", late.Money.BilledBefore, late.Money.PlanVersion)
+	}
+	if _, ok := got["c2"]; ok {
+		t.Errorf("c2 is not registered and used nothing in July: no invoice, got %s", amounts(got["c2"]))
+	}
+
+	rep, err := ledger.Verify(e.ctx, e.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.First() != nil {
+		t.Fatalf("verify of priced invoices: %s", problems(rep))
+	}
+
+	// An amount edited in the database: verify recomputes it from the
+	// invoice's own price snapshot.
+	if e.DB.Postgres() {
+		e.Exec(`ALTER TABLE invoice_lines DISABLE TRIGGER invoice_lines_no_change`)
+	} else {
+		e.Exec(`DROP TRIGGER invoice_lines_no_update`)
+	}
+	e.Exec(`UPDATE invoice_lines SET amount = '600.00' WHERE invoice_id = ? AND line_no = 1`, june.Invoices[0].ID)
+	rep, err = ledger.Verify(e.ctx, e.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := problems(rep); !strings.Contains(p, "money: line 1 (api 2026-06) recomputes to 666.28") {
+		t.Errorf("verify after editing an amount:\n%s", p)
+	}
+}
+
+// A late line for a period whose plan priced it in another currency than
+// the invoice's own cannot be added up: the close refuses, naming both.
+func TestCloseRefusesMixedCurrencies(t *testing.T) {
+	e := newEnv(t)
+	plans := []pricing.Plan{
+		{Name: "us", Currency: "USD", EffectiveFrom: "2026-01-01", Prices: []pricing.Price{{Meter: "api", Model: pricing.Unit, Unit: dec("1")}}},
+		{Name: "eu", Currency: "EUR", EffectiveFrom: "2026-01-01", Prices: []pricing.Price{{Meter: "api", Model: pricing.Unit, Unit: dec("1")}}},
+	}
+	for i := range plans {
+		if err := plans[i].Validate(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cat, _ := pricing.NewCatalog(plans)
+	pr := &ledger.Pricing{Catalog: cat, Plans: ledger.NewPlans("us", []ledger.PlanAssignment{{Customer: "c1", Plan: "eu", EffectiveFrom: "2026-07-01"}})}
+	e.setClock(ts("2026-06-20T00:00:00Z"))
+	e.write(row{customer: "c1", meter: "api", qty: q("1"), at: ts("2026-06-10T00:00:00Z")})
+	e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-06", "UTC"), All: true, Meters: invMeters, Now: at("2026-07-02T00:00:00Z"), Pricing: pr})
+	e.setClock(ts("2026-07-20T00:00:00Z"))
+	e.write(row{customer: "c1", meter: "api", qty: q("1"), at: ts("2026-06-11T00:00:00Z")})
+	_, err := ledger.Close(e.ctx, e.DB, ledger.CloseRequest{Period: month(t, "2026-07", "UTC"), All: true, Meters: invMeters, Now: at("2026-08-02T00:00:00Z"), Pricing: pr})
+	if err == nil || !strings.Contains(err.Error(), "late usage of 2026-06 is priced in USD") {
+		t.Fatalf("close: %v", err)
+	}
+	if n := e.Count("invoices"); n != 1 {
+		t.Errorf("%d invoices after the refused close, want 1 (June's)", n)
+	}
+}
