@@ -140,15 +140,15 @@ func checkRowLinks(ctx context.Context, src linkSource, rows []Row) (map[int64]s
 
 // LineCheck is an invoice line recomputed from the ledger as it is now.
 type LineCheck struct {
-	Rows        []Row    // the rows the line covers, in id order, as stored (CheckLine only)
-	Digest      []byte   // over the rows' ids and hashes recomputed from their contents
-	Quantity    Quantity // the aggregate (for a late line, the change to the period's total)
+	Rows     []Row    // the rows the line covers, in id order, as stored (CheckLine only)
+	Digest   []byte   // over the rows' ids and hashes recomputed from their contents
+	Quantity Quantity // the aggregate (for a late line, the change to the period's total)
 	// BilledBefore is the period's total up to the line's AfterID: what the
 	// line's amount is priced at the margin from.
 	BilledBefore string
-	UsageRows   int64
-	Adjustments int64
-	MaxID       int64
+	UsageRows    int64
+	Adjustments  int64
+	MaxID        int64
 	// Problem is "" when the line still matches what was frozen, else what
 	// differs, in the words `hookledger verify` uses.
 	Problem string
