@@ -24,6 +24,9 @@ type CloseRequest struct {
 	Now func() time.Time
 	// DryRun computes the invoices and rolls back: a preview that changes nothing.
 	DryRun bool
+	// Preview is a dry run that also works before the period has ended: the
+	// invoice as it would be if the period closed now (invoice preview).
+	Preview bool
 	// Pricing prices the invoices; nil, they carry quantities only.
 	Pricing *Pricing
 	// Registered are customers known without usage (the registry and plan
@@ -54,6 +57,9 @@ func Close(ctx context.Context, db CloseStore, req CloseRequest) (*CloseResult, 
 	if req.Now == nil {
 		req.Now = time.Now
 	}
+	if req.Preview {
+		req.DryRun = true
+	}
 	var res *CloseResult
 	err := db.CloseTx(ctx, func(tx *schema.CloseTx) error {
 		var err error
@@ -78,7 +84,7 @@ func closeTx(ctx context.Context, tx closeStore, req CloseRequest) (*CloseResult
 	p := req.Period
 	start, end := p.Start.UnixMilli(), p.End.UnixMilli()
 	now := req.Now()
-	if opens := p.End.Add(req.Grace); now.Before(opens) {
+	if opens := p.End.Add(req.Grace); now.Before(opens) && !req.Preview {
 		return nil, fmt.Errorf("close %s: %w: it can close from %s (period end + %s grace)",
 			p.Label, ErrTooEarly, opens.Format(time.RFC3339), req.Grace)
 	}

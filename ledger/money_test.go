@@ -157,3 +157,26 @@ func TestCloseRefusesMixedCurrencies(t *testing.T) {
 		t.Errorf("%d invoices after the refused close, want 1 (June's)", n)
 	}
 }
+
+// A preview prices the open period as a close would, and stores nothing.
+func TestPreviewOpenPeriod(t *testing.T) {
+	e := newEnv(t)
+	e.setClock(ts("2026-06-10T00:00:00Z"))
+	e.write(row{customer: "c1", meter: "api", qty: q("101000"), at: ts("2026-06-09T00:00:00Z")})
+	req := ledger.CloseRequest{Period: month(t, "2026-06", "UTC"), Customer: "c1", Meters: invMeters, Now: at("2026-06-10T00:00:00Z"), Pricing: moneyPricing(t)}
+	if _, err := ledger.Close(e.ctx, e.DB, req); err == nil || !strings.Contains(err.Error(), "has not ended") {
+		t.Fatalf("a close of the open month: %v", err)
+	}
+	req.Preview = true
+	res, err := ledger.Close(e.ctx, e.DB, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 99,000 × 0.001 + 1,000 × 0.0005 = 99.50, fee 29.
+	if len(res.Invoices) != 1 || amounts(res.Invoices[0]) != "api 2026-06=99.50 | fee 29.00 true-up 0.00 total 128.50 USD" {
+		t.Errorf("preview: %+v", res.Invoices)
+	}
+	if e.Count("invoices") != 0 || e.Count("period_closes") != 0 {
+		t.Errorf("a preview stored %d invoices, %d closes", e.Count("invoices"), e.Count("period_closes"))
+	}
+}

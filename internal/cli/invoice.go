@@ -40,6 +40,20 @@ func invoiceCommand() *cli.Command {
 				Action: invoiceClose,
 			},
 			{
+				Name:      "preview",
+				Usage:     "show what a customer's invoice would be if its period closed now (stores nothing)",
+				ArgsUsage: "CUSTOMER",
+				Description: "The draft invoice, from the same code as close: the period's usage so far, priced with the\n" +
+					"customer's plan, with the late usage the next close would bill. The period defaults to the\n" +
+					"current month in --tz.",
+				Flags: append(configFlags(),
+					&cli.StringFlag{Name: "period", EnvVars: []string{"HOOKLEDGER_PERIOD"}, Usage: "the month, YYYY-MM", DefaultText: "the current month"},
+					tzFlag("IANA time zone whose month is previewed, e.g. Europe/Berlin"),
+					formatFlag(),
+				),
+				Action: invoicePreview,
+			},
+			{
 				Name:  "list",
 				Usage: "list closed invoices",
 				Flags: append(configFlags(),
@@ -116,6 +130,65 @@ func invoiceClose(c *cli.Context) error {
 		}
 		fmt.Fprintf(c.App.Writer, "%s %s for %s: cutoff %s, ledger head %d, %d invoice(s)\n\n", what, period, scope,
 			time.UnixMilli(res.Cutoff).UTC().Format(time.RFC3339Nano), res.Head, len(res.Invoices))
+	}
+	header, rows := lineRecords(res.Invoices)
+	if err := writeRecords(c.App.Writer, format, header, rows, nil); err != nil {
+		return err
+	}
+	if format == "table" {
+		writeMoney(c.App.Writer, res.Invoices)
+	}
+	return nil
+}
+
+func invoicePreview(c *cli.Context) error {
+	args := positional(c)
+	if len(args) != 1 {
+		return usageErrorf(c, "want one argument, the CUSTOMER")
+	}
+	loc, err := ledger.LoadZone(c.String("tz"))
+	if err != nil {
+		return fmt.Errorf("--tz: %w", err)
+	}
+	label := c.String("period")
+	if label == "" {
+		label = time.Now().In(loc).Format("2006-01")
+	}
+	period, err := ledger.MonthPeriod(label, loc)
+	if err != nil {
+		return fmt.Errorf("--%w", err)
+	}
+	cfg, err := commandConfig(c)
+	if err != nil {
+		return err
+	}
+	db, err := openWritable(c) // the preview runs in a write transaction it rolls back, so its cutoff is exact
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	pr, _, err := ledger.LoadPricing(c.Context, db, cfg.Catalog, cfg.Customers.DefaultPlan)
+	if err != nil {
+		return err
+	}
+	res, err := ledger.Close(c.Context, db, ledger.CloseRequest{Period: period, Customer: args[0], Meters: ledger.NewMeters(cfg.Meters),
+		Preview: true, Pricing: pr})
+	if err != nil {
+		return err
+	}
+	format := c.String("format")
+	if format == "json" {
+		return writeRecords(c.App.Writer, format, nil, nil, res)
+	}
+	if format == "table" {
+		state := "open: usage may still arrive"
+		if res.Existing {
+			state = "already closed: this is the closed invoice"
+		} else if time.Now().After(period.End) {
+			state = "ended, not yet closed"
+		}
+		fmt.Fprintf(c.App.Writer, "preview of %s for customer %s (%s), as of %s: %d invoice(s)\n\n", period, args[0], state,
+			time.UnixMilli(res.Cutoff).UTC().Format(time.RFC3339), len(res.Invoices))
 	}
 	header, rows := lineRecords(res.Invoices)
 	if err := writeRecords(c.App.Writer, format, header, rows, nil); err != nil {
