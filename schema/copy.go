@@ -221,6 +221,11 @@ func (s *rowSource) Values() ([]any, error) {
 				s.vals[i] = v != 0
 			}
 		}
+		// An empty BLOB (x'') scans as a nil slice, which pgx would send
+		// as NULL: it is an empty bytea.
+		if v, ok := s.vals[i].([]byte); ok && v == nil {
+			s.vals[i] = []byte{}
+		}
 	}
 	return s.vals, nil
 }
