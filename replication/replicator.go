@@ -63,6 +63,12 @@ type Replicator struct {
 	MaxRetryInterval time.Duration
 	AttemptTimeout   time.Duration
 
+	// MaxWALGrowth is how far the -wal file may grow while Litestream cannot
+	// capture the WAL, past its size at the last capture, before CheckWAL
+	// stops commits (capture.go). Default DefaultMaxWALGrowth (64 MiB); zero
+	// or less: no bound.
+	MaxWALGrowth int64
+
 	cfg  *Config
 	path string
 
@@ -70,11 +76,12 @@ type Replicator struct {
 	// exclusively. Sync holds it only to start: its goroutine may be stuck
 	// behind a hung upload that only closing the store cancels, so Close
 	// closes the store first and then waits for those goroutines (bounded).
-	mu     sync.RWMutex
-	syncs  sync.WaitGroup // Sync goroutines still running
-	db     *litestream.DB
-	store  *litestream.Store
-	client *trackingClient
+	mu      sync.RWMutex
+	syncs   sync.WaitGroup // Sync goroutines still running
+	db      *litestream.DB
+	store   *litestream.Store
+	client  *trackingClient
+	capture capture // the cuts of the WAL, which hookledger runs (capture.go)
 
 	// Start-up state (start.go), under mu.
 	opened, closed bool
@@ -100,6 +107,7 @@ func NewReplicator(cfg *Config, dbPath string) (*Replicator, error) {
 		RetryInterval:       500 * time.Millisecond,
 		MaxRetryInterval:    30 * time.Second,
 		AttemptTimeout:      30 * time.Second,
+		MaxWALGrowth:        DefaultMaxWALGrowth,
 		cfg:                 cfg,
 		path:                cfg.DB.Path,
 		client:              &trackingClient{ReplicaClient: client},
@@ -107,9 +115,10 @@ func NewReplicator(cfg *Config, dbPath string) (*Replicator, error) {
 }
 
 // Sync returns once the replica holds every transaction committed before the
-// call: it cuts the WAL into an LTX file and uploads all pending LTX files
-// (DB.SyncAndWait). Concurrent calls queue on Litestream's locks, so callers
-// batch naturally: one Sync covers every commit that preceded it.
+// call: it cuts the WAL into an LTX file (recorded as capture.go's cuts are)
+// and uploads all pending LTX files (what DB.SyncAndWait does). Concurrent
+// calls queue on Litestream's locks, so callers batch naturally: one Sync
+// covers every commit that preceded it.
 //
 // Litestream's sync can wait on an internal mutex, held by a background
 // upload to a hung replica, without watching ctx. So the sync runs in its own
@@ -131,7 +140,13 @@ func (r *Replicator) Sync(ctx context.Context) error {
 	done := make(chan error, 1)
 	go func() {
 		defer r.syncs.Done()
-		done <- r.client.record(db.SyncAndWait(ctx))
+		err := r.cut(ctx, db)
+		if err == nil {
+			if err = db.Replica.Sync(ctx); err != nil {
+				err = fmt.Errorf("replica sync: %w", err)
+			}
+		}
+		done <- r.client.record(err)
 	}()
 	var err error
 	select {
@@ -172,8 +187,10 @@ func (r *Replicator) close(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, r.ShutdownSyncTimeout)
 		defer cancel()
 	}
-	// Closing the store cancels Litestream's background work, which frees any
-	// Sync goroutine stuck behind it; then wait for those, within ctx.
+	// The cuts stop first: the store's final sync is the last. Closing the
+	// store cancels Litestream's background work, which frees any Sync
+	// goroutine stuck behind it; then wait for those, within ctx.
+	r.stopCapture()
 	err := r.client.record(r.store.Close(ctx))
 	r.store, r.db = nil, nil
 	synced := make(chan struct{})

@@ -1,6 +1,7 @@
 package replication
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -91,23 +92,39 @@ func (r *Replicator) status(ctx context.Context) (Status, error) {
 		return Status{}, ErrClosed
 	}
 	st, err := readStatus(ctx, r.path, &r.cfg.DB.Replica, r.client)
-	if r.db != nil {
-		st.LastSyncAt = r.db.LastSuccessfulSyncAt()
-	} else if err == nil {
+	if r.db == nil && err == nil {
 		err = fmt.Errorf("%w: %w", ErrNotStarted, r.pending) // listing works, but nothing is replicated
 	}
-	r.client.mu.Lock()
-	if r.client.lastErr != nil {
-		st.LastError, st.LastErrorAt = r.client.lastErr.Error(), r.client.lastErrAt
+	var lastErr error
+	st.LastSyncAt, lastErr, st.LastErrorAt = r.outcome()
+	if lastErr != nil {
+		st.LastError = lastErr.Error()
 	}
-	r.client.mu.Unlock()
 	return st, err
 }
 
+// outcome is the last successful sync and the last error (any of the
+// replica's, or of a cut), under r.mu. While cuts fail, the replica's
+// later syncs had nothing new to upload: the last sync is then no later
+// than the first failed cut, so a status never reads healthy meanwhile.
+func (r *Replicator) outcome() (lastSync time.Time, lastErr error, lastErrAt time.Time) {
+	if r.db != nil {
+		lastSync = r.db.LastSuccessfulSyncAt()
+	}
+	if err, since := r.cutFailing(); err != nil && lastSync.After(since) {
+		lastSync = since
+	}
+	r.client.mu.Lock()
+	lastErr, lastErrAt = r.client.lastErr, r.client.lastErrAt
+	r.client.mu.Unlock()
+	return lastSync, lastErr, lastErrAt
+}
+
 // Healthy reports the replica's last outcome without asking the replica,
-// so it is cheap enough for every readiness probe: the last replica error,
-// unless a sync has succeeded since. It does not notice a replica that died
-// while nothing was written; Status does (it lists the replica).
+// so it is cheap enough for every readiness probe: a failing cut of the WAL
+// (capture.go) until a cut succeeds, else the last replica error, unless a
+// sync has succeeded since. It does not notice a replica that died while
+// nothing was written; Status does (it lists the replica).
 func (r *Replicator) Healthy() error {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
@@ -116,6 +133,9 @@ func (r *Replicator) Healthy() error {
 			return fmt.Errorf("%w: %w", ErrNotStarted, r.pending)
 		}
 		return ErrClosed
+	}
+	if err, _ := r.cutFailing(); err != nil {
+		return err
 	}
 	r.client.mu.Lock()
 	err, at := r.client.lastErr, r.client.lastErrAt
@@ -153,33 +173,68 @@ func (r *Replicator) Publish() error {
 	rep := report{PID: os.Getpid(), UpdatedAt: time.Now().UTC()}
 	switch {
 	case r.db != nil:
-		rep.LastSyncAt = r.db.LastSuccessfulSyncAt().UTC()
-		r.client.mu.Lock()
-		if r.client.lastErr != nil {
-			rep.LastError, rep.LastErrorAt = r.client.lastErr.Error(), r.client.lastErrAt.UTC()
+		lastSync, lastErr, lastErrAt := r.outcome()
+		rep.LastSyncAt, rep.LastErrorAt = lastSync.UTC(), lastErrAt.UTC()
+		if lastErr != nil {
+			rep.LastError = lastErr.Error()
 		}
-		r.client.mu.Unlock()
 	case r.pending != nil:
 		rep.LastError, rep.LastErrorAt = fmt.Errorf("%w: %w", ErrNotStarted, r.pending).Error(), rep.UpdatedAt
 	default:
 		return ErrClosed
 	}
+	if len(rep.LastError) > maxReportError {
+		rep.LastError = rep.LastError[:maxReportError] + "…"
+	}
 	buf, err := json.Marshal(rep)
 	if err != nil {
 		return err
 	}
-	// Write and rename, so a reader never sees half a file. No fsync: it is
-	// advisory and rewritten every few seconds.
 	if err := os.MkdirAll(MetaPath(r.path), 0o700); err != nil { // before Litestream's first start
 		return fmt.Errorf("publish replica status: %w", err)
 	}
-	path := filepath.Join(MetaPath(r.path), reportFile)
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, buf, 0o600); err != nil {
+	if err := writeReport(filepath.Join(MetaPath(r.path), reportFile), buf); err != nil {
 		return fmt.Errorf("publish replica status: %w", err)
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("publish replica status: %w", err)
+	return nil
+}
+
+// reportSize is the size every report file is padded to (JSON allows the
+// trailing spaces), so that one can be rewritten in place without taking a
+// new block of a full disk; maxReportError keeps a report within it.
+const (
+	reportSize     = 4096
+	maxReportError = 2048
+)
+
+// writeReport writes and renames, so a reader never sees half a file. On a
+// full disk, where the new file cannot be written, it overwrites the
+// existing one in place instead: a reader may then see a torn report, which
+// does not parse and is read as none, once; a stale report would say
+// "healthy" all along. No fsync: it is advisory and rewritten every few
+// seconds.
+func writeReport(path string, buf []byte) error {
+	if len(buf) < reportSize {
+		buf = append(buf, bytes.Repeat([]byte(" "), reportSize-len(buf))...)
+	}
+	tmp := path + ".tmp"
+	err := os.WriteFile(tmp, buf, 0o600)
+	if err == nil {
+		return os.Rename(tmp, path)
+	}
+	os.Remove(tmp)
+	f, ferr := os.OpenFile(path, os.O_WRONLY, 0)
+	if ferr != nil {
+		return err
+	}
+	if _, ferr = f.WriteAt(buf, 0); ferr == nil {
+		ferr = f.Truncate(int64(len(buf)))
+	}
+	if cerr := f.Close(); ferr == nil {
+		ferr = cerr
+	}
+	if ferr != nil {
+		return err
 	}
 	return nil
 }
