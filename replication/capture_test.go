@@ -20,28 +20,39 @@ import (
 // That is the step a full data disk fails. The returned func removes them.
 func blockCuts(t *testing.T, dbPath string, n int) (unblock func()) {
 	t.Helper()
-	local, _, err := LocalTXID(dbPath)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var dirs []string
-	for txid := local + 1; txid <= local+TXID(n); txid++ {
-		dir := filepath.FromSlash(litestream.LTXFilePath(MetaPath(dbPath), 0, txid, txid)) + ".tmp"
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, "block"), nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		dirs = append(dirs, dir)
-	}
-	return func() {
+	unblock = func() {
 		for _, dir := range dirs {
 			if err := os.RemoveAll(dir); err != nil {
 				t.Fatal(err)
 			}
 		}
+		dirs = nil
 	}
+	// A cut may be under way (its staging file is where the first block
+	// goes): then try again.
+	for attempt := 0; dirs == nil; attempt++ {
+		local, _, err := LocalTXID(dbPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for txid := local + 1; txid <= local+TXID(n); txid++ {
+			dir := filepath.FromSlash(litestream.LTXFilePath(MetaPath(dbPath), 0, txid, txid)) + ".tmp"
+			err := os.MkdirAll(dir, 0o700)
+			if err == nil {
+				err = os.WriteFile(filepath.Join(dir, "block"), nil, 0o600)
+			}
+			if err != nil && attempt < 20 {
+				unblock()
+				time.Sleep(20 * time.Millisecond)
+				break
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			dirs = append(dirs, dir)
+		}
+	}
+	return unblock
 }
 
 // eventually polls cond until it holds, failing the test after a generous

@@ -175,6 +175,16 @@ func (s *serveReplication) AckFunc() func(context.Context) error {
 	}
 }
 
+// AdmitFunc is the writer's Admit: the replicator's WAL bound
+// (Replicator.CheckWAL), whatever the durability mode, since a WAL that
+// Litestream cannot capture is never checkpointed. nil when not replicating.
+func (s *serveReplication) AdmitFunc() func() error {
+	if s == nil {
+		return nil
+	}
+	return s.rep.CheckWAL
+}
+
 // Register adds the replication metrics and, in ACK-after-replica mode, the
 // "replication" readiness check: there a dead replica means every delivery
 // gets 503, so the instance is not ready. In the default mode deliveries are
