@@ -34,9 +34,10 @@ const DefaultMaxWALGrowth = 64 << 20
 //     that finds room also runs Litestream's checkpoint;
 //   - a failed cut is replication failing (Healthy, Status, Publish) until a
 //     cut succeeds;
-//   - while cuts fail, CheckWAL stops commits once the WAL has grown
-//     MaxWALGrowth past its size at the last good cut, so the space that
-//     frees up is left to the cut that drains it;
+//   - CheckWAL stops commits once the WAL file has grown, since Litestream
+//     last restarted it, by half the free disk space, or while cuts fail by
+//     MaxWALGrowth, so the space that frees up is left to the cut that
+//     drains the WAL and to the checkpoint after it;
 //   - a replica whose uploads failed is retried on Open's schedule
 //     (RetryInterval doubling to MaxRetryInterval), not after Litestream's
 //     backoff of up to 5 minutes.
@@ -47,7 +48,9 @@ type capture struct {
 	mu      sync.Mutex
 	err     error     // the last cut's error; nil once a cut succeeds
 	since   time.Time // when cuts began to fail
-	walBase int64     // size of the -wal file after the last good cut
+	walBase int64     // size of the -wal file when a good cut first saw its current generation
+	walSalt [8]byte   // that generation's salts (the WAL header's)
+	known   bool      // walBase is set: a cut has succeeded
 }
 
 // startCapture runs the cut and replica-retry loops for db (from start).
@@ -103,8 +106,12 @@ func (r *Replicator) recordCut(err error) error {
 	failing := c.err != nil
 	if err == nil {
 		c.err = nil
-		if fi, serr := os.Stat(r.path + "-wal"); serr == nil {
-			c.walBase = fi.Size()
+		// The count starts again where the WAL restarted since the last
+		// look (Litestream checkpointed it: its space is reused from the
+		// start), not at every cut: a WAL that is cut but never restarted
+		// grows the file all the same.
+		if size, salt, ok := walHeader(r.path); ok && (!c.known || salt != c.walSalt) {
+			c.walBase, c.walSalt, c.known = size, salt, true
 		}
 	} else {
 		if !failing {
@@ -132,25 +139,64 @@ func (r *Replicator) cutFailing() (error, time.Time) {
 	return r.capture.err, r.capture.since
 }
 
-// CheckWAL returns an error wrapping ErrWALFull while Litestream cannot
-// capture the WAL and the -wal file has grown more than MaxWALGrowth past its
-// size at the last good cut. The writer calls it before each batch and
-// answers 503 meanwhile: nothing can checkpoint the WAL before it is cut
-// (Litestream's read transaction pins it), so every commit would grow it
-// and fill the space the cut needs. While cuts succeed it costs a mutex.
+// CheckWAL returns an error wrapping ErrWALFull when the -wal file has grown,
+// since a good cut last found it restarted (checkpointed by Litestream), by
+// more than half the disk space still free (FreeSpace), or, while cuts
+// fail, by more than MaxWALGrowth. The
+// writer calls it before each batch and answers 503 meanwhile. Nothing can
+// checkpoint the WAL before it is cut (Litestream's read transaction pins
+// it), so each commit grows it until the next cut, and that cut needs room
+// for its LTX file, and the checkpoint after it room for the database to
+// grow: on a disk with space just freed, commits would otherwise take it
+// all within a second. Meanwhile the writer's pause lets Litestream's
+// checkpoint take the write lock it needs; the restarted WAL is reused from
+// its start, and the count starts again.
 func (r *Replicator) CheckWAL() error {
 	r.capture.mu.Lock()
-	err, since, base := r.capture.err, r.capture.since, r.capture.walBase
+	cutErr, since, base, known := r.capture.err, r.capture.since, r.capture.walBase, r.capture.known
 	r.capture.mu.Unlock()
-	if err == nil || r.MaxWALGrowth <= 0 {
+	if !known {
+		return nil // not replicating yet: nothing is cut
+	}
+	fi, err := os.Stat(r.path + "-wal")
+	if err != nil {
 		return nil
 	}
-	fi, serr := os.Stat(r.path + "-wal")
-	if serr != nil || fi.Size() <= base+r.MaxWALGrowth {
+	grown := fi.Size() - base
+	if grown <= 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: it has grown %d bytes since Litestream's last capture (%s ago; at most %d while capture fails): %w",
-		ErrWALFull, fi.Size()-base, time.Since(since).Round(time.Second), r.MaxWALGrowth, err)
+	if cutErr != nil && r.MaxWALGrowth > 0 && grown > r.MaxWALGrowth {
+		return fmt.Errorf("%w: it has grown %d bytes since Litestream last checkpointed it (at most %d while capture fails, as it has for %s): %w",
+			ErrWALFull, grown, r.MaxWALGrowth, time.Since(since).Round(time.Second), cutErr)
+	}
+	if r.FreeSpace == nil {
+		return nil
+	}
+	if free, err := r.FreeSpace(); err == nil && uint64(grown) > free/2 {
+		err := fmt.Errorf("%w: it has grown %d bytes since Litestream last checkpointed it and the disk has %d bytes free: the rest is kept for Litestream's capture and checkpoint",
+			ErrWALFull, grown, free)
+		if cutErr != nil {
+			err = fmt.Errorf("%w, which fails: %w", err, cutErr)
+		}
+		return err
+	}
+	return nil
+}
+
+// walHeader is the -wal file's size and its header's salts.
+func walHeader(dbPath string) (size int64, salt [8]byte, ok bool) {
+	f, err := os.Open(dbPath + "-wal")
+	if err != nil {
+		return 0, salt, false
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, salt, false
+	}
+	_, _ = f.ReadAt(salt[:], 16) // too short for a header: no generation yet, zero salts
+	return fi.Size(), salt, true
 }
 
 // replicaRetryLoop uploads again, on Open's retry schedule, while the

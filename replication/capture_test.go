@@ -159,6 +159,39 @@ func TestFailedCutIsReportedBoundsTheWALAndRecovers(t *testing.T) {
 	}
 }
 
+// On a disk nearly full, the WAL may grow by half the free space between
+// Litestream's checkpoints even while cuts succeed: the rest is kept for
+// the cut and the checkpoint.
+func TestWALKeepsHalfTheFreeSpace(t *testing.T) {
+	ctx := context.Background()
+	cfg, dbPath := setup(t, slow)
+	app := openApp(t, dbPath)
+	const free = 200 << 10
+	r := startWith(t, cfg, dbPath, func(r *Replicator) {
+		r.FreeSpace = func() (uint64, error) { return free, nil }
+	})
+	n := 0
+	for ; r.CheckWAL() == nil; n++ {
+		if n > 5000 {
+			t.Fatalf("the WAL grew %d bytes with %d free and CheckWAL still nil", walSize(t, dbPath), free)
+		}
+		insert(t, app, n, 1)
+	}
+	if err := r.CheckWAL(); !errors.Is(err, ErrWALFull) || !strings.Contains(err.Error(), "bytes free") {
+		t.Fatalf("CheckWAL: %v; want ErrWALFull naming the free space", err)
+	}
+	if err := r.Healthy(); err != nil {
+		t.Fatalf("Healthy: %v; cuts do not fail, only the disk is low", err)
+	}
+	// Cuts alone do not restart the WAL: still full.
+	if err := r.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.CheckWAL(); !errors.Is(err, ErrWALFull) {
+		t.Fatalf("CheckWAL after a cut that did not restart the WAL: %v; want ErrWALFull", err)
+	}
+}
+
 // A replica that failed an upload is retried on the replicator's schedule:
 // Litestream's own monitor would wait a whole sync interval (here an hour)
 // or, after more failures, up to 5 minutes.

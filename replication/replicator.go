@@ -64,10 +64,15 @@ type Replicator struct {
 	AttemptTimeout   time.Duration
 
 	// MaxWALGrowth is how far the -wal file may grow while Litestream cannot
-	// capture the WAL, past its size at the last capture, before CheckWAL
-	// stops commits (capture.go). Default DefaultMaxWALGrowth (64 MiB); zero
-	// or less: no bound.
+	// capture the WAL, past its size at the last good capture, before
+	// CheckWAL stops commits (capture.go). Default DefaultMaxWALGrowth
+	// (64 MiB); zero or less: no such bound.
 	MaxWALGrowth int64
+
+	// FreeSpace, when set, reports the bytes free on the database's disk;
+	// CheckWAL then also keeps half of it for Litestream's next cut. serve
+	// sets it. nil: only MaxWALGrowth bounds the WAL.
+	FreeSpace func() (uint64, error)
 
 	cfg  *Config
 	path string

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -66,6 +67,11 @@ func newReplication(r Replication, log *slog.Logger) (*serveReplication, error) 
 		return nil, err
 	}
 	rep.Logger, rep.Takeover = log, r.Takeover
+	dir := filepath.Dir(lcfg.DB.Path)
+	rep.FreeSpace = func() (uint64, error) { // the WAL bound keeps half of it for Litestream
+		st, err := health.StatDisk(dir)
+		return st.FreeBytes, err
+	}
 	return &serveReplication{
 		cfg: lcfg, ack: r.AckAfterReplica, log: log, rep: rep,
 		restoreIfMissing: r.RestoreIfMissing || lcfg.DB.RestoreIfDBNotExists,
