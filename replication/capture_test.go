@@ -220,9 +220,7 @@ func TestFailedUploadIsRetried(t *testing.T) {
 		st, err := readStatus(ctx, dbPath, &cfg.DB.Replica, r.client)
 		return err == nil && st.LocalTXID > 0 && st.ReplicaTXID == st.LocalTXID
 	})
-	if err := r.Healthy(); err != nil {
-		t.Fatalf("Healthy after catching up: %v", err)
-	}
+	eventually(t, "healthy after catching up", func() bool { return r.Healthy() == nil })
 	want, _ := digest(t, dbPath)
 	restored := filepath.Join(t.TempDir(), "restored.db")
 	mustRestore(t, cfg, RestoreOptions{OutputPath: restored})
