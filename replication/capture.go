@@ -11,8 +11,8 @@ import (
 	"github.com/benbjohnson/litestream"
 )
 
-// ErrWALFull is CheckWAL's error: Litestream cannot capture the WAL, and the
-// WAL has grown as far as it may meanwhile.
+// ErrWALFull is CheckWAL's error: the WAL has grown as far as it may before
+// Litestream captures and checkpoints it.
 var ErrWALFull = errors.New("the WAL is full")
 
 // DefaultMaxWALGrowth is Replicator.MaxWALGrowth's default.
