@@ -516,6 +516,62 @@ func TestFullDatabaseIsAStorageError(t *testing.T) {
 	}
 }
 
+// While Admit refuses (serve's WAL bound while Litestream cannot capture the
+// WAL), every delivery gets 503 and nothing of it is written, reported as a
+// storage error; once Admit lets commits through, the sender's retry is
+// applied once.
+func TestAdmitRefusalWritesNothing(t *testing.T) {
+	testenv.EachBackend(t, func(t *testing.T, backend string) {
+		var mu sync.Mutex
+		var refuse error
+		var ops []string
+		e := newEnvWithWriter(t, backend, func(w *custody.Writer) {
+			w.Admit = func() error {
+				mu.Lock()
+				defer mu.Unlock()
+				return refuse
+			}
+			w.OnStorageError = func(op string, err error) {
+				mu.Lock()
+				defer mu.Unlock()
+				ops = append(ops, op)
+			}
+		})
+		if r := e.Send("msg_ok", testenv.UsageBody("cus_1", "api_requests", "1")); r.Code != 200 {
+			t.Fatalf("before: %d %+v", r.Code, r.Body)
+		}
+		mu.Lock()
+		refuse = errors.New("injected: the WAL is full")
+		mu.Unlock()
+		body := testenv.UsageBody("cus_1", "api_requests", "5")
+		if r := e.Send("msg_held", body); r.Code != http.StatusServiceUnavailable {
+			t.Fatalf("while Admit refuses: %d %+v; want 503", r.Code, r.Body)
+		}
+		if r := e.Send("msg_ok", testenv.UsageBody("cus_1", "api_requests", "1")); r.Code != http.StatusServiceUnavailable {
+			t.Fatalf("a duplicate while Admit refuses: %d %+v; want 503 (its attempt row is a write too)", r.Code, r.Body)
+		}
+		if got := e.Rows(); got != [3]int{1, 1, 1} {
+			t.Fatalf("receipts, attempts, usage while Admit refuses = %v; want only msg_ok's [1 1 1]", got)
+		}
+		mu.Lock()
+		refuse = nil
+		gotOps := slices.Clone(ops)
+		mu.Unlock()
+		if len(gotOps) != 2 || gotOps[0] != "admit" {
+			t.Errorf("storage errors reported: %v; want two admit", gotOps)
+		}
+		if r := e.Send("msg_held", body); r.Code != 200 || r.Body.Duplicate {
+			t.Fatalf("retry once admitted: %d %+v; want 200, not a duplicate", r.Code, r.Body)
+		}
+		if got := e.Rows(); got != [3]int{2, 2, 2} {
+			t.Errorf("receipts, attempts, usage after the retry = %v; want [2 2 2]", got)
+		}
+		if got := e.Totals()["cus_1"]; got != 6*ledger.Scale {
+			t.Errorf("total = %s, want 6", got)
+		}
+	})
+}
+
 // A new event's attempt is kept in its receipt (no delivery_attempts row);
 // each redelivery is a row of its own; the dispute trace's reader shows them
 // all, the first first.

@@ -50,6 +50,13 @@ type Writer struct {
 	// lines alone are INFO). Errors of other ops (an adjustment a check
 	// refused) are theirs to report.
 	OnStorageError func(op string, err error)
+	// Admit, when set, is asked before each batch; while it returns an
+	// error, the batch is not begun and every item gets that error (503),
+	// reported like a storage error (op "admit"). serve sets it to the
+	// replicator's WAL bound: while Litestream cannot capture the WAL,
+	// nothing checkpoints it, and commits would fill the disk the capture
+	// needs (replication/capture.go).
+	Admit func() error
 	// Replicate, when set, turns on ACK-after-replica mode: a committed item's
 	// reply waits until Replicate, called after its COMMIT, returns (see
 	// replica.go; it must return in bounded time). nil: reply after COMMIT.
@@ -296,6 +303,15 @@ func (w *Writer) run() {
 // is rolled back and the batch runs again with a savepoint per op, leaving out
 // the op that failed, so it fails alone and the others commit.
 func (w *Writer) commit(batch []*job) {
+	if w.Admit != nil {
+		if err := w.Admit(); err != nil {
+			err = w.storageError("admit", err)
+			for _, j := range batch {
+				j.finish(err)
+			}
+			return
+		}
+	}
 	errs := make([]error, len(batch))
 	failed, err := w.apply(batch, errs, false)
 	if err == nil && failed {

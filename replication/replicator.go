@@ -2,13 +2,11 @@ package replication
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -65,6 +63,17 @@ type Replicator struct {
 	MaxRetryInterval time.Duration
 	AttemptTimeout   time.Duration
 
+	// MaxWALGrowth is how far the -wal file may grow while Litestream cannot
+	// capture the WAL, past its size at the last good capture, before
+	// CheckWAL stops commits (capture.go). Default DefaultMaxWALGrowth
+	// (64 MiB); zero or less: no such bound.
+	MaxWALGrowth int64
+
+	// FreeSpace, when set, reports the bytes free on the database's disk;
+	// CheckWAL then also keeps half of it for Litestream's next cut. serve
+	// sets it. nil: only MaxWALGrowth bounds the WAL.
+	FreeSpace func() (uint64, error)
+
 	cfg  *Config
 	path string
 
@@ -72,11 +81,12 @@ type Replicator struct {
 	// exclusively. Sync holds it only to start: its goroutine may be stuck
 	// behind a hung upload that only closing the store cancels, so Close
 	// closes the store first and then waits for those goroutines (bounded).
-	mu     sync.RWMutex
-	syncs  sync.WaitGroup // Sync goroutines still running
-	db     *litestream.DB
-	store  *litestream.Store
-	client *trackingClient
+	mu      sync.RWMutex
+	syncs   sync.WaitGroup // Sync goroutines still running
+	db      *litestream.DB
+	store   *litestream.Store
+	client  *trackingClient
+	capture capture // the cuts of the WAL, which hookledger runs (capture.go)
 
 	// Start-up state (start.go), under mu.
 	opened, closed bool
@@ -102,6 +112,7 @@ func NewReplicator(cfg *Config, dbPath string) (*Replicator, error) {
 		RetryInterval:       500 * time.Millisecond,
 		MaxRetryInterval:    30 * time.Second,
 		AttemptTimeout:      30 * time.Second,
+		MaxWALGrowth:        DefaultMaxWALGrowth,
 		cfg:                 cfg,
 		path:                cfg.DB.Path,
 		client:              &trackingClient{ReplicaClient: client},
@@ -109,9 +120,10 @@ func NewReplicator(cfg *Config, dbPath string) (*Replicator, error) {
 }
 
 // Sync returns once the replica holds every transaction committed before the
-// call: it cuts the WAL into an LTX file and uploads all pending LTX files
-// (DB.SyncAndWait). Concurrent calls queue on Litestream's locks, so callers
-// batch naturally: one Sync covers every commit that preceded it.
+// call: it cuts the WAL into an LTX file (recorded as capture.go's cuts are)
+// and uploads all pending LTX files (what DB.SyncAndWait does). Concurrent
+// calls queue on Litestream's locks, so callers batch naturally: one Sync
+// covers every commit that preceded it.
 //
 // Litestream's sync can wait on an internal mutex, held by a background
 // upload to a hung replica, without watching ctx. So the sync runs in its own
@@ -133,7 +145,13 @@ func (r *Replicator) Sync(ctx context.Context) error {
 	done := make(chan error, 1)
 	go func() {
 		defer r.syncs.Done()
-		done <- r.client.record(db.SyncAndWait(ctx))
+		err := r.cut(ctx, db)
+		if err == nil {
+			if err = db.Replica.Sync(ctx); err != nil {
+				err = fmt.Errorf("replica sync: %w", err)
+			}
+		}
+		done <- r.client.record(err)
 	}()
 	var err error
 	select {
@@ -145,264 +163,6 @@ func (r *Replicator) Sync(ctx context.Context) error {
 		return fmt.Errorf("%s: %w", r.cfg.DB.Replica.String(), err) // Litestream says "replica sync: …"
 	}
 	return nil
-}
-
-// Status describes how far the replica is behind the local database.
-type Status struct {
-	DBPath      string
-	Replica     string // "file:<dir>" or "s3://bucket/prefix"
-	LocalTXID   TXID   // last transaction Litestream has cut from the WAL
-	ReplicaTXID TXID   // last transaction the replica holds
-	// InSync: ReplicaTXID == LocalTXID and the WAL holds nothing Litestream
-	// has not cut (WAL is not WALPending or WALUnknown).
-	InSync bool
-	// LagBytes and LagTime cover LTX files cut locally but not yet uploaded
-	// (LagTime is the age of the oldest) and committed WAL frames not cut
-	// yet (WALPendingBytes). Those were committed after Litestream's last
-	// cut, so for them, and while WAL is WALUnknown, LagTime is the time
-	// since that cut (CapturedAt): an upper bound.
-	LagBytes int64
-	LagTime  time.Duration
-	// WAL compares the database's -wal file with what Litestream last cut
-	// from it: WALCaptured, WALPending (WALPendingBytes committed bytes not
-	// cut yet, included in LagBytes), WALUnknown (WALReason says why; the
-	// replica may lack commits) or WALNoHistory (nothing cut yet).
-	WAL             WALState
-	WALReason       string
-	WALPendingBytes int64
-	WALModTime      time.Time // last write to the -wal file; zero if there is none
-	CapturedAt      time.Time // when Litestream last cut the WAL (newest local L0 file); zero if never
-	LastSyncAt      time.Time // last successful replica sync; zero if none
-	LastError       string    // last replica error; empty if none
-	LastErrorAt     time.Time
-	// ReportedAt is set by ReadStatus when a running Replicator has
-	// published its LastSyncAt and LastError (see Publish): when it did.
-	ReportedAt time.Time
-}
-
-// Healthy reports whether the replica's last operation succeeded.
-func (s Status) Healthy() bool { return s.LastError == "" || s.LastSyncAt.After(s.LastErrorAt) }
-
-// Status asks the replica for its position, so it fails when the replica is
-// unreachable. When the WAL holds commits so recent that Litestream's monitor
-// may not have polled since, it waits (at most the monitor interval and
-// settleGrace, within ctx) and looks again: see settle.
-func (r *Replicator) Status(ctx context.Context) (Status, error) {
-	st, err := r.status(ctx)
-	if wait := settle(st, r.cfg.DB.MonitorInterval); wait > 0 && err == nil {
-		select {
-		case <-time.After(wait):
-			st, err = r.status(ctx)
-		case <-ctx.Done():
-		}
-	}
-	return st, err
-}
-
-// settleGrace is how long Litestream's cut may take after its monitor polls.
-const settleGrace = 500 * time.Millisecond
-
-// maxSettle bounds the wait in settle: with a longer monitor interval a
-// status call does not wait for the next poll.
-const maxSettle = 5 * time.Second
-
-// settle says how long to wait before a second look at st: its pending WAL
-// commits may be younger than the monitor interval, so a running Litestream
-// may be about to cut them. Their LagTime (since the last cut) would then
-// overstate the lag of a quiet database that just took a commit; the second
-// look shows either the cut (and a small lag) or the same cut (capture is
-// stopped or stuck, and the lag is real). 0: no second look.
-func settle(st Status, monitor time.Duration) time.Duration {
-	if st.WAL != WALPending || st.CapturedAt.IsZero() || monitor <= 0 || monitor+settleGrace > maxSettle {
-		return 0
-	}
-	return time.Until(st.WALModTime.Add(monitor + settleGrace))
-}
-
-func (r *Replicator) status(ctx context.Context) (Status, error) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	if r.db == nil && r.pending == nil {
-		return Status{}, ErrClosed
-	}
-	st, err := readStatus(ctx, r.path, &r.cfg.DB.Replica, r.client)
-	if r.db != nil {
-		st.LastSyncAt = r.db.LastSuccessfulSyncAt()
-	} else if err == nil {
-		err = fmt.Errorf("%w: %w", ErrNotStarted, r.pending) // listing works, but nothing is replicated
-	}
-	r.client.mu.Lock()
-	if r.client.lastErr != nil {
-		st.LastError, st.LastErrorAt = r.client.lastErr.Error(), r.client.lastErrAt
-	}
-	r.client.mu.Unlock()
-	return st, err
-}
-
-// Healthy reports the replica's last outcome without asking the replica,
-// so it is cheap enough for every readiness probe: the last replica error,
-// unless a sync has succeeded since. It does not notice a replica that died
-// while nothing was written; Status does (it lists the replica).
-func (r *Replicator) Healthy() error {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	if r.db == nil {
-		if r.pending != nil {
-			return fmt.Errorf("%w: %w", ErrNotStarted, r.pending)
-		}
-		return ErrClosed
-	}
-	r.client.mu.Lock()
-	err, at := r.client.lastErr, r.client.lastErrAt
-	r.client.mu.Unlock()
-	if err != nil && !r.db.LastSuccessfulSyncAt().After(at) {
-		return fmt.Errorf("replica %s: %w", r.cfg.DB.Replica.String(), err)
-	}
-	return nil
-}
-
-// reportFile, inside the database's Litestream sidecar, is where a running
-// Replicator publishes what only it knows (its last successful sync and last
-// error) for ReadStatus in another process. It lives and dies with the
-// sidecar, so it never describes a different database.
-const reportFile = "hookledger-replica.json"
-
-// ReportStale is how old a published report may be before Restore stops
-// treating its publisher as running; publish more often than this.
-const ReportStale = 30 * time.Second
-
-type report struct {
-	PID         int       `json:"pid"`
-	UpdatedAt   time.Time `json:"updated_at"`
-	LastSyncAt  time.Time `json:"last_sync_at"`
-	LastError   string    `json:"last_error,omitempty"`
-	LastErrorAt time.Time `json:"last_error_at"`
-}
-
-// Publish writes the replicator's last successful sync and last error where
-// ReadStatus (the `replica status` command) finds them. serve calls it
-// periodically.
-func (r *Replicator) Publish() error {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	rep := report{PID: os.Getpid(), UpdatedAt: time.Now().UTC()}
-	switch {
-	case r.db != nil:
-		rep.LastSyncAt = r.db.LastSuccessfulSyncAt().UTC()
-		r.client.mu.Lock()
-		if r.client.lastErr != nil {
-			rep.LastError, rep.LastErrorAt = r.client.lastErr.Error(), r.client.lastErrAt.UTC()
-		}
-		r.client.mu.Unlock()
-	case r.pending != nil:
-		rep.LastError, rep.LastErrorAt = fmt.Errorf("%w: %w", ErrNotStarted, r.pending).Error(), rep.UpdatedAt
-	default:
-		return ErrClosed
-	}
-	buf, err := json.Marshal(rep)
-	if err != nil {
-		return err
-	}
-	// Write and rename, so a reader never sees half a file. No fsync: it is
-	// advisory and rewritten every few seconds.
-	if err := os.MkdirAll(MetaPath(r.path), 0o700); err != nil { // before Litestream's first start
-		return fmt.Errorf("publish replica status: %w", err)
-	}
-	path := filepath.Join(MetaPath(r.path), reportFile)
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, buf, 0o600); err != nil {
-		return fmt.Errorf("publish replica status: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("publish replica status: %w", err)
-	}
-	return nil
-}
-
-// ReadStatus reports positions and lag from another process (the
-// `replica status` command) by reading the database's Litestream sidecar and
-// listing the replica. It does not start replication. LastSyncAt is the
-// creation time of the replica's newest L0 file, or the running serve's last
-// successful sync if it published a later one; LastError is what serve
-// published (ReportedAt says when), else unknown.
-//
-// The WAL is compared with Litestream's last cut too (Status.WAL), by reading
-// files only; like Replicator.Status, it may look twice (settle).
-func ReadStatus(ctx context.Context, cfg *Config) (Status, error) {
-	client, err := newReplicaClient(&cfg.DB.Replica)
-	if err != nil {
-		return Status{}, err
-	}
-	st, err := readStatus(ctx, cfg.DB.Path, &cfg.DB.Replica, client)
-	if wait := settle(st, cfg.DB.MonitorInterval); wait > 0 && err == nil {
-		select {
-		case <-time.After(wait):
-			st, err = readStatus(ctx, cfg.DB.Path, &cfg.DB.Replica, client)
-		case <-ctx.Done():
-		}
-	}
-	if buf, rerr := os.ReadFile(filepath.Join(MetaPath(cfg.DB.Path), reportFile)); rerr == nil {
-		var rep report
-		if json.Unmarshal(buf, &rep) == nil {
-			st.ReportedAt, st.LastError, st.LastErrorAt = rep.UpdatedAt, rep.LastError, rep.LastErrorAt
-			if rep.LastSyncAt.After(st.LastSyncAt) {
-				st.LastSyncAt = rep.LastSyncAt
-			}
-		}
-	}
-	return st, err
-}
-
-func readStatus(ctx context.Context, dbPath string, rc *ReplicaConfig, client litestream.ReplicaClient) (Status, error) {
-	st := Status{DBPath: dbPath, Replica: rc.String()}
-	ws := readWAL(dbPath) // local files only: known even when the replica is not
-	st.WAL, st.WALReason, st.WALPendingBytes = ws.State, ws.Reason, ws.PendingBytes
-	st.WALModTime, st.CapturedAt = ws.ModTime, ws.CapturedAt
-	if err := client.Init(ctx); err != nil {
-		return st, fmt.Errorf("replica %s: %w", st.Replica, err)
-	}
-	itr, err := client.LTXFiles(ctx, 0, 0, false)
-	if err != nil {
-		return st, fmt.Errorf("list replica %s: %w", st.Replica, err)
-	}
-	for itr.Next() {
-		if info := itr.Item(); info.MaxTXID >= st.ReplicaTXID {
-			st.ReplicaTXID, st.LastSyncAt = info.MaxTXID, info.CreatedAt
-		}
-	}
-	if err := itr.Close(); err != nil {
-		return st, fmt.Errorf("list replica %s: %w", st.Replica, err)
-	}
-	ents, err := os.ReadDir(filepath.FromSlash(litestream.LTXLevelDir(MetaPath(dbPath), 0)))
-	if err != nil && !os.IsNotExist(err) {
-		return st, err
-	}
-	var oldest time.Time
-	for _, ent := range ents {
-		minTXID, maxTXID, err := ltx.ParseFilename(ent.Name())
-		if err != nil {
-			continue
-		}
-		st.LocalTXID = max(st.LocalTXID, maxTXID)
-		if minTXID <= st.ReplicaTXID {
-			continue
-		}
-		if fi, err := ent.Info(); err == nil {
-			st.LagBytes += fi.Size()
-			if oldest.IsZero() || fi.ModTime().Before(oldest) {
-				oldest = fi.ModTime()
-			}
-		}
-	}
-	if !oldest.IsZero() {
-		st.LagTime = time.Since(oldest)
-	}
-	st.LagBytes += ws.PendingBytes
-	if (ws.State == WALPending || ws.State == WALUnknown) && !ws.CapturedAt.IsZero() {
-		st.LagTime = max(st.LagTime, time.Since(ws.CapturedAt))
-	}
-	st.InSync = st.LocalTXID == st.ReplicaTXID && ws.State != WALPending && ws.State != WALUnknown
-	return st, nil
 }
 
 // Close stops replication after a final sync bounded by ShutdownSyncTimeout.
@@ -432,8 +192,10 @@ func (r *Replicator) close(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, r.ShutdownSyncTimeout)
 		defer cancel()
 	}
-	// Closing the store cancels Litestream's background work, which frees any
-	// Sync goroutine stuck behind it; then wait for those, within ctx.
+	// The cuts stop first: the store's final sync is the last. Closing the
+	// store cancels Litestream's background work, which frees any Sync
+	// goroutine stuck behind it; then wait for those, within ctx.
+	r.stopCapture()
 	err := r.client.record(r.store.Close(ctx))
 	r.store, r.db = nil, nil
 	synced := make(chan struct{})

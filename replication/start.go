@@ -137,7 +137,7 @@ func (r *Replicator) retry(ctx context.Context) {
 func (r *Replicator) start(ctx context.Context) error {
 	c := r.cfg
 	db := litestream.NewDB(r.path)
-	db.MonitorInterval = c.DB.MonitorInterval
+	db.MonitorInterval = 0 // hookledger runs the cuts (capture.go)
 	db.CheckpointInterval = c.DB.CheckpointInterval
 	db.BusyTimeout = c.DB.BusyTimeout
 	db.Replica = litestream.NewReplicaWithClient(db, r.client)
@@ -186,5 +186,7 @@ func (r *Replicator) start(ctx context.Context) error {
 		return ErrClosed
 	}
 	r.db, r.store, r.pending = db, store, nil
+	r.recordCut(nil)
+	r.startCapture(db)
 	return nil
 }

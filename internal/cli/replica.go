@@ -104,7 +104,12 @@ func replicaStatus(c *cli.Context) error {
 	if st.ReportedAt.IsZero() {
 		lastErr = "unknown (serve is not running here)"
 	} else {
-		lastErr += ", reported by serve " + now.Sub(st.ReportedAt).Round(time.Second).String() + " ago"
+		age := now.Sub(st.ReportedAt)
+		lastErr += ", reported by serve " + age.Round(time.Second).String() + " ago"
+		if age > replication.ReportStale {
+			// serve rewrites it every few seconds, even on a full disk.
+			lastErr += " (stale: serve has stopped, or is stuck)"
+		}
 	}
 	rows := [][2]string{
 		{"database", v.Database},

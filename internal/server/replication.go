@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -66,6 +67,11 @@ func newReplication(r Replication, log *slog.Logger) (*serveReplication, error) 
 		return nil, err
 	}
 	rep.Logger, rep.Takeover = log, r.Takeover
+	dir := filepath.Dir(lcfg.DB.Path)
+	rep.FreeSpace = func() (uint64, error) { // the WAL bound keeps half of it for Litestream
+		st, err := health.StatDisk(dir)
+		return st.FreeBytes, err
+	}
 	return &serveReplication{
 		cfg: lcfg, ack: r.AckAfterReplica, log: log, rep: rep,
 		restoreIfMissing: r.RestoreIfMissing || lcfg.DB.RestoreIfDBNotExists,
@@ -173,6 +179,16 @@ func (s *serveReplication) AckFunc() func(context.Context) error {
 		defer cancel()
 		return s.rep.Sync(ctx)
 	}
+}
+
+// AdmitFunc is the writer's Admit: the replicator's WAL bound
+// (Replicator.CheckWAL), whatever the durability mode, since a WAL that
+// Litestream cannot capture is never checkpointed. nil when not replicating.
+func (s *serveReplication) AdmitFunc() func() error {
+	if s == nil {
+		return nil
+	}
+	return s.rep.CheckWAL
 }
 
 // Register adds the replication metrics and, in ACK-after-replica mode, the

@@ -231,6 +231,7 @@ func (s *Server) start(ctx context.Context) error {
 	}
 	w.OnStorageError = storageErrs.Observe
 	w.Replicate = s.repl.AckFunc() // ACK-after-replica mode; nil replies after COMMIT
+	w.Admit = s.repl.AdmitFunc()   // the WAL bound while Litestream cannot capture it; nil when not replicating
 	w.Route = forward.Router(cfg.Destinations)
 	if err := w.Open(ctx); err != nil {
 		return err
