@@ -291,11 +291,13 @@ func (d *destination) step(ctx context.Context) (time.Duration, error) {
 	if st.Failures > 0 {
 		limit = 1
 	}
-	claims, err := d.claim(ctx, now, limit)
+	claims, until, err := d.claim(ctx, now, limit)
 	if err != nil || len(claims) == 0 {
 		return r.Poll, err
 	}
+	stop := d.hold(ctx, claims, until)
 	results := d.deliver(ctx, claims, st)
+	stop()
 	if err := r.Writer.Submit(context.WithoutCancel(ctx), results); err != nil {
 		// The claims' leases end and they are attempted again: at least
 		// once, never lost.
@@ -308,26 +310,82 @@ func (d *destination) step(ctx context.Context) (time.Duration, error) {
 	return 0, nil
 }
 
-// lease is how long a claim keeps its messages from other claims: long
-// enough for every attempt of a batch, after which a relay that died holding
-// them has let them go.
-func (d *destination) lease(n int) time.Duration {
-	rounds := (n + d.cfg.Concurrency - 1) / d.cfg.Concurrency
-	return time.Duration(rounds+1)*d.cfg.Timeout.Duration + 5*time.Second
+// lease is how long a claim keeps its messages from other relays' claims:
+// one attempt (the timeout), the write that records it, and a margin for a
+// busy writer. A batch may take much longer (rounds of Concurrency, a rate
+// limit): the relay renews the lease while it works (hold), so the lease
+// only has to outlast the gap between renewals. A relay that died holding
+// messages lets them go one lease after its last renewal — 25 s with the
+// default 10 s timeout — instead of after a whole batch's worth of
+// timeouts (335 s for 256 messages, 8 at a time), which is how long the
+// other receivers' relays (PostgreSQL) used to wait for them.
+func (d *destination) lease() time.Duration {
+	return 2*d.cfg.Timeout.Duration + 5*time.Second
 }
 
-func (d *destination) claim(ctx context.Context, now time.Time, limit int) ([]schema.OutboxClaim, error) {
+// claim claims up to limit due messages and returns them with the end of
+// their lease (unix ms).
+func (d *destination) claim(ctx context.Context, now time.Time, limit int) ([]schema.OutboxClaim, int64, error) {
 	var claims []schema.OutboxClaim
-	lease := now.Add(d.lease(limit)).UnixMilli()
+	lease := now.Add(d.lease()).UnixMilli()
 	err := d.relay.Writer.Submit(ctx, custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
 		var err error
 		claims, err = tx.Batch().ClaimOutbox(ctx, d.cfg.Name, now.UnixMilli(), lease, limit)
 		return err
 	}))
 	if err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
+		return nil, 0, fmt.Errorf("claim: %w", err)
 	}
-	return claims, nil
+	return claims, lease, nil
+}
+
+// hold renews the lease of claims (ending at until) every third of a lease
+// until stop is called, so a batch that takes longer than one lease keeps
+// its messages while a relay that died lets them go soon. A renewal that
+// fails is tried again at the next look; the lease it missed may run out,
+// and another relay then attempts the messages too: at least once, never
+// lost. The clock is the relay's (Now), looked at every Poll.
+func (d *destination) hold(ctx context.Context, claims []schema.OutboxClaim, until int64) (stop func()) {
+	r := d.relay
+	ids := make([]int64, len(claims))
+	for i, c := range claims {
+		ids[i] = c.ID
+	}
+	every := d.lease() / 3
+	renewed := r.Now()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(r.Poll)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			now := r.Now()
+			if now.Sub(renewed) < every {
+				continue
+			}
+			next := now.Add(d.lease()).UnixMilli()
+			err := r.Writer.Submit(ctx, custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
+				_, err := tx.Batch().RenewClaims(ctx, ids, until, next)
+				return err
+			}))
+			if err != nil {
+				r.Log.Warn("forward", "destination", d.cfg.Name, "error", "renew the lease: "+err.Error())
+				continue
+			}
+			until, renewed = next, now
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+	}
 }
 
 // deliver attempts every claimed message, Concurrency at a time, and returns

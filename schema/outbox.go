@@ -70,7 +70,8 @@ type OutboxClaim struct {
 // ClaimOutbox claims up to limit of destination's pending messages due at
 // now, oldest due first, unless the destination is paused: each gets
 // next_attempt_at = leaseUntil, so no other claim takes it until the lease
-// ends, and a relay that dies mid-attempt leaves it due again afterwards.
+// ends (the relay renews it while it works, RenewClaims), and a relay that
+// dies mid-attempt leaves it due again afterwards.
 // On PostgreSQL the inner SELECT takes FOR UPDATE SKIP LOCKED, so relays of
 // several receivers claim disjoint rows; SQLite's single writer needs no
 // more.
@@ -86,6 +87,26 @@ func (b Batch) ClaimOutbox(ctx context.Context, destination string, now, leaseUn
 		ORDER BY next_attempt_at, id LIMIT ?`+lock+`)
 		RETURNING id, receipt_id, message_id, attempts, pending_since`, leaseUntil, destination, now, destination, limit)
 	return out, err
+}
+
+// RenewClaims moves the lease of claimed messages ids from until to
+// leaseUntil (unix ms), for those still pending under that lease: a message
+// whose lease ran out and that another relay claimed since has that
+// relay's lease, and is left alone. It returns how many it renewed.
+func (b Batch) RenewClaims(ctx context.Context, ids []int64, until, leaseUntil int64) (int64, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	q, args, err := sqlx.In(`UPDATE outbox SET next_attempt_at = ? WHERE id IN (?) AND status = 'pending' AND next_attempt_at = ?`,
+		leaseUntil, ids, until)
+	if err != nil {
+		return 0, err
+	}
+	res, err := b.tx.ExecContext(ctx, q, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
 }
 
 // OutboxBody is what the relay sends for a message: its receipt's event.
