@@ -280,8 +280,18 @@ func (d *destination) step(ctx context.Context) (time.Duration, error) {
 	if !ok {
 		return r.Poll, nil
 	}
+	probe := false
 	if at := time.UnixMilli(due); at.After(now) {
-		return min(at.Sub(now), r.Poll), nil
+		// The destination is down, its backoff is over, and the message
+		// due first would leave it unprobed for more than
+		// maxProbeInterval since its last attempt (UpdatedAt): that
+		// message goes now, early, as the destination's probe, so delivery
+		// resumes within about a minute of the application's recovery
+		// rather than after the messages' own, longer, backoff.
+		if st.Failures == 0 || !at.After(time.UnixMilli(st.UpdatedAt).Add(maxProbeInterval)) {
+			return min(at.Sub(now), r.Poll), nil
+		}
+		probe = true
 	} else if r.Busy != nil && now.Sub(at) < r.YieldFor && r.Busy() {
 		return r.Linger, nil // the receiver first; the oldest message has waited less than YieldFor
 	}
@@ -291,7 +301,7 @@ func (d *destination) step(ctx context.Context) (time.Duration, error) {
 	if st.Failures > 0 {
 		limit = 1
 	}
-	claims, until, err := d.claim(ctx, now, limit)
+	claims, until, err := d.claim(ctx, now, limit, probe)
 	if err != nil || len(claims) == 0 {
 		return r.Poll, err
 	}
@@ -323,14 +333,19 @@ func (d *destination) lease() time.Duration {
 	return 2*d.cfg.Timeout.Duration + 5*time.Second
 }
 
-// claim claims up to limit due messages and returns them with the end of
-// their lease (unix ms).
-func (d *destination) claim(ctx context.Context, now time.Time, limit int) ([]schema.OutboxClaim, int64, error) {
+// claim claims up to limit due messages, or with probe the message due
+// first as the destination's probe, and returns them with the end of their
+// lease (unix ms).
+func (d *destination) claim(ctx context.Context, now time.Time, limit int, probe bool) ([]schema.OutboxClaim, int64, error) {
 	var claims []schema.OutboxClaim
 	lease := now.Add(d.lease()).UnixMilli()
 	err := d.relay.Writer.Submit(ctx, custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
 		var err error
-		claims, err = tx.Batch().ClaimOutbox(ctx, d.cfg.Name, now.UnixMilli(), lease, limit)
+		if probe {
+			claims, err = tx.Batch().ClaimProbe(ctx, d.cfg.Name, now.UnixMilli(), lease)
+		} else {
+			claims, err = tx.Batch().ClaimOutbox(ctx, d.cfg.Name, now.UnixMilli(), lease, limit)
+		}
 		return err
 	}))
 	if err != nil {
@@ -456,6 +471,10 @@ type record struct {
 	lastErr  string
 	wait     time.Duration // the longest Retry-After the batch was given
 	at       int64
+	// resumeAfter, when set, is the first delivery after a failure streak:
+	// the messages that would wait past it (unix ms) are due at once
+	// (schema.Batch.ResumeOutbox).
+	resumeAfter int64
 }
 
 func (rec *record) add(d *destination, c schema.OutboxClaim, o outcome, at time.Time) {
@@ -467,6 +486,14 @@ func (rec *record) add(d *destination, c schema.OutboxClaim, o outcome, at time.
 	case o.ok():
 		res.Status, res.NextAttemptAt, outcome = schema.OutboxDelivered, res.AttemptedAt, OutcomeDelivered
 		rec.anyOK = true
+	case c.Due > res.AttemptedAt:
+		// A probe sent before the message was due failed: the destination
+		// is still down, which says nothing new about the message. It keeps
+		// its own next attempt and its count towards max_attempts, so
+		// probing a minute apart does not use up its attempts.
+		res.Status, res.NextAttemptAt, res.Probe = schema.OutboxPending, c.Due, true
+		res.Error = "probe: " + o.err
+		rec.lastErr, rec.wait = o.err, max(rec.wait, o.retryAfter)
 	case attempts >= d.cfg.MaxAttempts || at.Sub(time.UnixMilli(c.PendingSince)) >= d.cfg.MaxAge.Duration:
 		res.Status, res.NextAttemptAt, outcome = schema.OutboxDead, res.AttemptedAt, OutcomeDead
 		rec.lastErr = o.err
@@ -481,17 +508,22 @@ func (rec *record) add(d *destination, c schema.OutboxClaim, o outcome, at time.
 
 // finish decides the destination's backoff: a batch in which nothing was
 // delivered is one more failure in a row, and the destination as a whole
-// waits (exponentially longer, or as long as it asked with Retry-After)
-// before the next probe; one delivery ends the streak.
+// waits (probeDelay, or as long as it asked with Retry-After) before the
+// next probe; one delivery ends the streak, and the backlog the streak
+// built is due at once.
 func (rec *record) finish(d *destination, at time.Time) {
 	rec.at = at.UnixMilli()
 	switch {
 	case len(rec.results) == 0:
 	case rec.anyOK:
+		if rec.state.Failures > 0 {
+			// Past two leases: never a message another relay holds.
+			rec.resumeAfter = at.Add(2 * d.lease()).UnixMilli()
+		}
 		rec.state.Failures, rec.state.BackoffUntil, rec.state.LastError = 0, 0, ""
 	default:
 		rec.state.Failures++
-		wait := max(delay(d.cfg, rec.state.Failures), rec.wait)
+		wait := max(probeDelay(d.cfg, rec.state.Failures), rec.wait)
 		rec.state.BackoffUntil, rec.state.LastError = at.Add(wait).UnixMilli(), rec.lastErr
 	}
 }
@@ -508,6 +540,11 @@ func (rec *record) Apply(ctx context.Context, tx *custody.Tx) error {
 	if len(rec.results) == 0 {
 		return nil
 	}
+	if rec.resumeAfter != 0 {
+		if _, err := b.ResumeOutbox(ctx, rec.dest, rec.at, rec.resumeAfter); err != nil {
+			return err
+		}
+	}
 	st := rec.state
 	st.Name, st.UpdatedAt = rec.dest, rec.at
 	return b.SaveBackoff(ctx, st)
@@ -521,6 +558,19 @@ func (rec *record) observe(fn func(Attempt)) {
 	for _, a := range rec.observed {
 		fn(a)
 	}
+}
+
+// maxProbeInterval is the longest a failing destination waits between two
+// probes (Retry-After aside): the destination's backoff grows like a
+// message's (1 s, 2 s, 4 s … ±50%) but stops here, so delivery resumes
+// within about a minute of the application's recovery however long it was
+// down, while a destination that is down still gets one request a minute.
+const maxProbeInterval = time.Minute
+
+// probeDelay is how long a destination that failed n probes in a row waits
+// before the next.
+func probeDelay(c config.Destination, n int) time.Duration {
+	return min(delay(c, n), maxProbeInterval)
 }
 
 // delay is the backoff before retry n (1: after the first failure):
