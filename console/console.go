@@ -144,7 +144,7 @@ func (c *Console) Handler() http.Handler {
 		c.ScanWindow = DefaultScanWindow
 	}
 	c.sessions = newSessions(c.Now)
-	c.failures = &failureLimit{now: c.Now}
+	c.failures = newFailureLimit(c.Now)
 	c.pages = mustParse()
 	static, _ := fs.Sub(staticFS, "static")
 	mux := http.NewServeMux()

@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
@@ -210,36 +212,104 @@ func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, nil, http.StatusOK, "signin", "Sign in", signInView{Next: safeNext(r.URL.Query().Get("next"))})
 }
 
-// Failed sign-ins are limited per process: a token is long and random (at
-// least 16 characters off loopback, admin.MinTokenLength), and this keeps
-// guessing at a few tries a minute on top.
+// Failed sign-ins are limited per source address: a token is long and
+// random (at least 16 characters off loopback, admin.MinTokenLength), and
+// this keeps guessing at a few tries a minute on top. The limit is per
+// address, not per process, so a guesser locks out only itself: a process
+// wide limit let anyone who reaches the admin port keep everyone from
+// signing in with ten wrong tokens a minute.
 const (
 	maxFailures   = 10
 	failureWindow = time.Minute
+	// maxSources bounds the table of addresses with recent failures
+	// (about 100 bytes each): when it is full, expired windows go first,
+	// then the oldest. A guesser who owns that many addresses gets that
+	// many windows of guesses, which the token's length makes worthless.
+	maxSources = 10_000
 )
 
-// failureLimit counts failed sign-ins in the current window.
+// failureLimit counts failed sign-ins per source address in windows of
+// failureWindow. Only failures add an entry: signing in costs no memory.
 type failureLimit struct {
-	now   func() time.Time
-	mu    sync.Mutex
+	now func() time.Time
+	mu  sync.Mutex
+	m   map[string]*failureWindowCount
+}
+
+// failureWindowCount is one source's failures since start.
+type failureWindowCount struct {
 	start time.Time
 	n     int
 }
 
-// blocked reports whether the window's failures are used up.
-func (f *failureLimit) blocked() bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.now().Sub(f.start) >= failureWindow {
-		f.start, f.n = f.now(), 0
-	}
-	return f.n >= maxFailures
+func newFailureLimit(now func() time.Time) *failureLimit {
+	return &failureLimit{now: now, m: map[string]*failureWindowCount{}}
 }
 
-func (f *failureLimit) fail() {
+// source is the address a sign-in is counted against: the connection's IP
+// (not X-Forwarded-For, which any client can set to get a fresh count), an
+// IPv6 address by its /64, which one host usually holds whole.
+func source(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return host
+	}
+	ip = ip.Unmap()
+	if ip.Is6() {
+		p, _ := ip.Prefix(64)
+		return p.String()
+	}
+	return ip.String()
+}
+
+// blocked reports whether src has used up its failures in its window.
+func (f *failureLimit) blocked(src string) bool {
 	f.mu.Lock()
-	f.n++
-	f.mu.Unlock()
+	defer f.mu.Unlock()
+	w := f.m[src]
+	if w == nil {
+		return false
+	}
+	if f.now().Sub(w.start) >= failureWindow {
+		delete(f.m, src)
+		return false
+	}
+	return w.n >= maxFailures
+}
+
+// fail counts a failed sign-in from src.
+func (f *failureLimit) fail(src string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := f.now()
+	if w := f.m[src]; w != nil && now.Sub(w.start) < failureWindow {
+		w.n++
+		return
+	}
+	if len(f.m) >= maxSources {
+		f.evict(now)
+	}
+	f.m[src] = &failureWindowCount{start: now, n: 1}
+}
+
+// evict makes room in a full table: every expired window, or else the
+// oldest.
+func (f *failureLimit) evict(now time.Time) {
+	var oldest string
+	for k, w := range f.m {
+		if now.Sub(w.start) >= failureWindow {
+			delete(f.m, k)
+		} else if oldest == "" || w.start.Before(f.m[oldest].start) {
+			oldest = k
+		}
+	}
+	if len(f.m) >= maxSources {
+		delete(f.m, oldest)
+	}
 }
 
 // signIn checks the token (admin.Server.Authorized: constant time, the
@@ -255,14 +325,15 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	next := safeNext(r.PostForm.Get("next"))
-	if c.failures.blocked() {
+	src := source(r)
+	if c.failures.blocked(src) {
 		w.Header().Set("Retry-After", "60")
 		http.Error(w, "too many failed sign-ins; try again in a minute", http.StatusTooManyRequests)
 		return
 	}
 	token := strings.TrimSpace(r.PostForm.Get("token"))
 	if token == "" || c.Authorized == nil || !c.Authorized(token) {
-		c.failures.fail()
+		c.failures.fail(src)
 		c.Log.Warn("console: sign-in refused", "remote", r.RemoteAddr)
 		w.Header().Set("Content-Security-Policy", signInCSP)
 		c.render(w, r, nil, http.StatusUnauthorized, "signin", "Sign in", signInView{Next: next, Error: "That is not an admin token."})

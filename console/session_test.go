@@ -2,14 +2,24 @@ package console_test
 
 import (
 	"fmt"
-	"golang.org/x/net/html"
-
+	"net"
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/net/html"
 )
+
+func newJar(t *testing.T) http.CookieJar {
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return jar
+}
 
 // Every page and asset needs a session: pages redirect to the sign-in page
 // (which returns there), assets and downloads answer 401. The admin API
@@ -229,8 +239,10 @@ func TestSecurityHeaders(t *testing.T) {
 	}
 }
 
-// Failed sign-ins are limited: after ten in a minute even the right token
-// waits (answering it would tell a guesser which guess was right).
+// Failed sign-ins are limited per source address: after ten in a minute
+// even the right token waits from that address (answering it would tell a
+// guesser which guess was right), while the right token from another
+// address signs in: a guesser locks out only itself.
 func TestSignInFailureLimit(t *testing.T) {
 	e := newEnv(t, false)
 	for i := range 10 {
@@ -243,8 +255,37 @@ func TestSignInFailureLimit(t *testing.T) {
 	resp := e.do(t, "POST", "/ui/signin", url.Values{"token": {Token}})
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
-		t.Fatalf("eleventh sign-in in a minute: %d, want 429 with Retry-After", resp.StatusCode)
+		t.Fatalf("eleventh sign-in in a minute from the guesser's address: %d, want 429 with Retry-After", resp.StatusCode)
 	}
+
+	// Another address (127.0.0.2 is loopback too) signs in with the right
+	// token, and its session opens a page; the guesser's address is still
+	// refused.
+	other := &http.Client{Jar: newJar(t), CheckRedirect: e.Client.CheckRedirect,
+		Transport: &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}).DialContext}}
+	req, _ := http.NewRequest("POST", e.Admin.URL+"/ui/signin", strings.NewReader(url.Values{"token": {Token}, "next": {"/ui/"}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", e.Admin.URL)
+	resp, err := other.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) != 1 {
+		t.Fatalf("right token from another address while one guesses: %d with %d cookies, want 303 and a session", resp.StatusCode,
+			len(resp.Cookies()))
+	}
+	if resp, err := other.Get(e.Admin.URL + "/ui/"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("the other address's session: %v %v, want 200", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	resp = e.do(t, "POST", "/ui/signin", url.Values{"token": {Token}})
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("the guesser's address after another signed in: %d, want 429", resp.StatusCode)
+	}
+
 	e.Clock.Add(time.Minute)
 	e.signIn(t)
 }

@@ -21,7 +21,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cenkalti/backoff/v5"
 	"golang.org/x/time/rate"
 
 	"github.com/hookledger/hookledger/config"
@@ -280,8 +279,18 @@ func (d *destination) step(ctx context.Context) (time.Duration, error) {
 	if !ok {
 		return r.Poll, nil
 	}
+	probe := false
 	if at := time.UnixMilli(due); at.After(now) {
-		return min(at.Sub(now), r.Poll), nil
+		// The destination is down, its backoff is over, and the message
+		// due first would leave it unprobed for more than
+		// maxProbeInterval since its last attempt (UpdatedAt): that
+		// message goes now, early, as the destination's probe, so delivery
+		// resumes within about a minute of the application's recovery
+		// rather than after the messages' own, longer, backoff.
+		if st.Failures == 0 || !at.After(time.UnixMilli(st.UpdatedAt).Add(maxProbeInterval)) {
+			return min(at.Sub(now), r.Poll), nil
+		}
+		probe = true
 	} else if r.Busy != nil && now.Sub(at) < r.YieldFor && r.Busy() {
 		return r.Linger, nil // the receiver first; the oldest message has waited less than YieldFor
 	}
@@ -291,11 +300,13 @@ func (d *destination) step(ctx context.Context) (time.Duration, error) {
 	if st.Failures > 0 {
 		limit = 1
 	}
-	claims, err := d.claim(ctx, now, limit)
+	claims, until, err := d.claim(ctx, now, limit, probe)
 	if err != nil || len(claims) == 0 {
 		return r.Poll, err
 	}
+	stop := d.hold(ctx, claims, until)
 	results := d.deliver(ctx, claims, st)
+	stop()
 	if err := r.Writer.Submit(context.WithoutCancel(ctx), results); err != nil {
 		// The claims' leases end and they are attempted again: at least
 		// once, never lost.
@@ -306,28 +317,6 @@ func (d *destination) step(ctx context.Context) (time.Duration, error) {
 		return r.Linger, nil
 	}
 	return 0, nil
-}
-
-// lease is how long a claim keeps its messages from other claims: long
-// enough for every attempt of a batch, after which a relay that died holding
-// them has let them go.
-func (d *destination) lease(n int) time.Duration {
-	rounds := (n + d.cfg.Concurrency - 1) / d.cfg.Concurrency
-	return time.Duration(rounds+1)*d.cfg.Timeout.Duration + 5*time.Second
-}
-
-func (d *destination) claim(ctx context.Context, now time.Time, limit int) ([]schema.OutboxClaim, error) {
-	var claims []schema.OutboxClaim
-	lease := now.Add(d.lease(limit)).UnixMilli()
-	err := d.relay.Writer.Submit(ctx, custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
-		var err error
-		claims, err = tx.Batch().ClaimOutbox(ctx, d.cfg.Name, now.UnixMilli(), lease, limit)
-		return err
-	}))
-	if err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
-	}
-	return claims, nil
 }
 
 // deliver attempts every claimed message, Concurrency at a time, and returns
@@ -398,6 +387,10 @@ type record struct {
 	lastErr  string
 	wait     time.Duration // the longest Retry-After the batch was given
 	at       int64
+	// resumeAfter, when set, is the first delivery after a failure streak:
+	// the messages that would wait past it (unix ms) are due at once
+	// (schema.Batch.ResumeOutbox).
+	resumeAfter int64
 }
 
 func (rec *record) add(d *destination, c schema.OutboxClaim, o outcome, at time.Time) {
@@ -409,6 +402,14 @@ func (rec *record) add(d *destination, c schema.OutboxClaim, o outcome, at time.
 	case o.ok():
 		res.Status, res.NextAttemptAt, outcome = schema.OutboxDelivered, res.AttemptedAt, OutcomeDelivered
 		rec.anyOK = true
+	case c.Due > res.AttemptedAt:
+		// A probe sent before the message was due failed: the destination
+		// is still down, which says nothing new about the message. It keeps
+		// its own next attempt and its count towards max_attempts, so
+		// probing a minute apart does not use up its attempts.
+		res.Status, res.NextAttemptAt, res.Probe = schema.OutboxPending, c.Due, true
+		res.Error = "probe: " + o.err
+		rec.lastErr, rec.wait = o.err, max(rec.wait, o.retryAfter)
 	case attempts >= d.cfg.MaxAttempts || at.Sub(time.UnixMilli(c.PendingSince)) >= d.cfg.MaxAge.Duration:
 		res.Status, res.NextAttemptAt, outcome = schema.OutboxDead, res.AttemptedAt, OutcomeDead
 		rec.lastErr = o.err
@@ -423,17 +424,22 @@ func (rec *record) add(d *destination, c schema.OutboxClaim, o outcome, at time.
 
 // finish decides the destination's backoff: a batch in which nothing was
 // delivered is one more failure in a row, and the destination as a whole
-// waits (exponentially longer, or as long as it asked with Retry-After)
-// before the next probe; one delivery ends the streak.
+// waits (probeDelay, or as long as it asked with Retry-After) before the
+// next probe; one delivery ends the streak, and the backlog the streak
+// built is due at once.
 func (rec *record) finish(d *destination, at time.Time) {
 	rec.at = at.UnixMilli()
 	switch {
 	case len(rec.results) == 0:
 	case rec.anyOK:
+		if rec.state.Failures > 0 {
+			// Past two leases: never a message another relay holds.
+			rec.resumeAfter = at.Add(2 * d.lease()).UnixMilli()
+		}
 		rec.state.Failures, rec.state.BackoffUntil, rec.state.LastError = 0, 0, ""
 	default:
 		rec.state.Failures++
-		wait := max(delay(d.cfg, rec.state.Failures), rec.wait)
+		wait := max(probeDelay(d.cfg, rec.state.Failures), rec.wait)
 		rec.state.BackoffUntil, rec.state.LastError = at.Add(wait).UnixMilli(), rec.lastErr
 	}
 }
@@ -450,6 +456,11 @@ func (rec *record) Apply(ctx context.Context, tx *custody.Tx) error {
 	if len(rec.results) == 0 {
 		return nil
 	}
+	if rec.resumeAfter != 0 {
+		if _, err := b.ResumeOutbox(ctx, rec.dest, rec.at, rec.resumeAfter); err != nil {
+			return err
+		}
+	}
 	st := rec.state
 	st.Name, st.UpdatedAt = rec.dest, rec.at
 	return b.SaveBackoff(ctx, st)
@@ -463,18 +474,4 @@ func (rec *record) observe(fn func(Attempt)) {
 	for _, a := range rec.observed {
 		fn(a)
 	}
-}
-
-// delay is the backoff before retry n (1: after the first failure):
-// exponential from backoff to max_backoff, with ±50% jitter so the messages
-// and destinations that failed together do not retry together.
-func delay(c config.Destination, n int) time.Duration {
-	b := &backoff.ExponentialBackOff{InitialInterval: c.Backoff.Duration, RandomizationFactor: 0.5, Multiplier: 2,
-		MaxInterval: c.MaxBackoff.Duration}
-	b.Reset()
-	d := b.NextBackOff()
-	for i := 1; i < n && i < 64; i++ {
-		d = b.NextBackOff()
-	}
-	return d
 }

@@ -65,12 +65,16 @@ type OutboxClaim struct {
 	MessageID    string `db:"message_id"`
 	Attempts     int    `db:"attempts"` // before this attempt
 	PendingSince int64  `db:"pending_since"`
+	// Due is when the message was due by its own backoff, for a probe
+	// (ClaimProbe); 0 from ClaimOutbox, which claims due messages only.
+	Due int64 `db:"due"`
 }
 
 // ClaimOutbox claims up to limit of destination's pending messages due at
 // now, oldest due first, unless the destination is paused: each gets
 // next_attempt_at = leaseUntil, so no other claim takes it until the lease
-// ends, and a relay that dies mid-attempt leaves it due again afterwards.
+// ends (the relay renews it while it works, RenewClaims), and a relay that
+// dies mid-attempt leaves it due again afterwards.
 // On PostgreSQL the inner SELECT takes FOR UPDATE SKIP LOCKED, so relays of
 // several receivers claim disjoint rows; SQLite's single writer needs no
 // more.
@@ -86,6 +90,74 @@ func (b Batch) ClaimOutbox(ctx context.Context, destination string, now, leaseUn
 		ORDER BY next_attempt_at, id LIMIT ?`+lock+`)
 		RETURNING id, receipt_id, message_id, attempts, pending_since`, leaseUntil, destination, now, destination, limit)
 	return out, err
+}
+
+// ClaimProbe claims the pending message of destination that is due first,
+// even if its own backoff has not run out, as the probe of a destination
+// that is failing (failures > 0) and whose backoff ended at or before now:
+// the destination's backoff_until moves to leaseUntil in the same write, so
+// of several relays (PostgreSQL) one probes at a time, and another probes
+// after the lease if that one died. It returns nothing when the destination
+// is paused, healthy, still backed off, or has no pending message. The
+// claim's Due is the message's own next attempt time, which a failed probe
+// gives back (RecordOutboxResults, OutboxResult.Probe).
+func (b Batch) ClaimProbe(ctx context.Context, destination string, now, leaseUntil int64) ([]OutboxClaim, error) {
+	lock := ""
+	if b.pg != nil {
+		lock = " FOR UPDATE SKIP LOCKED"
+	}
+	var out []OutboxClaim
+	if err := b.tx.SelectContext(ctx, &out, `SELECT id, receipt_id, message_id, attempts, pending_since, next_attempt_at AS due
+		FROM outbox WHERE destination = ? AND status = 'pending' ORDER BY next_attempt_at, id LIMIT 1`+lock, destination); err != nil || len(out) == 0 {
+		return nil, err
+	}
+	res, err := b.tx.ExecContext(ctx, `UPDATE forward_destinations SET backoff_until = ?
+		WHERE name = ? AND paused = 0 AND failures > 0 AND backoff_until <= ?`, leaseUntil, destination, now)
+	if err != nil {
+		return nil, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return nil, err
+	}
+	if _, err := b.tx.ExecContext(ctx, `UPDATE outbox SET next_attempt_at = ? WHERE id = ?`, leaseUntil, out[0].ID); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ResumeOutbox makes destination's pending messages due at now when they
+// would wait past notBefore (unix ms): a destination that came back after
+// an outage drains the backlog its outage built, instead of each message
+// waiting out the backoff it was given while the destination was down.
+// Messages due sooner (a claim's lease, which never reaches past
+// notBefore) are left as they are.
+func (b Batch) ResumeOutbox(ctx context.Context, destination string, now, notBefore int64) (int64, error) {
+	res, err := b.tx.ExecContext(ctx, `UPDATE outbox SET next_attempt_at = ? WHERE destination = ? AND status = 'pending' AND next_attempt_at > ?`,
+		now, destination, notBefore)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// RenewClaims moves the lease of claimed messages ids from until to
+// leaseUntil (unix ms), for those still pending under that lease: a message
+// whose lease ran out and that another relay claimed since has that
+// relay's lease, and is left alone. It returns how many it renewed.
+func (b Batch) RenewClaims(ctx context.Context, ids []int64, until, leaseUntil int64) (int64, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	q, args, err := sqlx.In(`UPDATE outbox SET next_attempt_at = ? WHERE id IN (?) AND status = 'pending' AND next_attempt_at = ?`,
+		leaseUntil, ids, until)
+	if err != nil {
+		return 0, err
+	}
+	res, err := b.tx.ExecContext(ctx, q, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
 }
 
 // OutboxBody is what the relay sends for a message: its receipt's event.
@@ -131,6 +203,10 @@ type OutboxResult struct {
 	LatencyMS     int64
 	Response      []byte // the first KiB of the response body
 	Error         string
+	// Probe is a failed probe of a message that was not due yet: the
+	// attempt is recorded, and the message keeps its attempt count (it
+	// does not count towards max_attempts) and its own next attempt time.
+	Probe bool
 }
 
 // RecordOutboxResults stores each attempt and what it made of its message.
@@ -143,7 +219,7 @@ func (b Batch) RecordOutboxResults(ctx context.Context, rs []OutboxResult) error
 	if len(rs) == 0 {
 		return nil
 	}
-	update, err := b.tx.PrepareContext(ctx, `UPDATE outbox SET status = ?, attempts = attempts + 1, next_attempt_at = ?,
+	update, err := b.tx.PrepareContext(ctx, `UPDATE outbox SET status = ?, attempts = attempts + ?, next_attempt_at = ?,
 		last_attempt_at = ?, delivered_at = ?, last_status = ?, last_error = ? WHERE id = ? AND status = 'pending'`)
 	if err != nil {
 		return err
@@ -160,7 +236,11 @@ func (b Batch) RecordOutboxResults(ctx context.Context, rs []OutboxResult) error
 		if r.Status == OutboxDelivered {
 			delivered = r.AttemptedAt
 		}
-		if _, err := update.ExecContext(ctx, r.Status, r.NextAttemptAt, r.AttemptedAt, delivered, r.StatusCode, r.Error, r.ID); err != nil {
+		counted := 1
+		if r.Probe {
+			counted = 0
+		}
+		if _, err := update.ExecContext(ctx, r.Status, counted, r.NextAttemptAt, r.AttemptedAt, delivered, r.StatusCode, r.Error, r.ID); err != nil {
 			return fmt.Errorf("update outbox %d: %w", r.ID, err)
 		}
 		if r.Response == nil {

@@ -181,6 +181,10 @@ func (e *Env) Close() {
 	e.DB.Close()
 }
 
+// Database is what the Env opened: the SQLite file, or the PostgreSQL
+// database's URL; a second writer opened on it is a second receiver.
+func (e *Env) Database() string { return e.path }
+
 // Now is the time the writer and the handler see.
 func (e *Env) Now() time.Time { return e.now() }
 
