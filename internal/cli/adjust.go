@@ -22,7 +22,7 @@ func adjustCommand() *cli.Command {
 			"chain; the rows it corrects stay. Period totals add adjustments to the meter's aggregate. With\n" +
 			"--ref the adjustment takes the referenced row's event time (or the invoice's period start), so it\n" +
 			"lands in the period it corrects; if that period is closed it is late usage and the next invoice\n" +
-			"bills it naming that period.",
+			"of a later period bills it naming that period.",
 		Flags: append(configFlags(),
 			&cli.StringFlag{Name: "customer", EnvVars: []string{"HOOKLEDGER_CUSTOMER"}, Usage: "customer id (required)"},
 			&cli.StringFlag{Name: "meter", EnvVars: []string{"HOOKLEDGER_METER"}, Usage: "meter name (required)"},
