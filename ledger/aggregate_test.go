@@ -47,8 +47,8 @@ type bruteResult struct {
 
 var (
 	bigScale    = big.NewInt(ledger.Scale)
-	maxQuantity = big.NewInt(math.MaxInt64)
-	minQuantity = big.NewInt(math.MinInt64)
+	maxQuantity = big.NewInt(int64(ledger.MaxQuantity))
+	minQuantity = big.NewInt(-int64(ledger.MaxQuantity)) // symmetric: int64's smallest value is out of range
 )
 
 func bigQ(q ledger.Quantity) *big.Int { return big.NewInt(int64(q)) }

@@ -12,7 +12,17 @@ import (
 // they can never disagree about a line or a chain link: checkLine (an
 // invoice line against the ledger as it is now) and checkLink with its
 // messages (a ledger row's place in the hash chain). Verify runs them over
-// everything; the trace over the lines and rows it shows.
+// everything; the trace over the lines and rows it shows. lateFits is the
+// rule close and verify share for where late usage is billed.
+
+// lateFits reports whether late usage of the period ending at periodEnd may
+// be billed on an invoice for the period starting at invoiceStart: only on
+// an invoice whose period starts at or after the late period's end. Closing
+// an earlier period (a backfill) is allowed but never bills a later
+// period's late usage; that stays pending for the next invoice it fits.
+// Close picks late usage by it and verify checks every late line by it, so
+// the two cannot disagree.
+func lateFits(periodEnd, invoiceStart int64) bool { return periodEnd <= invoiceStart }
 
 // chainBreak is how the link between two consecutive ledger rows fails.
 type chainBreak int

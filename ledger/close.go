@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -35,6 +36,9 @@ type CloseRequest struct {
 	Registered []string
 
 	noIndex bool
+	// preRuleLate bills late usage of every closed period, as closes did
+	// before lateFits: tests build with it what older versions left behind.
+	preRuleLate bool
 }
 
 // CloseResult is what a close produced or, when the period was already
@@ -168,7 +172,13 @@ func closeTx(ctx context.Context, tx closeStore, req CloseRequest) (*CloseResult
 	if err != nil {
 		return nil, refuseOverflow(p, err)
 	}
-	late, err := lateLines(ctx, tx, scope, head.LastID, req.Meters, skip, req.noIndex)
+	// Late usage goes only on an invoice it fits (lateFits): a backfill of
+	// an earlier period leaves a later period's late usage pending.
+	billable := start
+	if req.preRuleLate {
+		billable = math.MaxInt64
+	}
+	late, err := lateLines(ctx, tx, scope, head.LastID, billable, req.Meters, skip, req.noIndex)
 	if err != nil {
 		return nil, refuseOverflow(p, err)
 	}

@@ -47,3 +47,8 @@ func PeriodRange(ctx context.Context, db CloseStore, r CloseRequest, head int64)
 	})
 	return lo, hi, ranged, err
 }
+
+// PreRuleLate makes the close bill late usage of every closed period, as a
+// close did before late lines went only on invoices of later periods: a test
+// builds with it what an older version left in a database.
+func (r CloseRequest) PreRuleLate() CloseRequest { r.preRuleLate = true; return r }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/hookledger/hookledger/schema"
@@ -22,14 +23,21 @@ type closedPeriod struct {
 // coverage is the highest ledger id billed for customer's usage in the
 // period; ok is false when the period is not closed for that customer.
 func (cp *closedPeriod) coverage(customer string) (int64, bool) {
-	base, ok := cp.invoiced[customer]
+	base, ok := cp.closedAt(customer)
 	if !ok {
-		if cp.allHead < 0 {
-			return 0, false
-		}
-		base = cp.allHead
+		return 0, false
 	}
 	return max(base, cp.lateBilled[customer]), true
+}
+
+// closedAt is the ledger head of the close that closed the period for
+// customer (its own, or the close for all customers); ok is false when the
+// period is not closed for that customer.
+func (cp *closedPeriod) closedAt(customer string) (int64, bool) {
+	if head, ok := cp.invoiced[customer]; ok {
+		return head, true
+	}
+	return cp.allHead, cp.allHead >= 0
 }
 
 // minCoverage is the lowest coverage of any customer: late rows have higher ids.
@@ -101,11 +109,13 @@ func closedPeriods(ctx context.Context, q closedSource, scope string) ([]*closed
 }
 
 // lateLines finds usage of closed periods recorded after their close and not
-// yet billed, up to ledger id head, as invoice lines naming their period. A
+// yet billed, up to ledger id head, as invoice lines naming their period:
+// of the periods that fit an invoice starting at invoiceStart (lateFits;
+// math.MaxInt64 for every closed period). A
 // late line's quantity is the change to the period's total: the aggregate
 // over everything up to head minus the aggregate already billed, which for
 // sum and count is simply the late rows' own total.
-func lateLines(ctx context.Context, q closedSource, scope string, head int64, meters Meters, skip map[string]bool, noIndex bool) ([]InvoiceLine, error) {
+func lateLines(ctx context.Context, q closedSource, scope string, head, invoiceStart int64, meters Meters, skip map[string]bool, noIndex bool) ([]InvoiceLine, error) {
 	periods, err := closedPeriods(ctx, q, scope)
 	if err != nil {
 		return nil, err
@@ -113,6 +123,9 @@ func lateLines(ctx context.Context, q closedSource, scope string, head int64, me
 	type key struct{ customer, meter string }
 	var lines []InvoiceLine
 	for _, cp := range periods {
+		if !lateFits(cp.end, invoiceStart) {
+			continue // pending until an invoice it fits
+		}
 		floor := cp.minCoverage()
 		if floor >= head {
 			continue
@@ -193,13 +206,14 @@ type LateLine struct {
 	MaxID       int64       `json:"max_id"`
 }
 
-// LateUsage lists unbilled late usage up to the current ledger head.
+// LateUsage lists unbilled late usage up to the current ledger head, of every
+// closed period: the next invoice each fits will bill it.
 func LateUsage(ctx context.Context, q LateSource, customer string, meters Meters) ([]LateLine, error) {
 	head, err := LoadChain(ctx, q)
 	if err != nil {
 		return nil, err
 	}
-	lines, err := lateLines(ctx, q, customer, head.LastID, meters, nil, false)
+	lines, err := lateLines(ctx, q, customer, head.LastID, math.MaxInt64, meters, nil, false)
 	if err != nil {
 		return nil, err
 	}

@@ -67,6 +67,9 @@ func TestTotalsAtThePerRowMaximum(t *testing.T) {
 		{"adjustments out of range and back", []row{{qty: 1, props: `{"u":"x"}`}, {qty: maxRow, adjust: true}, {qty: maxRow, adjust: true},
 			{qty: -maxRow, adjust: true}, {qty: -maxRow, adjust: true}}, map[string]string{
 			"m_sum": "0.000001", "m_count": "1", "m_unique": "1", "m_max": "0.000001", "m_min": "0.000001", "m_latest": "0.000001"}},
+		{"adjustments to one micro-unit below the smallest quantity", []row{{qty: 0, props: `{"u":"x"}`}, {qty: -maxRow, adjust: true}, {qty: -1, adjust: true}}, map[string]string{
+			"m_sum": "!-9223372036854.775808", "m_count": "-9223372036853.775808", "m_unique": "-9223372036853.775808",
+			"m_max": "!-9223372036854.775808", "m_min": "!-9223372036854.775808", "m_latest": "!-9223372036854.775808"}},
 		{"adjustments below the minimum", []row{{qty: 0, props: `{"u":"x"}`}, {qty: math.MinInt64, adjust: true}, {qty: -1, adjust: true}}, map[string]string{
 			"m_sum": "!-9223372036854.775809", "m_count": "-9223372036853.775809", "m_unique": "-9223372036853.775809",
 			"m_max": "!-9223372036854.775809", "m_min": "!-9223372036854.775809", "m_latest": "!-9223372036854.775809"}},

@@ -17,6 +17,12 @@ type Quantity int64
 // Scale is the number of micro-units in one unit.
 const Scale = 1_000_000
 
+// MaxQuantity is the largest quantity, 9,223,372,036,854.775807 units; the
+// range is symmetric (-MaxQuantity to MaxQuantity) so every quantity can be
+// negated, as a correction does. int64's one extra negative value is
+// refused like any other value out of range.
+const MaxQuantity Quantity = math.MaxInt64
+
 var (
 	errNotNumber = errors.New("not a decimal number")
 	errPrecision = errors.New("more than 6 decimal places")
@@ -44,8 +50,8 @@ func ParseQuantity(s string) (Quantity, error) {
 		return 0, fmt.Errorf("%q: %w", clip(s), errPrecision)
 	}
 	n := r.Num()
-	if !n.IsInt64() {
-		return 0, fmt.Errorf("%q: %w", clip(s), errRange)
+	if !n.IsInt64() || n.Int64() < -int64(MaxQuantity) {
+		return 0, fmt.Errorf("%q: %w: beyond the largest quantity, ±%s", clip(s), errRange, MaxQuantity)
 	}
 	return Quantity(n.Int64()), nil
 }

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 )
@@ -10,6 +11,9 @@ func TestParseQuantity(t *testing.T) {
 	ok := map[string]Quantity{
 		"0": 0, "3": 3 * Scale, "-3": -3 * Scale, "1.5": 1_500_000, "0.000001": 1, "-0.000001": -1,
 		"2.5e3": 2_500_000_000, "1E-6": 1, "12.500000": 12_500_000, "9223372036854": 9223372036854 * Scale,
+		// The range is symmetric, as documented: ±9,223,372,036,854.775807.
+		"9223372036854.775807": math.MaxInt64, "-9223372036854.775807": -math.MaxInt64,
+		"9.223372036854775807e12": math.MaxInt64, "-9.223372036854775807e12": -math.MaxInt64,
 	}
 	for in, want := range ok {
 		got, err := ParseQuantity(in)
@@ -21,7 +25,10 @@ func TestParseQuantity(t *testing.T) {
 		"": "not a decimal", "abc": "not a decimal", "1/3": "not a decimal", "0x10": "not a decimal",
 		"1.": "not a decimal", ".5": "not a decimal", "+1": "not a decimal", "1e99999": "not a decimal",
 		"NaN": "not a decimal", "0.0000001": "6 decimal places", "1e-7": "6 decimal places",
-		"99999999999999999999": "out of range",
+		"99999999999999999999":     "out of range",
+		"9223372036854.775808":     "out of range: beyond the largest quantity, ±9223372036854.775807",
+		"-9223372036854.775808":    "out of range: beyond the largest quantity, ±9223372036854.775807",
+		"-9.223372036854775808e12": "out of range", "-9223372036854.775809": "out of range",
 	}
 	for in, want := range bad {
 		if _, err := ParseQuantity(in); err == nil || !strings.Contains(err.Error(), want) {

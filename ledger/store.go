@@ -77,6 +77,7 @@ type TraceSource interface {
 // VerifySource is what Verify reads (*schema.DB).
 type VerifySource interface {
 	lineSource
+	closedSource
 	InvoiceSource
 	HeadSource
 	LedgerMeters(ctx context.Context, f schema.LedgerFilter) ([]string, error)

@@ -100,9 +100,10 @@ func (t total) String() string {
 }
 
 // checked is the one place a total becomes a Quantity: exactly, or an
-// *OverflowError naming what was being totalled.
+// *OverflowError naming what was being totalled. A total has a row's range,
+// ±MaxQuantity, so int64's smallest value is beyond it too.
 func (t total) checked(customer, meter, period string) (Quantity, error) {
-	if t.big == nil {
+	if t.big == nil && t.n >= -int64(MaxQuantity) {
 		return Quantity(t.n), nil
 	}
 	return 0, &OverflowError{Customer: customer, Meter: meter, Period: period, Total: t.String()}
@@ -131,7 +132,7 @@ func (e *OverflowError) Error() string {
 		meter = fmt.Sprintf("meter %q", e.Meter)
 	}
 	return fmt.Sprintf("%v for %s, %s, period %s: %s is beyond the largest quantity, ±%s",
-		ErrOverflow, customer, meter, e.Period, e.Total, Quantity(math.MaxInt64))
+		ErrOverflow, customer, meter, e.Period, e.Total, MaxQuantity)
 }
 
 func (e *OverflowError) Unwrap() error { return ErrOverflow }

@@ -2,9 +2,12 @@ package ledger
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/hookledger/hookledger/schema"
 )
@@ -157,7 +160,9 @@ func verifyReceipts(ctx context.Context, db VerifySource) (CheckResult, error) {
 }
 
 // verifyInvoices recomputes every closed invoice: its digest over its stored
-// fields, and each line's rows, digest and quantity from the ledger.
+// fields, and each line's rows, digest and quantity from the ledger; checks
+// that each holds the lines its close wrote, that no two lines bill the same
+// rows, and that every late line fits its invoice (lateFits).
 func verifyInvoices(ctx context.Context, db VerifySource) (CheckResult, error) {
 	c := CheckResult{Name: "invoices"}
 	invs, err := listInvoices(ctx, db, InvoiceFilter{}, true)
@@ -167,6 +172,8 @@ func verifyInvoices(ctx context.Context, db VerifySource) (CheckResult, error) {
 		}
 		return c, err
 	}
+	twice := billedTwice(invs)
+	var periods []*closedPeriod // read when a late line does not fit its invoice
 	for i := range invs {
 		inv := &invs[i]
 		if d := invoiceDigest(inv); !bytes.Equal(d, inv.Digest) {
@@ -188,20 +195,116 @@ func verifyInvoices(ctx context.Context, db VerifySource) (CheckResult, error) {
 			}
 			if chk.Problem != "" {
 				c.add(Problem{Table: "invoices", ID: inv.ID, Msg: fmt.Sprintf("line %d (%s %s): %s", l.LineNo, l.Meter, l.Period, chk.Problem)})
+			} else {
+				before[l.LineNo] = chk.BilledBefore
+			}
+			if !l.Late || lateFits(l.PeriodEnd, inv.PeriodStart) {
 				continue
 			}
-			before[l.LineNo] = chk.BilledBefore
+			if periods == nil {
+				if periods, err = closedPeriods(ctx, db, ""); err != nil {
+					return c, err
+				}
+			}
+			if _, doubled := twice[lineKey{inv.ID, l.LineNo}]; chk.Problem == "" && !doubled && preRuleLate(inv, l, periods) {
+				c.Notes = append(c.Notes, fmt.Sprintf("invoice %d (%s) line %d bills late %s usage of %s, a later period, as closes did before late usage went only on invoices of later periods; its rows are billed once, totals are not doubled",
+					inv.ID, inv.Period, l.LineNo, l.Meter, l.Period))
+				continue
+			}
+			c.add(Problem{Table: "invoices", ID: inv.ID, Msg: fmt.Sprintf("late line %d bills %s, which does not end before the invoice's period %s starts", l.LineNo, l.Period, inv.Period)})
 		}
 		for _, msg := range checkMoney(inv, before) {
 			c.add(Problem{Table: "invoices", ID: inv.ID, Msg: "money: " + msg})
 		}
 	}
+	for _, p := range sortedProblems(twice) {
+		c.add(p)
+	}
 	return c, nil
+}
+
+// preRuleLate reports whether late line l, which does not fit invoice inv
+// (lateFits), is what a close wrote before that rule: such a close billed
+// the unbilled late usage of every period closed for the customer before it,
+// whatever the invoice's own period, from where that period's billing had
+// reached. So the line's period lies wholly after the invoice's and was
+// closed for the customer at or below the line's first ledger id. Its rows
+// and quantity recompute (checkLine) and no other line bills them
+// (billedTwice), so the period's total is right; only the line's place is
+// older than the rule, and invoices never change.
+func preRuleLate(inv *Invoice, l InvoiceLine, periods []*closedPeriod) bool {
+	if l.PeriodStart < inv.PeriodEnd {
+		return false // the earlier rule never billed the invoice's own period late
+	}
+	for _, cp := range periods {
+		if cp.start == l.PeriodStart && cp.end == l.PeriodEnd {
+			head, ok := cp.closedAt(l.Customer)
+			return ok && head <= l.AfterID
+		}
+	}
+	return false
+}
+
+// lineKey names one invoice line.
+type lineKey struct{ invoice, line int64 }
+
+// billedTwice finds the lines that bill ledger rows another line billed
+// already. The lines billing one customer's meter in one period cover
+// disjoint ranges of ledger ids: the period's own line from the first id to
+// its close's head, each late line from where billing had reached to its
+// own close's head. Lines whose ranges overlap count rows twice, however
+// consistent each one is with the rows it names.
+func billedTwice(invs []Invoice) map[lineKey]Problem {
+	type key struct {
+		customer, meter string
+		start, end      int64
+	}
+	type span struct {
+		lineKey
+		period         string
+		after, through int64
+	}
+	spans := map[key][]span{}
+	for _, inv := range invs {
+		for _, l := range inv.Lines {
+			k := key{l.Customer, l.Meter, l.PeriodStart, l.PeriodEnd}
+			spans[k] = append(spans[k], span{lineKey{inv.ID, l.LineNo}, l.Period, l.AfterID, l.ThroughID})
+		}
+	}
+	twice := map[lineKey]Problem{}
+	for k, ss := range spans {
+		slices.SortFunc(ss, func(a, b span) int {
+			return cmp.Or(cmp.Compare(a.after, b.after), cmp.Compare(a.invoice, b.invoice), cmp.Compare(a.line, b.line))
+		})
+		reach := ss[0] // the line reaching furthest so far
+		for _, s := range ss[1:] {
+			if s.after < reach.through {
+				twice[s.lineKey] = Problem{Table: "invoices", ID: s.invoice, Msg: fmt.Sprintf("line %d (%s %s) bills ledger ids %d to %d again: invoice %d line %d billed them",
+					s.line, k.meter, s.period, s.after+1, min(s.through, reach.through), reach.invoice, reach.line)}
+			}
+			if s.through > reach.through {
+				reach = s
+			}
+		}
+	}
+	return twice
+}
+
+// sortedProblems lists problems keyed by line in invoice and line order.
+func sortedProblems(m map[lineKey]Problem) []Problem {
+	keys := slices.SortedFunc(maps.Keys(m), func(a, b lineKey) int {
+		return cmp.Or(cmp.Compare(a.invoice, b.invoice), cmp.Compare(a.line, b.line))
+	})
+	out := make([]Problem, len(keys))
+	for i, k := range keys {
+		out[i] = m[k]
+	}
+	return out
 }
 
 // checkInvoiceLines checks that an invoice holds the lines its close wrote:
 // every line is the invoice's customer's and reaches the invoice's ledger
-// head; the period's own lines cover every row from the first, one line per
+// head (where late lines may go is verifyInvoices' check, by lateFits); the period's own lines cover every row from the first, one line per
 // meter that has rows in the period up to the head. checkLine (check.go) proves each
 // line matches the rows it names; this proves the lines name the rows they
 // should, so rows cannot be left off an invoice by editing its lines and
@@ -217,8 +320,6 @@ func checkInvoiceLines(ctx context.Context, db VerifySource, inv *Invoice) ([]st
 			msgs = append(msgs, fmt.Sprintf("line %d bills customer %q on customer %q's invoice", l.LineNo, l.Customer, inv.Customer))
 		case l.ThroughID != inv.LedgerHead:
 			msgs = append(msgs, fmt.Sprintf("line %d covers rows up to id %d, the invoice's ledger head is %d", l.LineNo, l.ThroughID, inv.LedgerHead))
-		case l.Late && l.PeriodEnd > inv.PeriodStart:
-			msgs = append(msgs, fmt.Sprintf("late line %d bills %s, which does not end before the invoice's period %s", l.LineNo, l.Period, inv.Period))
 		case !l.Late && (l.PeriodStart != inv.PeriodStart || l.PeriodEnd != inv.PeriodEnd || l.AfterID != 0):
 			msgs = append(msgs, fmt.Sprintf("line %d covers %s after id %d, not all of the invoice's period %s", l.LineNo, l.Period, l.AfterID, inv.Period))
 		}

@@ -250,7 +250,7 @@ func TestVerifyReportsInvoiceLinesThatLeaveRowsOff(t *testing.T) {
 		{"a meter's line removed", 3, []ledger.InvoiceLine{line(1, "api", 0, 3, "3", 2, 3)},
 			[]string{`meter "gpu" has rows in 2026-10 up to id 3 but no line: they were left off the invoice`}},
 		{"a meter billed twice", 3, []ledger.InvoiceLine{line(1, "api", 0, 3, "3", 2, 3), line(2, "api", 0, 3, "3", 2, 3), line(3, "gpu", 0, 3, "5", 1, 2)},
-			[]string{`line 2 bills meter "api" for 2026-10 a second time`}},
+			[]string{`line 2 bills meter "api" for 2026-10 a second time`, "line 2 (api 2026-10) bills ledger ids 1 to 3 again: invoice 1 line 1 billed them"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()

@@ -52,6 +52,10 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"adjust", "--config", e.config, "--customer", "c1", "--quantity", "1", "--reason", "r"}, 2, "hookledger: --meter is required: the meter whose usage is corrected"},
 		{append(adjust, "--reason", "r"), 2, "hookledger: --quantity is required: a signed decimal, e.g. -5"},
 		{append(adjust, "--quantity", "1"), 2, "hookledger: --reason is required: say why the ledger is corrected"},
+		{append(adjust, "--quantity=-9223372036854.775808", "--reason", "r"), 1,
+			`hookledger: --quantity: "-9223372036854.775808": out of range: beyond the largest quantity, ±9223372036854.775807`},
+		{append(adjust, "--quantity=9223372036854.775808", "--reason", "r"), 1,
+			`hookledger: --quantity: "9223372036854.775808": out of range: beyond the largest quantity, ±9223372036854.775807`},
 		{append(adjust, "--quantity", "1", "--reason", " "), 2, "hookledger: --reason is required: say why the ledger is corrected"},
 		{[]string{"usage", "--config", e.config}, 1, `hookledger: usage: total out of range for customer "cus_big", meter "api", period any event time: ` +
 			"18446744073709.551614 is beyond the largest quantity, ±9223372036854.775807; " +
@@ -67,6 +71,14 @@ func TestExitCodes(t *testing.T) {
 		if c.code == 1 && strings.Count(stderr, "\n") != 1 {
 			t.Errorf("%v: want one line on stderr, got:\n%s", c.args, stderr)
 		}
+	}
+	// The refused quantities stored nothing; the smallest quantity is accepted.
+	if n := e.count(`SELECT COUNT(*) FROM metered_usage WHERE customer_id = 'c1'`); n != 0 {
+		t.Errorf("refused adjustments stored %d rows", n)
+	}
+	e.mustRun("adjust", "--customer", "c1", "--meter", "api", "--quantity=-9223372036854.775807", "--reason", "test")
+	if n := e.count(`SELECT COUNT(*) FROM metered_usage WHERE customer_id = 'c1' AND quantity = -9223372036854775807`); n != 1 {
+		t.Errorf("the smallest quantity: %d rows, want 1", n)
 	}
 	if code, _, stderr := exit("usage", "--config", e.config, "--customer", "cus_small"); code != 0 {
 		t.Errorf("usage of the customer whose total fits: exit %d\n%s", code, stderr)

@@ -22,7 +22,9 @@ func invoiceCommand() *cli.Command {
 		Description: "An invoice is one customer's usage for one period, frozen when the period is closed: per meter\n" +
 			"the quantity, the row count, the highest ledger id covered and a SHA-256 digest of the covered rows.\n" +
 			"Usage recorded for a closed period afterwards is late (see `usage late`) and is billed by the\n" +
-			"customer's next invoice as lines that name the period it belongs to.",
+			"customer's next invoice for a period starting at or after that period's end, as lines that name\n" +
+			"the period it belongs to. Closing an earlier month (a backfill) never bills a later month's late\n" +
+			"usage: it waits for the next invoice of a later month.",
 		Subcommands: []*cli.Command{
 			{
 				Name:  "close",

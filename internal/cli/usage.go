@@ -82,7 +82,8 @@ func usageLateCommand() *cli.Command {
 		Name:  "late",
 		Usage: "usage of closed periods recorded after their close and not yet billed",
 		Description: "Lists, per customer, meter and closed period, the usage (and adjustments) recorded after\n" +
-			"the period's invoice was closed. The next `invoice close` bills it as late lines naming that period.",
+			"the period's invoice was closed. The customer's next invoice for a period starting at or after\n" +
+			"that period's end bills it as late lines naming that period.",
 		Flags: append(configFlags(),
 			&cli.StringFlag{Name: "customer", EnvVars: []string{"HOOKLEDGER_CUSTOMER"}, Usage: "only this customer"},
 			formatFlag(),

@@ -19,7 +19,8 @@ func verifyCommand() *cli.Command {
 			"that both chains end where the chain head says, that every stored body matches its body_sha256\n" +
 			"and every replayed receipt's status its replays, and that every anchor (from `ledger head` or\n" +
 			"serve's \"chain head\" log lines) still names a row with that hash. Exits 3 naming the first\n" +
-			"broken row (1 when it cannot check, 130 when interrupted).\n" +
+			"broken row (1 when it cannot check, 130 when interrupted). What is not a failure but worth\n" +
+			"knowing is a note (exit 0): e.g. a late line an older version put on an earlier month's invoice.\n" +
 			"Reads only; safe while `serve` runs.",
 		Flags: append(configFlags(), formatFlag(),
 			&cli.StringSliceFlag{Name: "anchor", EnvVars: []string{"HOOKLEDGER_ANCHOR"},
