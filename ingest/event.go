@@ -208,8 +208,11 @@ func parseEvent(b []byte, cloudEvent bool, defaultSource string) Event {
 		}
 	}
 	if v := payload.Get(b, "subject"); v.Exists() && v.Type != gjson.Null {
-		if v.Type != gjson.String || v.Str == "" || ledger.CheckIdentifier(v.Str) != nil {
+		if v.Type != gjson.String || v.Str == "" {
 			return reject(RejectBadSubject, "subject must be a non-empty string of printable text")
+		}
+		if err := ledger.CheckIdentifier(v.Str); err != nil {
+			return reject(RejectBadSubject, "subject: %v", err)
 		}
 	}
 	if err := ledger.CheckIdentifier(e.EventID()); err != nil {

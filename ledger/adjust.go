@@ -48,6 +48,13 @@ func (a *Adjustment) Validate(meters Meters) error {
 	case a.Reason == "":
 		return bad("a reason is required: say why the ledger is corrected")
 	}
+	// The rule of every identifier that reaches the ledger (CheckIdentifier).
+	if err := CheckIdentifier(a.Customer); err != nil {
+		return bad("customer: %v", err)
+	}
+	if err := CheckIdentifier(a.Meter); err != nil {
+		return bad("meter: %v", err)
+	}
 	if len(meters) > 0 {
 		if _, ok := meters[a.Meter]; !ok {
 			return bad("meter %q is not declared under meters", a.Meter)

@@ -114,6 +114,9 @@ func TestAdjustmentErrors(t *testing.T) {
 		{"missing invoice", func(a *ledger.Adjustment) { a.Ref = "invoice:5" }, "not found"},
 		{"missing event", func(a *ledger.Adjustment) { a.Ref = "event:test/evt_x" }, "not found"},
 		{"other customer", func(a *ledger.Adjustment) { a.Customer = "c9"; a.Ref = "row:1" }, "belongs to customer"},
+		{"long customer", func(a *ledger.Adjustment) { a.Customer = strings.Repeat("c", 3000) }, "customer: is 3000 bytes, longer than the 1024"},
+		{"long meter", func(a *ledger.Adjustment) { a.Meter = strings.Repeat("m", 1025) }, "meter: is 1025 bytes"},
+		{"control character", func(a *ledger.Adjustment) { a.Customer = "c\x00" }, "customer: contains a control character"},
 	} {
 		a := ok
 		tc.edit(&a)

@@ -6,7 +6,7 @@ import (
 )
 
 func TestCheckIdentifier(t *testing.T) {
-	for _, s := range []string{"cus_1", "api_requests", "evt_1PqXyZ", "cus é", "顧客", "😀", "a\u00a0b", "\u00a0"} {
+	for _, s := range []string{"cus_1", "api_requests", "evt_1PqXyZ", "cus é", "顧客", "😀", "a\u00a0b", "\u00a0", strings.Repeat("a", MaxIdentifierBytes), strings.Repeat("é", MaxIdentifierBytes/2)} {
 		if err := CheckIdentifier(s); err != nil {
 			t.Errorf("%q: %v", s, err)
 		}
@@ -23,6 +23,8 @@ func TestCheckIdentifier(t *testing.T) {
 		"cus_\ufffd":   "U+FFFD",
 		" ":            "only spaces",
 		"   ":          "only spaces",
+		strings.Repeat("a", MaxIdentifierBytes+1):   "is 1025 bytes, longer than the 1024 bytes",
+		strings.Repeat("é", MaxIdentifierBytes/2+1): "is 1026 bytes", // counted in bytes, not characters
 	} {
 		if err := CheckIdentifier(s); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want %q", s, err, want)

@@ -236,6 +236,9 @@ func text(f Field, body []byte, name string) (string, error) {
 		}
 		return v.Str, nil
 	case gjson.Number:
+		if err := CheckIdentifier(v.Raw); err != nil { // only its length can fail
+			return "", fmt.Errorf("%s: %w", name, err)
+		}
 		return v.Raw, nil
 	}
 	return "", fmt.Errorf("%s: %s must be a string, got %s", name, f.Path, v.Type)

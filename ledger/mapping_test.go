@@ -56,3 +56,25 @@ func TestMappingErrorsClipTheValue(t *testing.T) {
 		}
 	}
 }
+
+// An identifier the mapping extracts is held to MaxIdentifierBytes, a
+// string or a number alike: the receipt is then failed with that reason.
+func TestMappingRefusesLongIdentifiers(t *testing.T) {
+	m := NewMapper([]Mapping{{Type: "usage.recorded", Customer: Field{Path: "c"}, Meter: Field{Path: "m"},
+		Quantity: Field{Path: "q"}}}, nil)
+	long := strings.Repeat("x", 3000)
+	for body, want := range map[string]string{
+		`{"c":"` + long + `","m":"api","q":1}`:                                    "customer: is 3000 bytes, longer than the 1024 bytes",
+		`{"c":` + strings.Repeat("7", 1025) + `,"m":"api","q":1}`:                 "customer: is 1025 bytes",
+		`{"c":"cus_1","m":"` + long + `","q":1}`:                                  "meter: is 3000 bytes",
+		`{"c":"` + strings.Repeat("x", MaxIdentifierBytes) + `","m":"api","q":1}`: "",
+	} {
+		rows, _, err := m.Map("default", "usage.recorded", []byte(body), time.Now())
+		switch {
+		case want == "" && (err != nil || len(rows) != 1):
+			t.Errorf("%.40s…: %d rows, %v", body, len(rows), err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("%.40s…: %v, want %q", body, err, want)
+		}
+	}
+}

@@ -42,6 +42,9 @@ func (m *Meter) Normalize() error {
 	if m.Name == "" {
 		return fmt.Errorf("name: required")
 	}
+	if err := CheckIdentifier(m.Name); err != nil {
+		return fmt.Errorf("name: %w", err)
+	}
 	if m.Aggregation == "" {
 		m.Aggregation = AggSum
 	}

@@ -47,7 +47,7 @@ func (db *DB) OpenWriter(ctx context.Context) (*Writer, error) {
 	var err error
 	w.stmts.each(func(dst **sql.Stmt, query string) {
 		if err == nil {
-			*dst, err = db.Write.PrepareContext(ctx, query)
+			*dst, err = db.Write.PrepareContext(ctx, forBackend(db.Write, query))
 		}
 	})
 	if err != nil {

@@ -57,8 +57,8 @@ type Redelivery struct {
 
 // RecordRedelivery remembers r; an event already asked for keeps its first request.
 func (b Batch) RecordRedelivery(ctx context.Context, r Redelivery) error {
-	_, err := b.tx.ExecContext(ctx, `INSERT INTO redelivery_requests (provider, event_id, delivery_id, requested_at, status_code)
-		VALUES (?, ?, ?, ?, ?) ON CONFLICT (provider, event_id) DO NOTHING`, r.Provider, r.EventID, r.DeliveryID, r.RequestedAt, r.StatusCode)
+	_, err := b.tx.ExecContext(ctx, forBackend(b.tx, `INSERT INTO redelivery_requests (provider, event_id, delivery_id, requested_at, status_code)
+		VALUES (?, ?, ?, ?, ?) ON CONFLICT (provider, event_id) DO NOTHING`), r.Provider, r.EventID, r.DeliveryID, r.RequestedAt, r.StatusCode)
 	return err
 }
 

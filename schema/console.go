@@ -105,7 +105,8 @@ func (db *DB) ConsoleReceipts(ctx context.Context, p ReceiptPage) (ReceiptPageRe
 }
 
 // ReceiptsByEventID finds the receipts of eventID under each provider
-// named, through the unique (provider, event_id) index.
+// named, through the (provider, event_id) index (on PostgreSQL the hash
+// index on event_id).
 func (db *DB) ReceiptsByEventID(ctx context.Context, providers []string, eventID string) ([]ReceiptSummary, error) {
 	var out []ReceiptSummary
 	for _, p := range providers {

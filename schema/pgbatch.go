@@ -329,12 +329,12 @@ func (p *pgBatch) release() {
 }
 
 // pgLookupSQL reads which of a batch's keys have receipts: one probe of the
-// unique index per key, whatever the table's size. As a plain join the
-// planner hashed the keys and read the whole table for every batch until it
-// held thousands of receipts, and for as long as a prepared plan made while
-// it was empty lasted (until autovacuum's first ANALYZE, a minute or more):
-// throughput fell with every receipt stored. LIMIT keeps the lateral
-// subquery from being flattened into that join.
+// event_id hash index per key (migration 0011), whatever the table's size.
+// As a plain join the planner hashed the keys and read the whole table for
+// every batch until it held thousands of receipts, and for as long as a
+// prepared plan made while it was empty lasted (until autovacuum's first
+// ANALYZE, a minute or more): throughput fell with every receipt stored.
+// LIMIT keeps the lateral subquery from being flattened into that join.
 var pgLookupSQL = sqlx.Rebind(sqlx.DOLLAR, `SELECT k.provider, k.event_id, r.body_sha256, r.status
 	FROM unnest(?::text[], ?::text[]) AS k (provider, event_id)
 	CROSS JOIN LATERAL (SELECT body_sha256, status FROM receipts

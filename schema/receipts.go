@@ -53,6 +53,25 @@ const (
 	storedReceiptSQL = `SELECT body_sha256, status FROM receipts WHERE provider = ? AND event_id = ?`
 )
 
+// keyConflict is the ON CONFLICT target of a (provider, event_id) key as
+// schema's SQL writes it; pgKeyConflict is the same target on PostgreSQL,
+// whose unique indexes hold a digest of the event id (migration 0011: an id
+// of any length fits), and a conflict target must name the index's
+// expression. forBackend puts the one in place of the other.
+const (
+	keyConflict   = `ON CONFLICT (provider, event_id)`
+	pgKeyConflict = `ON CONFLICT (provider, hookledger_key(event_id))`
+)
+
+// forBackend is query as the backend of q (a handle or transaction) runs
+// it.
+func forBackend(q any, query string) string {
+	if onPostgres(q) {
+		return strings.Replace(query, keyConflict, pgKeyConflict, 1)
+	}
+	return query
+}
+
 // InsertReceipt stores r, with first as the delivery attempt that inserted
 // it, unless provider and event id already have a receipt: inserted says
 // which. A duplicate stores nothing here: its attempt is the caller's
@@ -153,8 +172,8 @@ const prunedByRetention = `(body IS NULL AND signature_headers = '' AND
 	received_at < (SELECT payload_pruned_before FROM chain_head WHERE id = 1))`
 
 // EventReceipts reads the receipts of provider's events eventIDs that exist,
-// with their chain links, in no particular order; the unique (provider,
-// event_id) index answers it. Pruned is prunedByRetention here: a body
+// with their chain links, in no particular order; the (provider,
+// event_id) index answers it (on PostgreSQL the hash index on event_id). Pruned is prunedByRetention here: a body
 // missing without it has Body nil and Pruned false. On a database from
 // before the receipts chain (a read-only open of an older one) the links are
 // empty.
@@ -191,7 +210,7 @@ func (tx *ReadTx) EventReceipts(ctx context.Context, provider string, eventIDs [
 // HasReceipt reports whether provider holds a receipt for eventID.
 func (db *DB) HasReceipt(ctx context.Context, provider, eventID string) (bool, error) {
 	var n int
-	// The unique (provider, event_id) index answers it.
+	// The (provider, event_id) index answers it (on PostgreSQL the hash index on event_id).
 	err := db.Read.QueryRowxContext(ctx, `SELECT COUNT(*) FROM receipts WHERE provider = ? AND event_id = ?`, provider, eventID).Scan(&n)
 	return n > 0, err
 }
