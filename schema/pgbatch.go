@@ -329,7 +329,7 @@ func (p *pgBatch) release() {
 }
 
 // pgLookupSQL reads which of a batch's keys have receipts: one probe of the
-// event_id hash index per key (migration 0011), whatever the table's size.
+// event_id hash index per key (migration 0013), whatever the table's size.
 // As a plain join the planner hashed the keys and read the whole table for
 // every batch until it held thousands of receipts, and for as long as a
 // prepared plan made while it was empty lasted (until autovacuum's first

@@ -55,7 +55,7 @@ const (
 
 // keyConflict is the ON CONFLICT target of a (provider, event_id) key as
 // schema's SQL writes it; pgKeyConflict is the same target on PostgreSQL,
-// whose unique indexes hold a digest of the event id (migration 0011: an id
+// whose unique indexes hold a digest of the event id (migration 0013: an id
 // of any length fits), and a conflict target must name the index's
 // expression. forBackend puts the one in place of the other.
 const (

@@ -214,7 +214,11 @@ func orDash(s string) string {
 	return s
 }
 
-func customersShow(c *cli.Context) error {
+func customersShow(c *cli.Context) error { return showCustomer(c, true) }
+
+// showCustomer prints a customer's registry history, plan assignments and
+// plan today; registered refuses a customer neither registered nor assigned.
+func showCustomer(c *cli.Context, registered bool) error {
 	args := positional(c)
 	if len(args) != 1 {
 		return usageErrorf(c, "want one argument, the CUSTOMER id")
@@ -236,7 +240,7 @@ func customersShow(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if len(hist) == 0 && len(as) == 0 {
+	if registered && len(hist) == 0 && len(as) == 0 {
 		return fmt.Errorf("%w %q in the registry (hookledger customers list shows them)", ledger.ErrNoCustomer, args[0])
 	}
 	return showPlans(c, cfg.Customers.DefaultPlan, args[0], hist, as)

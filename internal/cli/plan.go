@@ -106,27 +106,6 @@ func money(d *pricing.Decimal) string {
 	return d.String()
 }
 
-func planShow(c *cli.Context) error {
-	args := positional(c)
-	if len(args) != 1 {
-		return usageErrorf(c, "want one argument, the CUSTOMER id")
-	}
-	cfg, err := commandConfig(c)
-	if err != nil {
-		return err
-	}
-	db, err := openExisting(c)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	hist, err := ledger.CustomerHistory(c.Context, db, args[0])
-	if err != nil {
-		return err
-	}
-	as, err := ledger.PlanAssignments(c.Context, db, args[0])
-	if err != nil {
-		return err
-	}
-	return showPlans(c, cfg.Customers.DefaultPlan, args[0], hist, as)
-}
+// planShow shows the same as customers show, also for a customer the
+// registry does not know (its plan is then the default).
+func planShow(c *cli.Context) error { return showCustomer(c, false) }

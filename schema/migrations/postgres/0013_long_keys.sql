@@ -20,7 +20,7 @@
 --     against deletion likewise), and deleting a receipt deletes its rows.
 --
 -- Cost: every index below is built once, in the migration's transaction
--- (the tables are locked meanwhile); SQLite's 0011 changes nothing, since
+-- (the tables are locked meanwhile); SQLite's 0013 changes nothing, since
 -- its btrees keep long keys on overflow pages.
 
 CREATE FUNCTION hookledger_key(t text) RETURNS bytea LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
