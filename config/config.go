@@ -27,14 +27,14 @@ import (
 
 // Defaults.
 const (
-	DefaultListen    = ":8080"
-	DefaultData      = "./data"
+	DefaultListen = ":8080"
+	DefaultData   = "./data"
 	// FileDefaultListen is where a configuration file that leaves listen
 	// out serves: loopback. Exposing the listener is a choice the file
 	// states (listen: ":8080"); the embedded default keeps DefaultListen.
 	FileDefaultListen = "127.0.0.1:8080"
-	DefaultTolerance = 5 * time.Minute
-	DefaultMaxBody   = 256 << 10
+	DefaultTolerance  = 5 * time.Minute
+	DefaultMaxBody    = 256 << 10
 	// DefaultMaxDepth is the deepest nesting of arrays and objects a body may have; providers'
 	// events nest under 10 levels, and a hostile body is refused before it costs anything.
 	DefaultMaxDepth = 128
