@@ -27,10 +27,14 @@ import (
 
 // Defaults.
 const (
-	DefaultListen    = ":8080"
-	DefaultData      = "./data"
-	DefaultTolerance = 5 * time.Minute
-	DefaultMaxBody   = 256 << 10
+	DefaultListen = ":8080"
+	DefaultData   = "./data"
+	// FileDefaultListen is where a configuration file that leaves listen
+	// out serves: loopback. Exposing the listener is a choice the file
+	// states (listen: ":8080"); the embedded default keeps DefaultListen.
+	FileDefaultListen = "127.0.0.1:8080"
+	DefaultTolerance  = 5 * time.Minute
+	DefaultMaxBody    = 256 << 10
 	// DefaultMaxDepth is the deepest nesting of arrays and objects a body may have; providers'
 	// events nest under 10 levels, and a hostile body is refused before it costs anything.
 	DefaultMaxDepth = 128
@@ -69,6 +73,10 @@ type Config struct {
 
 	// Catalog indexes Plans by name and date (set by resolve).
 	Catalog *pricing.Catalog `yaml:"-"`
+
+	// ListenDefaulted is set when a file left listen out and got
+	// FileDefaultListen, so serve can say so.
+	ListenDefaulted bool `yaml:"-"`
 
 	// Source is the file the config came from ("" for the embedded default).
 	Source string `yaml:"-"`
@@ -231,6 +239,17 @@ func parse(src []byte, dir string, lenient bool) (*Config, error) {
 		if err := decode(file.Docs[0].Body, c); err != nil {
 			return nil, err
 		}
+	}
+	if c.Listen == "" {
+		c.Listen, c.ListenDefaulted = FileDefaultListen, true
+	}
+	// The data directory is relative to the file, like secret_file: the
+	// same database wherever the command runs.
+	if c.Data == "" {
+		c.Data = "data"
+	}
+	if !filepath.IsAbs(c.Data) {
+		c.Data = filepath.Join(dir, c.Data)
 	}
 	if err := c.resolve(dir); err != nil {
 		var pe *pathError

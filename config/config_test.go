@@ -237,3 +237,47 @@ func TestUnknownFieldNamesTheKeyMeant(t *testing.T) {
 		}
 	}
 }
+
+// A relative data directory means the same wherever a command runs: it is
+// relative to the config file, like secret_file; and a file without listen
+// serves on loopback only.
+func TestFileRelativeDataAndLoopbackListen(t *testing.T) {
+	dir := t.TempDir()
+	src := "providers:\n  - name: a\n    scheme: github\n    secrets: [x]\n"
+	for _, tc := range []struct{ data, want string }{
+		{"", filepath.Join(dir, "data")},
+		{"data: ./state\n", filepath.Join(dir, "state")},
+		{"data: ../elsewhere\n", filepath.Join(filepath.Dir(dir), "elsewhere")},
+		{"data: /var/lib/hookledger\n", "/var/lib/hookledger"},
+	} {
+		path := filepath.Join(dir, "hookledger.yml")
+		if err := os.WriteFile(path, []byte(src+tc.data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		t.Chdir(t.TempDir()) // another working directory
+		c, err := Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Data != tc.want || c.DBPath() != filepath.Join(tc.want, "hookledger.db") {
+			t.Errorf("%q: data %s (database %s), want %s", tc.data, c.Data, c.DBPath(), tc.want)
+		}
+		if c.Listen != "127.0.0.1:8080" || !c.ListenDefaulted {
+			t.Errorf("listen %q (defaulted %v), want loopback", c.Listen, c.ListenDefaulted)
+		}
+	}
+	c, err := Parse([]byte(src+"listen: \":9000\"\n"), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != ":9000" || c.ListenDefaulted {
+		t.Errorf("a stated listen: %q (defaulted %v)", c.Listen, c.ListenDefaulted)
+	}
+	def, err := DefaultSecretsOptional(DefaultData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if def.Listen != DefaultListen || def.Data != DefaultData {
+		t.Errorf("the embedded default: listen %q data %q, want %q %q", def.Listen, def.Data, DefaultListen, DefaultData)
+	}
+}

@@ -26,7 +26,7 @@ var build = Build{Version: "dev", Commit: "unknown"}
 func Main(b Build, args []string, stderr io.Writer) int {
 	build = b
 	privateFiles()
-	if err := newApp().Run(args); err != nil {
+	if err := newApp().Run(helpArgs(args)); err != nil {
 		printError(stderr, err)
 		return exitStatus(err)
 	}
@@ -78,6 +78,16 @@ func newApp() *cli.App {
 	strictArgs(app.Commands)
 	cli.VersionPrinter = printVersion // --version prints what `version` does
 	return app
+}
+
+// helpArgs turns `help invoice close` into `invoice close --help`:
+// urfave/cli's help command looks up only its first argument, so it would
+// print invoice's help for any subcommand.
+func helpArgs(args []string) []string {
+	if len(args) > 3 && args[1] == "help" {
+		return append(append([]string{args[0]}, args[2:]...), "--help")
+	}
+	return args
 }
 
 func versionCommand() *cli.Command {

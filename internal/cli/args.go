@@ -3,10 +3,12 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -255,17 +257,64 @@ func onUsageError(c *cli.Context, err error, _ bool) error {
 	msg := err.Error()
 	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
 		name = strings.TrimLeft(name, "-")
-		var names []string
-		for _, f := range c.Command.VisibleFlags() {
-			for _, n := range f.Names() {
-				names = append(names, "-"+n)
-			}
-		}
-		if s := suggest(names, name); s != "" {
+		if s := suggestFlag(c.Command.VisibleFlags(), name, valueAfter(c, name)); s != "" {
 			msg += fmt.Sprintf(": did you mean -%s?", s)
 		}
 	}
 	return usageErrorf(c, "%s", msg)
+}
+
+// valueAfter is the argument that followed the unknown flag --name, read
+// from the parent context's arguments (the failing context has none yet);
+// "" when there is none or it is a flag itself.
+func valueAfter(c *cli.Context, name string) string {
+	lineage := c.Lineage()
+	if len(lineage) < 2 || lineage[1] == nil {
+		return ""
+	}
+	args := lineage[1].Args().Slice()
+	for i, a := range args {
+		if strings.TrimLeft(a, "-") == name && strings.HasPrefix(a, "-") && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
+			return args[i+1]
+		}
+	}
+	return ""
+}
+
+// suggestFlag is the flag a misspelt name most likely meant: among the
+// plausible names, one whose value would parse wins (`--form 2026-11` is
+// --from, not --format), then the closest. value is the argument after the
+// misspelt flag, "" if none (the flag parser stops right after the name it
+// does not know).
+func suggestFlag(flags []cli.Flag, typed, value string) string {
+	var fits, all []string
+	for _, f := range flags {
+		for _, n := range f.Names() {
+			all = append(all, n)
+			if value != "" && valueFits(f, n, value) {
+				fits = append(fits, n)
+			}
+		}
+	}
+	s := suggest(fits, typed)
+	if s == "" {
+		s = suggest(all, typed)
+	}
+	if s == "" {
+		return ""
+	}
+	return "-" + s
+}
+
+// valueFits reports whether flag f, named name, would take value: its type
+// parses it and, for --format, it is one of the formats.
+func valueFits(f cli.Flag, name, value string) bool {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	if err := f.Apply(fs); err != nil || fs.Parse([]string{"-" + name + "=" + value}) != nil {
+		return false
+	}
+	return name != "format" || slices.Contains(formats, value)
 }
 
 // interspersed lets flags follow the positional arguments, as in

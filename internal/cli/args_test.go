@@ -20,7 +20,7 @@ func exit(args ...string) (code int, stdout, stderr string) {
 	var out, errOut bytes.Buffer
 	app := newApp()
 	app.Writer, app.ErrWriter = &out, &errOut
-	err := app.Run(append([]string{"hookledger"}, args...))
+	err := app.Run(helpArgs(append([]string{"hookledger"}, args...)))
 	if err != nil {
 		printError(&errOut, err)
 	}
@@ -149,6 +149,39 @@ func TestIngestRefusedBatch(t *testing.T) {
 		srv.Close()
 		if code != 1 || stderr != c.want+"\n" {
 			t.Errorf("413 %s: exit %d\n%s\nwant exit 1 and %q", c.reply, code, stderr, c.want)
+		}
+	}
+}
+
+// `help` reaches subcommands: `help invoice close` is invoice close's help,
+// not invoice's.
+func TestHelpOfASubcommand(t *testing.T) {
+	for _, args := range [][]string{{"help", "invoice", "close"}, {"invoice", "help", "close"}, {"invoice", "close", "--help"}} {
+		code, out, stderr := exit(args...)
+		if code != 0 || !strings.Contains(out, "hookledger invoice close - close a month") || !strings.Contains(out, "--period") {
+			t.Errorf("%v: exit %d\n%s%s", args, code, out, stderr)
+		}
+	}
+	if code, out, _ := exit("help", "invoice"); code != 0 || !strings.Contains(out, "hookledger invoice - close, list and show") {
+		t.Errorf("help invoice: exit %d\n%s", code, out)
+	}
+}
+
+// A misspelt flag is matched against every flag, and one whose value would
+// parse wins: `--form 2026-11` meant --from, `--formt json` --format.
+func TestFlagTypoPrefersAFlagTheValueFits(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"usage", "--form", "2026-11"}, "did you mean --from?"},
+		{[]string{"usage", "--formt", "json"}, "did you mean --format?"},
+		{[]string{"usage", "--form", "csv"}, "did you mean --format?"},
+		{[]string{"invoice", "close", "--perod", "2026-11"}, "did you mean --period?"},
+	} {
+		code, _, stderr := exit(tc.args...)
+		if code != 2 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, %q; want %q", tc.args, code, stderr, tc.want)
 		}
 	}
 }

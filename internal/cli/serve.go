@@ -25,7 +25,7 @@ func serveCommand() *cli.Command {
 			"With a litestream.yml it replicates the database continuously (see `hookledger restore`, `replica status`).",
 		Flags: append(append(append(append(configFlags(),
 			&cli.StringFlag{Name: "listen", EnvVars: []string{"HOOKLEDGER_LISTEN"},
-				Usage: "address for the webhook listener (default: the config's listen, else :8080)"},
+				Usage: "address for the webhook listener (default: the config's listen; a config file without listen: 127.0.0.1:8080; no config file: :8080)"},
 		), logFlags()...), tlsFlags()...), replicationFlags()...),
 		Action: serve,
 	}
@@ -51,7 +51,7 @@ func serve(c *cli.Context) error {
 		return err
 	}
 	if l := c.String("listen"); l != "" {
-		cfg.Listen = l
+		cfg.Listen, cfg.ListenDefaulted = l, false
 	}
 	repl, err := replicationOptions(c, cfg)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"syscall"
 
@@ -13,15 +14,18 @@ import (
 )
 
 // serverURL is where a client command (send, ingest, bench) posts: --url
-// (or HOOKLEDGER_URL) when given, else where the config's listen serves
-// (listen ":9000" is http://localhost:9000), else the flag's default. A
+// (or HOOKLEDGER_URL) when given, else where HOOKLEDGER_LISTEN (which steers
+// serve) serves, else where the config's listen serves (listen ":9000" is
+// http://localhost:9000), else the flag's default. A
 // command that takes its secret from the config so also finds the receiver
 // the config describes. path is added unless the URL already holds mark (a
 // full URL may be given).
 func serverURL(c *cli.Context, mark, path string) (string, error) {
 	url := c.String("url")
 	if !c.IsSet("url") {
-		if file := configPath(c); file != "" {
+		if l := os.Getenv("HOOKLEDGER_LISTEN"); l != "" {
+			url = listenURL(l)
+		} else if file := configPath(c); file != "" {
 			cfg, err := config.LoadSecretsOptional(file)
 			if err != nil {
 				return "", err
@@ -53,7 +57,7 @@ func listenURL(listen string) string {
 // when nothing answered there.
 func postError(url string, err error) error {
 	if errors.Is(err, syscall.ECONNREFUSED) {
-		return fmt.Errorf("POST %s: %w: is hookledger serve running there? (the URL is --url or HOOKLEDGER_URL, else the config's listen)", url, err)
+		return fmt.Errorf("POST %s: %w: is hookledger serve running there? (the URL is --url or HOOKLEDGER_URL, else HOOKLEDGER_LISTEN, else the config's listen)", url, err)
 	}
 	return fmt.Errorf("POST %s: %w", url, err)
 }

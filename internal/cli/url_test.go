@@ -87,6 +87,17 @@ func TestClientsPostWhereTheConfigListens(t *testing.T) {
 	}
 	os.Unsetenv("HOOKLEDGER_URL")
 
+	// HOOKLEDGER_LISTEN steers serve, so the clients follow it too.
+	third := newReceiverStub(t)
+	t.Setenv("HOOKLEDGER_LISTEN", strings.TrimPrefix(third.URL, "http://"))
+	if code, out, stderr := exit("send", "--config", cfg, "--id", "evt_5"); code != 0 {
+		t.Fatalf("send with HOOKLEDGER_LISTEN: exit %d\n%s%s", code, out, stderr)
+	}
+	if got := third.posted(); len(got) != 1 || len(srv.posted()) != 2 {
+		t.Errorf("with HOOKLEDGER_LISTEN: posted %v there and %v to the config's listener", got, srv.posted())
+	}
+	os.Unsetenv("HOOKLEDGER_LISTEN")
+
 	// Nothing listens where the config says.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -97,7 +108,7 @@ func TestClientsPostWhereTheConfigListens(t *testing.T) {
 	cfg = config(closed)
 	code, _, stderr := exit("send", "--config", cfg, "--id", "evt_4")
 	if want := "POST http://" + closed + "/webhooks/default: "; code != 1 || !strings.Contains(stderr, want) ||
-		!strings.Contains(stderr, "is hookledger serve running there? (the URL is --url or HOOKLEDGER_URL, else the config's listen)") {
+		!strings.Contains(stderr, "is hookledger serve running there? (the URL is --url or HOOKLEDGER_URL, else HOOKLEDGER_LISTEN, else the config's listen)") {
 		t.Errorf("send to a closed port: exit %d\n%s", code, stderr)
 	}
 }

@@ -320,6 +320,9 @@ func (s *Server) start(ctx context.Context) error {
 // Run serves on the bound listeners until ctx ends or a server fails, and
 // returns that failure. Call Close afterwards.
 func (s *Server) Run(ctx context.Context) error {
+	if s.Config.ListenDefaulted {
+		s.Log.Info("listening on loopback only: " + s.Config.SourceName() + " has no listen; set listen: \":8080\" (or --listen, HOOKLEDGER_LISTEN) to accept webhooks from other hosts")
+	}
 	s.Log.Info("serving", "addr", s.ln.Addr().String(), "tls", s.certs != nil, "db", s.db.Path,
 		"providers", providerNames(s.providers), "config", s.Config.SourceName())
 	return serveHTTP(ctx, s.servers, s.listeners)
