@@ -170,6 +170,8 @@ func testIngestFile(t *testing.T, bin string) {
 			b.WriteString(`{"type":"usage.recorded","data":{}}` + "\n") // no id
 		case i == 500:
 			b.WriteString("\n") // blank lines are skipped
+		case i == 900: // stored, but the mapping cannot use it: failed, with the reason
+			fmt.Fprintf(&b, `{"id":"imp-%d","type":"usage.recorded","data":{"customer":"cus_1","meter":"api_requests","quantity":1e30}}`+"\n", i)
 		case i%100 == 99:
 			fmt.Fprintf(&b, `{"id":"imp-%d","type":"usage.recorded","data":{"customer":"cus_%d","meter":"api_requests","quantity":%d}}`+"\n", i-1, (i-1)%7, i-1)
 		default:
@@ -181,9 +183,10 @@ func testIngestFile(t *testing.T, bin string) {
 	if err := os.WriteFile(file, []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	// 1200 lines: 1 blank, 2 without an id, 12 repeats of the line before.
+	// 1200 lines: 1 blank, 2 without an id, 1 the mapping fails, 12 repeats of the line before.
 	out, code := e.run(t, "ingest", "--url", url, "--key", key, "--batch", "250", file)
-	for _, w := range []string{"applied  1185", "duplicate  12", "rejected  2", "line 11: rejected: the event has no id", "line 701: rejected"} {
+	for _, w := range []string{"applied  1184", "failed  1", "duplicate  12", "rejected  2", "line 11: rejected: the event has no id", "line 701: rejected",
+		"line 901: failed: quantity"} {
 		if !strings.Contains(strings.Join(strings.Fields(out), " "), strings.Join(strings.Fields(w), " ")) {
 			t.Errorf("ingest output lacks %q", w)
 		}
@@ -222,7 +225,7 @@ func testIngestFile(t *testing.T, bin string) {
 	slow := e.createKey(t, "slow", "--rate", "1")
 	start := time.Now()
 	out, code = e.run(t, "ingest", "--url", url, "--key", slow, "--batch", "400", file)
-	if code != 3 || !strings.Contains(strings.Join(strings.Fields(out), " "), "applied 1185") || time.Since(start) < 2*time.Second {
+	if code != 3 || !strings.Contains(strings.Join(strings.Fields(out), " "), "applied 1184") || time.Since(start) < 2*time.Second {
 		t.Fatalf("ingest with a key limited to 1 request/s: exit %d after %s\n%s", code, time.Since(start), out)
 	}
 

@@ -210,6 +210,44 @@ func runWalkthrough(t *testing.T, bin string, steps []walkStep) {
 	for _, s := range steps {
 		w.step(s)
 	}
+	w.checkLeftovers()
+}
+
+// checkLeftovers fails when following the page leaves a file that the
+// checkout's .gitignore does not cover: a reader who follows the docs in a
+// clone should still see a clean git status.
+func (w *walkEnv) checkLeftovers() {
+	var created []string
+	err := filepath.WalkDir(w.dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil // a directory the page removed while we walk, or a directory
+		}
+		rel, _ := filepath.Rel(w.dir, path)
+		if _, err := os.Lstat(rel); err == nil {
+			return nil // a file of the checkout (the test runs from the module root)
+		}
+		created = append(created, filepath.ToSlash(rel))
+		return nil
+	})
+	if err != nil || len(created) == 0 {
+		return
+	}
+	cmd := exec.Command("git", "check-ignore", "--no-index", "--stdin")
+	cmd.Stdin = strings.NewReader(strings.Join(created, "\n") + "\n")
+	out, _ := cmd.Output() // exit 1 when nothing is ignored
+	ignored := map[string]bool{}
+	for _, l := range strings.Split(string(out), "\n") {
+		ignored[l] = true
+	}
+	var left []string
+	for _, c := range created {
+		if !ignored[c] {
+			left = append(left, c)
+		}
+	}
+	if len(left) > 0 {
+		w.t.Errorf("following the page leaves files .gitignore does not cover (ignore them or clean up in the docs): %s", strings.Join(left, ", "))
+	}
 }
 
 // mapPorts replaces every documented port in s by its free port, and the

@@ -185,3 +185,17 @@ func TestFlagTypoPrefersAFlagTheValueFits(t *testing.T) {
 		}
 	}
 }
+
+// copy's closing line is a command that works once pasted: a password in
+// the --to URL is never printed, and a placeholder says where it goes.
+func TestNextVerifyNeverPrintsThePassword(t *testing.T) {
+	line := nextVerify("postgres://hookledger:s3cret@db:5432/ledger?sslmode=disable", "postgres://hookledger@db:5432/ledger?sslmode=disable")
+	if strings.Contains(line, "s3cret") || !strings.Contains(line, "--database 'postgres://hookledger:PASSWORD@db:5432/ledger?sslmode=disable'") ||
+		!strings.Contains(line, "PASSWORD is the password in the URL you gave --to") {
+		t.Errorf("with a password: %s", line)
+	}
+	line = nextVerify("postgres://hookledger@db/ledger", "postgres://hookledger@db/ledger")
+	if !strings.HasPrefix(line, "next: hookledger verify --database 'postgres://hookledger@db/ledger', then") || strings.Contains(line, "PASSWORD") {
+		t.Errorf("without a password: %s", line)
+	}
+}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"net/url"
 	"sync/atomic"
 
 	"github.com/urfave/cli/v2"
@@ -102,6 +103,23 @@ func copyLedger(c *cli.Context) error {
 		src.Path, dst.Path, counts["receipts"], attempts, counts["metered_usage"], counts["invoices"],
 		counts["invoice_lines"], counts["period_closes"])
 	fmt.Fprintf(w, "chain heads on both: ledger %d %x, receipts %d %x\n", head.LedgerID, head.LedgerHash, head.ReceiptID, head.ReceiptHash)
-	fmt.Fprintf(w, "next: hookledger verify --database %s, then set database: in the receivers' config\n", dst.Path)
+	fmt.Fprintln(w, nextVerify(c.String("to"), dst.Path))
 	return nil
+}
+
+// nextVerify is the command that verifies the copy. The password of the
+// --to URL is never printed: a URL that has one is shown with a PASSWORD
+// placeholder to fill in, and said so, so the line still works once pasted.
+func nextVerify(to, shown string) string {
+	const tail = ", then set database: in the receivers' config"
+	u, err := url.Parse(to)
+	if err != nil || u.User == nil {
+		return "next: hookledger verify --database '" + shown + "'" + tail
+	}
+	if _, ok := u.User.Password(); !ok {
+		return "next: hookledger verify --database '" + shown + "'" + tail
+	}
+	u.User = url.UserPassword(u.User.Username(), "PASSWORD")
+	return "next: hookledger verify --database '" + u.String() + "'" + tail +
+		"\n      (PASSWORD is the password in the URL you gave --to, not printed here; or run verify with HOOKLEDGER_DATABASE set to that URL)"
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/ingest"
 	"github.com/hookledger/hookledger/receiver"
 )
@@ -33,8 +34,10 @@ func ingestCommand() *cli.Command {
 			"summary of the outcomes. It goes through serve, so the key, its rate limit, the writer and the\n" +
 			"ACK-after-replica mode apply exactly as for any client; it needs no access to the data directory.\n" +
 			"A batch answered 503 or 429 is sent again after Retry-After (its stored events come back as\n" +
-			"duplicates), so running the same file twice adds nothing. Exits 3 when an event was rejected or\n" +
-			"its id was already stored with a different body (payload_mismatch), listing them by line.",
+			"duplicates), so running the same file twice adds nothing. Exits 3 when an event was rejected,\n" +
+			"failed (stored, but its mapping could not use it) or its id was already stored with a different\n" +
+			"body (payload_mismatch), listing them by line with the reason (the first 20 in the table, all in\n" +
+			"JSON).",
 		Flags: append(apiClientFlags(),
 			&cli.IntFlag{Name: "batch", Value: 500, EnvVars: []string{"HOOKLEDGER_INGEST_BATCH"},
 				Usage: "events per request (at most serve's ingest.max_events)"},
@@ -189,8 +192,17 @@ func ingestAction(c *cli.Context) error {
 		return err
 	}
 	if len(sum.Problems) > 0 {
-		n := len(sum.Problems)
-		return problem(fmt.Errorf("%d %s not stored as sent", n, plural(n, "event was", "events were")))
+		failed := sum.Counts[string(custody.StatusFailed)]
+		n := len(sum.Problems) - failed
+		switch {
+		case failed == 0:
+			return problem(fmt.Errorf("%d %s not stored as sent", n, plural(n, "event was", "events were")))
+		case n == 0:
+			return problem(fmt.Errorf("%d %s stored as failed: the mapping could not use %s (fix it, then hookledger replay)",
+				failed, plural(failed, "event was", "events were"), plural(failed, "it", "them")))
+		}
+		return problem(fmt.Errorf("%d %s not stored as sent, and %d stored as failed (fix the mapping, then hookledger replay)",
+			n, plural(n, "event was", "events were"), failed))
 	}
 	return nil
 }
@@ -339,7 +351,7 @@ func addOutcomes(out []byte, batch []ingestLine, where string, sum *ingestSummar
 	sum.Events += len(batch)
 	for i, r := range rep.Results {
 		sum.Counts[r.Outcome]++
-		if r.Outcome == receiver.EventRejected || r.Outcome == "payload_mismatch" {
+		if r.Outcome == receiver.EventRejected || r.Outcome == "payload_mismatch" || r.Outcome == string(custody.StatusFailed) {
 			sum.Problems = append(sum.Problems, ingestProblem{Line: batch[i].n, ID: r.ID, Outcome: r.Outcome, Reason: r.Reason, Error: r.Error})
 		}
 	}
