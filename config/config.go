@@ -229,7 +229,7 @@ func Parse(src []byte, dir string) (*Config, error) { return parse(src, dir, fal
 func parse(src []byte, dir string, lenient bool) (*Config, error) {
 	file, err := parser.ParseBytes(src, 0)
 	if err != nil {
-		return nil, fmt.Errorf(" %s", yaml.FormatError(err, false, false))
+		return nil, syntaxError(src, err)
 	}
 	if err := expandEnv(file); err != nil {
 		return nil, err

@@ -199,3 +199,32 @@ func TestNextVerifyNeverPrintsThePassword(t *testing.T) {
 		t.Errorf("without a password: %s", line)
 	}
 }
+
+// dispute warns only about what it uses: a provider's unresolved secret,
+// never an admin token's.
+func TestDisputeWarnsOnlyAboutProviderSecrets(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "hookledger.yml")
+	write := func(secret string) {
+		yml := "providers:\n  - name: default\n    scheme: standard\n    secrets: [\"" + secret + "\"]\n" +
+			"admin:\n  tokens: [\"${HOOKLEDGER_TEST_UNSET_TOKEN}\"]\n"
+		if err := os.WriteFile(path, []byte(yml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Unsetenv("HOOKLEDGER_TEST_UNSET_TOKEN")
+	os.Unsetenv("HOOKLEDGER_TEST_UNSET_SECRET")
+	write("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+	if code, out, stderr := exit("migrate", "--config", path); code != 0 {
+		t.Fatalf("migrate: exit %d\n%s%s", code, out, stderr)
+	}
+	_, _, stderr := exit("dispute", "event:default/evt_1", "--config", path)
+	if strings.Contains(stderr, "admin.tokens") || strings.Contains(stderr, "not verifiable") {
+		t.Errorf("an unset admin token was warned about:\n%s", stderr)
+	}
+	write("${HOOKLEDGER_TEST_UNSET_SECRET}")
+	_, _, stderr = exit("dispute", "event:default/evt_1", "--config", path)
+	if !strings.Contains(stderr, "providers[0].secrets[0]") || !strings.Contains(stderr, "signatures it would verify are reported not verifiable") {
+		t.Errorf("an unset provider secret was not warned about:\n%s", stderr)
+	}
+}

@@ -319,7 +319,11 @@ func newTracer(c *cli.Context) (*dispute.Tracer, func(), error) {
 		fmt.Fprintln(c.App.ErrWriter, "hookledger: no configuration and no default secret found: signatures are reported not verifiable")
 	default:
 		for _, u := range cfg.Unresolved {
-			fmt.Fprintf(c.App.ErrWriter, "hookledger: %s:%s: signatures it would verify are reported not verifiable\n", cfg.Source, u)
+			// Only a provider's secret verifies a signature: an admin token
+			// or a destination's secret the dispute does not use.
+			if _, path, _ := strings.Cut(u, ": "); strings.HasPrefix(path, "providers[") {
+				fmt.Fprintf(c.App.ErrWriter, "hookledger: %s:%s: signatures it would verify are reported not verifiable\n", cfg.Source, u)
+			}
 		}
 	}
 	v, err := dispute.NewVerifier(cfg.Providers)
