@@ -203,9 +203,14 @@ func TestXSSEscaped(t *testing.T) {
 	if code, raw := e.Post("default", h, body); code != 200 {
 		t.Fatalf("post: %d %s", code, raw)
 	}
+	// A customer id and a plan name full of markup, on a priced invoice
+	// (invoice 1: "cus_<" sorts before "cus_x").
+	e.send(t, "evt_money", "cus_"+payload, "1500")
+	e.Pricing = planPricing(t, "pro"+payload, "29.00", "50.00", [2]string{"1000", "0"}, [2]string{"", "0.001"})
+	e.closeMonth(t, "2026-11", time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC))
 	e.signIn(t)
 	for _, p := range []string{"/ui/event?provider=default&id=" + url.QueryEscape(id), "/ui/events", "/ui/events?q=" + url.QueryEscape(id),
-		"/ui/dispute?target=" + url.QueryEscape("default:"+id)} {
+		"/ui/dispute?target=" + url.QueryEscape("default:"+id), "/ui/invoices", "/ui/invoices/1", "/ui/dispute?target=invoice:1"} {
 		code, raw, _ := e.get(t, p)
 		if code != 200 {
 			t.Fatalf("%s: %d", p, code)
@@ -216,6 +221,14 @@ func TestXSSEscaped(t *testing.T) {
 		if !strings.Contains(raw, "&lt;script&gt;window.__xss=1&lt;/script&gt;") {
 			t.Errorf("%s: the payload is not shown as text", p)
 		}
+	}
+	inv := e.page(t, "/ui/invoices/1")
+	if got := textOf(inv, "plan"); got != "pro"+payload {
+		t.Errorf("plan shown as %q", got)
+	}
+	// 500 requests above the free 1,000 at 0.001: 0.50, + 29 fee, + 20.50 up to the minimum.
+	if got := textOf(inv, "total"); got != "50.00 USD" {
+		t.Errorf("total shown as %q", got)
 	}
 	doc := e.page(t, "/ui/event?provider=default&id="+url.QueryEscape(id))
 	if ua := tableRows(t, doc, "attempts")[0][6]; ua != payload {
