@@ -103,13 +103,16 @@ func traffic(t *testing.T, e *env) {
 
 const xssPayload = `<script>window.__xss=1</script>"><img src=x onerror="window.__xss=2">`
 
-// The browser test signs in, opens an event, follows an invoice line to its
-// trace, downloads the evidence bundle and compares it with `dispute
-// export`, checks that an event full of markup runs no script, and saves a
-// screenshot of each page.
+// The browser test signs in, opens an event, reads a priced invoice's total,
+// follows an invoice line to its trace, downloads the evidence bundle and
+// compares it with `dispute export`, checks that an event full of markup
+// runs no script, and saves a screenshot of each page.
 func TestBrowser(t *testing.T) {
 	ctx := newBrowser(t)
 	e := newEnv(t, false)
+	// Plan starter prices the invoices: 2 requests at 1.00, 3 more at 0.50,
+	// then 0.25; a 3.00 fee and a 5.00 minimum.
+	e.Pricing = planPricing(t, "starter", "3.00", "5.00", [2]string{"2", "1"}, [2]string{"5", "0.50"}, [2]string{"", "0.25"})
 	invoices(t, e)
 	xssID := "evt_" + xssPayload
 	body := []byte(`{"type":"usage.recorded","note":"` + strings.ReplaceAll(xssPayload, `"`, `\"`) +
@@ -270,6 +273,13 @@ func TestBrowser(t *testing.T) {
 	// Follow an invoice line to its trace.
 	step("invoice", chromedp.Navigate(base+"/ui/invoices"), chromedp.Click(chromedp.CSS(`#invoices a[href="/ui/invoices/1"]`)),
 		chromedp.WaitVisible(chromedp.CSS("#lines")))
+	// cus_0's 6 requests: 2 × 1 + 3 × 0.50 + 1 × 0.25 = 3.75, + the 3.00 fee.
+	if got := eval(`document.getElementById("total").textContent`); got != "6.75 USD" {
+		t.Errorf("the invoice's total is shown as %q, want 6.75 USD", got)
+	}
+	if got := eval(`document.querySelector("#amounts td.amount").textContent`); got != "3.75 USD" {
+		t.Errorf("the line's amount is shown as %q, want 3.75 USD", got)
+	}
 	shot("invoice")
 	step("trace", chromedp.Click(chromedp.CSS("#lines a.trace")), chromedp.WaitVisible(chromedp.CSS("#bundle")))
 	if got := at(); got != "/ui/dispute?target=invoice%3A1%2F1" {

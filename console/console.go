@@ -1,7 +1,8 @@
 // Package console is the read-only web console at /ui/ on the admin
 // listener: an overview, the events with their delivery attempts and
-// re-verified signatures, usage, invoices, and each invoice line's dispute
-// trace with its evidence bundle. It changes no data.
+// re-verified signatures, usage, invoices with their money, customers with
+// their plans, and each invoice line's dispute trace with its evidence
+// bundle. It changes no data.
 //
 // It reuses the code behind the CLI rather than repeating it: usage totals
 // are ledger.Query (what `hookledger usage` and GET /v1/usage run), an
@@ -73,6 +74,9 @@ type Store interface {
 	OldestFailedReceipt(ctx context.Context) (schema.ReceiptSummary, int64, error)
 	LedgerCustomers(ctx context.Context, after string, limit int) ([]string, error)
 	ConsoleInvoices(ctx context.Context, p schema.InvoicePage) ([]schema.InvoiceSummary, error)
+	// The customer registry and plan assignments (customers.go).
+	CustomerHistory(ctx context.Context, customer string) ([]schema.CustomerRecord, error)
+	PlanAssignments(ctx context.Context, customer string) ([]schema.PlanAssignment, error)
 	// Forwarding: the operator views of package forward, and an event's messages.
 	forward.ReadStore
 	MessageAttempts(ctx context.Context, messageID string) ([]schema.OutboxAttempt, error)
@@ -100,6 +104,9 @@ type Console struct {
 	// Destinations are the configured forwarding destinations' names; the
 	// overview shows their backlog, the event page its messages.
 	Destinations []string
+	// DefaultPlan is customers.default_plan: the plan of a customer no
+	// assignment puts on another ("" for none).
+	DefaultPlan string
 	// Replication reports the replica's state; nil when not replicating.
 	Replication func() Replication
 	// Tally counts what the database does not hold (rejected requests,
@@ -158,6 +165,8 @@ func (c *Console) Handler() http.Handler {
 	mux.Handle("GET /ui/usage", c.page(c.usage))
 	mux.Handle("GET /ui/invoices", c.page(c.invoices))
 	mux.Handle("GET /ui/invoices/{id}", c.page(c.invoice))
+	mux.Handle("GET /ui/customers", c.page(c.customers))
+	mux.Handle("GET /ui/customer", c.page(c.customer))
 	mux.Handle("GET /ui/dispute", c.page(c.trace))
 	mux.Handle("GET /ui/dispute/bundle", c.asset(c.bundle))
 	mux.Handle("GET /ui/static/", c.asset(http.StripPrefix("/ui/static/", http.FileServerFS(static)).ServeHTTP))
@@ -249,6 +258,7 @@ func mustParse() map[string]*template.Template {
 		"query":    withQuery,
 		"eventURL": eventURL,
 		"traceURL": traceURL,
+		"external": externalIDs,
 		"add":      func(a, b int) int { return a + b },
 		"derefInt": func(p *int) int { return *p },
 		"timep": func(t *time.Time) string {
@@ -264,7 +274,7 @@ func mustParse() map[string]*template.Template {
 		"signinCSS": func() template.CSS { return template.CSS(signInCSS) },
 	}
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"signin", "error", "overview", "events", "event", "usage", "invoices", "invoice", "trace"} {
+	for _, name := range []string{"signin", "error", "overview", "events", "event", "usage", "invoices", "invoice", "trace", "customers", "customer"} {
 		t := template.Must(template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/parts.html", "templates/"+name+".html"))
 		pages[name] = t
 	}

@@ -36,6 +36,8 @@ type env struct {
 	Admin   *httptest.Server
 	// Client keeps cookies and does not follow redirects.
 	Client *http.Client
+	// Pricing prices the invoices closeMonth closes; nil: quantities only.
+	Pricing *ledger.Pricing
 }
 
 func newEnv(t testing.TB, tls bool, edits ...func(*testenv.Options)) *env {
@@ -140,7 +142,8 @@ func (e *env) send(t testing.TB, id, customer, quantity string) {
 	}
 }
 
-// closeMonth closes a month for every customer, as `invoice close --all` does.
+// closeMonth closes a month for every customer, as `invoice close --all`
+// does, priced with e.Pricing.
 func (e *env) closeMonth(t testing.TB, month string, now time.Time) {
 	t.Helper()
 	p, err := ledger.MonthPeriod(month, time.UTC)
@@ -148,7 +151,7 @@ func (e *env) closeMonth(t testing.TB, month string, now time.Time) {
 		t.Fatal(err)
 	}
 	if _, err := ledger.Close(context.Background(), e.DB, ledger.CloseRequest{Period: p, All: true, Meters: e.Console.Meters,
-		Now: func() time.Time { return now }}); err != nil {
+		Now: func() time.Time { return now }, Pricing: e.Pricing}); err != nil {
 		t.Fatal(err)
 	}
 }

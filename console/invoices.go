@@ -46,7 +46,12 @@ type invoiceView struct {
 	Digest, DigestRecomputed string
 	DigestOK                 bool
 	Lines                    []lineView
-	OK                       bool
+	// PriceDigest is the stored SHA-256 of the invoice's price snapshot;
+	// MoneyProblems what does not recompute from it (ledger.CheckInvoiceMoney,
+	// the check `hookledger verify` runs). Both empty on an unpriced invoice.
+	PriceDigest   string
+	MoneyProblems []string
+	OK            bool
 }
 
 type lineView struct {
@@ -55,6 +60,7 @@ type lineView struct {
 	Digest           string
 	Check            *ledger.LineCheck
 	DigestRecomputed string
+	Breakdown        string // the line's charge for people; "" when unpriced
 }
 
 // invoice shows one invoice: its cutoffs, its digest recomputed over its
@@ -76,6 +82,8 @@ func (c *Console) invoice(w http.ResponseWriter, r *http.Request, s *session) {
 		v = invoiceView{Invoice: inv, Digest: hex.EncodeToString(inv.Digest), DigestRecomputed: hex.EncodeToString(sum),
 			DigestOK: bytes.Equal(sum, inv.Digest)}
 		v.OK = v.DigestOK
+		breakdowns := ledger.Breakdowns(inv)
+		before := map[int64]string{}
 		for _, l := range inv.Lines {
 			check, err := ledger.CheckLine(r.Context(), tx, l)
 			if err != nil {
@@ -83,9 +91,17 @@ func (c *Console) invoice(w http.ResponseWriter, r *http.Request, s *session) {
 			}
 			check.Rows = nil // the trace lists them
 			v.Lines = append(v.Lines, lineView{InvoiceLine: l, Ref: dispute.Target{Kind: dispute.KindLine, Invoice: l.InvoiceID, Line: l.LineNo}.String(),
-				Digest: hex.EncodeToString(l.Digest), Check: check, DigestRecomputed: hex.EncodeToString(check.Digest)})
+				Digest: hex.EncodeToString(l.Digest), Check: check, DigestRecomputed: hex.EncodeToString(check.Digest), Breakdown: breakdowns[l.LineNo]})
 			v.OK = v.OK && check.Problem == ""
+			if check.Problem == "" {
+				before[l.LineNo] = check.BilledBefore
+			}
 		}
+		if inv.Money.Currency != "" {
+			v.PriceDigest = hex.EncodeToString(inv.Money.PriceDigest)
+		}
+		v.MoneyProblems = ledger.CheckInvoiceMoney(inv, before)
+		v.OK = v.OK && len(v.MoneyProblems) == 0
 		return nil
 	})
 	if errors.Is(err, ledger.ErrNoInvoice) || errors.Is(err, schema.ErrNoInvoices) {

@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -15,6 +16,7 @@ import (
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/console"
 	"github.com/hookledger/hookledger/internal/testenv"
+	"github.com/hookledger/hookledger/ledger"
 )
 
 // The overview counts inserted and failed events from the receipts table and
@@ -203,9 +205,21 @@ func TestXSSEscaped(t *testing.T) {
 	if code, raw := e.Post("default", h, body); code != 200 {
 		t.Fatalf("post: %d %s", code, raw)
 	}
+	// A customer id and a plan name full of markup, on a priced invoice
+	// (invoice 1: "cus_<" sorts before "cus_x").
+	e.send(t, "evt_money", "cus_"+payload, "1500")
+	e.Pricing = planPricing(t, "pro"+payload, "29.00", "50.00", [2]string{"1000", "0"}, [2]string{"", "0.001"})
+	e.closeMonth(t, "2026-11", time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC))
+	// The same customer registered with markup in its name, email and note.
+	if err := ledger.AddCustomer(context.Background(), e.DB, ledger.Customer{ID: "cus_" + payload, Name: payload, Email: payload,
+		ExternalIDs: map[string]string{"crm": "c1"}, Note: payload, RecordedAt: e.Now()}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	e.Console.DefaultPlan = "pro" + payload
 	e.signIn(t)
 	for _, p := range []string{"/ui/event?provider=default&id=" + url.QueryEscape(id), "/ui/events", "/ui/events?q=" + url.QueryEscape(id),
-		"/ui/dispute?target=" + url.QueryEscape("default:"+id)} {
+		"/ui/dispute?target=" + url.QueryEscape("default:"+id), "/ui/invoices", "/ui/invoices/1", "/ui/dispute?target=invoice:1",
+		"/ui/customers", "/ui/customer?id=" + url.QueryEscape("cus_"+payload)} {
 		code, raw, _ := e.get(t, p)
 		if code != 200 {
 			t.Fatalf("%s: %d", p, code)
@@ -216,6 +230,17 @@ func TestXSSEscaped(t *testing.T) {
 		if !strings.Contains(raw, "&lt;script&gt;window.__xss=1&lt;/script&gt;") {
 			t.Errorf("%s: the payload is not shown as text", p)
 		}
+	}
+	inv := e.page(t, "/ui/invoices/1")
+	if got := textOf(inv, "plan"); got != "pro"+payload {
+		t.Errorf("plan shown as %q", got)
+	}
+	// 500 requests above the free 1,000 at 0.001: 0.50, + 29 fee, + 20.50 up to the minimum.
+	if got := textOf(inv, "total"); got != "50.00 USD" {
+		t.Errorf("total shown as %q", got)
+	}
+	if r := tableRows(t, e.page(t, "/ui/customers"), "customers"); len(r) != 1 || r[0][0] != "cus_"+payload || r[0][1] != payload || r[0][4] != "pro"+payload {
+		t.Errorf("customers %q", r)
 	}
 	doc := e.page(t, "/ui/event?provider=default&id="+url.QueryEscape(id))
 	if ua := tableRows(t, doc, "attempts")[0][6]; ua != payload {

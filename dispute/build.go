@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -19,6 +20,11 @@ type eventKey struct{ provider, id string }
 type invoiceAcc struct {
 	view  InvoiceView
 	lines map[int64]*LineView
+	inv   *ledger.Invoice
+	// before holds, by line, the billed-before totals recomputed from the
+	// ledger of the lines that still match it: the money check's input.
+	before     map[int64]string
+	breakdowns map[int64]string
 }
 
 // builder gathers invoices, lines, rows and events, each once.
@@ -154,7 +160,8 @@ func (b *builder) addInvoice(inv *ledger.Invoice) *invoiceAcc {
 			PeriodStart: zoned(inv.PeriodStart, inv.TZ), PeriodEnd: zoned(inv.PeriodEnd, inv.TZ),
 			Cutoff: utc(inv.Cutoff), LedgerHead: inv.LedgerHead, ClosedAt: utc(inv.ClosedAt), LineCount: len(inv.Lines),
 			Digest: hex.EncodeToString(inv.Digest), DigestRecomputed: hex.EncodeToString(recomputed),
-			DigestOK: bytes.Equal(recomputed, inv.Digest), Lines: []LineView{}}}
+			DigestOK: bytes.Equal(recomputed, inv.Digest), Money: moneyOf(inv), Lines: []LineView{}},
+			inv: inv, before: map[int64]string{}, breakdowns: ledger.Breakdowns(inv)}
 		b.invoices[inv.ID] = acc
 	}
 	return acc
@@ -179,6 +186,16 @@ func (b *builder) addLine(inv *ledger.Invoice, l ledger.InvoiceLine, withRows bo
 		Recomputed: Recomputed{Quantity: check.Quantity, Rows: check.UsageRows, Adjustments: check.Adjustments, MaxID: check.MaxID,
 			Digest: hex.EncodeToString(check.Digest)},
 		OK: check.Problem == "", Problem: check.Problem}
+	if l.Money.Amount != "" {
+		lv.LineMoney = LineMoney{Amount: l.Money.Amount, AmountPrecise: l.Money.AmountPrecise, Currency: inv.Money.Currency,
+			PlanVersion: l.Money.PlanVersion, Charge: rawJSON(l.Money.Charge), Breakdown: acc.breakdowns[l.LineNo]}
+		if l.Late {
+			lv.BilledBefore, lv.Recomputed.BilledBefore = l.Money.BilledBefore, check.BilledBefore
+		}
+	}
+	if check.Problem == "" {
+		acc.before[l.LineNo] = check.BilledBefore
+	}
 	acc.lines[l.LineNo] = lv
 	if !withRows {
 		return nil
@@ -272,6 +289,11 @@ func (b *builder) finish() error {
 	b.tr.Invoices = []InvoiceView{}
 	for _, id := range invIDs {
 		acc := b.invoices[id]
+		acc.view.MoneyProblems = ledger.CheckInvoiceMoney(acc.inv, acc.before)
+		if acc.inv.Money.Currency != "" {
+			ok := len(acc.view.MoneyProblems) == 0
+			acc.view.MoneyOK = &ok
+		}
 		for _, lv := range acc.lines {
 			acc.view.Lines = append(acc.view.Lines, *lv)
 		}
@@ -299,6 +321,14 @@ func (b *builder) summarize() {
 				s.InvoicesOK = false
 				s.Problems = append(s.Problems, fmt.Sprintf("%s: %s", l.Ref, l.Problem))
 			}
+		}
+		if inv.MoneyOK != nil {
+			ok := *inv.MoneyOK && (s.MoneyOK == nil || *s.MoneyOK)
+			s.MoneyOK = &ok
+		}
+		for _, msg := range inv.MoneyProblems {
+			s.InvoicesOK = false
+			s.Problems = append(s.Problems, fmt.Sprintf("invoice %d: money: %s", inv.ID, msg))
 		}
 	}
 	for _, r := range b.tr.Rows {
@@ -339,4 +369,24 @@ func (b *builder) summarize() {
 			}
 		}
 	}
+}
+
+// moneyOf is what inv charges, for the trace; empty when no plan priced it.
+func moneyOf(inv *ledger.Invoice) Money {
+	m := inv.Money
+	if m.Currency == "" {
+		return Money{}
+	}
+	return Money{Plan: m.Plan, Currency: m.Currency, Fee: m.Fee, TrueUp: m.TrueUp, Total: m.Total,
+		PriceDigest: hex.EncodeToString(m.PriceDigest), Prices: rawJSON(m.Snapshot)}
+}
+
+// rawJSON embeds stored JSON in the trace as it is; text that is not JSON
+// (a damaged row: the money check says so) is left out rather than break
+// the whole trace.
+func rawJSON(s string) json.RawMessage {
+	if s == "" || !json.Valid([]byte(s)) {
+		return nil
+	}
+	return json.RawMessage(s)
 }

@@ -26,8 +26,23 @@ type Manifest struct {
 	Format   string     `json:"format"`
 	Target   string     `json:"target"`
 	Evidence []Evidence `json:"evidence"`
-	Files    []File     `json:"files"`
-	Trace    *Trace     `json:"trace"`
+	// Prices locates each priced invoice's price snapshot; none when no
+	// invoice of the trace is priced.
+	Prices []PriceFile `json:"prices,omitempty"`
+	Files  []File      `json:"files"`
+	Trace  *Trace      `json:"trace"`
+}
+
+// PriceFile is one invoice's price snapshot in the bundle: the plan
+// versions that priced it, byte for byte as stored, so a reader can price
+// each line again. SHA256 is the file's digest, PriceDigest the one the
+// invoice stored at its close: equal unless the prices were changed since.
+type PriceFile struct {
+	Invoice     int64  `json:"invoice"`
+	Path        string `json:"path"`
+	SHA256      string `json:"sha256"`
+	PriceDigest string `json:"price_digest"`
+	Matches     bool   `json:"matches"`
 }
 
 // Evidence locates one event's stored bytes in the bundle.
@@ -100,6 +115,15 @@ func (v *Verifier) WriteBundle(w io.Writer, tr *Trace) error {
 			}
 		}
 		m.Evidence = append(m.Evidence, e)
+	}
+	for _, inv := range tr.Invoices {
+		if inv.Prices == nil {
+			continue
+		}
+		path := fmt.Sprintf("prices/invoice-%d.json", inv.ID)
+		files[path] = inv.Prices
+		sum := fileOf(path, inv.Prices).SHA256
+		m.Prices = append(m.Prices, PriceFile{Invoice: inv.ID, Path: path, SHA256: sum, PriceDigest: inv.PriceDigest, Matches: sum == inv.PriceDigest})
 	}
 	files["README.txt"] = readme(m)
 	for _, name := range sortedNames(files) {

@@ -29,6 +29,10 @@ func readme(m *Manifest) []byte {
 	p("    attempts/ID-OUTCOME.txt  each delivery attempt's own signature headers (retries are")
 	p("                             signed afresh); ID \"first\" is the delivery that stored the")
 	p("                             receipt, kept in it (it has no attempt id of its own)")
+	if len(m.Prices) > 0 {
+		p("  prices/invoice-ID.json     the plan versions that priced invoice ID, byte for byte as stored")
+		p("                             at its close; its SHA-256 is the invoice's price_digest")
+	}
 	p("")
 	p("What was billed")
 	if len(tr.Invoices) == 0 {
@@ -36,6 +40,10 @@ func readme(m *Manifest) []byte {
 	}
 	for _, inv := range tr.Invoices {
 		p("  invoice %d, customer %s, period %s (%s), digest %s", inv.ID, inv.Customer, inv.Period, inv.TZ, okWord(inv.DigestOK, "matches", "DOES NOT MATCH"))
+		if inv.Currency != "" {
+			p("    plan %s: fee %s, true-up %s, total %s %s; amounts recomputed from the prices: %s", inv.Plan, inv.Fee, inv.TrueUp, inv.Total, inv.Currency,
+				okWord(inv.MoneyOK != nil && *inv.MoneyOK, "match", "DO NOT MATCH"))
+		}
 		for _, l := range inv.Lines {
 			late := ""
 			if l.Late {
@@ -43,6 +51,14 @@ func readme(m *Manifest) []byte {
 			}
 			p("    line %d: %s %s%s (%s%s), %d usage rows, %d adjustments, digest %s",
 				l.Line, l.Meter, l.Quantity, unit(l.Unit), l.Aggregation, late, l.Rows, l.Adjustments, okWord(l.OK, "matches", "DOES NOT MATCH"))
+			if l.Amount != "" {
+				before := ""
+				if l.Late {
+					before = ", above " + l.BilledBefore + " billed before"
+				}
+				p("      amount %s %s (exactly %s), plan version %s%s", l.Amount, l.Currency, l.AmountPrecise, l.PlanVersion, before)
+				p("      %s", l.Breakdown)
+			}
 		}
 	}
 	s := tr.Summary
@@ -59,6 +75,25 @@ func readme(m *Manifest) []byte {
 	p("  an invoice line's digest is SHA-256 over its rows' ids (8-byte big-endian) and row_hashes in")
 	p("  id order; the invoice digest covers its fields and lines. `hookledger verify` recomputes all")
 	p("  of them from the database; manifest.json holds the ids and hashes.")
+	if len(m.Prices) > 0 {
+		p("")
+		p("How the amounts are made")
+		p("  prices/invoice-ID.json holds the plan versions that priced the invoice, its own first;")
+		p("  `sha256sum prices/invoice-ID.json` prints the invoice's price_digest:")
+		for _, pf := range m.Prices {
+			p("    %s  %s (invoice %d stores %s: %s)", pf.SHA256, pf.Path, pf.Invoice, pf.PriceDigest, okWord(pf.Matches, "the same", "DIFFERENT"))
+		}
+		p("  A line is priced by the version whose effective_from is its plan_version, with the price of")
+		p("  its meter: amount_precise = price(billed_before + quantity) - price(billed_before), where")
+		p("  billed_before is 0 except on a late line (the period's total its earlier invoices billed),")
+		p("  and price() is the model's: unit (quantity x unit), graduated (each tier prices the units")
+		p("  that fall in it, plus its flat once entered), volume (the tier the whole quantity falls in")
+		p("  prices every unit, plus its flat), package (amount per started package of size units,")
+		p("  after free units). The amount is amount_precise rounded once to the currency's minor unit,")
+		p("  half to even. fee + the period's own amounts + true_up + the late lines' amounts = total,")
+		p("  where true_up brings fee + the period's own amounts up to the plan's minimum. Each line's")
+		p("  charge in manifest.json shows the price's breakdown; `hookledger verify` recomputes it all.")
+	}
 	p("")
 	p("Checking a body against its recorded digest")
 	p("  openssl dgst -sha256 events/<event>/body.raw")

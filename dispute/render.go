@@ -110,6 +110,16 @@ func (p *printer) invoice(inv InvoiceView) {
 		p.kv("digest", "%s stored", inv.Digest)
 		p.kv("", "%s recomputed: MISMATCH", inv.DigestRecomputed)
 	}
+	if inv.Currency != "" {
+		p.kv("plan", "%s, prices sha256 %s", inv.Plan, inv.PriceDigest)
+		p.kv("money", "fee %s, true-up %s, total %s %s", inv.Fee, inv.TrueUp, inv.Total, inv.Currency)
+	}
+	switch {
+	case len(inv.MoneyProblems) > 0:
+		p.kv("", "recomputed from the prices: MISMATCH")
+	case inv.MoneyOK != nil:
+		p.kv("", "recomputed from the prices: ok")
+	}
 	for _, l := range inv.Lines {
 		p.blank()
 		kind := ""
@@ -135,9 +145,19 @@ func (p *printer) invoice(inv InvoiceView) {
 			p.kv("digest", "%s stored", l.Digest)
 			p.kv("", "%s recomputed: MISMATCH", r.Digest)
 		}
+		if l.Amount != "" {
+			p.kv("amount", "%s %s (exactly %s), plan version %s", l.Amount, l.Currency, l.AmountPrecise, l.PlanVersion)
+			if l.Late {
+				p.kv("", "priced at the margin above %s billed before (recomputed: %s)", l.BilledBefore, l.Recomputed.BilledBefore)
+			}
+			p.wrap("  breakdown  ", "             ", l.Breakdown)
+		}
 		if l.Problem != "" {
 			p.wrap("  problem    ", "             ", l.Problem)
 		}
+	}
+	for _, msg := range inv.MoneyProblems {
+		p.wrap("  money      ", "             ", msg)
 	}
 }
 
@@ -285,7 +305,11 @@ func (p *printer) summary(s Summary) {
 		plural(s.PayloadMismatches, "payload mismatch"))
 	p.line("  bodies: %s", counts(s.Bodies))
 	p.line("  attempt signatures: %s", counts(s.Signatures))
-	p.line("  hash chain: %s; invoice digests and lines: %s", okWord(s.ChainOK, "ok", "BROKEN"), okWord(s.InvoicesOK, "ok", "MISMATCH"))
+	money := ""
+	if s.MoneyOK != nil {
+		money = "; money: " + okWord(*s.MoneyOK, "ok", "MISMATCH")
+	}
+	p.line("  hash chain: %s; invoice digests and lines: %s%s", okWord(s.ChainOK, "ok", "BROKEN"), okWord(s.InvoicesOK, "ok", "MISMATCH"), money)
 	for _, prob := range s.Problems {
 		p.wrap("  PROBLEM: ", "           ", prob)
 	}

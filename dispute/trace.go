@@ -2,6 +2,7 @@ package dispute
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -36,20 +37,43 @@ type Scope struct {
 // InvoiceView is a closed invoice with its digest recomputed. Lines holds
 // the lines in the trace, not necessarily all of them; the digest covers all.
 type InvoiceView struct {
-	ID               int64      `json:"id"`
-	Customer         string     `json:"customer"`
-	Period           string     `json:"period"`
-	TZ               string     `json:"tz"`
-	PeriodStart      time.Time  `json:"period_start"`
-	PeriodEnd        time.Time  `json:"period_end"`
-	Cutoff           time.Time  `json:"cutoff"`
-	LedgerHead       int64      `json:"ledger_head"`
-	ClosedAt         time.Time  `json:"closed_at"`
-	LineCount        int        `json:"line_count"`
-	Digest           string     `json:"digest"`
-	DigestRecomputed string     `json:"digest_recomputed"`
-	DigestOK         bool       `json:"digest_ok"`
-	Lines            []LineView `json:"lines"`
+	ID               int64     `json:"id"`
+	Customer         string    `json:"customer"`
+	Period           string    `json:"period"`
+	TZ               string    `json:"tz"`
+	PeriodStart      time.Time `json:"period_start"`
+	PeriodEnd        time.Time `json:"period_end"`
+	Cutoff           time.Time `json:"cutoff"`
+	LedgerHead       int64     `json:"ledger_head"`
+	ClosedAt         time.Time `json:"closed_at"`
+	LineCount        int       `json:"line_count"`
+	Digest           string    `json:"digest"`
+	DigestRecomputed string    `json:"digest_recomputed"`
+	DigestOK         bool      `json:"digest_ok"`
+	Money
+	Lines []LineView `json:"lines"`
+}
+
+// Money is what a priced invoice charges, as frozen at its close, with the
+// price snapshot that made it and the recomputation `hookledger verify`
+// runs (ledger.CheckInvoiceMoney). All of it is left out for an invoice no
+// plan priced.
+type Money struct {
+	Plan     string `json:"plan,omitempty"`
+	Currency string `json:"currency,omitempty"`
+	Fee      string `json:"fee,omitempty"`
+	TrueUp   string `json:"true_up,omitempty"` // up to the plan's minimum
+	Total    string `json:"total,omitempty"`
+	// PriceDigest is the SHA-256 the invoice stores of Prices: the plan
+	// versions that priced it, canonical JSON, byte for byte as stored (the
+	// bundle holds them as a file of their own).
+	PriceDigest string          `json:"price_digest,omitempty"`
+	Prices      json.RawMessage `json:"prices,omitempty"`
+	// MoneyOK: the amounts, fee, true-up and total recompute from Prices
+	// and the ledger; MoneyProblems says what does not. Nil on an invoice
+	// no plan priced (which must then carry no amount at all).
+	MoneyOK       *bool    `json:"money_ok,omitempty"`
+	MoneyProblems []string `json:"money_problems,omitempty"`
 }
 
 // LineView is an invoice line beside its recomputation from the ledger.
@@ -74,11 +98,28 @@ type LineView struct {
 	Adjustments int64              `json:"adjustments"`
 	MaxID       int64              `json:"max_id"`
 	Digest      string             `json:"digest"`
-	Recomputed  Recomputed         `json:"recomputed"`
-	OK          bool               `json:"ok"`
-	Problem     string             `json:"problem,omitempty"`
+	LineMoney
+	Recomputed Recomputed `json:"recomputed"`
+	OK         bool       `json:"ok"`
+	Problem    string     `json:"problem,omitempty"`
 	// RowIDs are the covered rows, listed when the trace shows them.
 	RowIDs []int64 `json:"row_ids,omitempty"`
+}
+
+// LineMoney is a priced line's amount as frozen at the close; left out of
+// unpriced lines (and of lines whose meter the plan does not price).
+type LineMoney struct {
+	Amount        string `json:"amount,omitempty"`         // rounded once to the currency's minor unit, half-even
+	AmountPrecise string `json:"amount_precise,omitempty"` // exact
+	Currency      string `json:"currency,omitempty"`
+	// BilledBefore is, on a late line, the period's total its earlier
+	// invoices billed: the line is priced at the margin above it.
+	BilledBefore string `json:"billed_before,omitempty"`
+	PlanVersion  string `json:"plan_version,omitempty"` // effective_from of the version in the invoice's prices
+	// Charge is the price's breakdown as stored (pricing.Margin), Breakdown
+	// the same for people: tier by tier, or the packages billed.
+	Charge    json.RawMessage `json:"charge,omitempty"`
+	Breakdown string          `json:"breakdown,omitempty"`
 }
 
 // Recomputed is an invoice line computed again from the ledger as it is now.
@@ -88,6 +129,9 @@ type Recomputed struct {
 	Adjustments int64           `json:"adjustments"`
 	MaxID       int64           `json:"max_id"`
 	Digest      string          `json:"digest"`
+	// BilledBefore is a priced late line's billed-before total recomputed
+	// from the ledger.
+	BilledBefore string `json:"billed_before,omitempty"`
 }
 
 // RowView is one ledger row with its place in the hash chain checked.
@@ -185,18 +229,21 @@ func (a AttemptView) Name() string {
 
 // Summary counts what the trace holds and lists what did not check out.
 type Summary struct {
-	UsageRows         int      `json:"usage_rows"`
-	Adjustments       int      `json:"adjustments"`
-	UnbilledRows      int      `json:"unbilled_rows"`
-	Events            int      `json:"events"`
-	Attempts          int      `json:"attempts"`
-	Duplicates        int      `json:"duplicates"`
-	PayloadMismatches int      `json:"payload_mismatches"`
-	Bodies            Counts   `json:"bodies"`
-	Signatures        Counts   `json:"attempt_signatures"`
-	ChainOK           bool     `json:"chain_ok"`
-	InvoicesOK        bool     `json:"invoices_ok"`
-	Problems          []string `json:"problems"`
+	UsageRows         int    `json:"usage_rows"`
+	Adjustments       int    `json:"adjustments"`
+	UnbilledRows      int    `json:"unbilled_rows"`
+	Events            int    `json:"events"`
+	Attempts          int    `json:"attempts"`
+	Duplicates        int    `json:"duplicates"`
+	PayloadMismatches int    `json:"payload_mismatches"`
+	Bodies            Counts `json:"bodies"`
+	Signatures        Counts `json:"attempt_signatures"`
+	ChainOK           bool   `json:"chain_ok"`
+	InvoicesOK        bool   `json:"invoices_ok"` // digests, lines and money
+	// MoneyOK: every priced invoice's amounts recompute from its prices;
+	// nil when the trace holds no priced invoice.
+	MoneyOK  *bool    `json:"money_ok,omitempty"`
+	Problems []string `json:"problems"`
 }
 
 // Counts tallies verification statuses.

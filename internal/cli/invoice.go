@@ -217,6 +217,12 @@ func invoiceList(c *cli.Context) error {
 		invs = []ledger.Invoice{}
 	}
 	header := []string{"id", "customer", "period", "tz", "cutoff", "ledger_head", "lines", "late_lines", "digest"}
+	// Total and currency only when a plan priced some invoice: a ledger
+	// without plans lists as it always has.
+	priced := slices.ContainsFunc(invs, func(inv ledger.Invoice) bool { return inv.Money.Currency != "" })
+	if priced {
+		header = slices.Insert(header, 8, "total", "currency")
+	}
 	rows := make([][]string, len(invs))
 	for i, inv := range invs {
 		late := 0
@@ -228,6 +234,9 @@ func invoiceList(c *cli.Context) error {
 		rows[i] = []string{strconv.FormatInt(inv.ID, 10), inv.Customer, inv.Period, inv.TZ,
 			time.UnixMilli(inv.Cutoff).UTC().Format(time.RFC3339Nano), strconv.FormatInt(inv.LedgerHead, 10),
 			strconv.Itoa(len(inv.Lines)), strconv.Itoa(late), hex.EncodeToString(inv.Digest)}
+		if priced {
+			rows[i] = slices.Insert(rows[i], 8, orDash(inv.Money.Total), orDash(inv.Money.Currency))
+		}
 	}
 	return writeRecords(c.App.Writer, format, header, rows, invs)
 }
@@ -258,7 +267,29 @@ func invoiceShow(c *cli.Context) error {
 		writeInvoiceHeader(c.App.Writer, inv)
 	}
 	header, rows := lineRecords([]ledger.Invoice{*inv})
-	return writeRecords(c.App.Writer, format, header, rows, nil)
+	if err := writeRecords(c.App.Writer, format, header, rows, nil); err != nil {
+		return err
+	}
+	if format == "table" {
+		writeBreakdowns(c.App.Writer, inv)
+	}
+	return nil
+}
+
+// writeBreakdowns prints how each priced line's amount was reached: its
+// exact amount and the price's breakdown, tier by tier (a late line's from
+// the total billed before it).
+func writeBreakdowns(w io.Writer, inv *ledger.Invoice) {
+	bd := ledger.Breakdowns(inv)
+	if len(bd) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	for _, l := range inv.Lines {
+		if b, ok := bd[l.LineNo]; ok {
+			fmt.Fprintf(w, "line %d (%s %s): %s exactly: %s\n", l.LineNo, l.Meter, l.Period, l.Money.AmountPrecise, b)
+		}
+	}
 }
 
 func writeInvoiceHeader(w io.Writer, inv *ledger.Invoice) {

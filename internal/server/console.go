@@ -24,6 +24,7 @@ func (s *Server) mountConsole(tally *console.Tally) error {
 		Meters:       meters,
 		Authorized:   s.adm.Authorized,
 		Destinations: forward.Names(s.Config.Destinations),
+		DefaultPlan:  s.Config.Customers.DefaultPlan,
 		Tally:        tally,
 		Log:          s.Log,
 		Replication:  s.repl.consoleStatus(),
