@@ -97,7 +97,7 @@ func TestInvoiceMoneyPages(t *testing.T) {
 		}
 	}
 	amounts := tableRows(t, doc, "amounts")
-	wantRow := []string{"1", "api_requests", "2026-11", "150001", "0", "2026-01-01", "124.00 USD", "124.0005000000",
+	wantRow := []string{"1", "api_requests", "2026-11", "150001", "0", "pro@2026-01-01", "124.00 USD", "124.0005000000",
 		"1000 × 0 = 0; 99000 × 0.001 = 99; 50001 × 0.0005 = 25.0005; total 124.0005"}
 	if len(amounts) != 1 || strings.Join(amounts[0], "|") != strings.Join(wantRow, "|") {
 		t.Errorf("invoice 2 amounts %q\nwant %q", amounts, wantRow)

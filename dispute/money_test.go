@@ -81,7 +81,7 @@ func TestTraceShowsMoney(t *testing.T) {
 	if inv.Plan != "pro" || inv.Currency != "USD" || inv.Fee != "29.00" || inv.TrueUp != "0.00" || inv.Total != "153.00" {
 		t.Errorf("October's money: %+v", inv.Money)
 	}
-	if l.Amount != "124.00" || l.AmountPrecise != "124.0005000000" || l.Currency != "USD" || l.PlanVersion != "2026-01-01" || l.BilledBefore != "" {
+	if l.Amount != "124.00" || l.AmountPrecise != "124.0005000000" || l.Currency != "USD" || l.PlanVersion != "pro@2026-01-01" || l.BilledBefore != "" {
 		t.Errorf("October's line: %+v", l.LineMoney)
 	}
 	if want := "1000 × 0 = 0; 99000 × 0.001 = 99; 50001 × 0.0005 = 25.0005; total 124.0005"; l.Breakdown != want {
@@ -117,7 +117,7 @@ func TestTraceShowsMoney(t *testing.T) {
 	for _, want := range []string{
 		"  money      fee 29.00, true-up 19.00, total 60.00 USD\n",
 		"             recomputed from the prices: ok\n",
-		"  amount     10.00 USD (exactly 10.0000000000), plan version 2026-01-01\n",
+		"  amount     10.00 USD (exactly 10.0000000000), plan version pro@2026-01-01\n",
 		"             priced at the margin above 150001 billed before (recomputed: 150001)\n",
 		"hash chain: ok; invoice digests and lines: ok; money: ok\n",
 	} {
@@ -175,7 +175,7 @@ func TestBundleHoldsPrices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(v.EffectiveFrom) != l.PlanVersion {
+	if v.Name+"@"+string(v.EffectiveFrom) != l.PlanVersion {
 		t.Fatalf("version %s, line names %s", v.EffectiveFrom, l.PlanVersion)
 	}
 	before := pricing.MustDecimal(l.BilledBefore)
@@ -199,7 +199,7 @@ func TestBundleHoldsPrices(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"plan pro: fee 29.00, true-up 19.00, total 60.00 USD; amounts recomputed from the prices: match",
-		"amount 10.00 USD (exactly 10.0000000000), plan version 2026-01-01, above 150001 billed before",
+		"amount 10.00 USD (exactly 10.0000000000), plan version pro@2026-01-01, above 150001 billed before",
 		hex.EncodeToString(sum[:]) + "  prices/invoice-3.json (invoice 3 stores " + hex.EncodeToString(sum[:]) + ": the same)"} {
 		if !strings.Contains(string(readme), want) {
 			t.Errorf("README lacks %q:\n%s", want, readme)

@@ -30,7 +30,7 @@ type InvoiceMoney struct {
 // price has no amount and counts toward nothing.
 type LineMoney struct {
 	BilledBefore  string // the period's total billed before this line: 0 for the period's own lines
-	PlanVersion   string // effective_from of the version that priced it
+	PlanVersion   string // the version that priced it: plan@effective_from
 	AmountPrecise string // price(before + quantity) − price(before), exact
 	Amount        string // AmountPrecise rounded once to the currency's minor unit, half-even
 	Charge        string // the price's breakdown (pricing.Margin), JSON
@@ -177,7 +177,7 @@ func priceLine(l *InvoiceLine, v *pricing.Plan) error {
 	if err != nil {
 		return err
 	}
-	l.Money.PlanVersion, l.Money.AmountPrecise, l.Money.Amount, l.Money.Charge = string(v.EffectiveFrom), m.Amount.String(), rounded.String(), string(charge)
+	l.Money.PlanVersion, l.Money.AmountPrecise, l.Money.Amount, l.Money.Charge = versionKey(v), m.Amount.String(), rounded.String(), string(charge)
 	return nil
 }
 
@@ -249,21 +249,9 @@ func checkMoney(inv *Invoice, before map[int64]string) []string {
 	if sum := sha256.Sum256([]byte(inv.Money.Snapshot)); !bytes.Equal(sum[:], inv.Money.PriceDigest) {
 		return append(msgs, "the stored price snapshot does not match its digest: the prices were changed after the close")
 	}
-	var raws []json.RawMessage
-	if err := json.Unmarshal([]byte(inv.Money.Snapshot), &raws); err != nil || len(raws) == 0 {
-		return append(msgs, fmt.Sprintf("the stored price snapshot cannot be read: %v", err))
-	}
-	versions := map[pricing.Date]*pricing.Plan{}
-	var own *pricing.Plan
-	for i, raw := range raws {
-		v, err := pricing.ParseSnapshot(raw)
-		if err != nil {
-			return append(msgs, err.Error())
-		}
-		versions[v.EffectiveFrom] = v
-		if i == 0 {
-			own = v
-		}
+	versions, own, err := readSnapshot(inv.Money.Snapshot)
+	if err != nil {
+		return append(msgs, err.Error())
 	}
 	if own.Name != inv.Money.Plan || own.Currency != inv.Money.Currency {
 		msgs = append(msgs, fmt.Sprintf("invoice says plan %q in %s, its price snapshot %q in %s", inv.Money.Plan, inv.Money.Currency, own.Name, own.Currency))
@@ -288,7 +276,7 @@ func checkMoney(inv *Invoice, before map[int64]string) []string {
 			}
 			continue
 		}
-		v := versions[pricing.Date(stored.PlanVersion)]
+		v := versions[stored.PlanVersion]
 		if v == nil {
 			msgs = append(msgs, fmt.Sprintf("line %d was priced with version %s, which the snapshot does not hold", l.LineNo, stored.PlanVersion))
 			continue

@@ -97,8 +97,8 @@ func TestCloseWithPrices(t *testing.T) {
 		}
 	}
 	late := lineMap(got["c1"])["api 2026-06*"]
-	if late.Money.BilledBefore != "1234567" || late.Money.PlanVersion != "2026-01-01" {
-		t.Errorf("late line billed before %s with version %s, want 1234567 and 2026-01-01", late.Money.BilledBefore, late.Money.PlanVersion)
+	if late.Money.BilledBefore != "1234567" || late.Money.PlanVersion != "pro@2026-01-01" {
+		t.Errorf("late line billed before %s with version %s, want 1234567 and pro@2026-01-01", late.Money.BilledBefore, late.Money.PlanVersion)
 	}
 	if _, ok := got["c2"]; ok {
 		t.Errorf("c2 is not registered and used nothing in July: no invoice, got %s", amounts(got["c2"]))
@@ -178,5 +178,41 @@ func TestPreviewOpenPeriod(t *testing.T) {
 	}
 	if e.Count("invoices") != 0 || e.Count("period_closes") != 0 {
 		t.Errorf("a preview stored %d invoices, %d closes", e.Count("invoices"), e.Count("period_closes"))
+	}
+}
+
+// Two plans may take effect on the same day: a late line priced with the
+// plan the customer was on then, on the invoice of the plan it is on now,
+// names its version by plan and date, and verify finds each.
+func TestLateLineOfAnotherPlanSameDate(t *testing.T) {
+	e := newEnv(t)
+	plans := []pricing.Plan{
+		{Name: "basic", Currency: "USD", EffectiveFrom: "2026-01-01", Prices: []pricing.Price{{Meter: "api", Model: pricing.Unit, Unit: dec("1")}}},
+		{Name: "pro", Currency: "USD", EffectiveFrom: "2026-01-01", Prices: []pricing.Price{{Meter: "api", Model: pricing.Unit, Unit: dec("2")}}},
+	}
+	for i := range plans {
+		if err := plans[i].Validate(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cat, _ := pricing.NewCatalog(plans)
+	pr := &ledger.Pricing{Catalog: cat, Plans: ledger.NewPlans("basic", []ledger.PlanAssignment{{Customer: "c1", Plan: "pro", EffectiveFrom: "2026-07-01"}})}
+	e.setClock(ts("2026-06-20T00:00:00Z"))
+	e.write(row{customer: "c1", meter: "api", qty: q("3"), at: ts("2026-06-10T00:00:00Z")})
+	e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-06", "UTC"), All: true, Meters: invMeters, Now: at("2026-07-02T00:00:00Z"), Pricing: pr})
+	e.setClock(ts("2026-07-20T00:00:00Z"))
+	e.write(row{customer: "c1", meter: "api", qty: q("5"), at: ts("2026-06-11T00:00:00Z")},
+		row{customer: "c1", meter: "api", qty: q("7"), at: ts("2026-07-11T00:00:00Z")})
+	res := e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-07", "UTC"), All: true, Meters: invMeters, Now: at("2026-08-02T00:00:00Z"), Pricing: pr})
+	// July at pro's 2 a unit: 14; late June at basic's 1: 5.
+	if got := amounts(res.Invoices[0]); got != "api 2026-07=14.00 api 2026-06*=5.00 | fee 0.00 true-up 0.00 total 19.00 USD" {
+		t.Errorf("July: %s", got)
+	}
+	rep, err := ledger.Verify(e.ctx, e.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.First() != nil {
+		t.Errorf("verify: %s", problems(rep))
 	}
 }

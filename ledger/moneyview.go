@@ -27,7 +27,7 @@ func CheckInvoiceMoney(inv *Invoice, before map[int64]string) []string {
 // snapshot. Unpriced lines have none.
 func Breakdowns(inv *Invoice) map[int64]string {
 	out := map[int64]string{}
-	versions := snapshotVersions(inv.Money.Snapshot)
+	versions, _, _ := readSnapshot(inv.Money.Snapshot)
 	for _, l := range inv.Lines {
 		if l.Money.Charge == "" {
 			continue
@@ -38,7 +38,7 @@ func Breakdowns(inv *Invoice) map[int64]string {
 			continue
 		}
 		var p *pricing.Price
-		if v := versions[pricing.Date(l.Money.PlanVersion)]; v != nil {
+		if v := versions[l.Money.PlanVersion]; v != nil {
 			p = v.Price(l.Meter)
 		}
 		out[l.LineNo] = m.Describe(p)
@@ -46,18 +46,29 @@ func Breakdowns(inv *Invoice) map[int64]string {
 	return out
 }
 
-// snapshotVersions reads the plan versions an invoice stores, by date; a
-// snapshot that cannot be read gives none (verify reports it).
-func snapshotVersions(snapshot string) map[pricing.Date]*pricing.Plan {
-	versions := map[pricing.Date]*pricing.Plan{}
+// versionKey names a plan version in an invoice's snapshot and on its
+// lines: the plan and its date, since two plans may take effect on the
+// same day.
+func versionKey(p *pricing.Plan) string { return p.Name + "@" + string(p.EffectiveFrom) }
+
+// readSnapshot reads the plan versions an invoice stores, by versionKey,
+// and the invoice's own version (the first).
+func readSnapshot(snapshot string) (map[string]*pricing.Plan, *pricing.Plan, error) {
 	var raws []json.RawMessage
-	if snapshot == "" || json.Unmarshal([]byte(snapshot), &raws) != nil {
-		return versions
+	if err := json.Unmarshal([]byte(snapshot), &raws); err != nil || len(raws) == 0 {
+		return nil, nil, fmt.Errorf("the stored price snapshot cannot be read: %v", err)
 	}
-	for _, raw := range raws {
-		if v, err := pricing.ParseSnapshot(raw); err == nil {
-			versions[v.EffectiveFrom] = v
+	versions := map[string]*pricing.Plan{}
+	var own *pricing.Plan
+	for i, raw := range raws {
+		v, err := pricing.ParseSnapshot(raw)
+		if err != nil {
+			return nil, nil, err
+		}
+		versions[versionKey(v)] = v
+		if i == 0 {
+			own = v
 		}
 	}
-	return versions
+	return versions, own, nil
 }

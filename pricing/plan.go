@@ -132,11 +132,13 @@ type Settlement struct {
 // true-up). Every amount must already be rounded to the plan's currency.
 func (p *Plan) Settle(usage, late []Decimal) (Settlement, error) {
 	s := Settlement{Currency: p.cur.String()}
-	var err error
+	var fee Decimal
 	if p.Fee != nil {
-		if s.Fee, err = p.cur.Round(*p.Fee); err != nil {
-			return Settlement{}, err
-		}
+		fee = *p.Fee
+	}
+	var err error
+	if s.Fee, err = p.cur.Round(fee); err != nil { // shows the minor unit's places: "0.00"
+		return Settlement{}, err
 	}
 	if s.Usage, err = Sum(usage...); err != nil {
 		return Settlement{}, err
