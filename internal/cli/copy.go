@@ -119,6 +119,9 @@ func nextVerify(to, shown string) string {
 	if _, ok := u.User.Password(); !ok {
 		return "next: hookledger verify --database '" + shown + "'" + tail
 	}
+	if u, err = url.Parse(shown); err != nil || u.User == nil {
+		return "next: hookledger verify --database '" + shown + "'" + tail
+	}
 	u.User = url.UserPassword(u.User.Username(), "PASSWORD")
 	return "next: hookledger verify --database '" + u.String() + "'" + tail +
 		"\n      (PASSWORD is the password in the URL you gave --to, not printed here; or run verify with HOOKLEDGER_DATABASE set to that URL)"
