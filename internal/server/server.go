@@ -298,6 +298,11 @@ func (s *Server) start(ctx context.Context) error {
 	s.adm.Mux.Handle("GET /metrics", met.Handler())
 	s.adm.Mux.Handle("GET /readyz", ready.DetailHandler()) // with each failing check's error
 	forwardRoutes(s.adm, cfg, s.db, w, s.relay)            // forward status/list/retry/pause and GET /v1/events (forward.go)
+	// Customers, plans and invoice previews. Their writes (the registry) and
+	// the preview's rolled-back close take the write connection between the
+	// writer's batches, as the CLI's take the write lock.
+	(&admin.Customers{DB: s.db, Catalog: cfg.Catalog, DefaultPlan: cfg.Customers.DefaultPlan, Meters: ledger.NewMeters(cfg.Meters),
+		Zone: cfg.Invoicing.Location, Now: time.Now}).Routes(s.adm.Mux)
 	// The web console, GET /ui/ (console.go).
 	if err := s.mountConsole(tally); err != nil {
 		return err
