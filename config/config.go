@@ -62,6 +62,8 @@ type Config struct {
 	// Destinations receive every matching accepted event (destinations.go).
 	Destinations []Destination `yaml:"destinations"`
 	Ingest       Ingest        `yaml:"ingest"` // see ingest.go
+	// Invoicing lets serve close periods itself (invoicing.go).
+	Invoicing Invoicing `yaml:"invoicing"`
 	// Durability is when a delivery is acknowledged: "local" (default) once
 	// its commit is on local disk, "replica" once Litestream's replica holds
 	// it too (needs litestream.yml; same as serve --ack-after-replica), or on
@@ -506,6 +508,9 @@ func (c *Config) resolve(dir string) error {
 		return err
 	}
 	if err := c.resolveIngest(); err != nil {
+		return err
+	}
+	if err := c.resolveInvoicing(); err != nil {
 		return err
 	}
 	return c.resolveRetention(dir)

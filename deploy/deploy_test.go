@@ -35,8 +35,8 @@ func exported(t *testing.T) map[string]map[string]bool {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	// Wire every optional part, as serve does when replicating, reconciling
-	// and serving TLS.
+	// Wire every optional part, as serve does when replicating, reconciling,
+	// serving TLS, forwarding and closing periods on a schedule.
 	m := metrics.New(metrics.Options{Providers: []string{"acme"}, Version: "test", Commit: "test"})
 	m.WatchDatabase(db, nil)
 	m.WatchWriterQueue(func() int { return 0 }, 4096)
@@ -48,6 +48,7 @@ func exported(t *testing.T) map[string]map[string]bool {
 	m.SetTLSCertificate(time.Now().Add(time.Hour))
 	m.TLSReload(nil)
 	m.WatchForward(db, []string{"app"}, nil).ObserveAttempt("app", "delivered", time.Millisecond)
+	m.WatchInvoicing().ObserveClose("closed")
 	mfs, err := m.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -46,6 +46,22 @@ var (
 	ErrNothingToChange = errors.New("nothing to change")
 )
 
+// InputError is bad input to the registry (an id that is not clean text,
+// an external id without a system, a date that is not one, a plan not
+// declared or with no version on the date): the message says what to change.
+// An API answers it with 4xx; other errors are storage failures.
+type InputError struct{ Err error }
+
+func (e *InputError) Error() string { return e.Err.Error() }
+func (e *InputError) Unwrap() error { return e.Err }
+
+func badInput(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &InputError{err}
+}
+
 // RegistryStore is what the registry needs of the database.
 type RegistryStore interface {
 	RegistryTx(ctx context.Context, fn func(*schema.RegistryTx) error) error
@@ -116,12 +132,12 @@ func checkAssignment(a PlanAssignment, catalog *pricing.Catalog) error {
 // from a date, in one transaction.
 func AddCustomer(ctx context.Context, db RegistryStore, c Customer, plan *PlanAssignment, catalog *pricing.Catalog) error {
 	if err := checkCustomer(c); err != nil {
-		return err
+		return badInput(err)
 	}
 	if plan != nil {
 		plan.Customer = c.ID
 		if err := checkAssignment(*plan, catalog); err != nil {
-			return err
+			return badInput(err)
 		}
 	}
 	rec, err := c.record()
@@ -190,7 +206,7 @@ func UpdateCustomer(ctx context.Context, db RegistryStore, id string, ch Custome
 		}
 		next.RecordedAt, next.Note = ch.At, ch.Note
 		if err := checkCustomer(next); err != nil {
-			return err
+			return badInput(err)
 		}
 		rec, err := next.record()
 		if err != nil {
@@ -217,7 +233,7 @@ func assignmentOf(r schema.PlanAssignment) PlanAssignment {
 // a version in force on the date.
 func AssignPlan(ctx context.Context, db RegistryStore, a PlanAssignment, catalog *pricing.Catalog) (PlanAssignment, error) {
 	if err := checkAssignment(a, catalog); err != nil {
-		return PlanAssignment{}, err
+		return PlanAssignment{}, badInput(err)
 	}
 	err := db.RegistryTx(ctx, func(tx *schema.RegistryTx) error {
 		var err error
@@ -304,4 +320,71 @@ func (p *Plans) On(customer string, day pricing.Date) (string, *PlanAssignment) 
 		}
 	}
 	return p.Default, nil
+}
+
+// CustomerToday is a registered customer as it is now, with its plan on a
+// day: a row of customers list and of the admin API's GET /v1/customers.
+type CustomerToday struct {
+	Customer
+	Plan string `json:"plan"`
+}
+
+// CustomersToday lists the registered customers as they are now, by id,
+// each with its plan on day (its assignment in force, else defaultPlan).
+func CustomersToday(ctx context.Context, db RegistryStore, defaultPlan string, day pricing.Date) ([]CustomerToday, error) {
+	cs, err := Customers(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	as, err := PlanAssignments(ctx, db, "")
+	if err != nil {
+		return nil, err
+	}
+	plans := NewPlans(defaultPlan, as)
+	out := make([]CustomerToday, 0, len(cs))
+	for _, c := range cs {
+		plan, _ := plans.On(c.ID, day)
+		out = append(out, CustomerToday{c, plan})
+	}
+	return out, nil
+}
+
+// CustomerView is one customer's registry history, plan assignments and
+// plan on a day: what customers show, plan show and the admin API's GET
+// /v1/customers/{id} print.
+type CustomerView struct {
+	Customer    string           `json:"customer"`
+	PlanToday   string           `json:"plan_today"`
+	Source      string           `json:"plan_source"` // where PlanToday comes from, in words
+	History     []Customer       `json:"history"`
+	Assignments []PlanAssignment `json:"assignments"`
+	// Known: registered or assigned a plan (else only the default applies).
+	Known bool `json:"-"`
+}
+
+// ViewCustomer reads what CustomerView shows of customer id on day.
+func ViewCustomer(ctx context.Context, db RegistryStore, defaultPlan, id string, day pricing.Date) (*CustomerView, error) {
+	hist, err := CustomerHistory(ctx, db, id)
+	if err != nil {
+		return nil, err
+	}
+	as, err := PlanAssignments(ctx, db, id)
+	if err != nil {
+		return nil, err
+	}
+	plan, by := NewPlans(defaultPlan, as).On(id, day)
+	source := "the default plan (customers.default_plan)"
+	if by != nil {
+		source = fmt.Sprintf("assignment %d, from %s", by.ID, by.EffectiveFrom)
+	} else if plan == "" {
+		source = "no assignment and no customers.default_plan: invoices carry quantities only"
+	}
+	if hist == nil {
+		hist = []Customer{}
+	}
+	if as == nil {
+		as = []PlanAssignment{}
+	}
+	return &CustomerView{Customer: id, PlanToday: plan, Source: source, History: hist, Assignments: as,
+		Known: len(hist) > 0 || len(as) > 0}, nil
 }

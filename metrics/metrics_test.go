@@ -412,6 +412,9 @@ func TestNilMetricsIsANoOp(t *testing.T) {
 	m.SetTLSCertificate(time.Now())
 	m.TLSReload(nil)
 	m.WatchDisk(nil)
+	in := m.WatchInvoicing()
+	in.ObserveClose("closed")
+	in.SetLatest(time.Now(), time.Now())
 }
 
 // Every exported family passes promlint, the linter behind `promtool check
@@ -455,6 +458,9 @@ func full(t *testing.T, db *schema.DB) *Metrics {
 	m.TLSReload(nil)
 	m.WatchDisk(func() (uint64, uint64, error) { return 1, 2, nil })
 	m.WatchForward(db, []string{"app"}, nil).ObserveAttempt("app", "delivered", time.Millisecond)
+	in := m.WatchInvoicing()
+	in.ObserveClose("closed")
+	in.SetLatest(time.Now(), time.Now().Add(-time.Hour))
 	return m
 }
 
@@ -492,6 +498,51 @@ func TestChainHeadGauges(t *testing.T) {
 	for chain, anchor := range map[string]string{"ledger": "ledger:3:" + strings.Repeat("ab", 32), "receipts": "receipts:6:" + strings.Repeat("cd", 32)} {
 		if v := find(mfs, "hookledger_chain_head_info", L{"chain": chain, "anchor": anchor}); v == nil || v.GetGauge().GetValue() != 1 {
 			t.Errorf("no hookledger_chain_head_info{chain=%q,anchor=%q} 1", chain, anchor)
+		}
+	}
+}
+
+// The scheduled-close metrics exist only with invoicing configured, every
+// outcome from the first scrape at 0.
+func TestInvoicingMetrics(t *testing.T) {
+	m := New(Options{})
+	for name := range scrape(t, m) {
+		if strings.HasPrefix(name, "hookledger_invoice_") {
+			t.Errorf("%s exported although invoicing is off", name)
+		}
+	}
+	in := m.WatchInvoicing()
+	mfs := scrape(t, m)
+	closes := mfs["hookledger_invoice_scheduled_closes_total"]
+	if closes == nil || len(closes.GetMetric()) != len(InvoiceCloseOutcomes) {
+		t.Fatalf("closes by outcome not all exported at 0: %v", closes)
+	}
+	in.ObserveClose("closed")
+	in.ObserveClose("closed")
+	in.ObserveClose("error")
+	end := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	in.SetLatest(end.Add(72*time.Hour+1500*time.Millisecond), end)
+	mfs = scrape(t, m)
+	for _, c := range []struct {
+		name, outcome string
+		want          float64
+	}{
+		{"hookledger_invoice_scheduled_closes_total", "closed", 2},
+		{"hookledger_invoice_scheduled_closes_total", "existing", 0},
+		{"hookledger_invoice_scheduled_closes_total", "error", 1},
+		{"hookledger_invoice_last_close_timestamp_seconds", "", float64(end.Unix()) + 72*3600 + 1.5},
+		{"hookledger_invoice_closed_through_timestamp_seconds", "", float64(end.Unix())},
+	} {
+		got := -1.0
+		for _, s := range mfs[c.name].GetMetric() {
+			if c.outcome == "" {
+				got = s.GetGauge().GetValue()
+			} else if s.GetLabel()[0].GetValue() == c.outcome {
+				got = s.GetCounter().GetValue()
+			}
+		}
+		if got != c.want {
+			t.Errorf("%s %s = %v, want %v", c.name, c.outcome, got, c.want)
 		}
 	}
 }

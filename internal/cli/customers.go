@@ -184,27 +184,15 @@ func customersList(c *cli.Context) error {
 		return err
 	}
 	defer db.Close()
-	cs, err := ledger.Customers(c.Context, db)
+	cs, err := ledger.CustomersToday(c.Context, db, cfg.Customers.DefaultPlan, today())
 	if err != nil {
 		return err
 	}
-	as, err := ledger.PlanAssignments(c.Context, db, "")
-	if err != nil {
-		return err
-	}
-	plans := ledger.NewPlans(cfg.Customers.DefaultPlan, as)
-	type view struct {
-		ledger.Customer
-		Plan string `json:"plan"`
-	}
-	views := make([]view, 0, len(cs))
 	var rows [][]string
 	for _, cust := range cs {
-		plan, _ := plans.On(cust.ID, today())
-		views = append(views, view{cust, plan})
-		rows = append(rows, []string{cust.ID, cust.Name, cust.Email, formatIDs(cust.ExternalIDs), orDash(plan), cust.RecordedAt.Format(time.RFC3339)})
+		rows = append(rows, []string{cust.ID, cust.Name, cust.Email, formatIDs(cust.ExternalIDs), orDash(cust.Plan), cust.RecordedAt.Format(time.RFC3339)})
 	}
-	return writeRecords(c.App.Writer, c.String("format"), []string{"customer", "name", "email", "external_ids", "plan", "changed_at"}, rows, views)
+	return writeRecords(c.App.Writer, c.String("format"), []string{"customer", "name", "email", "external_ids", "plan", "changed_at"}, rows, cs)
 }
 
 func orDash(s string) string {
@@ -232,43 +220,20 @@ func showCustomer(c *cli.Context, registered bool) error {
 		return err
 	}
 	defer db.Close()
-	hist, err := ledger.CustomerHistory(c.Context, db, args[0])
+	v, err := ledger.ViewCustomer(c.Context, db, cfg.Customers.DefaultPlan, args[0], today())
 	if err != nil {
 		return err
 	}
-	as, err := ledger.PlanAssignments(c.Context, db, args[0])
-	if err != nil {
-		return err
-	}
-	if registered && len(hist) == 0 && len(as) == 0 {
+	if registered && !v.Known {
 		return fmt.Errorf("%w %q in the registry (hookledger customers list shows them)", ledger.ErrNoCustomer, args[0])
 	}
-	return showPlans(c, cfg.Customers.DefaultPlan, args[0], hist, as)
-}
-
-// showPlans prints a customer's registry rows and plan assignments, and
-// the plan in force today.
-func showPlans(c *cli.Context, defaultPlan, id string, hist []ledger.Customer, as []ledger.PlanAssignment) error {
-	plan, by := ledger.NewPlans(defaultPlan, as).On(id, today())
-	source := "the default plan (customers.default_plan)"
-	if by != nil {
-		source = fmt.Sprintf("assignment %d, from %s", by.ID, by.EffectiveFrom)
-	} else if plan == "" {
-		source = "no assignment and no customers.default_plan: invoices carry quantities only"
-	}
 	if c.String("format") == "json" {
-		return writeRecords(c.App.Writer, "json", nil, nil, struct {
-			Customer    string                  `json:"customer"`
-			PlanToday   string                  `json:"plan_today"`
-			Source      string                  `json:"plan_source"`
-			History     []ledger.Customer       `json:"history"`
-			Assignments []ledger.PlanAssignment `json:"assignments"`
-		}{id, plan, source, orEmpty(hist), orEmpty(as)})
+		return writeRecords(c.App.Writer, "json", nil, nil, v)
 	}
 	w := c.App.Writer
-	fmt.Fprintf(w, "customer %s\nplan today (%s): %s — %s\n\n", id, today(), orDash(plan), source)
+	fmt.Fprintf(w, "customer %s\nplan today (%s): %s — %s\n\n", v.Customer, today(), orDash(v.PlanToday), v.Source)
 	var rows [][]string
-	for _, h := range hist {
+	for _, h := range v.History {
 		rows = append(rows, []string{h.RecordedAt.Format(time.RFC3339), h.Name, h.Email, formatIDs(h.ExternalIDs), h.Note})
 	}
 	if err := writeRecords(w, c.String("format"), []string{"changed_at", "name", "email", "external_ids", "note"}, rows, nil); err != nil {
@@ -276,7 +241,7 @@ func showPlans(c *cli.Context, defaultPlan, id string, hist []ledger.Customer, a
 	}
 	fmt.Fprintln(w)
 	rows = nil
-	for _, a := range as {
+	for _, a := range v.Assignments {
 		rows = append(rows, []string{itoa(int(a.ID)), a.Plan, string(a.EffectiveFrom), a.RecordedAt.Format(time.RFC3339), a.Note})
 	}
 	return writeRecords(w, c.String("format"), []string{"assignment", "plan", "from", "recorded_at", "note"}, rows, nil)

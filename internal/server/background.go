@@ -15,9 +15,12 @@ import (
 )
 
 // startBackground runs serve's periodic jobs: reconcile for each provider
-// with reconcile.interval set, and prune when retention is configured. Each
+// with reconcile.interval set, prune when retention is configured, and the
+// scheduled invoice closes when invoicing.close is set (invoicing.go). Each
 // runs once at start, then every interval. stop cancels them and waits, and
-// must be called before the writer closes.
+// must be called before the writer closes (reconcile and prune submit to it)
+// and before the database closes (a close holds the write connection while
+// it runs; cancelled, it rolls back).
 func startBackground(ctx context.Context, log *slog.Logger, cfg *config.Config, db *schema.DB, w *custody.Writer,
 	m *ledger.Mapper, version string, met *metrics.Metrics) (stop func(), err error) {
 	ctx, cancel := context.WithCancel(ctx)
@@ -81,6 +84,10 @@ func startBackground(ctx context.Context, log *slog.Logger, cfg *config.Config, 
 				log.Info("prune", attrs...)
 			}
 		})
+	}
+	if cfg.Invoicing.Enabled() {
+		sched := &invoiceScheduler{DB: db, Config: cfg, Log: log, Metrics: met.WatchInvoicing(), Now: time.Now}
+		every("invoice close "+cfg.Invoicing.Close+" in "+cfg.Invoicing.TZ+" after "+cfg.Invoicing.Grace.String(), closeCheckInterval, sched.check)
 	}
 	return func() { cancel(); wg.Wait() }, nil
 }

@@ -1,0 +1,269 @@
+package admin
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/pricing"
+)
+
+// CustomerStore is what the customer endpoints read and write (*schema.DB).
+type CustomerStore interface {
+	ledger.RegistryStore
+	ledger.CloseStore
+}
+
+// Customers holds the customer registry, plan and invoice-preview
+// endpoints: the same reads and actions as `hookledger customers`, `plan`
+// and `invoice preview`, from the same ledger functions. JSON in and out;
+// amounts are decimal strings. Register them with Routes.
+type Customers struct {
+	DB          CustomerStore
+	Catalog     *pricing.Catalog // the declared plans (config plans:)
+	DefaultPlan string           // customers.default_plan
+	Meters      ledger.Meters
+	// Zone is the time zone a preview's month is read in when the request
+	// names none: invoicing.tz, so a preview shows the month the schedule
+	// will close. Default UTC.
+	Zone *time.Location
+	// Now is the clock: the plan "today" (its UTC date), the preview's
+	// default month and its cutoff, the time a change is recorded at.
+	Now func() time.Time
+}
+
+// Routes registers the endpoints on mux.
+func (c *Customers) Routes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /v1/plans", c.plans)
+	mux.HandleFunc("GET /v1/customers", c.list)
+	mux.HandleFunc("POST /v1/customers", c.add)
+	mux.HandleFunc("GET /v1/customers/{id}", c.show)
+	mux.HandleFunc("POST /v1/customers/{id}/plan", c.assign)
+	mux.HandleFunc("GET /v1/customers/{id}/invoice/preview", c.preview)
+}
+
+// maxRequestBody bounds a customer or plan request's JSON.
+const maxRequestBody = 64 << 10
+
+// today is the date a customer's current plan is read for: UTC's, as the CLI does.
+func (c *Customers) today() pricing.Date {
+	return pricing.Date(c.Now().UTC().Format(time.DateOnly))
+}
+
+// plans answers GET /v1/plans: every declared plan version, by name and
+// date, as `hookledger plan list --format json` prints them.
+func (c *Customers) plans(w http.ResponseWriter, r *http.Request) {
+	versions := []*pricing.Plan{}
+	if c.Catalog != nil {
+		for _, name := range c.Catalog.Names() {
+			versions = append(versions, c.Catalog.Versions(name)...)
+		}
+	}
+	forwardJSON(w, http.StatusOK, versions)
+}
+
+// list answers GET /v1/customers: the registered customers as they are now,
+// each with its plan today (`hookledger customers list --format json`).
+func (c *Customers) list(w http.ResponseWriter, r *http.Request) {
+	cs, err := ledger.CustomersToday(r.Context(), c.DB, c.DefaultPlan, c.today())
+	if err != nil {
+		c.fail(w, err)
+		return
+	}
+	forwardJSON(w, http.StatusOK, cs)
+}
+
+// show answers GET /v1/customers/{id}: the registry history, the plan
+// assignments and the plan today (`hookledger customers show --format json`).
+func (c *Customers) show(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := ledger.CheckIdentifier(id); err != nil {
+		forwardError(w, http.StatusBadRequest, "bad_customer", fmt.Sprintf("customer id %q %v", id, err))
+		return
+	}
+	v, err := ledger.ViewCustomer(r.Context(), c.DB, c.DefaultPlan, id, c.today())
+	if err != nil {
+		c.fail(w, err)
+		return
+	}
+	if !v.Known {
+		forwardError(w, http.StatusNotFound, "unknown_customer", fmt.Sprintf("%v %q: it is neither registered nor assigned a plan (POST /v1/customers registers it)", ledger.ErrNoCustomer, id))
+		return
+	}
+	forwardJSON(w, http.StatusOK, v)
+}
+
+// NewCustomer is the body of POST /v1/customers: the customer and,
+// optionally, the plan it is on from a date (both or neither).
+type NewCustomer struct {
+	ID          string            `json:"id"`
+	Name        string            `json:"name"`
+	Email       string            `json:"email"`
+	ExternalIDs map[string]string `json:"external_ids"`
+	Note        string            `json:"note"`
+	Plan        string            `json:"plan"`
+	From        string            `json:"from"` // YYYY-MM-DD
+}
+
+// add answers POST /v1/customers: registers a customer (with its first plan
+// assignment, in the same transaction) and answers 201 with what GET
+// /v1/customers/{id} shows. A customer already registered is 409.
+func (c *Customers) add(w http.ResponseWriter, r *http.Request) {
+	var req NewCustomer
+	if !decode(w, r, &req, `{"id": "cus_1", "name": …, "email": …, "external_ids": {"stripe": "cus_…"}, "plan": "pro", "from": "2026-01-01"}`) {
+		return
+	}
+	now := c.Now().UTC()
+	cust := ledger.Customer{ID: req.ID, Name: req.Name, Email: req.Email, ExternalIDs: req.ExternalIDs, RecordedAt: now, Note: req.Note}
+	var plan *ledger.PlanAssignment
+	switch {
+	case req.Plan != "" && req.From == "":
+		forwardError(w, http.StatusBadRequest, "bad_date", "plan needs from, the plan's first day (YYYY-MM-DD)")
+		return
+	case req.From != "" && req.Plan == "":
+		forwardError(w, http.StatusBadRequest, "bad_request", "from goes with plan")
+		return
+	case req.Plan != "":
+		if err := pricing.Date(req.From).Check(); err != nil {
+			forwardError(w, http.StatusBadRequest, "bad_date", "from: "+err.Error())
+			return
+		}
+		plan = &ledger.PlanAssignment{Plan: req.Plan, EffectiveFrom: pricing.Date(req.From), RecordedAt: now, Note: req.Note}
+	}
+	if err := ledger.AddCustomer(r.Context(), c.DB, cust, plan, c.Catalog); err != nil {
+		c.fail(w, err)
+		return
+	}
+	v, err := ledger.ViewCustomer(r.Context(), c.DB, c.DefaultPlan, req.ID, c.today())
+	if err != nil {
+		c.fail(w, err)
+		return
+	}
+	w.Header().Set("Location", "/v1/customers/"+url.PathEscape(req.ID))
+	forwardJSON(w, http.StatusCreated, v)
+}
+
+// NewAssignment is the body of POST /v1/customers/{id}/plan.
+type NewAssignment struct {
+	Plan string `json:"plan"`
+	From string `json:"from"` // YYYY-MM-DD, the first day on the plan
+	Note string `json:"note"`
+}
+
+// assign answers POST /v1/customers/{id}/plan: appends a plan assignment
+// (`hookledger plan assign`) and answers 201 with it. Like the CLI, it
+// needs no registered customer: the ledger bills any customer id.
+func (c *Customers) assign(w http.ResponseWriter, r *http.Request) {
+	var req NewAssignment
+	if !decode(w, r, &req, `{"plan": "pro", "from": "2026-07-01", "note": …}`) {
+		return
+	}
+	if req.Plan == "" {
+		forwardError(w, http.StatusBadRequest, "bad_request", "plan: required, a plan declared under plans (GET /v1/plans)")
+		return
+	}
+	if err := pricing.Date(req.From).Check(); err != nil {
+		forwardError(w, http.StatusBadRequest, "bad_date", "from: "+err.Error()+", the first day on the plan")
+		return
+	}
+	a, err := ledger.AssignPlan(r.Context(), c.DB, ledger.PlanAssignment{Customer: r.PathValue("id"), Plan: req.Plan,
+		EffectiveFrom: pricing.Date(req.From), RecordedAt: c.Now().UTC(), Note: req.Note}, c.Catalog)
+	if err != nil {
+		c.fail(w, err)
+		return
+	}
+	forwardJSON(w, http.StatusCreated, a)
+}
+
+// preview answers GET /v1/customers/{id}/invoice/preview?period=YYYY-MM&tz=ZONE:
+// the invoice as it would be if the period (default: the current month)
+// closed now, from the same close as `hookledger invoice preview` (a close
+// that rolls back). For a period already closed it is the closed invoice,
+// with existing true.
+func (c *Customers) preview(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := ledger.CheckIdentifier(id); err != nil {
+		forwardError(w, http.StatusBadRequest, "bad_customer", fmt.Sprintf("customer id %q %v", id, err))
+		return
+	}
+	q := r.URL.Query()
+	loc := c.Zone
+	if loc == nil {
+		loc = time.UTC
+	}
+	if tz := q.Get("tz"); tz != "" {
+		var err error
+		if loc, err = ledger.LoadZone(tz); err != nil {
+			forwardError(w, http.StatusBadRequest, "bad_tz", "tz: "+err.Error())
+			return
+		}
+	}
+	label := q.Get("period")
+	if label == "" {
+		label = c.Now().In(loc).Format("2006-01")
+	}
+	period, err := ledger.MonthPeriod(label, loc)
+	if err != nil {
+		forwardError(w, http.StatusBadRequest, "bad_period", err.Error())
+		return
+	}
+	pr, _, err := ledger.LoadPricing(r.Context(), c.DB, c.Catalog, c.DefaultPlan)
+	if err != nil {
+		c.fail(w, err)
+		return
+	}
+	res, err := ledger.Close(r.Context(), c.DB, ledger.CloseRequest{Period: period, Customer: id, Meters: c.Meters,
+		Now: c.Now, Preview: true, Pricing: pr})
+	if err != nil {
+		c.fail(w, err)
+		return
+	}
+	forwardJSON(w, http.StatusOK, res)
+}
+
+// decode reads a JSON body into v, refusing unknown fields, trailing data
+// and bodies over maxRequestBody; on failure it has answered.
+func decode(w http.ResponseWriter, r *http.Request, v any, shape string) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestBody))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil && dec.More() {
+		err = errors.New("more than one JSON value")
+	}
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		forwardError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the body is over %d bytes", maxRequestBody))
+		return false
+	case err != nil:
+		forwardError(w, http.StatusBadRequest, "bad_request", "want JSON "+shape+": "+err.Error())
+		return false
+	}
+	return true
+}
+
+// fail maps the registry's and the close's errors onto HTTP.
+func (c *Customers) fail(w http.ResponseWriter, err error) {
+	var input *ledger.InputError
+	var overflow *ledger.OverflowError
+	switch {
+	case errors.Is(err, ledger.ErrCustomerExists):
+		forwardError(w, http.StatusConflict, "customer_exists", err.Error())
+	case errors.Is(err, ledger.ErrUnknownPlan):
+		forwardError(w, http.StatusBadRequest, "unknown_plan", err.Error())
+	case errors.As(err, &input):
+		forwardError(w, http.StatusBadRequest, "bad_request", err.Error())
+	case errors.Is(err, ledger.ErrPeriodOverlap):
+		forwardError(w, http.StatusConflict, "period_overlap", err.Error())
+	case errors.As(err, &overflow):
+		// As GET /v1/usage: the answer is not representable, and retrying
+		// cannot change that; an adjustment can.
+		forwardError(w, http.StatusUnprocessableEntity, "total_out_of_range", err.Error())
+	default:
+		forwardError(w, http.StatusInternalServerError, "failed", err.Error())
+	}
+}
