@@ -216,7 +216,7 @@ func TestCustomersAPI(t *testing.T) {
 			inv.Lines[0].Quantity != "1500" || inv.Lines[0].Amount != "3.00" {
 			t.Errorf("preview invoice: %+v", inv)
 		}
-		for _, want := range []string{`"plan": "pro"`, `"total": "42.00"`, `"fee": "39.00"`, `"amount": "3.00"`, `"quantity": "1500"`, `"plan_version": "2026-07-01"`} {
+		for _, want := range []string{`"plan": "pro"`, `"total": "42.00"`, `"fee": "39.00"`, `"amount": "3.00"`, `"quantity": "1500"`, `"plan_version": "pro@2026-07-01"`} {
 			if !strings.Contains(string(raw), want) {
 				t.Errorf("preview lacks %s:\n%s", want, raw)
 			}
