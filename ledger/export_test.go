@@ -52,3 +52,6 @@ func PeriodRange(ctx context.Context, db CloseStore, r CloseRequest, head int64)
 // close did before late lines went only on invoices of later periods: a test
 // builds with it what an older version left in a database.
 func (r CloseRequest) PreRuleLate() CloseRequest { r.preRuleLate = true; return r }
+
+// PriceInvoice prices inv as a close does (benchmarks of the pricing path).
+func PriceInvoice(inv *Invoice, pr *Pricing) error { return priceInvoice(inv, pr) }
