@@ -53,5 +53,6 @@ func PeriodRange(ctx context.Context, db CloseStore, r CloseRequest, head int64)
 // builds with it what an older version left in a database.
 func (r CloseRequest) PreRuleLate() CloseRequest { r.preRuleLate = true; return r }
 
-// PriceInvoice prices inv as a close does (benchmarks of the pricing path).
-func PriceInvoice(inv *Invoice, pr *Pricing) error { return priceInvoice(inv, pr) }
+// NewInvoicePricer returns what prices the invoices of one close
+// (benchmarks of the pricing path).
+func NewInvoicePricer(pr *Pricing) func(*Invoice) error { return newPricer(pr).price }
