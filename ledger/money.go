@@ -240,10 +240,7 @@ func priceLine(l *InvoiceLine, v *pricing.Plan) error {
 	if err != nil {
 		return err
 	}
-	charge, err := json.Marshal(m)
-	if err != nil {
-		return err
-	}
+	charge := m.AppendJSON(nil) // what json.Marshal(m) writes, without reflection
 	l.Money.PlanVersion, l.Money.AmountPrecise, l.Money.Amount, l.Money.Charge = string(v.EffectiveFrom), m.Amount.String(), rounded.String(), string(charge)
 	return nil
 }
