@@ -4,14 +4,18 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/ledger/seed"
+	"github.com/hookledger/hookledger/pricing"
 	"github.com/hookledger/hookledger/schema"
 )
 
@@ -155,4 +159,255 @@ func explain(b *testing.B, db *sqlx.DB, query string, args []any) string {
 		out = append(out, "  "+detail)
 	}
 	return strings.Join(out, "\n")
+}
+
+// pricedClosePlan is the configuration of BenchmarkPricedClose10M: the
+// meters of `hookledger dev seed --exports` and one plan pricing each.
+const pricedClosePlan = "../bench/priced-close.yml"
+
+// BenchmarkPricedClose10M measures closing a month for every customer with
+// prices (bench/priced-close.yml: a fee, a minimum and one price per meter,
+// graduated, unit, volume and package) against the same close without
+// prices (Pricing nil), the reference, in the same process and rounds. Each
+// iteration is one round of both closes, in alternating order, so a slower
+// minute of the shared machine falls on both; the per-round figures (wall
+// time, and the process's CPU time, which other work on a shared machine
+// disturbs less), their medians, ranges and the ratios are logged and
+// reported as metrics.
+//
+//	hookledger migrate --data /tmp/priced10m
+//	hookledger dev seed --rows 10000000 --customers 10000 --exports --data /tmp/priced10m
+//	HOOKLEDGER_BENCH_DB=/tmp/priced10m/hookledger.db \
+//	  go test ./ledger -run '^$' -bench PricedClose10M -benchtime 5x -count 1 -timeout 1h -v
+//
+// Like BenchmarkInvoicing10M it skips itself without HOOKLEDGER_BENCH_DB and
+// closes HOOKLEDGER_BENCH_MONTH (default 2026-06) as dry runs. Pricing is
+// loaded as `invoice close` loads it (ledger.LoadPricing: the registry's
+// assignments and customers, the default plan), inside the timed part.
+func BenchmarkPricedClose10M(b *testing.B) {
+	path := os.Getenv("HOOKLEDGER_BENCH_DB")
+	if path == "" {
+		b.Skip("set HOOKLEDGER_BENCH_DB to a database made by `hookledger dev seed --exports` (see the comment)")
+	}
+	ctx := context.Background()
+	cfg, err := config.LoadSecretsOptional(pricedClosePlan)
+	if err != nil {
+		b.Fatal(err)
+	}
+	db, err := schema.Open(ctx, path, schema.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	label := os.Getenv("HOOKLEDGER_BENCH_MONTH")
+	if label == "" {
+		label = "2026-06"
+	}
+	month, err := ledger.MonthPeriod(label, time.UTC)
+	if err != nil {
+		b.Fatal(err)
+	}
+	meters := ledger.NewMeters(cfg.Meters)
+
+	type sample struct {
+		wall, cpu time.Duration
+		allocs    uint64
+		bytes     uint64
+	}
+	closeOnce := func(priced bool) (sample, *ledger.CloseResult) {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		cpu0, _ := processCPU()
+		start := time.Now()
+		req := ledger.CloseRequest{Period: month, All: true, Meters: meters, DryRun: true}
+		if priced {
+			pr, registered, err := ledger.LoadPricing(ctx, db, cfg.Catalog, cfg.Customers.DefaultPlan)
+			if err != nil || pr == nil {
+				b.Fatalf("load pricing: %v (%v)", err, pr)
+			}
+			req.Pricing, req.Registered = pr, registered
+		}
+		res, err := ledger.Close(ctx, db, req)
+		wall := time.Since(start)
+		cpu1, _ := processCPU()
+		if err != nil {
+			b.Fatal(err)
+		}
+		runtime.ReadMemStats(&after)
+		return sample{wall, cpu1 - cpu0, after.Mallocs - before.Mallocs, after.TotalAlloc - before.TotalAlloc}, res
+	}
+	// Both closes must bill the same quantities; the priced one must price
+	// every line (every meter has a price), the other none.
+	check := func(priced, plain *ledger.CloseResult) {
+		if len(priced.Invoices) != len(plain.Invoices) || len(plain.Invoices) == 0 {
+			b.Fatalf("priced close made %d invoices, unpriced %d", len(priced.Invoices), len(plain.Invoices))
+		}
+		trueUps := 0
+		for i, inv := range priced.Invoices {
+			p := plain.Invoices[i]
+			if inv.Customer != p.Customer || len(inv.Lines) != len(p.Lines) || inv.Money.Total == "" || p.Money.Total != "" {
+				b.Fatalf("invoice %d: %s/%s, %d/%d lines, totals %q/%q", i, inv.Customer, p.Customer, len(inv.Lines), len(p.Lines), inv.Money.Total, p.Money.Total)
+			}
+			if inv.Money.TrueUp != "0.00" {
+				trueUps++
+			}
+			for j, l := range inv.Lines {
+				if l.Quantity != p.Lines[j].Quantity || l.Money.Amount == "" {
+					b.Fatalf("invoice %d line %d: %s/%s, amount %q", i, j, l.Quantity, p.Lines[j].Quantity, l.Money.Amount)
+				}
+			}
+		}
+		b.Logf("%d invoices, %d lines; %d with a minimum true-up", len(priced.Invoices), countLines(priced), trueUps)
+	}
+
+	var priced, plain []sample
+	for i := 0; i < b.N; i++ {
+		// Alternate which close goes first, so neither always runs right
+		// after the other has warmed (or disturbed) the caches.
+		var sp, su sample
+		var rp, ru *ledger.CloseResult
+		if i%2 == 0 {
+			sp, rp = closeOnce(true)
+			su, ru = closeOnce(false)
+		} else {
+			su, ru = closeOnce(false)
+			sp, rp = closeOnce(true)
+		}
+		if i == 0 {
+			check(rp, ru)
+		}
+		priced, plain = append(priced, sp), append(plain, su)
+		b.Logf("round %d: priced %.3f s (CPU %.3f s, %d allocs, %.0f MB), unpriced %.3f s (CPU %.3f s, %d allocs, %.0f MB), ratio %.2f (CPU %.2f)",
+			i+1, sp.wall.Seconds(), sp.cpu.Seconds(), sp.allocs, float64(sp.bytes)/1e6, su.wall.Seconds(), su.cpu.Seconds(), su.allocs, float64(su.bytes)/1e6,
+			sp.wall.Seconds()/su.wall.Seconds(), sp.cpu.Seconds()/su.cpu.Seconds())
+	}
+	secs := func(ss []sample, of func(sample) time.Duration) []float64 {
+		out := make([]float64, len(ss))
+		for i, s := range ss {
+			out[i] = of(s).Seconds()
+		}
+		return out
+	}
+	ratios := func(xs, ys []float64) []float64 {
+		out := make([]float64, len(xs))
+		for i := range xs {
+			out[i] = xs[i] / ys[i]
+		}
+		return out
+	}
+	wall := func(s sample) time.Duration { return s.wall }
+	cpu := func(s sample) time.Duration { return s.cpu }
+	ps, us := secs(priced, wall), secs(plain, wall)
+	pc, uc := secs(priced, cpu), secs(plain, cpu)
+	rs, rc := ratios(ps, us), ratios(pc, uc)
+	span := func(xs []float64) string {
+		return fmt.Sprintf("%.3f (%.3f–%.3f)", median(xs), slices.Min(xs), slices.Max(xs))
+	}
+	b.Logf("%s, %d rounds, medians (min–max): wall priced %s s, unpriced %s s, ratio %s; CPU priced %s s, unpriced %s s, ratio %s",
+		label, len(priced), span(ps), span(us), span(rs), span(pc), span(uc), span(rc))
+	b.ReportMetric(median(ps), "priced-s")
+	b.ReportMetric(median(us), "unpriced-s")
+	b.ReportMetric(median(rs), "priced/unpriced")
+	b.ReportMetric(median(pc), "priced-cpu-s")
+	b.ReportMetric(median(uc), "unpriced-cpu-s")
+	b.ReportMetric(median(rc), "priced/unpriced-cpu")
+	b.ReportMetric(float64(priced[len(priced)-1].allocs), "priced-allocs")
+	b.ReportMetric(float64(plain[len(plain)-1].allocs), "unpriced-allocs")
+}
+
+func countLines(res *ledger.CloseResult) int {
+	n := 0
+	for _, inv := range res.Invoices {
+		n += len(inv.Lines)
+	}
+	return n
+}
+
+func median(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// The priced-close benchmark's configuration prices exactly the meters the
+// seed writes with --exports, each with a different model, and has a fee
+// and a minimum: what the benchmark claims to measure.
+func TestPricedCloseBenchPlan(t *testing.T) {
+	cfg, err := config.LoadSecretsOptional(pricedClosePlan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := seed.MetersOf(seed.Options{Exports: true})
+	if len(cfg.Meters) != len(want) {
+		t.Fatalf("meters %+v, the seed's %+v", cfg.Meters, want)
+	}
+	for i, m := range want {
+		got := cfg.Meters[i]
+		if got.Name != m.Name || got.Aggregation != m.Aggregation || got.Property != m.Property {
+			t.Errorf("meter %d: %+v, the seed's %+v", i, got, m)
+		}
+	}
+	v, err := cfg.Catalog.Version(cfg.Customers.DefaultPlan, "2026-06-01")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Fee == nil || v.Minimum == nil {
+		t.Errorf("plan %q: fee %v, minimum %v", v.Name, v.Fee, v.Minimum)
+	}
+	models := map[pricing.Model]bool{}
+	for _, m := range want {
+		p := v.Price(m.Name)
+		if p == nil {
+			t.Fatalf("plan %q does not price %s", v.Name, m.Name)
+		}
+		models[p.Model] = true
+	}
+	for _, m := range pricing.Models {
+		if !models[m] {
+			t.Errorf("no price uses model %s", m)
+		}
+	}
+}
+
+// BenchmarkPriceInvoice is the pricing part of a priced close alone, per
+// invoice: a seeded customer's month (four lines, one per meter of
+// bench/priced-close.yml, with quantities in the middle of its tiers) priced
+// and settled, no database. It runs only with -bench; the 10M benchmark above
+// says what the pricing costs a whole close.
+//
+//	go test ./ledger -run '^$' -bench PriceInvoice -benchmem
+func BenchmarkPriceInvoice(b *testing.B) {
+	cfg, err := config.LoadSecretsOptional(pricedClosePlan)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pr := &ledger.Pricing{Catalog: cfg.Catalog, Plans: ledger.NewPlans(cfg.Customers.DefaultPlan, nil)}
+	month, err := ledger.MonthPeriod("2026-06", time.UTC)
+	if err != nil {
+		b.Fatal(err)
+	}
+	start, end := month.Start.UnixMilli(), month.End.UnixMilli()
+	lines := []ledger.InvoiceLine{
+		{Meter: "active_users", Quantity: 14 * ledger.Scale},
+		{Meter: "api_requests", Quantity: 2113 * ledger.Scale},
+		{Meter: "exports", Quantity: 46 * ledger.Scale},
+		{Meter: "storage_gb", Quantity: 471_239 * 1000},
+	}
+	for i := range lines {
+		l := &lines[i]
+		l.LineNo, l.Customer, l.Period, l.TZ, l.PeriodStart, l.PeriodEnd, l.Money.BilledBefore = int64(i+1), "cus_00042", "2026-06", "UTC", start, end, "0"
+	}
+	price := ledger.NewInvoicePricer(pr) // one close: 10,000 invoices share it
+	b.ReportAllocs()
+	for b.Loop() {
+		inv := ledger.Invoice{Customer: "cus_00042", Period: "2026-06", TZ: "UTC", PeriodStart: start, PeriodEnd: end, Lines: slices.Clone(lines)}
+		if err := price(&inv); err != nil {
+			b.Fatal(err)
+		}
+		if inv.Money.Total == "" {
+			b.Fatal("not priced")
+		}
+	}
 }

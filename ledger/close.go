@@ -188,7 +188,8 @@ func closeTx(ctx context.Context, tx closeStore, req CloseRequest) (*CloseResult
 	for _, l := range lines {
 		byCustomer[l.Customer] = append(byCustomer[l.Customer], l)
 	}
-	if err := addFeeOnly(byCustomer, req, skip); err != nil {
+	prices := newPricer(req.Pricing)
+	if err := addFeeOnly(byCustomer, req, prices, skip); err != nil {
 		return nil, err
 	}
 	customers := make([]string, 0, len(byCustomer))
@@ -213,7 +214,7 @@ func closeTx(ctx context.Context, tx closeStore, req CloseRequest) (*CloseResult
 		for i := range inv.Lines {
 			inv.Lines[i].InvoiceID, inv.Lines[i].LineNo = inv.ID, int64(i+1)
 		}
-		if err := priceInvoice(&inv, req.Pricing); err != nil {
+		if err := prices.price(&inv); err != nil {
 			return nil, fmt.Errorf("close %s: %w", p.Label, err)
 		}
 		inv.Digest = invoiceDigest(&inv)
@@ -284,8 +285,8 @@ func ledgerScan(ctx context.Context, src UsageSource, f schema.LedgerFilter, pro
 
 // addFeeOnly adds an empty invoice for each customer in scope with no usage
 // whose plan for the period charges a fee or a minimum.
-func addFeeOnly(byCustomer map[string][]InvoiceLine, req CloseRequest, skip map[string]bool) error {
-	if req.Pricing == nil {
+func addFeeOnly(byCustomer map[string][]InvoiceLine, req CloseRequest, prices *pricer, skip map[string]bool) error {
+	if prices == nil {
 		return nil
 	}
 	candidates := req.Registered
@@ -296,7 +297,7 @@ func addFeeOnly(byCustomer map[string][]InvoiceLine, req CloseRequest, skip map[
 		if _, ok := byCustomer[c]; ok || skip[c] {
 			continue
 		}
-		v, err := req.Pricing.versionFor(c, req.Period.Start.UnixMilli(), req.Period.Zone)
+		v, err := prices.versionFor(c, req.Period.Start.UnixMilli(), req.Period.Zone)
 		if err != nil {
 			return fmt.Errorf("close %s: %w", req.Period.Label, err)
 		}

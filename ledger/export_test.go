@@ -52,3 +52,7 @@ func PeriodRange(ctx context.Context, db CloseStore, r CloseRequest, head int64)
 // close did before late lines went only on invoices of later periods: a test
 // builds with it what an older version left in a database.
 func (r CloseRequest) PreRuleLate() CloseRequest { r.preRuleLate = true; return r }
+
+// NewInvoicePricer returns what prices the invoices of one close
+// (benchmarks of the pricing path).
+func NewInvoicePricer(pr *Pricing) func(*Invoice) error { return newPricer(pr).price }

@@ -90,10 +90,9 @@ func periodDay(start int64, tz string) pricing.Date {
 
 func quantityDecimal(q Quantity) pricing.Decimal { return pricing.NewDecimal(int64(q), -6) }
 
-// versionFor is the plan version that prices customer's usage of the period
-// starting at start (nil, nil: no plan).
-func (pr *Pricing) versionFor(customer string, start int64, tz string) (*pricing.Plan, error) {
-	day := periodDay(start, tz)
+// versionOn is the plan version that prices customer's usage of a period
+// whose first day is day (nil, nil: no plan).
+func (pr *Pricing) versionOn(customer string, day pricing.Date) (*pricing.Plan, error) {
 	name, _ := pr.Plans.On(customer, day)
 	if name == "" {
 		return nil, nil
@@ -105,15 +104,62 @@ func (pr *Pricing) versionFor(customer string, start int64, tz string) (*pricing
 	return v, nil
 }
 
-// priceInvoice prices inv's lines and settles it with the plan version in
-// force on its period's first day; a late line is priced with the version in
-// force for the period it belongs to, at the margin. Lines must carry their
-// BilledBefore. The result is frozen with the invoice.
-func priceInvoice(inv *Invoice, pr *Pricing) error {
+// pricer prices the invoices of one close. What is the same for many of
+// them is worked out once per close: a period's first day in its zone
+// (a zone other than UTC is otherwise read from the zone files again for
+// every invoice) and the snapshot of a set of versions with its digest (the
+// JSON of whole plans, the same for every invoice they price). A pricer
+// lives as long as its close: Pricing itself is shared and stays read-only.
+type pricer struct {
+	pr    *Pricing
+	days  map[zonedStart]pricing.Date
+	snaps map[string]priceSnapshot
+}
+
+type zonedStart struct {
+	start int64
+	tz    string
+}
+
+type priceSnapshot struct {
+	json   string
+	digest [32]byte
+}
+
+// newPricer returns nil for nil: invoices without prices.
+func newPricer(pr *Pricing) *pricer {
 	if pr == nil {
 		return nil
 	}
-	own, err := pr.versionFor(inv.Customer, inv.PeriodStart, inv.TZ)
+	return &pricer{pr: pr, days: map[zonedStart]pricing.Date{}, snaps: map[string]priceSnapshot{}}
+}
+
+func (p *pricer) day(start int64, tz string) pricing.Date {
+	k := zonedStart{start, tz}
+	d, ok := p.days[k]
+	if !ok {
+		d = periodDay(start, tz)
+		p.days[k] = d
+	}
+	return d
+}
+
+// versionFor is the plan version that prices customer's usage of the period
+// starting at start (nil, nil: no plan).
+func (p *pricer) versionFor(customer string, start int64, tz string) (*pricing.Plan, error) {
+	return p.pr.versionOn(customer, p.day(start, tz))
+}
+
+// price prices inv's lines and settles it with the plan version in force
+// on its period's first day; a late line is priced with the version in
+// force for the period it belongs to, at the margin. Lines must carry their
+// BilledBefore. The result is frozen with the invoice. A nil pricer prices
+// nothing.
+func (p *pricer) price(inv *Invoice) error {
+	if p == nil {
+		return nil
+	}
+	own, err := p.versionFor(inv.Customer, inv.PeriodStart, inv.TZ)
 	if err != nil || own == nil {
 		return err
 	}
@@ -122,7 +168,7 @@ func priceInvoice(inv *Invoice, pr *Pricing) error {
 		l := &inv.Lines[i]
 		v := own
 		if l.Late {
-			if v, err = pr.versionFor(inv.Customer, l.PeriodStart, l.TZ); err != nil {
+			if v, err = p.versionFor(inv.Customer, l.PeriodStart, l.TZ); err != nil {
 				return err
 			}
 			if v == nil {
@@ -140,13 +186,34 @@ func priceInvoice(inv *Invoice, pr *Pricing) error {
 			return fmt.Errorf("customer %q: %w", inv.Customer, err)
 		}
 	}
-	snap, err := snapshot(used)
+	snap, err := p.snapshot(used)
 	if err != nil {
 		return err
 	}
-	sum := sha256.Sum256(snap)
-	inv.Money = InvoiceMoney{Plan: own.Name, Currency: own.Currency, Snapshot: string(snap), PriceDigest: sum[:]}
+	digest := snap.digest // each invoice its own copy
+	inv.Money = InvoiceMoney{Plan: own.Name, Currency: own.Currency, Snapshot: snap.json, PriceDigest: digest[:]}
 	return settle(inv, own)
+}
+
+// snapshot is snapshot(used), made once per close for each set of
+// versions. A catalog holds one version of a name per date, so names and
+// dates in snapshot order identify the set.
+func (p *pricer) snapshot(used []*pricing.Plan) (priceSnapshot, error) {
+	ordered := snapshotOrder(used)
+	var key []byte
+	for _, v := range ordered {
+		key = append(append(append(append(key, v.Name...), 0), v.EffectiveFrom...), 0)
+	}
+	if s, ok := p.snaps[string(key)]; ok {
+		return s, nil
+	}
+	b, err := snapshot(ordered)
+	if err != nil {
+		return priceSnapshot{}, err
+	}
+	s := priceSnapshot{json: string(b), digest: sha256.Sum256(b)}
+	p.snaps[string(key)] = s
+	return s, nil
 }
 
 // priceLine sets l's amount under version v (unchanged when v does not price
@@ -173,10 +240,7 @@ func priceLine(l *InvoiceLine, v *pricing.Plan) error {
 	if err != nil {
 		return err
 	}
-	charge, err := json.Marshal(m)
-	if err != nil {
-		return err
-	}
+	charge := m.AppendJSON(nil) // what json.Marshal(m) writes, without reflection
 	l.Money.PlanVersion, l.Money.AmountPrecise, l.Money.Amount, l.Money.Charge = versionKey(v), m.Amount.String(), rounded.String(), string(charge)
 	return nil
 }
@@ -207,9 +271,9 @@ func settle(inv *Invoice, own *pricing.Plan) error {
 	return nil
 }
 
-// snapshot is the canonical JSON of the versions that priced an invoice:
-// its own first, then the others by date.
-func snapshot(used []*pricing.Plan) ([]byte, error) {
+// snapshotOrder is the order versions appear in a snapshot: the invoice's
+// own first (used[0]), then the others by date.
+func snapshotOrder(used []*pricing.Plan) []*pricing.Plan {
 	rest := slices.Clone(used[1:])
 	slices.SortFunc(rest, func(a, b *pricing.Plan) int {
 		if a.EffectiveFrom < b.EffectiveFrom {
@@ -220,7 +284,12 @@ func snapshot(used []*pricing.Plan) ([]byte, error) {
 		}
 		return 0
 	})
-	b, err := json.Marshal(append([]*pricing.Plan{used[0]}, rest...))
+	return append([]*pricing.Plan{used[0]}, rest...)
+}
+
+// snapshot is the canonical JSON of versions in snapshot order.
+func snapshot(ordered []*pricing.Plan) ([]byte, error) {
+	b, err := json.Marshal(ordered)
 	if err != nil {
 		return nil, fmt.Errorf("price snapshot: %w", err)
 	}

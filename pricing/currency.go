@@ -51,6 +51,17 @@ func (c Currency) Round(x Decimal) (Decimal, error) {
 	if c.code == "" {
 		return Decimal{}, fmt.Errorf("round: no currency")
 	}
+	if c.increment == 1 {
+		// Every currency's standard rounding steps by one minor unit: then
+		// rounding is quantizing to the minor unit's place, half-even, which
+		// is what the division below comes to, without a division at 100
+		// digits of precision (TestRoundQuantizesAsTheQuotientDid).
+		var out Decimal
+		if _, err := rounding.Quantize(&out.d, &x.d, int32(-c.scale)); err != nil {
+			return Decimal{}, fmt.Errorf("round %s to %s: %w", x, c, err)
+		}
+		return out, nil
+	}
 	step := NewDecimal(int64(c.increment), int32(-c.scale))
 	var steps, out Decimal
 	if _, err := exact.Quo(&steps.d, &x.d, &step.d); err != nil {

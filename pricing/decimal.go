@@ -256,3 +256,12 @@ func Sum(xs ...Decimal) (Decimal, error) {
 	}
 	return total, nil
 }
+
+// appendJSON appends d as a JSON string, as encoding/json writes its
+// MarshalText: plain notation is digits, a point and a sign, none of which
+// JSON escapes.
+func (d *Decimal) appendJSON(b []byte) []byte {
+	b = append(b, '"')
+	b = d.d.Append(b, 'f')
+	return append(b, '"')
+}

@@ -1,6 +1,6 @@
 // Package seed generates a synthetic ledger for development and the
 // invoicing benchmarks: many customers, three meters with different
-// aggregations, events spread over months. Every event goes through the one
+// aggregations (four with Exports), events spread over months. Every event goes through the one
 // apply path (custody.Delivery inside the writer), so the database it leaves
 // has receipts, delivery attempts and a valid hash chain, and verifies clean.
 package seed
@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/hookledger/hookledger/custody"
@@ -28,6 +29,19 @@ var Meters = []ledger.Meter{
 	{Name: "active_users", Aggregation: ledger.AggUniqueCount, Property: "user", Properties: []string{"user"}, Unit: "users"},
 }
 
+// Exports is the fourth meter Options.Exports adds: a count, so that a plan
+// can price four meters with four different models (the priced-close
+// benchmark).
+var Exports = ledger.Meter{Name: "exports", Aggregation: ledger.AggSum, Unit: "exports"}
+
+// MetersOf are the meters a seed run with o uses.
+func MetersOf(o Options) []ledger.Meter {
+	if o.Exports {
+		return append(slices.Clone(Meters), Exports)
+	}
+	return slices.Clone(Meters)
+}
+
 // Options describe a seed run. Zero fields take the documented defaults.
 type Options struct {
 	Rows      int       // usage rows to add, one event each (required)
@@ -37,6 +51,10 @@ type Options struct {
 	Seed      uint64    // PRNG seed, so a run can be repeated; default 1
 	Chunk     int       // events per write transaction; default 20,000
 	Provider  string    // receipts' provider; default "seed"
+	// Exports adds the meter Exports (sum, 1 to 10 per event), taking one
+	// event in ten from api_requests. Without it the data is what it always
+	// was for a given Seed.
+	Exports bool
 	// Progress, if set, is called after each chunk with the rows written so far.
 	Progress func(done int)
 }
@@ -128,6 +146,8 @@ func event(rng *mrand.Rand, o Options, id string, at int64) *custody.Delivery {
 	occurred := time.UnixMilli(at).UTC()
 	row := ledger.UsageRow{Customer: customer, OccurredAt: occurred, Properties: "{}"}
 	switch r := rng.IntN(10); {
+	case o.Exports && r == 5:
+		row.Meter, row.Quantity = Exports.Name, ledger.Quantity(1+rng.IntN(10))*ledger.Scale
 	case r < 6:
 		row.Meter, row.Quantity = "api_requests", ledger.Quantity(1+rng.IntN(100))*ledger.Scale
 	case r < 8:

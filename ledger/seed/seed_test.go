@@ -74,3 +74,49 @@ func TestSeedRejectsBadOptions(t *testing.T) {
 		}
 	}
 }
+
+func TestSeedExportsAddsAFourthMeter(t *testing.T) {
+	ctx := context.Background()
+	db, err := schema.Open(ctx, filepath.Join(t.TempDir(), schema.FileName), schema.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	o := seed.Options{Rows: 3000, Customers: 30, Months: 1, Exports: true}
+	if err := seed.Run(ctx, db, o); err != nil {
+		t.Fatal(err)
+	}
+	if ms := seed.MetersOf(o); len(ms) != 4 || ms[3].Name != "exports" || len(seed.MetersOf(seed.Options{})) != 3 {
+		t.Fatalf("meters: %+v", ms)
+	}
+	counts := map[string]int{}
+	rows, err := db.Read.Queryx(`SELECT meter, COUNT(*), MIN(quantity), MAX(quantity) FROM metered_usage GROUP BY meter`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var meter string
+		var n int
+		var lo, hi int64
+		if err := rows.Scan(&meter, &n, &lo, &hi); err != nil {
+			t.Fatal(err)
+		}
+		counts[meter] = n
+		if meter == "exports" && (lo < int64(ledger.Scale) || hi > 10*int64(ledger.Scale)) {
+			t.Errorf("exports quantities %d..%d, want 1..10 units", lo, hi)
+		}
+	}
+	rows.Close()
+	// One event in ten each for exports; api_requests keeps five in ten.
+	if counts["exports"] < 200 || counts["exports"] > 400 || counts["api_requests"] < 1300 || counts["api_requests"] > 1700 || len(counts) != 4 {
+		t.Fatalf("rows per meter: %v", counts)
+	}
+	usage, err := ledger.Query(ctx, db, ledger.UsageQuery{GroupBy: []string{"meter"}, Meters: ledger.NewMeters(seed.MetersOf(o))})
+	if err != nil || len(usage.Lines) != 4 {
+		t.Fatalf("usage by meter: %+v %v", usage, err)
+	}
+	rep, err := ledger.Verify(ctx, db)
+	if err != nil || rep.First() != nil {
+		t.Fatalf("seeded ledger does not verify: %v %v", rep.First(), err)
+	}
+}
