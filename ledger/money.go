@@ -88,8 +88,6 @@ func periodDay(start int64, tz string) pricing.Date {
 	return pricing.Date(msTime(start, tz).Format(time.DateOnly))
 }
 
-func quantityDecimal(q Quantity) pricing.Decimal { return pricing.NewDecimal(int64(q), -6) }
-
 // versionFor is the plan version that prices customer's usage of the period
 // starting at start (nil, nil: no plan).
 func (pr *Pricing) versionFor(customer string, start int64, tz string) (*pricing.Plan, error) {
@@ -161,7 +159,7 @@ func priceLine(l *InvoiceLine, v *pricing.Plan) error {
 	if err != nil {
 		return fmt.Errorf("line %d: billed before: %w", l.LineNo, err)
 	}
-	after, err := pricing.Sum(before, quantityDecimal(l.Quantity))
+	after, err := pricing.Sum(before, l.Quantity.Decimal())
 	if err != nil {
 		return err
 	}

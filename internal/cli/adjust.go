@@ -54,7 +54,7 @@ func adjust(c *cli.Context) error {
 	case strings.TrimSpace(c.String("reason")) == "":
 		return usageErrorf(c, "--reason is required: say why the ledger is corrected")
 	}
-	qty, err := ledger.ParseQuantity(c.String("quantity"))
+	qty, err := ledger.ParseRowQuantity(c.String("quantity"))
 	if err != nil {
 		return fmt.Errorf("--quantity: %w", err)
 	}
