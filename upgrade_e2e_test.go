@@ -65,6 +65,10 @@ func TestPreviousReleaseMigratesAndVerifies(t *testing.T) {
 			t.Fatalf("the fixture lacks its row and line at the largest ordinary quantity:\n%s\n%s", before[0], before[3])
 		}
 
+		// Unmigrated, a read says what to do (read commands never migrate).
+		if out, err := testenv.Run(bin, dir, env, "usage"); err == nil || !strings.Contains(out, "predates wide quantities: run hookledger migrate") {
+			t.Errorf("usage before the migration: %v\n%s", err, out)
+		}
 		run("migrate")
 		for i, q := range kept {
 			if got := dumpRows(t, db, q); got != before[i] {

@@ -32,7 +32,7 @@ func invoicesErr(ctx context.Context, q sqlx.QueryerContext, err error) error {
 	if err != nil && predates(ctx, q, versionInvoiceMoney) {
 		return fmt.Errorf("%w (the database predates money on invoices: run hookledger migrate, which keeps every invoice as it is)", err)
 	}
-	return err
+	return wideErr(ctx, q, err)
 }
 
 // versionInvoiceMoney is the migration that added money to invoices.

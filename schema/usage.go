@@ -152,11 +152,24 @@ func UsageSQL(s UsageScan) (string, []any) {
 	return query + from, args
 }
 
+// versionWideQuantities is the migration that added metered_usage.decimals
+// and invoice_lines.quantity_wide.
+const versionWideQuantities = 14
+
+// wideErr says, for a read that failed on a database a read-only open left
+// unmigrated, which migration it lacks.
+func wideErr(ctx context.Context, q sqlx.QueryerContext, err error) error {
+	if err != nil && predates(ctx, q, versionWideQuantities) {
+		return fmt.Errorf("%w (the database predates wide quantities: run hookledger migrate, which keeps every row and hash as it is)", err)
+	}
+	return err
+}
+
 func scanUsage(ctx context.Context, q sqlx.QueryerContext, s UsageScan, fn func(*UsageRow) error) error {
 	query, args := UsageSQL(s)
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
-		return err
+		return wideErr(ctx, q, err)
 	}
 	defer rows.Close()
 	var r UsageRow
@@ -186,7 +199,7 @@ func scanLedger(ctx context.Context, q sqlx.QueryerContext, f LedgerFilter, fn f
 	from, args := f.where()
 	rows, err := q.QueryContext(ctx, `SELECT `+ledgerColumns+from+` ORDER BY id`, args...)
 	if err != nil {
-		return err
+		return wideErr(ctx, q, err)
 	}
 	defer rows.Close()
 	var r LedgerRow
