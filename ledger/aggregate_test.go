@@ -220,7 +220,7 @@ func TestAggregationsMatchBruteForce(t *testing.T) {
 						r.qty = r.qty.Neg()
 					}
 					if rapid.IntRange(0, 9).Draw(rt, "min") == 0 {
-						r.qty = ledger.TotalOf(math.MinInt64) // the most negative micro-units a row stores with 6 decimals
+						r.qty = ledger.TotalOf(-math.MaxInt64) // the most negative micro-units a row stores with 6 decimals
 					}
 				} else {
 					r.qty = ledger.TotalOf(ledger.Quantity(rapid.Int64Range(-3_000_000, 3_000_000).Filter(func(v int64) bool { return v != 0 }).Draw(rt, "adj")))

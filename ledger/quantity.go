@@ -100,10 +100,15 @@ var errRowRange = errors.New("out of range: one row holds at most 19 significant
 var pow10 = [...]int64{1, 10, 100, 1_000, 10_000, 100_000, 1_000_000}
 
 // RowParts is how a row stores t: an integer with decimals decimal places;
-// ok is false when no int64 holds it exactly.
+// ok is false when no int64 holds it exactly. The range is symmetric (int64's
+// smallest value is refused at any decimals), so a correction can always
+// negate a row.
 func (t Total) RowParts() (quantity int64, decimals int, ok bool) {
-	if t.big == nil {
+	if t.big == nil && t.n != math.MinInt64 {
 		return t.n, RowDecimals, true
+	}
+	if t.big == nil {
+		return 0, 0, false // -9223372036854.775808: no fewer decimals hold it
 	}
 	var rem big.Int
 	q := new(big.Int).Set(t.big)
@@ -115,7 +120,7 @@ func (t Total) RowParts() (quantity int64, decimals int, ok bool) {
 		}
 		q, d = &next, d-1
 	}
-	if !q.IsInt64() {
+	if !q.IsInt64() || q.Int64() == math.MinInt64 {
 		return 0, 0, false
 	}
 	return q.Int64(), d, true

@@ -119,7 +119,7 @@ func TestRowParts(t *testing.T) {
 			t.Errorf("%s: reads back as %s", c.in, back)
 		}
 	}
-	for _, in := range []string{"9223372036854775808", "9223372036854.775808", "10000000000000.000001", "1e19", "-1e19"} {
+	for _, in := range []string{"9223372036854775808", "9223372036854.775808", "-9223372036854.775808", "-9223372036854775808", "10000000000000.000001", "1e19", "-1e19"} {
 		if _, err := ParseRowQuantity(in); err == nil || !strings.Contains(err.Error(), "19 significant digits") {
 			t.Errorf("%s: %v, want a refusal beyond what one row holds", in, err)
 		}
@@ -132,7 +132,7 @@ func TestRowParts(t *testing.T) {
 // Any value a row can store survives the round trip through its columns.
 func TestRowPartsRoundTrip(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
-		q := extreme().Draw(rt, "quantity")
+		q := extreme().Filter(func(v int64) bool { return v != math.MinInt64 }).Draw(rt, "quantity")
 		d := rapid.IntRange(0, RowDecimals).Draw(rt, "decimals")
 		v := RowQuantity(q, d)
 		sq, sd, ok := v.RowParts()
