@@ -225,20 +225,6 @@ func usageScan(q UsageQuery) schema.UsageScan {
 	return schema.UsageScan{Filter: q.filter(), Properties: needsProperties(q.Meters, q.Meter)}
 }
 
-// window names the query's event-time window in errors.
-func (q UsageQuery) window() string {
-	at := func(t time.Time) string { return t.In(q.Zone).Format(time.RFC3339) }
-	switch {
-	case q.From.IsZero() && q.To.IsZero():
-		return "any event time"
-	case q.To.IsZero():
-		return "from " + at(q.From)
-	case q.From.IsZero():
-		return "before " + at(q.To)
-	}
-	return "from " + at(q.From) + " to " + at(q.To)
-}
-
 type groupKey struct {
 	customer, meter string
 	bucket          int64
