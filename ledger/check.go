@@ -66,8 +66,10 @@ func linkMessage(k chainBreak, a, b, self int64) string {
 }
 
 // rowChanged reports whether r's row_hash no longer recomputes from its
-// contents and prev_hash.
-func rowChanged(r *Row) bool { return !bytes.Equal(r.Hash(r.PrevHash), r.RowHash) }
+// contents and prev_hash, or its quantity columns are not the ones its
+// quantity is stored as (an edit that kept the value, e.g. 2 with 0 decimals
+// for 2000000 with 6, still edited the row).
+func rowChanged(r *Row) bool { return r.altered || !bytes.Equal(r.Hash(r.PrevHash), r.RowHash) }
 
 // rowChangedMessage words a changed row. Verify names the row's contents;
 // the trace shows them beside the message.

@@ -90,6 +90,31 @@ func TestVerifyReportsChangedQuantity(t *testing.T) {
 	}
 }
 
+// The quantity columns rewritten to spell the same value (2 units as 2 with 0
+// decimals instead of 2000000 with 6), or a wide row's decimals changed:
+// verify reports the row, as it reports any edit.
+func TestVerifyReportsChangedDecimals(t *testing.T) {
+	testenv.SQLiteOnly(t, "tampers in SQLite's dialect")
+	for _, edit := range []string{
+		`UPDATE metered_usage SET quantity = 2, decimals = 0 WHERE id = 3`,
+		`UPDATE metered_usage SET decimals = 1 WHERE id = 6`,
+	} {
+		e, dir := seedForVerify(t)
+		e.setClock(ts("2026-11-20T00:00:00Z"))
+		e.write(row{customer: "c1", meter: "api", qty: q("1e15"), at: ts("2026-11-05T00:00:00Z")}) // id 6, 0 decimals
+		if p := verified(t, e).First(); p != nil {
+			t.Fatalf("before the edit: %v", p)
+		}
+		tamper(t, dir, `DROP TRIGGER metered_usage_no_update`, edit)
+		rep := verified(t, e)
+		p := rep.First()
+		if p == nil || p.Table != "metered_usage" || !strings.Contains(p.Msg, "row_hash does not match") || len(rep.Checks[1].Problems) != 1 {
+			t.Errorf("%s: first problem %+v, chain problems %+v", edit, p, rep.Checks[1].Problems)
+		}
+		e.Close()
+	}
+}
+
 func TestVerifyReportsDeletedAndRechainedRows(t *testing.T) {
 	testenv.SQLiteOnly(t, "tampers in SQLite's dialect")
 	e, dir := seedForVerify(t)
