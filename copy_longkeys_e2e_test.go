@@ -47,7 +47,7 @@ func TestCopyLedgerWithLongKeysToPostgres(t *testing.T) {
 		}
 	}
 	row := func(customer, meter string) ledger.UsageRow {
-		return ledger.UsageRow{Customer: customer, Meter: meter, Quantity: 2_000_000, OccurredAt: at, Properties: "{}"}
+		return ledger.UsageRow{Customer: customer, Meter: meter, Quantity: ledger.TotalOf(2_000_000), OccurredAt: at, Properties: "{}"}
 	}
 	deliver(longID, row(longCustomer, longMeter), row(longCustomer, "api_requests"))
 	deliver(longID) // a redelivery: a delivery_attempts row under the long id

@@ -59,7 +59,7 @@ func TestOperating(t *testing.T) {
 		{Name: "non-loopback admin with token", Run: opsNonLoopbackAdminWithToken},
 		{Name: "log level and format", Run: opsLogLevelAndFormat},
 		{Name: "HTTPS end to end and reload on SIGHUP", Run: opsHTTPSEndToEndAndReloadOnSIGHUP},
-		{Name: "totals out of range are refused", Run: opsTotalsOutOfRange},
+		{Name: "totals beyond 64-bit micro-units are exact", Run: opsWideTotals},
 	})
 }
 

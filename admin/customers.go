@@ -249,7 +249,6 @@ func decode(w http.ResponseWriter, r *http.Request, v any, shape string) bool {
 // fail maps the registry's and the close's errors onto HTTP.
 func (c *Customers) fail(w http.ResponseWriter, err error) {
 	var input *ledger.InputError
-	var overflow *ledger.OverflowError
 	switch {
 	case errors.Is(err, ledger.ErrCustomerExists):
 		forwardError(w, http.StatusConflict, "customer_exists", err.Error())
@@ -259,10 +258,6 @@ func (c *Customers) fail(w http.ResponseWriter, err error) {
 		forwardError(w, http.StatusBadRequest, "bad_request", err.Error())
 	case errors.Is(err, ledger.ErrPeriodOverlap):
 		forwardError(w, http.StatusConflict, "period_overlap", err.Error())
-	case errors.As(err, &overflow):
-		// As GET /v1/usage: the answer is not representable, and retrying
-		// cannot change that; an adjustment can.
-		forwardError(w, http.StatusUnprocessableEntity, "total_out_of_range", err.Error())
 	default:
 		forwardError(w, http.StatusInternalServerError, "failed", err.Error())
 	}

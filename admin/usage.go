@@ -49,17 +49,7 @@ func Usage(db *schema.DB, meters ledger.Meters) http.Handler {
 			return
 		}
 		rep, err := ledger.Query(r.Context(), db, q)
-		var overflow *ledger.OverflowError
 		switch {
-		case errors.As(err, &overflow):
-			// 422, not 5xx: the query is valid and the server healthy, but
-			// the answer is not representable, and retrying cannot change
-			// that. A narrower query, or an adjustment, can.
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusUnprocessableEntity)
-			json.NewEncoder(w).Encode(map[string]string{"error": err.Error(), "code": "total_out_of_range",
-				"customer": overflow.Customer, "meter": overflow.Meter, "period": overflow.Period, "total": overflow.Total})
-			return
 		case errors.Is(err, ledger.ErrMixedMeters):
 			usageError(w, http.StatusBadRequest, err.Error())
 			return

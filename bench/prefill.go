@@ -145,7 +145,7 @@ func prefillEvent(provider string, ids IDs, i int, at int64) *custody.Delivery {
 		Source:         custody.SourceWebhook,
 		HandlerVersion: "bench-prefill",
 		ReceivedAt:     received,
-		Rows: []ledger.UsageRow{{Customer: customer, Meter: "prefill", Quantity: quantity,
+		Rows: []ledger.UsageRow{{Customer: customer, Meter: "prefill", Quantity: ledger.TotalOf(quantity),
 			OccurredAt: received, Properties: "{}"}},
 		Status: custody.StatusApplied,
 		Attempt: custody.Attempt{RemoteAddr: "127.0.0.1:40000", UserAgent: "hookledger-bench",

@@ -66,7 +66,7 @@ func Verify(ctx context.Context, db *schema.DB, provider string, p *Plan, o *Out
 		}
 		count[i]++
 		e := p.Events[i]
-		if q := ledger.Quantity(row.Quantity); row.Customer != e.Customer || row.Meter != p.Meter || q != e.Quantity {
+		if q := ledger.RowQuantity(row.Quantity, int(row.Decimals)); row.Customer != e.Customer || row.Meter != p.Meter || !q.Equal(ledger.TotalOf(e.Quantity)) {
 			r.Wrong++
 			bad[i] = true
 			if len(wrong) < 3 {
@@ -96,7 +96,7 @@ func Verify(ctx context.Context, db *schema.DB, provider string, p *Plan, o *Out
 		}
 		if c >= 1 {
 			t := expected[e.Customer]
-			t.Quantity += e.Quantity
+			t.Quantity = t.Quantity.Plus(ledger.TotalOf(e.Quantity))
 			t.Events++
 			expected[e.Customer] = t
 		}
@@ -121,7 +121,7 @@ func Verify(ctx context.Context, db *schema.DB, provider string, p *Plan, o *Out
 		got[l.Customer] = l
 	}
 	for c, want := range expected {
-		if g := got[c]; g.Quantity != want.Quantity || g.Events != want.Events {
+		if g := got[c]; !g.Quantity.Equal(want.Quantity) || g.Events != want.Events {
 			r.problem("ledger total for %s: %s in %d events, sent %s in %d events", c, g.Quantity, g.Events, want.Quantity, want.Events)
 		}
 	}

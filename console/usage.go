@@ -2,6 +2,7 @@ package console
 
 import (
 	"errors"
+	"math/big"
 	"net/http"
 	"time"
 
@@ -99,9 +100,8 @@ type badParam struct{ error }
 
 func (c *Console) usageErr(w http.ResponseWriter, r *http.Request, s *session, v usageView, err error, bad func(error)) {
 	var bp badParam
-	var overflow *ledger.OverflowError
 	switch {
-	case errors.As(err, &bp), errors.As(err, &overflow), errors.Is(err, ledger.ErrMixedMeters):
+	case errors.As(err, &bp), errors.Is(err, ledger.ErrMixedMeters):
 		bad(err)
 	default:
 		c.internal(w, r, s, err)
@@ -155,16 +155,40 @@ func dayCharts(lines []ledger.UsageLine, window ledger.UsageQuery) []meterDays {
 				ls[j] = l
 			}
 		}
-		labels, values, titles := make([]string, len(ls)), make([]int64, len(ls)), make([]string, len(ls))
+		labels, titles := make([]string, len(ls)), make([]string, len(ls))
+		qs := make([]ledger.Total, len(ls))
 		for j, l := range ls {
 			labels[j] = l.Period
 			if t, err := time.Parse(time.DateOnly, l.Period); err == nil {
 				labels[j] = t.Format("Jan 2")
 			}
-			values[j] = int64(l.Quantity)
+			qs[j] = l.Quantity
 			titles[j] = l.Period + ": " + l.Quantity.String() + " " + l.Unit
 		}
-		out[i].Chart = barChart(labels, values, titles, func(q int64) string { return ledger.Quantity(q).String() })
+		values, yText := chartValues(qs)
+		out[i].Chart = barChart(labels, values, titles, yText)
 	}
 	return out
+}
+
+// chartValues turns quantities into the int64s bar heights are drawn from:
+// micro-units while the largest is below 10^15, else micro-units divided by
+// the power of ten that brings it there (a month of bytes passes 10^22
+// micro-units). The y axis multiplies back, so its labels stay exact; only
+// the bars' heights round.
+func chartValues(qs []ledger.Total) ([]int64, func(int64) string) {
+	limit := big.NewInt(1_000_000_000_000_000)
+	div := big.NewInt(1)
+	for _, q := range qs {
+		for new(big.Int).Quo(new(big.Int).Abs(q.Micro()), div).Cmp(limit) > 0 {
+			div.Mul(div, big.NewInt(10))
+		}
+	}
+	values := make([]int64, len(qs))
+	for i, q := range qs {
+		values[i] = new(big.Int).Quo(q.Micro(), div).Int64()
+	}
+	return values, func(v int64) string {
+		return ledger.TotalOfMicro(new(big.Int).Mul(big.NewInt(v), div)).String()
+	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/schema"
 )
 
 func TestDeliveryIsStoredWithItsUsage(t *testing.T) {
@@ -54,11 +55,12 @@ func TestDeliveryIsStoredWithItsUsage(t *testing.T) {
 		if !strings.Contains(rc.Headers, "Webhook-Signature: v1,") || !strings.Contains(rc.Headers, "Webhook-Id: msg_1") {
 			t.Errorf("signature headers not kept: %q", rc.Headers)
 		}
-		var u ledger.Row
-		if err := e.DB.Read.Get(&u, `SELECT * FROM metered_usage`); err != nil {
+		var rec schema.LedgerRow
+		if err := e.DB.Read.Get(&rec, `SELECT * FROM metered_usage`); err != nil {
 			t.Fatal(err)
 		}
-		if u.Customer != "cus_1" || u.Meter != "api_requests" || u.Quantity != 3*ledger.Scale || u.EventID != "msg_1" ||
+		u := ledger.StoredRow(&rec)
+		if u.Customer != "cus_1" || u.Meter != "api_requests" || !u.Quantity.Equal(ledger.TotalOf(3*ledger.Scale)) || rec.Decimals != 6 || u.EventID != "msg_1" ||
 			u.OccurredAt != time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC).UnixMilli() || u.Kind != ledger.KindUsage {
 			t.Errorf("usage row = %+v", u)
 		}

@@ -208,7 +208,7 @@ func TestPostgresCommitWithUnknownOutcomeRunsOnce(t *testing.T) {
 	}
 	defer w.Close()
 	adjust := custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
-		a := ledger.Adjustment{Customer: "cus_1", Meter: "api_requests", Quantity: 1_000_000, Reason: "credit"}
+		a := ledger.Adjustment{Customer: "cus_1", Meter: "api_requests", Quantity: ledger.TotalOf(1_000_000), Reason: "credit"}
 		r, err := a.Row(ctx, tx.Batch(), tx.Now())
 		if err != nil {
 			return err

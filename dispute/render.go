@@ -129,7 +129,7 @@ func (p *printer) invoice(inv InvoiceView) {
 		p.line("LINE %s  %s  %s%s", l.Ref, l.Meter, l.Aggregation, kind)
 		r := l.Recomputed
 		p.kv("quantity", "%s%s: %d usage rows, %d adjustments, highest id %d", l.Quantity, unit(l.Unit), l.Rows, l.Adjustments, l.MaxID)
-		if r.Quantity == l.Quantity && r.Rows == l.Rows && r.Adjustments == l.Adjustments && r.MaxID == l.MaxID {
+		if r.Quantity.Equal(l.Quantity) && r.Rows == l.Rows && r.Adjustments == l.Adjustments && r.MaxID == l.MaxID {
 			p.kv("", "recomputed: the same")
 		} else {
 			p.kv("", "recomputed: %s%s: %d usage rows, %d adjustments, highest id %d: MISMATCH", r.Quantity, unit(l.Unit), r.Rows, r.Adjustments, r.MaxID)

@@ -33,7 +33,7 @@ func TestTableFitsWidth(t *testing.T) {
 	if code, _ := e.Post("stripe", h2, mismatch); code != 200 {
 		t.Fatalf("post: %d", code)
 	}
-	e.adjust(ledger.Adjustment{Customer: "cus_1", Meter: "seats", Quantity: ledger.Scale,
+	e.adjust(ledger.Adjustment{Customer: "cus_1", Meter: "seats", Quantity: ledger.TotalOf(ledger.Scale),
 		Reason: strings.Repeat("a very long reason for a correction ", 5), OccurredAt: time.Date(2026, 10, 15, 0, 0, 0, 0, time.UTC)})
 	e.Exec(`UPDATE receipts SET body = CAST('{}' AS BLOB) WHERE event_id = 'Ev08MFMKH6'`) // invalid: a long detail
 

@@ -93,7 +93,7 @@ type LineView struct {
 	PeriodEnd   time.Time          `json:"period_end"`
 	AfterID     int64              `json:"after_id"`
 	ThroughID   int64              `json:"through_id"`
-	Quantity    ledger.Quantity    `json:"quantity"`
+	Quantity    ledger.Total       `json:"quantity"`
 	Rows        int64              `json:"rows"`
 	Adjustments int64              `json:"adjustments"`
 	MaxID       int64              `json:"max_id"`
@@ -124,11 +124,11 @@ type LineMoney struct {
 
 // Recomputed is an invoice line computed again from the ledger as it is now.
 type Recomputed struct {
-	Quantity    ledger.Quantity `json:"quantity"`
-	Rows        int64           `json:"rows"`
-	Adjustments int64           `json:"adjustments"`
-	MaxID       int64           `json:"max_id"`
-	Digest      string          `json:"digest"`
+	Quantity    ledger.Total `json:"quantity"`
+	Rows        int64        `json:"rows"`
+	Adjustments int64        `json:"adjustments"`
+	MaxID       int64        `json:"max_id"`
+	Digest      string       `json:"digest"`
 	// BilledBefore is a priced late line's billed-before total recomputed
 	// from the ledger.
 	BilledBefore string `json:"billed_before,omitempty"`
@@ -136,20 +136,20 @@ type Recomputed struct {
 
 // RowView is one ledger row with its place in the hash chain checked.
 type RowView struct {
-	ID         int64           `json:"id"`
-	Kind       string          `json:"kind"`
-	Provider   string          `json:"provider,omitempty"`
-	EventID    string          `json:"event_id"`
-	Customer   string          `json:"customer"`
-	Meter      string          `json:"meter"`
-	Quantity   ledger.Quantity `json:"quantity"`
-	Properties string          `json:"properties,omitempty"`
-	Reason     string          `json:"reason,omitempty"`
-	Ref        string          `json:"ref,omitempty"`
-	OccurredAt time.Time       `json:"occurred_at"`
-	RecordedAt time.Time       `json:"recorded_at"`
-	PrevHash   string          `json:"prev_hash"`
-	RowHash    string          `json:"row_hash"`
+	ID         int64        `json:"id"`
+	Kind       string       `json:"kind"`
+	Provider   string       `json:"provider,omitempty"`
+	EventID    string       `json:"event_id"`
+	Customer   string       `json:"customer"`
+	Meter      string       `json:"meter"`
+	Quantity   ledger.Total `json:"quantity"`
+	Properties string       `json:"properties,omitempty"`
+	Reason     string       `json:"reason,omitempty"`
+	Ref        string       `json:"ref,omitempty"`
+	OccurredAt time.Time    `json:"occurred_at"`
+	RecordedAt time.Time    `json:"recorded_at"`
+	PrevHash   string       `json:"prev_hash"`
+	RowHash    string       `json:"row_hash"`
 	// Chain is "ok" or what is wrong with the row's links.
 	Chain string `json:"chain"`
 	// BilledBy lists the invoice lines billing the row (invoice:ID/LINE);

@@ -86,20 +86,20 @@ func TestLineTraceGolden(t *testing.T) {
 	if !inv.DigestOK || inv.Digest != inv.DigestRecomputed || !l.OK || l.Digest != l.Recomputed.Digest {
 		t.Errorf("digests do not recompute: invoice %v line %+v", inv.DigestOK, l)
 	}
-	if l.Quantity.String() != "10.5" || l.Recomputed.Quantity != l.Quantity || l.Rows != 3 {
+	if l.Quantity.String() != "10.5" || !l.Recomputed.Quantity.Equal(l.Quantity) || l.Rows != 3 {
 		t.Errorf("line quantity %s (recomputed %s), rows %d; want 10.5 over 3 rows", l.Quantity, l.Recomputed.Quantity, l.Rows)
 	}
 	if len(tr.Rows) != 3 || !slices.Equal(l.RowIDs, []int64{1, 2, 3}) {
 		t.Fatalf("rows: %+v, line row ids %v", tr.Rows, l.RowIDs)
 	}
-	var sum ledger.Quantity
+	var sum ledger.Total
 	for _, r := range tr.Rows {
-		sum += r.Quantity
+		sum = sum.Plus(r.Quantity)
 		if r.Customer != "cus_1" || r.Chain != "ok" || !slices.Equal(r.BilledBy, []string{"invoice:1/1"}) {
 			t.Errorf("row %+v", r)
 		}
 	}
-	if sum != l.Quantity {
+	if !sum.Equal(l.Quantity) {
 		t.Errorf("rows sum to %s, line says %s", sum, l.Quantity)
 	}
 	attempts := 0
@@ -166,7 +166,7 @@ func TestRowAndEventTargets(t *testing.T) {
 		}
 	}
 	// An adjustment naming the event belongs to its trace.
-	adj := e.adjust(ledger.Adjustment{Customer: "cus_1", Meter: "api_requests", Quantity: -2 * ledger.Scale,
+	adj := e.adjust(ledger.Adjustment{Customer: "cus_1", Meter: "api_requests", Quantity: ledger.TotalOf(-2 * ledger.Scale),
 		Reason: "duplicate charge refunded", Ref: "event:default/evt_b"})
 	ev := e.trace("default:evt_b")
 	if len(ev.Rows) != 2 || ev.Rows[1].ID != adj.ID || ev.Rows[1].Kind != ledger.KindAdjustment || ev.Summary.Adjustments != 1 {
@@ -231,7 +231,7 @@ func TestCustomerPeriod(t *testing.T) {
 	e := seedLine(t) // October closed at 2026-11-01T02:00Z
 	// Usage of October arriving after the close is late, as is a correction.
 	e.send("stripe", "evt_late", "cus_1", "4", "2026-10-31T23:59:00Z")
-	adj := e.adjust(ledger.Adjustment{Customer: "cus_1", Meter: "api_requests", Quantity: -1 * ledger.Scale,
+	adj := e.adjust(ledger.Adjustment{Customer: "cus_1", Meter: "api_requests", Quantity: ledger.TotalOf(-1 * ledger.Scale),
 		Reason: "goodwill credit", Ref: "invoice:1"})
 	// A November event is not October's.
 	e.send("default", "evt_nov", "cus_1", "9", "2026-11-01T08:00:00Z")
@@ -314,7 +314,7 @@ func TestTamperedLedgerShowsInTrace(t *testing.T) {
 	e.Exec(`UPDATE metered_usage SET quantity = quantity * 10 WHERE id = 2`)
 	tr := e.trace("invoice:1/1")
 	l := tr.Invoices[0].Lines[0]
-	if l.OK || l.Digest == l.Recomputed.Digest || l.Recomputed.Quantity == l.Quantity {
+	if l.OK || l.Digest == l.Recomputed.Digest || l.Recomputed.Quantity.Equal(l.Quantity) {
 		t.Errorf("line still checks out: %+v", l)
 	}
 	if tr.Rows[1].Chain == "ok" || tr.Summary.ChainOK || tr.Summary.InvoicesOK || len(tr.Summary.Problems) < 2 {

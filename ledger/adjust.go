@@ -18,7 +18,7 @@ import (
 type Adjustment struct {
 	Customer string
 	Meter    string
-	Quantity Quantity
+	Quantity Total // at most what one row holds (RowParts)
 	Reason   string
 	// Ref names what is corrected: event:PROVIDER/EVENT_ID, row:ID or invoice:ID.
 	Ref string
@@ -43,10 +43,13 @@ func (a *Adjustment) Validate(meters Meters) error {
 		return bad("customer is required")
 	case a.Meter == "":
 		return bad("meter is required")
-	case a.Quantity == 0:
+	case a.Quantity.Sign() == 0:
 		return bad("quantity must not be zero")
 	case a.Reason == "":
 		return bad("a reason is required: say why the ledger is corrected")
+	}
+	if _, _, ok := a.Quantity.RowParts(); !ok {
+		return bad("quantity %s: %v", a.Quantity, errRowRange)
 	}
 	// The rule of every identifier that reaches the ledger (CheckIdentifier).
 	if err := CheckIdentifier(a.Customer); err != nil {

@@ -55,18 +55,18 @@ func TestAdjustmentsChangeTotalsAndKeepOriginals(t *testing.T) {
 	for _, l := range rep.Lines {
 		got[l.Customer+" "+l.Meter] = l
 	}
-	if l := got["c1 api"]; l.Quantity != q("7.5") || l.Events != 1 || l.Adjustments != 1 {
+	if l := got["c1 api"]; !l.Quantity.Equal(q("7.5")) || l.Events != 1 || l.Adjustments != 1 {
 		t.Fatalf("c1 api: %+v", l)
 	}
-	if l := got["c1 seats"]; l.Quantity != q("3") { // max 4, adjusted by -1
+	if l := got["c1 seats"]; !l.Quantity.Equal(q("3")) { // max 4, adjusted by -1
 		t.Fatalf("c1 seats: %+v", l)
 	}
-	if l := got["c2 api"]; l.Quantity != q("6") {
+	if l := got["c2 api"]; !l.Quantity.Equal(q("6")) {
 		t.Fatalf("c2 api: %+v", l)
 	}
 	// The original row is untouched and still in the ledger.
 	var orig int64
-	if err := e.DB.Read.Get(&orig, `SELECT quantity FROM metered_usage WHERE id = 1`); err != nil || ledger.Quantity(orig) != q("10") {
+	if err := e.DB.Read.Get(&orig, `SELECT quantity FROM metered_usage WHERE id = 1`); err != nil || !ledger.TotalOf(ledger.Quantity(orig)).Equal(q("10")) {
 		t.Fatalf("original row: %d %v", orig, err)
 	}
 
@@ -103,7 +103,7 @@ func TestAdjustmentErrors(t *testing.T) {
 		want string
 	}{
 		{"no reason", func(a *ledger.Adjustment) { a.Reason = "  " }, "reason is required"},
-		{"zero", func(a *ledger.Adjustment) { a.Quantity = 0 }, "must not be zero"},
+		{"zero", func(a *ledger.Adjustment) { a.Quantity = ledger.Total{} }, "must not be zero"},
 		{"no customer", func(a *ledger.Adjustment) { a.Customer = "" }, "customer is required"},
 		{"no meter", func(a *ledger.Adjustment) { a.Meter = "" }, "meter is required"},
 		{"undeclared meter", func(a *ledger.Adjustment) { a.Meter = "gpu" }, "not declared"},

@@ -11,13 +11,13 @@ type aggregate struct {
 
 	rows        int64 // usage rows
 	adjustments int64 // adjustment rows
-	adjusted    total // exact: sums never wrap
+	adjusted    Total // exact: sums never wrap
 
-	sum      total
-	max, min Quantity
+	sum      Total
+	max, min Total
 	latestAt int64
 	latestID int64
-	latest   Quantity
+	latest   Total
 	distinct map[string]struct{}
 }
 
@@ -30,16 +30,24 @@ func newAggregate(s spec) *aggregate {
 }
 
 // add feeds one row. properties is only read by unique_count.
-func (a *aggregate) add(kind string, id int64, q Quantity, occurredAt int64, properties string) {
+func (a *aggregate) add(kind string, id int64, q Total, occurredAt int64, properties string) {
 	if kind == KindAdjustment {
 		a.adjustments++
 		a.adjusted.add(q)
 		return
 	}
-	if a.rows == 0 {
+	switch {
+	case a.rows == 0:
 		a.max, a.min = q, q
-	} else {
-		a.max, a.min = max(a.max, q), min(a.min, q)
+	case q.big == nil && a.max.big == nil && a.min.big == nil: // without Cmp's detour for wide values
+		a.max.n, a.min.n = max(a.max.n, q.n), min(a.min.n, q.n)
+	default:
+		if q.Cmp(a.max) > 0 {
+			a.max = q
+		}
+		if q.Cmp(a.min) < 0 {
+			a.min = q
+		}
 	}
 	a.rows++
 	a.sum.add(q)
@@ -58,10 +66,10 @@ func (a *aggregate) add(kind string, id int64, q Quantity, occurredAt int64, pro
 }
 
 // value is the billed quantity, exactly: the aggregate of the usage rows (0
-// when there are none) plus the adjustments. It may be beyond a Quantity's
-// range; total.checked turns it into one or into an error naming the line.
-func (a *aggregate) value() total {
-	var v total
+// when there are none) plus the adjustments, at any size. It is a fresh
+// Total (Plus), never the accumulator's own.
+func (a *aggregate) value() Total {
+	var v Total
 	if a.rows > 0 {
 		switch a.spec.agg {
 		case AggSum:
@@ -69,16 +77,16 @@ func (a *aggregate) value() total {
 		case AggCount:
 			v = countTotal(a.rows)
 		case AggMax:
-			v = totalOf(a.max)
+			v = a.max
 		case AggMin:
-			v = totalOf(a.min)
+			v = a.min
 		case AggLatest:
-			v = totalOf(a.latest)
+			v = a.latest
 		case AggUniqueCount:
 			v = countTotal(int64(len(a.distinct)))
 		}
 	}
-	return v.plus(a.adjusted)
+	return v.Plus(a.adjusted)
 }
 
 // property returns the raw JSON of a top-level key of a row's properties

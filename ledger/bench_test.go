@@ -252,7 +252,7 @@ func BenchmarkPricedClose10M(b *testing.B) {
 				trueUps++
 			}
 			for j, l := range inv.Lines {
-				if l.Quantity != p.Lines[j].Quantity || l.Money.Amount == "" {
+				if !l.Quantity.Equal(p.Lines[j].Quantity) || l.Money.Amount == "" {
 					b.Fatalf("invoice %d line %d: %s/%s, amount %q", i, j, l.Quantity, p.Lines[j].Quantity, l.Money.Amount)
 				}
 			}
@@ -390,10 +390,10 @@ func BenchmarkPriceInvoice(b *testing.B) {
 	}
 	start, end := month.Start.UnixMilli(), month.End.UnixMilli()
 	lines := []ledger.InvoiceLine{
-		{Meter: "active_users", Quantity: 14 * ledger.Scale},
-		{Meter: "api_requests", Quantity: 2113 * ledger.Scale},
-		{Meter: "exports", Quantity: 46 * ledger.Scale},
-		{Meter: "storage_gb", Quantity: 471_239 * 1000},
+		{Meter: "active_users", Quantity: ledger.TotalOf(14 * ledger.Scale)},
+		{Meter: "api_requests", Quantity: ledger.TotalOf(2113 * ledger.Scale)},
+		{Meter: "exports", Quantity: ledger.TotalOf(46 * ledger.Scale)},
+		{Meter: "storage_gb", Quantity: ledger.TotalOf(471_239 * 1000)},
 	}
 	for i := range lines {
 		l := &lines[i]

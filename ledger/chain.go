@@ -15,29 +15,42 @@ const (
 )
 
 // Row is one append-only ledger row. Storage keeps it as a
-// schema.LedgerRow; the db tags let tests that tamper with the database
-// read rows into it directly.
+// schema.LedgerRow (StoredRow reads one back).
 type Row struct {
-	ID         int64    `db:"id" json:"id"`
-	Kind       string   `db:"kind" json:"kind"`
-	Provider   string   `db:"provider" json:"provider"`
-	EventID    string   `db:"event_id" json:"event_id"`
-	Customer   string   `db:"customer_id" json:"customer"`
-	Meter      string   `db:"meter" json:"meter"`
-	Quantity   Quantity `db:"quantity" json:"quantity"`
-	Properties string   `db:"properties" json:"properties"`
-	Reason     string   `db:"reason" json:"reason,omitempty"`
-	Ref        string   `db:"ref" json:"ref,omitempty"`
-	OccurredAt int64    `db:"occurred_at" json:"occurred_at_ms"`
-	RecordedAt int64    `db:"recorded_at" json:"recorded_at_ms"`
-	PrevHash   []byte   `db:"prev_hash" json:"-"`
-	RowHash    []byte   `db:"row_hash" json:"-"`
+	ID         int64  `json:"id"`
+	Kind       string `json:"kind"`
+	Provider   string `json:"provider"`
+	EventID    string `json:"event_id"`
+	Customer   string `json:"customer"`
+	Meter      string `json:"meter"`
+	Quantity   Total  `json:"quantity"`
+	Properties string `json:"properties"`
+	Reason     string `json:"reason,omitempty"`
+	Ref        string `json:"ref,omitempty"`
+	OccurredAt int64  `json:"occurred_at_ms"`
+	RecordedAt int64  `json:"recorded_at_ms"`
+	PrevHash   []byte `json:"-"`
+	RowHash    []byte `json:"-"`
+
+	// altered marks a row read from storage whose quantity columns are not
+	// the ones Quantity would be stored as (RowParts): the columns were
+	// edited, even if the value they spell is the same.
+	altered bool
 }
 
 // Hash returns SHA-256 over prev and the row's canonical encoding: every field
 // but the hashes, each length-prefixed (canon) so no two rows encode alike.
+// A row stored with 6 decimals (every row written before wide quantities,
+// and every ordinary row since) hashes as it always did; a wide row (fewer
+// decimals, RowParts) hashes as v2: a leading tag, and its decimals after
+// its quantity, so the chain commits to both columns.
 func (r *Row) Hash(prev []byte) []byte {
+	q, decimals, _ := r.Quantity.RowParts()
+	wide := decimals != RowDecimals
 	c := newCanon()
+	if wide {
+		c.str("hookledger-row-v2")
+	}
 	c.h.Write(prev)
 	c.int(r.ID)
 	c.str(r.Kind)
@@ -45,7 +58,10 @@ func (r *Row) Hash(prev []byte) []byte {
 	c.str(r.EventID)
 	c.str(r.Customer)
 	c.str(r.Meter)
-	c.int(int64(r.Quantity))
+	c.int(q)
+	if wide {
+		c.int(int64(decimals))
+	}
 	c.str(r.Properties)
 	c.str(r.Reason)
 	c.str(r.Ref)
@@ -75,6 +91,9 @@ func LoadChain(ctx context.Context, src HeadSource) (Chain, error) {
 // Append links r to the chain and stores it with ins (the writer's prepared
 // insert). On error the chain is unchanged.
 func (c *Chain) Append(ctx context.Context, ins RowInserter, r *Row) error {
+	if _, _, ok := r.Quantity.RowParts(); !ok {
+		return fmt.Errorf("usage row for %s/%s meter %s: quantity %s: %w", r.Provider, r.EventID, r.Meter, r.Quantity, errRowRange)
+	}
 	r.ID = c.LastID + 1
 	r.PrevHash = c.LastHash
 	r.RowHash = r.Hash(r.PrevHash)

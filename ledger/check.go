@@ -66,8 +66,10 @@ func linkMessage(k chainBreak, a, b, self int64) string {
 }
 
 // rowChanged reports whether r's row_hash no longer recomputes from its
-// contents and prev_hash.
-func rowChanged(r *Row) bool { return !bytes.Equal(r.Hash(r.PrevHash), r.RowHash) }
+// contents and prev_hash, or its quantity columns are not the ones its
+// quantity is stored as (an edit that kept the value, e.g. 2 with 0 decimals
+// for 2000000 with 6, still edited the row).
+func rowChanged(r *Row) bool { return r.altered || !bytes.Equal(r.Hash(r.PrevHash), r.RowHash) }
 
 // rowChangedMessage words a changed row. Verify names the row's contents;
 // the trace shows them beside the message.
@@ -150,9 +152,9 @@ func checkRowLinks(ctx context.Context, src linkSource, rows []Row) (map[int64]s
 
 // LineCheck is an invoice line recomputed from the ledger as it is now.
 type LineCheck struct {
-	Rows     []Row    // the rows the line covers, in id order, as stored (CheckLine only)
-	Digest   []byte   // over the rows' ids and hashes recomputed from their contents
-	Quantity Quantity // the aggregate (for a late line, the change to the period's total)
+	Rows     []Row  // the rows the line covers, in id order, as stored (CheckLine only)
+	Digest   []byte // over the rows' ids and hashes recomputed from their contents
+	Quantity Total  // the aggregate (for a late line, the change to the period's total)
 	// BilledBefore is the period's total up to the line's AfterID: what the
 	// line's amount is priced at the margin from.
 	BilledBefore string
@@ -195,20 +197,15 @@ func checkLine(ctx context.Context, src lineSource, l InvoiceLine, keepRows bool
 	if err != nil {
 		return nil, fmt.Errorf("recompute invoice %d line %d: %w", l.InvoiceID, l.LineNo, err)
 	}
-	// A recomputed total beyond a Quantity's range stays 0; Problem says so.
-	q, qerr := exact.checked(l.Customer, l.Meter, l.Period)
-	c.Quantity, c.BilledBefore = q, before.String()
+	c.Quantity, c.BilledBefore = exact, before.String()
 	switch {
 	case c.UsageRows != l.Rows || c.Adjustments != l.Adjustments || c.MaxID != l.MaxID:
 		c.Problem = fmt.Sprintf("covers %d usage and %d adjustment rows up to id %d now, %d and %d up to id %d when closed: ledger rows were added or removed",
 			c.UsageRows, c.Adjustments, c.MaxID, l.Rows, l.Adjustments, l.MaxID)
 	case !bytes.Equal(c.Digest, l.Digest):
 		c.Problem = "digest of the covered rows differs: a covered ledger row was changed (see the hash chain check)"
-	case qerr != nil:
-		// What a version that wrapped sums froze: no stored value can be right.
-		c.Problem = fmt.Sprintf("quantity recomputes to %s, beyond the largest quantity; invoice says %s", exact, l.Quantity)
-	case q != l.Quantity:
-		c.Problem = fmt.Sprintf("quantity recomputes to %s, invoice says %s", q, l.Quantity)
+	case !exact.Equal(l.Quantity):
+		c.Problem = fmt.Sprintf("quantity recomputes to %s, invoice says %s", exact, l.Quantity)
 	}
 	return c, nil
 }

@@ -170,7 +170,7 @@ func closeTx(ctx context.Context, tx closeStore, req CloseRequest) (*CloseResult
 
 	lines, err := periodLines(ctx, tx, req, head.LastID, skip)
 	if err != nil {
-		return nil, refuseOverflow(p, err)
+		return nil, err
 	}
 	// Late usage goes only on an invoice it fits (lateFits): a backfill of
 	// an earlier period leaves a later period's late usage pending.
@@ -180,7 +180,7 @@ func closeTx(ctx context.Context, tx closeStore, req CloseRequest) (*CloseResult
 	}
 	late, err := lateLines(ctx, tx, scope, head.LastID, billable, req.Meters, skip, req.noIndex)
 	if err != nil {
-		return nil, refuseOverflow(p, err)
+		return nil, err
 	}
 	lines = append(lines, late...)
 
@@ -231,16 +231,6 @@ func closeTx(ctx context.Context, tx closeStore, req CloseRequest) (*CloseResult
 	return res, nil
 }
 
-// refuseOverflow says what a close refused for a total out of range: the
-// whole close, for every customer (the transaction rolls back), and how to
-// proceed. Other errors pass unchanged.
-func refuseOverflow(p Period, err error) error {
-	if !errors.Is(err, ErrOverflow) {
-		return err
-	}
-	return fmt.Errorf("close %s: %w; nothing was closed: bring the total into range with an adjustment (hookledger adjust) and close again", p.Label, err)
-}
-
 func cmpBool(a, b bool) int {
 	switch {
 	case a == b:
@@ -257,7 +247,7 @@ type lineAcc struct {
 	rows []covered
 }
 
-func (la *lineAcc) add(kind string, id int64, q Quantity, occurred int64, props string, hash []byte) {
+func (la *lineAcc) add(kind string, id int64, q Total, occurred int64, props string, hash []byte) {
 	la.agg.add(kind, id, q, occurred, props)
 	la.rows = append(la.rows, covered{id, hash})
 }
@@ -272,9 +262,9 @@ func (la *lineAcc) maxID() int64 {
 
 // ledgerScan streams rows matching f to fn, with what aggregation and digests need.
 func ledgerScan(ctx context.Context, src UsageSource, f schema.LedgerFilter, props bool,
-	fn func(id int64, kind, customer, meter string, qty Quantity, occurred int64, props string, hash []byte)) error {
+	fn func(id int64, kind, customer, meter string, qty Total, occurred int64, props string, hash []byte)) error {
 	err := src.ScanUsage(ctx, schema.UsageScan{Filter: f, Properties: props, Hashes: true}, func(r *schema.UsageRow) error {
-		fn(r.ID, r.Kind, r.Customer, r.Meter, Quantity(r.Quantity), r.OccurredAt, r.Properties, r.RowHash)
+		fn(r.ID, r.Kind, r.Customer, r.Meter, RowQuantity(r.Quantity, int(r.Decimals)), r.OccurredAt, r.Properties, r.RowHash)
 		return nil
 	})
 	if err != nil {

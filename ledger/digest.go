@@ -50,11 +50,21 @@ func (c canon) sum() []byte { return c.h.Sum(nil) }
 func invoiceDigest(inv *Invoice) []byte {
 	// v2 adds the money of a priced invoice; an invoice without a plan keeps
 	// v1, so every invoice closed before prices existed verifies unchanged.
-	priced := inv.Money.Currency != ""
+	// v3 is an invoice with a line beyond 64-bit micro-units (wide
+	// quantities): its quantities are decimal text, its money fields always
+	// present. No invoice before wide quantities had such a line.
+	wide := false
+	for _, l := range inv.Lines {
+		wide = wide || l.Quantity.big != nil
+	}
+	priced := inv.Money.Currency != "" || wide
 	c := newCanon()
-	if priced {
+	switch {
+	case wide:
+		c.str("hookledger-invoice-v3")
+	case priced:
 		c.str("hookledger-invoice-v2")
-	} else {
+	default:
 		c.str("hookledger-invoice-v1")
 	}
 	c.int(inv.ID)
@@ -86,7 +96,11 @@ func invoiceDigest(inv *Invoice) []byte {
 		c.int(l.PeriodEnd)
 		c.int(l.AfterID)
 		c.int(l.ThroughID)
-		c.int(int64(l.Quantity))
+		if wide {
+			c.str(l.Quantity.String())
+		} else {
+			c.int(l.Quantity.n)
+		}
 		c.int(l.Rows)
 		c.int(l.Adjustments)
 		c.int(l.MaxID)

@@ -37,14 +37,14 @@ func (e *env) setClock(t time.Time) { e.Clock.Set(time.UnixMilli(t.UnixMilli()))
 // row describes one ledger row a test writes.
 type row struct {
 	customer, meter string
-	qty             ledger.Quantity
+	qty             ledger.Total
 	at              time.Time
 	props           string // canonical JSON; "" means {}
 	adjust          bool   // an adjustment instead of a usage event
 }
 
-func q(s string) ledger.Quantity {
-	v, err := ledger.ParseQuantity(s)
+func q(s string) ledger.Total {
+	v, err := ledger.ParseTotal(s)
 	if err != nil {
 		panic(err)
 	}

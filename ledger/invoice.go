@@ -47,7 +47,7 @@ type InvoiceLine struct {
 	PeriodEnd   int64
 	AfterID     int64 // covers rows with AfterID < id <= ThroughID
 	ThroughID   int64 //
-	Quantity    Quantity
+	Quantity    Total
 	Rows        int64
 	Adjustments int64
 	MaxID       int64 // highest ledger id covered
@@ -117,7 +117,7 @@ func (l InvoiceLine) MarshalJSON() ([]byte, error) {
 		PeriodEnd   time.Time   `json:"period_end"`
 		AfterID     int64       `json:"after_id"`
 		ThroughID   int64       `json:"through_id"`
-		Quantity    Quantity    `json:"quantity"`
+		Quantity    Total       `json:"quantity"`
 		Rows        int64       `json:"rows"`
 		Adjustments int64       `json:"adjustments"`
 		MaxID       int64       `json:"max_id"`
@@ -176,7 +176,7 @@ func invoiceLines(ctx context.Context, src InvoiceSource, fromID, toID int64) ([
 	if err != nil {
 		return nil, fmt.Errorf("read invoice lines: %w", err)
 	}
-	return linesOf(lines), nil
+	return linesOf(lines)
 }
 
 // GetInvoice returns one invoice with its lines.

@@ -136,7 +136,7 @@ func TestInvoiceKeepsTotalsAfterLateUsage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Lines) != 2 || rep.Lines[0].Quantity != q("15") || rep.Lines[1].Quantity != q("3") {
+	if len(rep.Lines) != 2 || !rep.Lines[0].Quantity.Equal(q("15")) || !rep.Lines[1].Quantity.Equal(q("3")) {
 		t.Fatalf("as-of cutoff: %+v", rep.Lines)
 	}
 
@@ -176,7 +176,7 @@ func TestInvoiceKeepsTotalsAfterLateUsage(t *testing.T) {
 	if err != nil {
 		t.Fatalf("late after second close: %v", err)
 	}
-	if len(late) != 1 || late[0].Quantity != q("1") || late[0].AfterID != nov.Head {
+	if len(late) != 1 || !late[0].Quantity.Equal(q("1")) || late[0].AfterID != nov.Head {
 		t.Fatalf("late after second close: %+v", late)
 	}
 
@@ -240,7 +240,7 @@ func TestCloseOneCustomerThenAll(t *testing.T) {
 	}
 	wantLines(t, r2.Invoices[0], map[string]string{"api 2026-10": "3"})
 	late, err := ledger.LateUsage(e.ctx, e.DB, "", invMeters)
-	if err != nil || len(late) != 1 || late[0].Customer != "c1" || late[0].Quantity != q("9") {
+	if err != nil || len(late) != 1 || late[0].Customer != "c1" || !late[0].Quantity.Equal(q("9")) {
 		t.Fatalf("late: %+v %v", late, err)
 	}
 }
@@ -250,7 +250,7 @@ func TestCloseDryRunChangesNothing(t *testing.T) {
 	defer e.Close()
 	e.write(row{customer: "c", meter: "api", qty: q("1"), at: ts("2026-10-02T00:00:00Z")})
 	res := e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-10", "UTC"), All: true, DryRun: true, Now: at("2026-11-05T00:00:00Z")})
-	if len(res.Invoices) != 1 || res.Invoices[0].Lines[0].Quantity != q("1") {
+	if len(res.Invoices) != 1 || !res.Invoices[0].Lines[0].Quantity.Equal(q("1")) {
 		t.Fatalf("dry run: %+v", res)
 	}
 	invs, err := ledger.ListInvoices(context.Background(), e.DB, ledger.InvoiceFilter{})
@@ -330,7 +330,7 @@ func TestClosedInvoiceCannotBeEdited(t *testing.T) {
 		t.Fatalf("invoice changed: digest %x, %d lines; before %x, %d lines", after.Digest, len(after.Lines), before.Digest, len(before.Lines))
 	}
 	for i := range after.Lines {
-		if after.Lines[i].Quantity != before.Lines[i].Quantity {
+		if !after.Lines[i].Quantity.Equal(before.Lines[i].Quantity) {
 			t.Fatalf("line %d quantity %s, before %s", i+1, after.Lines[i].Quantity, before.Lines[i].Quantity)
 		}
 	}
@@ -356,9 +356,9 @@ func TestCloseRangeAndIndexScansAgree(t *testing.T) {
 			if i%interleave != 0 {
 				at = ts("2026-08-01T00:00:00Z").Add(time.Duration(i) * time.Minute) // another month in between
 			}
-			r := row{customer: fmt.Sprintf("c%d", i%7), meter: []string{"api", "seats"}[i%2], qty: ledger.Quantity(i%97) * ledger.Scale, at: at}
+			r := row{customer: fmt.Sprintf("c%d", i%7), meter: []string{"api", "seats"}[i%2], qty: ledger.TotalOf(ledger.Quantity(i%97) * ledger.Scale), at: at}
 			if i%50 == 0 {
-				r.adjust, r.qty = true, -ledger.Scale
+				r.adjust, r.qty = true, q("-1")
 			}
 			rows = append(rows, r)
 		}
@@ -393,23 +393,23 @@ func TestCloseRangeAndIndexScansAgree(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		queried := map[string]ledger.Quantity{}
-		var queryTotal, invoiceTotal ledger.Quantity
+		queried := map[string]ledger.Total{}
+		var queryTotal, invoiceTotal ledger.Total
 		for _, l := range rep.Lines {
 			queried[l.Customer+" "+l.Meter] = l.Quantity
-			queryTotal += l.Quantity
+			queryTotal = queryTotal.Plus(l.Quantity)
 		}
 		var nLines int
 		for _, inv := range ranged.Invoices {
 			for _, l := range inv.Lines {
 				nLines++
-				invoiceTotal += l.Quantity
-				if want, ok := queried[l.Customer+" "+l.Meter]; !ok || want != l.Quantity || l.Late {
+				invoiceTotal = invoiceTotal.Plus(l.Quantity)
+				if want, ok := queried[l.Customer+" "+l.Meter]; !ok || !want.Equal(l.Quantity) || l.Late {
 					t.Fatalf("interleave %d: invoice line %+v, query says %s", interleave, l, want)
 				}
 			}
 		}
-		if invoiceTotal != queryTotal || nLines != len(rep.Lines) || queryTotal == 0 {
+		if !invoiceTotal.Equal(queryTotal) || nLines != len(rep.Lines) || queryTotal.Sign() == 0 {
 			t.Fatalf("interleave %d: invoice lines (%d) add up to %s, the query's (%d) to %s", interleave, nLines, invoiceTotal, len(rep.Lines), queryTotal)
 		}
 		if len(ranged.Invoices) != 7 || len(ranged.Invoices) != len(indexed.Invoices) {

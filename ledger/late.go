@@ -132,7 +132,7 @@ func lateLines(ctx context.Context, q closedSource, scope string, head, invoiceS
 		}
 		accs := map[key]*lineAcc{}
 		f := schema.LedgerFilter{From: cp.start, To: cp.end, Customer: scope, AfterID: floor, ThroughID: head, NoIndex: noIndex}
-		err := ledgerScan(ctx, q, f, false, func(id int64, kind, c, m string, qty Quantity, occ int64, props string, hash []byte) {
+		err := ledgerScan(ctx, q, f, false, func(id int64, kind, c, m string, qty Total, occ int64, props string, hash []byte) {
 			if skip[c] {
 				return
 			}
@@ -153,11 +153,7 @@ func lateLines(ctx context.Context, q closedSource, scope string, head, invoiceS
 		for k, la := range accs {
 			cov, _ := cp.coverage(k.customer)
 			m := meters.Get(k.meter)
-			d, before, err := aggregateDelta(ctx, q, k.customer, m, cp.start, cp.end, cov, head)
-			if err != nil {
-				return nil, err
-			}
-			delta, err := d.checked(k.customer, k.meter, cp.label+" (late usage)")
+			delta, before, err := aggregateDelta(ctx, q, k.customer, m, cp.start, cp.end, cov, head)
 			if err != nil {
 				return nil, err
 			}
@@ -174,20 +170,20 @@ func lateLines(ctx context.Context, q closedSource, scope string, head, invoiceS
 // for one customer, meter and period: what a line covering (after, through]
 // adds to the period's billed total; before is agg(rows with id <= after),
 // what was billed already (a late line is priced at the margin from it).
-// Exact: either side, or the difference, may be beyond a Quantity's range.
-func aggregateDelta(ctx context.Context, q UsageSource, customer string, m Meter, start, end, after, through int64) (delta, before total, err error) {
+// Exact at any size.
+func aggregateDelta(ctx context.Context, q UsageSource, customer string, m Meter, start, end, after, through int64) (delta, before Total, err error) {
 	upTo, upToAfter := newAggregate(m.spec()), newAggregate(m.spec())
 	f := schema.LedgerFilter{Customer: customer, Meter: m.Name, From: start, To: end, ThroughID: through}
-	err = ledgerScan(ctx, q, f, m.Aggregation == AggUniqueCount, func(id int64, kind, _, _ string, qty Quantity, occ int64, props string, _ []byte) {
+	err = ledgerScan(ctx, q, f, m.Aggregation == AggUniqueCount, func(id int64, kind, _, _ string, qty Total, occ int64, props string, _ []byte) {
 		upTo.add(kind, id, qty, occ, props)
 		if id <= after {
 			upToAfter.add(kind, id, qty, occ, props)
 		}
 	})
 	if err != nil {
-		return total{}, total{}, err
+		return Total{}, Total{}, err
 	}
-	return upTo.value().minus(upToAfter.value()), upToAfter.value(), nil
+	return upTo.value().Minus(upToAfter.value()), upToAfter.value(), nil
 }
 
 // LateLine is usage of a closed period recorded after its close and not yet
@@ -198,7 +194,7 @@ type LateLine struct {
 	Period      string      `json:"period"`
 	TZ          string      `json:"tz"`
 	Aggregation Aggregation `json:"aggregation"`
-	Quantity    Quantity    `json:"quantity"` // change to the period's total
+	Quantity    Total       `json:"quantity"` // change to the period's total
 	Unit        string      `json:"unit,omitempty"`
 	Rows        int64       `json:"rows"`
 	Adjustments int64       `json:"adjustments"`

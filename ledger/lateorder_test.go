@@ -27,7 +27,7 @@ func TestCloseOfAnEarlierPeriodLeavesLaterLateUsagePending(t *testing.T) {
 	}
 	wantLines(t, may.Invoices[0], map[string]string{"api 2026-05": "3"})
 	late, err := ledger.LateUsage(e.ctx, e.DB, "c1", invMeters)
-	if err != nil || len(late) != 1 || late[0].Period != "2026-07" || late[0].Quantity != q("1") {
+	if err != nil || len(late) != 1 || late[0].Period != "2026-07" || !late[0].Quantity.Equal(q("1")) {
 		t.Fatalf("late July usage after May's close: %+v %v", late, err)
 	}
 	if rep := verified(t, e); rep.First() != nil || notes(rep) != "" {

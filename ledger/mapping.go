@@ -108,7 +108,7 @@ func (m Mapping) Validate() error {
 		}
 	}
 	if m.Quantity.Value != "" {
-		if _, err := ParseQuantity(m.Quantity.Value); err != nil {
+		if _, err := ParseRowQuantity(m.Quantity.Value); err != nil {
 			return fmt.Errorf("quantity: %w", err)
 		}
 	}
@@ -124,7 +124,7 @@ func (m Mapping) Validate() error {
 type UsageRow struct {
 	Customer   string
 	Meter      string
-	Quantity   Quantity
+	Quantity   Total // at most what one row holds (RowParts)
 	OccurredAt time.Time
 	Properties string // canonical JSON object
 }
@@ -244,10 +244,10 @@ func text(f Field, body []byte, name string) (string, error) {
 	return "", fmt.Errorf("%s: %s must be a string, got %s", name, f.Path, v.Type)
 }
 
-func quantity(f Field, body []byte) (Quantity, error) {
+func quantity(f Field, body []byte) (Total, error) {
 	v, ok := lookup(f, body)
 	if !ok {
-		return 0, fmt.Errorf("quantity: %s is missing", f.Path)
+		return Total{}, fmt.Errorf("quantity: %s is missing", f.Path)
 	}
 	var s string
 	switch v.Type {
@@ -256,14 +256,14 @@ func quantity(f Field, body []byte) (Quantity, error) {
 	case gjson.String:
 		s = v.Str
 	default:
-		return 0, fmt.Errorf("quantity: %s must be a number, got %s", f.Path, v.Type)
+		return Total{}, fmt.Errorf("quantity: %s must be a number, got %s", f.Path, v.Type)
 	}
-	q, err := ParseQuantity(s)
+	q, err := ParseRowQuantity(s)
 	if err != nil {
-		return 0, fmt.Errorf("quantity: %w", err)
+		return Total{}, fmt.Errorf("quantity: %w", err)
 	}
-	if q < 0 {
-		return 0, fmt.Errorf("quantity: %s is negative (%s); corrections are adjustments", f.Path, q)
+	if q.Sign() < 0 {
+		return Total{}, fmt.Errorf("quantity: %s is negative (%s); corrections are adjustments", f.Path, q)
 	}
 	return q, nil
 }

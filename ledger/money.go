@@ -88,8 +88,6 @@ func periodDay(start int64, tz string) pricing.Date {
 	return pricing.Date(msTime(start, tz).Format(time.DateOnly))
 }
 
-func quantityDecimal(q Quantity) pricing.Decimal { return pricing.NewDecimal(int64(q), -6) }
-
 // versionOn is the plan version that prices customer's usage of a period
 // whose first day is day (nil, nil: no plan).
 func (pr *Pricing) versionOn(customer string, day pricing.Date) (*pricing.Plan, error) {
@@ -228,7 +226,7 @@ func priceLine(l *InvoiceLine, v *pricing.Plan) error {
 	if err != nil {
 		return fmt.Errorf("line %d: billed before: %w", l.LineNo, err)
 	}
-	after, err := pricing.Sum(before, quantityDecimal(l.Quantity))
+	after, err := pricing.Sum(before, l.Quantity.Decimal())
 	if err != nil {
 		return err
 	}
@@ -354,6 +352,7 @@ func checkMoney(inv *Invoice, before map[int64]string) []string {
 			msgs = append(msgs, fmt.Sprintf("line %d: %v", l.LineNo, err))
 			continue
 		}
+		l.Money.PlanVersion = stored.PlanVersion // a date-only name resolved above
 		if l.Money != stored {
 			msgs = append(msgs, fmt.Sprintf("line %d (%s %s) recomputes to %s (%s exactly), invoice says %s (%s)",
 				l.LineNo, l.Meter, l.Period, l.Money.Amount, l.Money.AmountPrecise, stored.Amount, stored.AmountPrecise))

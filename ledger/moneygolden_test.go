@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"encoding/hex"
 	"fmt"
+	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
@@ -102,13 +103,13 @@ func TestPricedCloseStoresTheSameMoney(t *testing.T) {
 	e.setClock(ts("2026-06-20T00:00:00Z"))
 	var rows []row
 	for i, c := range []string{"c1", "c2", "c3", "c4", "c5"} {
-		n := ledger.Quantity(i + 1)
+		n := int64(i + 1)
 		rows = append(rows,
-			row{customer: c, meter: "api", qty: q("1234.567891") * n * n * n, at: ts("2026-06-10T00:00:00Z")},
-			row{customer: c, meter: "api", qty: q("45678") * n, at: ts("2026-06-11T00:00:00Z")},
-			row{customer: c, meter: "seats", qty: q("7") * n * n, at: ts("2026-06-12T00:00:00Z")},
-			row{customer: c, meter: "storage", qty: q("123456789012.5") * n, at: ts("2026-06-13T00:00:00Z")},
-			row{customer: c, meter: "exports", qty: q("99.5") * n, at: ts("2026-06-14T00:00:00Z")},
+			row{customer: c, meter: "api", qty: times(q("1234.567891"), n*n*n), at: ts("2026-06-10T00:00:00Z")},
+			row{customer: c, meter: "api", qty: times(q("45678"), n), at: ts("2026-06-11T00:00:00Z")},
+			row{customer: c, meter: "seats", qty: times(q("7"), n*n), at: ts("2026-06-12T00:00:00Z")},
+			row{customer: c, meter: "storage", qty: times(q("123456789012.5"), n), at: ts("2026-06-13T00:00:00Z")},
+			row{customer: c, meter: "exports", qty: times(q("99.5"), n), at: ts("2026-06-14T00:00:00Z")},
 		)
 	}
 	// c2 uses only api and exports in June: its seats and storage rows go.
@@ -164,4 +165,9 @@ func TestPricedCloseStoresTheSameMoney(t *testing.T) {
 	if rep.First() != nil {
 		t.Fatalf("verify: %s", problems(rep))
 	}
+}
+
+// times is t × k, exactly.
+func times(t ledger.Total, k int64) ledger.Total {
+	return ledger.TotalOfMicro(new(big.Int).Mul(t.Micro(), big.NewInt(k)))
 }

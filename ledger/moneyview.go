@@ -59,6 +59,7 @@ func readSnapshot(snapshot string) (map[string]*pricing.Plan, *pricing.Plan, err
 		return nil, nil, fmt.Errorf("the stored price snapshot cannot be read: %v", err)
 	}
 	versions := map[string]*pricing.Plan{}
+	byDate := map[pricing.Date][]*pricing.Plan{}
 	var own *pricing.Plan
 	for i, raw := range raws {
 		v, err := pricing.ParseSnapshot(raw)
@@ -66,8 +67,16 @@ func readSnapshot(snapshot string) (map[string]*pricing.Plan, *pricing.Plan, err
 			return nil, nil, err
 		}
 		versions[versionKey(v)] = v
+		byDate[v.EffectiveFrom] = append(byDate[v.EffectiveFrom], v)
 		if i == 0 {
 			own = v
+		}
+	}
+	// Lines closed before versions were named plan@date name the date
+	// alone; it still says which version when only one has that date.
+	for d, vs := range byDate {
+		if len(vs) == 1 {
+			versions[string(d)] = vs[0]
 		}
 	}
 	return versions, own, nil

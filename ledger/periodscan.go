@@ -106,7 +106,7 @@ func periodLines(ctx context.Context, tx closeStore, req CloseRequest, head int6
 		if la.agg.distinct != nil {
 			pr = string(r.Properties)
 		}
-		la.add(kind, r.ID, Quantity(r.Quantity), r.OccurredAt, pr, arena.copy(r.RowHash))
+		la.add(kind, r.ID, RowQuantity(r.Quantity, int(r.Decimals)), r.OccurredAt, pr, arena.copy(r.RowHash))
 		return nil
 	})
 	if err != nil {
@@ -116,13 +116,9 @@ func periodLines(ctx context.Context, tx closeStore, req CloseRequest, head int6
 	for _, set := range order {
 		for i, la := range set.accs {
 			m := req.Meters.Get(set.meters[i])
-			qty, err := la.agg.value().checked(set.customer, m.Name, p.Label)
-			if err != nil {
-				return nil, err
-			}
 			lines = append(lines, InvoiceLine{Customer: set.customer, Meter: m.Name, Aggregation: m.Aggregation, Property: m.Property, Unit: m.Unit,
 				Period: p.Label, TZ: p.Zone, PeriodStart: p.Start.UnixMilli(), PeriodEnd: p.End.UnixMilli(), AfterID: 0, ThroughID: head,
-				Quantity: qty, Rows: la.agg.rows, Adjustments: la.agg.adjustments, MaxID: la.maxID(), Digest: rowsDigest(la.rows),
+				Quantity: la.agg.value(), Rows: la.agg.rows, Adjustments: la.agg.adjustments, MaxID: la.maxID(), Digest: rowsDigest(la.rows),
 				Money: LineMoney{BilledBefore: "0"}})
 		}
 	}

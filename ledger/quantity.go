@@ -56,6 +56,89 @@ func ParseQuantity(s string) (Quantity, error) {
 	return Quantity(n.Int64()), nil
 }
 
+// ParseTotal parses a JSON number or plain decimal string ("3", "-1.25",
+// "1e13") exactly, at any size. It refuses values that would need rounding.
+func ParseTotal(s string) (Total, error) {
+	if q, err := ParseQuantity(s); err == nil { // the common case, without allocating
+		return TotalOf(q), nil
+	} else if !errors.Is(err, errRange) {
+		return Total{}, err
+	}
+	r, _ := new(big.Rat).SetString(s) // ParseQuantity parsed it
+	return fromBig(new(big.Int).Set(r.Mul(r, bigScale).Num())), nil
+}
+
+// ParseRowQuantity parses what one ledger row may hold (ParseTotal and
+// RowParts): an event's quantity or an adjustment.
+func ParseRowQuantity(s string) (Total, error) {
+	t, err := ParseTotal(s)
+	if err != nil {
+		return Total{}, err
+	}
+	if _, _, ok := t.RowParts(); !ok {
+		return Total{}, fmt.Errorf("%q: %w", clip(s), errRowRange)
+	}
+	return t, nil
+}
+
+// How one ledger row stores its quantity: an integer and its number of
+// decimal places (metered_usage.quantity and .decimals), the value being
+// quantity × 10^-decimals. A row whose micro-units fit an int64 (every
+// quantity up to ±9,223,372,036,854.775807, so every row written before wide
+// quantities) keeps 6 decimals; a larger one keeps the fewest decimals that
+// hold it exactly, so one row carries up to 9,223,372,036,854,775,807 whole
+// units (a 10 TB gauge is 10^13 bytes), or fewer when it has a fraction: at
+// most 19 significant digits.
+
+// RowDecimals is the number of decimal places an ordinary row stores.
+const RowDecimals = 6
+
+// errRowRange refuses a quantity no row holds: more significant digits
+// than an int64 keeps (9223372036854775807 whole units at most).
+var errRowRange = errors.New("out of range: one row holds at most 19 significant digits")
+
+var pow10 = [...]int64{1, 10, 100, 1_000, 10_000, 100_000, 1_000_000}
+
+// RowParts is how a row stores t: an integer with decimals decimal places;
+// ok is false when no int64 holds it exactly. The range is symmetric (int64's
+// smallest value is refused at any decimals), so a correction can always
+// negate a row.
+func (t Total) RowParts() (quantity int64, decimals int, ok bool) {
+	if t.big == nil && t.n != math.MinInt64 {
+		return t.n, RowDecimals, true
+	}
+	if t.big == nil {
+		return 0, 0, false // -9223372036854.775808: no fewer decimals hold it
+	}
+	var rem big.Int
+	q := new(big.Int).Set(t.big)
+	d := RowDecimals
+	for d > 0 {
+		var next big.Int
+		if next.QuoRem(q, big.NewInt(10), &rem); rem.Sign() != 0 {
+			break
+		}
+		q, d = &next, d-1
+	}
+	if !q.IsInt64() || q.Int64() == math.MinInt64 {
+		return 0, 0, false
+	}
+	return q.Int64(), d, true
+}
+
+// RowQuantity is the total a stored row holds: quantity × 10^-decimals. A
+// decimals outside 0..6 (which the schema refuses) is read as 6.
+func RowQuantity(quantity int64, decimals int) Total {
+	if decimals == RowDecimals || decimals < 0 || decimals > RowDecimals {
+		return Total{n: quantity}
+	}
+	f := pow10[RowDecimals-decimals]
+	if quantity <= math.MaxInt64/f && quantity >= -math.MaxInt64/f {
+		return Total{n: quantity * f}
+	}
+	return fromBig(new(big.Int).Mul(big.NewInt(quantity), big.NewInt(f)))
+}
+
 // isDecimal reports whether s follows the JSON number grammar. big.Rat alone
 // would also accept fractions ("1/3") and hex, which are not quantities.
 func isDecimal(s string) bool {

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/hookledger/hookledger/schema"
 )
@@ -137,11 +138,17 @@ type RowInserter interface {
 	InsertLedgerRow(ctx context.Context, r schema.LedgerRow) error
 }
 
+// StoredRow is the domain row of a stored one.
+func StoredRow(r *schema.LedgerRow) Row { return rowOf(r) }
+
 // rowOf is the domain row of a stored one.
 func rowOf(r *schema.LedgerRow) Row {
-	return Row{ID: r.ID, Kind: r.Kind, Provider: r.Provider, EventID: r.EventID, Customer: r.Customer, Meter: r.Meter,
-		Quantity: Quantity(r.Quantity), Properties: r.Properties, Reason: r.Reason, Ref: r.Ref,
+	row := Row{ID: r.ID, Kind: r.Kind, Provider: r.Provider, EventID: r.EventID, Customer: r.Customer, Meter: r.Meter,
+		Quantity: RowQuantity(r.Quantity, int(r.Decimals)), Properties: r.Properties, Reason: r.Reason, Ref: r.Ref,
 		OccurredAt: r.OccurredAt, RecordedAt: r.RecordedAt, PrevHash: r.PrevHash, RowHash: r.RowHash}
+	q, d, _ := row.Quantity.RowParts()
+	row.altered = q != r.Quantity || int64(d) != r.Decimals
+	return row
 }
 
 func rowsOf(rs []schema.LedgerRow) []Row {
@@ -152,10 +159,12 @@ func rowsOf(rs []schema.LedgerRow) []Row {
 	return out
 }
 
-// record is the row as storage keeps it.
+// record is the row as storage keeps it (Chain.Append has checked that its
+// quantity fits a row).
 func (r *Row) record() schema.LedgerRow {
+	q, d, _ := r.Quantity.RowParts()
 	return schema.LedgerRow{ID: r.ID, Kind: r.Kind, Provider: r.Provider, EventID: r.EventID, Customer: r.Customer, Meter: r.Meter,
-		Quantity: int64(r.Quantity), Properties: r.Properties, Reason: r.Reason, Ref: r.Ref,
+		Quantity: q, Decimals: int64(d), Properties: r.Properties, Reason: r.Reason, Ref: r.Ref,
 		OccurredAt: r.OccurredAt, RecordedAt: r.RecordedAt, PrevHash: r.PrevHash, RowHash: r.RowHash}
 }
 
@@ -175,30 +184,49 @@ func (inv *Invoice) record() schema.Invoice {
 		Fee: inv.Money.Fee, TrueUp: inv.Money.TrueUp, Total: inv.Money.Total}
 }
 
-func lineOf(l *schema.InvoiceLine) InvoiceLine {
+func lineOf(l *schema.InvoiceLine) (InvoiceLine, error) {
+	q := TotalOf(Quantity(l.Quantity))
+	if l.QuantityWide != "" {
+		var err error
+		if q, err = ParseTotal(l.QuantityWide); err != nil {
+			return InvoiceLine{}, fmt.Errorf("invoice %d line %d: stored quantity: %w", l.InvoiceID, l.LineNo, err)
+		}
+	}
 	return InvoiceLine{InvoiceID: l.InvoiceID, LineNo: l.LineNo, Customer: l.Customer, Meter: l.Meter,
 		Aggregation: Aggregation(l.Aggregation), Property: l.Property, Unit: l.Unit, Late: l.Late, Period: l.Period, TZ: l.TZ,
 		PeriodStart: l.PeriodStart, PeriodEnd: l.PeriodEnd, AfterID: l.AfterID, ThroughID: l.ThroughID,
-		Quantity: Quantity(l.Quantity), Rows: l.Rows, Adjustments: l.Adjustments, MaxID: l.MaxID, Digest: l.Digest,
-		Money: LineMoney{BilledBefore: l.BilledBefore, PlanVersion: l.PlanVersion, AmountPrecise: l.AmountPrecise, Amount: l.Amount, Charge: l.Charge}}
+		Quantity: q, Rows: l.Rows, Adjustments: l.Adjustments, MaxID: l.MaxID, Digest: l.Digest,
+		Money: LineMoney{BilledBefore: l.BilledBefore, PlanVersion: l.PlanVersion, AmountPrecise: l.AmountPrecise, Amount: l.Amount, Charge: l.Charge}}, nil
 }
 
-func linesOf(ls []schema.InvoiceLine) []InvoiceLine {
+func linesOf(ls []schema.InvoiceLine) ([]InvoiceLine, error) {
 	if ls == nil {
-		return nil
+		return nil, nil
 	}
 	out := make([]InvoiceLine, len(ls))
 	for i := range ls {
-		out[i] = lineOf(&ls[i])
+		var err error
+		if out[i], err = lineOf(&ls[i]); err != nil {
+			return nil, err
+		}
 	}
-	return out
+	return out, nil
 }
 
+// record is the line as storage keeps it: micro-units in quantity while they
+// fit an int64, else the exact decimal in quantity_wide.
 func (l *InvoiceLine) record() schema.InvoiceLine {
+	var q int64
+	var wide string
+	if l.Quantity.big == nil {
+		q = l.Quantity.n
+	} else {
+		wide = l.Quantity.String()
+	}
 	return schema.InvoiceLine{InvoiceID: l.InvoiceID, LineNo: l.LineNo, Customer: l.Customer, Meter: l.Meter,
 		Aggregation: string(l.Aggregation), Property: l.Property, Unit: l.Unit, Late: l.Late, Period: l.Period, TZ: l.TZ,
 		PeriodStart: l.PeriodStart, PeriodEnd: l.PeriodEnd, AfterID: l.AfterID, ThroughID: l.ThroughID,
-		Quantity: int64(l.Quantity), Rows: l.Rows, Adjustments: l.Adjustments, MaxID: l.MaxID, Digest: l.Digest,
+		Quantity: q, QuantityWide: wide, Rows: l.Rows, Adjustments: l.Adjustments, MaxID: l.MaxID, Digest: l.Digest,
 		BilledBefore: l.Money.BilledBefore, PlanVersion: l.Money.PlanVersion, AmountPrecise: l.Money.AmountPrecise, Amount: l.Money.Amount, Charge: l.Money.Charge}
 }
 

@@ -89,7 +89,7 @@ func CustomerLines(ctx context.Context, src TraceSource, customer string) ([]Inv
 	if err != nil {
 		return nil, fmt.Errorf("read invoice lines of %s: %w", customer, err)
 	}
-	return linesOf(lines), nil
+	return linesOf(lines)
 }
 
 // Covers reports whether line l bills row r: same customer and meter, event
@@ -107,7 +107,7 @@ func LinesForPeriod(ctx context.Context, src TraceSource, customer string, start
 	if err != nil {
 		return nil, fmt.Errorf("read invoice lines of %s: %w", customer, err)
 	}
-	return linesOf(lines), nil
+	return linesOf(lines)
 }
 
 // CheckLinks checks row r's place in the hash chain (see CheckLinksBatch)

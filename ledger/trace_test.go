@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/schema"
 )
 
 // CheckLinksBatch must say exactly what CheckLinks says, row by row, on an
@@ -18,10 +19,14 @@ func TestCheckLinksBatchAgreesWithCheckLinks(t *testing.T) {
 	}
 	agree := func(name string, wantProblems int) {
 		t.Helper()
-		var rows []ledger.Row
-		if err := e.DB.Read.Select(&rows, `SELECT id, kind, provider, event_id, customer_id, meter, quantity, properties, reason, ref,
+		var recs []schema.LedgerRow
+		if err := e.DB.Read.Select(&recs, `SELECT id, kind, provider, event_id, customer_id, meter, quantity, decimals, properties, reason, ref,
 			occurred_at, recorded_at, prev_hash, row_hash FROM metered_usage ORDER BY id`); err != nil {
 			t.Fatal(err)
+		}
+		rows := make([]ledger.Row, len(recs))
+		for i := range recs {
+			rows[i] = ledger.StoredRow(&recs[i])
 		}
 		batch, err := ledger.CheckLinksBatch(e.ctx, e.DB, rows)
 		if err != nil {

@@ -68,7 +68,7 @@ func openVersion4(t *testing.T) string {
 		r.RowHash = r.Hash(prev)
 		db.MustExec(`INSERT INTO metered_usage
 			(id, kind, provider, event_id, customer_id, meter, quantity, properties, reason, ref, occurred_at, recorded_at, prev_hash, row_hash)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, r.ID, r.Kind, r.Provider, r.EventID, r.Customer, r.Meter, int64(r.Quantity), r.Properties,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, r.ID, r.Kind, r.Provider, r.EventID, r.Customer, r.Meter, r.Quantity.Micro().Int64(), r.Properties,
 			r.Reason, r.Ref, r.OccurredAt, r.RecordedAt, prev, r.RowHash)
 		prev = r.RowHash
 	}

@@ -137,7 +137,7 @@ type UsageLine struct {
 	PeriodStart string      `json:"period_start,omitempty"`
 	PeriodEnd   string      `json:"period_end,omitempty"`
 	Aggregation Aggregation `json:"aggregation"`
-	Quantity    Quantity    `json:"quantity"`
+	Quantity    Total       `json:"quantity"`
 	Unit        string      `json:"unit,omitempty"`
 	Events      int64       `json:"events"`      // usage rows
 	Adjustments int64       `json:"adjustments"` // adjustment rows (their sum is in Quantity)
@@ -225,20 +225,6 @@ func usageScan(q UsageQuery) schema.UsageScan {
 	return schema.UsageScan{Filter: q.filter(), Properties: needsProperties(q.Meters, q.Meter)}
 }
 
-// window names the query's event-time window in errors.
-func (q UsageQuery) window() string {
-	at := func(t time.Time) string { return t.In(q.Zone).Format(time.RFC3339) }
-	switch {
-	case q.From.IsZero() && q.To.IsZero():
-		return "any event time"
-	case q.To.IsZero():
-		return "from " + at(q.From)
-	case q.From.IsZero():
-		return "before " + at(q.To)
-	}
-	return "from " + at(q.From) + " to " + at(q.To)
-}
-
 type groupKey struct {
 	customer, meter string
 	bucket          int64
@@ -296,7 +282,7 @@ func Query(ctx context.Context, src UsageSource, q UsageQuery) (*UsageReport, er
 			a = newAggregate(m.spec())
 			groups[k] = a
 		}
-		a.add(r.Kind, r.ID, Quantity(r.Quantity), r.OccurredAt, r.Properties)
+		a.add(r.Kind, r.ID, RowQuantity(r.Quantity, int(r.Decimals)), r.OccurredAt, r.Properties)
 		return nil
 	})
 	if errors.Is(err, ErrMixedMeters) {
@@ -316,8 +302,6 @@ func Query(ctx context.Context, src UsageSource, q UsageQuery) (*UsageReport, er
 	if !q.AsOf.IsZero() {
 		rep.AsOf = q.AsOf.In(q.Zone).Format(time.RFC3339Nano)
 	}
-	// Lines in key order, so the first total out of range is reported the
-	// same way every time.
 	keys := slices.SortedFunc(maps.Keys(groups), func(a, b groupKey) int {
 		return cmp.Or(cmp.Compare(a.customer, b.customer), cmp.Compare(a.meter, b.meter), cmp.Compare(a.bucket, b.bucket))
 	})
@@ -325,18 +309,13 @@ func Query(ctx context.Context, src UsageSource, q UsageQuery) (*UsageReport, er
 		a := groups[k]
 		l := UsageLine{Customer: k.customer, Meter: k.meter, Aggregation: a.spec.agg, Unit: a.spec.unit,
 			Events: a.rows, Adjustments: a.adjustments, bucket: k.bucket}
-		period := q.window()
 		if grain != "" {
 			s := time.UnixMilli(k.bucket).In(q.Zone)
 			l.Period = bucketLabel(grain, s)
 			l.PeriodStart = s.Format(time.RFC3339)
 			l.PeriodEnd = bucketEnd(grain, s).Format(time.RFC3339)
-			period = l.Period
 		}
-		var err error
-		if l.Quantity, err = a.value().checked(cmp.Or(k.customer, q.Customer), cmp.Or(k.meter, q.Meter), period); err != nil {
-			return nil, fmt.Errorf("usage: %w; a shorter window or hour, day or month buckets may answer, or an adjustment can bring it into range", err)
-		}
+		l.Quantity = a.value()
 		rep.Lines = append(rep.Lines, l)
 	}
 	return rep, nil

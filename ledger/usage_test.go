@@ -19,12 +19,12 @@ func TestUsagePeriodIsHalfOpen(t *testing.T) {
 		row{customer: "c1", meter: "api", qty: q("1000"), at: to},                       // exactly at to: excluded
 	)
 	rep := e.query(ledger.UsageQuery{From: from, To: to})
-	if len(rep.Lines) != 1 || rep.Lines[0].Quantity != q("110") || rep.Lines[0].Events != 2 {
+	if len(rep.Lines) != 1 || !rep.Lines[0].Quantity.Equal(q("110")) || rep.Lines[0].Events != 2 {
 		t.Fatalf("got %+v, want one line of 110 from 2 events", rep.Lines)
 	}
 	// The next window starts exactly where this one ended: nothing is lost or doubled.
 	next := e.query(ledger.UsageQuery{From: to, To: to.AddDate(0, 1, 0)})
-	if len(next.Lines) != 1 || next.Lines[0].Quantity != q("1000") {
+	if len(next.Lines) != 1 || !next.Lines[0].Quantity.Equal(q("1000")) {
 		t.Fatalf("next window: got %+v, want 1000", next.Lines)
 	}
 }
@@ -128,7 +128,7 @@ func TestUsageMonthBoundaryInZone(t *testing.T) {
 	if want := ts("2026-10-31T23:00:00Z"); !qr.From.Equal(want) {
 		t.Fatalf("from = %s, want %s", qr.From, want)
 	}
-	if rep := e.query(qr); len(rep.Lines) != 1 || rep.Lines[0].Quantity != q("5") {
+	if rep := e.query(qr); len(rep.Lines) != 1 || !rep.Lines[0].Quantity.Equal(q("5")) {
 		t.Fatalf("November in Berlin: got %+v, want 5", rep.Lines)
 	}
 }
@@ -183,7 +183,7 @@ func TestUsageGroupWithoutMeterNeedsOneAggregation(t *testing.T) {
 		t.Fatalf("mixing sum and max in one group: err = %v", err)
 	}
 	rep := e.query(ledger.UsageQuery{GroupBy: []string{}, Meter: "seats", Meters: meters})
-	if len(rep.Lines) != 1 || rep.Lines[0].Quantity != q("9") || rep.Lines[0].Aggregation != ledger.AggMax {
+	if len(rep.Lines) != 1 || !rep.Lines[0].Quantity.Equal(q("9")) || rep.Lines[0].Aggregation != ledger.AggMax {
 		t.Fatalf("max over all customers: got %+v", rep.Lines)
 	}
 }

@@ -90,6 +90,31 @@ func TestVerifyReportsChangedQuantity(t *testing.T) {
 	}
 }
 
+// The quantity columns rewritten to spell the same value (2 units as 2 with 0
+// decimals instead of 2000000 with 6), or a wide row's decimals changed:
+// verify reports the row, as it reports any edit.
+func TestVerifyReportsChangedDecimals(t *testing.T) {
+	testenv.SQLiteOnly(t, "tampers in SQLite's dialect")
+	for _, edit := range []string{
+		`UPDATE metered_usage SET quantity = 2, decimals = 0 WHERE id = 3`,
+		`UPDATE metered_usage SET decimals = 1 WHERE id = 6`,
+	} {
+		e, dir := seedForVerify(t)
+		e.setClock(ts("2026-11-20T00:00:00Z"))
+		e.write(row{customer: "c1", meter: "api", qty: q("1e15"), at: ts("2026-11-05T00:00:00Z")}) // id 6, 0 decimals
+		if p := verified(t, e).First(); p != nil {
+			t.Fatalf("before the edit: %v", p)
+		}
+		tamper(t, dir, `DROP TRIGGER metered_usage_no_update`, edit)
+		rep := verified(t, e)
+		p := rep.First()
+		if p == nil || p.Table != "metered_usage" || !strings.Contains(p.Msg, "row_hash does not match") || len(rep.Checks[1].Problems) != 1 {
+			t.Errorf("%s: first problem %+v, chain problems %+v", edit, p, rep.Checks[1].Problems)
+		}
+		e.Close()
+	}
+}
+
 func TestVerifyReportsDeletedAndRechainedRows(t *testing.T) {
 	testenv.SQLiteOnly(t, "tampers in SQLite's dialect")
 	e, dir := seedForVerify(t)
@@ -176,7 +201,7 @@ func forgeInvoice(t *testing.T, e *env, dir string, inv ledger.Invoice) {
 			period_start, period_end, after_id, through_id, quantity, row_count, adjustments, max_id, digest)
 			VALUES (%d, %d, %q, %q, %q, %q, %q, %d, %q, %q, %d, %d, %d, %d, %d, %d, %d, %d, x'%x')`,
 			l.InvoiceID, l.LineNo, l.Customer, l.Meter, l.Aggregation, l.Property, l.Unit, map[bool]int{true: 1}[l.Late], l.Period, l.TZ,
-			l.PeriodStart, l.PeriodEnd, l.AfterID, l.ThroughID, int64(l.Quantity), l.Rows, l.Adjustments, l.MaxID, l.Digest))
+			l.PeriodStart, l.PeriodEnd, l.AfterID, l.ThroughID, l.Quantity.Micro().Int64(), l.Rows, l.Adjustments, l.MaxID, l.Digest))
 	}
 	stmts = append(stmts, fmt.Sprintf(`INSERT INTO invoices (id, close_id, customer_id, period, tz, period_start, period_end, cutoff, ledger_head, closed_at, digest)
 		VALUES (%d, %d, %q, %q, %q, %d, %d, %d, %d, %d, x'%x')`, inv.ID, inv.CloseID, inv.Customer, inv.Period, inv.TZ, inv.PeriodStart, inv.PeriodEnd,
@@ -189,7 +214,7 @@ func forgeInvoice(t *testing.T, e *env, dir string, inv ledger.Invoice) {
 // Two usage rows of 5,000,000,000,000 for one customer and meter, frozen as
 // -8446744073709.551616 by a close that added int64 micro-units unchecked.
 // Recomputing the same way agreed with it, so verify passed; the exact total
-// cannot agree with any stored value.
+// is billed now, and verify names it.
 func TestVerifyReportsAWrappedInvoiceQuantity(t *testing.T) {
 	testenv.SQLiteOnly(t, "tampers in SQLite's dialect")
 	dir := t.TempDir()
@@ -207,7 +232,7 @@ func TestVerifyReportsAWrappedInvoiceQuantity(t *testing.T) {
 
 	rep := verified(t, e)
 	probs := rep.Checks[3].Problems
-	want := "line 1 (api 2026-10): quantity recomputes to 10000000000000, beyond the largest quantity; invoice says -8446744073709.551616"
+	want := "line 1 (api 2026-10): quantity recomputes to 10000000000000, invoice says -8446744073709.551616"
 	if len(probs) != 1 || probs[0].Table != "invoices" || probs[0].ID != 1 || probs[0].Msg != want {
 		t.Fatalf("invoice problems: %+v\nwant one: %s", probs, want)
 	}
@@ -220,7 +245,7 @@ func TestVerifyReportsAWrappedInvoiceQuantity(t *testing.T) {
 		t.Fatal(err)
 	}
 	chk, err := ledger.CheckLine(e.ctx, e.DB, inv.Lines[0])
-	if err != nil || chk.Problem != strings.TrimPrefix(want, "line 1 (api 2026-10): ") || chk.Quantity != 0 || chk.UsageRows != 2 {
+	if err != nil || chk.Problem != strings.TrimPrefix(want, "line 1 (api 2026-10): ") || !chk.Quantity.Equal(q("10000000000000")) || chk.UsageRows != 2 {
 		t.Fatalf("CheckLine: %v %+v", err, chk)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/receiver"
+	"github.com/hookledger/hookledger/schema"
 )
 
 // receipt is the stored verdict on one event.
@@ -40,12 +41,13 @@ func (e *env) receipt(provider, id string) receipt {
 // usageRows lists the ledger's rows as customer/meter=quantity.
 func (e *env) usageRows() []string {
 	e.T.Helper()
-	var rows []ledger.Row
-	if err := e.DB.Read.Select(&rows, `SELECT * FROM metered_usage ORDER BY id`); err != nil {
+	var recs []schema.LedgerRow
+	if err := e.DB.Read.Select(&recs, `SELECT * FROM metered_usage ORDER BY id`); err != nil {
 		e.T.Fatal(err)
 	}
 	var out []string
-	for _, r := range rows {
+	for i := range recs {
+		r := ledger.StoredRow(&recs[i])
 		out = append(out, fmt.Sprintf("%s/%s=%s", r.Customer, r.Meter, r.Quantity))
 	}
 	return out

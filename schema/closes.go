@@ -163,14 +163,14 @@ func (tx *CloseTx) InsertInvoice(ctx context.Context, inv Invoice) error {
 func (tx *CloseTx) InsertInvoiceLine(ctx context.Context, l InvoiceLine) error {
 	if tx.insLine == nil {
 		st, err := tx.tx.PreparexContext(ctx, `INSERT INTO invoice_lines
-		(`+lineColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		(`+lineColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 		if err != nil {
 			return err
 		}
 		tx.insLine = st
 	}
 	_, err := tx.insLine.ExecContext(ctx, l.InvoiceID, l.LineNo, l.Customer, l.Meter, l.Aggregation, l.Property, l.Unit,
-		l.Late, l.Period, l.TZ, l.PeriodStart, l.PeriodEnd, l.AfterID, l.ThroughID, l.Quantity, l.Rows, l.Adjustments,
+		l.Late, l.Period, l.TZ, l.PeriodStart, l.PeriodEnd, l.AfterID, l.ThroughID, l.Quantity, l.QuantityWide, l.Rows, l.Adjustments,
 		l.MaxID, l.Digest, l.BilledBefore, l.PlanVersion, l.AmountPrecise, l.Amount, l.Charge)
 	return err
 }
@@ -213,7 +213,8 @@ type PeriodRow struct {
 	Adjustment bool
 	Customer   []byte
 	Meter      []byte
-	Quantity   int64
+	Quantity   int64 // × 10^-Decimals
+	Decimals   int64
 	OccurredAt int64
 	Properties []byte
 	RowHash    []byte
@@ -226,7 +227,7 @@ func PeriodScanSQL(s PeriodScan) (string, []any) {
 		props = "properties"
 	}
 	// The CASE gives an integer on both engines (PostgreSQL's = is boolean).
-	query := "SELECT id, CASE WHEN kind = 'adjustment' THEN 1 ELSE 0 END, customer_id, meter, quantity, occurred_at, " + props + ", row_hash"
+	query := "SELECT id, CASE WHEN kind = 'adjustment' THEN 1 ELSE 0 END, customer_id, meter, quantity, decimals, occurred_at, " + props + ", row_hash"
 	if s.Ranged {
 		// "+occurred_at" keeps the planner off the event-time index: the
 		// range is read in rowid order, one page after the next.
@@ -251,7 +252,7 @@ func (tx *CloseTx) ScanPeriod(ctx context.Context, s PeriodScan, fn func(*Period
 		cust, meter, props, rh sql.RawBytes
 	)
 	for rows.Next() {
-		if err := rows.Scan(&r.ID, &adj, &cust, &meter, &r.Quantity, &r.OccurredAt, &props, &rh); err != nil {
+		if err := rows.Scan(&r.ID, &adj, &cust, &meter, &r.Quantity, &r.Decimals, &r.OccurredAt, &props, &rh); err != nil {
 			return err
 		}
 		r.Adjustment, r.Customer, r.Meter, r.Properties, r.RowHash = adj != 0, cust, meter, props, rh

@@ -47,7 +47,8 @@ type RangeUsage struct {
 	EventID  string `db:"event_id"`
 	Customer string `db:"customer_id"`
 	Meter    string `db:"meter"`
-	Quantity int64  `db:"quantity"` // micro-units
+	Quantity int64  `db:"quantity"` // × 10^-Decimals
+	Decimals int64  `db:"decimals"`
 }
 
 // UsageInRange reads the usage rows (not adjustments) of the events in r.
@@ -55,7 +56,7 @@ func (db *DB) UsageInRange(ctx context.Context, r EventRange) ([]RangeUsage, err
 	var rows []RangeUsage
 	err := r.each(func(where string, args []any) error {
 		var part []RangeUsage
-		err := sqlx.SelectContext(ctx, db.Read, &part, `SELECT event_id, customer_id, meter, quantity FROM metered_usage
+		err := sqlx.SelectContext(ctx, db.Read, &part, `SELECT event_id, customer_id, meter, quantity, decimals FROM metered_usage
 			WHERE `+where+` AND kind = 'usage'`, args...)
 		rows = append(rows, part...)
 		return err

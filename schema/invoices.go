@@ -32,7 +32,7 @@ func invoicesErr(ctx context.Context, q sqlx.QueryerContext, err error) error {
 	if err != nil && predates(ctx, q, versionInvoiceMoney) {
 		return fmt.Errorf("%w (the database predates money on invoices: run hookledger migrate, which keeps every invoice as it is)", err)
 	}
-	return err
+	return wideErr(ctx, q, err)
 }
 
 // versionInvoiceMoney is the migration that added money to invoices.
@@ -61,27 +61,30 @@ type Invoice struct {
 	Total         string `db:"total"`
 }
 
-// InvoiceLine is one invoice_lines row. Quantity is in micro-units.
+// InvoiceLine is one invoice_lines row. Quantity is in micro-units; a
+// quantity beyond int64's micro-units is QuantityWide instead, a decimal in
+// units (Quantity is then 0; migration 0014).
 type InvoiceLine struct {
-	InvoiceID   int64  `db:"invoice_id"`
-	LineNo      int64  `db:"line_no"`
-	Customer    string `db:"customer_id"`
-	Meter       string `db:"meter"`
-	Aggregation string `db:"aggregation"`
-	Property    string `db:"property"`
-	Unit        string `db:"unit"`
-	Late        bool   `db:"late"`
-	Period      string `db:"period"`
-	TZ          string `db:"tz"`
-	PeriodStart int64  `db:"period_start"`
-	PeriodEnd   int64  `db:"period_end"`
-	AfterID     int64  `db:"after_id"`
-	ThroughID   int64  `db:"through_id"`
-	Quantity    int64  `db:"quantity"`
-	Rows        int64  `db:"row_count"`
-	Adjustments int64  `db:"adjustments"`
-	MaxID       int64  `db:"max_id"`
-	Digest      []byte `db:"digest"`
+	InvoiceID    int64  `db:"invoice_id"`
+	LineNo       int64  `db:"line_no"`
+	Customer     string `db:"customer_id"`
+	Meter        string `db:"meter"`
+	Aggregation  string `db:"aggregation"`
+	Property     string `db:"property"`
+	Unit         string `db:"unit"`
+	Late         bool   `db:"late"`
+	Period       string `db:"period"`
+	TZ           string `db:"tz"`
+	PeriodStart  int64  `db:"period_start"`
+	PeriodEnd    int64  `db:"period_end"`
+	AfterID      int64  `db:"after_id"`
+	ThroughID    int64  `db:"through_id"`
+	Quantity     int64  `db:"quantity"`
+	QuantityWide string `db:"quantity_wide"`
+	Rows         int64  `db:"row_count"`
+	Adjustments  int64  `db:"adjustments"`
+	MaxID        int64  `db:"max_id"`
+	Digest       []byte `db:"digest"`
 	// Money (migration 0012); amounts "" on a line no price covers.
 	BilledBefore  string `db:"billed_before"` // the period's total billed before this line (0 unless late)
 	PlanVersion   string `db:"plan_version"`  // effective_from of the plan version that priced it
@@ -101,7 +104,7 @@ const invoiceColumns = `id, close_id, customer_id, period, tz, period_start, per
 	plan, currency, price_snapshot, price_digest, fee, true_up, total`
 
 const lineColumns = `invoice_id, line_no, customer_id, meter, aggregation, property, unit, late, period, tz,
-	period_start, period_end, after_id, through_id, quantity, row_count, adjustments, max_id, digest,
+	period_start, period_end, after_id, through_id, quantity, quantity_wide, row_count, adjustments, max_id, digest,
 	billed_before, plan_version, amount_precise, amount, charge`
 
 func invoices(ctx context.Context, q sqlx.QueryerContext, f InvoiceFilter) ([]Invoice, error) {

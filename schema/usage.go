@@ -16,7 +16,9 @@ import (
 // ErrNotFound means no row has the key asked for.
 var ErrNotFound = errors.New("not found")
 
-// LedgerRow is one metered_usage row as stored. Quantity is in micro-units.
+// LedgerRow is one metered_usage row as stored. Its quantity is Quantity ×
+// 10^-Decimals: 6 decimals (micro-units) for every ordinary row, fewer for a
+// row too large for micro-units in an int64 (migration 0014).
 type LedgerRow struct {
 	ID         int64  `db:"id"`
 	Kind       string `db:"kind"` // usage | adjustment
@@ -25,6 +27,7 @@ type LedgerRow struct {
 	Customer   string `db:"customer_id"`
 	Meter      string `db:"meter"`
 	Quantity   int64  `db:"quantity"`
+	Decimals   int64  `db:"decimals"`
 	Properties string `db:"properties"`
 	Reason     string `db:"reason"`
 	Ref        string `db:"ref"`
@@ -89,8 +92,8 @@ func (f LedgerFilter) where() (string, []any) {
 // insertLedgerRowSQL appends one ledger row with the id and hashes the chain
 // assigned; OpenWriter prepares it once on the write connection.
 const insertLedgerRowSQL = `INSERT INTO metered_usage
-	(id, kind, provider, event_id, customer_id, meter, quantity, properties, reason, ref, occurred_at, recorded_at, prev_hash, row_hash)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	(id, kind, provider, event_id, customer_id, meter, quantity, decimals, properties, reason, ref, occurred_at, recorded_at, prev_hash, row_hash)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // InsertLedgerRow stores a row the chain linked, with the prepared insert.
 // r is passed by value: the writer calls this per row, and a value keeps it
@@ -100,7 +103,7 @@ func (b Batch) InsertLedgerRow(ctx context.Context, r LedgerRow) error {
 		b.pg.rows = append(b.pg.rows, r)
 		return nil
 	}
-	_, err := b.st.insertRow.ExecContext(ctx, r.ID, r.Kind, r.Provider, r.EventID, r.Customer, r.Meter, r.Quantity,
+	_, err := b.st.insertRow.ExecContext(ctx, r.ID, r.Kind, r.Provider, r.EventID, r.Customer, r.Meter, r.Quantity, r.Decimals,
 		r.Properties, r.Reason, r.Ref, r.OccurredAt, r.RecordedAt, r.PrevHash, r.RowHash)
 	return err
 }
@@ -127,7 +130,8 @@ type UsageRow struct {
 	Kind       string
 	Customer   string
 	Meter      string
-	Quantity   int64
+	Quantity   int64 // × 10^-Decimals
+	Decimals   int64
 	OccurredAt int64
 	Properties string
 	RowHash    []byte // a fresh slice per row: the caller may keep it
@@ -140,7 +144,7 @@ func UsageSQL(s UsageScan) (string, []any) {
 	if s.Properties {
 		props = "properties"
 	}
-	query := "SELECT id, kind, customer_id, meter, quantity, occurred_at, " + props
+	query := "SELECT id, kind, customer_id, meter, quantity, decimals, occurred_at, " + props
 	if s.Hashes {
 		query += ", row_hash"
 	}
@@ -148,15 +152,28 @@ func UsageSQL(s UsageScan) (string, []any) {
 	return query + from, args
 }
 
+// versionWideQuantities is the migration that added metered_usage.decimals
+// and invoice_lines.quantity_wide.
+const versionWideQuantities = 14
+
+// wideErr says, for a read that failed on a database a read-only open left
+// unmigrated, which migration it lacks.
+func wideErr(ctx context.Context, q sqlx.QueryerContext, err error) error {
+	if err != nil && predates(ctx, q, versionWideQuantities) {
+		return fmt.Errorf("%w (the database predates wide quantities: run hookledger migrate, which keeps every row and hash as it is)", err)
+	}
+	return err
+}
+
 func scanUsage(ctx context.Context, q sqlx.QueryerContext, s UsageScan, fn func(*UsageRow) error) error {
 	query, args := UsageSQL(s)
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
-		return err
+		return wideErr(ctx, q, err)
 	}
 	defer rows.Close()
 	var r UsageRow
-	dst := []any{&r.ID, &r.Kind, &r.Customer, &r.Meter, &r.Quantity, &r.OccurredAt, &r.Properties}
+	dst := []any{&r.ID, &r.Kind, &r.Customer, &r.Meter, &r.Quantity, &r.Decimals, &r.OccurredAt, &r.Properties}
 	if s.Hashes {
 		dst = append(dst, &r.RowHash)
 	}
@@ -173,7 +190,7 @@ func scanUsage(ctx context.Context, q sqlx.QueryerContext, s UsageScan, fn func(
 	return rows.Err()
 }
 
-const ledgerColumns = `id, kind, provider, event_id, customer_id, meter, quantity, properties, reason, ref,
+const ledgerColumns = `id, kind, provider, event_id, customer_id, meter, quantity, decimals, properties, reason, ref,
 	occurred_at, recorded_at, prev_hash, row_hash`
 
 // scanLedger calls fn with every row f selects, in id order, all columns.
@@ -182,12 +199,12 @@ func scanLedger(ctx context.Context, q sqlx.QueryerContext, f LedgerFilter, fn f
 	from, args := f.where()
 	rows, err := q.QueryContext(ctx, `SELECT `+ledgerColumns+from+` ORDER BY id`, args...)
 	if err != nil {
-		return err
+		return wideErr(ctx, q, err)
 	}
 	defer rows.Close()
 	var r LedgerRow
 	for rows.Next() {
-		if err := rows.Scan(&r.ID, &r.Kind, &r.Provider, &r.EventID, &r.Customer, &r.Meter, &r.Quantity, &r.Properties, &r.Reason, &r.Ref,
+		if err := rows.Scan(&r.ID, &r.Kind, &r.Provider, &r.EventID, &r.Customer, &r.Meter, &r.Quantity, &r.Decimals, &r.Properties, &r.Reason, &r.Ref,
 			&r.OccurredAt, &r.RecordedAt, &r.PrevHash, &r.RowHash); err != nil {
 			return err
 		}

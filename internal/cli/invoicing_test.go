@@ -117,7 +117,7 @@ func (e *cliEnv) write(recorded time.Time, events ...usageEvent) {
 	}
 	defer w.Close()
 	for i, ev := range events {
-		q, err := ledger.ParseQuantity(ev.qty)
+		q, err := ledger.ParseRowQuantity(ev.qty)
 		if err != nil {
 			e.t.Fatal(err)
 		}
@@ -259,10 +259,10 @@ func TestAdminUsageAPIMatchesCLI(t *testing.T) {
 	if !reflect.DeepEqual(api, cli) || len(api) != 4*4 {
 		t.Fatalf("API and CLI differ:\nAPI %+v\nCLI %+v", api, cli)
 	}
-	var total ledger.Quantity
+	var total ledger.Total
 	for _, l := range api {
 		if l.Meter == "api" {
-			total += l.Quantity
+			total = total.Plus(l.Quantity)
 		}
 	}
 	if total.String() != "12" { // 1+2+3+4 plus 4 x 0.5

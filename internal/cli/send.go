@@ -147,7 +147,7 @@ func sendAPI(c *cli.Context) error {
 // subject and --occurred-at its time, which the usage mappings use where
 // their paths find nothing (data.customer, data.occurred_at by default).
 func sendCloudEvent(c *cli.Context) ([]byte, error) {
-	q, err := ledger.ParseQuantity(c.String("quantity"))
+	q, err := ledger.ParseRowQuantity(c.String("quantity"))
 	if err != nil {
 		return nil, fmt.Errorf("--quantity: %w", err)
 	}
@@ -285,7 +285,7 @@ func sendBody(c *cli.Context, schemeName, id string) ([]byte, error) {
 	default:
 		return os.ReadFile(f)
 	}
-	q, err := ledger.ParseQuantity(c.String("quantity"))
+	q, err := ledger.ParseRowQuantity(c.String("quantity"))
 	if err != nil {
 		return nil, fmt.Errorf("--quantity: %w", err)
 	}

@@ -316,16 +316,25 @@ func (e *Env) Rows() [3]int {
 	return [3]int{e.Count("receipts"), e.Attempts(), e.Count("metered_usage")}
 }
 
-// Totals sums usage per customer in micro-units.
+// Totals sums usage per customer in micro-units (the tests' totals fit a
+// Quantity).
 func (e *Env) Totals() map[string]ledger.Quantity {
 	e.T.Helper()
 	rep, err := ledger.Query(context.Background(), e.DB, ledger.UsageQuery{})
 	if err != nil {
 		e.T.Fatal(err)
 	}
-	m := map[string]ledger.Quantity{}
+	sums := map[string]ledger.Total{}
 	for _, l := range rep.Lines {
-		m[l.Customer] += l.Quantity
+		sums[l.Customer] = sums[l.Customer].Plus(l.Quantity)
+	}
+	m := map[string]ledger.Quantity{}
+	for c, t := range sums {
+		q, ok := t.Quantity()
+		if !ok {
+			e.T.Fatalf("total of %s is %s, beyond a Quantity", c, t)
+		}
+		m[c] = q
 	}
 	return m
 }

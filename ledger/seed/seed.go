@@ -147,13 +147,13 @@ func event(rng *mrand.Rand, o Options, id string, at int64) *custody.Delivery {
 	row := ledger.UsageRow{Customer: customer, OccurredAt: occurred, Properties: "{}"}
 	switch r := rng.IntN(10); {
 	case o.Exports && r == 5:
-		row.Meter, row.Quantity = Exports.Name, ledger.Quantity(1+rng.IntN(10))*ledger.Scale
+		row.Meter, row.Quantity = Exports.Name, ledger.TotalOf(ledger.Quantity(1+rng.IntN(10))*ledger.Scale)
 	case r < 6:
-		row.Meter, row.Quantity = "api_requests", ledger.Quantity(1+rng.IntN(100))*ledger.Scale
+		row.Meter, row.Quantity = "api_requests", ledger.TotalOf(ledger.Quantity(1+rng.IntN(100))*ledger.Scale)
 	case r < 8:
-		row.Meter, row.Quantity = "storage_gb", ledger.Quantity(1+rng.IntN(500_000))*1000 // 0.001 to 500 GB
+		row.Meter, row.Quantity = "storage_gb", ledger.TotalOf(ledger.Quantity(1+rng.IntN(500_000))*1000) // 0.001 to 500 GB
 	default:
-		row.Meter, row.Quantity = "active_users", ledger.Scale
+		row.Meter, row.Quantity = "active_users", ledger.TotalOf(ledger.Scale)
 		row.Properties = fmt.Sprintf(`{"user":"u%03d"}`, rng.IntN(50))
 	}
 	body := fmt.Appendf(nil, `{"id":%q,"type":"usage.recorded","data":{"customer":%q,"meter":%q,"quantity":%s,"occurred_at":%q,"properties":%s}}`,
