@@ -2,6 +2,7 @@ package schema
 
 import (
 	"context"
+	"regexp"
 
 	"github.com/jmoiron/sqlx"
 )
@@ -38,10 +39,10 @@ func (db *DB) CountAppliedReceipts(ctx context.Context) (int64, error) {
 // in id order.
 func (db *DB) AppliedWithoutUsage(ctx context.Context, limit int) ([]EventKey, error) {
 	var out []EventKey
-	err := sqlx.SelectContext(ctx, db.Read, &out, `SELECT r.id, r.provider, r.event_id FROM receipts r
+	err := sqlx.SelectContext(ctx, db.Read, &out, keyJoins(db.Read, `SELECT r.id, r.provider, r.event_id FROM receipts r
 		WHERE r.status = 'applied' AND NOT EXISTS (
 			SELECT 1 FROM metered_usage u WHERE u.provider = r.provider AND u.event_id = r.event_id AND u.kind = 'usage')
-		ORDER BY r.id LIMIT ?`, limit)
+		ORDER BY r.id LIMIT ?`), limit)
 	return out, err
 }
 
@@ -52,12 +53,12 @@ func (db *DB) AppliedWithoutUsage(ctx context.Context, limit int) ([]EventKey, e
 // above it, or one whose receipt exists but is not applied, is.
 func (db *DB) UsageWithoutApplied(ctx context.Context, limit int) ([]EventKey, error) {
 	var out []EventKey
-	err := sqlx.SelectContext(ctx, db.Read, &out, `SELECT u.id, u.provider, u.event_id FROM metered_usage u
+	err := sqlx.SelectContext(ctx, db.Read, &out, keyJoins(db.Read, `SELECT u.id, u.provider, u.event_id FROM metered_usage u
 		WHERE u.kind = 'usage' AND NOT EXISTS (
 			SELECT 1 FROM receipts r WHERE r.provider = u.provider AND r.event_id = u.event_id AND r.status = 'applied')
 		AND NOT (u.id <= (SELECT COALESCE(MAX(ledger_head_id), 0) FROM prune_runs WHERE keys_deleted > 0)
 			AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.provider = u.provider AND r.event_id = u.event_id))
-		ORDER BY u.id LIMIT ?`, limit)
+		ORDER BY u.id LIMIT ?`), limit)
 	return out, err
 }
 
@@ -122,4 +123,19 @@ func (db *DB) ScanReplaySteps(ctx context.Context, fn func(*ReplayStep) error) e
 		}
 	}
 	return rows.Err()
+}
+
+// eventJoin matches a join of two tables' event ids, "u.event_id = r.event_id".
+var eventJoin = regexp.MustCompile(`\b(\w+)\.event_id = (\w+)\.event_id\b`)
+
+// keyJoins adds, on PostgreSQL, the digest of the event id to every join on
+// it, so the unique btree indexes on (provider, hookledger_key(event_id))
+// (migration 0013) serve the join whatever the planner believes of the
+// tables' sizes: with statistics from before a bulk load it would otherwise
+// pick a nested loop over a sequential scan, quadratic in the rows.
+func keyJoins(q any, query string) string {
+	if !onPostgres(q) {
+		return query
+	}
+	return eventJoin.ReplaceAllString(query, "hookledger_key($1.event_id) = hookledger_key($2.event_id) AND $1.event_id = $2.event_id")
 }
