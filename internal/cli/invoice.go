@@ -133,14 +133,7 @@ func invoiceClose(c *cli.Context) error {
 		fmt.Fprintf(c.App.Writer, "%s %s for %s: cutoff %s, ledger head %d, %d invoice(s)\n\n", what, period, scope,
 			time.UnixMilli(res.Cutoff).UTC().Format(time.RFC3339Nano), res.Head, len(res.Invoices))
 	}
-	header, rows := lineRecords(res.Invoices)
-	if err := writeRecords(c.App.Writer, format, header, rows, nil); err != nil {
-		return err
-	}
-	if format == "table" {
-		writeMoney(c.App.Writer, res.Invoices)
-	}
-	return nil
+	return writeLines(c.App.Writer, format, res.Invoices)
 }
 
 func invoicePreview(c *cli.Context) error {
@@ -192,14 +185,7 @@ func invoicePreview(c *cli.Context) error {
 		fmt.Fprintf(c.App.Writer, "preview of %s for customer %s (%s), as of %s: %d invoice(s)\n\n", period, args[0], state,
 			time.UnixMilli(res.Cutoff).UTC().Format(time.RFC3339), len(res.Invoices))
 	}
-	header, rows := lineRecords(res.Invoices)
-	if err := writeRecords(c.App.Writer, format, header, rows, nil); err != nil {
-		return err
-	}
-	if format == "table" {
-		writeMoney(c.App.Writer, res.Invoices)
-	}
-	return nil
+	return writeLines(c.App.Writer, format, res.Invoices)
 }
 
 func invoiceList(c *cli.Context) error {
@@ -347,6 +333,19 @@ func lineRecords(invs []ledger.Invoice) ([]string, [][]string) {
 		}
 	}
 	return header, rows
+}
+
+// writeLines prints invoices' lines as records and, in a table, each priced
+// invoice's fee, true-up and total under them.
+func writeLines(w io.Writer, format string, invs []ledger.Invoice) error {
+	header, rows := lineRecords(invs)
+	if err := writeRecords(w, format, header, rows, nil); err != nil {
+		return err
+	}
+	if format == "table" {
+		writeMoney(w, invs)
+	}
+	return nil
 }
 
 // writeMoney prints each priced invoice's fee, true-up and total.
