@@ -26,9 +26,18 @@ func TestPreviousReleaseMigratesAndVerifies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	config := filepath.Join(fixtures, "hookledger.yml")
+	yml, err := os.ReadFile(filepath.Join(fixtures, "hookledger.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	testenv.EachBackend(t, func(t *testing.T, backend string) {
 		dir := t.TempDir()
+		// The configuration's relative data directory is beside it: a copy
+		// here keeps every run's files out of the checkout.
+		config := filepath.Join(dir, "hookledger.yml")
+		if err := os.WriteFile(config, yml, 0o600); err != nil {
+			t.Fatal(err)
+		}
 		var db *sql.DB
 		var env []string
 		switch backend {
