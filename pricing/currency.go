@@ -73,9 +73,17 @@ func (c Currency) Round(x Decimal) (Decimal, error) {
 	if _, err := exact.Mul(&out.d, &steps.d, &step.d); err != nil {
 		return Decimal{}, fmt.Errorf("round %s to %s: %w", x, c, err)
 	}
-	// Always show the minor unit's places: 10 USD is "10.00".
-	if _, err := exact.Quantize(&out.d, &out.d, int32(-c.scale)); err != nil {
-		return Decimal{}, fmt.Errorf("round %s to %s: %w", x, c, err)
+	return c.places(out)
+}
+
+// places writes an amount that is already whole minor units with exactly
+// the minor unit's places (10 USD is "10.00"). It never rounds: it runs in
+// the exact context, so an amount finer than the minor unit is an error.
+// Settle uses it for sums of rounded amounts, which need no rounding.
+func (c Currency) places(x Decimal) (Decimal, error) {
+	var out Decimal
+	if _, err := exact.Quantize(&out.d, &x.d, int32(-c.scale)); err != nil {
+		return Decimal{}, fmt.Errorf("%s in %s: not whole minor units: %w", x, c, err)
 	}
 	return out, nil
 }

@@ -137,7 +137,7 @@ func (p *Plan) Settle(usage, late []Decimal) (Settlement, error) {
 		fee = *p.Fee
 	}
 	var err error
-	if s.Fee, err = p.cur.Round(fee); err != nil { // shows the minor unit's places: "0.00"
+	if s.Fee, err = p.cur.places(fee); err != nil { // Validate allows no finer fee: "29.00", "0.00"
 		return Settlement{}, err
 	}
 	if s.Usage, err = Sum(usage...); err != nil {
@@ -159,19 +159,21 @@ func (p *Plan) Settle(usage, late []Decimal) (Settlement, error) {
 			s.TrueUp = short
 		}
 	}
-	if s.TrueUp, err = p.cur.Round(s.TrueUp); err != nil {
+	if s.TrueUp, err = p.cur.places(s.TrueUp); err != nil {
 		return Settlement{}, err
 	}
 	if s.Total, err = Sum(spent, s.TrueUp, s.Late); err != nil {
 		return Settlement{}, err
 	}
-	if s.Total, err = p.cur.Round(s.Total); err != nil { // only normalises the places: every part is already whole minor units
+	// Every part is whole minor units already: the sums are only written
+	// with the minor unit's places; nothing here rounds.
+	if s.Total, err = p.cur.places(s.Total); err != nil {
 		return Settlement{}, err
 	}
-	if s.Usage, err = p.cur.Round(s.Usage); err != nil {
+	if s.Usage, err = p.cur.places(s.Usage); err != nil {
 		return Settlement{}, err
 	}
-	if s.Late, err = p.cur.Round(s.Late); err != nil {
+	if s.Late, err = p.cur.places(s.Late); err != nil {
 		return Settlement{}, err
 	}
 	return s, nil

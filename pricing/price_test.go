@@ -488,3 +488,18 @@ func TestNewDecimalBig(t *testing.T) {
 		t.Errorf("got %s", got)
 	}
 }
+
+// Settle adds rounded amounts and never rounds: an amount finer than the
+// minor unit is an error, not a different total.
+func TestSettleRefusesUnroundedAmounts(t *testing.T) {
+	plan := Plan{Name: "pro", Currency: "USD", EffectiveFrom: "2026-01-01", Minimum: dec("50.00")}
+	if err := plan.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plan.Settle([]Decimal{MustDecimal("10.005")}, nil); err == nil || !strings.Contains(err.Error(), "not whole minor units") {
+		t.Errorf("Settle of 10.005 USD: %v", err)
+	}
+	if _, err := plan.Settle(nil, []Decimal{MustDecimal("0.001")}); err == nil {
+		t.Error("Settle of a late 0.001 USD: no error")
+	}
+}
