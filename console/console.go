@@ -45,6 +45,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -74,6 +75,7 @@ type Store interface {
 	OldestFailedReceipt(ctx context.Context) (schema.ReceiptSummary, int64, error)
 	LedgerCustomers(ctx context.Context, after string, limit int) ([]string, error)
 	ConsoleInvoices(ctx context.Context, p schema.InvoicePage) ([]schema.InvoiceSummary, error)
+	ClosesForAll(ctx context.Context) ([]schema.PeriodClose, error)
 	// The customer registry and plan assignments (customers.go).
 	CustomerHistory(ctx context.Context, customer string) ([]schema.CustomerRecord, error)
 	PlanAssignments(ctx context.Context, customer string) ([]schema.PlanAssignment, error)
@@ -109,6 +111,10 @@ type Console struct {
 	DefaultPlan string
 	// Replication reports the replica's state; nil when not replicating.
 	Replication func() Replication
+	// NotReplicating says why there is no Replication, as serve logs it
+	// ("the database is PostgreSQL, …", "no ./litestream.yml and no
+	// --litestream-config", "--no-replication"); the overview shows it.
+	NotReplicating string
 	// Tally counts what the database does not hold (rejected requests,
 	// duplicates per minute); nil shows those series as unavailable.
 	Tally *Tally
@@ -163,7 +169,11 @@ func (c *Console) Handler() http.Handler {
 	mux.Handle("GET /ui/events", c.page(c.events))
 	mux.Handle("GET /ui/event", c.page(c.event))
 	mux.Handle("GET /ui/usage", c.page(c.usage))
+	mux.Handle("GET /ui/usage.csv", c.download("csv", c.usage))
+	mux.Handle("GET /ui/usage.json", c.download("json", c.usage))
 	mux.Handle("GET /ui/invoices", c.page(c.invoices))
+	mux.Handle("GET /ui/invoices.csv", c.download("csv", c.invoices))
+	mux.Handle("GET /ui/invoices.json", c.download("json", c.invoices))
 	mux.Handle("GET /ui/invoices/{id}", c.page(c.invoice))
 	mux.Handle("GET /ui/customers", c.page(c.customers))
 	mux.Handle("GET /ui/customer", c.page(c.customer))
@@ -252,20 +262,31 @@ func (c *Console) internal(w http.ResponseWriter, r *http.Request, s *session, e
 
 func mustParse() map[string]*template.Template {
 	funcs := template.FuncMap{
-		"ms":       fmtMillis,
-		"time":     fmtTime,
+		"ms":       stampMillis,
+		"time":     stamp,
 		"ago":      fmtAgo,
 		"query":    withQuery,
 		"eventURL": eventURL,
 		"traceURL": traceURL,
 		"external": externalIDs,
 		"add":      func(a, b int) int { return a + b },
-		"derefInt": func(p *int) int { return *p },
-		"timep": func(t *time.Time) string {
+		// customers are the distinct customers of an event's usage rows.
+		"customers": func(us []schema.EventUsage) []string {
+			var out []string
+			for _, u := range us {
+				if !slices.Contains(out, u.Customer) {
+					out = append(out, u.Customer)
+				}
+			}
+			return out
+		},
+		"rowQuantity": func(u schema.EventUsage) string { return ledger.RowQuantity(u.Quantity, int(u.Decimals)).String() },
+		"derefInt":    func(p *int) int { return *p },
+		"timep": func(t *time.Time) template.HTML {
 			if t == nil {
 				return "—"
 			}
-			return fmtTime(*t)
+			return stamp(*t)
 		},
 		"seconds": func(s float64) string { return fmtAgo(time.Duration(s * float64(time.Second))) },
 		// The sign-in page is the one page shown without a session, so it
@@ -281,19 +302,32 @@ func mustParse() map[string]*template.Template {
 	return pages
 }
 
-func fmtMillis(ms int64) string {
-	if ms == 0 {
-		return "—"
-	}
-	return fmtTime(time.UnixMilli(ms))
-}
-
-func fmtTime(t time.Time) string {
+// stamp is how every page shows a time: one readable form, to the minute
+// in UTC with the zone named ("2026-12-01 15:16 UTC"), in a <time> element
+// whose datetime and title hold the exact RFC 3339 instant (milliseconds
+// kept), so hovering shows it and a script or test can read it.
+func stamp(t time.Time) template.HTML {
 	if t.IsZero() {
 		return "—"
 	}
-	return t.UTC().Format("2006-01-02 15:04:05.000Z")
+	exact := template.HTMLEscapeString(exactTime(t))
+	return template.HTML(`<time datetime="` + exact + `" title="` + exact + `">` + readableTime(t) + `</time>`)
 }
+
+// stampMillis is stamp of a unix-millisecond time (0: none).
+func stampMillis(ms int64) template.HTML {
+	if ms == 0 {
+		return "—"
+	}
+	return stamp(time.UnixMilli(ms))
+}
+
+// readableTime is the visible form of a time (downloads use exactTime).
+func readableTime(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") }
+
+// exactTime is RFC 3339 in UTC with milliseconds: the title of a shown time,
+// and the form of every time in a download.
+func exactTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
 
 func fmtAgo(d time.Duration) string {
 	switch {

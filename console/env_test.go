@@ -214,7 +214,7 @@ func tableRows(t testing.TB, doc *html.Node, id string) [][]string {
 	}
 	var rows [][]string
 	for _, tr := range find(tbl, func(n *html.Node) bool { return n.Data == "tr" }) {
-		if tr.Parent != nil && tr.Parent.Data == "thead" {
+		if tr.Parent != nil && (tr.Parent.Data == "thead" || tr.Parent.Data == "tfoot") {
 			continue
 		}
 		var cells []string

@@ -19,10 +19,10 @@ var (
 )
 
 type eventsView struct {
-	Provider, Type, Status, Source, From, To, Q string
-	Providers, Statuses, Sources                []string
-	Before                                      int64
-	Receipts                                    []schema.ReceiptSummary
+	Provider, Type, Status, Source, Customer, From, To, Q string
+	Providers, Statuses, Sources                          []string
+	Before                                                int64
+	Receipts                                              []schema.ReceiptSummary
 	// Older is the cursor of the next page (0: none); Searched says the
 	// page examined receipts down to Older without filling up.
 	Older    int64
@@ -32,11 +32,13 @@ type eventsView struct {
 }
 
 // events lists receipts newest first, one page at a time (keyset on the
-// receipt id, see schema.ConsoleReceipts), or finds one event id.
+// receipt id, or with a customer on that customer's ledger row id: see
+// schema.ConsoleReceipts), each with its customer, quantities and event
+// time from the ledger, or finds one event id.
 func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 	q := r.URL.Query()
 	v := eventsView{Provider: q.Get("provider"), Type: q.Get("type"), Status: q.Get("status"), Source: q.Get("source"),
-		From: q.Get("from"), To: q.Get("to"), Q: q.Get("q"), Statuses: statuses, Sources: sources, Window: c.ScanWindow}
+		Customer: q.Get("customer"), From: q.Get("from"), To: q.Get("to"), Q: q.Get("q"), Statuses: statuses, Sources: sources, Window: c.ScanWindow}
 	providers, err := c.DB.ReceiptProviders(r.Context())
 	if err != nil {
 		c.internal(w, r, s, err)
@@ -56,8 +58,8 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 		c.render(w, r, s, http.StatusOK, "events", "Events", v)
 		return
 	}
-	p := schema.ReceiptPage{Provider: v.Provider, Type: v.Type, Status: v.Status, Source: v.Source,
-		Limit: eventsPerPage + 1, Window: c.ScanWindow}
+	p := schema.ReceiptPage{Provider: v.Provider, Type: v.Type, Status: v.Status, Source: v.Source, Customer: v.Customer,
+		Limit: eventsPerPage, Window: c.ScanWindow}
 	if b, err := strconv.ParseInt(q.Get("before"), 10, 64); err == nil && b > 0 {
 		p.Before, v.Before = b, b
 	}
@@ -87,13 +89,6 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 		c.internal(w, r, s, err)
 		return
 	}
-	v.Receipts = res.Receipts
-	switch {
-	case len(v.Receipts) > eventsPerPage:
-		v.Receipts = v.Receipts[:eventsPerPage]
-		v.Older = v.Receipts[eventsPerPage-1].ID
-	case res.ScannedTo > 0:
-		v.Older, v.Searched = res.ScannedTo, true
-	}
+	v.Receipts, v.Older, v.Searched = res.Receipts, res.Next, res.Searched
 	c.render(w, r, s, http.StatusOK, "events", "Events", v)
 }

@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/hookledger/hookledger/dispute"
 	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/pricing"
 	"github.com/hookledger/hookledger/schema"
 )
 
@@ -16,9 +20,24 @@ type invoicesView struct {
 	Customer, Period string
 	Before, Older    int64
 	Invoices         []schema.InvoiceSummary
+	// Totals is the money of the invoices listed, per currency; Unpriced
+	// counts those closed without a plan (they have no money to add).
+	Totals   []currencySum
+	Unpriced int
+	Lines    int64 // invoice lines listed, late ones included
+	Late     int64
 }
 
-// invoices lists closed invoices, newest first, a page at a time.
+// currencySum is the sum of several invoices' totals in one currency.
+type currencySum struct {
+	Currency string `json:"currency"`
+	Total    string `json:"total"`
+	Invoices int    `json:"invoices"`
+}
+
+// invoices lists closed invoices, newest first, a page at a time, with the
+// page's totals; its downloads (invoices.csv, invoices.json) are this same
+// view written out.
 func (c *Console) invoices(w http.ResponseWriter, r *http.Request, s *session) {
 	q := r.URL.Query()
 	v := invoicesView{Customer: q.Get("customer"), Period: q.Get("period")}
@@ -38,7 +57,50 @@ func (c *Console) invoices(w http.ResponseWriter, r *http.Request, s *session) {
 		v.Older = invs[invoicesPerPage-1].ID
 	}
 	v.Invoices = invs
+	if v.Totals, err = sumByCurrency(invs); err != nil {
+		c.internal(w, r, s, err)
+		return
+	}
+	for _, inv := range invs {
+		v.Lines, v.Late = v.Lines+inv.Lines, v.Late+inv.Late
+		if inv.Currency == "" {
+			v.Unpriced++
+		}
+	}
+	if f := r.PathValue("format"); f != "" {
+		writeInvoices(w, f, v)
+		return
+	}
 	c.render(w, r, s, http.StatusOK, "invoices", "Invoices", v)
+}
+
+// sumByCurrency adds the invoices' totals per currency, exactly (each total
+// is already rounded to its currency's minor unit, so their sum is too).
+func sumByCurrency(invs []schema.InvoiceSummary) ([]currencySum, error) {
+	var out []currencySum
+	amounts := map[string][]pricing.Decimal{}
+	for _, inv := range invs {
+		if inv.Currency == "" {
+			continue
+		}
+		d, err := pricing.ParseDecimal(inv.Total)
+		if err != nil {
+			return nil, fmt.Errorf("invoice %d: total %q: %w", inv.ID, inv.Total, err)
+		}
+		if _, ok := amounts[inv.Currency]; !ok {
+			out = append(out, currencySum{Currency: inv.Currency})
+		}
+		amounts[inv.Currency] = append(amounts[inv.Currency], d)
+	}
+	for i := range out {
+		sum, err := pricing.Sum(amounts[out[i].Currency]...)
+		if err != nil {
+			return nil, fmt.Errorf("sum the invoices in %s: %w", out[i].Currency, err)
+		}
+		out[i].Total, out[i].Invoices = sum.String(), len(amounts[out[i].Currency])
+	}
+	slices.SortFunc(out, func(a, b currencySum) int { return strings.Compare(a.Currency, b.Currency) })
+	return out, nil
 }
 
 type invoiceView struct {

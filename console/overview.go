@@ -36,6 +36,7 @@ type overviewView struct {
 	OldestFailed                          *schema.ReceiptSummary
 	FailedCount                           int64
 	Replication                           *Replication
+	NotReplicating                        string
 	Forwarding                            []forward.DestinationStatus // nil: no destinations
 	LedgerID, ReceiptID                   int64
 	LedgerHash, ReceiptHash               string
@@ -120,6 +121,11 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *session) {
 	if c.Replication != nil {
 		rep := c.Replication()
 		v.Replication = &rep
+	} else {
+		v.NotReplicating = c.NotReplicating
+		if v.NotReplicating == "" {
+			v.NotReplicating = "no replica is configured"
+		}
 	}
 	head, err := ledger.LoadHead(r.Context(), c.DB)
 	if err != nil && !errors.Is(err, ledger.ErrNotChained) {

@@ -48,8 +48,8 @@ func TestOverviewNumbers(t *testing.T) {
 	}
 	rows := tableRows(t, doc, "minutes")
 	want := [][]string{
-		{"2026-11-29 12:01:00.000Z", "0", "2", "1", "1"},
-		{"2026-11-29 12:00:00.000Z", "5", "0", "0", "0"},
+		{"2026-11-29 12:01 UTC", "0", "2", "1", "1"},
+		{"2026-11-29 12:00 UTC", "5", "0", "0", "0"},
 	}
 	if !slices.EqualFunc(rows, want, slices.Equal) {
 		t.Errorf("per-minute rows %q, want %q", rows, want)
@@ -315,11 +315,17 @@ func TestOverviewReplication(t *testing.T) {
 		return r
 	}
 	e.signIn(t)
-	txt := text(e.page(t, "/ui/"))
-	for _, want := range []string{"s3://bucket/hookledger", "healthy", "1.5s", "2026-11-29 11:59:57.000Z"} {
+	doc := e.page(t, "/ui/")
+	txt := text(doc)
+	for _, want := range []string{"s3://bucket/hookledger", "healthy", "1.5s", "2026-11-29 11:59 UTC"} {
 		if !strings.Contains(txt, want) {
 			t.Errorf("overview lacks %q", want)
 		}
+	}
+	// The readable time carries the exact one for hovering.
+	if ts := find(doc, func(n *html.Node) bool { return n.Data == "time" && attr(n, "title") == "2026-11-29T11:59:57.000Z" }); len(ts) != 1 ||
+		attr(ts[0], "datetime") != "2026-11-29T11:59:57.000Z" || text(ts[0]) != "2026-11-29 11:59 UTC" {
+		t.Errorf("the last sync is not a <time> with its RFC 3339 instant in title and datetime: %d", len(ts))
 	}
 	healthy = false
 	if txt := text(e.page(t, "/ui/")); !strings.Contains(txt, "down: s3: access denied") {

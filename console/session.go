@@ -140,6 +140,21 @@ func (c *Console) asset(h http.HandlerFunc) http.Handler {
 	})
 }
 
+// download wraps a page's download (usage.csv, invoices.json): like an
+// asset, no session is a plain 401. The page's handler finds the format in
+// the request's "format" path value ("" for the page itself).
+func (c *Console) download(format string, h func(http.ResponseWriter, *http.Request, *session)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s := c.current(r)
+		if s == nil {
+			http.Error(w, "sign in at /ui/signin first", http.StatusUnauthorized)
+			return
+		}
+		r.SetPathValue("format", format)
+		h(w, r, s)
+	})
+}
+
 func (c *Console) setCookie(w http.ResponseWriter, r *http.Request, value string, expires time.Time) {
 	ck := &http.Cookie{Name: CookieName, Value: value, Path: "/ui/", HttpOnly: true, Secure: secure(r),
 		SameSite: http.SameSiteStrictMode}

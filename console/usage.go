@@ -10,12 +10,31 @@ import (
 )
 
 type usageView struct {
-	From, To, TZ, Customer, After string
-	Lines                         []ledger.UsageLine // customer × meter totals
-	Next                          string             // the customer after which the next page starts ("": last page)
-	Days                          []meterDays        // one customer: per meter, per day
-	Error                         string
+	// The form: a month (Period) or a custom window (From, To: either
+	// given overrides the month), the zone and one customer.
+	Period, From, To, TZ, Customer, After string
+	// Default says Period was chosen by the page: the previous month while
+	// it is not closed for all customers, then the current one.
+	Default bool
+	// WindowFrom and WindowTo are what the totals are computed for, as
+	// `hookledger usage --from --to` takes them.
+	WindowFrom, WindowTo string
+	Months               []monthChoice      // the period picker
+	Lines                []ledger.UsageLine // customer × meter totals
+	Next                 string             // the customer after which the next page starts ("": last page)
+	Days                 []meterDays        // one customer: per meter, per day
+	Error                string
 }
+
+// monthChoice is one month of the period picker.
+type monthChoice struct {
+	Month  string
+	Closed bool
+}
+
+// pickerMonths is how many months the period picker offers: the current one
+// and the twelve before it (older ones are a custom window away).
+const pickerMonths = 13
 
 type meterDays struct {
 	Meter, Unit string
@@ -29,48 +48,93 @@ type meterDays struct {
 // for the same window (one customer at a time, a page of customers per
 // page, so a page reads only its customers' rows through the
 // (customer_id, meter, occurred_at) index). With a customer, it adds that
-// customer's per-day totals per meter.
+// customer's per-day totals per meter. Its downloads (usage.csv,
+// usage.json) are this same view written out, so they hold exactly the
+// page's rows.
 func (c *Console) usage(w http.ResponseWriter, r *http.Request, s *session) {
+	v, status, err := c.usageView(r)
+	switch {
+	case err != nil:
+		c.internal(w, r, s, err)
+	case r.PathValue("format") != "":
+		if status != http.StatusOK {
+			http.Error(w, v.Error, status)
+			return
+		}
+		writeUsage(w, r.PathValue("format"), v)
+	default:
+		title := "Usage"
+		if v.Customer != "" && v.Error == "" {
+			title += " of " + v.Customer
+		}
+		c.render(w, r, s, status, "usage", title, v)
+	}
+}
+
+// usageView computes the usage page: a bad parameter is a 400 with the
+// reason in Error, a storage failure an error.
+func (c *Console) usageView(r *http.Request) (usageView, int, error) {
 	q := r.URL.Query()
-	v := usageView{From: q.Get("from"), To: q.Get("to"), TZ: q.Get("tz"), Customer: q.Get("customer"), After: q.Get("after")}
+	v := usageView{Period: q.Get("period"), From: q.Get("from"), To: q.Get("to"), TZ: q.Get("tz"), Customer: q.Get("customer"), After: q.Get("after")}
 	if v.TZ == "" {
 		v.TZ = "UTC"
 	}
-	if v.From == "" && v.To == "" {
-		if loc, err := ledger.LoadZone(v.TZ); err == nil {
-			now := c.Now().In(loc)
-			v.From, v.To = now.Format("2006-01"), now.AddDate(0, 0, 1-now.Day()).AddDate(0, 1, 0).Format("2006-01")
-		}
-	}
-	bad := func(err error) {
+	bad := func(err error) (usageView, int, error) {
 		v.Error = err.Error()
-		c.render(w, r, s, http.StatusBadRequest, "usage", "Usage", v)
+		return v, http.StatusBadRequest, nil
 	}
-	window, err := (ledger.UsageParams{From: v.From, To: v.To, TZ: v.TZ}).Query(c.Meters)
+	loc, err := ledger.LoadZone(v.TZ)
 	if err != nil {
-		bad(err) // checked before any customer is listed, so an empty ledger refuses it too
-		return
+		return bad(err)
+	}
+	if v.Months, err = c.months(r, loc); err != nil {
+		return v, 0, err
+	}
+	switch {
+	case v.From != "" || v.To != "":
+		v.Period, v.WindowFrom, v.WindowTo = "", v.From, v.To
+	default:
+		if v.Period == "" {
+			// Closing is about the month that just ended: show it until
+			// it is closed for all customers, then the current month.
+			v.Period, v.Default = v.Months[1].Month, true
+			if v.Months[1].Closed {
+				v.Period = v.Months[0].Month
+			}
+		}
+		p, err := ledger.MonthPeriod(v.Period, loc)
+		if err != nil {
+			return bad(err)
+		}
+		v.WindowFrom, v.WindowTo = p.Label, p.End.Format("2006-01")
+	}
+	window, err := (ledger.UsageParams{From: v.WindowFrom, To: v.WindowTo, TZ: v.TZ}).Query(c.Meters)
+	if err != nil {
+		return bad(err) // checked before any customer is listed, so an empty ledger refuses it too
+	}
+	usageErr := func(err error) (usageView, int, error) {
+		var bp badParam
+		if errors.As(err, &bp) || errors.Is(err, ledger.ErrMixedMeters) {
+			return bad(err)
+		}
+		return v, 0, err
 	}
 	if v.Customer != "" {
 		totals, err := c.query(r, v, v.Customer, "customer,meter")
 		if err != nil {
-			c.usageErr(w, r, s, v, err, bad)
-			return
+			return usageErr(err)
 		}
 		v.Lines = totals.Lines
 		days, err := c.query(r, v, v.Customer, "customer,meter,day")
 		if err != nil {
-			c.usageErr(w, r, s, v, err, bad)
-			return
+			return usageErr(err)
 		}
 		v.Days = dayCharts(days.Lines, window)
-		c.render(w, r, s, http.StatusOK, "usage", "Usage of "+v.Customer, v)
-		return
+		return v, http.StatusOK, nil
 	}
 	customers, err := c.DB.LedgerCustomers(r.Context(), v.After, customersPage+1)
 	if err != nil {
-		c.internal(w, r, s, err)
-		return
+		return v, 0, err
 	}
 	if len(customers) > customersPage {
 		customers = customers[:customersPage]
@@ -79,16 +143,36 @@ func (c *Console) usage(w http.ResponseWriter, r *http.Request, s *session) {
 	for _, cu := range customers {
 		rep, err := c.query(r, v, cu, "customer,meter")
 		if err != nil {
-			c.usageErr(w, r, s, v, err, bad)
-			return
+			return usageErr(err)
 		}
 		v.Lines = append(v.Lines, rep.Lines...)
 	}
-	c.render(w, r, s, http.StatusOK, "usage", "Usage", v)
+	return v, http.StatusOK, nil
+}
+
+// months are the period picker's months in loc, the current one first, each
+// marked closed when a close for all customers covers exactly that month.
+func (c *Console) months(r *http.Request, loc *time.Location) ([]monthChoice, error) {
+	closes, err := c.DB.ClosesForAll(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	closed := map[[2]int64]bool{}
+	for _, cl := range closes {
+		closed[[2]int64{cl.PeriodStart, cl.PeriodEnd}] = true
+	}
+	now := c.Now().In(loc)
+	first := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, loc)
+	out := make([]monthChoice, pickerMonths)
+	for i := range out {
+		start := first.AddDate(0, -i, 0)
+		out[i] = monthChoice{Month: start.Format("2006-01"), Closed: closed[[2]int64{start.UnixMilli(), start.AddDate(0, 1, 0).UnixMilli()}]}
+	}
+	return out, nil
 }
 
 func (c *Console) query(r *http.Request, v usageView, customer, groupBy string) (*ledger.UsageReport, error) {
-	p := ledger.UsageParams{From: v.From, To: v.To, TZ: v.TZ, Customer: customer, GroupBy: groupBy}
+	p := ledger.UsageParams{From: v.WindowFrom, To: v.WindowTo, TZ: v.TZ, Customer: customer, GroupBy: groupBy}
 	q, err := p.Query(c.Meters)
 	if err != nil {
 		return nil, badParam{err}
@@ -97,16 +181,6 @@ func (c *Console) query(r *http.Request, v usageView, customer, groupBy string) 
 }
 
 type badParam struct{ error }
-
-func (c *Console) usageErr(w http.ResponseWriter, r *http.Request, s *session, v usageView, err error, bad func(error)) {
-	var bp badParam
-	switch {
-	case errors.As(err, &bp), errors.Is(err, ledger.ErrMixedMeters):
-		bad(err)
-	default:
-		c.internal(w, r, s, err)
-	}
-}
 
 // maxChartDays is the longest window whose every day gets a bar (days
 // without usage at zero); a longer or open window shows the days with usage.

@@ -26,82 +26,231 @@ type ReceiptSummary struct {
 	Source     string `db:"source"`
 	ReceivedAt int64  `db:"received_at"`
 	BodyBytes  *int64 `db:"body_bytes"` // nil when pruned
+	// Usage is the event's usage rows in the ledger (none for an ignored or
+	// failed event); with ReceiptPage.Customer, only that customer's rows on
+	// the page.
+	Usage []EventUsage `db:"-"`
+}
+
+// EventUsage is one usage row of an event, as the event list shows it: who,
+// how much of what, and when it happened (event time).
+type EventUsage struct {
+	RowID      int64  `db:"row_id"`
+	Provider   string `db:"provider"`
+	EventID    string `db:"event_id"`
+	Customer   string `db:"customer_id"`
+	Meter      string `db:"meter"`
+	Quantity   int64  `db:"quantity"` // × 10^-Decimals
+	Decimals   int64  `db:"decimals"`
+	OccurredAt int64  `db:"occurred_at"`
 }
 
 // ReceiptPage asks for receipts newest first (by id, the order custody
 // stored them in) below Before, matching every non-zero filter.
+//
+// With Customer, the page walks that customer's usage rows in the ledger
+// instead, newest first by ledger row id (migration 0020's index), and
+// Before and ScannedTo are ledger row ids: the receipts shown are those
+// rows' events, each with the customer's rows on the page.
 type ReceiptPage struct {
 	Before                         int64 // only ids below it; 0: from the newest
 	Provider, Type, Status, Source string
+	Customer                       string
 	From, To                       int64 // received_at, unix ms, half-open [From, To); 0: open
-	Limit                          int
-	// Window bounds how many receipts one page examines, newest first
-	// below Before, so a filter that matches rarely costs a bounded scan
-	// instead of the whole table; the caller continues below ScannedTo.
+	Limit                          int // receipts a page holds (with Customer: usage rows)
+	// Window bounds how many receipts (with Customer: usage rows) one page
+	// examines, newest first below Before, so a filter that matches rarely
+	// costs a bounded scan instead of the whole table; the caller continues
+	// below Next.
 	Window int
 }
 
-// ReceiptPageResult is a page of receipts and how far down it looked.
+// ReceiptPageResult is a page of receipts and where the next one starts.
 type ReceiptPageResult struct {
 	Receipts []ReceiptSummary
-	// ScannedTo is the lowest id the page examined (0: it reached the
-	// oldest receipt). When fewer than Limit receipts matched and ScannedTo
-	// is not 0, older matches may exist below ScannedTo.
-	ScannedTo int64
+	// Next is the Before of the next (older) page; 0: this is the last.
+	// Searched says the page examined its whole window without finding
+	// Limit matches: older matches may exist below Next.
+	Next     int64
+	Searched bool
 }
 
 const summaryColumns = `id, provider, event_id, event_type, status, error, source, received_at, length(body) AS body_bytes`
 
-// ConsoleReceipts reads one page of receipts for the console's event list.
-// New receipts only ever get higher ids, so a page below Before stays the
-// same page while events arrive: paging on the id neither skips nor repeats.
+// ConsoleReceipts reads one page of receipts for the console's event list,
+// each with its usage rows. New receipts (and ledger rows) only ever get
+// higher ids, so a page below Before stays the same page while events
+// arrive: paging on the id neither skips nor repeats.
 func (db *DB) ConsoleReceipts(ctx context.Context, p ReceiptPage) (ReceiptPageResult, error) {
-	before := p.Before
-	if before <= 0 {
-		before = 1<<63 - 1
+	if p.Customer != "" {
+		return db.customerReceipts(ctx, p)
 	}
-	where, args := []string{"1 = 1"}, []any{before, p.Window}
+	res, err := db.windowReceipts(ctx, p)
+	if err != nil {
+		return res, err
+	}
+	return res, db.attachUsage(ctx, res.Receipts)
+}
+
+// receiptFilters are the conditions of p's filters, on receipts aliased r.
+func receiptFilters(p ReceiptPage) ([]string, []any) {
+	where, args := []string{"1 = 1"}, []any{}
 	for _, f := range []struct {
 		col, v string
-	}{{"provider", p.Provider}, {"event_type", p.Type}, {"status", p.Status}, {"source", p.Source}} {
+	}{{"r.provider", p.Provider}, {"r.event_type", p.Type}, {"r.status", p.Status}, {"r.source", p.Source}} {
 		if f.v != "" {
 			where, args = append(where, f.col+" = ?"), append(args, f.v)
 		}
 	}
 	if p.From != 0 {
-		where, args = append(where, "received_at >= ?"), append(args, p.From)
+		where, args = append(where, "r.received_at >= ?"), append(args, p.From)
 	}
 	if p.To != 0 {
-		where, args = append(where, "received_at < ?"), append(args, p.To)
+		where, args = append(where, "r.received_at < ?"), append(args, p.To)
 	}
-	args = append(args, p.Limit)
-	// The inner query walks the rowid b-tree down from Before and stops
-	// after Window rows; the outer one filters that window. Body bytes are
-	// measured, never read.
+	return where, args
+}
+
+func below(before int64) int64 {
+	if before <= 0 {
+		return 1<<63 - 1
+	}
+	return before
+}
+
+// windowReceipts is a page of receipts walked down by receipt id: the inner
+// query walks the rowid b-tree (PostgreSQL: the primary key) down from
+// Before and stops after Window rows; the outer one filters that window.
+// Body bytes are measured, never read.
+func (db *DB) windowReceipts(ctx context.Context, p ReceiptPage) (ReceiptPageResult, error) {
+	where, fargs := receiptFilters(p)
+	args := append(append([]any{below(p.Before), p.Window}, fargs...), p.Limit+1)
 	query := `SELECT ` + summaryColumns + ` FROM (
 		SELECT id, provider, event_id, event_type, status, error, source, received_at, body
-		FROM receipts WHERE id < ? ORDER BY id DESC LIMIT ?) AS w
+		FROM receipts WHERE id < ? ORDER BY id DESC LIMIT ?) AS r
 	WHERE ` + strings.Join(where, " AND ") + ` ORDER BY id DESC LIMIT ?`
 	var res ReceiptPageResult
 	if err := sqlx.SelectContext(ctx, db.Read, &res.Receipts, query, args...); err != nil {
 		return res, fmt.Errorf("read receipts: %w", err)
 	}
-	if len(res.Receipts) >= p.Limit {
-		res.ScannedTo = res.Receipts[len(res.Receipts)-1].ID
+	if len(res.Receipts) > p.Limit {
+		res.Receipts = res.Receipts[:p.Limit]
+		res.Next = res.Receipts[p.Limit-1].ID
 		return res, nil
 	}
 	// Fewer matches than asked: the whole window was examined. Where did it end?
-	var low sql.NullInt64
-	var n int
-	err := db.Read.QueryRowxContext(ctx, `SELECT MIN(id), COUNT(*) FROM (SELECT id FROM receipts WHERE id < ? ORDER BY id DESC LIMIT ?) AS w`,
-		before, p.Window).Scan(&low, &n)
+	err := db.windowEnd(ctx, &res, `SELECT MIN(id), COUNT(*) FROM (SELECT id FROM receipts WHERE id < ? ORDER BY id DESC LIMIT ?) AS w`,
+		p.Window, below(p.Before), p.Window)
 	if err != nil {
 		return res, fmt.Errorf("read receipts: %w", err)
 	}
-	if n == p.Window && low.Valid {
-		res.ScannedTo = low.Int64
+	return res, nil
+}
+
+// windowEnd sets res.Next to the lowest id a full window examined (it
+// stopped there: older matches may follow), and leaves it 0 when the window
+// reached the oldest row.
+func (db *DB) windowEnd(ctx context.Context, res *ReceiptPageResult, query string, window int, args ...any) error {
+	var low sql.NullInt64
+	var n int
+	if err := db.Read.QueryRowxContext(ctx, query, args...).Scan(&low, &n); err != nil {
+		return err
+	}
+	if n == window && low.Valid {
+		res.Next, res.Searched = low.Int64, true
+	}
+	return nil
+}
+
+// customerReceipts is a page of one customer's events: the inner query walks
+// the customer's usage rows down from Before through the (customer_id, id)
+// index (migration 0020; on PostgreSQL on the customer id's digest) and
+// stops after Window rows, each row finds its receipt through the receipts'
+// unique key, and the outer query applies the other filters. A customer's
+// page therefore costs at most Window index steps, however many receipts or
+// customers the database holds. Before and Next are ledger row ids.
+func (db *DB) customerReceipts(ctx context.Context, p ReceiptPage) (ReceiptPageResult, error) {
+	customer, cargs := `customer_id = ?`, []any{p.Customer}
+	if db.Postgres() {
+		customer, cargs = `hookledger_key(customer_id) = hookledger_key(?) AND customer_id = ?`, []any{p.Customer, p.Customer}
+	}
+	inner := `SELECT id, provider, event_id, customer_id, meter, quantity, decimals, occurred_at FROM metered_usage
+		WHERE ` + customer + ` AND kind = 'usage' AND id < ? ORDER BY id DESC LIMIT ?`
+	innerArgs := append(cargs, below(p.Before), p.Window)
+	where, fargs := receiptFilters(p)
+	query := keyJoins(db.Read, `SELECT r.id, r.provider, r.event_id, r.event_type, r.status, r.error, r.source, r.received_at,
+		length(r.body) AS body_bytes, m.id AS row_id, m.customer_id, m.meter, m.quantity, m.decimals, m.occurred_at
+	FROM (`+inner+`) AS m JOIN receipts r ON r.provider = m.provider AND r.event_id = m.event_id
+	WHERE `+strings.Join(where, " AND ")+` ORDER BY m.id DESC LIMIT ?`)
+	fail := func(err error) (ReceiptPageResult, error) {
+		return ReceiptPageResult{}, fmt.Errorf("read the receipts of customer %q: %w", p.Customer, err)
+	}
+	rows, err := db.Read.QueryxContext(ctx, query, append(append(innerArgs, fargs...), p.Limit+1)...)
+	if err != nil {
+		return fail(err)
+	}
+	defer rows.Close()
+	var res ReceiptPageResult
+	n, last := 0, int64(0)
+	for rows.Next() {
+		var r ReceiptSummary
+		var u EventUsage
+		if err := rows.Scan(&r.ID, &r.Provider, &r.EventID, &r.EventType, &r.Status, &r.Error, &r.Source, &r.ReceivedAt, &r.BodyBytes,
+			&u.RowID, &u.Customer, &u.Meter, &u.Quantity, &u.Decimals, &u.OccurredAt); err != nil {
+			return fail(err)
+		}
+		if n++; n > p.Limit { // one more than a page: there is a next page, below the last row kept
+			res.Next = last
+			break
+		}
+		last, u.Provider, u.EventID = u.RowID, r.Provider, r.EventID
+		// An event's rows are written together, so they are neighbours here.
+		if k := len(res.Receipts) - 1; k >= 0 && res.Receipts[k].ID == r.ID {
+			res.Receipts[k].Usage = append(res.Receipts[k].Usage, u)
+			continue
+		}
+		r.Usage = []EventUsage{u}
+		res.Receipts = append(res.Receipts, r)
+	}
+	if err := rows.Err(); err != nil {
+		return fail(err)
+	}
+	if res.Next == 0 {
+		if err := db.windowEnd(ctx, &res, `SELECT MIN(id), COUNT(*) FROM (`+inner+`) AS m`, p.Window, innerArgs...); err != nil {
+			return fail(err)
+		}
 	}
 	return res, nil
+}
+
+// attachUsage reads the usage rows of a page of receipts in one statement:
+// each (provider, event_id) pair is a lookup in metered_usage's unique key
+// (on PostgreSQL its hash index on event_id).
+func (db *DB) attachUsage(ctx context.Context, rs []ReceiptSummary) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	var or []string
+	var args []any
+	for _, r := range rs {
+		or, args = append(or, "(provider = ? AND event_id = ?)"), append(args, r.Provider, r.EventID)
+	}
+	var us []EventUsage
+	err := sqlx.SelectContext(ctx, db.Read, &us, `SELECT id AS row_id, provider, event_id, customer_id, meter, quantity, decimals, occurred_at
+		FROM metered_usage WHERE kind = 'usage' AND (`+strings.Join(or, " OR ")+`) ORDER BY id`, args...)
+	if err != nil {
+		return fmt.Errorf("read the usage rows of a page of receipts: %w", err)
+	}
+	type key struct{ provider, eventID string }
+	byEvent := map[key][]EventUsage{}
+	for _, u := range us {
+		k := key{u.Provider, u.EventID}
+		byEvent[k] = append(byEvent[k], u)
+	}
+	for i := range rs {
+		rs[i].Usage = byEvent[key{rs[i].Provider, rs[i].EventID}]
+	}
+	return nil
 }
 
 // ReceiptsByEventID finds the receipts of eventID under each provider
@@ -117,7 +266,7 @@ func (db *DB) ReceiptsByEventID(ctx context.Context, providers []string, eventID
 		}
 		out = append(out, rs...)
 	}
-	return out, nil
+	return out, db.attachUsage(ctx, out)
 }
 
 // ReceiptProviders lists the providers that hold receipts, sorted. It skips
@@ -246,6 +395,22 @@ func (db *DB) ReceiptMessages(ctx context.Context, provider, eventID string) ([]
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read outbox messages of %s/%s: %w", provider, eventID, err)
+	}
+	return out, nil
+}
+
+// ClosesForAll reads the closes for all customers (`invoice close --all`,
+// scheduled closes), newest period first: one row per period closed, so the
+// usage page's period picker can say which months are closed.
+func (db *DB) ClosesForAll(ctx context.Context) ([]PeriodClose, error) {
+	var out []PeriodClose
+	err := sqlx.SelectContext(ctx, db.Read, &out, `SELECT `+closeColumns+` FROM period_closes WHERE customer_id = ''
+		ORDER BY period_start DESC, id`)
+	if err != nil && predates(ctx, db.Read, versionInvoices) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the closes for all customers: %w", err)
 	}
 	return out, nil
 }

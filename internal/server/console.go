@@ -29,6 +29,9 @@ func (s *Server) mountConsole(tally *console.Tally) error {
 		Log:          s.Log,
 		Replication:  s.repl.consoleStatus(),
 	}
+	if c.Replication == nil {
+		c.NotReplicating = s.Replication.OffReason
+	}
 	s.adm.Console = c.Handler()
 	return nil
 }
