@@ -57,7 +57,7 @@ type ReceiptPage struct {
 	Provider, Type, Status, Source string
 	Customer                       string
 	From, To                       int64 // received_at, unix ms, half-open [From, To); 0: open
-	Limit                          int // receipts a page holds (with Customer: usage rows)
+	Limit                          int   // receipts a page holds (with Customer: usage rows)
 	// Window bounds how many receipts (with Customer: usage rows) one page
 	// examines, newest first below Before, so a filter that matches rarely
 	// costs a bounded scan instead of the whole table; the caller continues
