@@ -15,6 +15,7 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/schema"
 )
 
 // What an operator works from at month end (issue 24): the event list's
@@ -365,5 +366,47 @@ func TestReplicationOffReason(t *testing.T) {
 		if got := text(byID(e.page(t, "/ui/"), "replication-lag")); got != "Not replicating with Litestream: "+reason+"." {
 			t.Errorf("the card says %q", got)
 		}
+	}
+}
+
+// The event list's new statements are served by indexes, not by reading
+// every row: a customer's page walks migration 0020's (customer_id, id)
+// index in order (no sort of the customer's rows), and a page's usage rows
+// are one lookup each by (provider, event_id). On PostgreSQL the plan is made with
+// sequential scans disabled (ExplainConsoleReceipts), so it shows that the
+// index serves the statement, whatever a small test table makes cheapest.
+func TestEventsQueryPlans(t *testing.T) {
+	e := newEnv(t, false)
+	for i := range 20 {
+		e.send(t, fmt.Sprintf("evt_%d", i), fmt.Sprintf("cus_%d", i%3), "1")
+	}
+	ctx := t.Context()
+	customer, err := e.DB.ExplainConsoleReceipts(ctx, schema.ReceiptPage{Customer: "cus_1", Status: "applied", Limit: 50, Window: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	usage, err := e.DB.ExplainConsoleReceipts(ctx, schema.ReceiptPage{Limit: 50, Window: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("a customer's page:\n%s\nthe usage rows of a page:\n%s", customer, usage)
+	if e.DB.Postgres() {
+		// The window: the customer's rows newest first, straight off the
+		// index, stopped after Window rows (what follows is bounded by it).
+		if !regexp.MustCompile(`Limit .*\n\s+->  Index Scan Backward using metered_usage_customer_rows on metered_usage`).MatchString(customer) ||
+			strings.Contains(customer, "Seq Scan") {
+			t.Errorf("a customer's page does not walk metered_usage_customer_rows in order:\n%s", customer)
+		}
+		if strings.Contains(usage, "Seq Scan") || !strings.Contains(usage, "Index Cond: ((provider = 'default'::text) AND (hookledger_key(event_id) =") {
+			t.Errorf("the usage rows of a receipt are not an index lookup:\n%s", usage)
+		}
+		return
+	}
+	if !strings.Contains(customer, "SEARCH metered_usage USING INDEX metered_usage_customer_rows (customer_id=? AND id<?)") ||
+		strings.Contains(customer, "TEMP B-TREE") || strings.Contains(customer, "SCAN metered_usage") || strings.Contains(customer, "SCAN r") {
+		t.Errorf("a customer's page does not walk metered_usage_customer_rows in order:\n%s", customer)
+	}
+	if strings.Contains(usage, "SCAN metered_usage") || !strings.Contains(usage, "USING INDEX sqlite_autoindex_metered_usage_1 (provider=? AND event_id=?)") {
+		t.Errorf("the usage rows of a receipt are not an index lookup:\n%s", usage)
 	}
 }

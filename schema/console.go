@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jmoiron/sqlx"
@@ -162,6 +163,25 @@ func (db *DB) windowEnd(ctx context.Context, res *ReceiptPageResult, query strin
 	return nil
 }
 
+// customerPageSQL is the statement of a customer's page and its inner
+// window alone (whose end windowEnd reads), with their arguments.
+func (db *DB) customerPageSQL(p ReceiptPage) (query string, args []any, inner string, innerArgs []any) {
+	customer, cargs := `customer_id = ?`, []any{p.Customer}
+	if db.Postgres() {
+		customer, cargs = `hookledger_key(customer_id) = hookledger_key(?) AND customer_id = ?`, []any{p.Customer, p.Customer}
+	}
+	inner = `SELECT id, provider, event_id, customer_id, meter, quantity, decimals, occurred_at FROM metered_usage
+		WHERE ` + customer + ` AND kind = 'usage' AND id < ? ORDER BY id DESC LIMIT ?`
+	innerArgs = append(cargs, below(p.Before), p.Window)
+	where, fargs := receiptFilters(p)
+	query = keyJoins(db.Read, `SELECT r.id, r.provider, r.event_id, r.event_type, r.status, r.error, r.source, r.received_at,
+		length(r.body) AS body_bytes, m.id AS row_id, m.customer_id, m.meter, m.quantity, m.decimals, m.occurred_at
+	FROM (`+inner+`) AS m JOIN receipts r ON r.provider = m.provider AND r.event_id = m.event_id
+	WHERE `+strings.Join(where, " AND ")+` ORDER BY m.id DESC LIMIT ?`)
+	args = append(append(slices.Clip(innerArgs), fargs...), p.Limit+1)
+	return query, args, inner, innerArgs
+}
+
 // customerReceipts is a page of one customer's events: the inner query walks
 // the customer's usage rows down from Before through the (customer_id, id)
 // index (migration 0020; on PostgreSQL on the customer id's digest) and
@@ -170,22 +190,11 @@ func (db *DB) windowEnd(ctx context.Context, res *ReceiptPageResult, query strin
 // page therefore costs at most Window index steps, however many receipts or
 // customers the database holds. Before and Next are ledger row ids.
 func (db *DB) customerReceipts(ctx context.Context, p ReceiptPage) (ReceiptPageResult, error) {
-	customer, cargs := `customer_id = ?`, []any{p.Customer}
-	if db.Postgres() {
-		customer, cargs = `hookledger_key(customer_id) = hookledger_key(?) AND customer_id = ?`, []any{p.Customer, p.Customer}
-	}
-	inner := `SELECT id, provider, event_id, customer_id, meter, quantity, decimals, occurred_at FROM metered_usage
-		WHERE ` + customer + ` AND kind = 'usage' AND id < ? ORDER BY id DESC LIMIT ?`
-	innerArgs := append(cargs, below(p.Before), p.Window)
-	where, fargs := receiptFilters(p)
-	query := keyJoins(db.Read, `SELECT r.id, r.provider, r.event_id, r.event_type, r.status, r.error, r.source, r.received_at,
-		length(r.body) AS body_bytes, m.id AS row_id, m.customer_id, m.meter, m.quantity, m.decimals, m.occurred_at
-	FROM (`+inner+`) AS m JOIN receipts r ON r.provider = m.provider AND r.event_id = m.event_id
-	WHERE `+strings.Join(where, " AND ")+` ORDER BY m.id DESC LIMIT ?`)
+	query, args, inner, innerArgs := db.customerPageSQL(p)
 	fail := func(err error) (ReceiptPageResult, error) {
 		return ReceiptPageResult{}, fmt.Errorf("read the receipts of customer %q: %w", p.Customer, err)
 	}
-	rows, err := db.Read.QueryxContext(ctx, query, append(append(innerArgs, fargs...), p.Limit+1)...)
+	rows, err := db.Read.QueryxContext(ctx, query, args...)
 	if err != nil {
 		return fail(err)
 	}
@@ -223,32 +232,79 @@ func (db *DB) customerReceipts(ctx context.Context, p ReceiptPage) (ReceiptPageR
 	return res, nil
 }
 
-// attachUsage reads the usage rows of a page of receipts in one statement:
-// each (provider, event_id) pair is a lookup in metered_usage's unique key
-// (on PostgreSQL its hash index on event_id).
-func (db *DB) attachUsage(ctx context.Context, rs []ReceiptSummary) error {
-	if len(rs) == 0 {
-		return nil
+// receiptUsageSQL is attachUsage's statement for one receipt. On
+// PostgreSQL it also names the event id's digest, so it is one lookup in
+// the unique (provider, hookledger_key(event_id), …) btree.
+func (db *DB) receiptUsageSQL(r ReceiptSummary) (string, []any) {
+	cond, args := `provider = ? AND event_id = ?`, []any{r.Provider, r.EventID}
+	if db.Postgres() {
+		cond, args = `provider = ? AND hookledger_key(event_id) = hookledger_key(?) AND event_id = ?`, []any{r.Provider, r.EventID, r.EventID}
 	}
-	var or []string
+	return `SELECT id AS row_id, provider, event_id, customer_id, meter, quantity, decimals, occurred_at
+		FROM metered_usage WHERE ` + cond + ` AND kind = 'usage' ORDER BY id`, args
+}
+
+// ExplainConsoleReceipts is the plan of the statements a page of the event
+// list runs for p, as the database reports it (SQLite's EXPLAIN QUERY
+// PLAN, PostgreSQL's EXPLAIN): with Customer, the customer's page; without,
+// the lookup of the usage rows of the page's first receipt. On PostgreSQL sequential scans are
+// disabled while it plans, so the plan shows the indexes the statement can
+// use rather than what a small test table makes cheapest. For tests and
+// benchmarks.
+func (db *DB) ExplainConsoleReceipts(ctx context.Context, p ReceiptPage) (string, error) {
+	var query string
 	var args []any
-	for _, r := range rs {
-		or, args = append(or, "(provider = ? AND event_id = ?)"), append(args, r.Provider, r.EventID)
+	if p.Customer != "" {
+		query, args, _, _ = db.customerPageSQL(p)
+	} else {
+		res, err := db.windowReceipts(ctx, p)
+		if err != nil {
+			return "", err
+		}
+		if len(res.Receipts) == 0 {
+			return "", errors.New("explain: no receipts on the page")
+		}
+		query, args = db.receiptUsageSQL(res.Receipts[0])
 	}
-	var us []EventUsage
-	err := sqlx.SelectContext(ctx, db.Read, &us, `SELECT id AS row_id, provider, event_id, customer_id, meter, quantity, decimals, occurred_at
-		FROM metered_usage WHERE kind = 'usage' AND (`+strings.Join(or, " OR ")+`) ORDER BY id`, args...)
+	if !db.Postgres() {
+		var plan []struct {
+			ID, Parent, NotUsed int
+			Detail              string
+		}
+		if err := sqlx.SelectContext(ctx, db.Read, &plan, `EXPLAIN QUERY PLAN `+query, args...); err != nil {
+			return "", err
+		}
+		var out []string
+		for _, l := range plan {
+			out = append(out, l.Detail)
+		}
+		return strings.Join(out, "\n"), nil
+	}
+	tx, err := db.Read.BeginTxx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
-		return fmt.Errorf("read the usage rows of a page of receipts: %w", err)
+		return "", err
 	}
-	type key struct{ provider, eventID string }
-	byEvent := map[key][]EventUsage{}
-	for _, u := range us {
-		k := key{u.Provider, u.EventID}
-		byEvent[k] = append(byEvent[k], u)
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `SET LOCAL enable_seqscan = off`); err != nil {
+		return "", err
 	}
+	var plan []string
+	if err := sqlx.SelectContext(ctx, tx, &plan, `EXPLAIN `+query, args...); err != nil {
+		return "", err
+	}
+	return strings.Join(plan, "\n"), nil
+}
+
+// attachUsage reads the usage rows of a page of receipts: one index lookup
+// per receipt (a page is at most a few dozen), each a plan the database
+// cannot get wrong, where one statement naming them all would leave the
+// choice of index to statistics.
+func (db *DB) attachUsage(ctx context.Context, rs []ReceiptSummary) error {
 	for i := range rs {
-		rs[i].Usage = byEvent[key{rs[i].Provider, rs[i].EventID}]
+		query, args := db.receiptUsageSQL(rs[i])
+		if err := sqlx.SelectContext(ctx, db.Read, &rs[i].Usage, query, args...); err != nil {
+			return fmt.Errorf("read the usage rows of %s/%s: %w", rs[i].Provider, rs[i].EventID, err)
+		}
 	}
 	return nil
 }
