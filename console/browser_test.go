@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,10 +24,36 @@ import (
 )
 
 // ScreenshotsEnv names the directory the browser test saves its screenshots
-// in (default a temporary one). docs/console.md's pictures are made with
-// HOOKLEDGER_CONSOLE_SCREENSHOTS=docs/console (from the repository root:
-// ../docs/console from this package's directory).
+// in, as they are: docs/console.md's pictures are made with
+// HOOKLEDGER_CONSOLE_SCREENSHOTS=../docs/console (from this package's
+// directory).
 const ScreenshotsEnv = "HOOKLEDGER_CONSOLE_SCREENSHOTS"
+
+// ArtifactsEnv names a directory for what tests leave for a reviewer; the
+// browser test saves a screenshot of every page in its console-sqlite or
+// console-postgres directory. .ci/run sets it and prints it. Without either
+// variable the screenshots go to the test's artifact directory
+// (t.ArtifactDir: kept with `go test -artifacts -outputdir DIR`, else
+// removed after the test).
+const ArtifactsEnv = "HOOKLEDGER_ARTIFACTS"
+
+func screenshotDir(t *testing.T, e *env) string {
+	dir := os.Getenv(ScreenshotsEnv)
+	if dir == "" && os.Getenv(ArtifactsEnv) != "" {
+		backend := "sqlite"
+		if e.DB.Postgres() {
+			backend = "postgres"
+		}
+		dir = filepath.Join(os.Getenv(ArtifactsEnv), "console-"+backend)
+	}
+	if dir == "" {
+		return t.ArtifactDir()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
 
 // chromiumPath is Debian's chromium (.ci/run installs it); HOOKLEDGER_CHROMIUM
 // names another.
@@ -131,13 +159,9 @@ func TestBrowser(t *testing.T) {
 		}
 	}
 	traffic(t, e)
+	e.Console.NotReplicating = "no ./litestream.yml and no --litestream-config"
 
-	shots := os.Getenv(ScreenshotsEnv)
-	if shots == "" {
-		shots = t.TempDir()
-	} else if err := os.MkdirAll(shots, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	shots := screenshotDir(t, e)
 	base := e.Admin.URL
 	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
@@ -173,6 +197,44 @@ func TestBrowser(t *testing.T) {
 		return strings.TrimPrefix(loc, base)
 	}
 
+	// waitFor waits until the browser's address contains part (after a
+	// form's submit, which the page it leaves would otherwise satisfy).
+	waitFor := func(part string) {
+		t.Helper()
+		step("wait for "+part, chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+			for {
+				loc, err := chromedp.Run(ctx, chromedp.Location())
+				if err != nil || strings.Contains(loc, part) {
+					return err
+				}
+				select {
+				case <-ctx.Done():
+					return fmt.Errorf("the browser stayed at %s: %w", loc, ctx.Err())
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+		}))
+	}
+	// fetch is what the console's download at href holds, asked for
+	// outside the browser (the env's own signed-in client).
+	e.signIn(t)
+	fetch := func(href string) []byte {
+		t.Helper()
+		code, body, _ := e.get(t, href)
+		if code != 200 {
+			t.Fatalf("GET %s: %d", href, code)
+		}
+		return []byte(body)
+	}
+	// A time on the page shows the readable form and the exact one on hover.
+	stampRE := regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d UTC \| \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`)
+	checkStamp := func(page, sel string) {
+		t.Helper()
+		if got := eval(`(e => e.textContent + " | " + e.title)(document.querySelector(` + strconvQuote(sel) + `))`); !stampRE.MatchString(got) {
+			t.Errorf("%s: a time reads %q, want the readable form with the RFC 3339 instant as its title", page, got)
+		}
+	}
+
 	// Sign in: the console sends the browser to the sign-in page and back.
 	step("open the console", chromedp.Navigate(base+"/ui/invoices"), chromedp.WaitVisible(chromedp.CSS("#token")))
 	if got := at(); got != "/ui/signin?next=%2Fui%2Finvoices" {
@@ -188,16 +250,59 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("scripts can read the session cookie %q (want HttpOnly)", c)
 	}
 	shot("invoices")
+	// The invoices' money adds up per currency: the footer's total is the
+	// sum of the totals above it (in cents, exact for these amounts).
+	sums := eval(`(() => {
+		let cents = 0;
+		for (const td of document.querySelectorAll("#invoices tbody td.total")) cents += Math.round(parseFloat(td.textContent) * 100);
+		return (cents / 100).toFixed(2) + " USD = " + document.querySelector("#totals tr.sum td.total").textContent;
+	})()`)
+	if a, b, _ := strings.Cut(sums, " = "); a != b || a == "0.00 USD" {
+		t.Errorf("the invoices' totals add up to %s, the page says %s", a, b)
+	}
+	checkStamp("invoices", "#invoices time")
+	dl := t.TempDir()
+	if got, want := clickDownload(t, ctx, dl, "#invoices-csv"), fetch("/ui/invoices.csv"); len(got) == 0 || !bytes.Equal(got, want) {
+		t.Errorf("the invoices CSV the browser downloaded:\n%s\nwant\n%s", got, want)
+	} else if n := bytes.Count(got, []byte("\n")); n != 1+5 {
+		t.Errorf("the invoices CSV has %d lines, want a header and 5 invoices:\n%s", n, got)
+	}
 
 	step("overview", chromedp.Navigate(base+"/ui/?hours=3"), chromedp.WaitVisible(chromedp.CSS("svg.chart")))
 	if got := eval(`document.getElementById("total-rejected").textContent`); got != "6" {
 		t.Errorf("rejected in the browser: %q", got)
 	}
+	if got := eval(`document.getElementById("replication-lag").textContent`); got != "Not replicating with Litestream: no ./litestream.yml and no --litestream-config." {
+		t.Errorf("the replication card says %q", got)
+	}
+	checkStamp("overview", "#minutes time")
 	shot("overview")
 
 	// Open an event from the list.
 	step("events", chromedp.Navigate(base+"/ui/events"), chromedp.WaitVisible(chromedp.CSS("#receipts")))
+	// The newest receipt is the failed event (no usage row); below it,
+	// traffic's last event: cus_0, 1 request, at 2026-11-29 10:00 UTC.
+	row := `Array.from(document.querySelectorAll("#receipts tbody tr")[%d].cells).slice(5, 8).map(c => c.textContent.trim()).join(" | ")`
+	if got := eval(fmt.Sprintf(row, 0)); got != "— | — | —" {
+		t.Errorf("the failed event's customer, quantity and event time read %q", got)
+	}
+	if got := eval(fmt.Sprintf(row, 1)); got != "cus_0 | 1 api_requests | 2026-11-29 10:00 UTC" {
+		t.Errorf("the newest usage event's customer, quantity and event time read %q", got)
+	}
+	checkStamp("events", "#receipts td.occurred time")
 	shot("events")
+	// Filter by customer with the form, then by status too.
+	step("filter by customer", chromedp.SendKeys(chromedp.CSS(`input[name="customer"]`), "cus_daily"),
+		chromedp.Submit(chromedp.CSS(`input[name="customer"]`)))
+	waitFor("customer=cus_daily")
+	step("customer's events", chromedp.WaitVisible(chromedp.CSS("#receipts")))
+	if got := eval(`Array.from(document.querySelectorAll("#receipts td.customer")).map(c => c.textContent.trim()).join(",")`); got != strings.TrimSuffix(strings.Repeat("cus_daily,", 30), ",") {
+		t.Errorf("the customer filter shows %q", got)
+	}
+	if got := eval(`document.querySelector("#receipts td.occurred").textContent`); got != "2026-11-30 09:00 UTC" {
+		t.Errorf("cus_daily's newest event time %q", got)
+	}
+	shot("events-customer")
 	step("open an event", chromedp.Navigate(base+"/ui/events?q=evt_0_0"), chromedp.WaitVisible(chromedp.CSS("#receipts a")),
 		chromedp.Click(chromedp.CSS("#receipts a")), chromedp.WaitVisible(chromedp.CSS("#attempts")))
 	if got := at(); got != "/ui/event?id=evt_0_0&provider=default" {
@@ -264,8 +369,25 @@ func TestBrowser(t *testing.T) {
 		}
 	}
 
-	step("usage", chromedp.Navigate(base+"/ui/usage?from=2026-11&to=2026-12"), chromedp.WaitVisible(chromedp.CSS("#usage")))
+	// Usage opens on December: November, the last month, is closed.
+	step("usage", chromedp.Navigate(base+"/ui/usage"), chromedp.WaitVisible(chromedp.CSS("#usage")))
+	if got := eval(`document.getElementById("period").value + " | " + document.getElementById("window").textContent`); !strings.HasPrefix(got, "2026-12 | 2026-12 (the default: the current month, since the last one is closed)") {
+		t.Errorf("usage opens on %q", got)
+	}
+	// Pick November with the period picker.
+	step("pick November", chromedp.SetValue(chromedp.CSS("#period"), "2026-11"), chromedp.Submit(chromedp.CSS("#period")))
+	waitFor("period=2026-11")
+	step("November", chromedp.WaitVisible(chromedp.CSS("#usage")))
+	if got := eval(`String(document.querySelectorAll("#usage tbody tr").length)`); got != "5" {
+		t.Errorf("November's usage has %s lines, want 5 (cus_0..3 and cus_daily)", got)
+	}
 	shot("usage")
+	href := eval(`document.getElementById("usage-csv").getAttribute("href")`)
+	if got, want := clickDownload(t, ctx, dl, "#usage-csv"), fetch(href); len(got) == 0 || !bytes.Equal(got, want) {
+		t.Errorf("the usage CSV the browser downloaded (%s):\n%s\nwant\n%s", href, got, want)
+	} else if n := bytes.Count(got, []byte("\n")); n != 1+5 {
+		t.Errorf("the usage CSV has %d lines, want a header and the page's 5:\n%s", n, got)
+	}
 	step("usage of one customer", chromedp.Navigate(base+"/ui/usage?from=2026-11&to=2026-12&customer=cus_daily"),
 		chromedp.WaitVisible(chromedp.CSS("svg.chart")))
 	shot("usage-customer")
@@ -291,30 +413,7 @@ func TestBrowser(t *testing.T) {
 	shot("trace")
 
 	// Download the bundle and compare it with `dispute export`.
-	dl := t.TempDir()
-	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	progress := chromedp.Events(dctx, browser.DownloadProgress)
-	step("download the bundle", chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
-		_, err := chromedp.Call(ctx, browser.SetDownloadBehavior, browser.SetDownloadBehaviorParams{
-			Behavior: browser.SetDownloadBehaviorBehaviorAllowAndName, DownloadPath: dl, EventsEnabled: ptr(true)})
-		return err
-	}), chromedp.Click(chromedp.CSS("#bundle")))
-	var got []byte
-	for ev, err := range progress {
-		if err != nil {
-			t.Fatalf("download: %v", err)
-		}
-		if ev.State == browser.DownloadProgressStateCanceled {
-			t.Fatal("the download was cancelled")
-		}
-		if ev.State == browser.DownloadProgressStateCompleted {
-			if got, err = os.ReadFile(filepath.Join(dl, ev.GUID)); err != nil {
-				t.Fatal(err)
-			}
-			break
-		}
-	}
+	got := clickDownload(t, ctx, dl, "#bundle")
 	out := filepath.Join(t.TempDir(), "export.zip")
 	e.cli(t, "dispute", "export", "invoice:1/1", "--out", out)
 	want, err := os.ReadFile(out)
@@ -324,6 +423,11 @@ func TestBrowser(t *testing.T) {
 	if len(got) == 0 || !bytes.Equal(got, want) {
 		t.Errorf("the downloaded bundle (%d bytes) is not the one dispute export writes (%d bytes)", len(got), len(want))
 	}
+
+	step("customers", chromedp.Navigate(base+"/ui/customers"), chromedp.WaitVisible(chromedp.CSS("#customers")))
+	shot("customers")
+	step("customer", chromedp.Navigate(base+"/ui/customer?id=cus_1"), chromedp.WaitVisible(chromedp.CSS("#history")))
+	shot("customer")
 
 	// Sign out: the pages are closed again.
 	step("sign out", chromedp.Click(chromedp.CSS(".signout button")), chromedp.WaitVisible(chromedp.CSS("#token")))
@@ -335,3 +439,39 @@ func TestBrowser(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func strconvQuote(s string) string { return strconv.Quote(s) }
+
+// clickDownload clicks the link sel and returns the file the browser
+// downloads into dir.
+func clickDownload(t *testing.T, ctx context.Context, dir, sel string) []byte {
+	t.Helper()
+	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	progress := chromedp.Events(dctx, browser.DownloadProgress)
+	err := chromedp.Do(dctx, chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+		_, err := chromedp.Call(ctx, browser.SetDownloadBehavior, browser.SetDownloadBehaviorParams{
+			Behavior: browser.SetDownloadBehaviorBehaviorAllowAndName, DownloadPath: dir, EventsEnabled: ptr(true)})
+		return err
+	}), chromedp.Click(chromedp.CSS(sel)))
+	if err != nil {
+		t.Fatalf("download %s: %v", sel, err)
+	}
+	for ev, err := range progress {
+		if err != nil {
+			t.Fatalf("download %s: %v", sel, err)
+		}
+		if ev.State == browser.DownloadProgressStateCanceled {
+			t.Fatalf("the download of %s was cancelled", sel)
+		}
+		if ev.State == browser.DownloadProgressStateCompleted {
+			got, err := os.ReadFile(filepath.Join(dir, ev.GUID))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return got
+		}
+	}
+	t.Fatalf("download %s: no completion", sel)
+	return nil
+}
