@@ -191,6 +191,9 @@ func byID(doc *html.Node, id string) *html.Node {
 }
 
 func text(n *html.Node) string {
+	if n == nil {
+		return ""
+	}
 	var b strings.Builder
 	var walk func(*html.Node)
 	walk = func(n *html.Node) {

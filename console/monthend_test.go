@@ -117,7 +117,11 @@ func TestUsageDefaultPeriod(t *testing.T) {
 		return r[0][3]
 	}
 	selected := func(doc *html.Node) string {
-		o := find(byID(doc, "period"), func(n *html.Node) bool { return n.Data == "option" && hasAttr(n, "selected") })
+		picker := byID(doc, "period")
+		if picker == nil {
+			return "no period picker"
+		}
+		o := find(picker, func(n *html.Node) bool { return n.Data == "option" && hasAttr(n, "selected") })
 		if len(o) != 1 {
 			return ""
 		}
@@ -134,6 +138,9 @@ func TestUsageDefaultPeriod(t *testing.T) {
 	doc = e.page(t, "/ui/usage")
 	if got, q := selected(doc), quantity(doc); got != "2026-12" || q != "11" {
 		t.Errorf("once November is closed: period %q, quantity %q; want 2026-12, 11", got, q)
+	}
+	if byID(doc, "period") == nil {
+		t.Fatal("no period picker")
 	}
 	var months []string
 	for _, o := range find(byID(doc, "period"), func(n *html.Node) bool { return n.Data == "option" }) {
@@ -176,6 +183,16 @@ func (e *env) download(t *testing.T, href, contentType string) string {
 	return body
 }
 
+// downloadLink is the href of the page's download link id.
+func downloadLink(t *testing.T, doc *html.Node, id string) string {
+	t.Helper()
+	l := links(doc, func(a *html.Node) bool { return attr(a, "id") == id })
+	if len(l) != 1 {
+		t.Fatalf("the page has %d links #%s", len(l), id)
+	}
+	return l[0]
+}
+
 func readCSV(t *testing.T, body string) [][]string {
 	t.Helper()
 	recs, err := csv.NewReader(strings.NewReader(body)).ReadAll()
@@ -202,7 +219,7 @@ func TestUsageDownloads(t *testing.T) {
 	e.signIn(t)
 	e.pages(t, "/ui/usage?period=2026-11", 3, func(doc *html.Node, n int) {
 		rows := tableRows(t, doc, "usage")
-		csvHref := links(doc, func(a *html.Node) bool { return attr(a, "id") == "usage-csv" })[0]
+		csvHref := downloadLink(t, doc, "usage-csv")
 		recs := readCSV(t, e.download(t, csvHref, "text/csv"))
 		if !slices.Equal(recs[0], []string{"from", "to", "tz", "customer", "meter", "day", "aggregation", "quantity", "unit", "events", "adjustments"}) {
 			t.Fatalf("CSV header %q", recs[0])
@@ -220,7 +237,7 @@ func TestUsageDownloads(t *testing.T) {
 				t.Errorf("a formula-like customer is written %q (quantity %q)", c[3], c[7])
 			}
 		}
-		jsonHref := links(doc, func(a *html.Node) bool { return attr(a, "id") == "usage-json" })[0]
+		jsonHref := downloadLink(t, doc, "usage-json")
 		var f struct {
 			From, To, TZ string
 			Lines        []ledger.UsageLine
@@ -239,7 +256,7 @@ func TestUsageDownloads(t *testing.T) {
 	})
 	// One customer: its totals, then a row per day of the window.
 	doc := e.page(t, "/ui/usage?period=2026-11&customer=cus_07")
-	recs := readCSV(t, e.download(t, links(doc, func(a *html.Node) bool { return attr(a, "id") == "usage-csv" })[0], "text/csv"))
+	recs := readCSV(t, e.download(t, downloadLink(t, doc, "usage-csv"), "text/csv"))
 	if len(recs) != 1+1+2 || recs[1][3] != "cus_07" || recs[1][7] != "44.25" || recs[1][5] != "" {
 		t.Fatalf("cus_07's CSV: %d rows, %q", len(recs), recs)
 	}
@@ -291,7 +308,7 @@ func TestInvoicesTotalsAndDownloads(t *testing.T) {
 		t.Errorf("the totals %q lack the sum of the invoices %q, %s", foot, totals, want)
 	}
 
-	recs := readCSV(t, e.download(t, links(doc, func(a *html.Node) bool { return attr(a, "id") == "invoices-csv" })[0], "text/csv"))
+	recs := readCSV(t, e.download(t, downloadLink(t, doc, "invoices-csv"), "text/csv"))
 	if len(recs) != 1+len(rows) || recs[0][0] != "id" || recs[0][7] != "total" {
 		t.Fatalf("invoices CSV %q", recs)
 	}
@@ -311,7 +328,7 @@ func TestInvoicesTotalsAndDownloads(t *testing.T) {
 		}
 		Totals []struct{ Currency, Total string }
 	}
-	if err := json.Unmarshal([]byte(e.download(t, links(doc, func(a *html.Node) bool { return attr(a, "id") == "invoices-json" })[0], "application/json")), &f); err != nil {
+	if err := json.Unmarshal([]byte(e.download(t, downloadLink(t, doc, "invoices-json"), "application/json")), &f); err != nil {
 		t.Fatal(err)
 	}
 	if len(f.Invoices) != len(rows) || len(f.Totals) != 1 || f.Totals[0].Currency != "USD" || f.Totals[0].Total+" USD" != sum.String()+" USD" {
@@ -319,7 +336,7 @@ func TestInvoicesTotalsAndDownloads(t *testing.T) {
 	}
 	// Filtered: the download follows the filter.
 	doc = e.page(t, "/ui/invoices?period=2026-12")
-	recs = readCSV(t, e.download(t, links(doc, func(a *html.Node) bool { return attr(a, "id") == "invoices-csv" })[0], "text/csv"))
+	recs = readCSV(t, e.download(t, downloadLink(t, doc, "invoices-csv"), "text/csv"))
 	if len(recs) != 2 || recs[1][2] != "2026-12" || recs[1][1] != "cus_1" {
 		t.Errorf("December's CSV %q", recs)
 	}
