@@ -162,6 +162,7 @@ func TestBrowser(t *testing.T) {
 	e.Console.NotReplicating = "no ./litestream.yml and no --litestream-config"
 
 	shots := screenshotDir(t, e)
+	t.Logf("screenshots in %s", shots)
 	base := e.Admin.URL
 	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
@@ -414,6 +415,12 @@ func TestBrowser(t *testing.T) {
 
 	// Download the bundle and compare it with `dispute export`.
 	got := clickDownload(t, ctx, dl, "#bundle")
+	// The customers' pages (before the comparison, which runs the CLI on a
+	// SQLite data directory and so ends the test on PostgreSQL).
+	step("customers", chromedp.Navigate(base+"/ui/customers"), chromedp.WaitVisible(chromedp.CSS("#customers")))
+	shot("customers")
+	step("customer", chromedp.Navigate(base+"/ui/customer?id=cus_1"), chromedp.WaitVisible(chromedp.CSS("#history")))
+	shot("customer")
 	out := filepath.Join(t.TempDir(), "export.zip")
 	e.cli(t, "dispute", "export", "invoice:1/1", "--out", out)
 	want, err := os.ReadFile(out)
@@ -424,18 +431,12 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("the downloaded bundle (%d bytes) is not the one dispute export writes (%d bytes)", len(got), len(want))
 	}
 
-	step("customers", chromedp.Navigate(base+"/ui/customers"), chromedp.WaitVisible(chromedp.CSS("#customers")))
-	shot("customers")
-	step("customer", chromedp.Navigate(base+"/ui/customer?id=cus_1"), chromedp.WaitVisible(chromedp.CSS("#history")))
-	shot("customer")
-
 	// Sign out: the pages are closed again.
 	step("sign out", chromedp.Click(chromedp.CSS(".signout button")), chromedp.WaitVisible(chromedp.CSS("#token")))
 	step("after sign-out", chromedp.Navigate(base+"/ui/events"), chromedp.WaitVisible(chromedp.CSS("#token")))
 	if got := at(); !strings.HasPrefix(got, "/ui/signin") {
 		t.Errorf("after sign-out the console is at %s", got)
 	}
-	t.Logf("screenshots in %s", shots)
 }
 
 func ptr[T any](v T) *T { return &v }
