@@ -146,15 +146,16 @@ func TestUsageDefaultPeriod(t *testing.T) {
 	for _, o := range find(byID(doc, "period"), func(n *html.Node) bool { return n.Data == "option" }) {
 		months = append(months, text(o))
 	}
-	if len(months) != 13 || months[0] != "2026-12" || months[1] != "2026-11 · closed" || months[12] != "2025-12" {
+	if len(months) != 14 || months[0] != "2026-12" || months[1] != "2026-11 · closed" || months[12] != "2025-12" || months[13] != "from/to →" {
 		t.Errorf("the picker offers %q", months)
 	}
 	// Picking a month; a custom window overrides it.
 	if q := quantity(e.page(t, "/ui/usage?period=2026-11")); q != "10" {
 		t.Errorf("period=2026-11: %q", q)
 	}
-	if q := quantity(e.page(t, "/ui/usage?period=2026-11&from=2026-11-30&to=2026-12-02")); q != "21" {
-		t.Errorf("a custom window: %q", q)
+	doc = e.page(t, "/ui/usage?period=2026-11&from=2026-11-30&to=2026-12-02")
+	if got, q := selected(doc), quantity(doc); got != "" || q != "21" {
+		t.Errorf("a custom window: period %q, quantity %q; want the picker on from/to, 21", got, q)
 	}
 	if code, _, _ := e.get(t, "/ui/usage?period=November"); code != http.StatusBadRequest {
 		t.Errorf("a bad period: %d", code)
