@@ -61,6 +61,8 @@ type Config struct {
 	Limits    Limits         `yaml:"limits"`    // see limits.go
 	// Destinations receive every matching accepted event (destinations.go).
 	Destinations []Destination `yaml:"destinations"`
+	// Stripe pushes the meters with stripe settings to Stripe (stripe.go).
+	Stripe *Stripe `yaml:"stripe"`
 	Ingest       Ingest        `yaml:"ingest"` // see ingest.go
 	// Invoicing lets serve close periods itself (invoicing.go).
 	Invoicing Invoicing `yaml:"invoicing"`
@@ -505,6 +507,9 @@ func (c *Config) resolve(dir string) error {
 		return err
 	}
 	if err := c.resolveDestinations(dir); err != nil {
+		return err
+	}
+	if err := c.resolveStripe(dir); err != nil {
 		return err
 	}
 	if err := c.resolveIngest(); err != nil {

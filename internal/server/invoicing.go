@@ -11,6 +11,7 @@ import (
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/stripe"
 	"github.com/hookledger/hookledger/metrics"
 	"github.com/hookledger/hookledger/pricing"
 	"github.com/hookledger/hookledger/schema"
@@ -95,7 +96,8 @@ func (s *invoiceScheduler) close(ctx context.Context, p ledger.Period) error {
 			return nil, err
 		}
 		return ledger.Close(ctx, s.DB, ledger.CloseRequest{Period: p, All: true, Grace: cfg.Invoicing.Grace.Duration,
-			Meters: ledger.NewMeters(cfg.Meters), Now: s.Now, Pricing: pr, Registered: registered})
+			Meters: ledger.NewMeters(cfg.Meters), Now: s.Now, Pricing: pr, Registered: registered,
+			OnClose: stripe.NewSync(cfg).OnClose(s.Now)})
 	}()
 	attrs := []any{"period", p.Label, "tz", p.Zone}
 	if err != nil {
