@@ -63,7 +63,7 @@ type Config struct {
 	Destinations []Destination `yaml:"destinations"`
 	// Stripe pushes the meters with stripe settings to Stripe (stripe.go).
 	Stripe *Stripe `yaml:"stripe"`
-	Ingest       Ingest        `yaml:"ingest"` // see ingest.go
+	Ingest Ingest  `yaml:"ingest"` // see ingest.go
 	// Invoicing lets serve close periods itself (invoicing.go).
 	Invoicing Invoicing `yaml:"invoicing"`
 	// Durability is when a delivery is acknowledged: "local" (default) once

@@ -113,7 +113,7 @@ type destination struct {
 	relay   *Relay
 	cfg     config.Destination
 	signer  *Signer
-	limiter *rate.Limiter // nil: no rate limit
+	limiter *rate.Limiter  // nil: no rate limit
 	stripe  *stripe.Client // set for the Stripe destination: it sends pushes, not events
 	kick    chan struct{}
 	held    bool // the last step found the destination paused or backed off (the worker's own)

@@ -51,8 +51,8 @@ const (
 // when its usage is pushed, and the exact factor that turns a quantity into
 // Stripe's whole numbers (1000: a quantity of 0.001 is one unit in Stripe).
 type StripeMeter struct {
-	EventName  string          `yaml:"event_name" json:"event_name"`
-	Mode       string          `yaml:"mode" json:"mode"` // stream (default) or close
+	EventName  string           `yaml:"event_name" json:"event_name"`
+	Mode       string           `yaml:"mode" json:"mode"`                       // stream (default) or close
 	Multiplier *pricing.Decimal `yaml:"multiplier" json:"multiplier,omitempty"` // default 1
 }
 

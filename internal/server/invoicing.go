@@ -11,10 +11,10 @@ import (
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/ledger"
-	"github.com/hookledger/hookledger/stripe"
 	"github.com/hookledger/hookledger/metrics"
 	"github.com/hookledger/hookledger/pricing"
 	"github.com/hookledger/hookledger/schema"
+	"github.com/hookledger/hookledger/stripe"
 )
 
 // closeCheckInterval is how often serve looks for a period to close
