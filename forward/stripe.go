@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/schema"
 	"github.com/hookledger/hookledger/stripe"
 )
@@ -137,5 +136,5 @@ func (d *destination) linked(ctx context.Context, customer string) (string, erro
 	if err := json.Unmarshal([]byte(ext), &ids); err != nil {
 		return "", fmt.Errorf("customer %q: external ids: %w", customer, err)
 	}
-	return ids[config.StripeDestination], nil
+	return ids[stripe.ExternalID], nil
 }
