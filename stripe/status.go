@@ -140,7 +140,9 @@ func Status(ctx context.Context, db StatusStore, meters []ledger.Meter, period l
 		}
 		out = append(out, *l)
 	}
-	slices.SortFunc(out, func(a, b StatusLine) int { return cmp.Or(cmp.Compare(a.Customer, b.Customer), cmp.Compare(a.Meter, b.Meter)) })
+	slices.SortFunc(out, func(a, b StatusLine) int {
+		return cmp.Or(cmp.Compare(a.Customer, b.Customer), cmp.Compare(a.Meter, b.Meter))
+	})
 	if remote != nil {
 		if err := readRemote(ctx, remote, out, period); err != nil {
 			return nil, err

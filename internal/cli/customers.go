@@ -11,8 +11,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hookledger/hookledger/ledger"
-	"github.com/hookledger/hookledger/stripe"
 	"github.com/hookledger/hookledger/pricing"
+	"github.com/hookledger/hookledger/stripe"
 )
 
 func customersCommand() *cli.Command {
