@@ -20,9 +20,9 @@ type StripePush struct {
 	ID             int64         `db:"id"`
 	Identifier     string        `db:"identifier"`
 	Source         string        `db:"source"` // usage, adjustment or line
-	LedgerID       sql.NullInt64 `db:"ledger_id"`
-	InvoiceID      sql.NullInt64 `db:"invoice_id"`
-	LineNo         sql.NullInt64 `db:"line_no"`
+	LedgerID       int64         `db:"ledger_id"`  // 0: none (a close's line)
+	InvoiceID      int64         `db:"invoice_id"` // 0: none (a ledger row's)
+	LineNo         int64         `db:"line_no"`
 	CustomerID     string        `db:"customer_id"`
 	Meter          string        `db:"meter"`
 	EventName      string        `db:"event_name"`
@@ -65,7 +65,7 @@ func insertStripePush(ctx context.Context, tx pushTx, p StripePush, destination 
 	err := tx.QueryRowContext(ctx, `INSERT INTO stripe_pushes (identifier, source, ledger_id, invoice_id, line_no, customer_id, meter,
 		event_name, stripe_customer, period_start, quantity, total, value, pushed, timestamp, created_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
-		p.Identifier, p.Source, p.LedgerID, p.InvoiceID, p.LineNo, p.CustomerID, p.Meter, p.EventName, p.StripeCustomer,
+		p.Identifier, p.Source, nullID(p.LedgerID), nullID(p.InvoiceID), nullID(p.LineNo), p.CustomerID, p.Meter, p.EventName, p.StripeCustomer,
 		p.PeriodStart, p.Quantity, p.Total, p.Value, p.Pushed, p.Timestamp, now).Scan(&id)
 	if err != nil {
 		return fmt.Errorf("insert push %s: %w", p.Identifier, err)
@@ -121,7 +121,8 @@ func (b Batch) LastStripeCustomer(ctx context.Context, customer string) (string,
 	return s, err
 }
 
-const pushColumns = `p.id, p.identifier, p.source, p.ledger_id, p.invoice_id, p.line_no, p.customer_id, p.meter, p.event_name,
+const pushColumns = `p.id, p.identifier, p.source, COALESCE(p.ledger_id, 0) AS ledger_id, COALESCE(p.invoice_id, 0) AS invoice_id,
+	COALESCE(p.line_no, 0) AS line_no, p.customer_id, p.meter, p.event_name,
 	p.stripe_customer, p.period_start, p.quantity, p.total, p.value, p.pushed, p.timestamp, p.created_at,
 	o.id AS outbox_id, o.status, o.attempts, o.last_error`
 
@@ -186,4 +187,12 @@ func (db *DB) LatestExternalIDs(ctx context.Context, customer string) (string, e
 		return "", nil
 	}
 	return s, err
+}
+
+// nullID stores an id of 0 as NULL.
+func nullID(id int64) any {
+	if id == 0 {
+		return nil
+	}
+	return id
 }

@@ -3,7 +3,6 @@ package stripe
 import (
 	"context"
 	"crypto/sha256"
-	"database/sql"
 	"encoding/base32"
 	"fmt"
 	"time"
@@ -113,7 +112,7 @@ func (s *Sync) Row(ctx context.Context, tx *custody.Tx, r *ledger.Row, body []by
 	}
 	p := schema.StripePush{
 		Identifier: Identifier(source, r.Provider, r.EventID, r.Meter),
-		Source:     source, LedgerID: sql.NullInt64{Int64: r.ID, Valid: true},
+		Source:     source, LedgerID: r.ID,
 		CustomerID: r.Customer, Meter: r.Meter, EventName: m.EventName, StripeCustomer: customer,
 		PeriodStart: monthStart(r.OccurredAt, s.Loc), Timestamp: r.OccurredAt / 1000,
 	}
@@ -144,7 +143,7 @@ func (s *Sync) Close(ctx context.Context, tx *schema.CloseTx, invoices []ledger.
 			}
 			p := schema.StripePush{
 				Identifier: Identifier(SourceLine, fmt.Sprint(inv.ID), fmt.Sprint(l.LineNo), l.Customer, l.Meter, fmt.Sprint(l.PeriodStart)),
-				Source:     SourceLine, InvoiceID: sql.NullInt64{Int64: inv.ID, Valid: true}, LineNo: sql.NullInt64{Int64: l.LineNo, Valid: true},
+				Source:     SourceLine, InvoiceID: inv.ID, LineNo: l.LineNo,
 				CustomerID: l.Customer, Meter: l.Meter, EventName: m.EventName, StripeCustomer: customer,
 				PeriodStart: l.PeriodStart, Timestamp: (l.PeriodEnd - 1) / 1000,
 			}
