@@ -467,10 +467,11 @@ func (db *DB) ListOutbox(ctx context.Context, f OutboxFilter) ([]OutboxRow, erro
 		where, args = where+` AND o.message_id = ?`, append(args, f.MessageID)
 	}
 	var out []OutboxRow
-	err := db.Read.SelectContext(ctx, &out, `SELECT o.id, o.receipt_id, o.destination, o.message_id, o.status, o.attempts, o.created_at,
-		o.pending_since, o.next_attempt_at, o.last_attempt_at, o.delivered_at, o.last_status, o.last_error,
-		r.provider, r.event_id, r.event_type, r.received_at
-		FROM outbox o JOIN receipts r ON r.id = o.receipt_id WHERE `+where+` ORDER BY o.id LIMIT ?`, append(args, f.Limit)...)
+	// A push's message (Stripe) has no receipt: its event columns are empty.
+	err := db.Read.SelectContext(ctx, &out, `SELECT o.id, COALESCE(o.receipt_id, 0) AS receipt_id, o.destination, o.message_id, o.status,
+		o.attempts, o.created_at, o.pending_since, o.next_attempt_at, o.last_attempt_at, o.delivered_at, o.last_status, o.last_error,
+		COALESCE(r.provider, '') AS provider, COALESCE(r.event_id, '') AS event_id, COALESCE(r.event_type, '') AS event_type, r.received_at
+		FROM outbox o LEFT JOIN receipts r ON r.id = o.receipt_id WHERE `+where+` ORDER BY o.id LIMIT ?`, append(args, f.Limit)...)
 	if err != nil && predates(ctx, db.Read, versionOutbox) {
 		return nil, nil
 	}
