@@ -110,8 +110,12 @@ func (c *Config) resolveStripe(dir string) error {
 		s.APIBase = DefaultStripeAPIBase
 	}
 	u, err := url.Parse(s.APIBase)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
-		return errAt("stripe.api_base", "%q is not an http or https URL without credentials", s.APIBase)
+	switch {
+	case err == nil && u.User != nil:
+		// Not echoed: what stands before the @ may be a key.
+		return errAt("stripe.api_base", "must not carry credentials (the key goes in api_key)")
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return errAt("stripe.api_base", "%q is not an http or https URL", s.APIBase)
 	}
 	s.APIBase = strings.TrimRight(s.APIBase, "/")
 	switch {
@@ -120,6 +124,13 @@ func (c *Config) resolveStripe(dir string) error {
 	case s.Customers == StripeIdentity || s.Customers == StripeLink:
 	case strings.ContainsAny(s.Customers, " \t"):
 		return errAt("stripe.customers", "%q is not identity, link or a JSON path", s.Customers)
+	default:
+		for i, m := range c.Meters {
+			if m.Stripe != nil && m.Stripe.Mode == ledger.StripeClose {
+				// A line has no event to read the path in.
+				return errAt(fmt.Sprintf("meters[%d].stripe.mode", i), "close mode needs stripe.customers identity or link (a line has no event to read %s in)", s.Customers)
+			}
+		}
 	}
 	d := s.Destination()
 	if err := d.delivery("stripe"); err != nil {
