@@ -40,7 +40,9 @@ func TestStripe(t *testing.T) {
 
 func TestStripeErrorsNameLineAndKey(t *testing.T) {
 	const key = "stripe:\n  api_key: sk_test_x\n  customers: identity\n"
-	meter := func(stripe string) string { return destProviders + "meters:\n  - name: m\n    stripe: " + stripe + "\n" }
+	meter := func(stripe string) string {
+		return destProviders + "meters:\n  - name: m\n    stripe: " + stripe + "\n"
+	}
 	cases := []struct {
 		name, yaml string
 		want       []string

@@ -17,23 +17,23 @@ const versionStripe = 18
 // period after it, and (reads only) its outbox message's state. Quantities
 // and values are exact decimals as text.
 type StripePush struct {
-	ID             int64         `db:"id"`
-	Identifier     string        `db:"identifier"`
-	Source         string        `db:"source"` // usage, adjustment or line
-	LedgerID       int64         `db:"ledger_id"`  // 0: none (a close's line)
-	InvoiceID      int64         `db:"invoice_id"` // 0: none (a ledger row's)
-	LineNo         int64         `db:"line_no"`
-	CustomerID     string        `db:"customer_id"`
-	Meter          string        `db:"meter"`
-	EventName      string        `db:"event_name"`
-	StripeCustomer string        `db:"stripe_customer"`
-	PeriodStart    int64         `db:"period_start"`
-	Quantity       string        `db:"quantity"`
-	Total          string        `db:"total"`
-	Value          string        `db:"value"`
-	Pushed         string        `db:"pushed"`
-	Timestamp      int64         `db:"timestamp"` // unix seconds
-	CreatedAt      int64         `db:"created_at"`
+	ID             int64  `db:"id"`
+	Identifier     string `db:"identifier"`
+	Source         string `db:"source"`     // usage, adjustment or line
+	LedgerID       int64  `db:"ledger_id"`  // 0: none (a close's line)
+	InvoiceID      int64  `db:"invoice_id"` // 0: none (a ledger row's)
+	LineNo         int64  `db:"line_no"`
+	CustomerID     string `db:"customer_id"`
+	Meter          string `db:"meter"`
+	EventName      string `db:"event_name"`
+	StripeCustomer string `db:"stripe_customer"`
+	PeriodStart    int64  `db:"period_start"`
+	Quantity       string `db:"quantity"`
+	Total          string `db:"total"`
+	Value          string `db:"value"`
+	Pushed         string `db:"pushed"`
+	Timestamp      int64  `db:"timestamp"` // unix seconds
+	CreatedAt      int64  `db:"created_at"`
 
 	OutboxID  int64  `db:"outbox_id"`
 	Status    string `db:"status"`
