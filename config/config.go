@@ -61,7 +61,9 @@ type Config struct {
 	Limits    Limits         `yaml:"limits"`    // see limits.go
 	// Destinations receive every matching accepted event (destinations.go).
 	Destinations []Destination `yaml:"destinations"`
-	Ingest       Ingest        `yaml:"ingest"` // see ingest.go
+	// Stripe pushes the meters with stripe settings to Stripe (stripe.go).
+	Stripe *Stripe `yaml:"stripe"`
+	Ingest Ingest  `yaml:"ingest"` // see ingest.go
 	// Invoicing lets serve close periods itself (invoicing.go).
 	Invoicing Invoicing `yaml:"invoicing"`
 	// Durability is when a delivery is acknowledged: "local" (default) once
@@ -505,6 +507,9 @@ func (c *Config) resolve(dir string) error {
 		return err
 	}
 	if err := c.resolveDestinations(dir); err != nil {
+		return err
+	}
+	if err := c.resolveStripe(dir); err != nil {
 		return err
 	}
 	if err := c.resolveIngest(); err != nil {

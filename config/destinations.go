@@ -147,44 +147,53 @@ func (c *Config) resolveDestinations(dir string) error {
 			resolved = append(resolved, *sec)
 		}
 		d.Secrets = resolved
-		for _, f := range []struct {
-			key string
-			d   *Duration
-			def time.Duration
-		}{{"timeout", &d.Timeout, DefaultForwardTimeout}, {"max_age", &d.MaxAge, DefaultForwardMaxAge},
-			{"backoff", &d.Backoff, DefaultForwardBackoff}, {"max_backoff", &d.MaxBackoff, DefaultForwardMaxBackoff}} {
-			if err := f.d.Check(); err != nil {
-				return errAt(at+"."+f.key, "%v", err)
-			}
-			if f.d.Duration == 0 {
-				f.d.Duration = f.def
-			}
+		if err := d.delivery(at); err != nil {
+			return err
 		}
-		if d.MaxBackoff.Duration < d.Backoff.Duration {
-			return errAt(at+".max_backoff", "%s is shorter than backoff (%s)", d.MaxBackoff.Duration, d.Backoff.Duration)
+	}
+	return nil
+}
+
+// delivery checks the outbox knobs (timeout, attempts, backoff,
+// concurrency, rate limit) and fills their defaults; at is the key's path.
+func (d *Destination) delivery(at string) error {
+	for _, f := range []struct {
+		key string
+		d   *Duration
+		def time.Duration
+	}{{"timeout", &d.Timeout, DefaultForwardTimeout}, {"max_age", &d.MaxAge, DefaultForwardMaxAge},
+		{"backoff", &d.Backoff, DefaultForwardBackoff}, {"max_backoff", &d.MaxBackoff, DefaultForwardMaxBackoff}} {
+		if err := f.d.Check(); err != nil {
+			return errAt(at+"."+f.key, "%v", err)
+		}
+		if f.d.Duration == 0 {
+			f.d.Duration = f.def
+		}
+	}
+	if d.MaxBackoff.Duration < d.Backoff.Duration {
+		return errAt(at+".max_backoff", "%s is shorter than backoff (%s)", d.MaxBackoff.Duration, d.Backoff.Duration)
+	}
+	switch {
+	case d.MaxAttempts < 0:
+		return errAt(at+".max_attempts", "must be positive")
+	case d.MaxAttempts == 0:
+		d.MaxAttempts = DefaultForwardMaxAttempts
+	}
+	switch {
+	case d.Concurrency < 0:
+		return errAt(at+".concurrency", "must be positive")
+	case d.Concurrency == 0:
+		d.Concurrency = DefaultForwardConcurrency
+	}
+	if r := d.RateLimit; r != nil {
+		if r.PerSecond <= 0 {
+			return errAt(at+".rate_limit.per_second", "must be positive")
 		}
 		switch {
-		case d.MaxAttempts < 0:
-			return errAt(at+".max_attempts", "must be positive")
-		case d.MaxAttempts == 0:
-			d.MaxAttempts = DefaultForwardMaxAttempts
-		}
-		switch {
-		case d.Concurrency < 0:
-			return errAt(at+".concurrency", "must be positive")
-		case d.Concurrency == 0:
-			d.Concurrency = DefaultForwardConcurrency
-		}
-		if r := d.RateLimit; r != nil {
-			if r.PerSecond <= 0 {
-				return errAt(at+".rate_limit.per_second", "must be positive")
-			}
-			switch {
-			case r.Burst < 0:
-				return errAt(at+".rate_limit.burst", "must be positive")
-			case r.Burst == 0:
-				r.Burst = 1
-			}
+		case r.Burst < 0:
+			return errAt(at+".rate_limit.burst", "must be positive")
+		case r.Burst == 0:
+			r.Burst = 1
 		}
 	}
 	return nil

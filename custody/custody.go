@@ -170,7 +170,7 @@ func (d *Delivery) appendRows(ctx context.Context, tx *Tx) error {
 			OccurredAt: u.OccurredAt.UnixMilli(),
 			RecordedAt: tx.now,
 		}
-		if err := tx.Append(ctx, &r); err != nil {
+		if err := tx.AppendEvent(ctx, &r, d.Body); err != nil {
 			return err
 		}
 	}

@@ -68,6 +68,11 @@ type Writer struct {
 	// AfterOutbox, when set, is called from the writer goroutine after each
 	// committed batch that wrote outbox rows (the relay wakes up).
 	AfterOutbox func()
+	// Push, when set, is called for every ledger row appended, in its
+	// transaction: billing sync (stripe.Sync) writes the row's push and
+	// its outbox message there, so a row that commits is a row that will be
+	// pushed.
+	Push Pusher
 
 	db       *schema.DB
 	store    Store // set by Open
@@ -341,7 +346,7 @@ func (w *Writer) apply(batch []*job, errs []error, isolate bool) (failed bool, e
 		return false, w.storageError("begin", fmt.Errorf("begin: %w", err))
 	}
 	defer b.Rollback()
-	btx := &Tx{b: b, hook: w.testHook, now: w.clock(), route: w.Route}
+	btx := &Tx{b: b, hook: w.testHook, now: w.clock(), route: w.Route, push: w.Push}
 	b.Expect(expectedReceipts(batch, errs))
 	for i, j := range batch {
 		switch {
@@ -446,8 +451,18 @@ type Tx struct {
 	loaded    [2]int64
 	hook      func(*Delivery) error // tests inject failures here
 	route     Router                // the writer's (outbox.go)
+	push      Pusher                // the writer's
 	outboxed  bool                  // the batch wrote outbox rows
 }
+
+// Pusher writes what a ledger row must push to another system (its outbox
+// message), in the row's transaction. body is the event the row was mapped
+// from (nil for an adjustment).
+type Pusher func(ctx context.Context, tx *Tx, r *ledger.Row, body []byte) error
+
+// Outboxed notes that the batch wrote outbox rows, so the relay is woken
+// after it commits.
+func (b *Tx) Outboxed() { b.outboxed = true }
 
 // Now is the batch time in unix milliseconds: the recorded_at of its rows.
 func (b *Tx) Now() int64 { return b.now }
@@ -457,12 +472,22 @@ func (b *Tx) Now() int64 { return b.now }
 func (b *Tx) Batch() schema.Batch { return b.b }
 
 // Append adds a row to the ledger's hash chain.
-func (b *Tx) Append(ctx context.Context, r *ledger.Row) error {
+func (b *Tx) Append(ctx context.Context, r *ledger.Row) error { return b.AppendEvent(ctx, r, nil) }
+
+// AppendEvent adds a row mapped from event body to the ledger's hash chain,
+// with what it pushes (Writer.Push).
+func (b *Tx) AppendEvent(ctx context.Context, r *ledger.Row, body []byte) error {
 	h, err := b.chainHead(ctx)
 	if err != nil {
 		return err
 	}
-	return h.Ledger.Append(ctx, b, r)
+	if err := h.Ledger.Append(ctx, b, r); err != nil {
+		return err
+	}
+	if b.push != nil {
+		return b.push(ctx, b, r, body)
+	}
+	return nil
 }
 
 // InsertLedgerRow stores a row the chain linked, with the prepared insert.

@@ -83,9 +83,11 @@ type outcome struct {
 	err        string
 	retryAfter time.Duration // 0: none given
 	canceled   bool          // the relay stopped: no outcome
+	acked      bool          // delivered before: the destination said it has the message (Stripe's duplicate answer)
+	permanent  bool          // refused for good: dead at once, with the reason (a push Stripe cannot take)
 }
 
-func (o outcome) ok() bool { return o.status >= 200 && o.status < 300 && o.err == "" }
+func (o outcome) ok() bool { return o.acked || (o.status >= 200 && o.status < 300 && o.err == "") }
 
 // attempt POSTs one message and reports what happened; it never fails.
 func (d *destination) attempt(ctx context.Context, m schema.OutboxClaim, ev schema.OutboxBody, now time.Time) outcome {

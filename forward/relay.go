@@ -26,6 +26,7 @@ import (
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/schema"
+	"github.com/hookledger/hookledger/stripe"
 )
 
 // Store is what the relay reads from storage (the read pool); *schema.DB
@@ -97,6 +98,10 @@ type Relay struct {
 	// SQLite holds the data directory's lock): Open then releases the claims
 	// a relay killed mid-attempt left, instead of waiting for their leases.
 	Sole bool
+	// Stripe, when set, adds the destination of Stripe pushes
+	// (config.StripeDestination; stripe.go), read from Pushes.
+	Stripe *config.Stripe
+	Pushes PushStore
 
 	dests  []*destination
 	cancel context.CancelFunc
@@ -108,7 +113,8 @@ type destination struct {
 	relay   *Relay
 	cfg     config.Destination
 	signer  *Signer
-	limiter *rate.Limiter // nil: no rate limit
+	limiter *rate.Limiter  // nil: no rate limit
+	stripe  *stripe.Client // set for the Stripe destination: it sends pushes, not events
 	kick    chan struct{}
 	held    bool // the last step found the destination paused or backed off (the worker's own)
 }
@@ -147,7 +153,14 @@ func (r *Relay) Open(ctx context.Context) error {
 		}
 		d := &destination{relay: r, cfg: c, signer: signer, kick: make(chan struct{}, 1)}
 		if c.RateLimit != nil {
-			d.limiter = rate.NewLimiter(rate.Limit(c.RateLimit.PerSecond), c.RateLimit.Burst)
+			d.limiter = newLimiter(c.RateLimit)
+		}
+		r.dests = append(r.dests, d)
+	}
+	if r.Stripe != nil {
+		d, err := r.stripeDestination()
+		if err != nil {
+			return err
 		}
 		r.dests = append(r.dests, d)
 	}
@@ -183,6 +196,10 @@ func (r *Relay) Open(ctx context.Context) error {
 		r.Log.Info("forwarding", "destination", d.cfg.Name, "concurrency", d.cfg.Concurrency)
 	}
 	return nil
+}
+
+func newLimiter(rl *config.RateLimit) *rate.Limiter {
+	return rate.NewLimiter(rate.Limit(rl.PerSecond), rl.Burst)
 }
 
 // Kick tells every worker that new messages may be due (the writer committed
@@ -328,6 +345,9 @@ func (d *destination) deliver(ctx context.Context, claims []schema.OutboxClaim, 
 		ids[i] = c.ID
 	}
 	rec := &record{dest: d.cfg.Name, state: st}
+	if d.stripe != nil {
+		return d.deliverPushes(ctx, claims, ids, rec)
+	}
 	bodies, err := r.DB.OutboxBodies(ctx, ids)
 	if err != nil {
 		rec.released = ids // try again later
@@ -401,6 +421,11 @@ func (rec *record) add(d *destination, c schema.OutboxClaim, o outcome, at time.
 	switch {
 	case o.ok():
 		res.Status, res.NextAttemptAt, outcome = schema.OutboxDelivered, res.AttemptedAt, OutcomeDelivered
+		rec.anyOK = true
+	case o.permanent:
+		// Refused for good (a push Stripe cannot take): dead now, with
+		// the reason. The destination answered, so it is not backed off.
+		res.Status, res.NextAttemptAt, outcome = schema.OutboxDead, res.AttemptedAt, OutcomeDead
 		rec.anyOK = true
 	case c.Due > res.AttemptedAt:
 		// A probe sent before the message was due failed: the destination

@@ -34,6 +34,10 @@ type CloseRequest struct {
 	// assignments): one whose plan charges a fee or a minimum is invoiced
 	// even when the period holds no usage of theirs.
 	Registered []string
+	// OnClose, when set, is called with the new invoices in the close's
+	// transaction before it commits (Stripe's close-mode pushes): what must
+	// leave hookledger for them commits with them or not at all.
+	OnClose func(ctx context.Context, tx *schema.CloseTx, invoices []Invoice) error
 
 	noIndex bool
 	// preRuleLate bills late usage of every closed period, as closes did
@@ -72,6 +76,9 @@ func Close(ctx context.Context, db CloseStore, req CloseRequest) (*CloseResult, 
 		}
 		if req.DryRun || res.Existing {
 			return schema.ErrRollback
+		}
+		if req.OnClose != nil {
+			return req.OnClose(ctx, tx, res.Invoices)
 		}
 		return nil
 	})

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/hookledger/hookledger/pricing"
 )
 
 // Aggregation says how a meter's rows become one billed quantity.
@@ -34,6 +36,59 @@ type Meter struct {
 	// Properties are the properties every usage row of this meter keeps
 	// (mappings must extract them); Property is always among them.
 	Properties []string `yaml:"properties" json:"properties,omitempty"`
+	// Stripe, when set, pushes the meter's usage to a Stripe meter
+	// (docs/stripe.md).
+	Stripe *StripeMeter `yaml:"stripe" json:"stripe,omitempty"`
+}
+
+// Stripe push modes.
+const (
+	StripeStream = "stream" // every ledger row, in the transaction that writes it
+	StripeClose  = "close"  // every invoice line, in the close
+)
+
+// StripeMeter is how a meter reaches Stripe: the meter's event name there,
+// when its usage is pushed, and the exact factor that turns a quantity into
+// Stripe's whole numbers (1000: a quantity of 0.001 is one unit in Stripe).
+type StripeMeter struct {
+	EventName  string           `yaml:"event_name" json:"event_name"`
+	Mode       string           `yaml:"mode" json:"mode"`                       // stream (default) or close
+	Multiplier *pricing.Decimal `yaml:"multiplier" json:"multiplier,omitempty"` // default 1
+}
+
+// Factor is the multiplier, 1 when left out.
+func (s *StripeMeter) Factor() pricing.Decimal {
+	if s.Multiplier == nil {
+		return pricing.NewDecimal(1, 0)
+	}
+	return *s.Multiplier
+}
+
+// normalize fills the defaults and validates s; errors name their key.
+func (s *StripeMeter) normalize() error {
+	switch {
+	case s.EventName == "":
+		return fmt.Errorf("stripe.event_name: required (the event name of the meter in Stripe)")
+	case len(s.EventName) > 100:
+		return fmt.Errorf("stripe.event_name: longer than Stripe's 100 characters")
+	}
+	switch s.Mode {
+	case "":
+		s.Mode = StripeStream
+	case StripeStream, StripeClose:
+	default:
+		return fmt.Errorf("stripe.mode: %q is not stream or close", s.Mode)
+	}
+	if s.Multiplier == nil {
+		return nil
+	}
+	if err := s.Multiplier.Check(); err != nil {
+		return fmt.Errorf("stripe.multiplier: %v", err)
+	}
+	if s.Multiplier.Sign() <= 0 {
+		return fmt.Errorf("stripe.multiplier: %s is not positive", s.Multiplier)
+	}
+	return nil
 }
 
 // Normalize fills defaults and validates m. The error starts with the key it
@@ -71,6 +126,14 @@ func (m *Meter) Normalize() error {
 	}
 	if m.Property != "" && !slices.Contains(m.Properties, m.Property) {
 		m.Properties = append(m.Properties, m.Property)
+	}
+	if m.Stripe != nil {
+		if m.Aggregation != AggSum {
+			// A meter event adds to Stripe's meter; only a sum is the
+			// sum of its rows' pushes.
+			return fmt.Errorf("stripe: only a sum meter is pushed to Stripe (this one is %s)", m.Aggregation)
+		}
+		return m.Stripe.normalize()
 	}
 	return nil
 }

@@ -17,7 +17,9 @@ func TestAPIKeysMigrationKeepsReceiptsAndAdmitsSourceAPI(t *testing.T) {
 	old.MustExec(`INSERT INTO outbox (receipt_id, destination, message_id, status, created_at, pending_since, next_attempt_at)
 		VALUES (7, 'crm', 'msg_1', 'pending', 1, 1, 1)`)
 	queries := []string{receiptsAt8, `SELECT * FROM delivery_attempts ORDER BY id`, `SELECT * FROM replays ORDER BY id`,
-		`SELECT * FROM outbox ORDER BY id`}
+		// 0007's columns: 0018 adds push_id after them.
+		`SELECT id, receipt_id, destination, message_id, status, attempts, created_at, pending_since, next_attempt_at,
+			last_attempt_at, delivered_at, last_status, last_error FROM outbox ORDER BY id`}
 	before := dumps(t, old, queries)
 	old.Close()
 

@@ -21,7 +21,7 @@ var copyTables = []string{
 	"receipts", "delivery_attempts", "metered_usage", "replays",
 	"period_closes", "invoices", "invoice_lines",
 	"reconcile_checkpoints", "redelivery_requests", "prune_runs",
-	"outbox", "outbox_attempts", "forward_destinations",
+	"stripe_pushes", "outbox", "outbox_attempts", "forward_destinations",
 	"api_keys",
 	"customers", "plan_assignments",
 	"chain_head",

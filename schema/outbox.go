@@ -88,7 +88,7 @@ func (b Batch) ClaimOutbox(ctx context.Context, destination string, now, leaseUn
 		SELECT id FROM outbox WHERE destination = ? AND status = 'pending' AND next_attempt_at <= ?
 		  AND NOT EXISTS (SELECT 1 FROM forward_destinations WHERE name = ? AND paused = 1)
 		ORDER BY next_attempt_at, id LIMIT ?`+lock+`)
-		RETURNING id, receipt_id, message_id, attempts, pending_since`, leaseUntil, destination, now, destination, limit)
+		RETURNING id, COALESCE(receipt_id, 0) AS receipt_id, message_id, attempts, pending_since`, leaseUntil, destination, now, destination, limit)
 	return out, err
 }
 
@@ -107,7 +107,7 @@ func (b Batch) ClaimProbe(ctx context.Context, destination string, now, leaseUnt
 		lock = " FOR UPDATE SKIP LOCKED"
 	}
 	var out []OutboxClaim
-	if err := b.tx.SelectContext(ctx, &out, `SELECT id, receipt_id, message_id, attempts, pending_since, next_attempt_at AS due
+	if err := b.tx.SelectContext(ctx, &out, `SELECT id, COALESCE(receipt_id, 0) AS receipt_id, message_id, attempts, pending_since, next_attempt_at AS due
 		FROM outbox WHERE destination = ? AND status = 'pending' ORDER BY next_attempt_at, id LIMIT 1`+lock, destination); err != nil || len(out) == 0 {
 		return nil, err
 	}
@@ -313,14 +313,15 @@ func (b Batch) RetryOutbox(ctx context.Context, r OutboxRetry, now int64) (int64
 var ErrDelivered = errors.New("the message was delivered")
 
 // PruneDelivered deletes up to limit messages delivered before (unix ms),
-// with their attempts, and returns how many it deleted. A delivered
+// with their attempts (forwarded events only: a push's message is what
+// stripe status counts as acknowledged, and stays with the push), and returns how many it deleted. A delivered
 // message's next_attempt_at is its delivery time, so the due index walks
 // them in delivery order, destination by destination (every destination a
 // relay delivered for has a forward_destinations row).
 func (b Batch) PruneDelivered(ctx context.Context, before int64, limit int) (int64, error) {
 	res, err := b.tx.ExecContext(ctx, `DELETE FROM outbox WHERE id IN (
 		SELECT o.id FROM forward_destinations d JOIN outbox o ON o.destination = d.name
-		WHERE o.status = 'delivered' AND o.next_attempt_at < ? LIMIT ?)`, before, limit)
+		WHERE o.status = 'delivered' AND o.next_attempt_at < ? AND o.receipt_id IS NOT NULL LIMIT ?)`, before, limit)
 	if err != nil {
 		return 0, err
 	}
@@ -331,7 +332,7 @@ func (b Batch) PruneDelivered(ctx context.Context, before int64, limit int) (int
 func (db *DB) CountDelivered(ctx context.Context, before int64) (int64, error) {
 	var n int64
 	err := db.Read.GetContext(ctx, &n, `SELECT COUNT(*) FROM forward_destinations d JOIN outbox o ON o.destination = d.name
-		WHERE o.status = 'delivered' AND o.next_attempt_at < ?`, before)
+		WHERE o.status = 'delivered' AND o.next_attempt_at < ? AND o.receipt_id IS NOT NULL`, before)
 	if err != nil && predates(ctx, db.Read, versionOutbox) {
 		return 0, nil
 	}
@@ -466,10 +467,11 @@ func (db *DB) ListOutbox(ctx context.Context, f OutboxFilter) ([]OutboxRow, erro
 		where, args = where+` AND o.message_id = ?`, append(args, f.MessageID)
 	}
 	var out []OutboxRow
-	err := db.Read.SelectContext(ctx, &out, `SELECT o.id, o.receipt_id, o.destination, o.message_id, o.status, o.attempts, o.created_at,
-		o.pending_since, o.next_attempt_at, o.last_attempt_at, o.delivered_at, o.last_status, o.last_error,
-		r.provider, r.event_id, r.event_type, r.received_at
-		FROM outbox o JOIN receipts r ON r.id = o.receipt_id WHERE `+where+` ORDER BY o.id LIMIT ?`, append(args, f.Limit)...)
+	// A push's message (Stripe) has no receipt: its event columns are empty.
+	err := db.Read.SelectContext(ctx, &out, `SELECT o.id, COALESCE(o.receipt_id, 0) AS receipt_id, o.destination, o.message_id, o.status,
+		o.attempts, o.created_at, o.pending_since, o.next_attempt_at, o.last_attempt_at, o.delivered_at, o.last_status, o.last_error,
+		COALESCE(r.provider, '') AS provider, COALESCE(r.event_id, '') AS event_id, COALESCE(r.event_type, '') AS event_type, r.received_at
+		FROM outbox o LEFT JOIN receipts r ON r.id = o.receipt_id WHERE `+where+` ORDER BY o.id LIMIT ?`, append(args, f.Limit)...)
 	if err != nil && predates(ctx, db.Read, versionOutbox) {
 		return nil, nil
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/stripe"
 )
 
 func adjustCommand() *cli.Command {
@@ -84,6 +85,11 @@ func adjust(c *cli.Context) error {
 	// Through a writer of our own, so the row joins the hash chain exactly as
 	// webhook rows do, serialized with a running server by SQLite's lock.
 	w := custody.NewWriter(db)
+	cfg, err := commandConfig(c)
+	if err != nil {
+		return err
+	}
+	w.Push = stripe.NewSync(cfg).Pusher() // a correction of a stream meter is pushed too
 	if err := w.Open(c.Context); err != nil {
 		return err
 	}

@@ -66,6 +66,7 @@ func newApp() *cli.App {
 			replayCommand(),
 			pruneCommand(),
 			forwardCommand(),
+			stripeCommand(),
 			auditCommand(),
 			migrateCommand(),
 			copyCommand(),

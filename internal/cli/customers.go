@@ -12,6 +12,7 @@ import (
 
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
+	"github.com/hookledger/hookledger/stripe"
 )
 
 func customersCommand() *cli.Command {
@@ -44,6 +45,17 @@ func customersCommand() *cli.Command {
 				ArgsUsage: "CUSTOMER",
 				Flags:     append(configFlags(), customerFlags...),
 				Action:    customersUpdate,
+			},
+			{
+				Name:      "link",
+				Usage:     "link a customer to its Stripe customer (a new row; earlier links stay as history)",
+				ArgsUsage: "CUSTOMER",
+				Description: "With stripe.customers: link, pushes name the Stripe customer the latest link gives when they\n" +
+					"are sent. A customer not registered yet is registered with the link. customers show lists the history.",
+				Flags: append(configFlags(),
+					&cli.StringFlag{Name: "stripe", Usage: "the Stripe customer id, cus_…", Required: true},
+					&cli.StringFlag{Name: "note", Usage: "why (kept with the change)"}),
+				Action: customersLink,
 			},
 			{
 				Name:   "list",
@@ -123,6 +135,36 @@ func customersAdd(c *cli.Context) error {
 		fmt.Fprintf(c.App.Writer, ", on plan %q from %s", plan.Plan, plan.EffectiveFrom)
 	}
 	fmt.Fprintln(c.App.Writer)
+	return nil
+}
+
+func customersLink(c *cli.Context) error {
+	args := positional(c)
+	if len(args) != 1 {
+		return usageErrorf(c, "want one argument, the CUSTOMER id")
+	}
+	id := c.String("stripe")
+	if !strings.HasPrefix(id, "cus_") || strings.ContainsAny(id, " \t\n") {
+		return usageErrorf(c, "--stripe %q: want a Stripe customer id, cus_…", id)
+	}
+	db, err := openWritable(c)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	now := time.Now().UTC()
+	ext := map[string]string{stripe.ExternalID: id}
+	_, err = ledger.UpdateCustomer(c.Context, db, args[0], ledger.CustomerChange{ExternalIDs: ext, Note: c.String("note"), At: now})
+	switch {
+	case errors.Is(err, ledger.ErrNoCustomer):
+		err = ledger.AddCustomer(c.Context, db, ledger.Customer{ID: args[0], ExternalIDs: ext, RecordedAt: now, Note: c.String("note")}, nil, nil)
+	case errors.Is(err, ledger.ErrNothingToChange):
+		err = nil // linked to it already
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "customer %q linked to Stripe customer %s\n", args[0], id)
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/forward"
 	"github.com/hookledger/hookledger/schema"
+	"github.com/hookledger/hookledger/stripe"
 )
 
 // Only serve, migrate and restore create a database. Every other command
@@ -53,6 +54,7 @@ func openCustody(ctx context.Context, cfg *config.Config, readOnly bool) (*schem
 	// reconcile inserts new receipts from this process: they get their
 	// outbox rows here as in serve, and serve's relay delivers them.
 	w.Route = forward.Router(cfg.Destinations)
+	w.Push = stripe.NewSync(cfg).Pusher() // its ledger rows' Stripe pushes, as in serve
 	if err := w.Open(ctx); err != nil {
 		db.Close()
 		return nil, nil, err

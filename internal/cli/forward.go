@@ -316,7 +316,7 @@ func openForward(c *cli.Context, readOnly bool, dest string) (names []string, db
 	if db, w, err = openCustody(c.Context, cfg, readOnly); err != nil {
 		return nil, nil, nil, err
 	}
-	names = forward.Names(cfg.Destinations)
+	names = forward.Names(cfg.OutboxDestinations())
 	if dest != "" {
 		if err := forward.CheckDestination(c.Context, db, names, dest); err != nil {
 			closeCustody(db, w)

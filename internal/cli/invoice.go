@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/stripe"
 )
 
 func invoiceCommand() *cli.Command {
@@ -111,6 +112,7 @@ func invoiceClose(c *cli.Context) error {
 	res, err := ledger.Close(c.Context, db, ledger.CloseRequest{
 		Period: period, Customer: c.String("customer"), All: c.Bool("all"), Grace: c.Duration("grace"),
 		Meters: ledger.NewMeters(cfg.Meters), DryRun: c.Bool("dry-run"), Pricing: pr, Registered: registered,
+		OnClose: stripe.NewSync(cfg).OnClose(nil), // close-mode meters push their lines (docs/stripe.md)
 	})
 	if err != nil {
 		return err

@@ -23,7 +23,7 @@ func (s *Server) mountConsole(tally *console.Tally) error {
 		Tracer:       &dispute.Tracer{DB: s.db, Verifier: v, Meters: meters},
 		Meters:       meters,
 		Authorized:   s.adm.Authorized,
-		Destinations: forward.Names(s.Config.Destinations),
+		Destinations: forward.Names(s.Config.OutboxDestinations()),
 		DefaultPlan:  s.Config.Customers.DefaultPlan,
 		Tally:        tally,
 		Log:          s.Log,

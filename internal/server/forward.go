@@ -45,10 +45,10 @@ func (b *busyWriter) busy() bool {
 
 func startRelay(ctx context.Context, log *slog.Logger, cfg *config.Config, db *schema.DB, w *custody.Writer,
 	busy func() bool, met *metrics.Metrics, version string) (*forward.Relay, error) {
-	if len(cfg.Destinations) == 0 {
+	if len(cfg.Destinations) == 0 && cfg.Stripe == nil {
 		return nil, nil
 	}
-	fm := met.WatchForward(db, forward.Names(cfg.Destinations), log)
+	fm := met.WatchForward(db, forward.Names(cfg.OutboxDestinations()), log)
 	r := &forward.Relay{
 		DB: db, Writer: w, Destinations: cfg.Destinations, Log: log, Now: time.Now,
 		UserAgent: "hookledger/" + version,
@@ -62,6 +62,8 @@ func startRelay(ctx context.Context, log *slog.Logger, cfg *config.Config, db *s
 		// released now. On PostgreSQL other receivers' relays share it, and
 		// a dead relay's claims come back when their lease runs out.
 		Sole: !db.Postgres(),
+		// Stripe pushes (docs/stripe.md) go through the same relay.
+		Stripe: cfg.Stripe, Pushes: db,
 	}
 	if err := r.Open(ctx); err != nil {
 		return nil, err
@@ -72,7 +74,7 @@ func startRelay(ctx context.Context, log *slog.Logger, cfg *config.Config, db *s
 // forwardRoutes mounts the forwarding views and the pull feed on the admin
 // listener.
 func forwardRoutes(adm *admin.Server, cfg *config.Config, db *schema.DB, w *custody.Writer, relay *forward.Relay) {
-	f := &admin.Forward{DB: db, Writer: w, Destinations: forward.Names(cfg.Destinations), Now: time.Now}
+	f := &admin.Forward{DB: db, Writer: w, Destinations: forward.Names(cfg.OutboxDestinations()), Now: time.Now}
 	if relay != nil {
 		f.Kick = relay.Kick
 	}

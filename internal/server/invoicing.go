@@ -14,6 +14,7 @@ import (
 	"github.com/hookledger/hookledger/metrics"
 	"github.com/hookledger/hookledger/pricing"
 	"github.com/hookledger/hookledger/schema"
+	"github.com/hookledger/hookledger/stripe"
 )
 
 // closeCheckInterval is how often serve looks for a period to close
@@ -95,7 +96,8 @@ func (s *invoiceScheduler) close(ctx context.Context, p ledger.Period) error {
 			return nil, err
 		}
 		return ledger.Close(ctx, s.DB, ledger.CloseRequest{Period: p, All: true, Grace: cfg.Invoicing.Grace.Duration,
-			Meters: ledger.NewMeters(cfg.Meters), Now: s.Now, Pricing: pr, Registered: registered})
+			Meters: ledger.NewMeters(cfg.Meters), Now: s.Now, Pricing: pr, Registered: registered,
+			OnClose: stripe.NewSync(cfg).OnClose(s.Now)})
 	}()
 	attrs := []any{"period", p.Label, "tz", p.Zone}
 	if err != nil {

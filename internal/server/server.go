@@ -30,6 +30,7 @@ import (
 	"github.com/hookledger/hookledger/metrics"
 	"github.com/hookledger/hookledger/receiver"
 	"github.com/hookledger/hookledger/schema"
+	"github.com/hookledger/hookledger/stripe"
 )
 
 // Operating thresholds.
@@ -234,6 +235,7 @@ func (s *Server) start(ctx context.Context) error {
 	w.Replicate = s.repl.AckFunc() // ACK-after-replica mode; nil replies after COMMIT
 	w.Admit = s.repl.AdmitFunc()   // the WAL bound while Litestream cannot capture it; nil when not replicating
 	w.Route = forward.Router(cfg.Destinations)
+	w.Push = stripe.NewSync(cfg).Pusher() // the pushes of stream meters, in their rows' transactions
 	if err := w.Open(ctx); err != nil {
 		return err
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/receiver"
 	"github.com/hookledger/hookledger/schema"
+	"github.com/hookledger/hookledger/stripe"
 )
 
 // Secret is the Standard Webhooks secret (base64 after whsec_) of the
@@ -138,6 +139,7 @@ func (e *Env) Reopen() {
 	w.Now = e.now
 	if e.Config != nil {
 		w.Route = forward.Router(e.Config.Destinations)
+		w.Push = stripe.NewSync(e.Config).Pusher()
 	}
 	if e.opts.Writer != nil {
 		e.opts.Writer(w)

@@ -1,0 +1,155 @@
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/hookledger/hookledger/ledger"
+)
+
+// StripeDestination is the outbox destination of Stripe pushes: their
+// messages, status, pause and retry go by this name (forward status,
+// forward pause stripe …).
+const StripeDestination = "stripe"
+
+// Customer mappings: how hookledger's customer id becomes Stripe's.
+const (
+	StripeIdentity = "identity" // the same id (hookledger's customers are cus_… already)
+	StripeLink     = "link"     // the registry's external id stripe (customers link C --stripe cus_…)
+)
+
+// DefaultStripeAPIBase is Stripe's API.
+const DefaultStripeAPIBase = "https://api.stripe.com"
+
+// Stripe is the billing sync to Stripe (docs/stripe.md): each meter with
+// stripe settings is pushed as meter events through the outbox. The
+// delivery keys are a destination's (docs/forwarding.md), with the same
+// defaults.
+type Stripe struct {
+	// APIKey is a secret key (sk_… or a restricted rk_… with write access
+	// to meter events), from a variable or a secret_file; never logged.
+	APIKey Secret `yaml:"api_key"`
+	// APIBase is where requests go: Stripe, or stripe-mock and fakes in
+	// tests. Default DefaultStripeAPIBase.
+	APIBase string `yaml:"api_base"`
+	// Customers maps hookledger's customer id to Stripe's: identity, link,
+	// or a JSON path in the event (e.g. data.object.customer).
+	Customers string `yaml:"customers"`
+
+	Timeout     Duration   `yaml:"timeout"`
+	MaxAttempts int        `yaml:"max_attempts"`
+	MaxAge      Duration   `yaml:"max_age"`
+	Backoff     Duration   `yaml:"backoff"`
+	MaxBackoff  Duration   `yaml:"max_backoff"`
+	Concurrency int        `yaml:"concurrency"`
+	RateLimit   *RateLimit `yaml:"rate_limit"`
+}
+
+// Destination is the outbox destination the relay delivers pushes through.
+func (s *Stripe) Destination() Destination {
+	return Destination{Name: StripeDestination, URL: s.APIBase, Timeout: s.Timeout, MaxAttempts: s.MaxAttempts, MaxAge: s.MaxAge,
+		Backoff: s.Backoff, MaxBackoff: s.MaxBackoff, Concurrency: s.Concurrency, RateLimit: s.RateLimit}
+}
+
+// CustomerPath is the JSON path of the Stripe customer in the event, when
+// Customers is neither identity nor link.
+func (s *Stripe) CustomerPath() string {
+	if s.Customers == StripeIdentity || s.Customers == StripeLink {
+		return ""
+	}
+	return s.Customers
+}
+
+// StripeMeters are the meters pushed to Stripe, by name.
+func (c *Config) StripeMeters() map[string]ledger.StripeMeter {
+	out := map[string]ledger.StripeMeter{}
+	for _, m := range c.Meters {
+		if m.Stripe != nil {
+			out[m.Name] = *m.Stripe
+		}
+	}
+	return out
+}
+
+// resolveStripe validates stripe: and the meters' stripe settings, after
+// the meters.
+func (c *Config) resolveStripe(dir string) error {
+	s := c.Stripe
+	pushed := false
+	events := map[string]string{}
+	for i, m := range c.Meters {
+		if m.Stripe == nil {
+			continue
+		}
+		pushed = true
+		if other, ok := events[m.Stripe.EventName]; ok {
+			// Stripe keeps one meter per event name.
+			return errAt(fmt.Sprintf("meters[%d].stripe.event_name", i), "%q is meter %s's event name too", m.Stripe.EventName, other)
+		}
+		events[m.Stripe.EventName] = m.Name
+	}
+	if s == nil {
+		if pushed {
+			return errAt("stripe", "meters push to Stripe: add stripe: {api_key: …, customers: …}")
+		}
+		return nil
+	}
+	for _, d := range c.Destinations {
+		if d.Name == StripeDestination {
+			return errAt("destinations", "the destination name %q is the Stripe sync's", StripeDestination)
+		}
+	}
+	if err := s.APIKey.read(dir, "stripe.api_key"); c.leaveOut(err) {
+		s.APIKey = Secret{}
+	} else if err != nil {
+		return err
+	}
+	if s.APIBase == "" {
+		s.APIBase = DefaultStripeAPIBase
+	}
+	u, err := url.Parse(s.APIBase)
+	switch {
+	case err == nil && u.User != nil:
+		// Not echoed: what stands before the @ may be a key.
+		return errAt("stripe.api_base", "must not carry credentials (the key goes in api_key)")
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return errAt("stripe.api_base", "%q is not an http or https URL", s.APIBase)
+	}
+	s.APIBase = strings.TrimRight(s.APIBase, "/")
+	switch {
+	case s.Customers == "":
+		return errAt("stripe.customers", "required: identity, link, or a JSON path in the event (e.g. data.object.customer)")
+	case s.Customers == StripeIdentity || s.Customers == StripeLink:
+	case strings.ContainsAny(s.Customers, " \t"):
+		return errAt("stripe.customers", "%q is not identity, link or a JSON path", s.Customers)
+	default:
+		for i, m := range c.Meters {
+			if m.Stripe != nil && m.Stripe.Mode == ledger.StripeClose {
+				// A line has no event to read the path in.
+				return errAt(fmt.Sprintf("meters[%d].stripe.mode", i), "close mode needs stripe.customers identity or link (a line has no event to read %s in)", s.Customers)
+			}
+		}
+	}
+	d := s.Destination()
+	if err := d.delivery("stripe"); err != nil {
+		return err
+	}
+	s.Timeout, s.MaxAttempts, s.MaxAge, s.Backoff, s.MaxBackoff, s.Concurrency, s.RateLimit =
+		d.Timeout, d.MaxAttempts, d.MaxAge, d.Backoff, d.MaxBackoff, d.Concurrency, d.RateLimit
+	if s.MaxAge.Duration > 35*24*time.Hour {
+		return errAt("stripe.max_age", "%s: Stripe takes no event older than 35 days", s.MaxAge.Duration)
+	}
+	return nil
+}
+
+// OutboxDestinations are the destinations with outbox messages: those of
+// destinations: and, when configured, Stripe's.
+func (c *Config) OutboxDestinations() []Destination {
+	ds := append([]Destination(nil), c.Destinations...)
+	if c.Stripe != nil {
+		ds = append(ds, c.Stripe.Destination())
+	}
+	return ds
+}

@@ -1,0 +1,248 @@
+package forward_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/forward"
+	"github.com/hookledger/hookledger/internal/testenv"
+	"github.com/hookledger/hookledger/internal/testenv/fakestripe"
+	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/pricing"
+	"github.com/hookledger/hookledger/stripe"
+)
+
+const stripeKey = "sk_test_51HookledgerSecretKeyThatMustNeverLeak"
+
+// stripeConfig pushes meter api_requests (mode, multiplier) to base.
+func stripeConfig(base, mode, multiplier string) func(*config.Config) {
+	return func(c *config.Config) {
+		m := pricing.MustDecimal(multiplier)
+		c.Meters = []config.Meter{{Name: "api_requests", Aggregation: ledger.AggSum,
+			Stripe: &ledger.StripeMeter{EventName: "api_requests", Mode: mode, Multiplier: &m}}}
+		s := &config.Stripe{APIKey: config.Secret{Value: stripeKey}, APIBase: base, Customers: config.StripeIdentity,
+			MaxAttempts: 50, Concurrency: 4}
+		s.Timeout.Duration = 2 * time.Second
+		s.MaxAge.Duration = time.Hour
+		s.Backoff.Duration = 20 * time.Millisecond
+		s.MaxBackoff.Duration = 100 * time.Millisecond
+		c.Stripe = s
+	}
+}
+
+// stripeEnv is a write path pushing to base, with a running relay whose log
+// goes to the returned buffer.
+func stripeEnv(t *testing.T, base, mode, multiplier string) (*testenv.Env, *forward.Relay, *syncBuffer) {
+	t.Helper()
+	e := testenv.New(t, testenv.Options{RealTime: true, Edits: []func(*config.Config){stripeConfig(base, mode, multiplier)}})
+	log := &syncBuffer{}
+	r := &forward.Relay{DB: e.DB, Writer: e.Writer, Stripe: e.Config.Stripe, Pushes: e.DB, Poll: 50 * time.Millisecond, Sole: true,
+		Log: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	if err := r.Open(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	return e, r, log
+}
+
+func pushCount(e *testenv.Env, status string) int {
+	return e.Int(`SELECT COUNT(*) FROM outbox WHERE destination = 'stripe' AND status = ?`, status)
+}
+
+// 0.25 units × 7 events with multiplier 1: every push is a whole number,
+// the remainder is carried, and what Stripe holds adds up to the ledger's
+// 1.75 rounded once (2), not to 7 × round(0.25) = 0.
+func TestStripeStreamCarriesTheRemainder(t *testing.T) {
+	fake := fakestripe.Serve(t, stripeKey)
+	e, _, _ := stripeEnv(t, fake.URL, ledger.StripeStream, "1")
+	for i := range 7 {
+		if r := e.Send(fmt.Sprintf("evt_%d", i), testenv.UsageBody("cus_1", "api_requests", "0.25")); r.Code != 200 {
+			t.Fatalf("send: %d", r.Code)
+		}
+	}
+	eventually(t, 10*time.Second, "7 pushes delivered", func() bool { return pushCount(e, "delivered") == 7 })
+	if got := fake.Totals()[[2]string{"cus_1", "api_requests"}]; got == nil || got.Cmp(big.NewInt(2)) != 0 {
+		t.Errorf("Stripe holds %v for cus_1, want 2 (1.75 rounded once)", got)
+	}
+	if n := len(fake.Snapshot()); n != 7 {
+		t.Errorf("Stripe holds %d events, want one per usage row (7)", n)
+	}
+	if n := e.Int(`SELECT COUNT(DISTINCT identifier) FROM stripe_pushes`); n != 7 {
+		t.Errorf("%d identifiers, want 7", n)
+	}
+	var total, pushed string
+	e.DB.Read.QueryRow(`SELECT total, pushed FROM stripe_pushes ORDER BY id DESC LIMIT 1`).Scan(&total, &pushed)
+	if total != "1.750000" || pushed != "2" {
+		t.Errorf("last push carries total %s pushed %s, want 1.750000 and 2", total, pushed)
+	}
+}
+
+// In close mode the invoice line is pushed once, with its total rounded
+// once: the same 2.
+func TestStripeCloseModePushesTheLine(t *testing.T) {
+	fake := fakestripe.Serve(t, stripeKey)
+	e, _, _ := stripeEnv(t, fake.URL, ledger.StripeClose, "1")
+	for i := range 7 {
+		if r := e.Send(fmt.Sprintf("evt_%d", i), testenv.UsageBody("cus_1", "api_requests", "0.25")); r.Code != 200 {
+			t.Fatalf("send: %d", r.Code)
+		}
+	}
+	if n := e.Count("stripe_pushes"); n != 0 {
+		t.Fatalf("%d pushes before the close, want none in close mode", n)
+	}
+	// The period closes once it has ended: November 2026 (the events' month), now.
+	p, err := ledger.MonthPeriod("2026-11", time.UTC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := ledger.Close(context.Background(), e.DB, ledger.CloseRequest{Period: p, All: true,
+		Meters: ledger.NewMeters(e.Config.Meters), OnClose: stripe.NewSync(e.Config).OnClose(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Invoices) != 1 {
+		t.Fatalf("%d invoices, want 1", len(res.Invoices))
+	}
+	eventually(t, 10*time.Second, "the line's push delivered", func() bool { return pushCount(e, "delivered") == 1 })
+	events := fake.Snapshot()
+	if len(events) != 1 {
+		t.Fatalf("Stripe holds %d events, want 1", len(events))
+	}
+	for _, ev := range events {
+		if ev.Value != "2" || ev.Customer != "cus_1" || ev.Timestamp != p.End.Unix()-1 {
+			t.Errorf("pushed %+v, want value 2 for cus_1 at the period's last second", ev)
+		}
+	}
+}
+
+// A response lost after Stripe stored the event: the resend under the same
+// identifier gets Stripe's duplicate answer, which counts as delivered, and
+// Stripe holds the event once.
+func TestStripeDuplicateAfterLostReplyIsDelivered(t *testing.T) {
+	fake := fakestripe.Serve(t, stripeKey)
+	fake.Fail = func(n int) fakestripe.Failure {
+		if n == 1 {
+			return fakestripe.LostReply
+		}
+		return fakestripe.None
+	}
+	e, _, _ := stripeEnv(t, fake.URL, ledger.StripeStream, "1")
+	if r := e.Send("evt_lost", testenv.UsageBody("cus_1", "api_requests", "3")); r.Code != 200 {
+		t.Fatalf("send: %d", r.Code)
+	}
+	eventually(t, 10*time.Second, "the push delivered", func() bool { return pushCount(e, "delivered") == 1 })
+	fake.Mu.Lock()
+	calls, dups := fake.Calls, fake.Duplicates
+	fake.Mu.Unlock()
+	if calls != 2 || dups != 1 || len(fake.Snapshot()) != 1 {
+		t.Errorf("%d calls, %d duplicate answers, %d events; want 2, 1, 1", calls, dups, len(fake.Snapshot()))
+	}
+	if n := e.Int(`SELECT COUNT(*) FROM outbox_attempts WHERE status_code = 400 AND error = ''`); n != 1 {
+		t.Errorf("%d attempts recorded as the duplicate answer (400, no error), want 1", n)
+	}
+}
+
+// Usage older than Stripe's 35 days is never sent with another time: its
+// push is dead with the reason, and Stripe is not called.
+func TestStripeOldTimestampIsDeadWithTheReason(t *testing.T) {
+	fake := fakestripe.Serve(t, stripeKey)
+	e, _, _ := stripeEnv(t, fake.URL, ledger.StripeStream, "1")
+	old := time.Now().Add(-40 * 24 * time.Hour).UTC().Format(time.RFC3339)
+	body := fmt.Appendf(nil, `{"type":"usage.recorded","data":{"customer":"cus_1","meter":"api_requests","quantity":3,"occurred_at":%q}}`, old)
+	if r := e.Send("evt_old", body); r.Code != 200 {
+		t.Fatalf("send: %d", r.Code)
+	}
+	eventually(t, 10*time.Second, "the push dead", func() bool { return pushCount(e, "dead") == 1 })
+	var reason string
+	e.DB.Read.QueryRow(`SELECT last_error FROM outbox WHERE destination = 'stripe'`).Scan(&reason)
+	if !strings.Contains(reason, "more than 35 days ago") {
+		t.Errorf("dead with %q, want the 35-day window named", reason)
+	}
+	if fake.Calls != 0 {
+		t.Errorf("Stripe was called %d times for an event outside its window", fake.Calls)
+	}
+}
+
+// 429 (with Retry-After) and 5xx are retried with backoff until Stripe
+// takes the event; a wrong key fails every attempt and never shows the key
+// in an error, an attempt or the log.
+func TestStripeRetriesAndNeverShowsTheKey(t *testing.T) {
+	fake := fakestripe.Serve(t, stripeKey)
+	fake.Fail = func(n int) fakestripe.Failure {
+		switch n {
+		case 1:
+			return fakestripe.Throttle
+		case 2:
+			return fakestripe.Down
+		}
+		return fakestripe.None
+	}
+	e, _, log := stripeEnv(t, fake.URL, ledger.StripeStream, "1000")
+	if r := e.Send("evt_r", testenv.UsageBody("cus_1", "api_requests", "0.0125")); r.Code != 200 {
+		t.Fatalf("send: %d", r.Code)
+	}
+	eventually(t, 15*time.Second, "the push delivered", func() bool { return pushCount(e, "delivered") == 1 })
+	if fake.Refused[429] != 1 || fake.Refused[503] != 1 {
+		t.Errorf("refused %v, want one 429 and one 503", fake.Refused)
+	}
+	if got := fake.Totals()[[2]string{"cus_1", "api_requests"}]; got == nil || got.Int64() != 12 {
+		t.Errorf("Stripe holds %v, want 12 (0.0125 × 1000 rounded half to even)", got)
+	}
+
+	// A key Stripe does not take: attempts fail, and nothing shows the key.
+	wrong := fakestripe.Serve(t, "sk_test_other")
+	e2, _, log2 := stripeEnv(t, wrong.URL, ledger.StripeStream, "1")
+	if r := e2.Send("evt_k", testenv.UsageBody("cus_1", "api_requests", "1")); r.Code != 200 {
+		t.Fatalf("send: %d", r.Code)
+	}
+	eventually(t, 10*time.Second, "two failed attempts", func() bool {
+		return e2.Int(`SELECT COUNT(*) FROM outbox_attempts WHERE status_code = 401`) >= 2
+	})
+	var texts []string
+	rows, err := e2.DB.Read.Query(`SELECT error || CAST(response AS TEXT) FROM outbox_attempts UNION ALL SELECT last_error FROM outbox
+		UNION ALL SELECT last_error FROM forward_destinations`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var s string
+		rows.Scan(&s)
+		texts = append(texts, s)
+	}
+	rows.Close()
+	texts = append(texts, log.String(), log2.String())
+	for _, s := range texts {
+		if strings.Contains(s, stripeKey) || strings.Contains(s, stripeKey[8:]) {
+			t.Errorf("the API key shows in %q", s)
+		}
+	}
+	if !strings.Contains(strings.Join(texts, "\n"), "HTTP 401") {
+		t.Error("the failed attempts do not say HTTP 401")
+	}
+}
+
+// syncBuffer is a log sink safe for the relay's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

@@ -1,0 +1,139 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/forward"
+	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/schema"
+	"github.com/hookledger/hookledger/stripe"
+)
+
+func stripeCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "stripe",
+		Usage: "billing sync to Stripe: compare the ledger with what was pushed and acknowledged, retry dead pushes",
+		Description: "Meters with stripe: settings are pushed to Stripe as meter events through the outbox (docs/stripe.md):\n" +
+			"stream meters with every ledger row, close meters with every invoice line. The pushes are an outbox\n" +
+			"destination named stripe: forward status, list, attempts, pause and resume work on it too.",
+		Subcommands: []*cli.Command{stripeStatusCommand(), stripeRetryCommand()},
+	}
+}
+
+func stripeStatusCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "status",
+		Usage: "per customer and meter: the ledger's total, pushed, acknowledged, pending and dead (exit 3 when they differ)",
+		Description: "LEDGER is the period's ledger total in Stripe's units (× multiplier, rounded once); PUSHED the whole\n" +
+			"numbers pushed for it, ACKED those Stripe acknowledged. A line agrees when ACKED is LEDGER and nothing\n" +
+			"is pending or dead; any other line differs, and the command exits 3. With --remote, STRIPE is what\n" +
+			"Stripe's event summaries say for the period, compared too. A close meter's period is open until its\n" +
+			"invoice is closed.",
+		Flags: append(configFlags(),
+			&cli.StringFlag{Name: "period", Usage: "the month, YYYY-MM in invoicing.tz (default: this month)"},
+			&cli.StringFlag{Name: "customer", Usage: "only this customer"},
+			&cli.BoolFlag{Name: "remote", Usage: "also read Stripe's event summaries (GET /v1/billing/meters/{id}/event_summaries)"},
+			formatFlag()),
+		Action: func(c *cli.Context) error {
+			cfg, err := commandConfig(c)
+			if err != nil {
+				return err
+			}
+			if cfg.Stripe == nil {
+				return errors.New("no stripe: in the config: nothing is pushed to Stripe")
+			}
+			loc := cfg.Invoicing.Location
+			if loc == nil {
+				loc = time.UTC
+			}
+			month := c.String("period")
+			if month == "" {
+				month = time.Now().In(loc).Format("2006-01")
+			}
+			period, err := ledger.MonthPeriod(month, loc)
+			if err != nil {
+				return usageErrorf(c, "--period: %v", err)
+			}
+			var remote *stripe.Client
+			if c.Bool("remote") {
+				if cfg.Stripe.APIKey.Value == "" {
+					return errors.New("--remote needs stripe.api_key")
+				}
+				remote = &stripe.Client{Base: cfg.Stripe.APIBase, Key: cfg.Stripe.APIKey.Value, HTTP: forward.DefaultClient()}
+			}
+			db, err := openDB(c.Context, cfg.DBPath(), schema.Options{ReadOnly: true, MustExist: true})
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			lines, err := stripe.Status(c.Context, db, cfg.Meters, period, c.String("customer"), remote)
+			if err != nil {
+				return err
+			}
+			header := []string{"customer", "meter", "period", "mode", "ledger", "pushed", "acked", "pending", "dead"}
+			if remote != nil {
+				header = append(header, "stripe")
+			}
+			header = append(header, "state")
+			var rows [][]string
+			for _, l := range lines {
+				row := []string{l.Customer, l.Meter, l.Period, l.Mode, l.Ledger, l.Pushed, l.Acknowledged, fmt.Sprint(l.Pending), fmt.Sprint(l.Dead)}
+				if remote != nil {
+					row = append(row, l.Remote)
+				}
+				rows = append(rows, append(row, l.State))
+			}
+			if err := writeRecords(c.App.Writer, c.String("format"), header, rows, lines); err != nil {
+				return err
+			}
+			if stripe.Differs(lines) {
+				for _, l := range lines {
+					if l.State == stripe.StateDiffers && l.LastError != "" {
+						fmt.Fprintf(c.App.ErrWriter, "%s %s: %d dead, last: %s\n", l.Customer, l.Meter, l.Dead, l.LastError)
+					}
+				}
+				return problem(errors.New("the ledger and Stripe differ (pending or dead pushes: hookledger forward list --destination stripe)"))
+			}
+			return nil
+		},
+	}
+}
+
+func stripeRetryCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "retry",
+		Usage: "push dead pushes again, under the same identifiers",
+		Description: "Every dead push (--since: only those pending since that long ago or that RFC 3339 time) is due\n" +
+			"at once, with a fresh max_attempts and max_age. Its identifier stays, so Stripe counts it once. A push\n" +
+			"dead because its timestamp left Stripe's 35 days dies again: stripe status keeps showing it.",
+		Flags: append(configFlags(),
+			&cli.StringFlag{Name: "since", Usage: "only pushes pending since this long ago (e.g. 24h, 7d) or this RFC 3339 time"},
+			formatFlag()),
+		Action: func(c *cli.Context) error {
+			sel := schema.OutboxRetry{Destination: config.StripeDestination}
+			if s := c.String("since"); s != "" {
+				t, err := parseSince(s, time.Now())
+				if err != nil {
+					return usageErrorf(c, "--since: %v", err)
+				}
+				sel.Since = t.UnixMilli()
+			}
+			_, db, w, err := openForward(c, false, sel.Destination)
+			if err != nil {
+				return err
+			}
+			defer closeCustody(db, w)
+			n, err := forward.Retry(c.Context, w, sel, time.Now())
+			if err != nil {
+				return err
+			}
+			return writeRecords(c.App.Writer, c.String("format"), []string{"retried"}, [][]string{{fmt.Sprint(n)}},
+				map[string]int64{"retried": n})
+		},
+	}
+}

@@ -1,0 +1,165 @@
+// Package fakestripe is a small in-process Stripe for billing sync tests:
+// what stripe-mock (stateless, never failing) cannot show. It keeps the
+// meter events it accepted, answers a repeated identifier as Stripe does
+// (400 "An event already exists with identifier …", stripe-should-retry:
+// false), refuses timestamps outside Stripe's window, and fails the calls a
+// test asks it to fail: 429 with Retry-After, 5xx, or a 5xx after storing
+// the event (a lost response).
+package fakestripe
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Failure is how a failed call fails.
+type Failure int
+
+// Failures a test asks for.
+const (
+	None      Failure = iota
+	Throttle          // 429 with Retry-After: 1, nothing stored
+	Down              // 503, nothing stored
+	LostReply         // the event is stored, then 500: the sender never hears
+)
+
+// Event is an accepted meter event.
+type Event struct {
+	EventName  string
+	Identifier string
+	Customer   string
+	Value      string
+	Timestamp  int64
+}
+
+// Stripe is the fake. Set Fail before requests arrive or under Mu.
+type Stripe struct {
+	URL string
+	Key string // the secret key it accepts
+
+	Mu sync.Mutex
+	// Fail decides each call's failure by its number (1, 2, …); nil: none.
+	Fail   func(n int) Failure
+	Now    func() time.Time
+	Events map[string]Event // by identifier
+	Calls  int
+	// Refused counts the calls answered with an error other than a
+	// duplicate, by status.
+	Refused    map[int]int
+	Duplicates int
+}
+
+// Serve starts a fake Stripe on loopback accepting key.
+func Serve(t testing.TB, key string) *Stripe {
+	s := &Stripe{Key: key, Now: time.Now, Events: map[string]Event{}, Refused: map[int]int{}}
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	s.URL = srv.URL
+	return s
+}
+
+func (s *Stripe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Authorization") != "Bearer "+s.Key {
+		s.answer(w, http.StatusUnauthorized, "Invalid API Key provided", "")
+		return
+	}
+	if r.Method != http.MethodPost || r.URL.Path != "/v1/billing/meter_events" {
+		s.answer(w, http.StatusNotFound, "Unrecognized request URL", "")
+		return
+	}
+	if err := r.ParseForm(); err != nil {
+		s.answer(w, http.StatusBadRequest, err.Error(), "")
+		return
+	}
+	e := Event{EventName: r.PostForm.Get("event_name"), Identifier: r.PostForm.Get("identifier"),
+		Customer: r.PostForm.Get("payload[stripe_customer_id]"), Value: r.PostForm.Get("payload[value]")}
+	e.Timestamp, _ = strconv.ParseInt(r.PostForm.Get("timestamp"), 10, 64)
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	s.Calls++
+	f := None
+	if s.Fail != nil {
+		f = s.Fail(s.Calls)
+	}
+	switch f {
+	case Throttle:
+		w.Header().Set("Retry-After", "1")
+		s.answer(w, http.StatusTooManyRequests, "Too many requests", "true")
+		return
+	case Down:
+		s.answer(w, http.StatusServiceUnavailable, "Service unavailable", "true")
+		return
+	}
+	now := s.Now()
+	if _, ok := new(big.Int).SetString(e.Value, 10); !ok {
+		s.answer(w, http.StatusBadRequest, fmt.Sprintf("payload[value] %q is not a whole number", e.Value), "false")
+		return
+	}
+	at := time.Unix(e.Timestamp, 0)
+	if at.Before(now.Add(-35*24*time.Hour)) || at.After(now.Add(5*time.Minute)) {
+		s.answer(w, http.StatusBadRequest, "Timestamp must be within the past 35 days and no more than 5 minutes in the future", "false")
+		return
+	}
+	if _, dup := s.Events[e.Identifier]; dup {
+		s.Duplicates++
+		s.answer(w, http.StatusBadRequest, "An event already exists with identifier "+e.Identifier+".", "false")
+		return
+	}
+	s.Events[e.Identifier] = e
+	if f == LostReply {
+		s.answer(w, http.StatusInternalServerError, "An error occurred", "true")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]any{"object": "billing.meter_event", "event_name": e.EventName,
+		"identifier": e.Identifier, "payload": map[string]string{"stripe_customer_id": e.Customer, "value": e.Value},
+		"timestamp": e.Timestamp})
+}
+
+func (s *Stripe) answer(w http.ResponseWriter, status int, msg, retry string) {
+	if status != http.StatusBadRequest || len(msg) < 8 || msg[:8] != "An event" {
+		if s.Refused != nil {
+			s.Refused[status]++
+		}
+	}
+	if retry != "" {
+		w.Header().Set("Stripe-Should-Retry", retry)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"type": "invalid_request_error", "message": msg}})
+}
+
+// Totals sums the accepted values per customer and event name.
+func (s *Stripe) Totals() map[[2]string]*big.Int {
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	out := map[[2]string]*big.Int{}
+	for _, e := range s.Events {
+		k := [2]string{e.Customer, e.EventName}
+		if out[k] == nil {
+			out[k] = new(big.Int)
+		}
+		v, _ := new(big.Int).SetString(e.Value, 10)
+		out[k].Add(out[k], v)
+	}
+	return out
+}
+
+// Snapshot copies the accepted events.
+func (s *Stripe) Snapshot() map[string]Event {
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	out := make(map[string]Event, len(s.Events))
+	for k, v := range s.Events {
+		out[k] = v
+	}
+	return out
+}

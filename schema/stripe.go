@@ -1,0 +1,198 @@
+package schema
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// versionStripe is the migration that created stripe_pushes.
+const versionStripe = 18
+
+// StripePush is one meter event sent to Stripe (docs/stripe.md): what it
+// covers in the ledger, the running totals of its customer, meter and
+// period after it, and (reads only) its outbox message's state. Quantities
+// and values are exact decimals as text.
+type StripePush struct {
+	ID             int64  `db:"id"`
+	Identifier     string `db:"identifier"`
+	Source         string `db:"source"`     // usage, adjustment or line
+	LedgerID       int64  `db:"ledger_id"`  // 0: none (a close's line)
+	InvoiceID      int64  `db:"invoice_id"` // 0: none (a ledger row's)
+	LineNo         int64  `db:"line_no"`
+	CustomerID     string `db:"customer_id"`
+	Meter          string `db:"meter"`
+	EventName      string `db:"event_name"`
+	StripeCustomer string `db:"stripe_customer"`
+	PeriodStart    int64  `db:"period_start"`
+	Quantity       string `db:"quantity"`
+	Total          string `db:"total"`
+	Value          string `db:"value"`
+	Pushed         string `db:"pushed"`
+	Timestamp      int64  `db:"timestamp"` // unix seconds
+	CreatedAt      int64  `db:"created_at"`
+
+	OutboxID  int64  `db:"outbox_id"`
+	Status    string `db:"status"`
+	Attempts  int    `db:"attempts"`
+	LastError string `db:"last_error"`
+}
+
+// pushTx is what both a writer batch and a close's transaction offer.
+type pushTx interface {
+	QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
+	ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error)
+}
+
+// InsertStripePush appends p and its pending outbox message for destination
+// (message_id: the push's identifier), due at once, in the batch that
+// writes the ledger row it covers.
+func (b Batch) InsertStripePush(ctx context.Context, p StripePush, destination string, now int64) error {
+	return insertStripePush(ctx, b.tx, p, destination, now)
+}
+
+// InsertStripePush appends p and its outbox message in the close's
+// transaction (close mode: one per invoice line).
+func (t *CloseTx) InsertStripePush(ctx context.Context, p StripePush, destination string, now int64) error {
+	return insertStripePush(ctx, t.tx, p, destination, now)
+}
+
+func insertStripePush(ctx context.Context, tx pushTx, p StripePush, destination string, now int64) error {
+	var id int64
+	err := tx.QueryRowContext(ctx, `INSERT INTO stripe_pushes (identifier, source, ledger_id, invoice_id, line_no, customer_id, meter,
+		event_name, stripe_customer, period_start, quantity, total, value, pushed, timestamp, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		p.Identifier, p.Source, nullID(p.LedgerID), nullID(p.InvoiceID), nullID(p.LineNo), p.CustomerID, p.Meter, p.EventName, p.StripeCustomer,
+		p.PeriodStart, p.Quantity, p.Total, p.Value, p.Pushed, p.Timestamp, now).Scan(&id)
+	if err != nil {
+		return fmt.Errorf("insert push %s: %w", p.Identifier, err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO outbox (push_id, destination, message_id, status, created_at, pending_since, next_attempt_at)
+		VALUES (?, ?, ?, 'pending', ?, ?, ?)`, id, destination, p.Identifier, now, now, now); err != nil {
+		return fmt.Errorf("insert outbox for push %s: %w", p.Identifier, err)
+	}
+	return nil
+}
+
+// StripeCarry is where a customer's meter stands in a period: the ledger
+// total pushed so far and the whole numbers sent for it.
+type StripeCarry struct {
+	Total  string `db:"total"`
+	Pushed string `db:"pushed"`
+}
+
+// LastStripeCarry reads the running totals of the latest push of customer's
+// meter in the period starting at periodStart (ok false: none yet).
+func (b Batch) LastStripeCarry(ctx context.Context, customer, meter string, periodStart int64) (StripeCarry, bool, error) {
+	return lastStripeCarry(ctx, b.tx, customer, meter, periodStart)
+}
+
+// LastStripeCarry is Batch.LastStripeCarry in a close's transaction.
+func (t *CloseTx) LastStripeCarry(ctx context.Context, customer, meter string, periodStart int64) (StripeCarry, bool, error) {
+	return lastStripeCarry(ctx, t.tx, customer, meter, periodStart)
+}
+
+func lastStripeCarry(ctx context.Context, tx pushTx, customer, meter string, periodStart int64) (StripeCarry, bool, error) {
+	var c StripeCarry
+	err := tx.QueryRowContext(ctx, `SELECT total, pushed FROM stripe_pushes WHERE customer_id = ? AND meter = ? AND period_start = ?
+		ORDER BY id DESC LIMIT 1`, customer, meter, periodStart).Scan(&c.Total, &c.Pushed)
+	if err == sql.ErrNoRows {
+		return c, false, nil
+	}
+	if err != nil {
+		return c, false, fmt.Errorf("read the carry of %s/%s: %w", customer, meter, err)
+	}
+	return c, true, nil
+}
+
+// LastStripeCustomer is the Stripe customer the latest push of customer
+// named (""; none), for a correction under a customer mapping that reads
+// the event: an adjustment has no event of its own.
+func (b Batch) LastStripeCustomer(ctx context.Context, customer string) (string, error) {
+	var s string
+	err := b.tx.QueryRowContext(ctx, `SELECT stripe_customer FROM stripe_pushes WHERE customer_id = ? AND stripe_customer != ''
+		ORDER BY id DESC LIMIT 1`, customer).Scan(&s)
+	if err == sql.ErrNoRows {
+		return "", nil
+	}
+	return s, err
+}
+
+const pushColumns = `p.id, p.identifier, p.source, COALESCE(p.ledger_id, 0) AS ledger_id, COALESCE(p.invoice_id, 0) AS invoice_id,
+	COALESCE(p.line_no, 0) AS line_no, p.customer_id, p.meter, p.event_name,
+	p.stripe_customer, p.period_start, p.quantity, p.total, p.value, p.pushed, p.timestamp, p.created_at,
+	o.id AS outbox_id, o.status, o.attempts, o.last_error`
+
+// StripePushesOf reads the pushes of outbox messages ids, by outbox id
+// (pushes never change: the read pool serves them).
+func (db *DB) StripePushesOf(ctx context.Context, ids []int64) (map[int64]StripePush, error) {
+	out := make(map[int64]StripePush, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	q, args, err := sqlx.In(`SELECT `+pushColumns+` FROM outbox o JOIN stripe_pushes p ON p.id = o.push_id WHERE o.id IN (?)`, ids)
+	if err != nil {
+		return nil, err
+	}
+	var rows []StripePush
+	if err := db.Read.SelectContext(ctx, &rows, q, args...); err != nil {
+		return nil, err
+	}
+	for _, r := range rows {
+		out[r.OutboxID] = r
+	}
+	return out, nil
+}
+
+// StripePushFilter selects pushes: of the periods starting in [From, To)
+// (unix ms; To 0: no end), of one customer ("": all).
+type StripePushFilter struct {
+	From, To int64
+	Customer string
+	Status   string // pending, delivered or dead; "": all
+}
+
+// StripePushes lists the pushes f selects with their messages' state, in
+// push order.
+func (db *DB) StripePushes(ctx context.Context, f StripePushFilter) ([]StripePush, error) {
+	where := []string{"p.period_start >= ?"}
+	args := []any{f.From}
+	if f.To != 0 {
+		where, args = append(where, "p.period_start < ?"), append(args, f.To)
+	}
+	if f.Customer != "" {
+		where, args = append(where, "p.customer_id = ?"), append(args, f.Customer)
+	}
+	if f.Status != "" {
+		where, args = append(where, "o.status = ?"), append(args, f.Status)
+	}
+	var out []StripePush
+	err := db.Read.SelectContext(ctx, &out, `SELECT `+pushColumns+` FROM stripe_pushes p JOIN outbox o ON o.push_id = p.id
+		WHERE `+strings.Join(where, " AND ")+` ORDER BY p.id`, args...)
+	if err != nil && predates(ctx, db.Read, versionStripe) {
+		return nil, nil
+	}
+	return out, err
+}
+
+// LatestExternalIDs is the external_ids (a JSON object) of customer's latest
+// registry row; "" when the registry has no such customer.
+func (db *DB) LatestExternalIDs(ctx context.Context, customer string) (string, error) {
+	var s string
+	err := db.Read.GetContext(ctx, &s, `SELECT external_ids FROM customers WHERE customer_id = ? ORDER BY id DESC LIMIT 1`, customer)
+	if err == sql.ErrNoRows {
+		return "", nil
+	}
+	return s, err
+}
+
+// nullID stores an id of 0 as NULL.
+func nullID(id int64) any {
+	if id == 0 {
+		return nil
+	}
+	return id
+}

@@ -1,0 +1,216 @@
+package stripe
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base32"
+	"fmt"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/pricing"
+	"github.com/hookledger/hookledger/schema"
+)
+
+// Push sources.
+const (
+	SourceUsage      = "usage"
+	SourceAdjustment = "adjustment"
+	SourceLine       = "line"
+)
+
+// Sync decides what the ledger pushes to Stripe: in stream mode a push per
+// ledger row of a pushed meter (Row, custody's Pusher), in close mode a
+// push per invoice line (Close). Each push is written with its outbox
+// message in the transaction that writes what it covers (invariant 7), and
+// carries the running remainder of its customer, meter and period: the
+// whole numbers pushed add up to the period's ledger total × multiplier,
+// rounded once (pricing.Whole).
+type Sync struct {
+	Meters map[string]ledger.StripeMeter
+	// Customers is config.Stripe.Customers: identity, link or a JSON path.
+	Customers string
+	// Loc is the zone whose calendar months are the periods a stream
+	// push's remainder is carried in (invoicing.tz; default UTC).
+	Loc *time.Location
+}
+
+// NewSync is the sync cfg configures, or nil when no meter is pushed.
+func NewSync(cfg *config.Config) *Sync {
+	if cfg.Stripe == nil || len(cfg.StripeMeters()) == 0 {
+		return nil
+	}
+	loc := cfg.Invoicing.Location
+	if loc == nil {
+		loc = time.UTC
+	}
+	return &Sync{Meters: cfg.StripeMeters(), Customers: cfg.Stripe.Customers, Loc: loc}
+}
+
+// Pusher is s.Row as custody's Pusher, or nil for a nil s.
+func (s *Sync) Pusher() custody.Pusher {
+	if s == nil {
+		return nil
+	}
+	return s.Row
+}
+
+// Identifier is a meter event's identifier, derived from what it covers in
+// the ledger (never from a row id a restore could give to another event),
+// so it is the same on every attempt, after a restart, a replay or a copy
+// to PostgreSQL, and Stripe's deduplication recognises a resend: 3 + 32
+// characters, within Stripe's 100.
+func Identifier(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		fmt.Fprintf(h, "%d:%s\x00", len(p), p)
+	}
+	return "hl_" + idEncoding.EncodeToString(h.Sum(nil)[:20])
+}
+
+var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// Row writes the push of a ledger row of a stream meter, in the row's
+// transaction. A usage row pushes its quantity, an adjustment its signed
+// quantity (Stripe sums negative values into the meter: a correction older
+// than the 24 hours a cancel allows is expressed this way). Other kinds of
+// rows (a void, when the ledger has them) push as a correction of their
+// signed quantity; a void within 24 hours could instead cancel the event it
+// voids (POST /v1/billing/meter_event_adjustments) here.
+func (s *Sync) Row(ctx context.Context, tx *custody.Tx, r *ledger.Row, body []byte) error {
+	m, ok := s.Meters[r.Meter]
+	if !ok || m.Mode != ledger.StripeStream {
+		return nil
+	}
+	source := SourceAdjustment
+	if r.Kind == ledger.KindUsage {
+		source = SourceUsage
+	}
+	b := tx.Batch()
+	customer := ""
+	switch s.Customers {
+	case config.StripeIdentity:
+		customer = r.Customer
+	case config.StripeLink:
+		// Read when sent: a link made after the usage still bills it.
+	default:
+		if body != nil {
+			customer = gjson.GetBytes(body, s.Customers).String()
+		}
+		if customer == "" {
+			// An adjustment has no event: the customer's latest push
+			// names the Stripe customer.
+			var err error
+			if customer, err = b.LastStripeCustomer(ctx, r.Customer); err != nil {
+				return fmt.Errorf("stripe push of row %d: %w", r.ID, err)
+			}
+		}
+	}
+	p := schema.StripePush{
+		Identifier: Identifier(source, r.Provider, r.EventID, r.Meter),
+		Source:     source, LedgerID: r.ID,
+		CustomerID: r.Customer, Meter: r.Meter, EventName: m.EventName, StripeCustomer: customer,
+		PeriodStart: monthStart(r.OccurredAt, s.Loc), Timestamp: r.OccurredAt / 1000,
+	}
+	if err := appendPush(ctx, b, p, r.Quantity.Decimal(), m.Factor(), tx.Now()); err != nil {
+		return fmt.Errorf("stripe push of row %d: %w", r.ID, err)
+	}
+	tx.Outboxed()
+	return nil
+}
+
+// Close writes one push per line of a close-mode meter on the invoices a
+// close froze, in the close's transaction (ledger.CloseRequest.OnClose).
+// Its timestamp is the last second of the line's period, so Stripe counts
+// it in that period.
+func (s *Sync) Close(ctx context.Context, tx *schema.CloseTx, invoices []ledger.Invoice, now int64) error {
+	if s == nil {
+		return nil
+	}
+	for _, inv := range invoices {
+		for _, l := range inv.Lines {
+			m, ok := s.Meters[l.Meter]
+			if !ok || m.Mode != ledger.StripeClose {
+				continue
+			}
+			customer := ""
+			if s.Customers == config.StripeIdentity {
+				customer = l.Customer
+			}
+			p := schema.StripePush{
+				Identifier: Identifier(SourceLine, fmt.Sprint(inv.ID), fmt.Sprint(l.LineNo), l.Customer, l.Meter, fmt.Sprint(l.PeriodStart)),
+				Source:     SourceLine, InvoiceID: inv.ID, LineNo: l.LineNo,
+				CustomerID: l.Customer, Meter: l.Meter, EventName: m.EventName, StripeCustomer: customer,
+				PeriodStart: l.PeriodStart, Timestamp: (l.PeriodEnd - 1) / 1000,
+			}
+			if err := appendPush(ctx, tx, p, l.Quantity.Decimal(), m.Factor(), now); err != nil {
+				return fmt.Errorf("stripe push of invoice %d line %d: %w", inv.ID, l.LineNo, err)
+			}
+		}
+	}
+	return nil
+}
+
+// carrier is where a push reads the running totals and is stored: a writer
+// batch or a close's transaction.
+type carrier interface {
+	LastStripeCarry(ctx context.Context, customer, meter string, periodStart int64) (schema.StripeCarry, bool, error)
+	InsertStripePush(ctx context.Context, p schema.StripePush, destination string, now int64) error
+}
+
+// appendPush fills p's quantity, value and running totals from the period's
+// last push and stores it: the value is what the new total, rounded once,
+// adds to what was pushed before, so no remainder is lost or counted twice.
+func appendPush(ctx context.Context, c carrier, p schema.StripePush, q, factor pricing.Decimal, now int64) error {
+	total, pushed := q, pricing.NewDecimal(0, 0)
+	last, ok, err := c.LastStripeCarry(ctx, p.CustomerID, p.Meter, p.PeriodStart)
+	if err != nil {
+		return err
+	}
+	if ok {
+		prev, err := pricing.ParseDecimal(last.Total)
+		if err != nil {
+			return fmt.Errorf("the last push's total: %w", err)
+		}
+		if pushed, err = pricing.ParseDecimal(last.Pushed); err != nil {
+			return fmt.Errorf("the last push's sum: %w", err)
+		}
+		if total, err = pricing.Add(prev, q); err != nil {
+			return err
+		}
+	}
+	want, err := pricing.Whole(total, factor)
+	if err != nil {
+		return err
+	}
+	value, err := pricing.Sub(want, pushed)
+	if err != nil {
+		return err
+	}
+	p.Quantity, p.Total, p.Value, p.Pushed = q.String(), total.String(), value.String(), want.String()
+	return c.InsertStripePush(ctx, p, config.StripeDestination, now)
+}
+
+// monthStart is the start (unix ms) of the calendar month in loc holding ms.
+func monthStart(ms int64, loc *time.Location) int64 {
+	t := time.UnixMilli(ms).In(loc)
+	return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, loc).UnixMilli()
+}
+
+// OnClose is s.Close as a close's hook (ledger.CloseRequest.OnClose), nil
+// for a nil s.
+func (s *Sync) OnClose(now func() time.Time) func(ctx context.Context, tx *schema.CloseTx, invoices []ledger.Invoice) error {
+	if s == nil {
+		return nil
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return func(ctx context.Context, tx *schema.CloseTx, invoices []ledger.Invoice) error {
+		return s.Close(ctx, tx, invoices, now().UnixMilli())
+	}
+}

@@ -1,0 +1,238 @@
+package stripe
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/pricing"
+	"github.com/hookledger/hookledger/schema"
+)
+
+// ExternalID is the registry's external id system of a Stripe customer
+// (customers link C --stripe cus_… records {"stripe": "cus_…"}).
+const ExternalID = "stripe"
+
+// StatusStore is what Status reads (*schema.DB).
+type StatusStore interface {
+	ledger.UsageSource
+	StripePushes(ctx context.Context, f schema.StripePushFilter) ([]schema.StripePush, error)
+	LatestExternalIDs(ctx context.Context, customer string) (string, error)
+}
+
+// States of a status line.
+const (
+	StateAgrees  = "agrees"  // Stripe acknowledged exactly the ledger's total
+	StateDiffers = "differs" // something is pending, dead, or missing
+	StateOpen    = "open"    // close mode: the period has no pushed line yet
+)
+
+// StatusLine compares, for one customer, meter and period, the ledger's
+// total (in Stripe's whole units: × multiplier, rounded once), what was
+// pushed, what Stripe acknowledged, what is pending and what is dead, and
+// with Remote what Stripe's event summaries say.
+type StatusLine struct {
+	Customer       string `json:"customer"`
+	StripeCustomer string `json:"stripe_customer,omitempty"`
+	Meter          string `json:"meter"`
+	EventName      string `json:"event_name"`
+	Mode           string `json:"mode"`
+	Period         string `json:"period"`
+	Quantity       string `json:"ledger_quantity"`
+	Ledger         string `json:"ledger"`
+	Pushed         string `json:"pushed"`
+	Acknowledged   string `json:"acknowledged"`
+	Pending        int    `json:"pending"`
+	Dead           int    `json:"dead"`
+	DeadValue      string `json:"dead_value"`
+	Remote         string `json:"stripe,omitempty"` // with Remote: Stripe's event summaries
+	State          string `json:"state"`
+	LastError      string `json:"last_error,omitempty"`
+}
+
+// Status compares the ledger with the pushes of meters in period (one
+// customer, or all for ""). remote, when set, also reads Stripe's event
+// summaries for each line.
+func Status(ctx context.Context, db StatusStore, meters []ledger.Meter, period ledger.Period, customer string, remote *Client) ([]StatusLine, error) {
+	pushedMeters := map[string]ledger.Meter{}
+	for _, m := range meters {
+		if m.Stripe != nil {
+			pushedMeters[m.Name] = m
+		}
+	}
+	type key struct{ customer, meter string }
+	lines := map[key]*StatusLine{}
+	get := func(c, meter string) *StatusLine {
+		k := key{c, meter}
+		if l := lines[k]; l != nil {
+			return l
+		}
+		m := pushedMeters[meter]
+		l := &StatusLine{Customer: c, Meter: meter, EventName: m.Stripe.EventName, Mode: m.Stripe.Mode, Period: period.Label,
+			Quantity: "0", Ledger: "0", Pushed: "0", Acknowledged: "0", DeadValue: "0"}
+		lines[k] = l
+		return l
+	}
+	rep, err := ledger.Query(ctx, db, ledger.UsageQuery{From: period.Start, To: period.End, Customer: customer,
+		Meters: ledger.NewMeters(meters), GroupBy: ledger.DefaultGroupBy})
+	if err != nil {
+		return nil, err
+	}
+	for _, u := range rep.Lines {
+		m, ok := pushedMeters[u.Meter]
+		if !ok {
+			continue
+		}
+		l := get(u.Customer, u.Meter)
+		q := u.Quantity.Decimal()
+		units, err := pricing.Whole(q, m.Stripe.Factor())
+		if err != nil {
+			return nil, err
+		}
+		l.Quantity, l.Ledger = q.String(), units.String()
+	}
+	pushes, err := db.StripePushes(ctx, schema.StripePushFilter{From: period.Start.UnixMilli(), To: period.End.UnixMilli(), Customer: customer})
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range pushes {
+		if _, ok := pushedMeters[p.Meter]; !ok {
+			continue // a meter no longer pushed: its pushes stay in forward status
+		}
+		l := get(p.CustomerID, p.Meter)
+		if p.StripeCustomer != "" {
+			l.StripeCustomer = p.StripeCustomer
+		}
+		if err := addTo(&l.Pushed, p.Value); err != nil {
+			return nil, err
+		}
+		switch p.Status {
+		case schema.OutboxDelivered:
+			err = addTo(&l.Acknowledged, p.Value)
+		case schema.OutboxDead:
+			l.Dead++
+			l.LastError = p.LastError
+			err = addTo(&l.DeadValue, p.Value)
+		default:
+			l.Pending++
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	out := make([]StatusLine, 0, len(lines))
+	for _, l := range lines {
+		if l.StripeCustomer == "" {
+			if l.StripeCustomer, err = linkedCustomer(ctx, db, l.Customer); err != nil {
+				return nil, err
+			}
+		}
+		switch {
+		case l.Mode == ledger.StripeClose && l.Pushed == "0" && l.Pending == 0 && l.Dead == 0:
+			l.State = StateOpen
+		case equal(l.Ledger, l.Acknowledged) && l.Pending == 0 && l.Dead == 0:
+			l.State = StateAgrees
+		default:
+			l.State = StateDiffers
+		}
+		out = append(out, *l)
+	}
+	slices.SortFunc(out, func(a, b StatusLine) int {
+		return cmp.Or(cmp.Compare(a.Customer, b.Customer), cmp.Compare(a.Meter, b.Meter))
+	})
+	if remote != nil {
+		if err := readRemote(ctx, remote, out, period); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Differs reports whether any line does not agree (an open close-mode
+// period aside).
+func Differs(lines []StatusLine) bool {
+	for _, l := range lines {
+		if l.State == StateDiffers {
+			return true
+		}
+	}
+	return false
+}
+
+// readRemote fills Remote from Stripe's event summaries: the meter with the
+// line's event name, the line's Stripe customer, the period.
+func readRemote(ctx context.Context, c *Client, lines []StatusLine, period ledger.Period) error {
+	meters, err := c.Meters(ctx)
+	if err != nil {
+		return fmt.Errorf("stripe meters: %w", err)
+	}
+	ids := map[string]string{}
+	for _, m := range meters {
+		ids[m.EventName] = m.ID
+	}
+	for i := range lines {
+		l := &lines[i]
+		id, ok := ids[l.EventName]
+		if !ok {
+			l.Remote, l.State = "no meter", StateDiffers
+			continue
+		}
+		if l.StripeCustomer == "" {
+			l.Remote, l.State = "no customer", StateDiffers
+			continue
+		}
+		sums, err := c.EventSummaries(ctx, id, l.StripeCustomer, period.Start.Unix(), period.End.Unix())
+		if err != nil {
+			return fmt.Errorf("event summaries of %s for %s: %w", l.EventName, l.StripeCustomer, err)
+		}
+		total := "0"
+		for _, s := range sums {
+			if err := addTo(&total, s.AggregatedValue.String()); err != nil {
+				return err
+			}
+		}
+		l.Remote = total
+		if !equal(total, l.Ledger) {
+			l.State = StateDiffers
+		}
+	}
+	return nil
+}
+
+func linkedCustomer(ctx context.Context, db StatusStore, customer string) (string, error) {
+	ext, err := db.LatestExternalIDs(ctx, customer)
+	if err != nil || ext == "" {
+		return "", err
+	}
+	var ids map[string]string
+	if err := json.Unmarshal([]byte(ext), &ids); err != nil {
+		return "", fmt.Errorf("customer %q: external ids: %w", customer, err)
+	}
+	return ids[ExternalID], nil
+}
+
+func addTo(sum *string, v string) error {
+	a, err := pricing.ParseDecimal(*sum)
+	if err != nil {
+		return err
+	}
+	b, err := pricing.ParseDecimal(v)
+	if err != nil {
+		return err
+	}
+	s, err := pricing.Add(a, b)
+	if err != nil {
+		return err
+	}
+	*sum = s.String()
+	return nil
+}
+
+func equal(a, b string) bool {
+	x, err1 := pricing.ParseDecimal(a)
+	y, err2 := pricing.ParseDecimal(b)
+	return err1 == nil && err2 == nil && x.Cmp(y) == 0
+}
