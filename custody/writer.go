@@ -50,6 +50,14 @@ type Writer struct {
 	// lines alone are INFO). Errors of other ops (an adjustment a check
 	// refused) are theirs to report.
 	OnStorageError func(op string, err error)
+	// AfterAppend, when set, is called inside the transaction with every
+	// ledger row the moment it is appended: usage rows of new events,
+	// adjustments and voids alike, all of which pass through Tx.Append. It is
+	// the place for a row's effects that must commit with it (invariant 7),
+	// e.g. billing sync's outbox message for a usage row, or its
+	// cancellation for a void row (which names the voided row in Ref). An
+	// error fails the op that appended the row.
+	AfterAppend func(ctx context.Context, tx *Tx, r *ledger.Row) error
 	// Admit, when set, is asked before each batch; while it returns an
 	// error, the batch is not begun and every item gets that error (503),
 	// reported like a storage error (op "admit"). serve sets it to the
@@ -341,7 +349,7 @@ func (w *Writer) apply(batch []*job, errs []error, isolate bool) (failed bool, e
 		return false, w.storageError("begin", fmt.Errorf("begin: %w", err))
 	}
 	defer b.Rollback()
-	btx := &Tx{b: b, hook: w.testHook, now: w.clock(), route: w.Route}
+	btx := &Tx{b: b, hook: w.testHook, now: w.clock(), route: w.Route, afterAppend: w.AfterAppend}
 	b.Expect(expectedReceipts(batch, errs))
 	for i, j := range batch {
 		switch {
@@ -446,7 +454,9 @@ type Tx struct {
 	loaded    [2]int64
 	hook      func(*Delivery) error // tests inject failures here
 	route     Router                // the writer's (outbox.go)
-	outboxed  bool                  // the batch wrote outbox rows
+	// afterAppend is the writer's AfterAppend.
+	afterAppend func(ctx context.Context, tx *Tx, r *ledger.Row) error
+	outboxed    bool // the batch wrote outbox rows
 }
 
 // Now is the batch time in unix milliseconds: the recorded_at of its rows.
@@ -456,13 +466,21 @@ func (b *Tx) Now() int64 { return b.now }
 // (reconcile checkpoints, redelivery requests, retention, adjustments' refs).
 func (b *Tx) Batch() schema.Batch { return b.b }
 
-// Append adds a row to the ledger's hash chain.
+// Append adds a row to the ledger's hash chain: the one way a row enters the
+// ledger (a delivery's usage rows, an adjustment, a void), then its effects
+// (Writer.AfterAppend) in the same transaction.
 func (b *Tx) Append(ctx context.Context, r *ledger.Row) error {
 	h, err := b.chainHead(ctx)
 	if err != nil {
 		return err
 	}
-	return h.Ledger.Append(ctx, b, r)
+	if err := h.Ledger.Append(ctx, b, r); err != nil {
+		return err
+	}
+	if b.afterAppend != nil {
+		return b.afterAppend(ctx, b, r)
+	}
+	return nil
 }
 
 // InsertLedgerRow stores a row the chain linked, with the prepared insert.

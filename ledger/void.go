@@ -1,0 +1,117 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/hookledger/hookledger/schema"
+)
+
+// Void is the correction of one applied event as an auditor wants it: the
+// event's usage rows stay, and one row of kind void per usage row, in the
+// hash chain, takes it back out (its quantity negated, its customer, meter,
+// event time and properties the voided row's, ref row:ID). An open period
+// simply nets out; a closed one bills the void as late usage on the next
+// invoice, at the margin, like an adjustment. The receipt stays applied, so a
+// redelivery of the event is a duplicate and a replay finds it applied: a
+// voided event is never applied again.
+type Void struct {
+	Provider string
+	EventID  string
+	Reason   string // why, required
+	Actor    string // who, required; when is the rows' recorded_at
+}
+
+// Errors a void (and so an amend) returns; the CLI and the admin API branch
+// on them (errors.Is).
+var (
+	ErrBadVoid       = errors.New("invalid void")
+	ErrAlreadyVoided = errors.New("already voided")
+)
+
+// VoidEventID is the event id the void rows of provider's eventID carry
+// (with provider ""): derived, never random, so metered_usage's unique key
+// (provider, event_id, meter) refuses a second void of an event's meter
+// even if the check in Rows were skipped.
+func VoidEventID(provider, eventID string) string { return "void:" + provider + "/" + eventID }
+
+// AmendedEventID is the stable id of the event that amends eventID (an event
+// is voided once, so amended once; an amendment may itself be amended).
+func AmendedEventID(eventID string) string { return eventID + "~amend" }
+
+// VoidReason is what a void row's reason holds: why, and who (the row's
+// recorded_at is when). Both are in the hash chain.
+func VoidReason(reason, actor string) string { return reason + " (by " + actor + ")" }
+
+// Validate checks the void on its own.
+func (v *Void) Validate() error {
+	v.Reason, v.Actor = strings.TrimSpace(v.Reason), strings.TrimSpace(v.Actor)
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrBadVoid, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case v.Provider == "" || v.EventID == "":
+		return bad("provider and event id are required")
+	case v.Reason == "":
+		return bad("a reason is required: say why the event is voided")
+	case v.Actor == "":
+		return bad("an actor is required: who voids the event")
+	}
+	for _, s := range []string{v.Provider, v.EventID, v.Actor} {
+		if err := CheckIdentifier(s); err != nil {
+			return bad("%q: %v", s, err)
+		}
+	}
+	return nil
+}
+
+// VoidSource reads, inside the writer's transaction, what a void needs: the
+// event's rows and its void rows (schema.Batch).
+type VoidSource interface {
+	EventLedgerRows(ctx context.Context, provider, eventID string) ([]schema.LedgerRow, error)
+}
+
+// Rows returns the void rows to append for v, read inside the write
+// transaction: one per usage row of the event. An event voided before, one
+// without usage rows (never received, ignored, failed) and one with a row of
+// a meter that cannot be voided (Meter.Voidable) are refused.
+func (v *Void) Rows(ctx context.Context, src VoidSource, meters Meters, recordedAt int64) ([]*Row, error) {
+	if err := v.Validate(); err != nil {
+		return nil, err
+	}
+	voidID := VoidEventID(v.Provider, v.EventID)
+	done, err := src.EventLedgerRows(ctx, "", voidID)
+	if err != nil {
+		return nil, fmt.Errorf("read voids of %s/%s: %w", v.Provider, v.EventID, err)
+	}
+	if len(done) > 0 {
+		d := done[0]
+		return nil, fmt.Errorf("%w: %s/%s was voided by row %d at %s: %s", ErrAlreadyVoided, v.Provider, v.EventID,
+			d.ID, msTime(d.RecordedAt, "UTC").Format("2006-01-02T15:04:05Z"), d.Reason)
+	}
+	recs, err := src.EventLedgerRows(ctx, v.Provider, v.EventID)
+	if err != nil {
+		return nil, fmt.Errorf("read rows of %s/%s: %w", v.Provider, v.EventID, err)
+	}
+	var out []*Row
+	for i := range recs {
+		r := rowOf(&recs[i])
+		if r.Kind != KindUsage {
+			continue
+		}
+		if m := meters.Get(r.Meter); !m.Voidable() {
+			return nil, fmt.Errorf("%w: %s/%s has a row of meter %s, aggregated by %s: only sum and count meters can be voided "+
+				"(correct it with hookledger adjust)", ErrBadVoid, v.Provider, v.EventID, r.Meter, m.Aggregation)
+		}
+		out = append(out, &Row{Kind: KindVoid, EventID: voidID, Customer: r.Customer, Meter: r.Meter,
+			Quantity: r.Quantity.Neg(), Properties: r.Properties, Reason: VoidReason(v.Reason, v.Actor),
+			Ref: fmt.Sprintf("row:%d", r.ID), OccurredAt: r.OccurredAt, RecordedAt: recordedAt})
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: %s/%s has no usage rows to void (not received, ignored or failed: see hookledger events)",
+			ErrBadVoid, v.Provider, v.EventID)
+	}
+	return out, nil
+}
