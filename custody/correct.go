@@ -55,8 +55,11 @@ var ErrBadAmendment = errors.New("invalid amendment")
 // event:PROVIDER/EVENT_ID), and the trace links the two both ways. It is not
 // forwarded: destinations received the original from its sender.
 type AmendEvent struct {
-	Void           ledger.Void // the event amended, and why and by whom
-	Body           []byte      // the corrected body
+	Void ledger.Void // the event amended, and why and by whom
+	// The corrected body: Body, else Edit applied to the stored body (read
+	// in the transaction; a body retention pruned cannot be edited).
+	Body           []byte
+	Edit           func(stored []byte) ([]byte, error)
 	Mapper         *ledger.Mapper
 	Meters         ledger.Meters
 	HandlerVersion string
@@ -103,8 +106,18 @@ func (a *AmendEvent) Corrected(rc schema.Receipt) (*Delivery, error) {
 	if err := ledger.CheckIdentifier(amended); err != nil {
 		return nil, fmt.Errorf("%w: amended id %q: %v", ErrBadAmendment, amended, err)
 	}
-	sum := sha256.Sum256(a.Body)
-	d := &Delivery{Provider: p, EventID: amended, EventType: rc.EventType, Body: a.Body, BodySHA256: sum[:],
+	body := a.Body
+	if a.Edit != nil {
+		if rc.Body == nil {
+			return nil, fmt.Errorf("%w: the body of %s/%s was pruned: give the corrected body whole", ErrBadAmendment, p, id)
+		}
+		var err error
+		if body, err = a.Edit(rc.Body); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrBadAmendment, err)
+		}
+	}
+	sum := sha256.Sum256(body)
+	d := &Delivery{Provider: p, EventID: amended, EventType: rc.EventType, Body: body, BodySHA256: sum[:],
 		Source: SourceAmend, HandlerVersion: a.HandlerVersion, ReceivedAt: time.UnixMilli(rc.ReceivedAt),
 		Ref: "event:" + p + "/" + id, mapAs: Source(rc.Source), Destinations: noDestinations}
 	d.Classify(a.Mapper)

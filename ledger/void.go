@@ -1,10 +1,14 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hookledger/hookledger/schema"
 )
@@ -114,4 +118,122 @@ func (v *Void) Rows(ctx context.Context, src VoidSource, meters Meters, recorded
 			ErrBadVoid, v.Provider, v.EventID)
 	}
 	return out, nil
+}
+
+// Change is what a correction does to one customer's meter in one period:
+// the event's contribution before and after, and the difference.
+type Change struct {
+	Customer string `json:"customer"`
+	Meter    string `json:"meter"`
+	Period   string `json:"period"` // YYYY-MM in the zone asked for
+	Before   Total  `json:"before"`
+	After    Total  `json:"after"`
+	Change   Total  `json:"change"`
+}
+
+// Changes compares an event's usage rows (before) with the rows that would
+// replace them (after; none for a void), per customer, meter and month of
+// event time in loc, sorted. A count meter's rows count one each.
+func Changes(before, after []Row, meters Meters, loc *time.Location) []Change {
+	type key struct{ customer, meter, period string }
+	acc := map[key]*Change{}
+	add := func(r Row, side func(*Change) *Total) {
+		k := key{r.Customer, r.Meter, time.UnixMilli(r.OccurredAt).In(loc).Format("2006-01")}
+		c := acc[k]
+		if c == nil {
+			c = &Change{Customer: k.customer, Meter: k.meter, Period: k.period}
+			acc[k] = c
+		}
+		q := r.Quantity
+		if meters.Get(r.Meter).Aggregation == AggCount {
+			q = countTotal(1)
+		}
+		t := side(c)
+		*t = t.Plus(q)
+	}
+	for _, r := range before {
+		if r.Kind == KindUsage {
+			add(r, func(c *Change) *Total { return &c.Before })
+		}
+	}
+	for _, r := range after {
+		add(r, func(c *Change) *Total { return &c.After })
+	}
+	out := make([]Change, 0, len(acc))
+	for _, c := range acc {
+		c.Change = c.After.Minus(c.Before)
+		out = append(out, *c)
+	}
+	slices.SortFunc(out, func(a, b Change) int {
+		return cmp.Or(cmp.Compare(a.Customer, b.Customer), cmp.Compare(a.Meter, b.Meter), cmp.Compare(a.Period, b.Period))
+	})
+	return out
+}
+
+// UsageRows are the ledger rows rows would be appended as (kind usage), for
+// Changes.
+func UsageRows(rows []UsageRow) []Row {
+	out := make([]Row, len(rows))
+	for i, u := range rows {
+		out[i] = Row{Kind: KindUsage, Customer: u.Customer, Meter: u.Meter, Quantity: u.Quantity, Properties: u.Properties,
+			OccurredAt: u.OccurredAt.UnixMilli()}
+	}
+	return out
+}
+
+// StoredRows are the domain rows of stored ones.
+func StoredRows(rs []schema.LedgerRow) []Row { return rowsOf(rs) }
+
+// verifyVoids checks every void row against the row it voids: that row
+// exists, is a usage row, is voided by this row alone, and this row is its
+// exact compensation (same customer, meter, event time and properties,
+// quantity negated, the event id derived from the voided event's).
+func verifyVoids(ctx context.Context, db VerifySource) (CheckResult, error) {
+	c := CheckResult{Name: "voids"}
+	voidedBy := map[int64]int64{}
+	for after := int64(0); ; {
+		recs, err := db.VoidRows(ctx, after, 1000)
+		if err != nil {
+			return c, err
+		}
+		if len(recs) == 0 {
+			return c, nil
+		}
+		for i := range recs {
+			v := rowOf(&recs[i])
+			after = v.ID
+			c.Checked++
+			bad := func(format string, args ...any) {
+				c.add(Problem{Table: "metered_usage", ID: v.ID, Msg: fmt.Sprintf(format, args...)})
+			}
+			kind, value, err := parseRef(v.Ref)
+			if err != nil || kind != "row" {
+				bad("void row's ref %q names no ledger row", v.Ref)
+				continue
+			}
+			id, _ := strconv.ParseInt(value, 10, 64)
+			rec, err := db.GetLedgerRow(ctx, id)
+			if errors.Is(err, schema.ErrNotFound) {
+				bad("voids row %d, which does not exist", id)
+				continue
+			}
+			if err != nil {
+				return c, err
+			}
+			u := rowOf(rec)
+			switch {
+			case u.Kind != KindUsage:
+				bad("voids row %d, which is not a usage row (kind %s)", id, u.Kind)
+			case voidedBy[id] != 0:
+				bad("voids row %d, which row %d voided already", id, voidedBy[id])
+			case u.Customer != v.Customer || u.Meter != v.Meter || u.OccurredAt != v.OccurredAt || u.Properties != v.Properties ||
+				!u.Quantity.Neg().Equal(v.Quantity) || v.EventID != VoidEventID(u.Provider, u.EventID):
+				bad("does not compensate row %d exactly (customer %q, meter %s, quantity %s against %q, %s, %s)",
+					id, v.Customer, v.Meter, v.Quantity, u.Customer, u.Meter, u.Quantity)
+			}
+			if voidedBy[id] == 0 {
+				voidedBy[id] = v.ID
+			}
+		}
+	}
 }

@@ -1,8 +1,10 @@
 package ledger_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -168,5 +170,189 @@ func TestVoidedEventRedeliveredIsDuplicate(t *testing.T) {
 	oct := month(t, "2026-10", "UTC")
 	if rep := e.query(ledger.UsageQuery{From: oct.Start, To: oct.End, Meters: voidMeters}); len(rep.Lines) != 1 || rep.Lines[0].Quantity.Sign() != 0 {
 		t.Fatalf("usage after redelivery: %+v", rep.Lines)
+	}
+}
+
+// A void racing redeliveries of the same event (and a second void) through
+// the writer: whatever order the batches take, the event has one usage row
+// and one void row, and nets to zero.
+func TestConcurrentVoidAndRedeliveryNeverDoubleCount(t *testing.T) {
+	e := newEnv(t)
+	defer e.Close()
+	e.setClock(ts("2026-10-20T00:00:00Z"))
+	body := []byte(`{"id":"evt_race"}`)
+	sum := sha256.Sum256(body)
+	delivery := func() *custody.Delivery {
+		return &custody.Delivery{Provider: "test", EventID: "evt_race", EventType: "usage.recorded", Body: body, BodySHA256: sum[:],
+			Source: custody.SourceWebhook, HandlerVersion: "test", ReceivedAt: ts("2026-10-05T00:00:00Z"), Status: custody.StatusApplied,
+			Rows:    []ledger.UsageRow{{Customer: "c1", Meter: "api", Quantity: q("9"), OccurredAt: ts("2026-10-05T00:00:00Z"), Properties: "{}"}},
+			Attempt: custody.Attempt{StatusCode: 200}}
+	}
+	if err := e.Writer.Submit(e.ctx, delivery()); err != nil {
+		t.Fatal(err)
+	}
+	const redeliveries = 40
+	ops := make([]custody.Op, 0, redeliveries+2)
+	voids := []*custody.VoidEvent{
+		{Void: ledger.Void{Provider: "test", EventID: "evt_race", Reason: "race one", Actor: "a"}, Meters: voidMeters},
+		{Void: ledger.Void{Provider: "test", EventID: "evt_race", Reason: "race two", Actor: "b"}, Meters: voidMeters},
+	}
+	for i := range redeliveries {
+		ops = append(ops, delivery())
+		if i == redeliveries/3 {
+			ops = append(ops, voids[0])
+		}
+		if i == 2*redeliveries/3 {
+			ops = append(ops, voids[1])
+		}
+	}
+	// Submitted from one goroutine each, so the writer's batches mix them
+	// in whatever order they arrive.
+	errs := make(chan error, len(ops))
+	for _, op := range ops {
+		go func() { errs <- e.Writer.Submit(e.ctx, op) }()
+	}
+	var voided, refused int
+	for range ops {
+		switch err := <-errs; {
+		case err == nil:
+		case errors.Is(err, ledger.ErrAlreadyVoided):
+			refused++
+		default:
+			t.Fatal(err)
+		}
+	}
+	for _, v := range voids {
+		if len(v.Rows) > 0 {
+			voided++
+		}
+	}
+	if voided != 1 || refused != 1 {
+		t.Fatalf("%d voids succeeded, %d refused; want 1 and 1", voided, refused)
+	}
+	if u, v := e.countRows(ledger.KindUsage), e.countRows(ledger.KindVoid); u != 1 || v != 1 {
+		t.Fatalf("usage %d, void %d rows; want 1 and 1", u, v)
+	}
+	oct := month(t, "2026-10", "UTC")
+	if rep := e.query(ledger.UsageQuery{From: oct.Start, To: oct.End, Meters: voidMeters}); len(rep.Lines) != 1 || rep.Lines[0].Quantity.Sign() != 0 {
+		t.Fatalf("usage after the race: %+v", rep.Lines)
+	}
+	if p, err := ledger.Verify(e.ctx, e.DB); err != nil || p.First() != nil {
+		t.Fatalf("verify: %v %v", p.First(), err)
+	}
+}
+
+var amendMapper = ledger.NewMapper([]ledger.Mapping{{Type: "usage.recorded", Customer: ledger.Field{Path: "data.customer"},
+	Meter: ledger.Field{Path: "data.meter"}, Quantity: ledger.Field{Path: "data.quantity"}, OccurredAt: ledger.Field{Path: "data.at"}}},
+	[]string{"api", "calls", "seats"})
+
+// deliver stores one mapped event as a webhook would.
+func (e *env) deliver(id, body string) {
+	e.T.Helper()
+	sum := sha256.Sum256([]byte(body))
+	d := &custody.Delivery{Provider: "test", EventID: id, EventType: "usage.recorded", Body: []byte(body), BodySHA256: sum[:],
+		Source: custody.SourceWebhook, HandlerVersion: "test", ReceivedAt: e.Now(), Attempt: custody.Attempt{StatusCode: 200}}
+	d.Classify(amendMapper)
+	if err := e.Writer.Submit(e.ctx, d); err != nil || d.StoredStatus != custody.StatusApplied {
+		e.T.Fatalf("deliver %s: %v %s %s", id, err, d.StoredStatus, d.Error)
+	}
+}
+
+func TestAmendToAnotherCustomerMovesExactlyTheQuantity(t *testing.T) {
+	e := newEnv(t)
+	defer e.Close()
+	e.setClock(ts("2026-10-20T00:00:00Z"))
+	e.deliver("evt_a", `{"data":{"customer":"c1","meter":"api","quantity":12.5,"at":"2026-10-05T00:00:00Z"}}`)
+	e.deliver("evt_b", `{"data":{"customer":"c1","meter":"api","quantity":3,"at":"2026-10-06T00:00:00Z"}}`)
+	e.deliver("evt_c", `{"data":{"customer":"c2","meter":"api","quantity":4,"at":"2026-10-06T00:00:00Z"}}`)
+	oct := month(t, "2026-10", "UTC")
+	totals := func() map[string]string {
+		m := map[string]string{}
+		for _, l := range e.query(ledger.UsageQuery{From: oct.Start, To: oct.End, Meters: voidMeters}).Lines {
+			m[l.Customer] = l.Quantity.String()
+		}
+		return m
+	}
+	before := totals()
+	a := &custody.AmendEvent{Void: ledger.Void{Provider: "test", EventID: "evt_a", Reason: "wrong customer", Actor: "alice"},
+		Mapper: amendMapper, Meters: voidMeters, HandlerVersion: "test",
+		Edit: func(b []byte) ([]byte, error) {
+			return []byte(strings.Replace(string(b), `"customer":"c1"`, `"customer":"c2"`, 1)), nil
+		}}
+	if err := e.Writer.Submit(e.ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	after := totals()
+	if before["c1"] != "15.5" || before["c2"] != "4" || after["c1"] != "3" || after["c2"] != "16.5" {
+		t.Fatalf("totals before %v, after %v", before, after)
+	}
+	if d := a.Amended; d.EventID != "evt_a~amend" || d.Outcome != custody.OutcomeInserted || len(a.Voids) != 1 {
+		t.Fatalf("amended %+v, voids %+v", d, a.Voids)
+	}
+	rows, err := ledger.EventRows(e.ctx, e.DB, "test", "evt_a~amend")
+	if err != nil || len(rows) != 1 || rows[0].Ref != "event:test/evt_a" || rows[0].Customer != "c2" ||
+		rows[0].OccurredAt != ts("2026-10-05T00:00:00Z").UnixMilli() || !rows[0].Quantity.Equal(q("12.5")) {
+		t.Fatalf("amended rows: %+v %v", rows, err)
+	}
+	// The original's trace shows its row and the void that names it.
+	orig, err := ledger.EventRows(e.ctx, e.DB, "test", "evt_a")
+	if err != nil || len(orig) != 2 || orig[1].Kind != ledger.KindVoid || orig[1].Ref != fmt.Sprintf("row:%d", orig[0].ID) {
+		t.Fatalf("original's rows: %+v %v", orig, err)
+	}
+	// Amending again is refused as a second void, and writes nothing.
+	if err := e.Writer.Submit(e.ctx, a); !errors.Is(err, ledger.ErrAlreadyVoided) {
+		t.Fatalf("second amend: %v", err)
+	}
+	if got := totals(); got["c1"] != "3" || got["c2"] != "16.5" {
+		t.Fatalf("totals after a refused amend: %v", got)
+	}
+	if p, err := ledger.Verify(e.ctx, e.DB); err != nil || p.First() != nil {
+		t.Fatalf("verify: %v %v", p.First(), err)
+	}
+}
+
+// verify finds a void that does not compensate its row, and a row voided
+// twice, even when the rows are correctly chained (appended through the
+// writer by hand, past VoidEvent's checks).
+func TestVerifyChecksVoids(t *testing.T) {
+	e := newEnv(t)
+	defer e.Close()
+	e.setClock(ts("2026-10-20T00:00:00Z"))
+	e.write(row{customer: "c1", meter: "api", qty: q("5"), at: ts("2026-10-05T00:00:00Z")})
+	bad := func(r ledger.Row) {
+		r.Kind, r.Meter, r.Properties, r.Reason, r.OccurredAt = ledger.KindVoid, "api", "{}", "hand-made", ts("2026-10-05T00:00:00Z").UnixMilli()
+		if r.Customer == "" {
+			r.Customer = "c1"
+		}
+		err := e.Writer.Submit(e.ctx, custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
+			r.RecordedAt = tx.Now()
+			return tx.Append(ctx, &r)
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	bad(ledger.Row{EventID: ledger.VoidEventID("test", "evt_000001"), Ref: "row:1", Quantity: q("-5")}) // row 2: right
+	bad(ledger.Row{EventID: "void:other", Ref: "row:1", Quantity: q("-5")})                             // row 3: twice
+	bad(ledger.Row{EventID: "void:x", Ref: "row:99", Quantity: q("-5")})                                // row 4: no such row
+	bad(ledger.Row{EventID: "void:y", Ref: "row:2", Quantity: q("5")})                                  // row 5: voids a void
+	rep, err := ledger.Verify(e.ctx, e.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c ledger.CheckResult
+	for _, ch := range rep.Checks {
+		if ch.Name == "voids" {
+			c = ch
+		}
+	}
+	want := []string{"voids row 1, which row 2 voided already", "voids row 99, which does not exist", "voids row 2, which is not a usage row"}
+	if c.Checked != 4 || len(c.Problems) != len(want) {
+		t.Fatalf("voids check: %+v", c)
+	}
+	for i, w := range want {
+		if p := c.Problems[i]; p.ID != int64(i+3) || !strings.Contains(p.Msg, w) {
+			t.Errorf("problem %d: %+v, want row %d: %q", i, p, i+3, w)
+		}
 	}
 }
