@@ -119,7 +119,9 @@ func (a *AmendEvent) Corrected(rc schema.Receipt) (*Delivery, error) {
 	sum := sha256.Sum256(body)
 	d := &Delivery{Provider: p, EventID: amended, EventType: rc.EventType, Body: body, BodySHA256: sum[:],
 		Source: SourceAmend, HandlerVersion: a.HandlerVersion, ReceivedAt: time.UnixMilli(rc.ReceivedAt),
-		Ref: "event:" + p + "/" + id, mapAs: Source(rc.Source), Destinations: noDestinations}
+		Ref: "event:" + p + "/" + id, mapAs: Source(rc.Source), Destinations: noDestinations,
+		// No sender delivered it: its attempt says who made it.
+		Attempt: Attempt{UserAgent: "hookledger amend by " + a.Void.Actor}}
 	d.Classify(a.Mapper)
 	switch d.Status {
 	case StatusFailed:

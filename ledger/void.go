@@ -237,3 +237,18 @@ func verifyVoids(ctx context.Context, db VerifySource) (CheckResult, error) {
 		}
 	}
 }
+
+// VoidReader reads void rows (*schema.DB).
+type VoidReader interface {
+	VoidRows(ctx context.Context, afterID int64, limit int) ([]schema.LedgerRow, error)
+}
+
+// Voids lists the void rows with id > afterID, in id order, at most limit:
+// what was voided (ref), why and by whom (reason), when (recorded_at).
+func Voids(ctx context.Context, src VoidReader, afterID int64, limit int) ([]Row, error) {
+	recs, err := src.VoidRows(ctx, afterID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read voids: %w", err)
+	}
+	return rowsOf(recs), nil
+}
