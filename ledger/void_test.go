@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/schema"
 )
 
 var voidMeters = ledger.NewMeters([]ledger.Meter{
@@ -354,5 +356,89 @@ func TestVerifyChecksVoids(t *testing.T) {
 		if p := c.Problems[i]; p.ID != int64(i+3) || !strings.Contains(p.Msg, w) {
 			t.Errorf("problem %d: %+v, want row %d: %q", i, p, i+3, w)
 		}
+	}
+}
+
+// A bulk amend (amend --remap after a mapping fix) stopped halfway, with one
+// event failing inside its op, resumes from a fresh selection: every event
+// is voided and amended exactly once, the failed one whole, and running the
+// first run's ops again voids nothing twice.
+func TestInterruptedBulkAmendResumesWithoutVoidingTwice(t *testing.T) {
+	e := newEnv(t)
+	defer e.Close()
+	e.setClock(ts("2026-10-20T00:00:00Z"))
+	for i := range 6 {
+		e.deliver(fmt.Sprintf("evt_%d", i), fmt.Sprintf(`{"data":{"customer":"c1","account":"acct_%d","meter":"api","quantity":%d,"at":"2026-10-0%dT00:00:00Z"}}`, i%2, i+1, i+1))
+	}
+	// The fixed mapping bills the account, not the customer field.
+	fixed := ledger.NewMapper([]ledger.Mapping{{Type: "usage.recorded", Customer: ledger.Field{Path: "data.account"},
+		Meter: ledger.Field{Path: "data.meter"}, Quantity: ledger.Field{Path: "data.quantity"}, OccurredAt: ledger.Field{Path: "data.at"}}},
+		[]string{"api", "calls", "seats"})
+	oct := month(t, "2026-10", "UTC")
+	window := schema.LedgerFilter{From: oct.Start.UnixMilli(), To: oct.End.UnixMilli()}
+	tmpl := custody.AmendEvent{Void: ledger.Void{Reason: "mapping fixed", Actor: "ops"}, Mapper: fixed, Meters: voidMeters, HandlerVersion: "test-2"}
+	remap := func(ids []string, failOn string) []custody.Op {
+		t.Helper()
+		plan, err := custody.PlanRemap(e.ctx, e.DB, "test", ids, tmpl, time.UTC)
+		if err != nil || len(plan.Refused) != 0 {
+			t.Fatalf("plan: %+v %v", plan, err)
+		}
+		var ops []custody.Op
+		for _, a := range plan.Ops {
+			ops = append(ops, custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
+				if err := a.Apply(ctx, tx); err != nil {
+					return err
+				}
+				if a.Void.EventID == failOn { // after its void and its amendment were written
+					return errors.New("disk on fire")
+				}
+				return nil
+			}))
+		}
+		return ops
+	}
+	first, err := ledger.SelectEvents(e.ctx, e.DB, "test", window)
+	if err != nil || len(first) != 6 {
+		t.Fatalf("selected %v %v", first, err)
+	}
+	stale := remap(first, "")
+	// The run stops after four events; the third failed.
+	res, err := custody.CorrectAll(e.ctx, e.Writer, remap(first, "evt_2")[:4])
+	if err != nil || res.Corrected != 3 || len(res.Failed) != 1 {
+		t.Fatalf("first run: %+v %v", res, err)
+	}
+	if n := e.countRows(ledger.KindVoid); n != 3 {
+		t.Fatalf("after the first run: %d void rows, want 3 (the failed event wrote nothing)", n)
+	}
+	// Resumed: the selection holds the events not voided and the three
+	// amendments, which the current mapping maps as they are.
+	rest, err := ledger.SelectEvents(e.ctx, e.DB, "test", window)
+	if err != nil || strings.Join(rest, " ") != "evt_2 evt_4 evt_5 evt_0~amend evt_1~amend evt_3~amend" {
+		t.Fatalf("resumed selection %v %v", rest, err)
+	}
+	if res, err := custody.CorrectAll(e.ctx, e.Writer, remap(rest, "")); err != nil || res.Corrected != 3 || len(res.Failed) != 0 {
+		t.Fatalf("resumed run: %+v %v", res, err)
+	}
+	// The first run's plan run again (a second operator resuming it):
+	// every event is voided already, nothing is written.
+	if res, err := custody.CorrectAll(e.ctx, e.Writer, stale); err != nil || res.AlreadyVoided != 6 || res.Corrected != 0 {
+		t.Fatalf("stale run: %+v %v", res, err)
+	}
+	left, err := ledger.SelectEvents(e.ctx, e.DB, "test", window)
+	if err != nil || len(left) != 6 || len(remap(left, "")) != 0 {
+		t.Fatalf("left after resuming: %v %v", left, err)
+	}
+	if u, v := e.countRows(ledger.KindUsage), e.countRows(ledger.KindVoid); u != 12 || v != 6 {
+		t.Fatalf("usage %d, void %d rows; want 12 and 6", u, v)
+	}
+	got := map[string]string{}
+	for _, l := range e.query(ledger.UsageQuery{From: oct.Start, To: oct.End, Meters: voidMeters}).Lines {
+		got[l.Customer] = l.Quantity.String()
+	}
+	if got["c1"] != "0" || got["acct_0"] != "9" || got["acct_1"] != "12" { // 1+3+5 and 2+4+6
+		t.Fatalf("totals after the remap: %v", got)
+	}
+	if p, err := ledger.Verify(e.ctx, e.DB); err != nil || p.First() != nil {
+		t.Fatalf("verify: %v %v", p.First(), err)
 	}
 }
