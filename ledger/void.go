@@ -252,3 +252,27 @@ func Voids(ctx context.Context, src VoidReader, afterID int64, limit int) ([]Row
 	}
 	return rowsOf(recs), nil
 }
+
+// MergeChanges adds up changes of the same customer, meter and period (a bulk
+// correction's, event by event), sorted.
+func MergeChanges(cs []Change) []Change {
+	type key struct{ customer, meter, period string }
+	acc := map[key]*Change{}
+	var out []Change
+	for _, c := range cs {
+		k := key{c.Customer, c.Meter, c.Period}
+		if a := acc[k]; a != nil {
+			a.Before, a.After, a.Change = a.Before.Plus(c.Before), a.After.Plus(c.After), a.Change.Plus(c.Change)
+			continue
+		}
+		c := c
+		acc[k] = &c
+	}
+	for _, c := range acc {
+		out = append(out, *c)
+	}
+	slices.SortFunc(out, func(a, b Change) int {
+		return cmp.Or(cmp.Compare(a.Customer, b.Customer), cmp.Compare(a.Meter, b.Meter), cmp.Compare(a.Period, b.Period))
+	})
+	return out
+}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -31,6 +32,17 @@ func correctionFlags() []cli.Flag {
 	}
 }
 
+// bulkFlags select the events of a bulk correction.
+func bulkFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "provider", EnvVars: []string{"HOOKLEDGER_PROVIDER"}, Usage: "bulk: the provider whose events are selected"},
+		&cli.StringFlag{Name: "from", Usage: "bulk: event time from (inclusive), as usage --from"},
+		&cli.StringFlag{Name: "to", Usage: "bulk: event time to (exclusive), as usage --to"},
+		&cli.StringFlag{Name: "where", Usage: "bulk: customer=ID and/or meter=NAME, comma-separated"},
+		&cli.BoolFlag{Name: "yes", Usage: "bulk: apply without asking for confirmation"},
+	}
+}
+
 func voidCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "void",
@@ -41,8 +53,13 @@ func voidCommand() *cli.Command {
 			"actor; the event's own rows stay. An open period nets out; a closed one bills the void as a late\n" +
 			"line on the next invoice, priced at the margin. An event is voided once (a second void is refused),\n" +
 			"and its receipt stays, so a redelivery is a duplicate and the event is never applied again. Only\n" +
-			"rows of sum and count meters can be voided; correct others with adjust.",
-		Flags:  append(configFlags(), correctionFlags()...),
+			"rows of sum and count meters can be voided; correct others with adjust.\n\n" +
+			"Bulk: without PROVIDER EVENT_ID, --provider with --from/--to and --where selects every applied event\n" +
+			"not yet voided with a usage row in the window; --dry-run shows the change, otherwise it asks once\n" +
+			"(or --yes) and voids each event in its own op. A run stopped halfway is resumed by running it again.",
+		Flags: append(configFlags(), append(correctionFlags(), append(bulkFlags(),
+			&cli.BoolFlag{Name: "dry-run", Usage: "show the change per customer, meter and month; write nothing"},
+			tzFlag("IANA time zone of --from/--to and of the months --dry-run shows"))...)...),
 		Action: voidAction,
 	}
 }
@@ -57,8 +74,13 @@ func amendCommand() *cli.Command {
 			"rows name the original (ref event:PROVIDER/EVENT_ID). The body is the stored one with each --set\n" +
 			"PATH=VALUE applied (VALUE is JSON if it parses as JSON, else a string: quote a numeric id, e.g.\n" +
 			"data.customer='\"42\"'), or the file given with --body. --dry-run writes nothing and shows the change\n" +
-			"per customer, meter and month.",
-		Flags: append(configFlags(), append(correctionFlags(),
+			"per customer, meter and month.\n\n" +
+			"Bulk: --remap (without PROVIDER EVENT_ID) re-runs the current mappings over the stored bodies of the\n" +
+			"events --provider, --from/--to and --where select (e.g. after fixing a mapping) and amends each one\n" +
+			"they now map differently; --dry-run shows the change, otherwise it asks once (or --yes). A run\n" +
+			"stopped halfway is resumed by running it again.",
+		Flags: append(configFlags(), append(append(correctionFlags(), bulkFlags()...),
+			&cli.BoolFlag{Name: "remap", Usage: "bulk: amend the selected events whose stored body the current mappings map differently"},
 			&cli.StringSliceFlag{Name: "set", Usage: "PATH=VALUE: set a field of the stored body (a gjson path, e.g. data.customer=cus_9); repeatable"},
 			&cli.StringFlag{Name: "body", Usage: "file holding the whole corrected body"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "show the change per customer, meter and month; write nothing"},
@@ -102,6 +124,9 @@ func defaultActor() string {
 }
 
 func voidAction(c *cli.Context) error {
+	if len(positional(c)) == 0 && c.String("provider") != "" {
+		return bulkCorrect(c, false)
+	}
 	v, err := correction(c)
 	if err != nil {
 		return err
@@ -123,6 +148,12 @@ func voidAction(c *cli.Context) error {
 }
 
 func amendAction(c *cli.Context) error {
+	if c.Bool("remap") {
+		if len(positional(c)) != 0 || len(c.StringSlice("set")) > 0 || c.String("body") != "" {
+			return usageErrorf(c, "--remap selects events with --provider, --from/--to and --where: no PROVIDER EVENT_ID, --set or --body")
+		}
+		return bulkCorrect(c, true)
+	}
 	v, err := correction(c)
 	if err != nil {
 		return err
@@ -265,4 +296,112 @@ func writeChanges(c *cli.Context, changes []ledger.Change) error {
 		changes = []ledger.Change{}
 	}
 	return writeRecords(c.App.Writer, c.String("format"), header, recs, changes)
+}
+
+// bulkCorrect is void --where and amend --remap: select, show or confirm,
+// then one op per event through CorrectAll.
+func bulkCorrect(c *cli.Context, remap bool) error {
+	provider := c.String("provider")
+	if provider == "" {
+		return usageErrorf(c, "--provider is required to select events")
+	}
+	if strings.TrimSpace(c.String("reason")) == "" {
+		return usageErrorf(c, "--reason is required: say why the events are corrected")
+	}
+	cfg, err := commandConfig(c)
+	if err != nil {
+		return err
+	}
+	meters := ledger.NewMeters(cfg.Meters)
+	p := ledger.UsageParams{From: c.String("from"), To: c.String("to"), TZ: c.String("tz")}
+	if w := c.String("where"); w != "" {
+		for _, kv := range strings.Split(w, ",") {
+			k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+			switch {
+			case ok && k == "customer" && v != "":
+				p.Customer = v
+			case ok && k == "meter" && v != "":
+				p.Meter = v
+			default:
+				return usageErrorf(c, "--where: %q: want customer=ID or meter=NAME", kv)
+			}
+		}
+	}
+	q, err := p.Query(meters)
+	if err != nil {
+		return flagError(err)
+	}
+	if q.From.IsZero() || q.To.IsZero() {
+		return usageErrorf(c, "--from and --to are required to select events")
+	}
+	zone := q.Zone
+	if zone == nil {
+		zone = time.UTC
+	}
+	actor := c.String("actor")
+	if actor == "" {
+		actor = defaultActor()
+	}
+	f := schema.LedgerFilter{From: q.From.UnixMilli(), To: q.To.UnixMilli(), Customer: q.Customer, Meter: q.Meter}
+	dry := c.Bool("dry-run")
+	db, w, err := openCustody(c.Context, cfg, dry)
+	if err != nil {
+		return err
+	}
+	defer closeCustody(db, w)
+	ids, err := ledger.SelectEvents(c.Context, db, provider, f)
+	if err != nil {
+		return err
+	}
+	var ops []custody.Op
+	var changes []ledger.Change
+	void := ledger.Void{Provider: provider, Reason: c.String("reason"), Actor: actor}
+	if remap {
+		mapper := ledger.NewMapper(cfg.Usage, cfg.MeterNames())
+		plan, err := custody.PlanRemap(c.Context, db, provider, ids, custody.AmendEvent{Void: void, Mapper: mapper, Meters: meters,
+			HandlerVersion: handlerVersion(mapper)}, zone)
+		if err != nil {
+			return err
+		}
+		for _, err := range plan.Refused {
+			fmt.Fprintf(c.App.ErrWriter, "left alone: %v\n", err)
+		}
+		for i, a := range plan.Ops {
+			ops, changes = append(ops, a), append(changes, plan.Changes[i]...)
+		}
+	} else {
+		for _, id := range ids {
+			v := &custody.VoidEvent{Void: void, Meters: meters}
+			v.Void.EventID = id
+			recs, err := db.EventLedgerRows(c.Context, provider, id)
+			if err != nil {
+				return err
+			}
+			ops, changes = append(ops, v), append(changes, ledger.Changes(ledger.StoredRows(recs), nil, meters, zone)...)
+		}
+	}
+	changes = ledger.MergeChanges(changes)
+	if dry || len(ops) == 0 {
+		fmt.Fprintf(c.App.ErrWriter, "%s selected; nothing written\n", plural(len(ops), "1 event", fmt.Sprintf("%d events", len(ops))))
+		return writeChanges(c, changes)
+	}
+	if !c.Bool("yes") {
+		if err := writeChanges(c, changes); err != nil {
+			return err
+		}
+		fmt.Fprintf(c.App.ErrWriter, "correct %d events as shown? type yes to apply: ", len(ops))
+		answer, _ := bufio.NewReader(c.App.Reader).ReadString('\n')
+		if strings.TrimSpace(answer) != "yes" {
+			return errors.New("not confirmed: nothing was written")
+		}
+	}
+	res, err := custody.CorrectAll(c.Context, w, ops)
+	fmt.Fprintf(c.App.Writer, "corrected %d, already voided %d, failed %d\n", res.Corrected, res.AlreadyVoided, len(res.Failed))
+	for _, ferr := range res.Failed {
+		fmt.Fprintf(c.App.ErrWriter, "failed (nothing written for it): %v\n", ferr)
+	}
+	if err == nil && len(res.Failed) > 0 {
+		err = fmt.Errorf("%d events failed: run the same command again to retry them", len(res.Failed))
+	}
+	return err
 }
