@@ -22,6 +22,7 @@ require (
 	github.com/superfly/ltx v0.5.2
 	github.com/svix/svix-webhooks v1.99.1
 	github.com/tidwall/gjson v1.20.2
+	github.com/tidwall/sjson v1.2.9
 	github.com/urfave/cli/v2 v2.27.7
 	github.com/xrash/smetrics v0.0.0-20240521201337-686a1a2994c1
 	golang.org/x/net v0.61.0

@@ -141,6 +141,20 @@ func TestPreviousReleaseMigratesAndVerifies(t *testing.T) {
 			}
 		}
 		verifyClean(t, run("verify", "--format", "json"))
+
+		// Corrections on the migrated ledger (0017 admits kind void and
+		// source amend): the old release's evt_2 (cus_1, 0.25 requests in
+		// September, invoiced) moves to cus_2, and evt_1 is voided.
+		run("amend", "default", "evt_2", "--set", "data.customer=cus_2", "--reason", "wrong customer", "--actor", "upgrade-test")
+		run("void", "default", "evt_1", "--reason", "test traffic", "--actor", "upgrade-test")
+		if got := dumpRows(t, db, `SELECT kind, provider, event_id, customer_id, quantity, ref FROM metered_usage WHERE id > 10 AND event_id NOT LIKE 'evt_wide_%' ORDER BY id`); got !=
+			"[void  void:default/evt_2 cus_1 -250000 row:3]\n[usage default evt_2~amend cus_2 250000 event:default/evt_2]\n[void  void:default/evt_1 cus_1 -1200000000 row:2]\n" {
+			t.Errorf("corrections stored as %s", got)
+		}
+		if got := dumpRows(t, db, `SELECT source, status FROM receipts WHERE event_id = 'evt_2~amend'`); got != "[amend applied]\n" {
+			t.Errorf("amended receipt: %s", got)
+		}
+		verifyClean(t, run("verify", "--format", "json"))
 	})
 }
 

@@ -45,6 +45,10 @@ const (
 	// SourceAPI is an event of the first-party ingest API (POST /v1/events),
 	// authenticated by an API key rather than a provider's signature.
 	SourceAPI Source = "api"
+	// SourceAmend is an event an operator amended (correct.go): a corrected
+	// body under an id derived from the event it replaces, which is voided
+	// in the same transaction.
+	SourceAmend Source = "amend"
 )
 
 // Delivery is an authenticated event plus the attempt that carried it. It is
@@ -69,6 +73,13 @@ type Delivery struct {
 	Destinations []string
 
 	Attempt Attempt
+
+	// Ref is what the delivery's usage rows name as their origin: the
+	// amended event (event:PROVIDER/EVENT_ID) for an amendment, else empty.
+	Ref string
+	// mapAs is the source whose mapping defaults Classify uses, when it is
+	// not Source (an amendment maps as the event it amends).
+	mapAs Source
 
 	// Outcome is set by the writer: inserted, duplicate or payload_mismatch.
 	Outcome Outcome
@@ -167,6 +178,7 @@ func (d *Delivery) appendRows(ctx context.Context, tx *Tx) error {
 			Meter:      u.Meter,
 			Quantity:   u.Quantity,
 			Properties: u.Properties,
+			Ref:        d.Ref,
 			OccurredAt: u.OccurredAt.UnixMilli(),
 			RecordedAt: tx.now,
 		}
@@ -182,7 +194,7 @@ func (d *Delivery) appendRows(ctx context.Context, tx *Tx) error {
 // ledger.APIDefaults): its subject is the customer, its time the occurred_at.
 func (d *Delivery) Classify(m *ledger.Mapper) {
 	def := ledger.Defaults{OccurredAt: d.ReceivedAt}
-	if d.Source == SourceAPI {
+	if d.Source == SourceAPI || d.mapAs == SourceAPI {
 		def = ledger.APIDefaults(d.Body, d.ReceivedAt)
 	}
 	rows, matched, err := m.MapWith(d.Provider, d.EventType, d.Body, def)

@@ -68,10 +68,13 @@ type Writer struct {
 	// AfterOutbox, when set, is called from the writer goroutine after each
 	// committed batch that wrote outbox rows (the relay wakes up).
 	AfterOutbox func()
-	// Push, when set, is called for every ledger row appended, in its
-	// transaction: billing sync (stripe.Sync) writes the row's push and
-	// its outbox message there, so a row that commits is a row that will be
-	// pushed.
+	// Push, when set, is called inside the transaction with every ledger
+	// row the moment it is appended: usage rows of new events, adjustments
+	// and voids alike, all of which pass through Tx.Append. It is the place
+	// for a row's effects that must commit with it (invariant 7): billing
+	// sync (stripe.Sync) writes the row's push and its outbox message there,
+	// so a row that commits is a row that will be pushed. An error fails the
+	// op that appended the row.
 	Push Pusher
 
 	db       *schema.DB

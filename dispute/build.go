@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/ledger"
@@ -92,9 +93,42 @@ func (b *builder) target(tg Target) error {
 				return err
 			}
 		}
-		return nil
+		return b.linkedEvents(tg.Provider, rows)
 	}
 	return fmt.Errorf("%w: kind %q", ErrBadTarget, tg.Kind)
+}
+
+// linkedEvents adds to an event's trace the event an amendment links it to:
+// for a voided event, the event that amends it (if it was amended); for an
+// amendment, the event it amends (its rows' ref). So either trace shows both,
+// the voids with their reasons between them.
+func (b *builder) linkedEvents(provider string, rows []ledger.Row) error {
+	var linked []string
+	for _, r := range rows {
+		voided, isVoid := strings.CutPrefix(r.EventID, ledger.VoidEventID(provider, ""))
+		switch {
+		case r.Kind == ledger.KindVoid && isVoid:
+			linked = append(linked, ledger.AmendedEventID(voided))
+		case r.Kind == ledger.KindUsage && strings.HasPrefix(r.Ref, "event:"+provider+"/"):
+			linked = append(linked, strings.TrimPrefix(r.Ref, "event:"+provider+"/"))
+		}
+	}
+	for _, id := range slices.Compact(linked) {
+		rows, err := ledger.EventRows(b.ctx, b.q, provider, id)
+		if err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			continue // voided, never amended
+		}
+		b.wantEvent(provider, id)
+		for _, r := range rows {
+			if err := b.addRow(r); err != nil {
+				return err
+			}
+		}
+	}
+	return b.loadEvents()
 }
 
 func (b *builder) customer(customer string, p ledger.Period, meters ledger.Meters) error {
@@ -337,6 +371,8 @@ func (b *builder) summarize() {
 			s.UsageRows++
 		case ledger.KindAdjustment:
 			s.Adjustments++
+		case ledger.KindVoid:
+			s.Voids++
 		}
 		if len(r.BilledBy) == 0 {
 			s.UnbilledRows++

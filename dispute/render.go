@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/hookledger/hookledger/ledger"
 )
 
 // Width is the terminal width the table output fits.
@@ -219,7 +221,12 @@ func (p *printer) rows(rows []RowView) {
 		p.line("  BILLED: the invoice/line billing the row; no: not billed yet (open period or late usage)")
 	}
 	for _, r := range rows {
-		if r.Kind != "usage" && r.Ref != "" {
+		switch {
+		case r.Kind == ledger.KindVoid:
+			p.wrap(fmt.Sprintf("  row %d voids %s: ", r.ID, strings.Replace(r.Ref, "row:", "row ", 1)), "    ", r.Reason)
+		case r.Kind == ledger.KindUsage && r.Ref != "":
+			p.line("  row %d amends %s", r.ID, r.Ref)
+		case r.Ref != "":
 			p.line("  row %d corrects %s", r.ID, r.Ref)
 		}
 		if r.Chain != "ok" {
@@ -300,7 +307,11 @@ func (p *printer) event(ev EventView) {
 
 func (p *printer) summary(s Summary) {
 	p.line("SUMMARY")
-	p.line("  ledger: %s, %s, %d not billed yet", plural(s.UsageRows, "usage row"), plural(s.Adjustments, "adjustment"), s.UnbilledRows)
+	voids := ""
+	if s.Voids > 0 {
+		voids = ", " + plural(s.Voids, "void")
+	}
+	p.line("  ledger: %s, %s%s, %d not billed yet", plural(s.UsageRows, "usage row"), plural(s.Adjustments, "adjustment"), voids, s.UnbilledRows)
 	p.line("  events: %d, %s (%s, %s)", s.Events, plural(s.Attempts, "delivery attempt"), plural(s.Duplicates, "duplicate"),
 		plural(s.PayloadMismatches, "payload mismatch"))
 	p.line("  bodies: %s", counts(s.Bodies))

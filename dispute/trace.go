@@ -231,6 +231,7 @@ func (a AttemptView) Name() string {
 type Summary struct {
 	UsageRows         int    `json:"usage_rows"`
 	Adjustments       int    `json:"adjustments"`
+	Voids             int    `json:"voids,omitempty"`
 	UnbilledRows      int    `json:"unbilled_rows"`
 	Events            int    `json:"events"`
 	Attempts          int    `json:"attempts"`

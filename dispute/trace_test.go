@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"os"
 	"path/filepath"
@@ -386,5 +387,35 @@ func TestSuggest(t *testing.T) {
 	}
 	if got := tracer.Suggest(context.Background(), "evt_none"); got != nil {
 		t.Errorf("Suggest(evt_none) = %v", got)
+	}
+}
+
+// A voided and amended event's trace holds both events, its rows, the void
+// with its reason and the amendment's rows; the amendment's trace the same.
+func TestVoidAndAmendInTrace(t *testing.T) {
+	e := newEnv(t)
+	e.send("default", "evt_v", "cus_1", "7", "2026-10-05T10:00:00Z")
+	a := &custody.AmendEvent{Void: ledger.Void{Provider: "default", EventID: "evt_v", Reason: "wrong customer", Actor: "ana"},
+		Mapper: e.Mapper(), Meters: ledger.NewMeters(e.Config.Meters), HandlerVersion: "test-1",
+		Edit: func(b []byte) ([]byte, error) { return bytes.Replace(b, []byte(`"cus_1"`), []byte(`"cus_2"`), 1), nil }}
+	if err := e.Writer.Submit(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range []string{"default:evt_v", "default:evt_v~amend"} {
+		tr := e.trace(target)
+		if len(tr.Rows) != 3 || tr.Rows[1].Kind != ledger.KindVoid || tr.Rows[1].Reason != "wrong customer (by ana)" ||
+			tr.Rows[2].Customer != "cus_2" || tr.Rows[2].Ref != "event:default/evt_v" || len(tr.Events) != 2 ||
+			tr.Summary.UsageRows != 2 || tr.Summary.Voids != 1 {
+			t.Fatalf("%s: rows %+v, events %d, summary %+v", target, tr.Rows, len(tr.Events), tr.Summary)
+		}
+		var text bytes.Buffer
+		if err := WriteTable(&text, tr); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"row 2 voids row 1: wrong customer (by ana)", "row 3 amends event:default/evt_v", "1 void,"} {
+			if !strings.Contains(text.String(), want) {
+				t.Errorf("%s: text lacks %q:\n%s", target, want, text.String())
+			}
+		}
 	}
 }

@@ -5,12 +5,16 @@ import (
 )
 
 // aggregate accumulates one group's rows. Usage rows feed the meter's
-// aggregation; adjustment rows add their signed quantity to its result.
+// aggregation; adjustment rows add their signed quantity to its result; a
+// void row takes its usage row back out: on a sum meter its quantity (the
+// voided row's, negated), on a count meter one row. Only sum and count
+// meters can be voided (Meter.Voidable); a void on a meter whose aggregation
+// was changed since counts as an adjustment of its quantity.
 type aggregate struct {
 	spec spec
 
 	rows        int64 // usage rows
-	adjustments int64 // adjustment rows
+	adjustments int64 // correction rows: adjustments and voids
 	adjusted    Total // exact: sums never wrap
 
 	sum      Total
@@ -31,8 +35,16 @@ func newAggregate(s spec) *aggregate {
 
 // add feeds one row. properties is only read by unique_count.
 func (a *aggregate) add(kind string, id int64, q Total, occurredAt int64, properties string) {
-	if kind == KindAdjustment {
+	switch kind {
+	case KindAdjustment:
 		a.adjustments++
+		a.adjusted.add(q)
+		return
+	case KindVoid:
+		a.adjustments++
+		if a.spec.agg == AggCount {
+			q = countTotal(1).Neg()
+		}
 		a.adjusted.add(q)
 		return
 	}

@@ -12,6 +12,9 @@ import (
 const (
 	KindUsage      = "usage"
 	KindAdjustment = "adjustment"
+	// KindVoid compensates one usage row (ref row:ID) of a voided event
+	// (void.go): the voided row stays, and aggregates leave it out.
+	KindVoid = "void"
 )
 
 // Row is one append-only ledger row. Storage keeps it as a

@@ -91,6 +91,13 @@ func (s *StripeMeter) normalize() error {
 	return nil
 }
 
+// Voidable says whether a usage row of m can be voided: taking a row back
+// out of a sum or a count is one signed row; taking it out of a max, min,
+// latest or distinct count would need the other rows.
+func (m Meter) Voidable() bool {
+	return m.Aggregation == AggSum || m.Aggregation == AggCount || m.Aggregation == ""
+}
+
 // Normalize fills defaults and validates m. The error starts with the key it
 // concerns ("aggregation: ...").
 func (m *Meter) Normalize() error {

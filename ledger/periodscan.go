@@ -99,8 +99,11 @@ func periodLines(ctx context.Context, tx closeStore, req CloseRequest, head int6
 			set.meters, set.accs = append(set.meters, m), append(set.accs, la)
 		}
 		kind := KindUsage
-		if r.Adjustment {
+		switch {
+		case r.Adjustment:
 			kind = KindAdjustment
+		case r.Void:
+			kind = KindVoid
 		}
 		var pr string
 		if la.agg.distinct != nil {

@@ -88,6 +88,8 @@ type VerifySource interface {
 	CountAppliedReceipts(ctx context.Context) (int64, error)
 	AppliedWithoutUsage(ctx context.Context, limit int) ([]schema.EventKey, error)
 	UsageWithoutApplied(ctx context.Context, limit int) ([]schema.EventKey, error)
+	VoidRows(ctx context.Context, afterID int64, limit int) ([]schema.LedgerRow, error)
+	GetLedgerRow(ctx context.Context, id int64) (*schema.LedgerRow, error)
 	custodySource
 }
 

@@ -211,6 +211,7 @@ type PeriodScan struct {
 type PeriodRow struct {
 	ID         int64
 	Adjustment bool
+	Void       bool
 	Customer   []byte
 	Meter      []byte
 	Quantity   int64 // × 10^-Decimals
@@ -227,7 +228,7 @@ func PeriodScanSQL(s PeriodScan) (string, []any) {
 		props = "properties"
 	}
 	// The CASE gives an integer on both engines (PostgreSQL's = is boolean).
-	query := "SELECT id, CASE WHEN kind = 'adjustment' THEN 1 ELSE 0 END, customer_id, meter, quantity, decimals, occurred_at, " + props + ", row_hash"
+	query := "SELECT id, CASE kind WHEN 'usage' THEN 0 WHEN 'adjustment' THEN 1 ELSE 2 END, customer_id, meter, quantity, decimals, occurred_at, " + props + ", row_hash"
 	if s.Ranged {
 		// "+occurred_at" keeps the planner off the event-time index: the
 		// range is read in rowid order, one page after the next.
@@ -255,7 +256,7 @@ func (tx *CloseTx) ScanPeriod(ctx context.Context, s PeriodScan, fn func(*Period
 		if err := rows.Scan(&r.ID, &adj, &cust, &meter, &r.Quantity, &r.Decimals, &r.OccurredAt, &props, &rh); err != nil {
 			return err
 		}
-		r.Adjustment, r.Customer, r.Meter, r.Properties, r.RowHash = adj != 0, cust, meter, props, rh
+		r.Adjustment, r.Void, r.Customer, r.Meter, r.Properties, r.RowHash = adj == 1, adj == 2, cust, meter, props, rh
 		if err := fn(&r); err != nil {
 			return err
 		}

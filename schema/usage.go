@@ -21,7 +21,7 @@ var ErrNotFound = errors.New("not found")
 // row too large for micro-units in an int64 (migration 0014).
 type LedgerRow struct {
 	ID         int64  `db:"id"`
-	Kind       string `db:"kind"` // usage | adjustment
+	Kind       string `db:"kind"` // usage | adjustment | void
 	Provider   string `db:"provider"`
 	EventID    string `db:"event_id"`
 	Customer   string `db:"customer_id"`
@@ -234,8 +234,8 @@ func eventLedgerRows(ctx context.Context, q sqlx.QueryerContext, provider, event
 	return rows, err
 }
 
-// adjustmentsOf reads customer's adjustments whose ref is one of refs,
-// through the customer index.
+// adjustmentsOf reads customer's corrections (adjustments and voids) whose
+// ref is one of refs, through the customer index.
 func adjustmentsOf(ctx context.Context, q sqlx.QueryerContext, customer string, refs []string) ([]LedgerRow, error) {
 	if len(refs) == 0 {
 		return nil, nil
@@ -247,7 +247,7 @@ func adjustmentsOf(ctx context.Context, q sqlx.QueryerContext, customer string, 
 	}
 	var rows []LedgerRow
 	err := sqlx.SelectContext(ctx, q, &rows, `SELECT `+ledgerColumns+` FROM metered_usage
-			WHERE customer_id = ? AND kind = 'adjustment' AND ref IN (?`+strings.Repeat(", ?", len(refs)-1)+`)`, args...)
+			WHERE customer_id = ? AND kind <> 'usage' AND ref IN (?`+strings.Repeat(", ?", len(refs)-1)+`)`, args...)
 	return rows, err
 }
 

@@ -58,6 +58,8 @@ func newApp() *cli.App {
 			planCommand(),
 			customersCommand(),
 			adjustCommand(),
+			voidCommand(),
+			amendCommand(),
 			verifyCommand(),
 			ledgerCommand(),
 			disputeCommand(),

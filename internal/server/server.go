@@ -297,6 +297,7 @@ func (s *Server) start(ctx context.Context) error {
 	s.servers, s.listeners = []*http.Server{receiver.NewHTTPServer(mux, log)}, []net.Listener{s.ln}
 
 	s.adm.Mux.Handle("GET /v1/usage", admin.Usage(s.db, ledger.NewMeters(cfg.Meters)))
+	s.adm.Mux.Handle("GET /v1/voids", admin.Voids(s.db))
 	s.adm.Mux.Handle("GET /metrics", met.Handler())
 	s.adm.Mux.Handle("GET /readyz", ready.DetailHandler()) // with each failing check's error
 	forwardRoutes(s.adm, cfg, s.db, w, s.relay)            // forward status/list/retry/pause and GET /v1/events (forward.go)
