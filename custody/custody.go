@@ -137,7 +137,7 @@ func (d *Delivery) Apply(ctx context.Context, tx *Tx) error {
 				return err
 			}
 		}
-		if err := d.appendRows(ctx, tx); err != nil {
+		if err := d.appendRows(ctx, tx, link.ID); err != nil {
 			return err
 		}
 		return d.insertOutbox(ctx, tx, link.ID)
@@ -157,7 +157,9 @@ func (d *Delivery) Apply(ctx context.Context, tx *Tx) error {
 	return nil
 }
 
-func (d *Delivery) appendRows(ctx context.Context, tx *Tx) error {
+// appendRows appends the event's usage rows, each keyed by the receipt that
+// applies them (receiptID) and its meter: a receipt charges a meter once.
+func (d *Delivery) appendRows(ctx context.Context, tx *Tx, receiptID int64) error {
 	for _, u := range d.Rows {
 		r := ledger.Row{
 			Kind:       ledger.KindUsage,
@@ -169,6 +171,7 @@ func (d *Delivery) appendRows(ctx context.Context, tx *Tx) error {
 			Properties: u.Properties,
 			OccurredAt: u.OccurredAt.UnixMilli(),
 			RecordedAt: tx.now,
+			ReceiptID:  receiptID,
 		}
 		if err := tx.Append(ctx, &r); err != nil {
 			return err

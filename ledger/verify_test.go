@@ -157,6 +157,7 @@ func TestVerifyAcceptsReceiptsDeletedByRetention(t *testing.T) {
 	tamper(t, dir,
 		`DELETE FROM receipts WHERE event_id IN ('evt_000001', 'evt_000002')`,
 		`INSERT INTO prune_runs (pruned_at, bodies_pruned, keys_deleted, ledger_head_id) VALUES (0, 0, 2, 2)`,
+		`UPDATE chain_head SET receipts_pruned_through = (SELECT MAX(receipt_id) FROM metered_usage WHERE id <= 2)`,
 	)
 	if rep := verified(t, e); len(rep.Checks[2].Problems) != 0 {
 		t.Fatalf("rows covered by a keys prune reported: %+v", rep.Checks[2].Problems)

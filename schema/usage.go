@@ -35,6 +35,10 @@ type LedgerRow struct {
 	RecordedAt int64  `db:"recorded_at"`
 	PrevHash   []byte `db:"prev_hash"`
 	RowHash    []byte `db:"row_hash"`
+	// ReceiptID is the receipt that applied the row (0: none, an
+	// adjustment), its key in metered_usage_receipt (migration 0015). It is
+	// no part of the row's hash.
+	ReceiptID int64 `db:"receipt_id"`
 }
 
 // LedgerFilter selects ledger rows; zero fields do not filter. Event time is
@@ -92,8 +96,8 @@ func (f LedgerFilter) where() (string, []any) {
 // insertLedgerRowSQL appends one ledger row with the id and hashes the chain
 // assigned; OpenWriter prepares it once on the write connection.
 const insertLedgerRowSQL = `INSERT INTO metered_usage
-	(id, kind, provider, event_id, customer_id, meter, quantity, decimals, properties, reason, ref, occurred_at, recorded_at, prev_hash, row_hash)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	(id, kind, provider, event_id, customer_id, meter, quantity, decimals, properties, reason, ref, occurred_at, recorded_at, prev_hash, row_hash, receipt_id)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULLIF(?, 0))`
 
 // InsertLedgerRow stores a row the chain linked, with the prepared insert.
 // r is passed by value: the writer calls this per row, and a value keeps it
@@ -104,7 +108,7 @@ func (b Batch) InsertLedgerRow(ctx context.Context, r LedgerRow) error {
 		return nil
 	}
 	_, err := b.st.insertRow.ExecContext(ctx, r.ID, r.Kind, r.Provider, r.EventID, r.Customer, r.Meter, r.Quantity, r.Decimals,
-		r.Properties, r.Reason, r.Ref, r.OccurredAt, r.RecordedAt, r.PrevHash, r.RowHash)
+		r.Properties, r.Reason, r.Ref, r.OccurredAt, r.RecordedAt, r.PrevHash, r.RowHash, r.ReceiptID)
 	return err
 }
 
@@ -191,7 +195,7 @@ func scanUsage(ctx context.Context, q sqlx.QueryerContext, s UsageScan, fn func(
 }
 
 const ledgerColumns = `id, kind, provider, event_id, customer_id, meter, quantity, decimals, properties, reason, ref,
-	occurred_at, recorded_at, prev_hash, row_hash`
+	occurred_at, recorded_at, prev_hash, row_hash, COALESCE(receipt_id, 0) AS receipt_id`
 
 // scanLedger calls fn with every row f selects, in id order, all columns.
 // The row is reused between calls; its strings and slices are fresh per row.
@@ -205,7 +209,7 @@ func scanLedger(ctx context.Context, q sqlx.QueryerContext, f LedgerFilter, fn f
 	var r LedgerRow
 	for rows.Next() {
 		if err := rows.Scan(&r.ID, &r.Kind, &r.Provider, &r.EventID, &r.Customer, &r.Meter, &r.Quantity, &r.Decimals, &r.Properties, &r.Reason, &r.Ref,
-			&r.OccurredAt, &r.RecordedAt, &r.PrevHash, &r.RowHash); err != nil {
+			&r.OccurredAt, &r.RecordedAt, &r.PrevHash, &r.RowHash, &r.ReceiptID); err != nil {
 			return err
 		}
 		if err := fn(&r); err != nil {
@@ -227,12 +231,29 @@ func getLedgerRow(ctx context.Context, q sqlx.QueryerContext, id int64) (*Ledger
 	return &r, nil
 }
 
+// eventLedgerRows reads an event's rows through its receipt (migration
+// 0015: metered_usage has no index on the event id): the rows its receipt
+// applied and those no receipt applied (adjustments, and usage rows whose
+// receipt was already deleted when 0015 ran). Without a receipt, the rows
+// are searched among those of the receipts retention deleted, a range that
+// grows with what it deleted.
 func eventLedgerRows(ctx context.Context, q sqlx.QueryerContext, provider, eventID string) ([]LedgerRow, error) {
 	var rows []LedgerRow
 	err := sqlx.SelectContext(ctx, q, &rows, `SELECT `+ledgerColumns+` FROM metered_usage
-		WHERE provider = ? AND event_id = ? ORDER BY id`, provider, eventID)
+		WHERE receipt_id = (SELECT id FROM receipts WHERE provider = ? AND event_id = ?) AND provider = ? AND event_id = ?
+		UNION ALL SELECT `+ledgerColumns+` FROM metered_usage
+		WHERE receipt_id IS NULL AND provider = ? AND event_id = ?
+		UNION ALL SELECT `+ledgerColumns+` FROM metered_usage
+		WHERE receipt_id <= `+prunedRange+` AND provider = ? AND event_id = ?
+		ORDER BY id`, provider, eventID, provider, eventID, provider, eventID, provider, eventID, provider, eventID)
 	return rows, err
 }
+
+// prunedRange bounds the receipt ids whose rows may have lost their receipt:
+// those retention deleted, and none while the event's receipt (the next two
+// arguments) exists, so a lookup of a stored event never scans that range.
+const prunedRange = `(SELECT CASE WHEN EXISTS (SELECT 1 FROM receipts WHERE provider = ? AND event_id = ?) THEN 0
+		ELSE receipts_pruned_through END FROM chain_head WHERE id = 1)`
 
 // adjustmentsOf reads customer's adjustments whose ref is one of refs,
 // through the customer index.
@@ -272,10 +293,18 @@ func invoiceOwner(ctx context.Context, q sqlx.QueryerContext, id int64) (custome
 	return customer, periodStart, notFound(err)
 }
 
-// eventOwner prefers the event's row for meter, else its first row.
+// eventOwner prefers the event's row for meter, else its first row
+// (eventLedgerRows: the rows are found through the receipt).
 func eventOwner(ctx context.Context, q sqlx.QueryerContext, provider, eventID, meter string) (customer string, occurredAt int64, err error) {
-	err = q.QueryRowxContext(ctx, `SELECT customer_id, occurred_at FROM metered_usage
-				WHERE provider = ? AND event_id = ? ORDER BY meter = ? DESC, id LIMIT 1`, provider, eventID, meter).Scan(&customer, &occurredAt)
+	err = q.QueryRowxContext(ctx, `SELECT customer_id, occurred_at FROM (
+		SELECT id, meter, customer_id, occurred_at FROM metered_usage
+		WHERE receipt_id = (SELECT id FROM receipts WHERE provider = ? AND event_id = ?) AND provider = ? AND event_id = ?
+		UNION ALL SELECT id, meter, customer_id, occurred_at FROM metered_usage
+		WHERE receipt_id IS NULL AND provider = ? AND event_id = ?
+		UNION ALL SELECT id, meter, customer_id, occurred_at FROM metered_usage
+		WHERE receipt_id <= `+prunedRange+` AND provider = ? AND event_id = ?)
+		ORDER BY meter = ? DESC, id LIMIT 1`, provider, eventID, provider, eventID, provider, eventID,
+		provider, eventID, provider, eventID, meter).Scan(&customer, &occurredAt)
 	return customer, occurredAt, notFound(err)
 }
 
