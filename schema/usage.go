@@ -231,29 +231,39 @@ func getLedgerRow(ctx context.Context, q sqlx.QueryerContext, id int64) (*Ledger
 	return &r, nil
 }
 
-// eventLedgerRows reads an event's rows through its receipt (migration
-// 0015: metered_usage has no index on the event id): the rows its receipt
-// applied and those no receipt applied (adjustments, and usage rows whose
-// receipt was already deleted when 0015 ran). Without a receipt, the rows
-// are searched among those of the receipts retention deleted, a range that
-// grows with what it deleted.
+// eventLedgerRows reads an event's rows in id order (eventRows).
 func eventLedgerRows(ctx context.Context, q sqlx.QueryerContext, provider, eventID string) ([]LedgerRow, error) {
+	query, args, err := eventRows(ctx, q, ledgerColumns, provider, eventID)
+	if err != nil {
+		return nil, err
+	}
 	var rows []LedgerRow
-	err := sqlx.SelectContext(ctx, q, &rows, `SELECT `+ledgerColumns+` FROM metered_usage
-		WHERE receipt_id = (SELECT id FROM receipts WHERE provider = ? AND event_id = ?) AND provider = ? AND event_id = ?
-		UNION ALL SELECT `+ledgerColumns+` FROM metered_usage
-		WHERE receipt_id IS NULL AND provider = ? AND event_id = ?
-		UNION ALL SELECT `+ledgerColumns+` FROM metered_usage
-		WHERE receipt_id <= `+prunedRange+` AND provider = ? AND event_id = ?
-		ORDER BY id`, provider, eventID, provider, eventID, provider, eventID, provider, eventID, provider, eventID)
+	err = sqlx.SelectContext(ctx, q, &rows, query+` ORDER BY id`, args...)
 	return rows, err
 }
 
-// prunedRange bounds the receipt ids whose rows may have lost their receipt:
-// those retention deleted, and none while the event's receipt (the next two
-// arguments) exists, so a lookup of a stored event never scans that range.
-const prunedRange = `(SELECT CASE WHEN EXISTS (SELECT 1 FROM receipts WHERE provider = ? AND event_id = ?) THEN 0
-		ELSE receipts_pruned_through END FROM chain_head WHERE id = 1)`
+// eventRows is a SELECT of cols from an event's ledger rows, found through
+// its receipt (migration 0015: no index over usage rows holds the event
+// id): the rows its receipt applied and those no receipt applied
+// (adjustments, and usage rows whose receipt was already deleted when 0015
+// ran), two index probes. An event without a receipt (deleted by retention
+// or otherwise, or never received) is looked for in every row: a scan,
+// seconds at 10,000,000 rows, that the lookup of a stored event never pays.
+// The receipt is read first, so that the statement, and its plan, is the
+// one for the case.
+func eventRows(ctx context.Context, q sqlx.QueryerContext, cols, provider, eventID string) (string, []any, error) {
+	var receiptID int64
+	err := q.QueryRowxContext(ctx, `SELECT id FROM receipts WHERE provider = ? AND event_id = ?`, provider, eventID).Scan(&receiptID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return `SELECT ` + cols + ` FROM metered_usage WHERE provider = ? AND event_id = ?`, []any{provider, eventID}, nil
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	return `SELECT ` + cols + ` FROM metered_usage WHERE receipt_id = ? AND provider = ? AND event_id = ?
+		UNION ALL SELECT ` + cols + ` FROM metered_usage WHERE receipt_id IS NULL AND provider = ? AND event_id = ?`,
+		[]any{receiptID, provider, eventID, provider, eventID}, nil
+}
 
 // adjustmentsOf reads customer's adjustments whose ref is one of refs,
 // through the customer index.
@@ -293,18 +303,14 @@ func invoiceOwner(ctx context.Context, q sqlx.QueryerContext, id int64) (custome
 	return customer, periodStart, notFound(err)
 }
 
-// eventOwner prefers the event's row for meter, else its first row
-// (eventLedgerRows: the rows are found through the receipt).
+// eventOwner prefers the event's row for meter, else its first row.
 func eventOwner(ctx context.Context, q sqlx.QueryerContext, provider, eventID, meter string) (customer string, occurredAt int64, err error) {
-	err = q.QueryRowxContext(ctx, `SELECT customer_id, occurred_at FROM (
-		SELECT id, meter, customer_id, occurred_at FROM metered_usage
-		WHERE receipt_id = (SELECT id FROM receipts WHERE provider = ? AND event_id = ?) AND provider = ? AND event_id = ?
-		UNION ALL SELECT id, meter, customer_id, occurred_at FROM metered_usage
-		WHERE receipt_id IS NULL AND provider = ? AND event_id = ?
-		UNION ALL SELECT id, meter, customer_id, occurred_at FROM metered_usage
-		WHERE receipt_id <= `+prunedRange+` AND provider = ? AND event_id = ?)
-		ORDER BY meter = ? DESC, id LIMIT 1`, provider, eventID, provider, eventID, provider, eventID,
-		provider, eventID, provider, eventID, meter).Scan(&customer, &occurredAt)
+	query, args, err := eventRows(ctx, q, `id, meter, customer_id, occurred_at`, provider, eventID)
+	if err != nil {
+		return "", 0, err
+	}
+	err = q.QueryRowxContext(ctx, `SELECT customer_id, occurred_at FROM (`+query+`) AS e ORDER BY meter = ? DESC, id LIMIT 1`,
+		append(args, meter)...).Scan(&customer, &occurredAt)
 	return customer, occurredAt, notFound(err)
 }
 

@@ -22,9 +22,9 @@
 --
 -- Lookups of an event's rows (trace, dispute, adjust --ref event:…) go through
 -- its receipt: (provider, event_id) → receipts.id → metered_usage_receipt.
--- A receipt retention.keys deleted is found no more; its rows are found
--- among the rows of deleted receipts (receipt_id <= receipts_pruned_through),
--- a range that grows with what retention deleted (schema/usage.go).
+-- An event whose receipt is gone (retention.keys, or deleted otherwise) has
+-- its rows looked for among every row that names a receipt: a scan, which
+-- the lookup of a stored event never pays (schema/usage.go).
 --
 -- What the second line of defence guarantees now, and what it no longer
 -- does: docs/architecture.md ("Keys that grow in order").
