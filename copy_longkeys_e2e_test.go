@@ -91,8 +91,9 @@ func TestCopyLedgerWithLongKeysToPostgres(t *testing.T) {
 	for _, stmt := range []string{
 		`INSERT INTO receipts (id, provider, event_id, body_sha256, status, handler_version, source, received_at, processed_at)
 			VALUES (99, 'default', $1, '\x00', 'applied', 'x', 'webhook', 0, 0)`,
-		`INSERT INTO metered_usage (id, kind, provider, event_id, customer_id, meter, quantity, occurred_at, recorded_at, prev_hash, row_hash)
-			SELECT 99, 'usage', provider, event_id, customer_id, meter, 1, 0, 0, '\x00', '\x00' FROM metered_usage WHERE meter = $1`,
+		// A usage row's key is its receipt and meter (0015).
+		`INSERT INTO metered_usage (id, kind, provider, event_id, customer_id, meter, quantity, occurred_at, recorded_at, prev_hash, row_hash, receipt_id)
+			SELECT 99, 'usage', provider, event_id, customer_id, meter, 1, 0, 0, '\x00', '\x00', receipt_id FROM metered_usage WHERE meter = $1`,
 	} {
 		arg := longID
 		if strings.Contains(stmt, "metered_usage") {

@@ -84,6 +84,13 @@ func TestPreviousReleaseMigratesAndVerifies(t *testing.T) {
 				t.Errorf("the migration changed %s:\nbefore %s\nafter  %s", q, before[i], got)
 			}
 		}
+		// 0015: each usage row names the receipt of its event, in order;
+		// an adjustment none.
+		if got := dumpRows(t, db, `SELECT u.kind, COUNT(*), SUM(CASE WHEN u.receipt_id = (SELECT r.id FROM receipts r
+			WHERE r.provider = u.provider AND r.event_id = u.event_id) THEN 1 ELSE 0 END), SUM(CASE WHEN u.receipt_id IS NULL THEN 1 ELSE 0 END)
+			FROM metered_usage u GROUP BY u.kind ORDER BY u.kind`); got != "[adjustment 1 0 1]\n[usage 8 8 0]\n" {
+			t.Errorf("receipt_id after 0015 (kind, rows, naming their receipt, none): %s", got)
+		}
 		if got := dumpRows(t, db, `SELECT DISTINCT decimals FROM metered_usage`); got != "[6]\n" {
 			t.Errorf("old rows' decimals: %s", got)
 		}

@@ -148,7 +148,7 @@ func (d *Delivery) Apply(ctx context.Context, tx *Tx) error {
 				return err
 			}
 		}
-		if err := d.appendRows(ctx, tx); err != nil {
+		if err := d.appendRows(ctx, tx, link.ID); err != nil {
 			return err
 		}
 		return d.insertOutbox(ctx, tx, link.ID)
@@ -168,7 +168,9 @@ func (d *Delivery) Apply(ctx context.Context, tx *Tx) error {
 	return nil
 }
 
-func (d *Delivery) appendRows(ctx context.Context, tx *Tx) error {
+// appendRows appends the event's usage rows, each keyed by the receipt that
+// applies them (receiptID) and its meter: a receipt charges a meter once.
+func (d *Delivery) appendRows(ctx context.Context, tx *Tx, receiptID int64) error {
 	for _, u := range d.Rows {
 		r := ledger.Row{
 			Kind:       ledger.KindUsage,
@@ -181,6 +183,7 @@ func (d *Delivery) appendRows(ctx context.Context, tx *Tx) error {
 			Ref:        d.Ref,
 			OccurredAt: u.OccurredAt.UnixMilli(),
 			RecordedAt: tx.now,
+			ReceiptID:  receiptID,
 		}
 		if err := tx.AppendEvent(ctx, &r, d.Body); err != nil {
 			return err

@@ -59,6 +59,14 @@ func TestDeliveryIsStoredWithItsUsage(t *testing.T) {
 		if err := e.DB.Read.Get(&rec, `SELECT * FROM metered_usage`); err != nil {
 			t.Fatal(err)
 		}
+		// The row's key is its receipt's id, which grows in order (0015).
+		var receiptID int64
+		if err := e.DB.Read.Get(&receiptID, `SELECT id FROM receipts WHERE provider = 'default' AND event_id = 'msg_1'`); err != nil {
+			t.Fatal(err)
+		}
+		if rec.ReceiptID != receiptID || receiptID == 0 {
+			t.Errorf("usage row's receipt_id %d, want its receipt's id %d", rec.ReceiptID, receiptID)
+		}
 		u := ledger.StoredRow(&rec)
 		if u.Customer != "cus_1" || u.Meter != "api_requests" || !u.Quantity.Equal(ledger.TotalOf(3*ledger.Scale)) || rec.Decimals != 6 || u.EventID != "msg_1" ||
 			u.OccurredAt != time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC).UnixMilli() || u.Kind != ledger.KindUsage {
@@ -604,6 +612,64 @@ func TestFirstAttemptIsKeptInItsReceipt(t *testing.T) {
 		}
 		if !bytes.Equal(as[0].BodySHA256, as[1].BodySHA256) || as[0].ReceivedAt > as[1].ReceivedAt {
 			t.Errorf("attempts %+v: same body, first before redelivery", as)
+		}
+	})
+}
+
+// A usage row is keyed by the receipt that applied it (migration 0015): the
+// receipt's id grows in order, so the row's key lands at the right edge of
+// its index, and only the receipt's (provider, event_id) is probed at a
+// random place. The key still refuses a second row for the receipt and
+// meter, and no index over usage rows is keyed by the event id.
+func TestUsageRowsAreKeyedByTheirReceipt(t *testing.T) {
+	testenv.EachBackend(t, func(t *testing.T, backend string) {
+		e := newEnv(t, backend)
+		for _, id := range []string{"evt_b", "evt_a"} {
+			if r := e.Send(id, testenv.UsageBody("cus_1", "api_requests", "2")); r.Code != 200 {
+				t.Fatalf("%s: %d", id, r.Code)
+			}
+		}
+		var rows []struct {
+			Receipt int64  `db:"receipt_id"`
+			Event   string `db:"event_id"`
+			Stored  int64  `db:"stored"`
+		}
+		if err := e.DB.Read.Select(&rows, `SELECT u.receipt_id, u.event_id, r.id AS stored FROM metered_usage u
+			JOIN receipts r ON r.provider = u.provider AND r.event_id = u.event_id ORDER BY u.id`); err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) != 2 || rows[0].Receipt != rows[0].Stored || rows[1].Receipt != rows[1].Stored || rows[0].Receipt >= rows[1].Receipt {
+			t.Fatalf("usage rows' receipts: %+v, want each its receipt's id, in order", rows)
+		}
+
+		// The second line of defence: the same receipt and meter again.
+		_, err := e.DB.Write.Exec(`INSERT INTO metered_usage (id, kind, provider, event_id, customer_id, meter, quantity, occurred_at,
+			recorded_at, prev_hash, row_hash, receipt_id) VALUES (1000, 'usage', 'other', 'evt_other', 'cus_1', 'api_requests', 1, 0, 0, '', '', ?)`,
+			rows[0].Receipt)
+		if err == nil || !strings.Contains(strings.ToLower(err.Error()), "unique") {
+			t.Fatalf("a second row for receipt %d and meter api_requests: err = %v, want a unique violation", rows[0].Receipt, err)
+		}
+
+		// Every index on metered_usage that covers usage rows is keyed
+		// without the event id.
+		var indexes []struct {
+			Name string `db:"name"`
+			Def  string `db:"def"`
+		}
+		query := `SELECT name, COALESCE(sql, '') AS def FROM sqlite_schema WHERE type = 'index' AND tbl_name = 'metered_usage'`
+		if backend == "postgres" {
+			query = `SELECT indexname AS name, indexdef AS def FROM pg_indexes WHERE tablename = 'metered_usage' AND schemaname = current_schema()`
+		}
+		if err := e.DB.Read.Select(&indexes, query); err != nil {
+			t.Fatal(err)
+		}
+		for _, ix := range indexes {
+			if ix.Def == "" {
+				t.Errorf("index %s is a table constraint's (a UNIQUE on the table covers every row)", ix.Name)
+			}
+			if strings.Contains(ix.Def, "event_id") && !strings.Contains(strings.NewReplacer("(", "", ")", "").Replace(ix.Def), "WHERE receipt_id IS NULL") {
+				t.Errorf("index %s takes every usage row by its event id: %s", ix.Name, ix.Def)
+			}
 		}
 	})
 }

@@ -65,8 +65,8 @@ func (r *Replay) Apply(ctx context.Context, tx *Tx) error {
 	d.Classify(r.Mapper)
 	if d.Status == StatusApplied {
 		// The same rows a first delivery would have written; metered_usage's
-		// UNIQUE (provider, event_id, meter) backs up the status check above.
-		if err := d.appendRows(ctx, tx); err != nil {
+		// UNIQUE (receipt_id, meter) backs up the status check above.
+		if err := d.appendRows(ctx, tx, rc.ID); err != nil {
 			return err
 		}
 	}

@@ -34,6 +34,10 @@ type Row struct {
 	RecordedAt int64  `json:"recorded_at_ms"`
 	PrevHash   []byte `json:"-"`
 	RowHash    []byte `json:"-"`
+	// ReceiptID is the receipt that applied a usage row (0: none). It is
+	// stored as the row's ordered key (schema: metered_usage_receipt), and
+	// not hashed.
+	ReceiptID int64 `json:"-"`
 
 	// altered marks a row read from storage whose quantity columns are not
 	// the ones Quantity would be stored as (RowParts): the columns were

@@ -147,7 +147,7 @@ func StoredRow(r *schema.LedgerRow) Row { return rowOf(r) }
 func rowOf(r *schema.LedgerRow) Row {
 	row := Row{ID: r.ID, Kind: r.Kind, Provider: r.Provider, EventID: r.EventID, Customer: r.Customer, Meter: r.Meter,
 		Quantity: RowQuantity(r.Quantity, int(r.Decimals)), Properties: r.Properties, Reason: r.Reason, Ref: r.Ref,
-		OccurredAt: r.OccurredAt, RecordedAt: r.RecordedAt, PrevHash: r.PrevHash, RowHash: r.RowHash}
+		OccurredAt: r.OccurredAt, RecordedAt: r.RecordedAt, PrevHash: r.PrevHash, RowHash: r.RowHash, ReceiptID: r.ReceiptID}
 	q, d, _ := row.Quantity.RowParts()
 	row.altered = q != r.Quantity || int64(d) != r.Decimals
 	return row
@@ -167,7 +167,7 @@ func (r *Row) record() schema.LedgerRow {
 	q, d, _ := r.Quantity.RowParts()
 	return schema.LedgerRow{ID: r.ID, Kind: r.Kind, Provider: r.Provider, EventID: r.EventID, Customer: r.Customer, Meter: r.Meter,
 		Quantity: q, Decimals: int64(d), Properties: r.Properties, Reason: r.Reason, Ref: r.Ref,
-		OccurredAt: r.OccurredAt, RecordedAt: r.RecordedAt, PrevHash: r.PrevHash, RowHash: r.RowHash}
+		OccurredAt: r.OccurredAt, RecordedAt: r.RecordedAt, PrevHash: r.PrevHash, RowHash: r.RowHash, ReceiptID: r.ReceiptID}
 }
 
 func invoiceOf(inv *schema.Invoice) Invoice {

@@ -148,6 +148,25 @@ func TestVerifyReportsReceiptMismatches(t *testing.T) {
 	}
 }
 
+// A usage row names its receipt by id (migration 0015) outside its hash:
+// verify checks that the receipt it names is of its own event, so a
+// receipt_id moved to another receipt (whose meter it could then no longer
+// be charged for twice) is reported.
+func TestVerifyReportsUsageRowNamingAnotherReceipt(t *testing.T) {
+	testenv.SQLiteOnly(t, "tampers in SQLite's dialect")
+	e, dir := seedForVerify(t)
+	defer e.Close()
+	tamper(t, dir,
+		`INSERT INTO receipts (id, provider, event_id, body_sha256, status, handler_version, source, received_at, processed_at)
+		 VALUES (100, 'test', 'ghost', x'00', 'applied', 'x', 'webhook', 0, 0)`,
+		`DROP TRIGGER metered_usage_no_update`,
+		`UPDATE metered_usage SET receipt_id = 100 WHERE id = 3`)
+	c := verified(t, e).Checks[2]
+	if len(c.Problems) != 2 || c.Problems[0].Table != "receipts" || c.Problems[1].Table != "metered_usage" || c.Problems[1].ID != 3 {
+		t.Fatalf("receipts check: %+v, want receipt 3 without usage and row 3 without its receipt", c.Problems)
+	}
+}
+
 // Receipts deleted by retention.keys leave their usage rows behind on
 // purpose; only rows the recorded prune covered are excused.
 func TestVerifyAcceptsReceiptsDeletedByRetention(t *testing.T) {
@@ -157,6 +176,7 @@ func TestVerifyAcceptsReceiptsDeletedByRetention(t *testing.T) {
 	tamper(t, dir,
 		`DELETE FROM receipts WHERE event_id IN ('evt_000001', 'evt_000002')`,
 		`INSERT INTO prune_runs (pruned_at, bodies_pruned, keys_deleted, ledger_head_id) VALUES (0, 0, 2, 2)`,
+		`UPDATE chain_head SET receipts_pruned_through = (SELECT MAX(receipt_id) FROM metered_usage WHERE id <= 2)`,
 	)
 	if rep := verified(t, e); len(rep.Checks[2].Problems) != 0 {
 		t.Fatalf("rows covered by a keys prune reported: %+v", rep.Checks[2].Problems)

@@ -232,16 +232,11 @@ func (db *DB) customerReceipts(ctx context.Context, p ReceiptPage) (ReceiptPageR
 	return res, nil
 }
 
-// receiptUsageSQL is attachUsage's statement for one receipt. On
-// PostgreSQL it also names the event id's digest, so it is one lookup in
-// the unique (provider, hookledger_key(event_id), …) btree.
+// receiptUsageSQL is attachUsage's statement for one receipt: the usage
+// rows it applied, one probe of the (receipt_id, meter) key (migration 0015).
 func (db *DB) receiptUsageSQL(r ReceiptSummary) (string, []any) {
-	cond, args := `provider = ? AND event_id = ?`, []any{r.Provider, r.EventID}
-	if db.Postgres() {
-		cond, args = `provider = ? AND hookledger_key(event_id) = hookledger_key(?) AND event_id = ?`, []any{r.Provider, r.EventID, r.EventID}
-	}
 	return `SELECT id AS row_id, provider, event_id, customer_id, meter, quantity, decimals, occurred_at
-		FROM metered_usage WHERE ` + cond + ` AND kind = 'usage' ORDER BY id`, args
+		FROM metered_usage WHERE receipt_id = ? AND kind = 'usage' ORDER BY id`, []any{r.ID}
 }
 
 // ExplainConsoleReceipts is the plan of the statements a page of the event

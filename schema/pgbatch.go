@@ -568,15 +568,20 @@ func (p *pgBatch) withRows(w *pgWith) {
 		ids, quantities, decimals, occurred, recorded                       = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 		kinds, providers, eventIDs, customers, meters, props, reasons, refs = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		prev, hashes                                                        = make([][]byte, n), make([][]byte, n)
+		receiptIDs                                                          = make([]int64, n)
 	)
 	for i, r := range p.rows {
 		ids[i], kinds[i], providers[i], eventIDs[i], customers[i], meters[i] = r.ID, r.Kind, r.Provider, r.EventID, r.Customer, r.Meter
 		quantities[i], decimals[i], props[i], reasons[i], refs[i], occurred[i], recorded[i] = r.Quantity, r.Decimals, r.Properties, r.Reason, r.Ref, r.OccurredAt, r.RecordedAt
-		prev[i], hashes[i] = r.PrevHash, r.RowHash
+		prev[i], hashes[i], receiptIDs[i] = r.PrevHash, r.RowHash, r.ReceiptID
 	}
 	w.add("u", `INSERT INTO metered_usage
-		(id, kind, provider, event_id, customer_id, meter, quantity, decimals, properties, reason, ref, occurred_at, recorded_at, prev_hash, row_hash)
-		SELECT * FROM unnest(?::bigint[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::smallint[], ?::text[], ?::text[], ?::text[],
-			?::bigint[], ?::bigint[], ?::bytea[], ?::bytea[])`,
-		ids, kinds, providers, eventIDs, customers, meters, quantities, decimals, props, reasons, refs, occurred, recorded, prev, hashes)
+		(id, kind, provider, event_id, customer_id, meter, quantity, decimals, properties, reason, ref, occurred_at, recorded_at, prev_hash, row_hash, receipt_id)
+		SELECT id, kind, provider, event_id, customer_id, meter, quantity, decimals, properties, reason, ref, occurred_at, recorded_at, prev_hash, row_hash,
+			NULLIF(receipt_id, 0)
+		FROM unnest(?::bigint[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::smallint[], ?::text[], ?::text[], ?::text[],
+			?::bigint[], ?::bigint[], ?::bytea[], ?::bytea[], ?::bigint[])
+			AS u (id, kind, provider, event_id, customer_id, meter, quantity, decimals, properties, reason, ref, occurred_at, recorded_at, prev_hash, row_hash,
+				receipt_id)`,
+		ids, kinds, providers, eventIDs, customers, meters, quantities, decimals, props, reasons, refs, occurred, recorded, prev, hashes, receiptIDs)
 }

@@ -113,9 +113,9 @@ func (b Batch) StoredReceipt(ctx context.Context, provider, eventID string) (bod
 // on it, so the decision and the writes that follow commit together.
 func (b Batch) GetReceipt(ctx context.Context, provider, eventID string) (Receipt, error) {
 	var r Receipt
-	err := b.tx.QueryRowContext(ctx, `SELECT provider, event_id, event_type, status, error, source, handler_version,
+	err := b.tx.QueryRowContext(ctx, `SELECT id, provider, event_id, event_type, status, error, source, handler_version,
 		received_at, processed_at, body, body IS NULL, body_sha256 FROM receipts WHERE provider = ? AND event_id = ?`, provider, eventID).
-		Scan(&r.Provider, &r.EventID, &r.EventType, &r.Status, &r.Error, &r.Source, &r.HandlerVersion,
+		Scan(&r.ID, &r.Provider, &r.EventID, &r.EventType, &r.Status, &r.Error, &r.Source, &r.HandlerVersion,
 			&r.ReceivedAt, &r.ProcessedAt, &r.Body, &r.Pruned, &r.BodySHA256)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Receipt{}, ErrNotFound

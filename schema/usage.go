@@ -35,6 +35,10 @@ type LedgerRow struct {
 	RecordedAt int64  `db:"recorded_at"`
 	PrevHash   []byte `db:"prev_hash"`
 	RowHash    []byte `db:"row_hash"`
+	// ReceiptID is the receipt that applied the row (0: none, an
+	// adjustment), its key in metered_usage_receipt (migration 0015). It is
+	// no part of the row's hash.
+	ReceiptID int64 `db:"receipt_id"`
 }
 
 // LedgerFilter selects ledger rows; zero fields do not filter. Event time is
@@ -92,8 +96,8 @@ func (f LedgerFilter) where() (string, []any) {
 // insertLedgerRowSQL appends one ledger row with the id and hashes the chain
 // assigned; OpenWriter prepares it once on the write connection.
 const insertLedgerRowSQL = `INSERT INTO metered_usage
-	(id, kind, provider, event_id, customer_id, meter, quantity, decimals, properties, reason, ref, occurred_at, recorded_at, prev_hash, row_hash)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	(id, kind, provider, event_id, customer_id, meter, quantity, decimals, properties, reason, ref, occurred_at, recorded_at, prev_hash, row_hash, receipt_id)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULLIF(?, 0))`
 
 // InsertLedgerRow stores a row the chain linked, with the prepared insert.
 // r is passed by value: the writer calls this per row, and a value keeps it
@@ -104,7 +108,7 @@ func (b Batch) InsertLedgerRow(ctx context.Context, r LedgerRow) error {
 		return nil
 	}
 	_, err := b.st.insertRow.ExecContext(ctx, r.ID, r.Kind, r.Provider, r.EventID, r.Customer, r.Meter, r.Quantity, r.Decimals,
-		r.Properties, r.Reason, r.Ref, r.OccurredAt, r.RecordedAt, r.PrevHash, r.RowHash)
+		r.Properties, r.Reason, r.Ref, r.OccurredAt, r.RecordedAt, r.PrevHash, r.RowHash, r.ReceiptID)
 	return err
 }
 
@@ -191,7 +195,7 @@ func scanUsage(ctx context.Context, q sqlx.QueryerContext, s UsageScan, fn func(
 }
 
 const ledgerColumns = `id, kind, provider, event_id, customer_id, meter, quantity, decimals, properties, reason, ref,
-	occurred_at, recorded_at, prev_hash, row_hash`
+	occurred_at, recorded_at, prev_hash, row_hash, COALESCE(receipt_id, 0) AS receipt_id`
 
 // scanLedger calls fn with every row f selects, in id order, all columns.
 // The row is reused between calls; its strings and slices are fresh per row.
@@ -205,7 +209,7 @@ func scanLedger(ctx context.Context, q sqlx.QueryerContext, f LedgerFilter, fn f
 	var r LedgerRow
 	for rows.Next() {
 		if err := rows.Scan(&r.ID, &r.Kind, &r.Provider, &r.EventID, &r.Customer, &r.Meter, &r.Quantity, &r.Decimals, &r.Properties, &r.Reason, &r.Ref,
-			&r.OccurredAt, &r.RecordedAt, &r.PrevHash, &r.RowHash); err != nil {
+			&r.OccurredAt, &r.RecordedAt, &r.PrevHash, &r.RowHash, &r.ReceiptID); err != nil {
 			return err
 		}
 		if err := fn(&r); err != nil {
@@ -227,11 +231,38 @@ func getLedgerRow(ctx context.Context, q sqlx.QueryerContext, id int64) (*Ledger
 	return &r, nil
 }
 
+// eventLedgerRows reads an event's rows in id order (eventRows).
 func eventLedgerRows(ctx context.Context, q sqlx.QueryerContext, provider, eventID string) ([]LedgerRow, error) {
+	query, args, err := eventRows(ctx, q, ledgerColumns, provider, eventID)
+	if err != nil {
+		return nil, err
+	}
 	var rows []LedgerRow
-	err := sqlx.SelectContext(ctx, q, &rows, `SELECT `+ledgerColumns+` FROM metered_usage
-		WHERE provider = ? AND event_id = ? ORDER BY id`, provider, eventID)
+	err = sqlx.SelectContext(ctx, q, &rows, query+` ORDER BY id`, args...)
 	return rows, err
+}
+
+// eventRows is a SELECT of cols from an event's ledger rows, found through
+// its receipt (migration 0015: no index over usage rows holds the event
+// id): the rows its receipt applied and those no receipt applied
+// (adjustments, and usage rows whose receipt was already deleted when 0015
+// ran), two index probes. An event without a receipt (deleted by retention
+// or otherwise, or never received) is looked for in every row: a scan,
+// seconds at 10,000,000 rows, that the lookup of a stored event never pays.
+// The receipt is read first, so that the statement, and its plan, is the
+// one for the case.
+func eventRows(ctx context.Context, q sqlx.QueryerContext, cols, provider, eventID string) (string, []any, error) {
+	var receiptID int64
+	err := q.QueryRowxContext(ctx, `SELECT id FROM receipts WHERE provider = ? AND event_id = ?`, provider, eventID).Scan(&receiptID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return `SELECT ` + cols + ` FROM metered_usage WHERE provider = ? AND event_id = ?`, []any{provider, eventID}, nil
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	return `SELECT ` + cols + ` FROM metered_usage WHERE receipt_id = ? AND provider = ? AND event_id = ?
+		UNION ALL SELECT ` + cols + ` FROM metered_usage WHERE receipt_id IS NULL AND provider = ? AND event_id = ?`,
+		[]any{receiptID, provider, eventID, provider, eventID}, nil
 }
 
 // adjustmentsOf reads customer's corrections (adjustments and voids) whose
@@ -274,8 +305,12 @@ func invoiceOwner(ctx context.Context, q sqlx.QueryerContext, id int64) (custome
 
 // eventOwner prefers the event's row for meter, else its first row.
 func eventOwner(ctx context.Context, q sqlx.QueryerContext, provider, eventID, meter string) (customer string, occurredAt int64, err error) {
-	err = q.QueryRowxContext(ctx, `SELECT customer_id, occurred_at FROM metered_usage
-				WHERE provider = ? AND event_id = ? ORDER BY meter = ? DESC, id LIMIT 1`, provider, eventID, meter).Scan(&customer, &occurredAt)
+	query, args, err := eventRows(ctx, q, `id, meter, customer_id, occurred_at`, provider, eventID)
+	if err != nil {
+		return "", 0, err
+	}
+	err = q.QueryRowxContext(ctx, `SELECT customer_id, occurred_at FROM (`+query+`) AS e ORDER BY meter = ? DESC, id LIMIT 1`,
+		append(args, meter)...).Scan(&customer, &occurredAt)
 	return customer, occurredAt, notFound(err)
 }
 

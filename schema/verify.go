@@ -36,28 +36,36 @@ func (db *DB) CountAppliedReceipts(ctx context.Context) (int64, error) {
 }
 
 // AppliedWithoutUsage lists up to limit applied receipts with no usage row,
-// in id order.
+// in id order. A receipt's rows are those that name it (receipt_id,
+// migration 0015); a row that names a receipt of another event is
+// UsageWithoutApplied's.
 func (db *DB) AppliedWithoutUsage(ctx context.Context, limit int) ([]EventKey, error) {
 	var out []EventKey
-	err := sqlx.SelectContext(ctx, db.Read, &out, keyJoins(db.Read, `SELECT r.id, r.provider, r.event_id FROM receipts r
-		WHERE r.status = 'applied' AND NOT EXISTS (
-			SELECT 1 FROM metered_usage u WHERE u.provider = r.provider AND u.event_id = r.event_id AND u.kind = 'usage')
-		ORDER BY r.id LIMIT ?`), limit)
+	err := sqlx.SelectContext(ctx, db.Read, &out, `SELECT r.id, r.provider, r.event_id FROM receipts r
+		WHERE r.status = 'applied' AND NOT EXISTS (SELECT 1 FROM metered_usage u WHERE u.receipt_id = r.id AND u.kind = 'usage')
+		ORDER BY r.id LIMIT ?`, limit)
 	return out, err
 }
 
 // UsageWithoutApplied lists up to limit usage rows without an applied
-// receipt, in id order. Retention (retention.keys) deletes old receipts on
-// purpose, and each such prune records the ledger head it left behind: a row
-// at or below it may lack its receipt entirely, and is not listed. A row
-// above it, or one whose receipt exists but is not applied, is.
+// receipt, in id order: a row's receipt is the one its receipt_id names
+// (migration 0015), and it must be of the row's provider and event id, so a
+// receipt_id changed to another receipt's is listed too. Retention
+// (retention.keys) deletes old receipts on purpose, and each such prune
+// records the ledger head it left behind: a row at or below it may lack its
+// receipt entirely (one deleted by retention: at or below
+// receipts_pruned_through; or, for a row 0015 found without a receipt, none
+// of its event id at all), and is not listed. A row above it, or one whose
+// receipt exists but is not applied, is.
 func (db *DB) UsageWithoutApplied(ctx context.Context, limit int) ([]EventKey, error) {
 	var out []EventKey
 	err := sqlx.SelectContext(ctx, db.Read, &out, keyJoins(db.Read, `SELECT u.id, u.provider, u.event_id FROM metered_usage u
 		WHERE u.kind = 'usage' AND NOT EXISTS (
-			SELECT 1 FROM receipts r WHERE r.provider = u.provider AND r.event_id = u.event_id AND r.status = 'applied')
-		AND NOT (u.id <= (SELECT COALESCE(MAX(ledger_head_id), 0) FROM prune_runs WHERE keys_deleted > 0)
-			AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.provider = u.provider AND r.event_id = u.event_id))
+			SELECT 1 FROM receipts r WHERE r.id = u.receipt_id AND r.provider = u.provider AND r.event_id = u.event_id AND r.status = 'applied')
+		AND NOT (u.id <= (SELECT COALESCE(MAX(ledger_head_id), 0) FROM prune_runs WHERE keys_deleted > 0) AND (
+			u.receipt_id <= (SELECT receipts_pruned_through FROM chain_head WHERE id = 1)
+				AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.id = u.receipt_id)
+			OR u.receipt_id IS NULL AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.provider = u.provider AND r.event_id = u.event_id)))
 		ORDER BY u.id LIMIT ?`), limit)
 	return out, err
 }

@@ -49,6 +49,8 @@ type options struct {
 	single     int
 	scaling    string
 	idsScaling bool
+	kinds      string
+	prefilled  string
 	prefill    string
 	keep       bool
 	jsonOut    string
@@ -64,6 +66,8 @@ func main() {
 	flag.IntVar(&o.single, "single", 2000, "unique events for the single-connection latency run")
 	flag.StringVar(&o.scaling, "scaling", "", "comma-separated connection counts (e.g. 1,8,32,128): print the scaling table instead")
 	flag.BoolVar(&o.idsScaling, "ids-scaling", false, "print the table of serve at -c with sequential and random event ids, by stored receipts, instead")
+	flag.StringVar(&o.kinds, "kinds", "sequential,random", "with -ids-scaling: the kinds of event ids to measure, comma-separated")
+	flag.StringVar(&o.prefilled, "prefilled", "", "with -ids-scaling: make the pre-filled databases in this directory and keep them, or use the ones an earlier run made there")
 	flag.StringVar(&o.prefill, "prefill", "1000000", "with -scaling or -ids-scaling: comma-separated sizes of pre-filled databases, measured besides the empty one (0: none)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temporary directory (logs, databases)")
 	flag.StringVar(&o.jsonOut, "json", "", "also write every raw result to this JSON file")

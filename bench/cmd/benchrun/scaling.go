@@ -34,9 +34,20 @@ func parseSizes(s string) ([]int, error) {
 }
 
 // prefill makes a database of n receipts with ids of kind ids, once, for
-// every run at that size to start from a fresh copy of.
+// every run at that size to start from a fresh copy of. With -prefilled the
+// database is made in that directory, or taken from it if an earlier run
+// made it there (its time is then 0).
 func (h *runner) prefill(ctx context.Context, ids bench.IDs, n int) (string, time.Duration, error) {
-	dir := h.dir(fmt.Sprintf("prefilled-%s-%d", ids, n))
+	name := fmt.Sprintf("prefilled-%s-%d", ids, n)
+	dir := h.dir(name)
+	if h.o.prefilled != "" {
+		dir = filepath.Join(h.o.prefilled, name)
+		if _, err := os.Stat(filepath.Join(dir, "done")); err == nil {
+			fmt.Fprintf(os.Stderr, "using the pre-filled %s\n", dir)
+			return dir, 0, nil
+		}
+		os.RemoveAll(dir) // an interrupted pre-fill
+	}
 	fmt.Fprintf(os.Stderr, "pre-filling %d events (%s ids) into %s\n", n, ids, dir)
 	cmd := exec.CommandContext(ctx, h.Bin, "bench", "prefill", "--data", dir, "--receipts", strconv.Itoa(n), "--ids", ids.String())
 	cmd.Env = h.Env
@@ -44,6 +55,11 @@ func (h *runner) prefill(ctx context.Context, ids bench.IDs, n int) (string, tim
 	start := time.Now()
 	if err := cmd.Run(); err != nil {
 		return "", 0, fmt.Errorf("prefill: %w", err)
+	}
+	if h.o.prefilled != "" {
+		if err := os.WriteFile(filepath.Join(dir, "done"), nil, 0o600); err != nil {
+			return "", 0, err
+		}
 	}
 	return dir, time.Since(start), nil
 }
@@ -154,72 +170,120 @@ func (h *runner) scalingTable(ctx context.Context) error {
 }
 
 // idsTable measures serve at -c connections with sequential and with random
-// (Stripe-like) event ids, against an empty database and one pre-filled
-// with each -prefill size: the pre-filled database holds ids of the same
-// kind as the load's, so random ones land among them. Each size's two
-// databases are made once and copied fresh for every run; within a round
-// the two kinds run back to back, in alternating order, so their ratio
-// compares runs moments apart. A size's databases are removed (unless
-// -keep) before the next size is made, so the disk holds at most two.
+// (Stripe-like) event ids (-kinds), against an empty database and one
+// pre-filled with each -prefill size: the pre-filled database holds ids of
+// the same kind as the load's, so random ones land among them. Each
+// database is made once and copied fresh for every run. Every round runs
+// every cell once, the sizes in turn and within a size the kinds in
+// alternating order, so a cell's ratio to the empty database (and random's
+// to sequential) compares runs minutes apart on a machine whose load
+// drifts: the ratios are the medians of the per-round ratios. The disk holds
+// every size's databases at once (unless -prefilled keeps them, they are
+// removed at the end).
 func (h *runner) idsTable(ctx context.Context) error {
-	kinds := []bench.IDs{bench.Sequential, bench.Random}
+	var kinds []bench.IDs
+	for f := range strings.SplitSeq(h.o.kinds, ",") {
+		k, err := bench.ParseIDs(strings.TrimSpace(f))
+		if err != nil {
+			return fmt.Errorf("-kinds: %w", err)
+		}
+		kinds = append(kinds, k)
+	}
 	type row struct {
-		n       int
-		cells   [2]series
-		ratio   []float64 // random/sequential, per round
-		prefill [2]time.Duration
+		n         int
+		templates []string
+		cells     []series
+		vsEmpty   [][]float64 // per kind, per round
+		ratio     []float64   // last kind over the first, per round
+		prefill   []time.Duration
 	}
 	var rows []row
 	for _, n := range append([]int{0}, h.sizes...) {
-		r := row{n: n}
-		var templates [2]string
+		r := row{n: n, templates: make([]string, len(kinds)), cells: make([]series, len(kinds)),
+			vsEmpty: make([][]float64, len(kinds)), prefill: make([]time.Duration, len(kinds))}
 		for k, ids := range kinds {
 			if n == 0 {
 				continue
 			}
 			var err error
-			if templates[k], r.prefill[k], err = h.prefill(ctx, ids, n); err != nil {
+			if r.templates[k], r.prefill[k], err = h.prefill(ctx, ids, n); err != nil {
 				return err
 			}
 		}
-		for round := range h.o.runs {
-			var rps [2]float64
+		rows = append(rows, r)
+	}
+	if !h.o.keep && h.o.prefilled == "" {
+		defer func() {
+			for _, r := range rows {
+				for _, t := range r.templates {
+					if t != "" {
+						os.RemoveAll(t)
+					}
+				}
+			}
+		}()
+	}
+	for round := range h.o.runs {
+		rps := make([][]float64, len(rows))
+		for i := range rows {
+			r := &rows[i]
+			rps[i] = make([]float64, len(kinds))
 			for j := range kinds {
-				k := (j + round) % 2
-				res, err := h.once(ctx, false, templates[k], h.o.conns, kinds[k])
+				k := (j + round) % len(kinds)
+				res, err := h.once(ctx, false, r.templates[k], h.o.conns, kinds[k])
 				if err != nil {
 					return err
 				}
+				fmt.Fprintf(os.Stderr, "round %d, %d receipts, %s ids: %.0f req/s, p99 %.1f ms\n", round+1, r.n, kinds[k], res.RPS, res.Latency.P99)
 				r.cells[k].add(res)
-				rps[k] = res.RPS
+				rps[i][k] = res.RPS
 			}
-			r.ratio = append(r.ratio, rps[1]/rps[0])
-		}
-		if !h.o.keep {
-			for _, t := range templates {
-				if t != "" {
-					os.RemoveAll(t)
-				}
+			r.ratio = append(r.ratio, rps[i][len(kinds)-1]/rps[i][0])
+			for k := range kinds {
+				r.vsEmpty[k] = append(r.vsEmpty[k], rps[i][k]/rps[0][k])
 			}
 		}
-		rows = append(rows, r)
 	}
 
 	w := os.Stdout
 	fmt.Fprintf(w, "command: go run ./bench/cmd/benchrun %s\n", strings.Join(os.Args[1:], " "))
 	fmt.Fprintf(w, "commit: %s\n", commit(ctx))
-	fmt.Fprintf(w, "load: serve, -n %d --dup %g -k %d, verified; %d rounds per cell, medians; req/s (p99 ms)\n\n",
-		h.o.events, h.o.dup, h.o.conns, h.o.runs)
-	fmt.Fprintln(w, "| stored receipts | sequential ids | vs empty | random ids | vs empty | random/sequential | prefill s, sequential / random |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+	fmt.Fprintf(w, "load: serve, -n %d --dup %g -k %d, verified; %d rounds, each running every cell once; req/s (p99 ms) are medians, "+
+		"ratios medians of the per-round ratios\n\n", h.o.events, h.o.dup, h.o.conns, h.o.runs)
+	header, sep := "| stored receipts |", "|---|"
+	for _, k := range kinds {
+		header += fmt.Sprintf(" %s ids | vs empty |", k)
+		sep += "---|---|"
+	}
+	if len(kinds) > 1 {
+		header += fmt.Sprintf(" %s/%s |", kinds[len(kinds)-1], kinds[0])
+		sep += "---|"
+	}
+	header += " prefill s |"
+	sep += "---|"
+	fmt.Fprintln(w, header)
+	fmt.Fprintln(w, sep)
 	for _, r := range rows {
-		vs := func(k int) float64 { return harness.Median(r.cells[k].rps) / harness.Median(rows[0].cells[k].rps) }
+		line := fmt.Sprintf("| %d |", r.n)
+		for k := range kinds {
+			line += fmt.Sprintf(" %s | %.2f |", r.cells[k], harness.Median(r.vsEmpty[k]))
+		}
+		if len(kinds) > 1 {
+			line += fmt.Sprintf(" %.2f |", harness.Median(r.ratio))
+		}
 		took := "—"
 		if r.n > 0 {
-			took = fmt.Sprintf("%.0f / %.0f", r.prefill[0].Seconds(), r.prefill[1].Seconds())
+			var ts []string
+			for _, d := range r.prefill {
+				if d == 0 {
+					ts = append(ts, "reused")
+				} else {
+					ts = append(ts, fmt.Sprintf("%.0f", d.Seconds()))
+				}
+			}
+			took = strings.Join(ts, " / ")
 		}
-		fmt.Fprintf(w, "| %d | %s | %.2f | %s | %.2f | %.2f | %s |\n",
-			r.n, r.cells[0], vs(0), r.cells[1], vs(1), harness.Median(r.ratio), took)
+		fmt.Fprintln(w, line+" "+took+" |")
 	}
 	return nil
 }
