@@ -496,6 +496,18 @@ func (c *Config) resolve(dir string) error {
 					return errAt(at+".properties", "meter %q keeps property %q: add properties.%s (a JSON path)", m.Meter.Value, p, p)
 				}
 			}
+		} else {
+			// A meter read from the event may be any declared meter, so
+			// the mapping extracts every dimension: otherwise rows it maps
+			// would all group (and price) under the empty value unnoticed.
+			for _, mt := range c.Meters {
+				for _, d := range mt.Dimensions {
+					if _, ok := m.Properties[d]; !ok {
+						return errAt(at+".properties", "the meter comes from %s and may be %q, whose dimension %q this mapping does not extract: add properties.%s (a JSON path)",
+							m.Meter.Path, mt.Name, d, d)
+					}
+				}
+			}
 		}
 	}
 	if err := c.resolvePlans(); err != nil {
