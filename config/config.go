@@ -187,8 +187,8 @@ func (s *Secret) read(dir, at string) error {
 func (s Secret) String() string { return "[redacted]" }
 
 // Meter declares a meter: name, aggregation (sum, count, max, min,
-// unique_count of a property, latest), unit label and the properties its rows
-// keep. When any meter is declared, mappings may only produce declared meters.
+// unique_count of a property, latest, time_weighted, avg), unit label, the
+// properties its rows keep and its dimensions. When any meter is declared, mappings may only produce declared meters.
 type Meter = ledger.Meter
 
 // MeterNames lists the declared meters.

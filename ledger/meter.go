@@ -11,16 +11,18 @@ type Aggregation string
 
 // The aggregations a meter can declare.
 const (
-	AggSum         Aggregation = "sum"          // total of the quantities (the default)
-	AggCount       Aggregation = "count"        // number of usage rows
-	AggMax         Aggregation = "max"          // largest quantity, e.g. peak seats
-	AggMin         Aggregation = "min"          // smallest quantity
-	AggUniqueCount Aggregation = "unique_count" // distinct values of one property, e.g. active users
-	AggLatest      Aggregation = "latest"       // quantity of the row with the latest event time, e.g. plan size
+	AggSum          Aggregation = "sum"           // total of the quantities (the default)
+	AggCount        Aggregation = "count"         // number of usage rows
+	AggMax          Aggregation = "max"           // largest quantity, e.g. peak seats
+	AggMin          Aggregation = "min"           // smallest quantity
+	AggUniqueCount  Aggregation = "unique_count"  // distinct values of one property, e.g. active users
+	AggLatest       Aggregation = "latest"        // quantity of the row with the latest event time, e.g. plan size
+	AggTimeWeighted Aggregation = "time_weighted" // a gauge's value × hours held, e.g. GB-hours of storage (gauge.go)
+	AggAvg          Aggregation = "avg"           // mean of the reported values
 )
 
 // Aggregations lists every aggregation in documentation order.
-var Aggregations = []Aggregation{AggSum, AggCount, AggMax, AggMin, AggUniqueCount, AggLatest}
+var Aggregations = []Aggregation{AggSum, AggCount, AggMax, AggMin, AggUniqueCount, AggLatest, AggTimeWeighted, AggAvg}
 
 // Meter declares how one meter is aggregated and labelled. Adjustments add
 // their signed quantity to the aggregate of the usage rows, whatever the

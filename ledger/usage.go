@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -236,11 +237,12 @@ func (q UsageQuery) filter() schema.LedgerFilter {
 	return f
 }
 
-// needsProperties reports whether any meter in scope is a unique_count, the
-// only aggregation that reads properties (skipping them keeps scans cheap).
+// needsProperties reports whether any meter in scope is a unique_count or a
+// time_weighted gauge, the aggregations that read properties (skipping them
+// keeps scans cheap).
 func needsProperties(ms Meters, meter string) bool {
 	for _, m := range ms {
-		if m.Aggregation == AggUniqueCount && (meter == "" || meter == m.Name) {
+		if m.spec().readsProperties() && (meter == "" || meter == m.Name) {
 			return true
 		}
 	}
@@ -267,6 +269,40 @@ func splitGroupBy(groupBy []string) (grain Granularity, dims []string) {
 		}
 	}
 	return grain, dims
+}
+
+// gaugeGroup is the bucket of a time_weighted group while its rows are read.
+const gaugeGroup = math.MinInt64
+
+// gaugeBuckets splits a time_weighted group into one line per bucket of the
+// window in which it holds a value, each integrating its own bucket with the
+// value held at its start carried in: a month by day shows every day the
+// value was held (empty days included), and the days add up to the month.
+func gaugeBuckets(k groupKey, a *aggregate, grain Granularity, zone *time.Location, dims, vals []string) []UsageLine {
+	first, last, ok := a.span()
+	if !ok {
+		return nil
+	}
+	var lines []UsageLine
+	// An open window ends at the last report, inclusive: its bucket counts it.
+	for s := bucketStart(grain, first, zone); s.UnixMilli() < last || (a.to == 0 && s.UnixMilli() <= last); s = bucketEnd(grain, s) {
+		bs, be := max(s.UnixMilli(), first), bucketEnd(grain, s).UnixMilli()
+		if a.to != 0 {
+			be = min(be, a.to)
+		}
+		v, rows, adjs := a.inBucket(bs, be, last)
+		l := UsageLine{Customer: k.customer, Meter: k.meter, Aggregation: a.spec.agg, Unit: a.spec.unit, Quantity: v,
+			Events: rows, Adjustments: adjs, bucket: s.UnixMilli(), Period: bucketLabel(grain, s),
+			PeriodStart: s.Format(time.RFC3339), PeriodEnd: bucketEnd(grain, s).Format(time.RFC3339)}
+		if len(dims) > 0 {
+			l.Dimensions = make(map[string]string, len(dims))
+			for i, d := range dims {
+				l.Dimensions[d] = vals[i]
+			}
+		}
+		lines = append(lines, l)
+	}
+	return lines
 }
 
 type groupKey struct {
@@ -299,7 +335,14 @@ func Query(ctx context.Context, src UsageSource, q UsageQuery) (*UsageReport, er
 	var firstMeter string
 	var firstSpec spec
 	var bStart, bEnd int64 = 1, 0 // cached bucket; empty until the first row
-	err := src.ScanUsage(ctx, usageScan(q), func(r *schema.UsageRow) error {
+	var from, to int64
+	if !q.From.IsZero() {
+		from = q.From.UnixMilli()
+	}
+	if !q.To.IsZero() {
+		to = q.To.UnixMilli()
+	}
+	feed := func(r *schema.UsageRow) error {
 		if len(names) > 0 {
 			dimensionValues(r.Properties, names, vals)
 			for i, c := range q.Where {
@@ -339,14 +382,37 @@ func Query(ctx context.Context, src UsageSource, q UsageQuery) (*UsageReport, er
 					ErrMixedMeters, firstMeter, r.Meter, firstSpec.agg, firstSpec.unit, m.Aggregation, m.Unit)
 			}
 		}
+		if m.Aggregation == AggTimeWeighted && grain != "" {
+			// A gauge's value carries from one bucket into the next: its
+			// rows gather in one group over the window, split into buckets
+			// at the end (gaugeBuckets).
+			k.bucket = gaugeGroup
+		}
 		a := groups[k]
 		if a == nil {
-			a = newAggregate(m.spec())
+			a = newAggregate(m.spec()).window(from, to)
 			groups[k] = a
 		}
 		a.add(r.Kind, r.ID, RowQuantity(r.Quantity, int(r.Decimals)), r.OccurredAt, r.Properties)
 		return nil
-	})
+	}
+	err := src.ScanUsage(ctx, usageScan(q), feed)
+	if err == nil && from != 0 {
+		// A gauge's value reported before the window carries into it: read
+		// each time_weighted meter's earlier rows (the aggregate keeps only
+		// the last report of each gauge).
+		for _, name := range slices.Sorted(maps.Keys(q.Meters)) {
+			m := q.Meters[name]
+			if m.Aggregation != AggTimeWeighted || (q.Meter != "" && q.Meter != name) {
+				continue
+			}
+			f := q.filter()
+			f.Meter, f.From, f.To = name, 0, from
+			if err = src.ScanUsage(ctx, schema.UsageScan{Filter: f, Properties: true}, feed); err != nil {
+				break
+			}
+		}
+	}
 	if errors.Is(err, ErrMixedMeters) {
 		return nil, err
 	}
@@ -373,6 +439,10 @@ func Query(ctx context.Context, src UsageSource, q UsageQuery) (*UsageReport, er
 	})
 	for _, k := range keys {
 		a := groups[k]
+		if k.bucket == gaugeGroup {
+			rep.Lines = append(rep.Lines, gaugeBuckets(k, a, grain, q.Zone, dims, dimVals[k.dims])...)
+			continue
+		}
 		l := UsageLine{Customer: k.customer, Meter: k.meter, Aggregation: a.spec.agg, Unit: a.spec.unit,
 			Events: a.rows, Adjustments: a.adjustments, bucket: k.bucket}
 		if len(dims) > 0 {
