@@ -194,3 +194,22 @@ func TestWhereAndGroupByRefuseWhatTheyCannotMean(t *testing.T) {
 		t.Fatalf("parsed %+v", ws)
 	}
 }
+
+// FuzzParseWhere: any text either parses into named conditions with values
+// or is refused with an error, never a panic.
+func FuzzParseWhere(f *testing.F) {
+	for _, s := range []string{"model=gpt-4o,region!=eu", "model in (a,b)", "m not in (a)", "((", "a=)", ",,", "x in ()"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		cs, err := ledger.ParseWhere(s)
+		if err != nil {
+			return
+		}
+		for _, c := range cs {
+			if c.Name == "" || len(c.Values) == 0 {
+				t.Fatalf("%q: condition %+v", s, c)
+			}
+		}
+	})
+}
