@@ -13,7 +13,7 @@ import (
 )
 
 // Usage answers GET /v1/usage with the same query as `hookledger usage`:
-// from, to, tz, customer, meter, group_by (or group-by), as_of (or as-of).
+// from, to, tz, customer, meter, group_by (or group-by), where, as_of (or as-of).
 // JSON by default; RFC 4180 CSV when the client sends Accept: text/csv or
 // format=csv. Register it on Server.Mux; the Server's bearer auth covers it.
 func Usage(db *schema.DB, meters ledger.Meters) http.Handler {
@@ -28,7 +28,7 @@ func Usage(db *schema.DB, meters ledger.Meters) http.Handler {
 			return ""
 		}
 		p := ledger.UsageParams{From: get("from"), To: get("to"), TZ: get("tz"), Customer: get("customer"), Meter: get("meter"),
-			GroupBy: get("group_by", "group-by"), AsOf: get("as_of", "as-of")}
+			GroupBy: get("group_by", "group-by"), Where: get("where"), AsOf: get("as_of", "as-of")}
 		q, err := p.Query(meters)
 		if err != nil {
 			usageError(w, http.StatusBadRequest, err.Error())

@@ -189,8 +189,8 @@ func (s *Secret) read(dir, at string) error {
 func (s Secret) String() string { return "[redacted]" }
 
 // Meter declares a meter: name, aggregation (sum, count, max, min,
-// unique_count of a property, latest), unit label and the properties its rows
-// keep. When any meter is declared, mappings may only produce declared meters.
+// unique_count of a property, latest, time_weighted, avg), unit label, the
+// properties its rows keep and its dimensions. When any meter is declared, mappings may only produce declared meters.
 type Meter = ledger.Meter
 
 // MeterNames lists the declared meters.
@@ -496,6 +496,18 @@ func (c *Config) resolve(dir string) error {
 			for _, p := range ledger.NewMeters(c.Meters).Get(m.Meter.Value).Properties {
 				if _, ok := m.Properties[p]; !ok {
 					return errAt(at+".properties", "meter %q keeps property %q: add properties.%s (a JSON path)", m.Meter.Value, p, p)
+				}
+			}
+		} else {
+			// A meter read from the event may be any declared meter, so
+			// the mapping extracts every dimension: otherwise rows it maps
+			// would all group (and price) under the empty value unnoticed.
+			for _, mt := range c.Meters {
+				for _, d := range mt.Dimensions {
+					if _, ok := m.Properties[d]; !ok {
+						return errAt(at+".properties", "the meter comes from %s and may be %q, whose dimension %q this mapping does not extract: add properties.%s (a JSON path)",
+							m.Meter.Path, mt.Name, d, d)
+					}
 				}
 			}
 		}

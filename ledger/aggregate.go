@@ -23,7 +23,24 @@ type aggregate struct {
 	latestID int64
 	latest   Total
 	distinct map[string]struct{}
+
+	// time_weighted: the window integrated over (unix ms, 0 open) and the
+	// gauges seen (gauge.go).
+	from, to   int64
+	series     map[string]*gauge
+	adjustedAt []gaugePoint // the adjustments, dated: a query by day bills each on its day
 }
+
+// window sets the event-time window a time_weighted aggregate integrates
+// over; rows before from only carry their value in. Other aggregations
+// ignore it.
+func (a *aggregate) window(from, to int64) *aggregate {
+	a.from, a.to = from, to
+	return a
+}
+
+// readsProperties reports whether the aggregation reads rows' properties.
+func (s spec) readsProperties() bool { return s.agg == AggUniqueCount || s.agg == AggTimeWeighted }
 
 func newAggregate(s spec) *aggregate {
 	a := &aggregate{spec: s}
@@ -33,10 +50,22 @@ func newAggregate(s spec) *aggregate {
 	return a
 }
 
-// add feeds one row. properties is only read by unique_count.
+// add feeds one row. properties is only read by unique_count and
+// time_weighted. A time_weighted aggregate also takes rows from before its
+// window: they only carry their value in (adjustments there count for
+// nothing).
 func (a *aggregate) add(kind string, id int64, q Total, occurredAt int64, properties string) {
+	if a.spec.agg == AggTimeWeighted && a.from != 0 && occurredAt < a.from {
+		if kind == KindUsage {
+			a.gaugeAdd(id, q, occurredAt, properties)
+		}
+		return
+	}
 	switch kind {
 	case KindAdjustment:
+		if a.spec.agg == AggTimeWeighted {
+			a.adjustedAt = append(a.adjustedAt, gaugePoint{occurredAt, id, q})
+		}
 		a.adjustments++
 		a.adjusted.add(q)
 		return
@@ -68,6 +97,9 @@ func (a *aggregate) add(kind string, id int64, q Total, occurredAt int64, proper
 	if a.rows == 1 || occurredAt > a.latestAt || (occurredAt == a.latestAt && id > a.latestID) {
 		a.latestAt, a.latestID, a.latest = occurredAt, id, q
 	}
+	if a.spec.agg == AggTimeWeighted {
+		a.gaugeAdd(id, q, occurredAt, properties)
+	}
 	if a.distinct != nil {
 		// Values compare as canonical JSON text; rows without the property
 		// (or with null) do not count, like SQL's COUNT(DISTINCT x).
@@ -96,7 +128,12 @@ func (a *aggregate) value() Total {
 			v = a.latest
 		case AggUniqueCount:
 			v = countTotal(int64(len(a.distinct)))
+		case AggAvg:
+			v = a.average()
 		}
+	}
+	if a.spec.agg == AggTimeWeighted {
+		v = a.timeWeighted() // a value carried in bills without a report inside
 	}
 	return v.Plus(a.adjusted)
 }

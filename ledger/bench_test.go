@@ -411,3 +411,86 @@ func BenchmarkPriceInvoice(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDimensions measures a meter with a dimension against a seeded
+// ledger whose api_requests rows carry a model:
+//
+//	hookledger dev seed --rows 10000000 --customers 10000 --models --data /tmp/dims10m
+//	HOOKLEDGER_BENCH_DB=/tmp/dims10m/hookledger.db \
+//	  go test ./ledger -run '^$' -bench Dimensions -benchtime 3x -count 5 -timeout 2h
+//
+// (BENCHMARKS.md records the size it was run at.) It compares one
+// customer's month grouped by customer, meter and model with the same query
+// ungrouped, and a dry-run close of the month for every customer with
+// api_requests declaring the dimension, without, and with storage_gb billed
+// time_weighted instead of max.
+func BenchmarkDimensions(b *testing.B) {
+	path := os.Getenv("HOOKLEDGER_BENCH_DB")
+	if path == "" {
+		b.Skip("set HOOKLEDGER_BENCH_DB to a database made by `hookledger dev seed --models` (see the comment)")
+	}
+	ctx := context.Background()
+	db, err := schema.Open(ctx, path, schema.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	label := os.Getenv("HOOKLEDGER_BENCH_MONTH")
+	if label == "" {
+		label = "2026-06"
+	}
+	month, err := ledger.MonthPeriod(label, time.UTC)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dims := seed.MetersOf(seed.Options{Models: true})
+	for i := range dims {
+		if err := dims[i].Normalize(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	withDims, plain := ledger.NewMeters(dims), ledger.NewMeters(seed.Meters)
+	var total, inMonth, customers int64
+	db.Read.QueryRowx(`SELECT COUNT(*) FROM metered_usage`).Scan(&total)
+	db.Read.QueryRowx(`SELECT COUNT(*) FROM metered_usage WHERE occurred_at >= ? AND occurred_at < ?`, month.Start.UnixMilli(), month.End.UnixMilli()).Scan(&inMonth)
+	db.Read.QueryRowx(`SELECT COUNT(DISTINCT customer_id) FROM metered_usage`).Scan(&customers)
+	b.Logf("ledger: %d rows, %d customers; %s holds %d rows", total, customers, label, inMonth)
+
+	calls := 0
+	customerMonth := func(groupBy string) func(b *testing.B) {
+		return func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				calls++
+				p := ledger.UsageParams{From: label, To: month.End.Format(time.RFC3339), Customer: fmt.Sprintf("cus_%05d", (calls*7919)%int(max(customers, 1))), GroupBy: groupBy}
+				q, err := p.Query(withDims)
+				if err != nil {
+					b.Fatal(err)
+				}
+				rep, err := ledger.Query(ctx, db, q)
+				if err != nil || len(rep.Lines) == 0 {
+					b.Fatalf("query: %v (%d lines)", err, len(rep.Lines))
+				}
+			}
+		}
+	}
+	b.Run("customer-month/by-model", customerMonth("customer,meter,model"))
+	b.Run("customer-month/plain", customerMonth("customer,meter"))
+	closeRun := func(meters ledger.Meters) func(b *testing.B) {
+		return func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				res, err := ledger.Close(ctx, db, ledger.CloseRequest{Period: month, All: true, Meters: meters, DryRun: true})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if res.Existing || int64(len(res.Invoices)) < customers/2 {
+					b.Fatalf("close produced %d invoices (existing %v)", len(res.Invoices), res.Existing)
+				}
+			}
+		}
+	}
+	gauge := seed.MetersOf(seed.Options{})
+	gauge[1].Aggregation = ledger.AggTimeWeighted // storage_gb as GB-hours: the carry-in read and the integral
+	b.Run("close-month-all/dimensional", closeRun(withDims))
+	b.Run("close-month-all/plain", closeRun(plain))
+	b.Run("close-month-all/storage-time-weighted", closeRun(ledger.NewMeters(gauge)))
+}

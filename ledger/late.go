@@ -172,9 +172,12 @@ func lateLines(ctx context.Context, q closedSource, scope string, head, invoiceS
 // what was billed already (a late line is priced at the margin from it).
 // Exact at any size.
 func aggregateDelta(ctx context.Context, q UsageSource, customer string, m Meter, start, end, after, through int64) (delta, before Total, err error) {
-	upTo, upToAfter := newAggregate(m.spec()), newAggregate(m.spec())
+	upTo, upToAfter := newAggregate(m.spec()).window(start, end), newAggregate(m.spec()).window(start, end)
 	f := schema.LedgerFilter{Customer: customer, Meter: m.Name, From: start, To: end, ThroughID: through}
-	err = ledgerScan(ctx, q, f, m.Aggregation == AggUniqueCount, func(id int64, kind, _, _ string, qty Total, occ int64, props string, _ []byte) {
+	if m.Aggregation == AggTimeWeighted {
+		f.From = 0 // the last report before the period carries in
+	}
+	err = ledgerScan(ctx, q, f, m.spec().readsProperties(), func(id int64, kind, _, _ string, qty Total, occ int64, props string, _ []byte) {
 		upTo.add(kind, id, qty, occ, props)
 		if id <= after {
 			upToAfter.add(kind, id, qty, occ, props)

@@ -13,16 +13,18 @@ type Aggregation string
 
 // The aggregations a meter can declare.
 const (
-	AggSum         Aggregation = "sum"          // total of the quantities (the default)
-	AggCount       Aggregation = "count"        // number of usage rows
-	AggMax         Aggregation = "max"          // largest quantity, e.g. peak seats
-	AggMin         Aggregation = "min"          // smallest quantity
-	AggUniqueCount Aggregation = "unique_count" // distinct values of one property, e.g. active users
-	AggLatest      Aggregation = "latest"       // quantity of the row with the latest event time, e.g. plan size
+	AggSum          Aggregation = "sum"           // total of the quantities (the default)
+	AggCount        Aggregation = "count"         // number of usage rows
+	AggMax          Aggregation = "max"           // largest quantity, e.g. peak seats
+	AggMin          Aggregation = "min"           // smallest quantity
+	AggUniqueCount  Aggregation = "unique_count"  // distinct values of one property, e.g. active users
+	AggLatest       Aggregation = "latest"        // quantity of the row with the latest event time, e.g. plan size
+	AggTimeWeighted Aggregation = "time_weighted" // a gauge's value × hours held, e.g. GB-hours of storage (gauge.go)
+	AggAvg          Aggregation = "avg"           // mean of the reported values
 )
 
 // Aggregations lists every aggregation in documentation order.
-var Aggregations = []Aggregation{AggSum, AggCount, AggMax, AggMin, AggUniqueCount, AggLatest}
+var Aggregations = []Aggregation{AggSum, AggCount, AggMax, AggMin, AggUniqueCount, AggLatest, AggTimeWeighted, AggAvg}
 
 // Meter declares how one meter is aggregated and labelled. Adjustments add
 // their signed quantity to the aggregate of the usage rows, whatever the
@@ -34,8 +36,12 @@ type Meter struct {
 	Property string `yaml:"property" json:"property,omitempty"`
 	Unit     string `yaml:"unit" json:"unit,omitempty"`
 	// Properties are the properties every usage row of this meter keeps
-	// (mappings must extract them); Property is always among them.
+	// (mappings must extract them); Property and Dimensions are always among them.
 	Properties []string `yaml:"properties" json:"properties,omitempty"`
+	// Dimensions are properties usage can be grouped and filtered by
+	// (usage --group-by model --where region=eu) and a price can vary by.
+	// A row without one has the empty value: it is grouped, never dropped.
+	Dimensions []string `yaml:"dimensions" json:"dimensions,omitempty"`
 	// Stripe, when set, pushes the meter's usage to a Stripe meter
 	// (docs/stripe.md).
 	Stripe *StripeMeter `yaml:"stripe" json:"stripe,omitempty"`
@@ -131,8 +137,21 @@ func (m *Meter) Normalize() error {
 			return fmt.Errorf("properties[%d]: %q is listed twice", i, p)
 		}
 	}
+	for i, d := range m.Dimensions {
+		if err := checkDimensionName(d); err != nil {
+			return fmt.Errorf("dimensions[%d]: %w", i, err)
+		}
+		if slices.Contains(m.Dimensions[:i], d) {
+			return fmt.Errorf("dimensions[%d]: %q is listed twice", i, d)
+		}
+	}
 	if m.Property != "" && !slices.Contains(m.Properties, m.Property) {
 		m.Properties = append(m.Properties, m.Property)
+	}
+	for _, d := range m.Dimensions {
+		if !slices.Contains(m.Properties, d) {
+			m.Properties = append(m.Properties, d)
+		}
 	}
 	if m.Stripe != nil {
 		if m.Aggregation != AggSum {
@@ -141,6 +160,26 @@ func (m *Meter) Normalize() error {
 			return fmt.Errorf("stripe: only a sum meter is pushed to Stripe (this one is %s)", m.Aggregation)
 		}
 		return m.Stripe.normalize()
+	}
+	return nil
+}
+
+// checkDimensionName keeps dimension names apart from the other words of
+// --group-by and --where: a dimension called "day" or "customer" could not be
+// told from the built-in grouping, and the where syntax needs names without
+// its operators, commas, spaces or parentheses.
+func checkDimensionName(d string) error {
+	switch d {
+	case GroupCustomer, GroupMeter, string(ByHour), string(ByDay), string(ByMonth):
+		return fmt.Errorf("%q is a built-in grouping; name the dimension differently", d)
+	}
+	if d == "" {
+		return fmt.Errorf("a dimension needs a name")
+	}
+	for _, r := range d {
+		if !(r == '_' || r == '-' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return fmt.Errorf("%q: a dimension name holds letters, digits, '_', '-' and '.' only", d)
+		}
 	}
 	return nil
 }

@@ -3,6 +3,8 @@ package ledger
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/hookledger/hookledger/schema"
 )
@@ -62,11 +64,10 @@ func periodLines(ctx context.Context, tx closeStore, req CloseRequest, head int6
 	ranged := false
 	if req.Customer == "" && !req.noIndex && !noRangeScan {
 		var err error
+		// No row in the period (lo == 0) still goes on: a gauge reported
+		// before it carries in.
 		if lo, hi, ranged, err = periodRange(ctx, tx, f); err != nil {
 			return nil, fmt.Errorf("close %s: %w", p.Label, err)
-		}
-		if lo == 0 {
-			return nil, nil
 		}
 	}
 
@@ -95,7 +96,7 @@ func periodLines(ctx context.Context, tx closeStore, req CloseRequest, head int6
 		}
 		if la == nil {
 			m := string(r.Meter)
-			la = &lineAcc{agg: newAggregate(req.Meters.Get(m).spec())}
+			la = &lineAcc{agg: newAggregate(req.Meters.Get(m).spec()).window(f.From, f.To)}
 			set.meters, set.accs = append(set.meters, m), append(set.accs, la)
 		}
 		kind := KindUsage
@@ -106,7 +107,7 @@ func periodLines(ctx context.Context, tx closeStore, req CloseRequest, head int6
 			kind = KindVoid
 		}
 		var pr string
-		if la.agg.distinct != nil {
+		if la.agg.spec.readsProperties() {
 			pr = string(r.Properties)
 		}
 		la.add(kind, r.ID, RowQuantity(r.Quantity, int(r.Decimals)), r.OccurredAt, pr, arena.copy(r.RowHash))
@@ -114,6 +115,41 @@ func periodLines(ctx context.Context, tx closeStore, req CloseRequest, head int6
 	})
 	if err != nil {
 		return nil, fmt.Errorf("close %s: read ledger: %w", p.Label, err)
+	}
+	// A gauge reported before the period holds into it: its last report
+	// before the start carries in, and bills even without a report inside
+	// (the line then covers no rows). The carried row is not covered by the
+	// line (an earlier invoice covers it); verify recomputes the quantity
+	// the same way (aggregateDelta).
+	for _, name := range slices.Sorted(maps.Keys(req.Meters)) {
+		m := req.Meters[name]
+		if m.Aggregation != AggTimeWeighted {
+			continue
+		}
+		cf := schema.LedgerFilter{Customer: req.Customer, Meter: name, To: f.From, ThroughID: head, NoIndex: req.noIndex}
+		err := ledgerScan(ctx, tx, cf, true, func(id int64, kind, c, _ string, qty Total, occ int64, props string, _ []byte) {
+			set := sets[c]
+			if set == nil {
+				set = &lineSet{customer: c, skip: skip[c]}
+				sets[c] = set
+				if !set.skip {
+					order = append(order, set)
+				}
+			}
+			if set.skip {
+				return
+			}
+			i := slices.Index(set.meters, name)
+			if i < 0 {
+				set.meters = append(set.meters, name)
+				set.accs = append(set.accs, &lineAcc{agg: newAggregate(m.spec()).window(f.From, f.To)})
+				i = len(set.accs) - 1
+			}
+			set.accs[i].agg.add(kind, id, qty, occ, props) // before the window: carried, not covered
+		})
+		if err != nil {
+			return nil, fmt.Errorf("close %s: %w", p.Label, err)
+		}
 	}
 	var lines []InvoiceLine
 	for _, set := range order {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,9 +24,12 @@ type UsageQuery struct {
 
 	// Zone buckets hours, days and months (nil: UTC).
 	Zone *time.Location
-	// GroupBy holds customer, meter and at most one of hour, day, month; nil
-	// means customer,meter and an empty slice one line for everything.
+	// GroupBy holds customer, meter, meters' dimensions and at most one of
+	// hour, day, month; nil means customer,meter and an empty slice one line
+	// for everything.
 	GroupBy []string
+	// Where keeps rows whose dimensions pass every condition.
+	Where []Condition
 	// AsOf keeps rows recorded before it (recorded_at < AsOf): an earlier
 	// answer again, ignoring what arrived since.
 	AsOf time.Time
@@ -57,7 +61,8 @@ type UsageParams struct {
 	TZ       string // IANA zone for date arguments and grouping (default UTC)
 	Customer string
 	Meter    string
-	GroupBy  string // comma-separated: customer,meter,hour|day|month
+	GroupBy  string // comma-separated: customer,meter,a dimension,hour|day|month
+	Where    string // dimension conditions: model=gpt-4o,region!=eu,tier in (a,b)
 	AsOf     string // ingestion cutoff: a time (rows recorded before it) or id:N (rows with ledger id <= N)
 }
 
@@ -83,8 +88,19 @@ func (p UsageParams) Query(meters Meters) (UsageQuery, error) {
 		return q, fmt.Errorf("from: must be before to (the window is half-open: from <= event time < to)")
 	}
 	if p.GroupBy != "" {
-		if q.GroupBy, err = parseGroupBy(p.GroupBy); err != nil {
+		if q.GroupBy, err = parseGroupBy(p.GroupBy, meters.declaredDimensions()); err != nil {
 			return q, fmt.Errorf("group-by: %w", err)
+		}
+	}
+	if p.Where != "" {
+		if q.Where, err = ParseWhere(p.Where); err != nil {
+			return q, fmt.Errorf("where: %w", err)
+		}
+		dims := meters.declaredDimensions()
+		for _, c := range q.Where {
+			if !slices.Contains(dims, c.Name) {
+				return q, fmt.Errorf("where: %q is not a dimension of any meter (%s)", c.Name, dimensionList(dims))
+			}
 		}
 	}
 	if p.AsOf != "" {
@@ -101,7 +117,14 @@ func (p UsageParams) Query(meters Meters) (UsageQuery, error) {
 	return q, nil
 }
 
-func parseGroupBy(s string) ([]string, error) {
+func dimensionList(dims []string) string {
+	if len(dims) == 0 {
+		return "no meter declares dimensions"
+	}
+	return "dimensions: " + strings.Join(dims, ", ")
+}
+
+func parseGroupBy(s string, dims []string) ([]string, error) {
 	var out []string
 	var grain string
 	for _, g := range strings.Split(s, ",") {
@@ -116,7 +139,9 @@ func parseGroupBy(s string) ([]string, error) {
 		case "":
 			continue
 		default:
-			return nil, fmt.Errorf("%q is not one of customer, meter, hour, day, month", g)
+			if !slices.Contains(dims, g) {
+				return nil, fmt.Errorf("%q is not one of customer, meter, hour, day, month or a meter's dimension (%s)", g, dimensionList(dims))
+			}
 		}
 		if slices.Contains(out, g) {
 			return nil, fmt.Errorf("%q is listed twice", g)
@@ -131,16 +156,19 @@ func parseGroupBy(s string) ([]string, error) {
 
 // UsageLine is one group of a usage report.
 type UsageLine struct {
-	Customer    string      `json:"customer,omitempty"`
-	Meter       string      `json:"meter,omitempty"`
-	Period      string      `json:"period,omitempty"` // the time bucket as read in the query's zone
-	PeriodStart string      `json:"period_start,omitempty"`
-	PeriodEnd   string      `json:"period_end,omitempty"`
-	Aggregation Aggregation `json:"aggregation"`
-	Quantity    Total       `json:"quantity"`
-	Unit        string      `json:"unit,omitempty"`
-	Events      int64       `json:"events"`      // usage rows
-	Adjustments int64       `json:"adjustments"` // adjustment rows (their sum is in Quantity)
+	Customer string `json:"customer,omitempty"`
+	Meter    string `json:"meter,omitempty"`
+	// Dimensions holds the value of each dimension grouped by; "" is the
+	// group of rows without the property.
+	Dimensions  map[string]string `json:"dimensions,omitempty"`
+	Period      string            `json:"period,omitempty"` // the time bucket as read in the query's zone
+	PeriodStart string            `json:"period_start,omitempty"`
+	PeriodEnd   string            `json:"period_end,omitempty"`
+	Aggregation Aggregation       `json:"aggregation"`
+	Quantity    Total             `json:"quantity"`
+	Unit        string            `json:"unit,omitempty"`
+	Events      int64             `json:"events"`      // usage rows
+	Adjustments int64             `json:"adjustments"` // adjustment rows (their sum is in Quantity)
 
 	bucket int64
 }
@@ -152,6 +180,7 @@ type UsageReport struct {
 	To      string      `json:"to,omitempty"`
 	TZ      string      `json:"tz"`
 	GroupBy []string    `json:"group_by"`
+	Where   []string    `json:"where,omitempty"`
 	AsOf    string      `json:"as_of,omitempty"`
 	AsOfID  int64       `json:"as_of_id,omitempty"`
 	Lines   []UsageLine `json:"lines"`
@@ -161,20 +190,16 @@ type UsageReport struct {
 func (r *UsageReport) Records() ([]string, [][]string) {
 	var header []string
 	has := func(g string) bool { return slices.Contains(r.GroupBy, g) }
-	grain := ""
-	for _, g := range r.GroupBy {
-		if g != GroupCustomer && g != GroupMeter {
-			grain = g
-		}
-	}
+	grain, dims := splitGroupBy(r.GroupBy)
 	if has(GroupCustomer) {
 		header = append(header, "customer")
 	}
 	if has(GroupMeter) {
 		header = append(header, "meter")
 	}
+	header = append(header, dims...)
 	if grain != "" {
-		header = append(header, grain)
+		header = append(header, string(grain))
 	}
 	header = append(header, "aggregation", "quantity", "unit", "events", "adjustments")
 	rows := make([][]string, len(r.Lines))
@@ -185,6 +210,9 @@ func (r *UsageReport) Records() ([]string, [][]string) {
 		}
 		if has(GroupMeter) {
 			row = append(row, l.Meter)
+		}
+		for _, d := range dims {
+			row = append(row, l.Dimensions[d])
 		}
 		if grain != "" {
 			row = append(row, l.Period)
@@ -209,11 +237,12 @@ func (q UsageQuery) filter() schema.LedgerFilter {
 	return f
 }
 
-// needsProperties reports whether any meter in scope is a unique_count, the
-// only aggregation that reads properties (skipping them keeps scans cheap).
+// needsProperties reports whether any meter in scope is a unique_count or a
+// time_weighted gauge, the aggregations that read properties (skipping them
+// keeps scans cheap).
 func needsProperties(ms Meters, meter string) bool {
 	for _, m := range ms {
-		if m.Aggregation == AggUniqueCount && (meter == "" || meter == m.Name) {
+		if m.spec().readsProperties() && (meter == "" || meter == m.Name) {
 			return true
 		}
 	}
@@ -222,11 +251,63 @@ func needsProperties(ms Meters, meter string) bool {
 
 // usageScan is the read Query runs (benchmarks EXPLAIN it).
 func usageScan(q UsageQuery) schema.UsageScan {
-	return schema.UsageScan{Filter: q.filter(), Properties: needsProperties(q.Meters, q.Meter)}
+	_, dims := splitGroupBy(q.GroupBy)
+	props := needsProperties(q.Meters, q.Meter) || len(dims) > 0 || len(q.Where) > 0
+	return schema.UsageScan{Filter: q.filter(), Properties: props}
+}
+
+// splitGroupBy separates the time bucket (if any) and the dimensions of a
+// grouping from customer and meter.
+func splitGroupBy(groupBy []string) (grain Granularity, dims []string) {
+	for _, g := range groupBy {
+		switch g {
+		case GroupCustomer, GroupMeter:
+		case string(ByHour), string(ByDay), string(ByMonth):
+			grain = Granularity(g)
+		default:
+			dims = append(dims, g)
+		}
+	}
+	return grain, dims
+}
+
+// gaugeGroup is the bucket of a time_weighted group while its rows are read.
+const gaugeGroup = math.MinInt64
+
+// gaugeBuckets splits a time_weighted group into one line per bucket of the
+// window in which it holds a value, each integrating its own bucket with the
+// value held at its start carried in: a month by day shows every day the
+// value was held (empty days included), and the days add up to the month.
+func gaugeBuckets(k groupKey, a *aggregate, grain Granularity, zone *time.Location, dims, vals []string) []UsageLine {
+	first, last, ok := a.span()
+	if !ok {
+		return nil
+	}
+	var lines []UsageLine
+	// An open window ends at the last report, inclusive: its bucket counts it.
+	for s := bucketStart(grain, first, zone); s.UnixMilli() < last || (a.to == 0 && s.UnixMilli() <= last); s = bucketEnd(grain, s) {
+		bs, be := max(s.UnixMilli(), first), bucketEnd(grain, s).UnixMilli()
+		if a.to != 0 {
+			be = min(be, a.to)
+		}
+		v, rows, adjs := a.inBucket(bs, be, last)
+		l := UsageLine{Customer: k.customer, Meter: k.meter, Aggregation: a.spec.agg, Unit: a.spec.unit, Quantity: v,
+			Events: rows, Adjustments: adjs, bucket: s.UnixMilli(), Period: bucketLabel(grain, s),
+			PeriodStart: s.Format(time.RFC3339), PeriodEnd: bucketEnd(grain, s).Format(time.RFC3339)}
+		if len(dims) > 0 {
+			l.Dimensions = make(map[string]string, len(dims))
+			for i, d := range dims {
+				l.Dimensions[d] = vals[i]
+			}
+		}
+		lines = append(lines, l)
+	}
+	return lines
 }
 
 type groupKey struct {
 	customer, meter string
+	dims            string // dimensionsKey of the grouped values
 	bucket          int64
 }
 
@@ -241,18 +322,42 @@ func Query(ctx context.Context, src UsageSource, q UsageQuery) (*UsageReport, er
 		q.GroupBy = DefaultGroupBy
 	}
 	byCustomer, byMeter := slices.Contains(q.GroupBy, GroupCustomer), slices.Contains(q.GroupBy, GroupMeter)
-	var grain Granularity
-	for _, g := range q.GroupBy {
-		if g != GroupCustomer && g != GroupMeter {
-			grain = Granularity(g)
-		}
+	grain, dims := splitGroupBy(q.GroupBy)
+	// One pass over each row's properties reads the grouped dimensions
+	// (first) and the filtered ones (after them).
+	names := slices.Clone(dims)
+	for _, c := range q.Where {
+		names = append(names, c.Name)
 	}
+	vals := make([]string, len(names))
+	dimVals := map[string][]string{} // dimensionsKey -> the values, for the lines
 	groups := map[groupKey]*aggregate{}
 	var firstMeter string
 	var firstSpec spec
 	var bStart, bEnd int64 = 1, 0 // cached bucket; empty until the first row
-	err := src.ScanUsage(ctx, usageScan(q), func(r *schema.UsageRow) error {
+	var from, to int64
+	if !q.From.IsZero() {
+		from = q.From.UnixMilli()
+	}
+	if !q.To.IsZero() {
+		to = q.To.UnixMilli()
+	}
+	feed := func(r *schema.UsageRow) error {
+		if len(names) > 0 {
+			dimensionValues(r.Properties, names, vals)
+			for i, c := range q.Where {
+				if !c.match(vals[len(dims)+i]) {
+					return nil
+				}
+			}
+		}
 		var k groupKey
+		if len(dims) > 0 {
+			k.dims = dimensionsKey(vals[:len(dims)])
+			if _, ok := dimVals[k.dims]; !ok {
+				dimVals[k.dims] = slices.Clone(vals[:len(dims)])
+			}
+		}
 		if byCustomer {
 			k.customer = r.Customer
 		}
@@ -277,14 +382,37 @@ func Query(ctx context.Context, src UsageSource, q UsageQuery) (*UsageReport, er
 					ErrMixedMeters, firstMeter, r.Meter, firstSpec.agg, firstSpec.unit, m.Aggregation, m.Unit)
 			}
 		}
+		if m.Aggregation == AggTimeWeighted && grain != "" {
+			// A gauge's value carries from one bucket into the next: its
+			// rows gather in one group over the window, split into buckets
+			// at the end (gaugeBuckets).
+			k.bucket = gaugeGroup
+		}
 		a := groups[k]
 		if a == nil {
-			a = newAggregate(m.spec())
+			a = newAggregate(m.spec()).window(from, to)
 			groups[k] = a
 		}
 		a.add(r.Kind, r.ID, RowQuantity(r.Quantity, int(r.Decimals)), r.OccurredAt, r.Properties)
 		return nil
-	})
+	}
+	err := src.ScanUsage(ctx, usageScan(q), feed)
+	if err == nil && from != 0 {
+		// A gauge's value reported before the window carries into it: read
+		// each time_weighted meter's earlier rows (the aggregate keeps only
+		// the last report of each gauge).
+		for _, name := range slices.Sorted(maps.Keys(q.Meters)) {
+			m := q.Meters[name]
+			if m.Aggregation != AggTimeWeighted || (q.Meter != "" && q.Meter != name) {
+				continue
+			}
+			f := q.filter()
+			f.Meter, f.From, f.To = name, 0, from
+			if err = src.ScanUsage(ctx, schema.UsageScan{Filter: f, Properties: true}, feed); err != nil {
+				break
+			}
+		}
+	}
 	if errors.Is(err, ErrMixedMeters) {
 		return nil, err
 	}
@@ -293,6 +421,9 @@ func Query(ctx context.Context, src UsageSource, q UsageQuery) (*UsageReport, er
 	}
 
 	rep := &UsageReport{TZ: q.Zone.String(), GroupBy: q.GroupBy, AsOfID: q.AsOfID, Lines: make([]UsageLine, 0, len(groups))}
+	for _, c := range q.Where {
+		rep.Where = append(rep.Where, c.String())
+	}
 	if !q.From.IsZero() {
 		rep.From = q.From.In(q.Zone).Format(time.RFC3339Nano)
 	}
@@ -303,12 +434,23 @@ func Query(ctx context.Context, src UsageSource, q UsageQuery) (*UsageReport, er
 		rep.AsOf = q.AsOf.In(q.Zone).Format(time.RFC3339Nano)
 	}
 	keys := slices.SortedFunc(maps.Keys(groups), func(a, b groupKey) int {
-		return cmp.Or(cmp.Compare(a.customer, b.customer), cmp.Compare(a.meter, b.meter), cmp.Compare(a.bucket, b.bucket))
+		return cmp.Or(cmp.Compare(a.customer, b.customer), cmp.Compare(a.meter, b.meter), slices.Compare(dimVals[a.dims], dimVals[b.dims]),
+			cmp.Compare(a.bucket, b.bucket))
 	})
 	for _, k := range keys {
 		a := groups[k]
+		if k.bucket == gaugeGroup {
+			rep.Lines = append(rep.Lines, gaugeBuckets(k, a, grain, q.Zone, dims, dimVals[k.dims])...)
+			continue
+		}
 		l := UsageLine{Customer: k.customer, Meter: k.meter, Aggregation: a.spec.agg, Unit: a.spec.unit,
 			Events: a.rows, Adjustments: a.adjustments, bucket: k.bucket}
+		if len(dims) > 0 {
+			l.Dimensions = make(map[string]string, len(dims))
+			for i, d := range dims {
+				l.Dimensions[d] = dimVals[k.dims][i]
+			}
+		}
 		if grain != "" {
 			s := time.UnixMilli(k.bucket).In(q.Zone)
 			l.Period = bucketLabel(grain, s)

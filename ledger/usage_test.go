@@ -218,7 +218,7 @@ func TestMeterNormalize(t *testing.T) {
 		want string
 	}{
 		{ledger.Meter{}, "name: required"},
-		{ledger.Meter{Name: "x", Aggregation: "avg"}, "aggregation:"},
+		{ledger.Meter{Name: "x", Aggregation: "median"}, "aggregation:"},
 		{ledger.Meter{Name: "x", Aggregation: "unique_count"}, "property:"},
 		{ledger.Meter{Name: "x", Aggregation: "sum", Property: "u"}, "property:"},
 		{ledger.Meter{Name: "x", Properties: []string{"a", "a"}}, "listed twice"},

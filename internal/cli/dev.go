@@ -22,7 +22,8 @@ func devCommand() *cli.Command {
 				Description: "Appends --rows events, one usage row each, through the normal apply path (receipt, delivery\n" +
 					"attempt, hash-chained usage row) for --customers customers over --months months, on three meters:\n" +
 					"api_requests (sum), storage_gb (max) and active_users (unique_count of property user); --exports\n" +
-					"adds a fourth, exports (sum), taking one event in ten from api_requests. Event ids are random per\n" +
+					"adds a fourth, exports (sum), taking one event in ten from api_requests; --models gives\n" +
+					"api_requests the dimension model (one of four values per row). Event ids are random per\n" +
 					"run, so seeding twice adds more. Never point it at a production database.",
 				Flags: append(configFlags(),
 					&cli.IntFlag{Name: "rows", Required: true, DefaultText: "none, required", EnvVars: []string{"HOOKLEDGER_SEED_ROWS"}, Usage: "number of usage rows to add"},
@@ -30,6 +31,7 @@ func devCommand() *cli.Command {
 					&cli.StringFlag{Name: "from", Value: "2026-01", EnvVars: []string{"HOOKLEDGER_SEED_FROM"}, Usage: "first event time (RFC 3339, date or month, UTC)"},
 					&cli.IntFlag{Name: "months", Value: 12, EnvVars: []string{"HOOKLEDGER_SEED_MONTHS"}, Usage: "spread events evenly over this many months"},
 					&cli.BoolFlag{Name: "exports", EnvVars: []string{"HOOKLEDGER_SEED_EXPORTS"}, Usage: "add a fourth meter, exports (sum), for the priced-close benchmark"},
+					&cli.BoolFlag{Name: "models", EnvVars: []string{"HOOKLEDGER_SEED_MODELS"}, Usage: "give api_requests the dimension model, for the dimensional benchmarks"},
 					&cli.Uint64Flag{Name: "seed", Value: 1, EnvVars: []string{"HOOKLEDGER_SEED"}, Usage: "random seed (same seed, same data)"},
 				),
 				Action: devSeed,
@@ -60,6 +62,7 @@ func devSeed(c *cli.Context) error {
 	}
 	err = seed.Run(ctx, db, seed.Options{
 		Rows: rows, Customers: c.Int("customers"), From: from, Months: c.Int("months"), Seed: c.Uint64("seed"), Exports: c.Bool("exports"),
+		Models: c.Bool("models"),
 		Progress: func(done int) {
 			if done%500_000 == 0 || done == rows {
 				el := time.Since(start)

@@ -22,7 +22,9 @@ func usageCommand() *cli.Command {
 			"month (2026-11), a date (2026-11-01) or a wall-clock time read in --tz; an omitted bound is open.\n" +
 			"Each meter is aggregated as declared under meters in the config (sum when undeclared), and\n" +
 			"adjustments add their signed quantity. --as-of reproduces an earlier answer: only rows recorded\n" +
-			"before that time (or with ledger id <= N, for id:N) count. The admin API answers the same query\n" +
+			"before that time (or with ledger id <= N, for id:N) count. A meter's dimensions (meters[].dimensions)\n" +
+			"group (--group-by customer,model) and filter (--where model=gpt-4o); a row without the property\n" +
+			"has the empty value. The admin API answers the same query\n" +
 			"at GET /v1/usage.",
 		Flags: append(configFlags(),
 			&cli.StringFlag{Name: "from", EnvVars: []string{"HOOKLEDGER_FROM"}, Usage: "start of the window, inclusive"},
@@ -31,7 +33,9 @@ func usageCommand() *cli.Command {
 			&cli.StringFlag{Name: "customer", EnvVars: []string{"HOOKLEDGER_CUSTOMER"}, Usage: "only this customer"},
 			&cli.StringFlag{Name: "meter", EnvVars: []string{"HOOKLEDGER_METER"}, Usage: "only this meter"},
 			&cli.StringFlag{Name: "group-by", Value: "customer,meter", EnvVars: []string{"HOOKLEDGER_GROUP_BY"},
-				Usage: "comma-separated: customer, meter and at most one of hour, day, month (\"\" for one total)"},
+				Usage: "comma-separated: customer, meter, meters' dimensions and at most one of hour, day, month (\"\" for one total)"},
+			&cli.StringFlag{Name: "where", EnvVars: []string{"HOOKLEDGER_WHERE"},
+				Usage: "only rows whose dimensions match: model=gpt-4o,region!=eu,tier in (a,b) (every term holds; model= is rows without it)"},
 			&cli.StringFlag{Name: "as-of", EnvVars: []string{"HOOKLEDGER_AS_OF"},
 				Usage: "ingestion cutoff: a time (rows recorded before it) or id:N (rows with ledger id <= N)"},
 			formatFlag(),
@@ -48,7 +52,7 @@ func usage(c *cli.Context) error {
 		return err
 	}
 	p := ledger.UsageParams{From: c.String("from"), To: c.String("to"), TZ: c.String("tz"), Customer: c.String("customer"),
-		Meter: c.String("meter"), GroupBy: c.String("group-by"), AsOf: c.String("as-of")}
+		Meter: c.String("meter"), GroupBy: c.String("group-by"), Where: c.String("where"), AsOf: c.String("as-of")}
 	if !c.IsSet("group-by") {
 		p.GroupBy = ""
 	}

@@ -34,12 +34,19 @@ var Meters = []ledger.Meter{
 // benchmark).
 var Exports = ledger.Meter{Name: "exports", Aggregation: ledger.AggSum, Unit: "exports"}
 
+// Models are the values of api_requests' model dimension with Options.Models.
+var Models = []string{"gpt-4o", "gpt-4o-mini", "o1", "claude"}
+
 // MetersOf are the meters a seed run with o uses.
 func MetersOf(o Options) []ledger.Meter {
+	ms := slices.Clone(Meters)
 	if o.Exports {
-		return append(slices.Clone(Meters), Exports)
+		ms = append(ms, Exports)
 	}
-	return slices.Clone(Meters)
+	if o.Models {
+		ms[0].Dimensions, ms[0].Properties = []string{"model"}, []string{"model"}
+	}
+	return ms
 }
 
 // Options describe a seed run. Zero fields take the documented defaults.
@@ -55,6 +62,10 @@ type Options struct {
 	// event in ten from api_requests. Without it the data is what it always
 	// was for a given Seed.
 	Exports bool
+	// Models gives api_requests the dimension model: each of its rows has
+	// one of Models (the dimensional benchmarks). Without it the data is
+	// what it always was for a given Seed.
+	Models bool
 	// Progress, if set, is called after each chunk with the rows written so far.
 	Progress func(done int)
 }
@@ -150,6 +161,9 @@ func event(rng *mrand.Rand, o Options, id string, at int64) *custody.Delivery {
 		row.Meter, row.Quantity = Exports.Name, ledger.TotalOf(ledger.Quantity(1+rng.IntN(10))*ledger.Scale)
 	case r < 6:
 		row.Meter, row.Quantity = "api_requests", ledger.TotalOf(ledger.Quantity(1+rng.IntN(100))*ledger.Scale)
+		if o.Models {
+			row.Properties = fmt.Sprintf(`{"model":%q}`, Models[rng.IntN(len(Models))])
+		}
 	case r < 8:
 		row.Meter, row.Quantity = "storage_gb", ledger.TotalOf(ledger.Quantity(1+rng.IntN(500_000))*1000) // 0.001 to 500 GB
 	default:
