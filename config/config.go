@@ -25,6 +25,11 @@ import (
 	"github.com/hookledger/hookledger/scheme"
 )
 
+// AlertProvider is the provider of the events hookledger raises itself
+// (usage.threshold_crossed): destinations route them like any other, and
+// no webhook provider may take the name.
+const AlertProvider = "hookledger"
+
 // Defaults.
 const (
 	DefaultListen = ":8080"
@@ -409,6 +414,9 @@ func (c *Config) resolve(dir string) error {
 		at := fmt.Sprintf("providers[%d]", i)
 		if !providerName.MatchString(p.Name) {
 			return errAt(at+".name", "%q must be lowercase letters, digits, - or _ (it is the URL path /webhooks/NAME)", p.Name)
+		}
+		if p.Name == AlertProvider {
+			return errAt(at+".name", "%q is reserved: it is the provider of hookledger's own events (threshold alerts)", p.Name)
 		}
 		if seen[p.Name] {
 			return errAt(at+".name", "provider %q is defined twice", p.Name)

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sync/semaphore"
 
+	"github.com/hookledger/hookledger/entitle"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/schema"
 )
@@ -68,6 +69,10 @@ type Writer struct {
 	// AfterOutbox, when set, is called from the writer goroutine after each
 	// committed batch that wrote outbox rows (the relay wakes up).
 	AfterOutbox func()
+	// Limits resolves the limits whose thresholds raise alerts (entitle);
+	// nil raises none. The usage state is kept whatever it is: every batch
+	// adds its rows to their months' totals (entitle.Tracker).
+	Limits *entitle.Policy
 
 	db       *schema.DB
 	store    Store // set by Open
@@ -342,6 +347,7 @@ func (w *Writer) apply(batch []*job, errs []error, isolate bool) (failed bool, e
 	}
 	defer b.Rollback()
 	btx := &Tx{b: b, hook: w.testHook, now: w.clock(), route: w.Route}
+	btx.usage = entitle.NewTracker(b, w.Limits)
 	b.Expect(expectedReceipts(batch, errs))
 	for i, j := range batch {
 		switch {
@@ -368,6 +374,9 @@ func (w *Writer) apply(batch []*job, errs []error, isolate bool) (failed bool, e
 				return true, nil
 			}
 		}
+	}
+	if err := btx.usage.Flush(ctx); err != nil {
+		return false, w.storageError("save usage state", err)
 	}
 	if err := btx.saveHead(ctx); err != nil {
 		return false, w.storageError("save chain head", err)
@@ -447,6 +456,9 @@ type Tx struct {
 	hook      func(*Delivery) error // tests inject failures here
 	route     Router                // the writer's (outbox.go)
 	outboxed  bool                  // the batch wrote outbox rows
+	// usage keeps the usage state (per customer, meter and month) current
+	// with the rows the batch appends and decides threshold crossings.
+	usage *entitle.Tracker
 }
 
 // Now is the batch time in unix milliseconds: the recorded_at of its rows.
@@ -456,13 +468,42 @@ func (b *Tx) Now() int64 { return b.now }
 // (reconcile checkpoints, redelivery requests, retention, adjustments' refs).
 func (b *Tx) Batch() schema.Batch { return b.b }
 
-// Append adds a row to the ledger's hash chain.
+// Append adds a row to the ledger's hash chain, counts it in the usage
+// state and raises the alerts of the thresholds it crossed: every ledger row
+// (usage, adjustment, replay) is appended here, so none can skip them, and
+// all of it commits with the row or not at all.
 func (b *Tx) Append(ctx context.Context, r *ledger.Row) error {
 	h, err := b.chainHead(ctx)
 	if err != nil {
 		return err
 	}
-	return h.Ledger.Append(ctx, b, r)
+	if err := h.Ledger.Append(ctx, b, r); err != nil {
+		return err
+	}
+	crossed, err := b.usage.Add(ctx, r)
+	if err != nil {
+		return fmt.Errorf("usage state: %w", err)
+	}
+	for _, c := range crossed {
+		if err := b.alert(ctx, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RebuildUsageState recomputes the usage state from the whole ledger in
+// this batch (entitle.Build), with months in zone.
+func (b *Tx) RebuildUsageState(ctx context.Context, zone string) error {
+	h, err := b.chainHead(ctx)
+	if err != nil {
+		return err
+	}
+	if err := entitle.Build(ctx, b.b, zone, time.UnixMilli(b.now), h.Ledger.LastID); err != nil {
+		return err
+	}
+	b.usage.Reset()
+	return nil
 }
 
 // InsertLedgerRow stores a row the chain linked, with the prepared insert.
@@ -503,12 +544,15 @@ func (b *Tx) saveHead(ctx context.Context) error {
 // writes: opErr is op's error. txErr means the savepoint itself failed, so the
 // op's writes may still be in the transaction and it must not commit.
 func (b *Tx) isolated(ctx context.Context, op Op) (opErr, txErr error) {
-	saved, savedReady := b.head, b.headReady
+	saved, savedReady, mark := b.head, b.headReady, b.usage.Mark()
 	opErr, txErr = b.b.Isolated(ctx, func() error { return op.Apply(ctx, b) })
 	if opErr != nil {
 		// The savepoint undid the op's receipts and rows; the head it
-		// advanced in memory goes back with them.
+		// advanced in memory, and the totals it added to, go back with them.
 		b.head, b.headReady = saved, savedReady
+		if !b.usage.Undo(mark) {
+			return opErr, errors.New("an op that rebuilt the usage state failed: the batch is abandoned")
+		}
 	}
 	return opErr, txErr
 }

@@ -89,6 +89,8 @@ type VerifySource interface {
 	AppliedWithoutUsage(ctx context.Context, limit int) ([]schema.EventKey, error)
 	UsageWithoutApplied(ctx context.Context, limit int) ([]schema.EventKey, error)
 	custodySource
+	// View reads in one snapshot (the usage state's check, state.go).
+	View(ctx context.Context, fn func(tx *schema.ReadTx) error) error
 }
 
 // custodySource is what the custody checks read (verify_custody.go).

@@ -68,14 +68,15 @@ const maxProblems = 20
 // row an applied receipt; every closed invoice's digests and numbers against
 // the ledger; the receipts' hash chain, both chains' ends against the chain
 // head, every stored body against its body_sha256 and every replayed
-// receipt's status against its replays (verify_custody.go); and that each
+// receipt's status against its replays (verify_custody.go); the usage state
+// against the ledger's monthly sums (state.go); and that each
 // anchor's row still exists with the anchored hash. The error is for failures
 // to read, not for findings.
 func Verify(ctx context.Context, db VerifySource, anchors ...Anchor) (*VerifyReport, error) {
 	r := &VerifyReport{}
 	for _, check := range []func(context.Context, VerifySource) (CheckResult, error){
 		verifyIntegrity, verifyChain, verifyReceipts, verifyInvoices,
-		verifyReceiptChain, verifyHead, verifyBodies, verifyStatuses,
+		verifyReceiptChain, verifyHead, verifyBodies, verifyStatuses, verifyUsageState,
 		func(ctx context.Context, db VerifySource) (CheckResult, error) {
 			return verifyAnchors(ctx, db, anchors)
 		},

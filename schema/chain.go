@@ -236,7 +236,8 @@ func scanReceiptLinks(ctx context.Context, q sqlx.QueryerContext, fn func(*chain
 // migrationSteps are Go code a migration needs after its SQL, in the same
 // transaction: SQLite has no SHA-256 to compute hashes with.
 var migrationSteps = map[int]func(context.Context, *sqlx.Tx) error{
-	5: chainReceipts,
+	5:  chainReceipts,
+	19: widenSourceCheck,
 }
 
 // chainReceipts links every existing receipt in id order, as the writer would
