@@ -19,6 +19,7 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 
+	"github.com/hookledger/hookledger/entitle"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/payload"
 	"github.com/hookledger/hookledger/pricing"
@@ -28,7 +29,7 @@ import (
 // AlertProvider is the provider of the events hookledger raises itself
 // (usage.threshold_crossed): destinations route them like any other, and
 // no webhook provider may take the name.
-const AlertProvider = "hookledger"
+const AlertProvider = entitle.AlertProvider
 
 // Defaults.
 const (

@@ -21,7 +21,9 @@ const alertVersion = "hookledger/alerts"
 // per threshold and period) and, if it is new, raises its alert: a receipt
 // of provider hookledger applied through the one apply path, so it gets its
 // outbox rows (forwarded at least once under one webhook-id) in this same
-// transaction, the one that wrote the row that crossed the threshold.
+// transaction, the one that wrote the row that crossed the threshold. Its
+// status is ignored, as for any event no usage mapping covers: it writes no
+// ledger rows.
 func (b *Tx) alert(ctx context.Context, c entitle.Crossing) error {
 	head, err := b.chainHead(ctx)
 	if err != nil {
@@ -40,9 +42,9 @@ func (b *Tx) alert(ctx context.Context, c entitle.Crossing) error {
 	}
 	body := entitle.AlertBody(c, time.UnixMilli(b.now))
 	sum := sha256.Sum256(body)
-	d := &Delivery{Provider: entitle.AlertProvider, EventID: entitle.AlertEventID(c), EventType: entitle.AlertEventType,
+	d := &Delivery{Provider: entitle.AlertProvider, EventID: entitle.AlertEventID(c.Customer, c.Meter, c.PeriodStart, c.Threshold.Spelling), EventType: entitle.AlertEventType,
 		Body: body, BodySHA256: sum[:], Source: SourceAlert, HandlerVersion: alertVersion,
-		ReceivedAt: time.UnixMilli(b.now), Status: StatusApplied}
+		ReceivedAt: time.UnixMilli(b.now), Status: StatusIgnored}
 	if err := d.Apply(ctx, b); err != nil {
 		return fmt.Errorf("raise alert %s: %w", d.EventID, err)
 	}

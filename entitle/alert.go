@@ -1,6 +1,7 @@
 package entitle
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/base32"
 	"encoding/json"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/schema"
 )
 
 // Alerts are events of provider hookledger, so destinations route them like
@@ -21,9 +23,9 @@ const (
 // period and threshold, the key it fires once for, so its receipt (and the
 // webhook-id of every message forwarding it) is the same whichever row and
 // whichever process crossed it.
-func AlertEventID(c Crossing) string {
+func AlertEventID(customer, meter string, periodStart int64, threshold string) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00%d\x00%s", c.Customer, c.Meter, c.PeriodStart, c.Threshold.Spelling)
+	fmt.Fprintf(h, "%s\x00%s\x00%d\x00%s", customer, meter, periodStart, threshold)
 	return "thr_" + alertEncoding.EncodeToString(h.Sum(nil)[:20])
 }
 
@@ -94,4 +96,50 @@ func AlertBody(c Crossing, now time.Time) []byte {
 	}
 	b, _ := json.Marshal(a) // strings and numbers only
 	return b
+}
+
+// CrossingView is a threshold that fired, as `alerts list` shows it.
+type CrossingView struct {
+	Customer  string       `json:"customer"`
+	Meter     string       `json:"meter"`
+	Period    string       `json:"period"` // the month's label, 2026-12
+	Threshold string       `json:"threshold"`
+	Value     ledger.Total `json:"value"`
+	Limit     string       `json:"limit"` // "" without one
+	Used      ledger.Total `json:"used"`  // after the row that crossed it
+	RowID     int64        `json:"row_id"`
+	EventID   string       `json:"alert_event_id"` // the alert's receipt: provider hookledger
+	CrossedAt time.Time    `json:"crossed_at"`
+}
+
+// CrossingStore reads the crossings (*schema.DB).
+type CrossingStore interface {
+	StateZone(ctx context.Context) (schema.StateZone, bool, error)
+	Crossings(ctx context.Context, customer string, limit int) ([]schema.Crossing, error)
+}
+
+// Crossings lists the thresholds that fired, newest first, at most limit.
+func Crossings(ctx context.Context, db CrossingStore, customer string, limit int) ([]CrossingView, error) {
+	cs, err := db.Crossings(ctx, customer, limit)
+	if err != nil {
+		return nil, err
+	}
+	loc := time.UTC
+	if z, ok, err := db.StateZone(ctx); err != nil {
+		return nil, err
+	} else if ok {
+		if loc, err = ledger.LoadZone(z.Zone); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]CrossingView, len(cs))
+	for i, c := range cs {
+		v, _ := ledger.ParseTotal(c.ThresholdValue)
+		u, _ := ledger.ParseTotal(c.Used)
+		out[i] = CrossingView{Customer: c.Customer, Meter: c.Meter, Period: time.UnixMilli(c.PeriodStart).In(loc).Format("2006-01"),
+			Threshold: c.Threshold, Value: v, Limit: c.Limit, Used: u, RowID: c.RowID,
+			EventID:   AlertEventID(c.Customer, c.Meter, c.PeriodStart, c.Threshold),
+			CrossedAt: time.UnixMilli(c.CrossedAt).UTC()}
+	}
+	return out, nil
 }

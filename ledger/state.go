@@ -72,7 +72,7 @@ func SumUsageState(ctx context.Context, src UsageRowScanner, loc *time.Location)
 // It reads in one snapshot, so a row committed meanwhile is either in both
 // the state and the ledger or in neither.
 func verifyUsageState(ctx context.Context, db VerifySource) (CheckResult, error) {
-	c := CheckResult{Name: "usage_state"}
+	c := CheckResult{Name: "usage state"}
 	err := db.View(ctx, func(tx *schema.ReadTx) error {
 		z, built, err := tx.StateZone(ctx)
 		if err != nil {

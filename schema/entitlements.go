@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/jmoiron/sqlx"
@@ -260,16 +261,11 @@ func (db *DB) InsertLimitOverride(ctx context.Context, o LimitOverride) (int64, 
 // customer), newest first, at most limit (0: all).
 func (db *DB) Crossings(ctx context.Context, customer string, limit int) ([]Crossing, error) {
 	if limit <= 0 {
-		limit = -1
-	}
-	q := `SELECT ` + crossingCols + ` FROM threshold_crossings WHERE ? = '' OR customer_id = ? ORDER BY id DESC LIMIT ?`
-	args := []any{customer, customer, limit}
-	if onPostgres(db.Read) && limit < 0 {
-		q = `SELECT ` + crossingCols + ` FROM threshold_crossings WHERE ? = '' OR customer_id = ? ORDER BY id DESC`
-		args = args[:2]
+		limit = math.MaxInt32
 	}
 	var cs []Crossing
-	if err := sqlx.SelectContext(ctx, db.Read, &cs, q, args...); err != nil {
+	if err := sqlx.SelectContext(ctx, db.Read, &cs, `SELECT `+crossingCols+` FROM threshold_crossings
+		WHERE ? = '' OR customer_id = ? ORDER BY id DESC LIMIT ?`, customer, customer, limit); err != nil {
 		if predates(ctx, db.Read, versionEntitlements) {
 			return nil, nil
 		}
