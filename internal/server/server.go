@@ -244,7 +244,7 @@ func (s *Server) start(ctx context.Context) error {
 	// The usage state behind entitlement checks, built from the ledger
 	// before the first request when it never was or its zone changed
 	// (entitlements.go).
-	if err := buildUsageState(ctx, log, cfg, w); err != nil {
+	if err := buildUsageState(ctx, log, cfg, s.db, w); err != nil {
 		return err
 	}
 	// The forwarding relay (forward.go): after the writer, which it submits
