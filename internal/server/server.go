@@ -312,7 +312,7 @@ func (s *Server) start(ctx context.Context) error {
 	// the preview's rolled-back close take the write connection between the
 	// writer's batches, as the CLI's take the write lock.
 	(&admin.Customers{DB: s.db, Catalog: cfg.Catalog, DefaultPlan: cfg.Customers.DefaultPlan, Meters: ledger.NewMeters(cfg.Meters),
-		Zone: cfg.Invoicing.Location, Now: time.Now}).Routes(s.adm.Mux)
+		Zone: cfg.Invoicing.Location, Now: time.Now, Entitlements: srv.Entitlements}).Routes(s.adm.Mux)
 	// The web console, GET /ui/ (console.go).
 	if err := s.mountConsole(tally); err != nil {
 		return err
