@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"strings"
 	"sync"
 	"testing"
 
@@ -305,5 +308,47 @@ func adjust(t *testing.T, e *env, customer, quantity, ref string) {
 	}))
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// GET /v1/entitlements on the API's listener: a key is required (401
+// without one, nothing read), bad names are 400, and the answers are the
+// checker's, one meter or several.
+func TestEntitlementsOverHTTP(t *testing.T) {
+	e := newLimitedEnv(t, "sqlite")
+	if r := e.Send("a", testenv.UsageBody("cus_1", "api_requests", "100")); r.Code != 200 {
+		t.Fatal(r.Code)
+	}
+	key, _ := e.CreateKey("app", 0, 0)
+	get := func(path, key string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, e.HTTP.URL+path, nil)
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, c := range []struct {
+		path, key string
+		code      int
+		has       string
+	}{
+		{"/v1/entitlements/cus_1/api_requests", "", 401, `"reason":"missing_key"`},
+		{"/v1/entitlements/cus_1/api_requests", "hl_not-a-key", 401, `"reason":"unknown_key"`},
+		{"/v1/entitlements/cus_1/api_requests", key, 200, `"limit":"100","kind":"hard","used":"100","remaining":"0","allowed":false`},
+		{"/v1/entitlements/cus_1?meter=api_requests&meter=other", key, 200, `{"entitlements":[{"customer":"cus_1","meter":"api_requests"`},
+		{"/v1/entitlements/cus_1", key, 400, `"reason":"bad_request"`},
+		{"/v1/entitlements/cus_1/%00", key, 400, `"reason":"bad_request"`},
+	} {
+		code, body := get(c.path, c.key)
+		if code != c.code || !strings.Contains(body, c.has) {
+			t.Errorf("GET %s: %d %s, want %d with %s", c.path, code, body, c.code, c.has)
+		}
 	}
 }
