@@ -34,6 +34,9 @@ type Customers struct {
 	// Now is the clock: the plan "today" (its UTC date), the preview's
 	// default month and its cutoff, the time a change is recorded at.
 	Now func() time.Time
+	// Entitlements, when set, adds limits to GET /v1/customers/{id}/usage
+	// (customerusage.go).
+	Entitlements Entitlements
 }
 
 // Routes registers the endpoints on mux.
@@ -44,6 +47,7 @@ func (c *Customers) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/customers/{id}", c.show)
 	mux.HandleFunc("POST /v1/customers/{id}/plan", c.assign)
 	mux.HandleFunc("GET /v1/customers/{id}/invoice/preview", c.preview)
+	mux.HandleFunc("GET /v1/customers/{id}/usage", c.usage)
 }
 
 // maxRequestBody bounds a customer or plan request's JSON.

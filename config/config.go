@@ -19,11 +19,17 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 
+	"github.com/hookledger/hookledger/entitle"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/payload"
 	"github.com/hookledger/hookledger/pricing"
 	"github.com/hookledger/hookledger/scheme"
 )
+
+// AlertProvider is the provider of the events hookledger raises itself
+// (usage.threshold_crossed): destinations route them like any other, and
+// no webhook provider may take the name.
+const AlertProvider = entitle.AlertProvider
 
 // Defaults.
 const (
@@ -411,6 +417,9 @@ func (c *Config) resolve(dir string) error {
 		at := fmt.Sprintf("providers[%d]", i)
 		if !providerName.MatchString(p.Name) {
 			return errAt(at+".name", "%q must be lowercase letters, digits, - or _ (it is the URL path /webhooks/NAME)", p.Name)
+		}
+		if p.Name == AlertProvider {
+			return errAt(at+".name", "%q is reserved: it is the provider of hookledger's own events (threshold alerts)", p.Name)
 		}
 		if seen[p.Name] {
 			return errAt(at+".name", "provider %q is defined twice", p.Name)

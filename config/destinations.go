@@ -120,7 +120,8 @@ func (c *Config) resolveDestinations(dir string) error {
 			return errAt(at+".url", "%q is not an http or https URL", d.URL)
 		}
 		for j, p := range d.Events.Providers {
-			if !providers[p] && !isAPIScope(p) { // an ingest API key's events: api:NAME
+			// an ingest API key's events: api:NAME; hookledger's own (alerts): hookledger
+			if !providers[p] && !isAPIScope(p) && p != AlertProvider {
 				return errAt(fmt.Sprintf("%s.events.providers[%d]", at, j), "no provider named %q", p)
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
 )
 
@@ -20,8 +21,10 @@ type Customers struct {
 // almost always a typo, and a typo would bill nothing.
 func (c *Config) resolvePlans() error {
 	declared := map[string]bool{}
+	aggregation := map[string]ledger.Aggregation{}
 	for _, m := range c.Meters {
 		declared[m.Name] = true
+		aggregation[m.Name] = m.Aggregation
 	}
 	for i := range c.Plans {
 		at := fmt.Sprintf("plans[%d]", i)
@@ -33,6 +36,17 @@ func (c *Config) resolvePlans() error {
 		for j, pr := range p.Prices {
 			if !declared[pr.Meter] {
 				return errAt(fmt.Sprintf("%s.prices[%d].meter", at, j), "meter %q is not declared under meters (declare it, with its aggregation, to price it)", pr.Meter)
+			}
+		}
+		// A limit is on the period's sum: the total the writer keeps per
+		// customer, meter and month (entitlements).
+		for j, l := range p.Limits {
+			key := fmt.Sprintf("%s.limits[%d].meter", at, j)
+			switch agg, ok := aggregation[l.Meter]; {
+			case !ok:
+				return errAt(key, "meter %q is not declared under meters (declare it to limit it)", l.Meter)
+			case agg != "" && agg != ledger.AggSum:
+				return errAt(key, "meter %q aggregates by %s: limits apply to sum meters", l.Meter, agg)
 			}
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sync/semaphore"
 
+	"github.com/hookledger/hookledger/entitle"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/schema"
 )
@@ -76,6 +77,10 @@ type Writer struct {
 	// so a row that commits is a row that will be pushed. An error fails the
 	// op that appended the row.
 	Push Pusher
+	// Limits resolves the limits whose thresholds raise alerts (entitle);
+	// nil raises none. The usage state is kept whatever it is: every batch
+	// adds its rows to their months' totals (entitle.Tracker).
+	Limits *entitle.Policy
 
 	db       *schema.DB
 	store    Store // set by Open
@@ -350,6 +355,7 @@ func (w *Writer) apply(batch []*job, errs []error, isolate bool) (failed bool, e
 	}
 	defer b.Rollback()
 	btx := &Tx{b: b, hook: w.testHook, now: w.clock(), route: w.Route, push: w.Push}
+	btx.usage = entitle.NewTracker(b, w.Limits)
 	b.Expect(expectedReceipts(batch, errs))
 	for i, j := range batch {
 		switch {
@@ -376,6 +382,9 @@ func (w *Writer) apply(batch []*job, errs []error, isolate bool) (failed bool, e
 				return true, nil
 			}
 		}
+	}
+	if err := btx.usage.Flush(ctx); err != nil {
+		return false, w.storageError("save usage state", err)
 	}
 	if err := btx.saveHead(ctx); err != nil {
 		return false, w.storageError("save chain head", err)
@@ -456,6 +465,9 @@ type Tx struct {
 	route     Router                // the writer's (outbox.go)
 	push      Pusher                // the writer's
 	outboxed  bool                  // the batch wrote outbox rows
+	// usage keeps the usage state (per customer, meter and month) current
+	// with the rows the batch appends and decides threshold crossings.
+	usage *entitle.Tracker
 }
 
 // Pusher writes what a ledger row must push to another system (its outbox
@@ -477,8 +489,12 @@ func (b *Tx) Batch() schema.Batch { return b.b }
 // Append adds a row to the ledger's hash chain.
 func (b *Tx) Append(ctx context.Context, r *ledger.Row) error { return b.AppendEvent(ctx, r, nil) }
 
-// AppendEvent adds a row mapped from event body to the ledger's hash chain,
-// with what it pushes (Writer.Push).
+// AppendEvent adds a row mapped from event body (nil for an adjustment or a
+// void) to the ledger's hash chain, counts it in the usage state, raises the
+// alerts of the thresholds it crossed and writes what it pushes
+// (Writer.Push): every ledger row (usage, adjustment, void, replay) is
+// appended here, so none can skip them, and all of it commits with the row
+// or not at all.
 func (b *Tx) AppendEvent(ctx context.Context, r *ledger.Row, body []byte) error {
 	h, err := b.chainHead(ctx)
 	if err != nil {
@@ -487,9 +503,32 @@ func (b *Tx) AppendEvent(ctx context.Context, r *ledger.Row, body []byte) error 
 	if err := h.Ledger.Append(ctx, b, r); err != nil {
 		return err
 	}
+	crossed, err := b.usage.Add(ctx, r)
+	if err != nil {
+		return fmt.Errorf("usage state: %w", err)
+	}
+	for _, c := range crossed {
+		if err := b.alert(ctx, c); err != nil {
+			return err
+		}
+	}
 	if b.push != nil {
 		return b.push(ctx, b, r, body)
 	}
+	return nil
+}
+
+// RebuildUsageState recomputes the usage state from the whole ledger in
+// this batch (entitle.Build), with months in zone.
+func (b *Tx) RebuildUsageState(ctx context.Context, zone string) error {
+	h, err := b.chainHead(ctx)
+	if err != nil {
+		return err
+	}
+	if err := entitle.Build(ctx, b.b, zone, time.UnixMilli(b.now), h.Ledger.LastID); err != nil {
+		return err
+	}
+	b.usage.Reset()
 	return nil
 }
 
@@ -531,12 +570,15 @@ func (b *Tx) saveHead(ctx context.Context) error {
 // writes: opErr is op's error. txErr means the savepoint itself failed, so the
 // op's writes may still be in the transaction and it must not commit.
 func (b *Tx) isolated(ctx context.Context, op Op) (opErr, txErr error) {
-	saved, savedReady := b.head, b.headReady
+	saved, savedReady, mark := b.head, b.headReady, b.usage.Mark()
 	opErr, txErr = b.b.Isolated(ctx, func() error { return op.Apply(ctx, b) })
 	if opErr != nil {
 		// The savepoint undid the op's receipts and rows; the head it
-		// advanced in memory goes back with them.
+		// advanced in memory, and the totals it added to, go back with them.
 		b.head, b.headReady = saved, savedReady
+		if !b.usage.Undo(mark) {
+			return opErr, errors.New("an op that rebuilt the usage state failed: the batch is abandoned")
+		}
 	}
 	return opErr, txErr
 }

@@ -91,6 +91,8 @@ type VerifySource interface {
 	VoidRows(ctx context.Context, afterID int64, limit int) ([]schema.LedgerRow, error)
 	GetLedgerRow(ctx context.Context, id int64) (*schema.LedgerRow, error)
 	custodySource
+	// View reads in one snapshot (the usage state's check, state.go).
+	View(ctx context.Context, fn func(tx *schema.ReadTx) error) error
 }
 
 // custodySource is what the custody checks read (verify_custody.go).

@@ -32,6 +32,8 @@ type Plan struct {
 	Fee           *Decimal `yaml:"fee" json:"fee,omitempty"`         // flat fee per period
 	Minimum       *Decimal `yaml:"minimum" json:"minimum,omitempty"` // minimum spend per invoice
 	Prices        []Price  `yaml:"prices" json:"prices"`
+	// Limits are the version's usage limits (limit.go); not in the snapshot.
+	Limits []Limit `yaml:"limits" json:"-"`
 
 	cur Currency
 }
@@ -73,6 +75,16 @@ func (p *Plan) Validate() error {
 		for j := range i {
 			if p.Prices[j].Meter == p.Prices[i].Meter {
 				return fmt.Errorf("prices[%d].meter: meter %q is priced twice in this version", i, p.Prices[i].Meter)
+			}
+		}
+	}
+	for i := range p.Limits {
+		if err := p.Limits[i].Validate(); err != nil {
+			return fmt.Errorf("limits[%d].%v", i, err)
+		}
+		for j := range i {
+			if p.Limits[j].Meter == p.Limits[i].Meter {
+				return fmt.Errorf("limits[%d].meter: meter %q is limited twice in this version", i, p.Limits[i].Meter)
 			}
 		}
 	}

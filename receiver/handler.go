@@ -50,6 +50,9 @@ type Server struct {
 	BodyTimeout time.Duration
 	// API, when set, serves the first-party ingest API (events.go).
 	API *API
+	// Entitlements, when set with API, answers entitlement checks with
+	// the API's keys (entitlements.go).
+	Entitlements Entitlements
 }
 
 // Observation summarises one delivery attempt. It never holds the body or a secret.
@@ -72,6 +75,10 @@ func (s *Server) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /webhooks/{provider}", s.serveWebhook)
 	if s.API != nil {
 		mux.HandleFunc("POST /v1/events", s.serveEvents)
+		if s.Entitlements != nil {
+			mux.HandleFunc("GET /v1/entitlements/{customer}/{meter}", s.serveEntitlement)
+			mux.HandleFunc("GET /v1/entitlements/{customer}", s.serveEntitlements)
+		}
 	}
 }
 

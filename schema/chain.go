@@ -238,7 +238,8 @@ func scanReceiptLinks(ctx context.Context, q sqlx.QueryerContext, fn func(*chain
 // alter a CHECK constraint.
 var migrationSteps = map[int]func(context.Context, *sqlx.Tx) error{
 	5:  chainReceipts,
-	17: loosenChecks,
+	17: loosenChecks(looseChecks0017),
+	19: loosenChecks(looseChecks0019),
 }
 
 // chainReceipts links every existing receipt in id order, as the writer would

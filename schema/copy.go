@@ -24,6 +24,7 @@ var copyTables = []string{
 	"stripe_pushes", "outbox", "outbox_attempts", "forward_destinations",
 	"api_keys",
 	"customers", "plan_assignments",
+	"usage_state", "usage_state_zone", "limit_overrides", "threshold_crossings",
 	"chain_head",
 }
 

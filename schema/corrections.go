@@ -11,14 +11,17 @@ import (
 // Corrections (migration 0017): void rows in metered_usage and amended
 // events in receipts. Their reads and the migration step live here.
 
-// looseChecks are the CHECK constraints migration 0017 loosens on SQLite, as
-// each table's stored definition may spell them (0001's IN list, or
-// equalities as 0004 rewrote receipts' checks), and what replaces them.
-var looseChecks = []struct {
+// looseCheck is a CHECK constraint a migration loosens on SQLite: how the
+// table's stored definition may spell it (0001's IN list, or equalities as
+// 0004 rewrote receipts' checks, or an earlier loosening) and what replaces it.
+type looseCheck struct {
 	table   string
 	old     *regexp.Regexp
 	loosest string
-}{
+}
+
+// looseChecks0017 admit void rows and amended events (corrections).
+var looseChecks0017 = []looseCheck{
 	{"metered_usage", regexp.MustCompile(`CHECK \(kind IN \('usage', 'adjustment'\)\)|CHECK \(kind = 'usage' OR kind = 'adjustment'\)`),
 		`CHECK (kind = 'usage' OR kind = 'adjustment' OR kind = 'void')`},
 	{"receipts", regexp.MustCompile(`CHECK \(source = 'webhook' OR source = 'reconcile' OR source = 'replay' OR source = 'api'\)|` +
@@ -26,48 +29,56 @@ var looseChecks = []struct {
 		`CHECK (source = 'webhook' OR source = 'reconcile' OR source = 'replay' OR source = 'api' OR source = 'amend')`},
 }
 
-// loosenChecks edits the stored definitions of metered_usage and receipts so
-// their kind and source checks admit 'void' and 'amend', following SQLite's
-// documented procedure for a change that leaves every stored row valid and
-// the file format as it is: writable_schema, the edit, schema_version + 1 so
-// every connection reads the new definition, integrity_check. A definition
-// that spells neither known form stops the migration (nothing is changed):
-// editing text it does not recognise could break the table.
-func loosenChecks(ctx context.Context, tx *sqlx.Tx) error {
-	var version int64
-	if err := tx.GetContext(ctx, &version, `PRAGMA schema_version`); err != nil {
-		return err
-	}
-	if _, err := tx.ExecContext(ctx, `PRAGMA writable_schema = ON`); err != nil {
-		return err
-	}
-	for _, c := range looseChecks {
-		var def string
-		if err := tx.GetContext(ctx, &def, `SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?`, c.table); err != nil {
-			return fmt.Errorf("read %s's definition: %w", c.table, err)
+// looseChecks0019 admit threshold alerts' receipts (entitlements).
+var looseChecks0019 = []looseCheck{
+	{"receipts", regexp.MustCompile(`CHECK \(source = 'webhook' OR source = 'reconcile' OR source = 'replay' OR source = 'api' OR source = 'amend'\)`),
+		`CHECK (source = 'webhook' OR source = 'reconcile' OR source = 'replay' OR source = 'api' OR source = 'amend' OR source = 'alert')`},
+}
+
+// loosenChecks returns a migration step that edits the stored definitions
+// of cs's tables so their checks admit more, following SQLite's documented
+// procedure for a change that leaves every stored row valid and the file
+// format as it is: writable_schema, the edit, schema_version + 1 so every
+// connection reads the new definition, integrity_check. No row is copied. A
+// definition that spells no known form stops the migration (nothing is
+// changed): editing text it does not recognise could break the table.
+func loosenChecks(cs []looseCheck) func(context.Context, *sqlx.Tx) error {
+	return func(ctx context.Context, tx *sqlx.Tx) error {
+		var version int64
+		if err := tx.GetContext(ctx, &version, `PRAGMA schema_version`); err != nil {
+			return err
 		}
-		if n := len(c.old.FindAllStringIndex(def, -1)); n != 1 {
-			return fmt.Errorf("%s's definition has %d checks of the form this migration loosens, want 1: %s", c.table, n, def)
+		if _, err := tx.ExecContext(ctx, `PRAGMA writable_schema = ON`); err != nil {
+			return err
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE sqlite_master SET sql = ? WHERE type = 'table' AND name = ?`,
-			c.old.ReplaceAllLiteralString(def, c.loosest), c.table); err != nil {
-			return fmt.Errorf("loosen %s's check: %w", c.table, err)
+		for _, c := range cs {
+			var def string
+			if err := tx.GetContext(ctx, &def, `SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?`, c.table); err != nil {
+				return fmt.Errorf("read %s's definition: %w", c.table, err)
+			}
+			if n := len(c.old.FindAllStringIndex(def, -1)); n != 1 {
+				return fmt.Errorf("%s's definition has %d checks of the form this migration loosens, want 1: %s", c.table, n, def)
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE sqlite_master SET sql = ? WHERE type = 'table' AND name = ?`,
+				c.old.ReplaceAllLiteralString(def, c.loosest), c.table); err != nil {
+				return fmt.Errorf("loosen %s's check: %w", c.table, err)
+			}
 		}
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA schema_version = %d`, version+1)); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `PRAGMA writable_schema = OFF`); err != nil {
+			return err
+		}
+		var problems []string
+		if err := tx.SelectContext(ctx, &problems, `PRAGMA integrity_check`); err != nil {
+			return err
+		}
+		if len(problems) != 1 || problems[0] != "ok" {
+			return fmt.Errorf("integrity_check after loosening checks: %v", problems)
+		}
+		return nil
 	}
-	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA schema_version = %d`, version+1)); err != nil {
-		return err
-	}
-	if _, err := tx.ExecContext(ctx, `PRAGMA writable_schema = OFF`); err != nil {
-		return err
-	}
-	var problems []string
-	if err := tx.SelectContext(ctx, &problems, `PRAGMA integrity_check`); err != nil {
-		return err
-	}
-	if len(problems) != 1 || problems[0] != "ok" {
-		return fmt.Errorf("integrity_check after loosening checks: %v", problems)
-	}
-	return nil
 }
 
 // EventLedgerRows reads an event's ledger rows in id order, inside the batch

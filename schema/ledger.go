@@ -210,3 +210,20 @@ func (db *DB) InvoiceHeads(ctx context.Context, scope string) ([]InvoiceHead, er
 func (db *DB) LateCoverage(ctx context.Context, scope string) ([]LateCoverage, error) {
 	return db.reads().LateCoverage(ctx, scope)
 }
+
+// StateZone reads usage_state_zone in the snapshot (entitlements.go);
+// found is false on a database older than it too.
+func (r ledgerReads) StateZone(ctx context.Context) (StateZone, bool, error) {
+	z, ok, err := stateZone(ctx, r.q)
+	if err != nil && predates(ctx, r.q, versionEntitlements) {
+		return StateZone{}, false, nil
+	}
+	return z, ok, err
+}
+
+// AllUsageStates reads every usage_state row, by customer, meter and period.
+func (r ledgerReads) AllUsageStates(ctx context.Context) ([]UsageState, error) {
+	var ss []UsageState
+	err := sqlx.SelectContext(ctx, r.q, &ss, `SELECT `+usageStateCols+` FROM usage_state ORDER BY customer_id, meter, period_start`)
+	return ss, err
+}

@@ -57,6 +57,8 @@ func newApp() *cli.App {
 			invoiceCommand(),
 			planCommand(),
 			customersCommand(),
+			limitsCommand(),
+			alertsCommand(),
 			adjustCommand(),
 			voidCommand(),
 			amendCommand(),

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/entitle"
 	"github.com/hookledger/hookledger/forward"
 	"github.com/hookledger/hookledger/schema"
 	"github.com/hookledger/hookledger/stripe"
@@ -55,6 +56,9 @@ func openCustody(ctx context.Context, cfg *config.Config, readOnly bool) (*schem
 	// outbox rows here as in serve, and serve's relay delivers them.
 	w.Route = forward.Router(cfg.Destinations)
 	w.Push = stripe.NewSync(cfg).Pusher() // its ledger rows' Stripe pushes, as in serve
+	// A replay or a reconciled event that crosses a threshold raises its
+	// alert here, in its own transaction, as it would in serve.
+	w.Limits = entitle.NewPolicy(cfg.Catalog, cfg.Customers.DefaultPlan)
 	if err := w.Open(ctx); err != nil {
 		db.Close()
 		return nil, nil, err

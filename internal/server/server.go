@@ -24,6 +24,7 @@ import (
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/console"
 	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/entitle"
 	"github.com/hookledger/hookledger/forward"
 	"github.com/hookledger/hookledger/health"
 	"github.com/hookledger/hookledger/ledger"
@@ -236,10 +237,18 @@ func (s *Server) start(ctx context.Context) error {
 	w.Admit = s.repl.AdmitFunc()   // the WAL bound while Litestream cannot capture it; nil when not replicating
 	w.Route = forward.Router(cfg.Destinations)
 	w.Push = stripe.NewSync(cfg).Pusher() // the pushes of stream meters, in their rows' transactions
+	limits := entitle.NewPolicy(cfg.Catalog, cfg.Customers.DefaultPlan)
+	w.Limits = limits // threshold alerts, decided in the writer's transactions
 	if err := w.Open(ctx); err != nil {
 		return err
 	}
 	s.writer = w
+	// The usage state behind entitlement checks, built from the ledger
+	// before the first request when it never was or its zone changed
+	// (entitlements.go).
+	if err := buildUsageState(ctx, log, cfg, s.db, w); err != nil {
+		return err
+	}
 	// The forwarding relay (forward.go): after the writer, which it submits
 	// to; before the HTTP servers. Close stops it after HTTP drains and
 	// before the writer closes.
@@ -265,9 +274,10 @@ func (s *Server) start(ctx context.Context) error {
 		// Bounded input (receiver/body.go): in-flight body budget and body
 		// deadline; the listener (bind) caps connections, checks framing and
 		// does the TLS, so the HTTP server serves it with Serve.
-		Budget:      receiver.NewBodyBudget(cfg.Limits.BodyBudget),
-		BodyTimeout: cfg.Limits.BodyTimeout.Duration,
-		API:         ingestAPI(cfg, s.db, w),
+		Budget:       receiver.NewBodyBudget(cfg.Limits.BodyBudget),
+		BodyTimeout:  cfg.Limits.BodyTimeout.Duration,
+		API:          ingestAPI(cfg, s.db, w),
+		Entitlements: &entitle.Checker{DB: s.db, Policy: limits},
 	}
 	met.WatchWriterQueue(w.Depth, w.QueueSize)
 	met.WatchDatabase(s.db, log)
@@ -305,7 +315,7 @@ func (s *Server) start(ctx context.Context) error {
 	// the preview's rolled-back close take the write connection between the
 	// writer's batches, as the CLI's take the write lock.
 	(&admin.Customers{DB: s.db, Catalog: cfg.Catalog, DefaultPlan: cfg.Customers.DefaultPlan, Meters: ledger.NewMeters(cfg.Meters),
-		Zone: cfg.Invoicing.Location, Now: time.Now}).Routes(s.adm.Mux)
+		Zone: cfg.Invoicing.Location, Now: time.Now, Entitlements: srv.Entitlements}).Routes(s.adm.Mux)
 	// The web console, GET /ui/ (console.go).
 	if err := s.mountConsole(tally); err != nil {
 		return err

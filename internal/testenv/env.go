@@ -17,6 +17,7 @@ import (
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/entitle"
 	"github.com/hookledger/hookledger/forward"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/receiver"
@@ -164,6 +165,8 @@ func (e *Env) Reopen() {
 		Now:            e.now,
 	}
 	e.Server.API = e.api()
+	// As serve: entitlement checks on the API's listener, from the config's plans.
+	e.Server.Entitlements = &entitle.Checker{DB: db, Policy: entitle.NewPolicy(e.Config.Catalog, e.Config.Customers.DefaultPlan), Now: e.now}
 	mux := http.NewServeMux()
 	e.Server.Routes(mux)
 	e.HTTP = httptest.NewServer(mux)

@@ -1,0 +1,228 @@
+package entitle
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/pricing"
+	"github.com/hookledger/hookledger/schema"
+)
+
+// Store is what a Tracker reads and writes inside the writer's batch
+// (schema.Batch).
+type Store interface {
+	StateZone(ctx context.Context) (schema.StateZone, bool, error)
+	UsageState(ctx context.Context, customer, meter string, periodStart int64) (schema.UsageState, bool, error)
+	SaveUsageState(ctx context.Context, s schema.UsageState) error
+	FiredThresholds(ctx context.Context, customer, meter string, periodStart int64) ([]string, error)
+	PlanAssignments(ctx context.Context, customer string) ([]schema.PlanAssignment, error)
+	LimitOverrides(ctx context.Context, customer, meter string) ([]schema.LimitOverride, error)
+}
+
+// Tracker keeps the usage state current inside one write batch: every row
+// the batch appends adds to its month's total (Add), and the totals it
+// changed are stored once, before COMMIT (Flush). It also decides the
+// threshold crossings, there and then, from the same totals: the batch holds
+// the write lock, so no other writer can move them until it commits.
+//
+// A Tracker lives for one batch (one pass of it). Undo takes it back to a
+// Mark, for an op the writer's isolated pass rolled back to its savepoint.
+type Tracker struct {
+	b      Store
+	policy *Policy
+
+	zoneRead bool
+	built    bool // usage_state_zone has its row: the state exists and is kept
+	loc      *time.Location
+
+	states  map[ledger.StateKey]*state
+	plans   map[string][]schema.PlanAssignment   // by customer
+	limits  map[[2]string][]schema.LimitOverride // by customer and meter
+	journal []func()                             // undoes each change, latest last
+	resets  int
+}
+
+type state struct {
+	row   schema.UsageState
+	used  ledger.Total
+	dirty bool
+	fired map[string]bool // nil until read (only for alerting meters)
+}
+
+// NewTracker returns the tracker of one batch.
+func NewTracker(b Store, p *Policy) *Tracker {
+	return &Tracker{b: b, policy: p, states: map[ledger.StateKey]*state{}, plans: map[string][]schema.PlanAssignment{},
+		limits: map[[2]string][]schema.LimitOverride{}}
+}
+
+// Crossing is a threshold a row crossed: the writer records it (once per
+// threshold and period, threshold_crossings' unique key) and raises its alert.
+type Crossing struct {
+	Customer    string
+	Meter       string
+	PeriodStart int64
+	PeriodEnd   int64
+	Zone        string
+	Threshold   pricing.Threshold
+	Value       ledger.Total // the quantity the threshold stands for
+	Limit       Limit
+	HasLimit    bool
+	Used        ledger.Total // the period's usage after the row
+	Row         *ledger.Row
+}
+
+// Mark is a point Undo returns to.
+func (t *Tracker) Mark() Mark { return Mark{len(t.journal), t.resets} }
+
+// Mark is a point in a Tracker's changes.
+type Mark struct{ changes, resets int }
+
+// Undo reverts every change since m. It cannot when the state was rebuilt
+// since (Reset): the totals of the batch's earlier ops went with the
+// rebuild, so the caller must abandon the batch.
+func (t *Tracker) Undo(m Mark) bool {
+	if m.resets != t.resets {
+		return false
+	}
+	for i := len(t.journal) - 1; i >= m.changes; i-- {
+		t.journal[i]()
+	}
+	t.journal = t.journal[:m.changes]
+	return true
+}
+
+// Reset forgets everything read: the state was rebuilt in the batch.
+func (t *Tracker) Reset() {
+	resets := t.resets + 1
+	*t = *NewTracker(t.b, t.policy)
+	t.resets = resets
+}
+
+// Add counts r (just appended to the ledger) in its month's total and
+// returns the thresholds it crossed.
+//
+// The rule (docs/entitlements.md): a threshold fires with the first row of a
+// period that increases usage to or past it, unless it already fired in
+// that period. It fires once per threshold and period: usage that an
+// adjustment (or a void) takes back below it and that then crosses it again
+// does not fire it again; the next period re-arms it.
+func (t *Tracker) Add(ctx context.Context, r *ledger.Row) ([]Crossing, error) {
+	if !t.zoneRead {
+		z, ok, err := t.b.StateZone(ctx)
+		if err != nil {
+			return nil, err
+		}
+		t.zoneRead, t.built = true, ok
+		if ok {
+			if t.loc, err = ledger.LoadZone(z.Zone); err != nil {
+				return nil, fmt.Errorf("usage state zone: %w", err)
+			}
+		}
+	}
+	if !t.built {
+		return nil, nil // serve builds the state from the ledger, this row included
+	}
+	start, end := ledger.MonthOf(r.OccurredAt, t.loc)
+	k := ledger.StateKey{Customer: r.Customer, Meter: r.Meter, PeriodStart: start}
+	s, err := t.state(ctx, k, end)
+	if err != nil {
+		return nil, err
+	}
+	before, beforeRow, beforeDirty := s.used, s.row.LastRowID, s.dirty
+	t.journal = append(t.journal, func() { s.used, s.row.LastRowID, s.dirty = before, beforeRow, beforeDirty })
+	s.used, s.row.LastRowID, s.dirty = s.used.Plus(r.Quantity), r.ID, true
+
+	if r.Quantity.Sign() <= 0 || !t.policy.Alerting(r.Meter) {
+		return nil, nil
+	}
+	l, ok, err := t.limit(ctx, r.Customer, r.Meter, Day(r.OccurredAt, t.loc))
+	if err != nil || len(l.Thresholds) == 0 {
+		return nil, err
+	}
+	if s.fired == nil {
+		fired, err := t.b.FiredThresholds(ctx, k.Customer, k.Meter, k.PeriodStart)
+		if err != nil {
+			return nil, err
+		}
+		s.fired = map[string]bool{}
+		for _, f := range fired {
+			s.fired[f] = true
+		}
+	}
+	var out []Crossing
+	for _, th := range l.Thresholds {
+		v := ThresholdValue(th, l.Value)
+		if s.fired[th.Spelling] || s.used.Cmp(v) < 0 {
+			continue
+		}
+		s.fired[th.Spelling] = true
+		t.journal = append(t.journal, func() { delete(s.fired, th.Spelling) })
+		out = append(out, Crossing{Customer: k.Customer, Meter: k.Meter, PeriodStart: start, PeriodEnd: end, Zone: t.loc.String(),
+			Threshold: th, Value: v, Limit: l, HasLimit: ok, Used: s.used, Row: r})
+	}
+	return out, nil
+}
+
+// state returns k's total, read from usage_state once per batch.
+func (t *Tracker) state(ctx context.Context, k ledger.StateKey, end int64) (*state, error) {
+	if s := t.states[k]; s != nil {
+		return s, nil
+	}
+	row, found, err := t.b.UsageState(ctx, k.Customer, k.Meter, k.PeriodStart)
+	if err != nil {
+		return nil, err
+	}
+	s := &state{row: row}
+	if found {
+		if s.used, err = ledger.ParseTotal(row.Used); err != nil {
+			return nil, fmt.Errorf("usage state %s/%s: used %q: %w", k.Customer, k.Meter, row.Used, err)
+		}
+	} else {
+		s.row = schema.UsageState{Customer: k.Customer, Meter: k.Meter, PeriodStart: k.PeriodStart, PeriodEnd: end}
+	}
+	t.states[k] = s
+	t.journal = append(t.journal, func() { delete(t.states, k) })
+	return s, nil
+}
+
+// limit resolves the customer's limit on meter, reading the registry and
+// the overrides once per batch.
+func (t *Tracker) limit(ctx context.Context, customer, meter string, day pricing.Date) (Limit, bool, error) {
+	as, ok := t.plans[customer]
+	if !ok {
+		var err error
+		if as, err = t.b.PlanAssignments(ctx, customer); err != nil {
+			return Limit{}, false, err
+		}
+		t.plans[customer] = as
+	}
+	key := [2]string{customer, meter}
+	os, ok := t.limits[key]
+	if !ok {
+		var err error
+		if os, err = t.b.LimitOverrides(ctx, customer, meter); err != nil {
+			return Limit{}, false, err
+		}
+		t.limits[key] = os
+	}
+	l, found := t.policy.Resolve(customer, meter, day, as, os)
+	return l, found, nil
+}
+
+// Flush stores every total the batch changed: one write per customer,
+// meter and month, however many rows the batch added to it.
+func (t *Tracker) Flush(ctx context.Context) error {
+	for _, s := range t.states {
+		if !s.dirty {
+			continue
+		}
+		s.row.Used = s.used.String()
+		if err := t.b.SaveUsageState(ctx, s.row); err != nil {
+			return err
+		}
+		s.dirty = false
+	}
+	return nil
+}

@@ -1,0 +1,274 @@
+package schema
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// versionEntitlements is the migration that created usage_state,
+// limit_overrides and threshold_crossings (issue 28).
+const versionEntitlements = 19
+
+// UsageState is one row of usage_state: the exact sum of a customer's
+// meter over one month, kept by the writer in the transaction of every row
+// it appends.
+type UsageState struct {
+	Customer    string `db:"customer_id"`
+	Meter       string `db:"meter"`
+	PeriodStart int64  `db:"period_start"`
+	PeriodEnd   int64  `db:"period_end"`
+	Used        string `db:"used"` // a decimal
+	LastRowID   int64  `db:"last_row_id"`
+}
+
+// StateZone is usage_state_zone's row: the zone usage_state's months are
+// computed in, and the ledger head when it was built.
+type StateZone struct {
+	Zone    string `db:"zone"`
+	BuiltAt int64  `db:"built_at"`
+	Through int64  `db:"through"`
+}
+
+// LimitOverride is one row of limit_overrides.
+type LimitOverride struct {
+	ID            int64  `db:"id"`
+	Customer      string `db:"customer_id"`
+	Meter         string `db:"meter"`
+	Limit         string `db:"limit_value"`
+	Kind          string `db:"kind"`
+	EffectiveFrom string `db:"effective_from"`
+	RecordedAt    int64  `db:"recorded_at"`
+	Note          string `db:"note"`
+}
+
+// Crossing is one row of threshold_crossings: a threshold that fired.
+type Crossing struct {
+	ID             int64  `db:"id"`
+	Customer       string `db:"customer_id"`
+	Meter          string `db:"meter"`
+	PeriodStart    int64  `db:"period_start"`
+	PeriodEnd      int64  `db:"period_end"`
+	Threshold      string `db:"threshold"`
+	ThresholdValue string `db:"threshold_value"`
+	Limit          string `db:"limit_value"`
+	Used           string `db:"used"`
+	RowID          int64  `db:"row_id"`
+	ReceiptID      int64  `db:"receipt_id"`
+	CrossedAt      int64  `db:"crossed_at"`
+}
+
+const usageStateCols = `customer_id, meter, period_start, period_end, used, last_row_id`
+
+const crossingCols = `id, customer_id, meter, period_start, period_end, threshold, threshold_value, limit_value, used,
+	row_id, receipt_id, crossed_at`
+
+const overrideCols = `id, customer_id, meter, limit_value, kind, effective_from, recorded_at, note`
+
+// The writer's side, inside its batch.
+
+// StateZone reads usage_state_zone (found false: not built yet).
+func (b Batch) StateZone(ctx context.Context) (StateZone, bool, error) {
+	return stateZone(ctx, b.tx)
+}
+
+// UsageState reads one usage_state row (found false: none yet).
+func (b Batch) UsageState(ctx context.Context, customer, meter string, periodStart int64) (UsageState, bool, error) {
+	var s UsageState
+	err := sqlx.GetContext(ctx, b.tx, &s, `SELECT `+usageStateCols+` FROM usage_state
+		WHERE customer_id = ? AND meter = ? AND period_start = ?`, customer, meter, periodStart)
+	if errors.Is(err, sql.ErrNoRows) {
+		return UsageState{}, false, nil
+	}
+	if err != nil {
+		return UsageState{}, false, fmt.Errorf("read usage state %s/%s: %w", customer, meter, err)
+	}
+	return s, true, nil
+}
+
+// SaveUsageState stores s, replacing the row of its key.
+func (b Batch) SaveUsageState(ctx context.Context, s UsageState) error {
+	_, err := b.tx.ExecContext(ctx, `INSERT INTO usage_state (`+usageStateCols+`) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (customer_id, meter, period_start) DO UPDATE SET period_end = excluded.period_end,
+			used = excluded.used, last_row_id = excluded.last_row_id`,
+		s.Customer, s.Meter, s.PeriodStart, s.PeriodEnd, s.Used, s.LastRowID)
+	if err != nil {
+		return fmt.Errorf("save usage state %s/%s: %w", s.Customer, s.Meter, err)
+	}
+	return nil
+}
+
+// ResetUsageState empties usage_state and records that it is being built
+// in zone, from the ledger up to through: the caller then saves every row.
+func (b Batch) ResetUsageState(ctx context.Context, z StateZone) error {
+	if _, err := b.tx.ExecContext(ctx, `DELETE FROM usage_state`); err != nil {
+		return fmt.Errorf("reset usage state: %w", err)
+	}
+	_, err := b.tx.ExecContext(ctx, `INSERT INTO usage_state_zone (one, zone, built_at, through) VALUES (1, ?, ?, ?)
+		ON CONFLICT (one) DO UPDATE SET zone = excluded.zone, built_at = excluded.built_at, through = excluded.through`,
+		z.Zone, z.BuiltAt, z.Through)
+	if err != nil {
+		return fmt.Errorf("record usage state zone: %w", err)
+	}
+	return nil
+}
+
+// ScanUsage reads ledger rows inside the batch (the usage state's build
+// sees exactly the rows the lock holds still).
+func (b Batch) ScanUsage(ctx context.Context, s UsageScan, fn func(*UsageRow) error) error {
+	return scanUsage(ctx, b.tx, s, fn)
+}
+
+// FiredThresholds lists the thresholds that fired for a customer's meter in
+// the period starting at periodStart.
+func (b Batch) FiredThresholds(ctx context.Context, customer, meter string, periodStart int64) ([]string, error) {
+	var ts []string
+	err := sqlx.SelectContext(ctx, b.tx, &ts, `SELECT threshold FROM threshold_crossings
+		WHERE customer_id = ? AND meter = ? AND period_start = ?`, customer, meter, periodStart)
+	if err != nil {
+		return nil, fmt.Errorf("read fired thresholds %s/%s: %w", customer, meter, err)
+	}
+	return ts, nil
+}
+
+// InsertCrossing stores c unless its threshold already fired in its period:
+// inserted says which. The unique key decides, inside the transaction.
+func (b Batch) InsertCrossing(ctx context.Context, c Crossing) (inserted bool, err error) {
+	res, err := b.tx.ExecContext(ctx, `INSERT INTO threshold_crossings (customer_id, meter, period_start, period_end,
+		threshold, threshold_value, limit_value, used, row_id, receipt_id, crossed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (customer_id, meter, period_start, threshold) DO NOTHING`,
+		c.Customer, c.Meter, c.PeriodStart, c.PeriodEnd, c.Threshold, c.ThresholdValue, c.Limit, c.Used, c.RowID, c.ReceiptID, c.CrossedAt)
+	if err != nil {
+		return false, fmt.Errorf("insert threshold crossing %s/%s %s: %w", c.Customer, c.Meter, c.Threshold, err)
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+// LimitOverrides reads a customer's overrides of meter in the batch, oldest
+// first.
+func (b Batch) LimitOverrides(ctx context.Context, customer, meter string) ([]LimitOverride, error) {
+	return limitOverrides(ctx, b.tx, customer, meter)
+}
+
+// PlanAssignments reads a customer's plan assignments in the batch.
+func (b Batch) PlanAssignments(ctx context.Context, customer string) ([]PlanAssignment, error) {
+	if customer == "" {
+		return nil, errors.New("plan assignments: a customer is required")
+	}
+	return planAssignments(ctx, b.tx, customer)
+}
+
+// The readers' side, on the read pool.
+
+// StateZone reads usage_state_zone (found false: not built yet, or a
+// database older than it).
+func (db *DB) StateZone(ctx context.Context) (StateZone, bool, error) {
+	z, ok, err := stateZone(ctx, db.Read)
+	if err != nil && predates(ctx, db.Read, versionEntitlements) {
+		return StateZone{}, false, nil
+	}
+	return z, ok, err
+}
+
+func stateZone(ctx context.Context, q sqlx.QueryerContext) (StateZone, bool, error) {
+	var z StateZone
+	err := sqlx.GetContext(ctx, q, &z, `SELECT zone, built_at, through FROM usage_state_zone WHERE one = 1`)
+	if errors.Is(err, sql.ErrNoRows) {
+		return StateZone{}, false, nil
+	}
+	if err != nil {
+		return StateZone{}, false, fmt.Errorf("read usage state zone: %w", err)
+	}
+	return z, true, nil
+}
+
+// UsageStates reads the usage_state rows of customer ("" for every
+// customer) whose period contains the instant at (0: every period), by
+// customer, meter and period.
+func (db *DB) UsageStates(ctx context.Context, customer string, at int64) ([]UsageState, error) {
+	var ss []UsageState
+	err := sqlx.SelectContext(ctx, db.Read, &ss, `SELECT `+usageStateCols+` FROM usage_state
+		WHERE (? = '' OR customer_id = ?) AND (? = 0 OR (period_start <= ? AND ? < period_end))
+		ORDER BY customer_id, meter, period_start`, customer, customer, at, at, at)
+	if err != nil {
+		if predates(ctx, db.Read, versionEntitlements) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("read usage state: %w", err)
+	}
+	return ss, nil
+}
+
+// UsageStateAt reads the usage_state row of a customer's meter whose period
+// contains at (found false: no usage in that period). One primary-key range
+// read: the entitlement check's hot path.
+func (db *DB) UsageStateAt(ctx context.Context, customer, meter string, at int64) (UsageState, bool, error) {
+	var s UsageState
+	err := sqlx.GetContext(ctx, db.Read, &s, `SELECT `+usageStateCols+` FROM usage_state
+		WHERE customer_id = ? AND meter = ? AND period_start <= ? AND ? < period_end
+		ORDER BY period_start DESC LIMIT 1`, customer, meter, at, at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return UsageState{}, false, nil
+	}
+	if err != nil {
+		return UsageState{}, false, fmt.Errorf("read usage state %s/%s: %w", customer, meter, err)
+	}
+	return s, true, nil
+}
+
+// LimitOverrides reads the overrides of customer ("" for every customer)
+// and meter ("" for every meter), by customer, meter, date and id.
+func (db *DB) LimitOverrides(ctx context.Context, customer, meter string) ([]LimitOverride, error) {
+	os, err := limitOverrides(ctx, db.Read, customer, meter)
+	if err != nil && predates(ctx, db.Read, versionEntitlements) {
+		return nil, nil
+	}
+	return os, err
+}
+
+func limitOverrides(ctx context.Context, q sqlx.QueryerContext, customer, meter string) ([]LimitOverride, error) {
+	var os []LimitOverride
+	err := sqlx.SelectContext(ctx, q, &os, `SELECT `+overrideCols+` FROM limit_overrides
+		WHERE (? = '' OR customer_id = ?) AND (? = '' OR meter = ?) ORDER BY customer_id, meter, effective_from, id`,
+		customer, customer, meter, meter)
+	if err != nil {
+		return nil, fmt.Errorf("read limit overrides: %w", err)
+	}
+	return os, nil
+}
+
+// InsertLimitOverride appends one override and returns its id. Like the
+// registry, overrides are no part of the custody chain: the write takes
+// turns with serve's writer through the write lock.
+func (db *DB) InsertLimitOverride(ctx context.Context, o LimitOverride) (int64, error) {
+	var id int64
+	err := db.Write.QueryRowxContext(ctx, `INSERT INTO limit_overrides (customer_id, meter, limit_value, kind, effective_from,
+		recorded_at, note) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		o.Customer, o.Meter, o.Limit, o.Kind, o.EffectiveFrom, o.RecordedAt, o.Note).Scan(&id)
+	if err != nil {
+		return 0, fmt.Errorf("insert limit override for %q: %w", o.Customer, err)
+	}
+	return id, nil
+}
+
+// Crossings reads the thresholds that fired, of customer ("" for every
+// customer), newest first, at most limit (0: all).
+func (db *DB) Crossings(ctx context.Context, customer string, limit int) ([]Crossing, error) {
+	if limit <= 0 {
+		limit = math.MaxInt32
+	}
+	var cs []Crossing
+	if err := sqlx.SelectContext(ctx, db.Read, &cs, `SELECT `+crossingCols+` FROM threshold_crossings
+		WHERE ? = '' OR customer_id = ? ORDER BY id DESC LIMIT ?`, customer, customer, limit); err != nil {
+		if predates(ctx, db.Read, versionEntitlements) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("read threshold crossings: %w", err)
+	}
+	return cs, nil
+}
