@@ -19,6 +19,12 @@ import (
 // returned (the acknowledgement), until it is killed.
 const writerEnv = "POWERLOSS_SQLITE_WRITER"
 
+// inProcess opens a database on the mount from the test process itself:
+// exclusive locking keeps SQLite's WAL index in memory instead of mapping
+// the -shm file this process serves over FUSE (a page fault there during a
+// stop-the-world pause would deadlock).
+const inProcess = "_pragma=locking_mode(exclusive)&_pragma=journal_mode(wal)"
+
 func TestMain(m *testing.M) {
 	if spec := os.Getenv(writerEnv); spec != "" {
 		writeRows(spec)
@@ -59,7 +65,7 @@ func TestSQLiteLosesAckedRowsWithoutFullSync(t *testing.T) {
 		t.Run(sync, func(t *testing.T) {
 			d := NewDisk(t, Journaled)
 			path := filepath.Join(d.Dir, "acked.db")
-			db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(wal)&_pragma=synchronous(full)")
+			db, err := sql.Open("sqlite", "file:"+path+"?"+inProcess+"&_pragma=synchronous(full)")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -130,7 +136,7 @@ func runWriter(t *testing.T, path, sync string, n int) int {
 // ids (1..acked) it lacks.
 func countMissing(t *testing.T, path string, acked int) (int, string) {
 	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(wal)&_pragma=synchronous(full)")
+	db, err := sql.Open("sqlite", "file:"+path+"?"+inProcess+"&_pragma=synchronous(full)")
 	if err != nil {
 		t.Fatal(err)
 	}
