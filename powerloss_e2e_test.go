@@ -46,6 +46,7 @@ type cutRig struct {
 
 	apiKey string
 	app    *httptest.Server
+	pg     *pgOnDisk // PostgreSQL's data directory on the disk, when set
 
 	serve  *exec.Cmd
 	stderr *testenv.Buffer
@@ -279,7 +280,13 @@ func (r *cutRig) cutUnderLoad(kind powerloss.Cut) {
 	r.kill()
 	close(stop)
 	wg.Wait()
+	if r.pg != nil {
+		r.pg.kill()
+	}
 	r.disk.PowerCut(kind, r.rng)
+	if r.pg != nil {
+		r.pg.start() // PostgreSQL's own recovery
+	}
 }
 
 // lag is what an async replica lacked right after a cut: acknowledged
@@ -301,7 +308,7 @@ func (r *cutRig) problems(cut int) (problems []string, replica lag) {
 		problems = append(problems, fmt.Sprintf("local: %d of %d acknowledged events missing, acknowledged up to %v before the cut",
 			missing.events, len(r.acked), missing.window))
 	}
-	if out, err := r.run("verify", "--data", r.data); err != nil {
+	if out, err := r.run("verify"); err != nil {
 		problems = append(problems, fmt.Sprintf("verify: %v\n%s", err, out))
 	}
 	if !r.litestream {
@@ -339,25 +346,35 @@ func (r *cutRig) check(what, dir string) ([]string, lag) {
 		}
 		return l
 	}
-	path := filepath.Join(dir, "hookledger.db")
-	if _, err := os.Stat(path); err != nil {
-		return []string{fmt.Sprintf("%s: the database is gone (%v)", what, err)}, oldest()
-	}
-	// Exclusive locking: SQLite keeps the WAL index in memory instead of
-	// mapping the -shm file, which this process itself serves over FUSE (a
-	// page fault there during a stop-the-world pause would deadlock).
-	db, err := sqlx.Open("sqlite", "file:"+path+"?_pragma=locking_mode(exclusive)&_pragma=busy_timeout(10000)")
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	defer db.Close()
-	var integrity string
-	if err := db.Get(&integrity, `PRAGMA integrity_check`); err != nil {
-		return []string{fmt.Sprintf("%s: integrity_check: %v", what, err)}, oldest()
-	}
+	var db *sqlx.DB
 	var problems []string
-	if integrity != "ok" {
-		problems = append(problems, what+": integrity_check: "+integrity)
+	if r.pg != nil && what == "local" {
+		// verify runs PostgreSQL's own checks (amcheck).
+		var err error
+		if db, err = sqlx.Open("pgx", r.pg.url); err != nil {
+			r.t.Fatal(err)
+		}
+		defer db.Close()
+	} else {
+		path := filepath.Join(dir, "hookledger.db")
+		if _, err := os.Stat(path); err != nil {
+			return []string{fmt.Sprintf("%s: the database is gone (%v)", what, err)}, oldest()
+		}
+		// Exclusive locking: SQLite keeps the WAL index in memory instead of
+		// mapping the -shm file, which this process itself serves over FUSE (a
+		// page fault there during a stop-the-world pause would deadlock).
+		var err error
+		if db, err = sqlx.Open("sqlite", "file:"+path+"?_pragma=locking_mode(exclusive)&_pragma=busy_timeout(10000)"); err != nil {
+			r.t.Fatal(err)
+		}
+		defer db.Close()
+		var integrity string
+		if err := db.Get(&integrity, `PRAGMA integrity_check`); err != nil {
+			return []string{fmt.Sprintf("%s: integrity_check: %v", what, err)}, oldest()
+		}
+		if integrity != "ok" {
+			problems = append(problems, what+": integrity_check: "+integrity)
+		}
 	}
 	type row struct {
 		Provider string `db:"provider"`

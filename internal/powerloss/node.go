@@ -85,6 +85,16 @@ func (n *node) data(p string) (*fileData, error) {
 
 func (n *node) dirIno() (uint64, error) { return backingIno(n.path()) }
 
+// own gives a new entry to the process that made it (the mount serves
+// every user as root; PostgreSQL insists its files are its own).
+func own(ctx context.Context, p string) error {
+	caller, ok := fuse.FromContext(ctx)
+	if !ok || os.Getuid() != 0 {
+		return nil
+	}
+	return os.Lchown(p, int(caller.Uid), int(caller.Gid))
+}
+
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	if e := n.lock(); e != 0 {
 		return nil, e
@@ -202,6 +212,9 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	fd, err := syscall.Open(p, syscall.O_CREAT|syscall.O_EXCL|syscall.O_RDWR, mode)
 	if err == nil {
 		syscall.Close(fd)
+		if err := own(ctx, p); err != nil {
+			return nil, nil, 0, fs.ToErrno(err)
+		}
 		dir, err := n.dirIno()
 		if err != nil {
 			return nil, nil, 0, fs.ToErrno(err)
@@ -236,6 +249,9 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	if err := os.Mkdir(p, os.FileMode(mode&0o7777)); err != nil {
 		return nil, fs.ToErrno(err)
 	}
+	if err := own(ctx, p); err != nil {
+		return nil, fs.ToErrno(err)
+	}
 	dir, err := n.dirIno()
 	if err != nil {
 		return nil, fs.ToErrno(err)
@@ -256,6 +272,9 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	defer n.unlock()
 	p := filepath.Join(n.path(), name)
 	if err := os.Symlink(target, p); err != nil {
+		return nil, fs.ToErrno(err)
+	}
+	if err := own(ctx, p); err != nil {
 		return nil, fs.ToErrno(err)
 	}
 	dir, err := n.dirIno()
