@@ -14,6 +14,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // MkdirAll is os.MkdirAll that fsyncs the parent of every directory it
@@ -22,7 +23,7 @@ func MkdirAll(dir string, perm os.FileMode) error {
 	dir = filepath.Clean(dir)
 	if fi, err := os.Stat(dir); err == nil {
 		if !fi.IsDir() {
-			return &fs.PathError{Op: "mkdir", Path: dir, Err: errors.New("not a directory")}
+			return &fs.PathError{Op: "mkdir", Path: dir, Err: syscall.ENOTDIR}
 		}
 		return nil
 	}

@@ -43,7 +43,8 @@ type Sync int
 const (
 	// Strict: a file's fsync saves its data and size; a new, renamed or
 	// removed name is saved only by an fsync of its directory (POSIX's rule;
-	// what a filesystem without a metadata journal may do).
+	// what a filesystem without a metadata journal may do). A rename is
+	// saved, whole, by an fsync of the directory it moved into.
 	Strict Sync = iota
 	// Journaled: like Strict, and any fsync also saves every earlier name
 	// change (ext4's data=ordered and xfs commit them with the journal).
