@@ -360,6 +360,15 @@ func (r *cutRig) check(what, dir string) ([]string, lag) {
 		if _, err := os.Stat(path); err != nil {
 			return []string{fmt.Sprintf("%s: the database is gone (%v)", what, err)}, oldest()
 		}
+		// Read a copy made by another process: this process serves the
+		// mount, and SQLite touching it from here can deadlock the Go
+		// runtime (a stop-the-world pause waiting on a FUSE request only
+		// this process can answer).
+		copied := r.t.TempDir()
+		if out, err := exec.Command("sh", "-c", `cp "$1"/hookledger.db* "$2"/`, "cp", dir, copied).CombinedOutput(); err != nil {
+			r.t.Fatalf("copy the database out of the disk: %v\n%s", err, out)
+		}
+		path = filepath.Join(copied, "hookledger.db")
 		// Exclusive locking: SQLite keeps the WAL index in memory instead of
 		// mapping the -shm file, which this process itself serves over FUSE (a
 		// page fault there during a stop-the-world pause would deadlock).
