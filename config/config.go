@@ -20,6 +20,7 @@ import (
 	"github.com/goccy/go-yaml/parser"
 
 	"github.com/hookledger/hookledger/entitle"
+	"github.com/hookledger/hookledger/internal/durable"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/payload"
 	"github.com/hookledger/hookledger/pricing"
@@ -626,7 +627,7 @@ func (c *Config) SaveSecret() (generated string, err error) {
 		return "", nil
 	}
 	secret := c.unsavedSecret
-	if err := os.MkdirAll(c.Data, 0o700); err != nil {
+	if err := durable.MkdirAll(c.Data, 0o700); err != nil {
 		return "", fmt.Errorf("create data directory: %w", err)
 	}
 	// O_EXCL: two processes starting at once must not each print a different secret.
@@ -639,6 +640,10 @@ func (c *Config) SaveSecret() (generated string, err error) {
 		return "", fmt.Errorf("store default secret: %w", err)
 	}
 	if err := f.Sync(); err != nil {
+		return "", fmt.Errorf("store default secret: %w", err)
+	}
+	// The file's name too: events signed with this secret are acknowledged next.
+	if err := durable.SyncDir(c.Data); err != nil {
 		return "", fmt.Errorf("store default secret: %w", err)
 	}
 	c.unsavedSecret = ""

@@ -1,6 +1,8 @@
 package replication
 
 import (
+	"github.com/hookledger/hookledger/internal/durable"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -62,7 +64,7 @@ type restoredMarker struct {
 
 func writeRestoredMarker(dbPath string, txid TXID, replica string) error {
 	dir := MetaPath(dbPath)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := durable.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
 	buf, err := json.Marshal(restoredMarker{TXID: txid.String(), RestoredAt: time.Now().UTC(), Replica: replica})
@@ -87,7 +89,7 @@ func writeRestoredMarker(dbPath string, txid TXID, replica string) error {
 	if err := os.Rename(path+".tmp", path); err != nil {
 		return err
 	}
-	return syncDir(dir)
+	return durable.SyncDir(dir)
 }
 
 // LocalTXID is the local database's replication position: the newest LTX

@@ -1,6 +1,8 @@
 package replication
 
 import (
+	"github.com/hookledger/hookledger/internal/durable"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -173,7 +175,7 @@ func Restore(ctx context.Context, cfg *Config, opts RestoreOptions) (res Restore
 	last := plan[len(plan)-1]
 	res.TXID, res.Timestamp, res.Files = last.MaxTXID, last.CreatedAt, len(plan)
 
-	if err := os.MkdirAll(filepath.Dir(out), 0o700); err != nil {
+	if err := durable.MkdirAll(filepath.Dir(out), 0o700); err != nil {
 		return res, fmt.Errorf("restore: %w", err)
 	}
 	// A unique name Litestream may create (it refuses existing outputs). It
@@ -221,7 +223,7 @@ func Restore(ctx context.Context, cfg *Config, opts RestoreOptions) (res Restore
 	if err := os.Rename(tmp, out); err != nil {
 		return res, fmt.Errorf("restore: %w", err)
 	}
-	if err := syncDir(filepath.Dir(out)); err != nil {
+	if err := durable.SyncDir(filepath.Dir(out)); err != nil {
 		return res, fmt.Errorf("restore: %w", err)
 	}
 	// Without this, serve could not tell the restored database from a new
@@ -307,14 +309,4 @@ func (r *countingReader) Read(p []byte) (int, error) {
 		r.c.report(min(r.c.read.Add(int64(n)), r.c.total), r.c.total)
 	}
 	return n, err
-}
-
-// syncDir makes the rename durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

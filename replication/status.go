@@ -1,6 +1,8 @@
 package replication
 
 import (
+	"github.com/hookledger/hookledger/internal/durable"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -190,7 +192,7 @@ func (r *Replicator) Publish() error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(MetaPath(r.path), 0o700); err != nil { // before Litestream's first start
+	if err := durable.MkdirAll(MetaPath(r.path), 0o700); err != nil { // before Litestream's first start
 		return fmt.Errorf("publish replica status: %w", err)
 	}
 	if err := writeReport(filepath.Join(MetaPath(r.path), reportFile), buf); err != nil {

@@ -4,6 +4,8 @@
 package schema
 
 import (
+	"github.com/hookledger/hookledger/internal/durable"
+
 	"context"
 	"database/sql"
 	"embed"
@@ -101,7 +103,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		}
 		mode = "mode=rw"
 	} else if dir := filepath.Dir(path); dir != "" {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
+		if err := durable.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("create data directory: %w", err)
 		}
 	}
@@ -194,11 +196,20 @@ func pingRead(ctx context.Context, dsn string) (*sqlx.DB, error) {
 // loudly rather than staying exposed.
 func makePrivate(path string, create bool) error {
 	if create {
+		_, statErr := os.Stat(path)
 		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 		if err != nil {
 			return fmt.Errorf("open %s: %w", path, err)
 		}
 		f.Close()
+		// A new database's name is durable before anything is acknowledged
+		// from it (SQLite fsyncs the directory for its -wal, not for the
+		// database file).
+		if errors.Is(statErr, fs.ErrNotExist) {
+			if err := durable.SyncDir(filepath.Dir(path)); err != nil {
+				return fmt.Errorf("create %s: %w", path, err)
+			}
+		}
 	}
 	for _, p := range []string{path, path + "-wal", path + "-shm"} {
 		fi, err := os.Stat(p)

@@ -2,10 +2,10 @@ package cli
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/hookledger/hookledger/internal/durable"
 	"github.com/hookledger/hookledger/schema"
 )
 
@@ -23,7 +23,7 @@ func migrateCommand() *cli.Command {
 			if !schema.IsPostgres(path) {
 				// Not beside a running serve, which migrates on start itself.
 				// (On PostgreSQL migrations take a lock of their own.)
-				if err := os.MkdirAll(dir, 0o700); err != nil {
+				if err := durable.MkdirAll(dir, 0o700); err != nil {
 					return fmt.Errorf("create data directory: %w", err)
 				}
 				lock, err := schema.LockDir(dir)

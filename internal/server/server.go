@@ -27,6 +27,7 @@ import (
 	"github.com/hookledger/hookledger/entitle"
 	"github.com/hookledger/hookledger/forward"
 	"github.com/hookledger/hookledger/health"
+	"github.com/hookledger/hookledger/internal/durable"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/metrics"
 	"github.com/hookledger/hookledger/receiver"
@@ -173,7 +174,7 @@ func (s *Server) bind() (err error) {
 func (s *Server) start(ctx context.Context) error {
 	cfg, log := s.Config, s.Log
 	if s.lock == nil {
-		if err := os.MkdirAll(cfg.Data, 0o700); err != nil {
+		if err := durable.MkdirAll(cfg.Data, 0o700); err != nil {
 			return fmt.Errorf("create data directory: %w", err)
 		}
 		var err error
