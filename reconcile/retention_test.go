@@ -163,9 +163,20 @@ func TestPruneKeepsTombstonesAndTheLedger(t *testing.T) {
 	if _, err := e.DB.Write.Exec(`DELETE FROM receipts WHERE event_id = 'evt_003'`); err != nil {
 		t.Fatal(err)
 	}
+	// The receipt chain reports the gap (and the usage row, whose receipt
+	// is gone, is reported too: it names its receipt by id since 0015).
 	vrep, err = ledger.Verify(ctx, e.DB)
-	if p := vrep.First(); err != nil || p == nil || p.Table != "receipts" || !strings.Contains(p.Msg, "receipt 4 is missing") {
-		t.Fatalf("a receipt deleted above what retention deleted: %v %v", p, err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gap bool
+	for _, c := range vrep.Checks {
+		for _, p := range c.Problems {
+			gap = gap || p.Table == "receipts" && strings.Contains(p.Msg, "receipt 4 is missing")
+		}
+	}
+	if !gap {
+		t.Fatalf("a receipt deleted above what retention deleted: no gap reported, first problem %v", vrep.First())
 	}
 }
 

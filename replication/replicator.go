@@ -1,8 +1,6 @@
 package replication
 
 import (
-	"github.com/hookledger/hookledger/internal/durable"
-
 	"context"
 	"errors"
 	"fmt"
@@ -107,14 +105,6 @@ func NewReplicator(cfg *Config, dbPath string) (*Replicator, error) {
 	client, err := newReplicaClient(&cfg.DB.Replica)
 	if err != nil {
 		return nil, err
-	}
-	if cfg.DB.Replica.Type == "file" {
-		// Litestream would create the directory without syncing its
-		// parent: a replica on this machine's disks must not vanish at a
-		// power cut with what it was acknowledged for.
-		if err := durable.MkdirAll(cfg.DB.Replica.Path, 0o700); err != nil {
-			return nil, fmt.Errorf("create replica directory: %w", err)
-		}
 	}
 	return &Replicator{
 		ShutdownSyncTimeout: cfg.ShutdownSyncTimeout,

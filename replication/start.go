@@ -10,6 +10,8 @@ import (
 	"github.com/benbjohnson/litestream"
 	"github.com/benbjohnson/litestream/file"
 	"github.com/cenkalti/backoff/v5"
+
+	"github.com/hookledger/hookledger/internal/durable"
 )
 
 // Check compares the local database's replication position (LocalTXID) with
@@ -40,6 +42,15 @@ func (r *Replicator) check(ctx context.Context) error {
 		return err
 	}
 	where := r.cfg.DB.Replica.String()
+	if r.cfg.DB.Replica.Type == "file" {
+		// Litestream would create the directory without syncing its
+		// parent: a replica on this machine's disks must not vanish at a
+		// power cut with what it was acknowledged for. A directory that
+		// cannot be made is a replica that cannot be reached (retried).
+		if err := durable.MkdirAll(r.cfg.DB.Replica.Path, 0o700); err != nil {
+			return r.client.record(fmt.Errorf("replica %s: %w", where, err))
+		}
+	}
 	if err := r.client.Init(ctx); err != nil {
 		return r.client.record(fmt.Errorf("replica %s: %w", where, err))
 	}
