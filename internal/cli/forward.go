@@ -197,26 +197,32 @@ func forwardRetryCommand() *cli.Command {
 			case len(args) == 1:
 				sel.MessageID = args[0]
 			}
-			if s := c.String("since"); s != "" {
-				t, err := parseSince(s, time.Now())
-				if err != nil {
-					return usageErrorf(c, "--since: %v", err)
-				}
-				sel.Since = t.UnixMilli()
-			}
-			_, db, w, err := openForward(c, false, sel.Destination)
-			if err != nil {
-				return err
-			}
-			defer closeCustody(db, w)
-			n, err := forward.Retry(c.Context, w, sel, time.Now())
-			if err != nil {
-				return err
-			}
-			return writeRecords(c.App.Writer, c.String("format"), []string{"retried"}, [][]string{{fmt.Sprint(n)}},
-				map[string]int64{"retried": n})
+			return retryMessages(c, sel)
 		},
 	}
+}
+
+// retryMessages retries what sel selects, with --since, and prints how many
+// (forward retry, stripe retry).
+func retryMessages(c *cli.Context, sel schema.OutboxRetry) error {
+	if s := c.String("since"); s != "" {
+		t, err := parseSince(s, time.Now())
+		if err != nil {
+			return usageErrorf(c, "--since: %v", err)
+		}
+		sel.Since = t.UnixMilli()
+	}
+	_, db, w, err := openForward(c, false, sel.Destination)
+	if err != nil {
+		return err
+	}
+	defer closeCustody(db, w)
+	n, err := forward.Retry(c.Context, w, sel, time.Now())
+	if err != nil {
+		return err
+	}
+	return writeRecords(c.App.Writer, c.String("format"), []string{"retried"}, [][]string{{fmt.Sprint(n)}},
+		map[string]int64{"retried": n})
 }
 
 func forwardPurgeCommand() *cli.Command {

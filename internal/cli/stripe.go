@@ -115,25 +115,7 @@ func stripeRetryCommand() *cli.Command {
 			&cli.StringFlag{Name: "since", Usage: "only pushes pending since this long ago (e.g. 24h, 7d) or this RFC 3339 time"},
 			formatFlag()),
 		Action: func(c *cli.Context) error {
-			sel := schema.OutboxRetry{Destination: config.StripeDestination}
-			if s := c.String("since"); s != "" {
-				t, err := parseSince(s, time.Now())
-				if err != nil {
-					return usageErrorf(c, "--since: %v", err)
-				}
-				sel.Since = t.UnixMilli()
-			}
-			_, db, w, err := openForward(c, false, sel.Destination)
-			if err != nil {
-				return err
-			}
-			defer closeCustody(db, w)
-			n, err := forward.Retry(c.Context, w, sel, time.Now())
-			if err != nil {
-				return err
-			}
-			return writeRecords(c.App.Writer, c.String("format"), []string{"retried"}, [][]string{{fmt.Sprint(n)}},
-				map[string]int64{"retried": n})
+			return retryMessages(c, schema.OutboxRetry{Destination: config.StripeDestination})
 		},
 	}
 }
