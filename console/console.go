@@ -51,6 +51,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/dispute"
+	"github.com/hookledger/hookledger/entitle"
 	"github.com/hookledger/hookledger/forward"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/schema"
@@ -83,6 +84,17 @@ type Store interface {
 	forward.ReadStore
 	MessageAttempts(ctx context.Context, messageID string) ([]schema.OutboxAttempt, error)
 	ReceiptMessages(ctx context.Context, provider, eventID string) ([]string, error)
+	// A customer's threshold crossings with the rows that crossed them, and
+	// its Stripe pushes (stripe.Status) (customers.go).
+	entitle.CrossingStore
+	GetLedgerRow(ctx context.Context, id int64) (*schema.LedgerRow, error)
+	StripePushes(ctx context.Context, f schema.StripePushFilter) ([]schema.StripePush, error)
+	LatestExternalIDs(ctx context.Context, customer string) (string, error)
+}
+
+// Entitlements answers entitlement checks (*entitle.Checker).
+type Entitlements interface {
+	CheckAll(ctx context.Context, customer string, meters []string) ([]entitle.Entitlement, error)
 }
 
 // Replication is what the overview shows of Litestream.
@@ -109,6 +121,15 @@ type Console struct {
 	// DefaultPlan is customers.default_plan: the plan of a customer no
 	// assignment puts on another ("" for none).
 	DefaultPlan string
+	// Entitlements answers the customer page's limits: the checks of GET
+	// /v1/entitlements, from the usage state. Nil leaves them out.
+	Entitlements Entitlements
+	// Stripe says meters are pushed to Stripe (config stripe:): the customer
+	// page then shows the month's pushes as `hookledger stripe status` does.
+	Stripe bool
+	// Zone is invoicing.tz: the customer page's Stripe month is read in it,
+	// as `stripe status` reads it. Default UTC.
+	Zone *time.Location
 	// Replication reports the replica's state; nil when not replicating.
 	Replication func() Replication
 	// NotReplicating says why there is no Replication, as serve logs it
