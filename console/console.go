@@ -5,8 +5,11 @@
 // bundle. It changes no data.
 //
 // It reuses the code behind the CLI rather than repeating it: usage totals
-// are ledger.Query (what `hookledger usage` and GET /v1/usage run), an
-// invoice's digests are ledger.InvoiceDigest and ledger.CheckLine (what
+// are ledger.Query (what `hookledger usage` and GET /v1/usage run), a
+// customer's limits are entitle.Checker's answers (what GET
+// /v1/entitlements runs) and its Stripe pushes stripe.Status (what
+// `hookledger stripe status` runs), an invoice's digests are
+// ledger.InvoiceDigest and ledger.CheckLine (what
 // `hookledger verify` runs), an event and a dispute trace are
 // dispute.Tracer (what `hookledger dispute` runs, including the signature
 // re-verification and the hash-chain check of the rows), and the bundle

@@ -1,8 +1,15 @@
 package console_test
 
 import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
@@ -116,5 +123,57 @@ func TestCustomerLimitsCrossingsAndStripe(t *testing.T) {
 		if byID(doc, id) != nil {
 			t.Errorf("#%s shown without entitlements or Stripe", id)
 		}
+	}
+}
+
+// In a browser, the customer page shows the limits, the crossings and the
+// Stripe pushes, and a crossing's event link opens the event whose row
+// crossed the threshold.
+func TestBrowserCustomerLimits(t *testing.T) {
+	ctx := newBrowser(t)
+	e := limitedEnv(t)
+	e.send(t, "evt_1", "cus_a", "4")
+	e.send(t, "evt_2", "cus_a", "3")
+	e.send(t, "evt_3", "cus_a", "3")
+	shots := screenshotDir(t, e)
+	base := e.Admin.URL
+	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := chromedp.Do(sctx, actions...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	eval := func(expr string) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](expr))
+		if err != nil {
+			t.Fatalf("%s: %v", expr, err)
+		}
+		return v
+	}
+	step("sign in", chromedp.Navigate(base+"/ui/customer?id=cus_a"), chromedp.WaitVisible(chromedp.CSS("#token")),
+		chromedp.SendKeys(chromedp.CSS("#token"), Token), chromedp.Submit(chromedp.CSS("#token")),
+		chromedp.WaitVisible(chromedp.CSS("#limits")))
+	cells := `Array.from(document.querySelectorAll("#%s tbody tr")[%d].cells).map(c => c.textContent.trim()).join(" | ")`
+	if got := eval(fmt.Sprintf(cells, "limits", 0)); got != "api_requests | 10 | 10 (hard) | 0 | no" {
+		t.Errorf("the limits read %q", got)
+	}
+	if got := eval(fmt.Sprintf(cells, "stripe", 0)); !strings.HasPrefix(got, "api_requests | api_requests | stream | 10 | 10 | 0 | 3 | 0 | differs") {
+		t.Errorf("the Stripe pushes read %q", got)
+	}
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(shots, "customer-limits.png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The newest crossing (100%) was crossed by evt_3's row: its link opens that event.
+	step("crossing's event", chromedp.Click(chromedp.CSS(`#crossings tbody tr:first-child a[href^="/ui/event?id=evt_3"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#attempts")))
+	if got := eval(`document.querySelector("h1 .mono").textContent`); got != "evt_3" {
+		t.Errorf("the crossing's link opened event %q", got)
 	}
 }
