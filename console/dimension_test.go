@@ -1,11 +1,17 @@
 package console_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/internal/testenv"
@@ -124,5 +130,64 @@ func TestUsageDimensionPicker(t *testing.T) {
 		if code, body, _ := e.get(t, path); code != 400 || !strings.Contains(body, reason) {
 			t.Errorf("%s: %d %s", path, code, body)
 		}
+	}
+}
+
+// In a browser, the dimension picker regroups the usage page and keeps one
+// value; the CSV the browser downloads is the page's.
+func TestBrowserUsageDimension(t *testing.T) {
+	ctx := newBrowser(t)
+	e := dimensionEnv(t)
+	shots := screenshotDir(t, e)
+	base := e.Admin.URL
+	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := chromedp.Do(sctx, actions...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	eval := func(expr string) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](expr))
+		if err != nil {
+			t.Fatalf("%s: %v", expr, err)
+		}
+		return v
+	}
+	step("sign in", chromedp.Navigate(base+"/ui/usage?period=2026-11"), chromedp.WaitVisible(chromedp.CSS("#token")),
+		chromedp.SendKeys(chromedp.CSS("#token"), Token), chromedp.Submit(chromedp.CSS("#token")),
+		chromedp.WaitVisible(chromedp.CSS("#dim")))
+	step("pick region = eu", chromedp.SetValue(chromedp.CSS("#dim"), "region"), chromedp.SendKeys(chromedp.CSS("#value"), "eu"),
+		chromedp.Submit(chromedp.CSS("#value")))
+	step("regrouped", chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+		for {
+			loc, err := chromedp.Run(ctx, chromedp.Location())
+			if err != nil || strings.Contains(loc, "value=eu") {
+				return err
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}), chromedp.WaitVisible(chromedp.CSS("#usage td.dim")))
+	rows := `Array.from(document.querySelectorAll("#usage tbody tr")).map(r => Array.from(r.cells).map(c => c.textContent.trim()).join(" ")).join(" / ")`
+	if got := eval(rows); got != "cus_a api_requests eu sum 3  1 0 / cus_b api_requests eu sum 5  1 0" {
+		t.Errorf("region=eu reads %q", got)
+	}
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(shots, "usage-dimension.png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	href := eval(`document.getElementById("usage-csv").getAttribute("href")`)
+	_, want, _ := e.get(t, href)
+	if got := clickDownload(t, ctx, t.TempDir(), "#usage-csv"); string(got) != want || !strings.Contains(want, ",region,") {
+		t.Errorf("the CSV the browser downloaded (%s):\n%s\nwant\n%s", href, got, want)
 	}
 }
