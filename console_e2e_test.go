@@ -44,6 +44,16 @@ func TestConsoleSaysWhyNotReplicating(t *testing.T) {
 		if want := "Not replicating with Litestream: " + c.reason + "."; resp.StatusCode != 200 || !strings.Contains(string(page), want) {
 			t.Errorf("serve %v: the overview (%d) does not say %q", c.args, resp.StatusCode, want)
 		}
+		// serve gives the console its entitlement checker: a customer's page
+		// has its limits (no stripe: in this config, so no pushes).
+		if resp, err = client.Get(s.admin + "/ui/customer?id=cus_1"); err != nil {
+			t.Fatal(err)
+		}
+		page, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(page), "<h2>Limits this month</h2>") || strings.Contains(string(page), `id="stripe"`) {
+			t.Errorf("serve %v: the customer page (%d) has no limits, or Stripe pushes:\n%s", c.args, resp.StatusCode, page)
+		}
 		s.stop(t)
 	}
 }

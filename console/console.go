@@ -5,8 +5,11 @@
 // bundle. It changes no data.
 //
 // It reuses the code behind the CLI rather than repeating it: usage totals
-// are ledger.Query (what `hookledger usage` and GET /v1/usage run), an
-// invoice's digests are ledger.InvoiceDigest and ledger.CheckLine (what
+// are ledger.Query (what `hookledger usage` and GET /v1/usage run), a
+// customer's limits are entitle.Checker's answers (what GET
+// /v1/entitlements runs) and its Stripe pushes stripe.Status (what
+// `hookledger stripe status` runs), an invoice's digests are
+// ledger.InvoiceDigest and ledger.CheckLine (what
 // `hookledger verify` runs), an event and a dispute trace are
 // dispute.Tracer (what `hookledger dispute` runs, including the signature
 // re-verification and the hash-chain check of the rows), and the bundle
@@ -51,6 +54,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/dispute"
+	"github.com/hookledger/hookledger/entitle"
 	"github.com/hookledger/hookledger/forward"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/schema"
@@ -83,6 +87,17 @@ type Store interface {
 	forward.ReadStore
 	MessageAttempts(ctx context.Context, messageID string) ([]schema.OutboxAttempt, error)
 	ReceiptMessages(ctx context.Context, provider, eventID string) ([]string, error)
+	// A customer's threshold crossings with the rows that crossed them, and
+	// its Stripe pushes (stripe.Status) (customers.go).
+	entitle.CrossingStore
+	GetLedgerRow(ctx context.Context, id int64) (*schema.LedgerRow, error)
+	StripePushes(ctx context.Context, f schema.StripePushFilter) ([]schema.StripePush, error)
+	LatestExternalIDs(ctx context.Context, customer string) (string, error)
+}
+
+// Entitlements answers entitlement checks (*entitle.Checker).
+type Entitlements interface {
+	CheckAll(ctx context.Context, customer string, meters []string) ([]entitle.Entitlement, error)
 }
 
 // Replication is what the overview shows of Litestream.
@@ -109,6 +124,15 @@ type Console struct {
 	// DefaultPlan is customers.default_plan: the plan of a customer no
 	// assignment puts on another ("" for none).
 	DefaultPlan string
+	// Entitlements answers the customer page's limits: the checks of GET
+	// /v1/entitlements, from the usage state. Nil leaves them out.
+	Entitlements Entitlements
+	// Stripe says meters are pushed to Stripe (config stripe:): the customer
+	// page then shows the month's pushes as `hookledger stripe status` does.
+	Stripe bool
+	// Zone is invoicing.tz: the customer page's Stripe month is read in it,
+	// as `stripe status` reads it. Default UTC.
+	Zone *time.Location
 	// Replication reports the replica's state; nil when not replicating.
 	Replication func() Replication
 	// NotReplicating says why there is no Replication, as serve logs it

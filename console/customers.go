@@ -9,9 +9,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookledger/hookledger/entitle"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
 	"github.com/hookledger/hookledger/schema"
+	"github.com/hookledger/hookledger/stripe"
 )
 
 // registry reads the customer registry through the ledger's own functions
@@ -109,13 +111,104 @@ func (c *Console) customer(w http.ResponseWriter, r *http.Request, s *session) {
 		c.internal(w, r, s, err)
 		return
 	}
-	v := struct {
-		ID          string
-		History     []ledger.Customer
-		Assignments []ledger.PlanAssignment
-		Plan        string
-		PlanVia     string
-	}{ID: id, History: hist, Assignments: as}
+	v := customerView{ID: id, History: hist, Assignments: as, Stripe: c.Stripe}
 	v.Plan, v.PlanVia = planToday(ledger.NewPlans(c.DefaultPlan, as), id, c.Now())
+	if err := c.limits(r.Context(), &v); err != nil {
+		c.internal(w, r, s, err)
+		return
+	}
+	if c.Stripe {
+		if v.StripePeriod, v.Pushes, err = c.pushes(r.Context(), id); err != nil {
+			c.internal(w, r, s, err)
+			return
+		}
+	}
 	c.render(w, r, s, http.StatusOK, "customer", "Customer "+id, v)
+}
+
+type customerView struct {
+	ID          string
+	History     []ledger.Customer
+	Assignments []ledger.PlanAssignment
+	Plan        string
+	PlanVia     string
+	// Limits are the entitlement checks of every declared meter now (GET
+	// /v1/entitlements); NotBuilt says the usage state is not built yet.
+	Checked     bool
+	NotBuilt    bool
+	Limits      []entitle.Entitlement
+	PeriodStart string
+	PeriodEnd   string
+	Crossings   []crossingView
+	// Stripe: the month's pushes per meter, as `stripe status` shows them.
+	Stripe       bool
+	StripePeriod string
+	Pushes       []stripe.StatusLine
+}
+
+// crossingView is a threshold that fired with the event of the ledger row
+// that crossed it.
+type crossingView struct {
+	entitle.CrossingView
+	Provider, Event string // "" when the row is not found
+}
+
+// crossingsShown bounds the crossings the customer page lists (newest first).
+const crossingsShown = 50
+
+// limits fills v with the customer's entitlements now, from the same
+// Checker as GET /v1/entitlements, and the thresholds that fired, as
+// `hookledger alerts list` lists them.
+func (c *Console) limits(ctx context.Context, v *customerView) error {
+	if c.Entitlements == nil {
+		return nil
+	}
+	v.Checked = true
+	es, err := c.Entitlements.CheckAll(ctx, v.ID, slices.Sorted(maps.Keys(c.Meters)))
+	switch {
+	case errors.Is(err, entitle.ErrNotBuilt):
+		v.NotBuilt = true
+		return nil
+	case err != nil:
+		return err
+	}
+	v.Limits = es
+	if len(es) > 0 {
+		v.PeriodStart, v.PeriodEnd = es[0].PeriodStart, es[0].PeriodEnd
+	}
+	cs, err := entitle.Crossings(ctx, c.DB, v.ID, crossingsShown)
+	if err != nil {
+		return err
+	}
+	for _, cr := range cs {
+		cv := crossingView{CrossingView: cr}
+		row, err := c.DB.GetLedgerRow(ctx, cr.RowID)
+		switch {
+		case err == nil:
+			cv.Provider, cv.Event = row.Provider, row.EventID
+		case !errors.Is(err, schema.ErrNotFound):
+			return err
+		}
+		v.Crossings = append(v.Crossings, cv)
+	}
+	return nil
+}
+
+// pushes is the customer's `hookledger stripe status` of this month (in
+// invoicing.tz): stripe.Status without --remote.
+func (c *Console) pushes(ctx context.Context, customer string) (string, []stripe.StatusLine, error) {
+	loc := c.Zone
+	if loc == nil {
+		loc = time.UTC
+	}
+	period, err := ledger.MonthPeriod(c.Now().In(loc).Format("2006-01"), loc)
+	if err != nil {
+		return "", nil, err
+	}
+	var meters []ledger.Meter
+	for _, name := range slices.Sorted(maps.Keys(c.Meters)) {
+		meters = append(meters, c.Meters[name])
+	}
+	lines, err := stripe.Status(ctx, c.DB, meters, period, customer, nil)
+	return period.Label, lines, err
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -32,22 +33,29 @@ func download(w http.ResponseWriter, format, name string) {
 
 // usageFile is the JSON download of the usage page.
 type usageFile struct {
-	From     string             `json:"from"`
-	To       string             `json:"to"`
-	TZ       string             `json:"tz"`
-	Customer string             `json:"customer,omitempty"`
-	After    string             `json:"after,omitempty"` // the page starts after this customer
-	Next     string             `json:"next,omitempty"`  // the next page starts after this one
-	Lines    []ledger.UsageLine `json:"lines"`
-	Days     []ledger.UsageLine `json:"days,omitempty"` // one customer: per meter, per day
+	From     string `json:"from"`
+	To       string `json:"to"`
+	TZ       string `json:"tz"`
+	Customer string `json:"customer,omitempty"`
+	After    string `json:"after,omitempty"` // the page starts after this customer
+	// Dimension is the dimension the lines are grouped by, Value the one
+	// value they are kept to ("": every value).
+	Dimension string             `json:"dimension,omitempty"`
+	Value     string             `json:"value,omitempty"`
+	Next      string             `json:"next,omitempty"` // the next page starts after this one
+	Lines     []ledger.UsageLine `json:"lines"`
+	Days      []ledger.UsageLine `json:"days,omitempty"` // one customer: per meter, per day
 }
 
 // usageCSVHeader: a row per line of the page's table, then (one customer)
 // a row per meter and day of its per-day tables, whose day column is set.
+// With a dimension picked, a column named after it follows meter (empty on
+// the per-day rows, which are not split by it).
 var usageCSVHeader = []string{"from", "to", "tz", "customer", "meter", "day", "aggregation", "quantity", "unit", "events", "adjustments"}
 
 func writeUsage(w http.ResponseWriter, format string, v usageView) {
-	f := usageFile{From: v.WindowFrom, To: v.WindowTo, TZ: v.TZ, Customer: v.Customer, After: v.After, Next: v.Next, Lines: v.Lines}
+	f := usageFile{From: v.WindowFrom, To: v.WindowTo, TZ: v.TZ, Customer: v.Customer, After: v.After, Next: v.Next, Lines: v.Lines,
+		Dimension: v.Dim, Value: v.Value}
 	if f.Lines == nil {
 		f.Lines = []ledger.UsageLine{}
 	}
@@ -64,10 +72,18 @@ func writeUsage(w http.ResponseWriter, format string, v usageView) {
 		return
 	}
 	cw := csv.NewWriter(w)
-	cw.Write(usageCSVHeader)
+	header := usageCSVHeader
+	if v.Dim != "" {
+		header = slices.Insert(slices.Clone(header), 5, cell(v.Dim))
+	}
+	cw.Write(header)
 	row := func(l ledger.UsageLine, day string) {
-		cw.Write([]string{f.From, f.To, f.TZ, cell(l.Customer), cell(l.Meter), day, string(l.Aggregation), l.Quantity.String(), cell(l.Unit),
-			strconv.FormatInt(l.Events, 10), strconv.FormatInt(l.Adjustments, 10)})
+		r := []string{f.From, f.To, f.TZ, cell(l.Customer), cell(l.Meter), day, string(l.Aggregation), l.Quantity.String(), cell(l.Unit),
+			strconv.FormatInt(l.Events, 10), strconv.FormatInt(l.Adjustments, 10)}
+		if v.Dim != "" {
+			r = slices.Insert(r, 5, cell(l.Dimensions[v.Dim]))
+		}
+		cw.Write(r)
 	}
 	for _, l := range f.Lines {
 		row(l, "")

@@ -2,8 +2,11 @@ package console
 
 import (
 	"errors"
+	"fmt"
 	"math/big"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/hookledger/hookledger/ledger"
@@ -13,6 +16,11 @@ type usageView struct {
 	// The form: a month (Period) or a custom window (From, To: either
 	// given overrides the month), the zone and one customer.
 	Period, From, To, TZ, Customer, After string
+	// Dim is the declared dimension the lines are grouped by ("": none),
+	// Value the one value of it they are kept to ("": every value). Dims
+	// are the declared dimensions.
+	Dim, Value string
+	Dims       []string
 	// Default says Period was chosen by the page: the previous month while
 	// it is not closed for all customers, then the current one.
 	Default bool
@@ -75,7 +83,8 @@ func (c *Console) usage(w http.ResponseWriter, r *http.Request, s *session) {
 // reason in Error, a storage failure an error.
 func (c *Console) usageView(r *http.Request) (usageView, int, error) {
 	q := r.URL.Query()
-	v := usageView{Period: q.Get("period"), From: q.Get("from"), To: q.Get("to"), TZ: q.Get("tz"), Customer: q.Get("customer"), After: q.Get("after")}
+	v := usageView{Period: q.Get("period"), From: q.Get("from"), To: q.Get("to"), TZ: q.Get("tz"), Customer: q.Get("customer"), After: q.Get("after"),
+		Dim: q.Get("dim"), Value: q.Get("value"), Dims: c.dimensions()}
 	if v.TZ == "" {
 		v.TZ = "UTC"
 	}
@@ -119,12 +128,19 @@ func (c *Console) usageView(r *http.Request) (usageView, int, error) {
 		}
 		return v, 0, err
 	}
+	switch {
+	case v.Dim != "" && !slices.Contains(v.Dims, v.Dim):
+		return bad(fmt.Errorf("dim: %q is not a dimension of any meter (%s)", v.Dim, strings.Join(v.Dims, ", ")))
+	case v.Value != "" && v.Dim == "":
+		return bad(errors.New("value: pick the dimension it is a value of"))
+	}
 	if v.Customer != "" {
-		totals, err := c.query(r, v, v.Customer, "customer,meter")
+		totals, err := c.query(r, v, v.Customer, lineGroups(v))
 		if err != nil {
 			return usageErr(err)
 		}
 		v.Lines = totals.Lines
+		// The per-day charts keep to the value picked, one bar per day.
 		days, err := c.query(r, v, v.Customer, "customer,meter,day")
 		if err != nil {
 			return usageErr(err)
@@ -141,7 +157,7 @@ func (c *Console) usageView(r *http.Request) (usageView, int, error) {
 		v.Next = customers[customersPage-1]
 	}
 	for _, cu := range customers {
-		rep, err := c.query(r, v, cu, "customer,meter")
+		rep, err := c.query(r, v, cu, lineGroups(v))
 		if err != nil {
 			return usageErr(err)
 		}
@@ -171,11 +187,41 @@ func (c *Console) months(r *http.Request, loc *time.Location) ([]monthChoice, er
 	return out, nil
 }
 
+// lineGroups is the grouping of the page's lines: customer and meter, and
+// the dimension picked.
+func lineGroups(v usageView) string {
+	if v.Dim == "" {
+		return "customer,meter"
+	}
+	return "customer,meter," + v.Dim
+}
+
+// dimensions are the dimensions the meters declare, sorted: the picker's.
+func (c *Console) dimensions() []string {
+	var out []string
+	for _, m := range c.Meters {
+		for _, d := range m.Dimensions {
+			if !slices.Contains(out, d) {
+				out = append(out, d)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// query runs `hookledger usage --from --to --tz --customer --group-by`
+// with, when a value is picked, --where DIM=VALUE. The condition is built
+// as the value is, not parsed from text, so a value holding a comma or a
+// parenthesis is compared as it is.
 func (c *Console) query(r *http.Request, v usageView, customer, groupBy string) (*ledger.UsageReport, error) {
 	p := ledger.UsageParams{From: v.WindowFrom, To: v.WindowTo, TZ: v.TZ, Customer: customer, GroupBy: groupBy}
 	q, err := p.Query(c.Meters)
 	if err != nil {
 		return nil, badParam{err}
+	}
+	if v.Value != "" {
+		q.Where = []ledger.Condition{{Name: v.Dim, Op: ledger.OpEq, Values: []string{v.Value}}}
 	}
 	return ledger.Query(r.Context(), c.DB, q)
 }

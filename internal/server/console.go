@@ -12,7 +12,7 @@ import (
 // mountConsole serves the web console at /ui/ on the admin listener (package
 // console): it signs in with the admin tokens and reads only. tally counts
 // the deliveries the database does not hold (rejected, duplicates).
-func (s *Server) mountConsole(tally *console.Tally) error {
+func (s *Server) mountConsole(tally *console.Tally, limits console.Entitlements) error {
 	v, err := dispute.NewVerifier(s.Config.Providers)
 	if err != nil {
 		return err
@@ -25,6 +25,9 @@ func (s *Server) mountConsole(tally *console.Tally) error {
 		Authorized:   s.adm.Authorized,
 		Destinations: forward.Names(s.Config.OutboxDestinations()),
 		DefaultPlan:  s.Config.Customers.DefaultPlan,
+		Entitlements: limits,
+		Stripe:       s.Config.Stripe != nil,
+		Zone:         s.Config.Invoicing.Location,
 		Tally:        tally,
 		Log:          s.Log,
 		Replication:  s.repl.consoleStatus(),

@@ -318,7 +318,7 @@ func (s *Server) start(ctx context.Context) error {
 	(&admin.Customers{DB: s.db, Catalog: cfg.Catalog, DefaultPlan: cfg.Customers.DefaultPlan, Meters: ledger.NewMeters(cfg.Meters),
 		Zone: cfg.Invoicing.Location, Now: time.Now, Entitlements: srv.Entitlements}).Routes(s.adm.Mux)
 	// The web console, GET /ui/ (console.go).
-	if err := s.mountConsole(tally); err != nil {
+	if err := s.mountConsole(tally, srv.Entitlements); err != nil {
 		return err
 	}
 	if s.aln != nil {
