@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -215,18 +216,23 @@ func (c *Customers) preview(w http.ResponseWriter, r *http.Request) {
 		forwardError(w, http.StatusBadRequest, "bad_period", err.Error())
 		return
 	}
-	pr, _, err := ledger.LoadPricing(r.Context(), c.DB, c.Catalog, c.DefaultPlan)
-	if err != nil {
-		c.fail(w, err)
-		return
-	}
-	res, err := ledger.Close(r.Context(), c.DB, ledger.CloseRequest{Period: period, Customer: id, Meters: c.Meters,
-		Now: c.Now, Preview: true, Pricing: pr})
+	res, err := c.previewOf(r.Context(), id, period)
 	if err != nil {
 		c.fail(w, err)
 		return
 	}
 	forwardJSON(w, http.StatusOK, res)
+}
+
+// previewOf is the invoice id's close of period would produce, priced, in a
+// transaction that is rolled back (what invoice preview prints).
+func (c *Customers) previewOf(ctx context.Context, id string, period ledger.Period) (*ledger.CloseResult, error) {
+	pr, _, err := ledger.LoadPricing(ctx, c.DB, c.Catalog, c.DefaultPlan)
+	if err != nil {
+		return nil, err
+	}
+	return ledger.Close(ctx, c.DB, ledger.CloseRequest{Period: period, Customer: id, Meters: c.Meters,
+		Now: c.Now, Preview: true, Pricing: pr})
 }
 
 // decode reads a JSON body into v, refusing unknown fields, trailing data

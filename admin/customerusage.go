@@ -60,13 +60,7 @@ func (c *Customers) usage(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, err)
 		return
 	}
-	pr, _, err := ledger.LoadPricing(r.Context(), c.DB, c.Catalog, c.DefaultPlan)
-	if err != nil {
-		c.fail(w, err)
-		return
-	}
-	res, err := ledger.Close(r.Context(), c.DB, ledger.CloseRequest{Period: period, Customer: id, Meters: c.Meters,
-		Now: c.Now, Preview: true, Pricing: pr})
+	res, err := c.previewOf(r.Context(), id, period)
 	if err != nil {
 		c.fail(w, err)
 		return
