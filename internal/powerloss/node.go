@@ -249,20 +249,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	if err := os.Mkdir(p, os.FileMode(mode&0o7777)); err != nil {
 		return nil, fs.ToErrno(err)
 	}
-	if err := own(ctx, p); err != nil {
-		return nil, fs.ToErrno(err)
-	}
-	dir, err := n.dirIno()
-	if err != nil {
-		return nil, fs.ToErrno(err)
-	}
-	n.pl.record(dir, "mkdir "+p, func() error { return os.RemoveAll(p) })
-	var st syscall.Stat_t
-	if err := n.stat(p, &st); err != nil {
-		return nil, fs.ToErrno(err)
-	}
-	out.Attr.FromStat(&st)
-	return n.child(ctx, &st), 0
+	return n.created(ctx, p, "mkdir", func() error { return os.RemoveAll(p) }, out)
 }
 
 func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
@@ -274,6 +261,13 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	if err := os.Symlink(target, p); err != nil {
 		return nil, fs.ToErrno(err)
 	}
+	return n.created(ctx, p, "symlink", func() error { return os.Remove(p) }, out)
+}
+
+// created finishes a Mkdir or Symlink of p: owned by the caller, recorded
+// in its directory as undone by undo at a cut unless the directory is
+// synced, and returned as a new child.
+func (n *node) created(ctx context.Context, p, op string, undo func() error, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	if err := own(ctx, p); err != nil {
 		return nil, fs.ToErrno(err)
 	}
@@ -281,7 +275,7 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	if err != nil {
 		return nil, fs.ToErrno(err)
 	}
-	n.pl.record(dir, "symlink "+p, func() error { return os.Remove(p) })
+	n.pl.record(dir, op+" "+p, undo)
 	var st syscall.Stat_t
 	if err := n.stat(p, &st); err != nil {
 		return nil, fs.ToErrno(err)
