@@ -151,6 +151,11 @@ func (d *Delivery) Apply(ctx context.Context, tx *Tx) error {
 		if err := d.appendRows(ctx, tx, link.ID); err != nil {
 			return err
 		}
+		if tx.receipt != nil {
+			if err := tx.receipt(ctx, tx, d, link.ID); err != nil {
+				return err
+			}
+		}
 		return d.insertOutbox(ctx, tx, link.ID)
 	}
 	stored, status, err := tx.b.StoredReceipt(ctx, d.Provider, d.EventID)

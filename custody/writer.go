@@ -77,6 +77,13 @@ type Writer struct {
 	// so a row that commits is a row that will be pushed. An error fails the
 	// op that appended the row.
 	Push Pusher
+	// Receipt, when set, is called inside the transaction with every new
+	// receipt (a duplicate is not), after its ledger rows: the place for
+	// what an event says about state kept elsewhere that must commit with
+	// its custody (invariant 7). Billing sync (stripe.Reports) links
+	// Stripe's error reports to the pushes they name there. An error fails
+	// the delivery.
+	Receipt ReceiptHook
 	// Limits resolves the limits whose thresholds raise alerts (entitle);
 	// nil raises none. The usage state is kept whatever it is: every batch
 	// adds its rows to their months' totals (entitle.Tracker).
@@ -354,7 +361,7 @@ func (w *Writer) apply(batch []*job, errs []error, isolate bool) (failed bool, e
 		return false, w.storageError("begin", fmt.Errorf("begin: %w", err))
 	}
 	defer b.Rollback()
-	btx := &Tx{b: b, hook: w.testHook, now: w.clock(), route: w.Route, push: w.Push}
+	btx := &Tx{b: b, hook: w.testHook, now: w.clock(), route: w.Route, push: w.Push, receipt: w.Receipt}
 	btx.usage = entitle.NewTracker(b, w.Limits)
 	b.Expect(expectedReceipts(batch, errs))
 	for i, j := range batch {
@@ -464,6 +471,7 @@ type Tx struct {
 	hook      func(*Delivery) error // tests inject failures here
 	route     Router                // the writer's (outbox.go)
 	push      Pusher                // the writer's
+	receipt   ReceiptHook           // the writer's
 	outboxed  bool                  // the batch wrote outbox rows
 	// usage keeps the usage state (per customer, meter and month) current
 	// with the rows the batch appends and decides threshold crossings.
@@ -474,6 +482,10 @@ type Tx struct {
 // message), in the row's transaction. body is the event the row was mapped
 // from (nil for an adjustment).
 type Pusher func(ctx context.Context, tx *Tx, r *ledger.Row, body []byte) error
+
+// ReceiptHook writes what a new receipt (d, stored as receiptID) means
+// for state kept beside the ledger, in the receipt's transaction.
+type ReceiptHook func(ctx context.Context, tx *Tx, d *Delivery, receiptID int64) error
 
 // Outboxed notes that the batch wrote outbox rows, so the relay is woken
 // after it commits.

@@ -40,9 +40,9 @@ func stripeConfig(base, mode, multiplier string) func(*config.Config) {
 
 // stripeEnv is a write path pushing to base, with a running relay whose log
 // goes to the returned buffer.
-func stripeEnv(t *testing.T, base, mode, multiplier string) (*testenv.Env, *forward.Relay, *syncBuffer) {
+func stripeEnv(t *testing.T, base, mode, multiplier string, more ...func(*config.Config)) (*testenv.Env, *forward.Relay, *syncBuffer) {
 	t.Helper()
-	e := testenv.New(t, testenv.Options{RealTime: true, Edits: []func(*config.Config){stripeConfig(base, mode, multiplier)}})
+	e := testenv.New(t, testenv.Options{RealTime: true, Edits: append([]func(*config.Config){stripeConfig(base, mode, multiplier)}, more...)})
 	log := &syncBuffer{}
 	r := &forward.Relay{DB: e.DB, Writer: e.Writer, Stripe: e.Config.Stripe, Pushes: e.DB, Poll: 50 * time.Millisecond, Sole: true,
 		Log: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))}

@@ -21,6 +21,7 @@ type StatusStore interface {
 	ledger.UsageSource
 	StripePushes(ctx context.Context, f schema.StripePushFilter) ([]schema.StripePush, error)
 	LatestExternalIDs(ctx context.Context, customer string) (string, error)
+	StripeReportsOf(ctx context.Context, from, to int64) ([]schema.StripeReport, error)
 }
 
 // States of a status line.
@@ -48,9 +49,14 @@ type StatusLine struct {
 	Pending        int    `json:"pending"`
 	Dead           int    `json:"dead"`
 	DeadValue      string `json:"dead_value"`
-	Remote         string `json:"stripe,omitempty"` // with Remote: Stripe's event summaries
-	State          string `json:"state"`
-	LastError      string `json:"last_error,omitempty"`
+	// Reported counts the pushes Stripe reported errors for after it took
+	// them (v1.billing.meter.error_report_triggered, …); ReportError is the
+	// latest report's code and message.
+	Reported    int    `json:"reported"`
+	ReportError string `json:"report_error,omitempty"`
+	Remote      string `json:"stripe,omitempty"` // with Remote: Stripe's event summaries
+	State       string `json:"state"`
+	LastError   string `json:"last_error,omitempty"`
 }
 
 // Status compares the ledger with the pushes of meters in period (one
@@ -98,7 +104,9 @@ func Status(ctx context.Context, db StatusStore, meters []ledger.Meter, period l
 	if err != nil {
 		return nil, err
 	}
+	byID := make(map[int64]schema.StripePush, len(pushes))
 	for _, p := range pushes {
+		byID[p.ID] = p
 		if _, ok := pushedMeters[p.Meter]; !ok {
 			continue // a meter no longer pushed: its pushes stay in forward status
 		}
@@ -123,6 +131,26 @@ func Status(ctx context.Context, db StatusStore, meters []ledger.Meter, period l
 			return nil, err
 		}
 	}
+	reports, err := db.StripeReportsOf(ctx, period.Start.UnixMilli(), period.End.UnixMilli())
+	if err != nil {
+		return nil, err
+	}
+	reported := map[int64]bool{}
+	for _, r := range reports {
+		p, ok := byID[r.PushID]
+		if !ok {
+			continue // unlinked (Unlinked), or a meter no longer pushed
+		}
+		if _, ok := pushedMeters[p.Meter]; !ok {
+			continue
+		}
+		l := get(p.CustomerID, p.Meter)
+		if !reported[p.ID] {
+			reported[p.ID] = true
+			l.Reported++
+		}
+		l.ReportError = ReportText(r)
+	}
 	out := make([]StatusLine, 0, len(lines))
 	for _, l := range lines {
 		if l.StripeCustomer == "" {
@@ -133,7 +161,7 @@ func Status(ctx context.Context, db StatusStore, meters []ledger.Meter, period l
 		switch {
 		case l.Mode == ledger.StripeClose && l.Pushed == "0" && l.Pending == 0 && l.Dead == 0:
 			l.State = StateOpen
-		case equal(l.Ledger, l.Acknowledged) && l.Pending == 0 && l.Dead == 0:
+		case equal(l.Ledger, l.Acknowledged) && l.Pending == 0 && l.Dead == 0 && l.Reported == 0:
 			l.State = StateAgrees
 		default:
 			l.State = StateDiffers
@@ -160,6 +188,37 @@ func Differs(lines []StatusLine) bool {
 		}
 	}
 	return false
+}
+
+// Unlinked are the reports of period that name no push of this ledger
+// (no identifier in the sample, or one hookledger did not send): received
+// in the period, they belong to no status line, and stripe status lists
+// them apart.
+func Unlinked(ctx context.Context, db StatusStore, period ledger.Period) ([]schema.StripeReport, error) {
+	reports, err := db.StripeReportsOf(ctx, period.Start.UnixMilli(), period.End.UnixMilli())
+	if err != nil {
+		return nil, err
+	}
+	var out []schema.StripeReport
+	for _, r := range reports {
+		if r.PushID == 0 {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// ReportText is a report as one line: its code (or its event's type) and
+// message.
+func ReportText(r schema.StripeReport) string {
+	s := r.EventType
+	if r.Code != "" {
+		s = r.Code
+	}
+	if r.Message != "" {
+		s += ": " + r.Message
+	}
+	return s
 }
 
 // readRemote fills Remote from Stripe's event summaries: the meter with the

@@ -56,6 +56,7 @@ func openCustody(ctx context.Context, cfg *config.Config, readOnly bool) (*schem
 	// outbox rows here as in serve, and serve's relay delivers them.
 	w.Route = forward.Router(cfg.Destinations)
 	w.Push = stripe.NewSync(cfg).Pusher() // its ledger rows' Stripe pushes, as in serve
+	w.Receipt = stripe.Reports(cfg)       // and a reconciled Stripe error report's links
 	// A replay or a reconciled event that crosses a threshold raises its
 	// alert here, in its own transaction, as it would in serve.
 	w.Limits = entitle.NewPolicy(cfg.Catalog, cfg.Customers.DefaultPlan)

@@ -30,10 +30,12 @@ func stripeStatusCommand() *cli.Command {
 		Name:  "status",
 		Usage: "per customer and meter: the ledger's total, pushed, acknowledged, pending and dead (exit 3 when they differ)",
 		Description: "LEDGER is the period's ledger total in Stripe's units (× multiplier, rounded once); PUSHED the whole\n" +
-			"numbers pushed for it, ACKED those Stripe acknowledged. A line agrees when ACKED is LEDGER and nothing\n" +
-			"is pending or dead; any other line differs, and the command exits 3. With --remote, STRIPE is what\n" +
-			"Stripe's event summaries say for the period, compared too. A close meter's period is open until its\n" +
-			"invoice is closed.",
+			"numbers pushed for it, ACKED those Stripe acknowledged; REPORTED the pushes Stripe reported errors\n" +
+			"for after taking them (its v1.billing.meter.error_report_triggered and no_meter_found events, received\n" +
+			"by a provider with the stripe scheme). A line agrees when ACKED is LEDGER and nothing is pending, dead\n" +
+			"or reported; any other line differs, and the command exits 3, as it does when a report of the period\n" +
+			"names no push of this ledger (listed on stderr). With --remote, STRIPE is what Stripe's event\n" +
+			"summaries say for the period, compared too. A close meter's period is open until its invoice is closed.",
 		Flags: append(configFlags(),
 			&cli.StringFlag{Name: "period", Usage: "the month, YYYY-MM in invoicing.tz (default: this month)"},
 			&cli.StringFlag{Name: "customer", Usage: "only this customer"},
@@ -75,14 +77,14 @@ func stripeStatusCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			header := []string{"customer", "meter", "period", "mode", "ledger", "pushed", "acked", "pending", "dead"}
+			header := []string{"customer", "meter", "period", "mode", "ledger", "pushed", "acked", "pending", "dead", "reported"}
 			if remote != nil {
 				header = append(header, "stripe")
 			}
 			header = append(header, "state")
 			var rows [][]string
 			for _, l := range lines {
-				row := []string{l.Customer, l.Meter, l.Period, l.Mode, l.Ledger, l.Pushed, l.Acknowledged, fmt.Sprint(l.Pending), fmt.Sprint(l.Dead)}
+				row := []string{l.Customer, l.Meter, l.Period, l.Mode, l.Ledger, l.Pushed, l.Acknowledged, fmt.Sprint(l.Pending), fmt.Sprint(l.Dead), fmt.Sprint(l.Reported)}
 				if remote != nil {
 					row = append(row, l.Remote)
 				}
@@ -91,13 +93,23 @@ func stripeStatusCommand() *cli.Command {
 			if err := writeRecords(c.App.Writer, c.String("format"), header, rows, lines); err != nil {
 				return err
 			}
-			if stripe.Differs(lines) {
+			unlinked, err := stripe.Unlinked(c.Context, db, period)
+			if err != nil {
+				return err
+			}
+			for _, r := range unlinked {
+				fmt.Fprintf(c.App.ErrWriter, "Stripe reported (no push of ours named): %s\n", stripe.ReportText(r))
+			}
+			if stripe.Differs(lines) || len(unlinked) > 0 {
 				for _, l := range lines {
 					if l.State == stripe.StateDiffers && l.LastError != "" {
 						fmt.Fprintf(c.App.ErrWriter, "%s %s: %d dead, last: %s\n", l.Customer, l.Meter, l.Dead, l.LastError)
 					}
+					if l.Reported > 0 {
+						fmt.Fprintf(c.App.ErrWriter, "%s %s: Stripe reported errors for %d pushes, last: %s\n", l.Customer, l.Meter, l.Reported, l.ReportError)
+					}
 				}
-				return problem(errors.New("the ledger and Stripe differ (pending or dead pushes: hookledger forward list --destination stripe)"))
+				return problem(errors.New("the ledger and Stripe differ (pending, dead or reported pushes: hookledger forward list --destination stripe)"))
 			}
 			return nil
 		},

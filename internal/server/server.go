@@ -238,6 +238,7 @@ func (s *Server) start(ctx context.Context) error {
 	w.Admit = s.repl.AdmitFunc()   // the WAL bound while Litestream cannot capture it; nil when not replicating
 	w.Route = forward.Router(cfg.Destinations)
 	w.Push = stripe.NewSync(cfg).Pusher() // the pushes of stream meters, in their rows' transactions
+	w.Receipt = stripe.Reports(cfg)       // Stripe's error reports, linked to the pushes they name
 	limits := entitle.NewPolicy(cfg.Catalog, cfg.Customers.DefaultPlan)
 	w.Limits = limits // threshold alerts, decided in the writer's transactions
 	if err := w.Open(ctx); err != nil {

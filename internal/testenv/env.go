@@ -141,6 +141,7 @@ func (e *Env) Reopen() {
 	if e.Config != nil {
 		w.Route = forward.Router(e.Config.Destinations)
 		w.Push = stripe.NewSync(e.Config).Pusher()
+		w.Receipt = stripe.Reports(e.Config)
 	}
 	if e.opts.Writer != nil {
 		e.opts.Writer(w)
