@@ -58,6 +58,7 @@ import (
 	"github.com/hookledger/hookledger/forward"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/schema"
+	"github.com/hookledger/hookledger/stripe"
 )
 
 //go:embed templates/*.html
@@ -91,8 +92,7 @@ type Store interface {
 	// its Stripe pushes (stripe.Status) (customers.go).
 	entitle.CrossingStore
 	GetLedgerRow(ctx context.Context, id int64) (*schema.LedgerRow, error)
-	StripePushes(ctx context.Context, f schema.StripePushFilter) ([]schema.StripePush, error)
-	LatestExternalIDs(ctx context.Context, customer string) (string, error)
+	stripe.StatusStore
 }
 
 // Entitlements answers entitlement checks (*entitle.Checker).
