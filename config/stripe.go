@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/payload"
 )
 
 // StripeDestination is the outbox destination of Stripe pushes: their
@@ -122,9 +123,11 @@ func (c *Config) resolveStripe(dir string) error {
 	case s.Customers == "":
 		return errAt("stripe.customers", "required: identity, link, or a JSON path in the event (e.g. data.object.customer)")
 	case s.Customers == StripeIdentity || s.Customers == StripeLink:
-	case strings.ContainsAny(s.Customers, " \t"):
-		return errAt("stripe.customers", "%q is not identity, link or a JSON path", s.Customers)
 	default:
+		// Read with payload.Get, as the mappings' paths are.
+		if err := payload.CheckPath(s.Customers); err != nil {
+			return errAt("stripe.customers", "%q is not identity, link or a JSON path: %v", s.Customers, err)
+		}
 		for i, m := range c.Meters {
 			if m.Stripe != nil && m.Stripe.Mode == ledger.StripeClose {
 				// A line has no event to read the path in.

@@ -60,6 +60,7 @@ func TestStripeErrorsNameLineAndKey(t *testing.T) {
 		{"two meters one event", destProviders + "meters:\n  - name: a\n    stripe: {event_name: e}\n  - name: b\n    stripe: {event_name: e}\n" + key, []string{"meters[1].stripe.event_name"}},
 		{"max_age past 35 days", meter("{event_name: m}") + key + "  max_age: 40d\n", []string{"stripe.max_age", "35 days"}},
 		{"unknown key", meter("{event_name: m}") + key + "  secret_key: x\n", []string{"secret_key"}},
+		{"path gjson cannot read as meant", meter("{event_name: m}") + "stripe:\n  api_key: sk_test_x\n  customers: data.items.#.customer\n", []string{"stripe.customers", "data.items.#.customer"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

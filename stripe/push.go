@@ -7,11 +7,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/payload"
 	"github.com/hookledger/hookledger/pricing"
 	"github.com/hookledger/hookledger/schema"
 )
@@ -99,7 +98,7 @@ func (s *Sync) Row(ctx context.Context, tx *custody.Tx, r *ledger.Row, body []by
 		// Read when sent: a link made after the usage still bills it.
 	default:
 		if body != nil {
-			customer = gjson.GetBytes(body, s.Customers).String()
+			customer = payload.Get(body, s.Customers).String()
 		}
 		if customer == "" {
 			// An adjustment has no event: the customer's latest push

@@ -3,10 +3,9 @@ package stripe
 import (
 	"context"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/payload"
 	"github.com/hookledger/hookledger/schema"
 )
 
@@ -64,9 +63,9 @@ func Reports(cfg *config.Config) custody.ReceiptHook {
 // (a thin event's payload names only the meter, related_object.id), so
 // every such event leaves at least one report.
 func ParseReport(eventType string, body []byte) []schema.StripeReport {
-	meter := gjson.GetBytes(body, "related_object.id").String()
+	meter := payload.Get(body, "related_object.id").String()
 	var out []schema.StripeReport
-	for _, et := range gjson.GetBytes(body, "data.reason.error_types").Array() {
+	for _, et := range payload.Get(body, "data.reason.error_types").Array() {
 		code := et.Get("code").String()
 		samples := et.Get("sample_errors").Array()
 		if len(samples) == 0 {
@@ -79,7 +78,7 @@ func ParseReport(eventType string, body []byte) []schema.StripeReport {
 	}
 	if len(out) == 0 {
 		out = append(out, schema.StripeReport{EventType: eventType, Meter: meter,
-			Message: gjson.GetBytes(body, "data.developer_message_summary").String()})
+			Message: payload.Get(body, "data.developer_message_summary").String()})
 	}
 	return out
 }
