@@ -3,6 +3,7 @@ package ledger
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 	_ "time/tzdata" // IANA zones work on machines without /usr/share/zoneinfo
 )
@@ -15,12 +16,21 @@ func LoadZone(name string) (*time.Location, error) {
 	if strings.EqualFold(name, "local") {
 		return nil, fmt.Errorf("time zone %q: name an IANA zone such as Europe/Berlin, so the answer does not depend on the machine", name)
 	}
+	if loc, ok := zones.Load(name); ok {
+		return loc.(*time.Location), nil
+	}
 	loc, err := time.LoadLocation(name)
 	if err != nil {
 		return nil, fmt.Errorf("time zone %q is not an IANA zone name (e.g. UTC, Europe/Berlin, America/New_York)", name)
 	}
+	zones.Store(name, loc)
 	return loc, nil
 }
+
+// zones keeps the zones LoadZone loaded: time.LoadLocation reads and parses
+// the zone's file on every call, and the writer asks for the usage state's
+// zone in every batch. A *time.Location is immutable, so one is shared.
+var zones sync.Map // name → *time.Location
 
 // ParseTime reads a time argument. RFC 3339 with an offset is absolute; a
 // month (2026-11), a date (2026-11-01) or a wall-clock time without offset
