@@ -11,12 +11,16 @@ import (
 
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
+	"github.com/hookledger/hookledger/stripe"
 )
 
 // CustomerStore is what the customer endpoints read and write (*schema.DB).
 type CustomerStore interface {
 	ledger.RegistryStore
 	ledger.CloseStore
+	// The closed invoices and their state in Stripe (invoices.go).
+	ledger.InvoiceSource
+	stripe.InvoiceStore
 }
 
 // Customers holds the customer registry, plan and invoice-preview
@@ -49,6 +53,8 @@ func (c *Customers) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/customers/{id}/plan", c.assign)
 	mux.HandleFunc("GET /v1/customers/{id}/invoice/preview", c.preview)
 	mux.HandleFunc("GET /v1/customers/{id}/usage", c.usage)
+	mux.HandleFunc("GET /v1/invoices", c.invoices)
+	mux.HandleFunc("GET /v1/invoices/{id}", c.invoice)
 }
 
 // maxRequestBody bounds a customer or plan request's JSON.

@@ -79,7 +79,7 @@ func (c *Config) StripeMeters() map[string]ledger.StripeMeter {
 func (c *Config) resolveStripe(dir string) error {
 	s := c.Stripe
 	pushed := false
-	events := map[string]string{}
+	events, ids := map[string]string{}, map[string]string{}
 	for i, m := range c.Meters {
 		if m.Stripe == nil {
 			continue
@@ -90,6 +90,12 @@ func (c *Config) resolveStripe(dir string) error {
 			return errAt(fmt.Sprintf("meters[%d].stripe.event_name", i), "%q is meter %s's event name too", m.Stripe.EventName, other)
 		}
 		events[m.Stripe.EventName] = m.Name
+		if id := m.Stripe.MeterID; id != "" {
+			if other, ok := ids[id]; ok {
+				return errAt(fmt.Sprintf("meters[%d].stripe.meter_id", i), "%q is meter %s's meter id too", id, other)
+			}
+			ids[id] = m.Name
+		}
 	}
 	if s == nil {
 		if pushed {

@@ -93,6 +93,8 @@ type Store interface {
 	entitle.CrossingStore
 	GetLedgerRow(ctx context.Context, id int64) (*schema.LedgerRow, error)
 	stripe.StatusStore
+	// What Stripe says of close-mode invoices (stripe.States).
+	stripe.InvoiceStore
 }
 
 // Entitlements answers entitlement checks (*entitle.Checker).
@@ -294,6 +296,9 @@ func mustParse() map[string]*template.Template {
 		"traceURL": traceURL,
 		"external": externalIDs,
 		"add":      func(a, b int) int { return a + b },
+		// Stripe's times are unix seconds.
+		"unix":        func(sec int64) template.HTML { return stampMillis(sec * 1000) },
+		"stripeEvent": stripe.InvoiceEventText,
 		// customers are the distinct customers of an event's usage rows.
 		"customers": func(us []schema.EventUsage) []string {
 			var out []string

@@ -14,6 +14,7 @@ import (
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
 	"github.com/hookledger/hookledger/schema"
+	"github.com/hookledger/hookledger/stripe"
 )
 
 type invoicesView struct {
@@ -26,6 +27,11 @@ type invoicesView struct {
 	Unpriced int
 	Lines    int64 // invoice lines listed, late ones included
 	Late     int64
+	// Stripe is each listed invoice's state in Stripe (billing sync's close
+	// mode; stripe.States), Unlinked Stripe's invoice events that bill no
+	// invoice of this ledger (kept and shown, never dropped).
+	Stripe   map[int64]*ledger.StripeInvoice
+	Unlinked []schema.StripeInvoiceState
 }
 
 // currencySum is the sum of several invoices' totals in one currency.
@@ -61,11 +67,20 @@ func (c *Console) invoices(w http.ResponseWriter, r *http.Request, s *session) {
 		c.internal(w, r, s, err)
 		return
 	}
-	for _, inv := range invs {
+	ids := make([]int64, len(invs))
+	for i, inv := range invs {
+		ids[i] = inv.ID
 		v.Lines, v.Late = v.Lines+inv.Lines, v.Late+inv.Late
 		if inv.Currency == "" {
 			v.Unpriced++
 		}
+	}
+	if v.Stripe, err = stripe.States(r.Context(), c.DB, ids); err == nil && v.Customer == "" {
+		v.Unlinked, err = c.DB.UnlinkedStripeInvoiceStates(r.Context(), 0, 0)
+	}
+	if err != nil {
+		c.internal(w, r, s, err)
+		return
 	}
 	if f := r.PathValue("format"); f != "" {
 		writeInvoices(w, f, v)
@@ -169,6 +184,11 @@ func (c *Console) invoice(w http.ResponseWriter, r *http.Request, s *session) {
 	if errors.Is(err, ledger.ErrNoInvoice) || errors.Is(err, schema.ErrNoInvoices) {
 		c.fail(w, r, s, http.StatusNotFound, "There is no invoice "+strconv.FormatInt(id, 10)+".")
 		return
+	}
+	if err == nil {
+		var states map[int64]*ledger.StripeInvoice
+		states, err = stripe.States(r.Context(), c.DB, []int64{id})
+		v.Invoice.Stripe = states[id]
 	}
 	if err != nil {
 		c.internal(w, r, s, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
@@ -98,7 +99,28 @@ func (d *destination) deliverPushes(ctx context.Context, claims []schema.OutboxC
 // push sends one meter event. A timestamp outside Stripe's window is never
 // sent with another time: the push is dead with the reason, and so is one
 // whose customer has no Stripe customer (link it, then stripe retry).
+//
+// A cancel (a void within Stripe's 24 hours, stripe.Sync.Row) is sent as a
+// meter event adjustment, under the push's identifier as its idempotency
+// key. When Stripe refuses it (400: the 24 hours have passed, or it never
+// received the event), the push is sent as the compensating value instead:
+// both take the same whole number off Stripe's sum.
 func (d *destination) push(ctx context.Context, p schema.StripePush, now time.Time) outcome {
+	if p.Cancels != "" {
+		tctx, cancel := context.WithTimeout(ctx, d.cfg.Timeout.Duration)
+		res := d.stripe.CancelMeterEvent(tctx, p.EventName, p.Cancels, p.Identifier)
+		cancel()
+		if !res.Permanent || res.Status != http.StatusBadRequest {
+			o := outcome{status: res.Status, latency: res.Latency, response: res.Body, err: res.Err, retryAfter: res.RetryAfter,
+				permanent: res.Permanent}
+			if res.Status == 0 && res.Err != "" {
+				o.canceled = d.relay.stopping(ctx)
+			}
+			return o
+		}
+		d.relay.Log.Info("forward", "destination", d.cfg.Name, "push", p.Identifier,
+			"note", "Stripe refused the cancel of "+p.Cancels+" ("+res.Err+"): sending the compensating value")
+	}
 	if err := stripe.CheckWindow(p.Timestamp, now); err != nil {
 		return outcome{err: err.Error(), permanent: true}
 	}

@@ -26,6 +26,20 @@ type Invoice struct {
 	Digest      []byte
 	Lines       []InvoiceLine
 	Money       InvoiceMoney // zero when no plan priced the invoice
+	// Stripe is what billing sync knows of the invoice in Stripe (nil:
+	// nothing). The invoice reads leave it nil; stripe.WithStates fills it.
+	// It is no part of the frozen invoice or its digest.
+	Stripe *StripeInvoice
+}
+
+// StripeInvoice is the state of a close-mode invoice in Stripe
+// (docs/stripe.md): State is pushed (its lines were pushed, Stripe has said
+// nothing of them yet), invoiced, paid or payment_failed, that of the latest
+// of Events by Stripe's event time; Events are every Stripe invoice event
+// that bills it, in that order.
+type StripeInvoice struct {
+	State  string                      `json:"state"`
+	Events []schema.StripeInvoiceState `json:"events"`
 }
 
 // InvoiceLine is one meter's quantity on an invoice. A late line bills usage
@@ -77,29 +91,30 @@ func (inv Invoice) MarshalJSON() ([]byte, error) {
 		lines = []InvoiceLine{}
 	}
 	return json.Marshal(struct {
-		ID          int64         `json:"id"`
-		CloseID     int64         `json:"close_id"`
-		Customer    string        `json:"customer"`
-		Period      string        `json:"period"`
-		TZ          string        `json:"tz"`
-		PeriodStart time.Time     `json:"period_start"`
-		PeriodEnd   time.Time     `json:"period_end"`
-		Cutoff      time.Time     `json:"cutoff"`
-		LedgerHead  int64         `json:"ledger_head"`
-		ClosedAt    time.Time     `json:"closed_at"`
-		Digest      string        `json:"digest"`
-		Plan        string        `json:"plan,omitempty"`
-		Currency    string        `json:"currency,omitempty"`
-		Fee         string        `json:"fee,omitempty"`
-		TrueUp      string        `json:"true_up,omitempty"`
-		Total       string        `json:"total,omitempty"`
-		PriceDigest string        `json:"price_digest,omitempty"`
-		Prices      jsonRaw       `json:"prices,omitempty"`
-		Lines       []InvoiceLine `json:"lines"`
+		ID          int64          `json:"id"`
+		CloseID     int64          `json:"close_id"`
+		Customer    string         `json:"customer"`
+		Period      string         `json:"period"`
+		TZ          string         `json:"tz"`
+		PeriodStart time.Time      `json:"period_start"`
+		PeriodEnd   time.Time      `json:"period_end"`
+		Cutoff      time.Time      `json:"cutoff"`
+		LedgerHead  int64          `json:"ledger_head"`
+		ClosedAt    time.Time      `json:"closed_at"`
+		Digest      string         `json:"digest"`
+		Plan        string         `json:"plan,omitempty"`
+		Currency    string         `json:"currency,omitempty"`
+		Fee         string         `json:"fee,omitempty"`
+		TrueUp      string         `json:"true_up,omitempty"`
+		Total       string         `json:"total,omitempty"`
+		PriceDigest string         `json:"price_digest,omitempty"`
+		Prices      jsonRaw        `json:"prices,omitempty"`
+		Lines       []InvoiceLine  `json:"lines"`
+		Stripe      *StripeInvoice `json:"stripe,omitempty"`
 	}{inv.ID, inv.CloseID, inv.Customer, inv.Period, inv.TZ, msTime(inv.PeriodStart, inv.TZ), msTime(inv.PeriodEnd, inv.TZ),
 		time.UnixMilli(inv.Cutoff).UTC(), inv.LedgerHead, time.UnixMilli(inv.ClosedAt).UTC(), hex.EncodeToString(inv.Digest),
 		inv.Money.Plan, inv.Money.Currency, inv.Money.Fee, inv.Money.TrueUp, inv.Money.Total, hex.EncodeToString(inv.Money.PriceDigest),
-		jsonRaw(inv.Money.Snapshot), lines})
+		jsonRaw(inv.Money.Snapshot), lines, inv.Stripe})
 }
 
 // MarshalJSON shows times in RFC 3339 (in the line's zone) and the digest in hex.

@@ -60,6 +60,10 @@ type StripeMeter struct {
 	EventName  string           `yaml:"event_name" json:"event_name"`
 	Mode       string           `yaml:"mode" json:"mode"`                       // stream (default) or close
 	Multiplier *pricing.Decimal `yaml:"multiplier" json:"multiplier,omitempty"` // default 1
+	// MeterID is the meter's id in Stripe (mtr_…), when known: Stripe's
+	// error reports name the meter by id, so a sample error that names no
+	// meter event identifier is still linked to this meter's pushes.
+	MeterID string `yaml:"meter_id" json:"meter_id,omitempty"`
 }
 
 // Factor is the multiplier, 1 when left out.
@@ -77,6 +81,8 @@ func (s *StripeMeter) normalize() error {
 		return fmt.Errorf("stripe.event_name: required (the event name of the meter in Stripe)")
 	case len(s.EventName) > 100:
 		return fmt.Errorf("stripe.event_name: longer than Stripe's 100 characters")
+	case s.MeterID != "" && (!strings.HasPrefix(s.MeterID, "mtr_") || len(s.MeterID) > 100):
+		return fmt.Errorf("stripe.meter_id: %q is not a Stripe meter id (mtr_…)", s.MeterID)
 	}
 	switch s.Mode {
 	case "":

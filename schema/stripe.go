@@ -34,6 +34,10 @@ type StripePush struct {
 	Pushed         string `db:"pushed"`
 	Timestamp      int64  `db:"timestamp"` // unix seconds
 	CreatedAt      int64  `db:"created_at"`
+	// Cancels is the identifier of the push whose meter event this one
+	// cancels (a void within Stripe's 24 hours; migration 0023), "" for a
+	// meter event. Value is then what the cancel takes off Stripe's sum.
+	Cancels string `db:"cancels"`
 
 	OutboxID  int64  `db:"outbox_id"`
 	Status    string `db:"status"`
@@ -62,11 +66,16 @@ func (t *CloseTx) InsertStripePush(ctx context.Context, p StripePush, destinatio
 
 func insertStripePush(ctx context.Context, tx pushTx, p StripePush, destination string, now int64) error {
 	var id int64
+	// cancels is named only when set, so a push is stored the same way
+	// on a database before migration 0023.
+	cols, marks, args := "", "", []any{p.Identifier, p.Source, nullID(p.LedgerID), nullID(p.InvoiceID), nullID(p.LineNo), p.CustomerID, p.Meter,
+		p.EventName, p.StripeCustomer, p.PeriodStart, p.Quantity, p.Total, p.Value, p.Pushed, p.Timestamp, now}
+	if p.Cancels != "" {
+		cols, marks, args = ", cancels", ", ?", append(args, p.Cancels)
+	}
 	err := tx.QueryRowContext(ctx, `INSERT INTO stripe_pushes (identifier, source, ledger_id, invoice_id, line_no, customer_id, meter,
-		event_name, stripe_customer, period_start, quantity, total, value, pushed, timestamp, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
-		p.Identifier, p.Source, nullID(p.LedgerID), nullID(p.InvoiceID), nullID(p.LineNo), p.CustomerID, p.Meter, p.EventName, p.StripeCustomer,
-		p.PeriodStart, p.Quantity, p.Total, p.Value, p.Pushed, p.Timestamp, now).Scan(&id)
+		event_name, stripe_customer, period_start, quantity, total, value, pushed, timestamp, created_at`+cols+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?`+marks+`) RETURNING id`, args...).Scan(&id)
 	if err != nil {
 		return fmt.Errorf("insert push %s: %w", p.Identifier, err)
 	}
@@ -121,10 +130,19 @@ func (b Batch) LastStripeCustomer(ctx context.Context, customer string) (string,
 	return s, err
 }
 
+// pushColumns are a push's and its message's columns; pushColumnsOf those
+// a database has (before migration 0023 a push cancels nothing).
 const pushColumns = `p.id, p.identifier, p.source, COALESCE(p.ledger_id, 0) AS ledger_id, COALESCE(p.invoice_id, 0) AS invoice_id,
 	COALESCE(p.line_no, 0) AS line_no, p.customer_id, p.meter, p.event_name,
-	p.stripe_customer, p.period_start, p.quantity, p.total, p.value, p.pushed, p.timestamp, p.created_at,
+	p.stripe_customer, p.period_start, p.quantity, p.total, p.value, p.pushed, p.timestamp, p.created_at, p.cancels,
 	o.id AS outbox_id, o.status, o.attempts, o.last_error`
+
+func pushColumnsOf(ctx context.Context, q sqlx.QueryerContext) string {
+	if predates(ctx, q, versionStripeInvoiceStates) {
+		return strings.Replace(pushColumns, "p.cancels,", "'' AS cancels,", 1)
+	}
+	return pushColumns
+}
 
 // StripePushesOf reads the pushes of outbox messages ids, by outbox id
 // (pushes never change: the read pool serves them).
@@ -133,7 +151,7 @@ func (db *DB) StripePushesOf(ctx context.Context, ids []int64) (map[int64]Stripe
 	if len(ids) == 0 {
 		return out, nil
 	}
-	q, args, err := sqlx.In(`SELECT `+pushColumns+` FROM outbox o JOIN stripe_pushes p ON p.id = o.push_id WHERE o.id IN (?)`, ids)
+	q, args, err := sqlx.In(`SELECT `+pushColumnsOf(ctx, db.Read)+` FROM outbox o JOIN stripe_pushes p ON p.id = o.push_id WHERE o.id IN (?)`, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -170,7 +188,7 @@ func (db *DB) StripePushes(ctx context.Context, f StripePushFilter) ([]StripePus
 		where, args = append(where, "o.status = ?"), append(args, f.Status)
 	}
 	var out []StripePush
-	err := db.Read.SelectContext(ctx, &out, `SELECT `+pushColumns+` FROM stripe_pushes p JOIN outbox o ON o.push_id = p.id
+	err := db.Read.SelectContext(ctx, &out, `SELECT `+pushColumnsOf(ctx, db.Read)+` FROM stripe_pushes p JOIN outbox o ON o.push_id = p.id
 		WHERE `+strings.Join(where, " AND ")+` ORDER BY p.id`, args...)
 	if err != nil && predates(ctx, db.Read, versionStripe) {
 		return nil, nil
@@ -195,4 +213,20 @@ func nullID(id int64) any {
 		return nil
 	}
 	return id
+}
+
+// PushOfRow is the push of ledger row id of a stream meter (ok false:
+// none), read in the batch that voids the row: a void within Stripe's 24
+// hours cancels it.
+func (b Batch) PushOfRow(ctx context.Context, ledgerID int64) (StripePush, bool, error) {
+	var p StripePush
+	err := b.tx.QueryRowContext(ctx, `SELECT id, identifier, value, created_at FROM stripe_pushes
+		WHERE ledger_id = ? AND source = 'usage' ORDER BY id LIMIT 1`, ledgerID).Scan(&p.ID, &p.Identifier, &p.Value, &p.CreatedAt)
+	if err == sql.ErrNoRows {
+		return p, false, nil
+	}
+	if err != nil {
+		return p, false, fmt.Errorf("read the push of row %d: %w", ledgerID, err)
+	}
+	return p, true, nil
 }

@@ -68,3 +68,37 @@ func (db *DB) StripeReportsOf(ctx context.Context, from, to int64) ([]StripeRepo
 	}
 	return out, err
 }
+
+// LatestStripePush is the id of meter's latest push (0: none): of any
+// customer when customers is nil and stripeCustomer "", else of one of
+// customers or naming stripeCustomer. It links a report that names the
+// meter, not a meter event.
+func (b Batch) LatestStripePush(ctx context.Context, meter string, customers []string, stripeCustomer string) (int64, error) {
+	var best int64
+	latest := func(q string, args ...any) error {
+		var id int64
+		err := b.tx.QueryRowContext(ctx, q, args...).Scan(&id)
+		if err == sql.ErrNoRows {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read the latest push of %s: %w", meter, err)
+		}
+		best = max(best, id)
+		return nil
+	}
+	if customers == nil && stripeCustomer == "" {
+		return best, latest(`SELECT id FROM stripe_pushes WHERE meter = ? ORDER BY id DESC LIMIT 1`, meter)
+	}
+	for _, c := range customers {
+		if err := latest(`SELECT id FROM stripe_pushes WHERE customer_id = ? AND meter = ? ORDER BY id DESC LIMIT 1`, c, meter); err != nil {
+			return 0, err
+		}
+	}
+	if stripeCustomer != "" {
+		if err := latest(`SELECT id FROM stripe_pushes WHERE stripe_customer = ? AND meter = ? ORDER BY id DESC LIMIT 1`, stripeCustomer, meter); err != nil {
+			return 0, err
+		}
+	}
+	return best, nil
+}

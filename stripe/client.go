@@ -84,6 +84,19 @@ func (c *Client) SendMeterEvent(ctx context.Context, e MeterEvent) Result {
 	return c.do(ctx, http.MethodPost, "/v1/billing/meter_events", form)
 }
 
+// CancelMeterEvent posts POST /v1/billing/meter_event_adjustments with
+// type=cancel: Stripe takes the meter event identifier names (of
+// eventName) out of its meter, if it received it less than 24 hours ago
+// (else it answers 400). key is the request's Idempotency-Key, so a resend
+// after a lost answer gets the first answer again instead of a refusal.
+func (c *Client) CancelMeterEvent(ctx context.Context, eventName, identifier, key string) Result {
+	form := url.Values{}
+	form.Set("event_name", eventName)
+	form.Set("type", "cancel")
+	form.Set("cancel[identifier]", identifier)
+	return c.doWith(ctx, http.MethodPost, "/v1/billing/meter_event_adjustments", form, key)
+}
+
 // apiError is Stripe's error body.
 type apiError struct {
 	Error struct {
@@ -94,6 +107,10 @@ type apiError struct {
 }
 
 func (c *Client) do(ctx context.Context, method, path string, form url.Values) Result {
+	return c.doWith(ctx, method, path, form, "")
+}
+
+func (c *Client) doWith(ctx context.Context, method, path string, form url.Values, idempotencyKey string) Result {
 	var body io.Reader
 	if form != nil {
 		body = strings.NewReader(form.Encode())
@@ -105,6 +122,9 @@ func (c *Client) do(ctx context.Context, method, path string, form url.Values) R
 	req.Header.Set("Authorization", "Bearer "+c.Key)
 	if form != nil {
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	if idempotencyKey != "" {
+		req.Header.Set("Idempotency-Key", idempotencyKey)
 	}
 	if c.UserAgent != "" {
 		req.Header.Set("User-Agent", c.UserAgent)

@@ -22,6 +22,13 @@ func TestClientAgainstStripeMock(t *testing.T) {
 	if !res.OK() || res.Status != 200 || res.Duplicate {
 		t.Fatalf("meter event: %+v (%s)", res, res.Body)
 	}
+	// A cancel: stripe-mock checks the adjustment's form (event_name,
+	// type=cancel, cancel[identifier]) against Stripe's API description and
+	// answers a billing.meter_event_adjustment.
+	res = c.CancelMeterEvent(ctx, "api_requests", stripe.Identifier("usage", "p", "e", "m"), stripe.Identifier("adjustment", "p", "v", "m"))
+	if !res.OK() || res.Status != 200 || !strings.Contains(string(res.Body), `"billing.meter_event_adjustment"`) {
+		t.Fatalf("cancel: %+v (%s)", res, res.Body)
+	}
 	meters, err := c.Meters(ctx)
 	if err != nil || len(meters) == 0 || meters[0].ID == "" || meters[0].EventName == "" {
 		t.Fatalf("meters: %v %+v", err, meters)

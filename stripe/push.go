@@ -75,11 +75,12 @@ var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadd
 
 // Row writes the push of a ledger row of a stream meter, in the row's
 // transaction. A usage row pushes its quantity, an adjustment its signed
-// quantity (Stripe sums negative values into the meter: a correction older
-// than the 24 hours a cancel allows is expressed this way). Other kinds of
-// rows (a void, when the ledger has them) push as a correction of their
-// signed quantity; a void within 24 hours could instead cancel the event it
-// voids (POST /v1/billing/meter_event_adjustments) here.
+// quantity (Stripe sums negative values into the meter, and shows a
+// period's negative total as 0). A void of a row whose push was written
+// less than CancelWindow ago cancels that push's meter event instead
+// (cancel); any other void pushes its signed quantity, as an adjustment
+// does. A negative adjustment is always the compensating value: a cancel
+// takes a whole meter event back, an adjustment can take part of one.
 func (s *Sync) Row(ctx context.Context, tx *custody.Tx, r *ledger.Row, body []byte) error {
 	m, ok := s.Meters[r.Meter]
 	if !ok || m.Mode != ledger.StripeStream {
@@ -114,6 +115,16 @@ func (s *Sync) Row(ctx context.Context, tx *custody.Tx, r *ledger.Row, body []by
 		Source:     source, LedgerID: r.ID,
 		CustomerID: r.Customer, Meter: r.Meter, EventName: m.EventName, StripeCustomer: customer,
 		PeriodStart: monthStart(r.OccurredAt, s.Loc), Timestamp: r.OccurredAt / 1000,
+	}
+	if r.Kind == ledger.KindVoid {
+		done, err := cancel(ctx, b, p, r, m.Factor(), tx.Now())
+		if err != nil {
+			return fmt.Errorf("stripe push of row %d: %w", r.ID, err)
+		}
+		if done {
+			tx.Outboxed()
+			return nil
+		}
 	}
 	if err := appendPush(ctx, b, p, r.Quantity.Decimal(), m.Factor(), tx.Now()); err != nil {
 		return fmt.Errorf("stripe push of row %d: %w", r.ID, err)
@@ -192,6 +203,80 @@ func appendPush(ctx context.Context, c carrier, p schema.StripePush, q, factor p
 	}
 	p.Quantity, p.Total, p.Value, p.Pushed = q.String(), total.String(), value.String(), want.String()
 	return c.InsertStripePush(ctx, p, config.StripeDestination, now)
+}
+
+// CancelWindow is how long after Stripe receives a meter event a meter
+// event adjustment can cancel it.
+const CancelWindow = 24 * time.Hour
+
+// cancel writes the push of void r as the cancel of the push of the row it
+// voids (r.Ref, row:ID), when that push was written less than CancelWindow
+// before now: Stripe received it no earlier, so it is within Stripe's 24
+// hours unless the relay sends the cancel after them, and then Stripe
+// refuses it and the relay sends the compensating value instead
+// (forward's push). done false: no such push, or too old; the void is
+// pushed as a compensating value.
+//
+// The cancel takes the voided push's whole number off Stripe's sum; the
+// period's running totals then stand at the ledger's total without the
+// row, and what that total rounds to differs from what Stripe keeps by
+// the remainder the voided push had carried. That difference is pushed at
+// once, as a meter event of its own in the same transaction, so the sum
+// Stripe keeps stays the ledger's total rounded once.
+func cancel(ctx context.Context, b schema.Batch, p schema.StripePush, r *ledger.Row, factor pricing.Decimal, now int64) (done bool, err error) {
+	var rowID int64
+	if _, err := fmt.Sscanf(r.Ref, "row:%d", &rowID); err != nil || rowID <= 0 {
+		return false, nil
+	}
+	orig, ok, err := b.PushOfRow(ctx, rowID)
+	if err != nil || !ok || now-orig.CreatedAt >= CancelWindow.Milliseconds() {
+		return false, err
+	}
+	origValue, err := pricing.ParseDecimal(orig.Value)
+	if err != nil {
+		return false, fmt.Errorf("the voided push's value: %w", err)
+	}
+	last, ok, err := b.LastStripeCarry(ctx, p.CustomerID, p.Meter, p.PeriodStart)
+	if err != nil || !ok {
+		return false, err
+	}
+	prevTotal, err := pricing.ParseDecimal(last.Total)
+	if err != nil {
+		return false, fmt.Errorf("the last push's total: %w", err)
+	}
+	prevPushed, err := pricing.ParseDecimal(last.Pushed)
+	if err != nil {
+		return false, fmt.Errorf("the last push's sum: %w", err)
+	}
+	q := r.Quantity.Decimal()
+	total, err := pricing.Add(prevTotal, q)
+	if err != nil {
+		return false, err
+	}
+	pushed, err := pricing.Sub(prevPushed, origValue)
+	if err != nil {
+		return false, err
+	}
+	taken, err := pricing.Sub(pricing.NewDecimal(0, 0), origValue)
+	if err != nil {
+		return false, err
+	}
+	p.Cancels = orig.Identifier
+	p.Quantity, p.Total, p.Value, p.Pushed = q.String(), total.String(), taken.String(), pushed.String()
+	if err := b.InsertStripePush(ctx, p, config.StripeDestination, now); err != nil {
+		return false, err
+	}
+	want, err := pricing.Whole(total, factor)
+	if err != nil {
+		return false, err
+	}
+	rest, err := pricing.Sub(want, pushed)
+	if err != nil || rest.Sign() == 0 {
+		return true, err
+	}
+	p.Identifier, p.Cancels = Identifier(SourceAdjustment, r.Provider, r.EventID, r.Meter, "rest"), ""
+	p.Quantity, p.Value, p.Pushed = "0", rest.String(), want.String()
+	return true, b.InsertStripePush(ctx, p, config.StripeDestination, now)
 }
 
 // monthStart is the start (unix ms) of the calendar month in loc holding ms.

@@ -2,6 +2,7 @@ package stripe
 
 import (
 	"context"
+	"regexp"
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
@@ -16,12 +17,17 @@ const (
 	EventNoMeterFound = "v1.billing.meter.no_meter_found"
 )
 
-// Reports links Stripe's error reports to the pushes they concern: for a
-// new receipt of a provider with the stripe scheme whose type is one of
-// the two above, each sample error becomes a stripe_reports row, linked to
-// the push its meter event identifier names (every push has one, derived
-// from the ledger), written in the receipt's transaction, so the report is
-// in custody exactly when its event is. nil when nothing is pushed.
+// Reports links what Stripe sends back to what the ledger pushed, for a
+// new receipt of a provider with the stripe scheme, in the receipt's
+// transaction, so it is in custody exactly when its event is. nil when
+// nothing is pushed.
+//   - Stripe's error reports (the two types above): each sample error
+//     becomes a stripe_reports row, linked to the push its meter event
+//     identifier names (every push has one, derived from the ledger), or,
+//     for a sample without one, to the customer's latest push of the meter
+//     its meter_id names (reportPush).
+//   - Stripe's invoice events (invoices.go): each becomes a state of the
+//     close-mode invoices it bills (linkInvoice).
 func Reports(cfg *config.Config) custody.ReceiptHook {
 	if cfg.Stripe == nil {
 		return nil
@@ -35,18 +41,34 @@ func Reports(cfg *config.Config) custody.ReceiptHook {
 	if len(providers) == 0 {
 		return nil
 	}
+	customers := cfg.Stripe.Customers
+	meters := map[string]string{} // Stripe meter id → meter
+	for name, m := range cfg.StripeMeters() {
+		if m.MeterID != "" {
+			meters[m.MeterID] = name
+		}
+	}
 	return func(ctx context.Context, tx *custody.Tx, d *custody.Delivery, receiptID int64) error {
-		if !providers[d.Provider] || (d.EventType != EventMeterErrors && d.EventType != EventNoMeterFound) {
+		if !providers[d.Provider] {
+			return nil
+		}
+		if e, ok := ParseInvoiceEvent(d.EventType, d.Body); ok {
+			return linkInvoice(ctx, tx, customers, e, receiptID)
+		}
+		if d.EventType != EventMeterErrors && d.EventType != EventNoMeterFound {
 			return nil
 		}
 		b := tx.Batch()
 		for _, r := range ParseReport(d.EventType, d.Body) {
-			if r.Identifier != "" {
-				id, err := b.StripePushID(ctx, r.Identifier)
-				if err != nil {
-					return err
-				}
-				r.PushID = id
+			var err error
+			switch {
+			case r.Identifier != "":
+				r.PushID, err = b.StripePushID(ctx, r.Identifier)
+			case meters[r.Meter] != "":
+				r.PushID, err = reportPush(ctx, b, customers, meters[r.Meter], r.Message)
+			}
+			if err != nil {
+				return err
 			}
 			r.ReceiptID = receiptID
 			if err := b.InsertStripeReport(ctx, r, tx.Now()); err != nil {
@@ -81,4 +103,28 @@ func ParseReport(eventType string, body []byte) []schema.StripeReport {
 			Message: payload.Get(body, "data.developer_message_summary").String()})
 	}
 	return out
+}
+
+// stripeCustomerID finds the Stripe customer an error message names
+// ("No customer with id cus_…").
+var stripeCustomerID = regexp.MustCompile(`\bcus_[A-Za-z0-9]+`)
+
+// reportPush is the push a report without a meter event identifier is
+// linked to: the latest push of the meter its Stripe meter id names
+// (stripe.meter_id) and, when its message names a Stripe customer, of that
+// customer (the customers it maps to, or the pushes that name it), so
+// stripe status counts it on that customer's and meter's line. 0: none.
+func reportPush(ctx context.Context, b schema.Batch, customers, meter, message string) (int64, error) {
+	cus := stripeCustomerID.FindString(message)
+	if cus == "" {
+		return b.LatestStripePush(ctx, meter, nil, "")
+	}
+	ours := []string{cus}
+	if customers != config.StripeIdentity {
+		var err error
+		if ours, err = b.CustomersLinkedTo(ctx, cus, stripeIDOf); err != nil {
+			return 0, err
+		}
+	}
+	return b.LatestStripePush(ctx, meter, ours, cus)
 }

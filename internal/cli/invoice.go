@@ -204,12 +204,21 @@ func invoiceList(c *cli.Context) error {
 	if invs == nil {
 		invs = []ledger.Invoice{}
 	}
+	if err := stripe.WithStates(c.Context, db, invs); err != nil {
+		return err
+	}
 	header := []string{"id", "customer", "period", "tz", "cutoff", "ledger_head", "lines", "late_lines", "digest"}
 	// Total and currency only when a plan priced some invoice: a ledger
 	// without plans lists as it always has.
 	priced := slices.ContainsFunc(invs, func(inv ledger.Invoice) bool { return inv.Money.Currency != "" })
 	if priced {
 		header = slices.Insert(header, 8, "total", "currency")
+	}
+	// The Stripe state only when billing sync pushed some invoice (close
+	// mode) or Stripe billed one.
+	synced := slices.ContainsFunc(invs, func(inv ledger.Invoice) bool { return inv.Stripe != nil })
+	if synced {
+		header = append(header, "stripe")
 	}
 	rows := make([][]string, len(invs))
 	for i, inv := range invs {
@@ -225,8 +234,31 @@ func invoiceList(c *cli.Context) error {
 		if priced {
 			rows[i] = slices.Insert(rows[i], 8, orDash(inv.Money.Total), orDash(inv.Money.Currency))
 		}
+		if synced {
+			state := "-"
+			if inv.Stripe != nil {
+				state = inv.Stripe.State
+			}
+			rows[i] = append(rows[i], state)
+		}
 	}
-	return writeRecords(c.App.Writer, format, header, rows, invs)
+	if err := writeRecords(c.App.Writer, format, header, rows, invs); err != nil {
+		return err
+	}
+	if c.String("customer") != "" {
+		return nil
+	}
+	// Stripe's invoice events that bill none of these invoices are kept
+	// and named, never dropped: a customer mapped to none of ours, or a
+	// period no close pushed.
+	unlinked, err := db.UnlinkedStripeInvoiceStates(c.Context, 0, 0)
+	if err != nil {
+		return err
+	}
+	for _, e := range unlinked {
+		fmt.Fprintf(c.App.ErrWriter, "Stripe %s (no invoice of ours billed): %s\n", e.EventType, stripe.InvoiceEventText(e))
+	}
+	return nil
 }
 
 func invoiceShow(c *cli.Context) error {
@@ -248,6 +280,11 @@ func invoiceShow(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	one := []ledger.Invoice{*inv}
+	if err := stripe.WithStates(c.Context, db, one); err != nil {
+		return err
+	}
+	inv = &one[0]
 	if format == "json" {
 		return writeRecords(c.App.Writer, format, nil, nil, inv)
 	}
@@ -260,8 +297,21 @@ func invoiceShow(c *cli.Context) error {
 	}
 	if format == "table" {
 		writeBreakdowns(c.App.Writer, inv)
+		writeStripeState(c.App.Writer, inv)
 	}
 	return nil
+}
+
+// writeStripeState prints the invoice's state in Stripe and every Stripe
+// invoice event that billed it, in Stripe's order.
+func writeStripeState(w io.Writer, inv *ledger.Invoice) {
+	if inv.Stripe == nil {
+		return
+	}
+	fmt.Fprintf(w, "\nstripe: %s\n", inv.Stripe.State)
+	for _, e := range inv.Stripe.Events {
+		fmt.Fprintf(w, "  %s %s\n", time.Unix(e.EventCreated, 0).UTC().Format(time.RFC3339), stripe.InvoiceEventText(e))
+	}
 }
 
 // writeBreakdowns prints how each priced line's amount was reached: its

@@ -2,9 +2,11 @@
 // what stripe-mock (stateless, never failing) cannot show. It keeps the
 // meter events it accepted, answers a repeated identifier as Stripe does
 // (400 "An event already exists with identifier …", stripe-should-retry:
-// false), refuses timestamps outside Stripe's window, and fails the calls a
-// test asks it to fail: 429 with Retry-After, 5xx, or a 5xx after storing
-// the event (a lost response).
+// false), refuses timestamps outside Stripe's window, cancels an event it
+// received less than 24 hours ago (meter event adjustments; older: 400),
+// replays the first answer to a repeated Idempotency-Key, and fails the
+// calls a test asks it to fail: 429 with Retry-After, 5xx, or a 5xx after
+// storing the event (a lost response).
 package fakestripe
 
 import (
@@ -37,6 +39,8 @@ type Event struct {
 	Customer   string
 	Value      string
 	Timestamp  int64
+	Received   time.Time // Now when it was accepted
+	Canceled   bool      // a meter event adjustment took it back
 }
 
 // Stripe is the fake. Set Fail before requests arrive or under Mu.
@@ -54,6 +58,15 @@ type Stripe struct {
 	// duplicate, by status.
 	Refused    map[int]int
 	Duplicates int
+	// Cancels counts the accepted cancels (meter event adjustments).
+	Cancels int
+	// replies are the answers given per Idempotency-Key.
+	replies map[string]reply
+}
+
+type reply struct {
+	status int
+	body   []byte
 }
 
 // Serve starts a fake Stripe on loopback accepting key.
@@ -68,6 +81,10 @@ func Serve(t testing.TB, key string) *Stripe {
 func (s *Stripe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get("Authorization") != "Bearer "+s.Key {
 		s.answer(w, http.StatusUnauthorized, "Invalid API Key provided", "")
+		return
+	}
+	if r.Method == http.MethodPost && r.URL.Path == "/v1/billing/meter_event_adjustments" {
+		s.adjust(w, r)
 		return
 	}
 	if r.Method != http.MethodPost || r.URL.Path != "/v1/billing/meter_events" {
@@ -112,6 +129,7 @@ func (s *Stripe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.answer(w, http.StatusBadRequest, "An event already exists with identifier "+e.Identifier+".", "false")
 		return
 	}
+	e.Received = now
 	s.Events[e.Identifier] = e
 	if f == LostReply {
 		s.answer(w, http.StatusInternalServerError, "An error occurred", "true")
@@ -143,6 +161,9 @@ func (s *Stripe) Totals() map[[2]string]*big.Int {
 	defer s.Mu.Unlock()
 	out := map[[2]string]*big.Int{}
 	for _, e := range s.Events {
+		if e.Canceled {
+			continue
+		}
 		k := [2]string{e.Customer, e.EventName}
 		if out[k] == nil {
 			out[k] = new(big.Int)
@@ -162,4 +183,59 @@ func (s *Stripe) Snapshot() map[string]Event {
 		out[k] = v
 	}
 	return out
+}
+
+// adjust answers POST /v1/billing/meter_event_adjustments (type=cancel):
+// the event named by cancel[identifier] is canceled if it was received
+// less than 24 hours ago; a repeated Idempotency-Key gets the first answer.
+func (s *Stripe) adjust(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil {
+		s.answer(w, http.StatusBadRequest, err.Error(), "")
+		return
+	}
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	s.Calls++
+	key := r.Header.Get("Idempotency-Key")
+	if rep, ok := s.replies[key]; ok && key != "" {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Idempotent-Replayed", "true")
+		w.WriteHeader(rep.status)
+		w.Write(rep.body)
+		return
+	}
+	rec := httptest.NewRecorder()
+	s.cancel(rec, r.PostForm.Get("event_name"), r.PostForm.Get("type"), r.PostForm.Get("cancel[identifier]"))
+	if key != "" {
+		if s.replies == nil {
+			s.replies = map[string]reply{}
+		}
+		s.replies[key] = reply{rec.Code, rec.Body.Bytes()}
+	}
+	for k, v := range rec.Header() {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(rec.Code)
+	w.Write(rec.Body.Bytes())
+}
+
+func (s *Stripe) cancel(w http.ResponseWriter, eventName, typ, identifier string) {
+	e, ok := s.Events[identifier]
+	switch {
+	case typ != "cancel":
+		s.answer(w, http.StatusBadRequest, "type must be cancel", "false")
+	case !ok || e.EventName != eventName:
+		s.answer(w, http.StatusBadRequest, "No meter event with identifier "+identifier+" for event_name "+eventName, "false")
+	case e.Canceled:
+		s.answer(w, http.StatusBadRequest, "The meter event "+identifier+" is already canceled", "false")
+	case !s.Now().Before(e.Received.Add(24 * time.Hour)):
+		s.answer(w, http.StatusBadRequest, "You can only cancel events within 24 hours of Stripe receiving them", "false")
+	default:
+		e.Canceled = true
+		s.Events[identifier] = e
+		s.Cancels++
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"object": "billing.meter_event_adjustment", "event_name": eventName,
+			"status": "pending", "type": "cancel", "cancel": map[string]string{"identifier": identifier}})
+	}
 }

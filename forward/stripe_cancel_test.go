@@ -1,0 +1,197 @@
+package forward_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"testing"
+	"time"
+
+	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/forward"
+	"github.com/hookledger/hookledger/internal/testenv"
+	"github.com/hookledger/hookledger/internal/testenv/fakestripe"
+	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/stripe"
+)
+
+// clockedStripe is a stream-mode ledger on a test clock (from the day after
+// testenv.UsageBody's usage), pushing to a fake Stripe on the same clock,
+// with a relay that startRelay starts (and stops before starting another).
+type clockedStripe struct {
+	e     *testenv.Env
+	fake  *fakestripe.Stripe
+	relay *forward.Relay
+}
+
+func newClockedStripe(t *testing.T) *clockedStripe {
+	t.Helper()
+	fake := fakestripe.Serve(t, stripeKey)
+	e := testenv.New(t, testenv.Options{Now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC),
+		Edits: []func(*config.Config){stripeConfig(fake.URL, ledger.StripeStream, "1")}})
+	fake.Mu.Lock()
+	fake.Now = e.Clock.Now
+	fake.Mu.Unlock()
+	return &clockedStripe{e: e, fake: fake}
+}
+
+func (c *clockedStripe) startRelay(t *testing.T) {
+	t.Helper()
+	if c.relay != nil {
+		c.relay.Close()
+	}
+	c.relay = &forward.Relay{DB: c.e.DB, Writer: c.e.Writer, Stripe: c.e.Config.Stripe, Pushes: c.e.DB, Poll: 50 * time.Millisecond, Sole: true,
+		Now: c.e.Clock.Now, Log: slog.New(slog.NewTextHandler(&syncBuffer{}, nil))}
+	if err := c.relay.Open(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.relay.Close)
+}
+
+func (c *clockedStripe) void(t *testing.T, eventID string) {
+	t.Helper()
+	op := &custody.VoidEvent{Void: ledger.Void{Provider: "default", EventID: eventID, Reason: "sent twice", Actor: "test"},
+		Meters: ledger.NewMeters(c.e.Config.Meters)}
+	if err := c.e.Writer.Submit(context.Background(), op); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (c *clockedStripe) total(customer string) string {
+	if v := c.fake.Totals()[[2]string{customer, "api_requests"}]; v != nil {
+		return v.String()
+	}
+	return "0"
+}
+
+// usage sends quantities for cus_1 as evt_0, evt_1, …, one after another,
+// and waits for their pushes to be delivered: Stripe then holds want.
+func (c *clockedStripe) usage(t *testing.T, want string, quantities ...string) {
+	t.Helper()
+	for i, q := range quantities {
+		if r := c.e.Send(fmt.Sprintf("evt_%d", i), testenv.UsageBody("cus_1", "api_requests", q)); r.Code != 200 {
+			t.Fatalf("send: %d", r.Code)
+		}
+	}
+	eventually(t, 10*time.Second, "the usage's pushes delivered", func() bool { return pushCount(c.e, "delivered") == len(quantities) })
+	if got := c.total("cus_1"); got != want {
+		t.Fatalf("Stripe holds %s, want %s", got, want)
+	}
+}
+
+// A void of an event whose push Stripe took less than 24 hours ago cancels
+// that meter event (a meter event adjustment) instead of sending a
+// negative value; the remainder the voided push carried is pushed with it,
+// so Stripe's sum stays the ledger's total rounded once.
+func TestStripeVoidWithin24HoursCancels(t *testing.T) {
+	c := newClockedStripe(t)
+	c.startRelay(t)
+	// 0.6 pushes 1, the next 0.6 pushes 0 (1.2 rounds to 1).
+	c.usage(t, "1", "0.6", "0.6")
+	c.e.Clock.Add(23 * time.Hour)
+	// Voiding the first takes its 1 back; the ledger's 0.6 rounds to 1:
+	// the cancel goes with a push of the remainder, 1.
+	c.void(t, "evt_0")
+	eventually(t, 10*time.Second, "the void's pushes delivered", func() bool { return pushCount(c.e, "delivered") == 4 })
+	var cancels string
+	c.e.DB.Read.QueryRow(`SELECT cancels FROM stripe_pushes WHERE source = 'adjustment' AND cancels != ''`).Scan(&cancels)
+	var voided string
+	c.e.DB.Read.QueryRow(`SELECT identifier FROM stripe_pushes p JOIN metered_usage u ON u.id = p.ledger_id WHERE u.event_id = 'evt_0'`).Scan(&voided)
+	if cancels == "" || cancels != voided {
+		t.Fatalf("the void's push cancels %q, want the voided push %q", cancels, voided)
+	}
+	c.fake.Mu.Lock()
+	n, canceled := c.fake.Cancels, c.fake.Events[voided].Canceled
+	c.fake.Mu.Unlock()
+	if n != 1 || !canceled {
+		t.Errorf("Stripe took %d cancels (evt_0's event canceled: %v), want 1", n, canceled)
+	}
+	for _, ev := range c.fake.Snapshot() {
+		if v, _ := new(big.Int).SetString(ev.Value, 10); v.Sign() < 0 {
+			t.Errorf("a negative meter event %+v, want the cancel only", ev)
+		}
+	}
+	if n := c.e.Int(`SELECT COUNT(*) FROM stripe_pushes WHERE source = 'adjustment' AND cancels = '' AND value = '1'`); n != 1 {
+		t.Errorf("%d pushes of the remainder, want 1", n)
+	}
+	if got := c.total("cus_1"); got != "1" {
+		t.Errorf("Stripe holds %s, want 1 (0.6 rounded)", got)
+	}
+	statusAgrees(t, c.e, "1")
+}
+
+// Past Stripe's 24 hours the void is the compensating value, a negative
+// meter event: Stripe can no longer cancel.
+func TestStripeVoidAfter24HoursCompensates(t *testing.T) {
+	c := newClockedStripe(t)
+	c.startRelay(t)
+	c.usage(t, "3", "1", "2")
+	c.e.Clock.Add(25 * time.Hour)
+	c.void(t, "evt_1")
+	eventually(t, 10*time.Second, "the void's push delivered", func() bool { return pushCount(c.e, "delivered") == 3 })
+	if n := c.e.Int(`SELECT COUNT(*) FROM stripe_pushes WHERE cancels != ''`); n != 0 {
+		t.Errorf("%d cancels, want none after 24 hours", n)
+	}
+	c.fake.Mu.Lock()
+	n := c.fake.Cancels
+	c.fake.Mu.Unlock()
+	if n != 0 {
+		t.Errorf("Stripe took %d cancels, want none", n)
+	}
+	var negative bool
+	for _, ev := range c.fake.Snapshot() {
+		negative = negative || ev.Value == "-2"
+	}
+	if !negative {
+		t.Errorf("Stripe holds %+v, want a meter event of -2", c.fake.Snapshot())
+	}
+	if got := c.total("cus_1"); got != "1" {
+		t.Errorf("Stripe holds %s, want 1 (1, 2 and the compensating -2)", got)
+	}
+	statusAgrees(t, c.e, "1")
+}
+
+// A cancel written within the 24 hours but sent after them (the relay was
+// down): Stripe refuses it, and the relay sends the compensating value
+// under the push's identifier instead.
+func TestStripeCancelRefusedIsSentAsTheCompensatingValue(t *testing.T) {
+	c := newClockedStripe(t)
+	c.startRelay(t)
+	c.usage(t, "3", "1", "2")
+	c.relay.Close()
+	c.relay = nil
+	c.void(t, "evt_1")
+	if n := c.e.Int(`SELECT COUNT(*) FROM stripe_pushes WHERE cancels != ''`); n != 1 {
+		t.Fatalf("%d cancels written, want 1", n)
+	}
+	c.e.Clock.Add(25 * time.Hour)
+	c.startRelay(t)
+	eventually(t, 10*time.Second, "the void's pushes delivered", func() bool { return pushCount(c.e, "pending") == 0 })
+	if n := pushCount(c.e, "dead"); n != 0 {
+		t.Errorf("%d dead pushes, want none", n)
+	}
+	c.fake.Mu.Lock()
+	n, refused := c.fake.Cancels, c.fake.Refused[400]
+	c.fake.Mu.Unlock()
+	if n != 0 || refused != 1 {
+		t.Errorf("Stripe took %d cancels and refused %d calls, want 0 and 1 (the cancel)", n, refused)
+	}
+	if got := c.total("cus_1"); got != "1" {
+		t.Errorf("Stripe holds %s, want 1", got)
+	}
+	statusAgrees(t, c.e, "1")
+}
+
+func statusAgrees(t *testing.T, e *testenv.Env, want string) {
+	t.Helper()
+	period, err := ledger.MonthPeriod("2026-11", time.UTC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := stripe.Status(context.Background(), e.DB, e.Config.Meters, period, "", nil)
+	if err != nil || len(lines) != 1 || lines[0].State != stripe.StateAgrees || lines[0].Acknowledged != want || lines[0].Ledger != want {
+		t.Errorf("status: %+v, %v; want it to agree at %s", lines, err, want)
+	}
+}
