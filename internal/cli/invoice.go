@@ -58,7 +58,10 @@ func invoiceCommand() *cli.Command {
 			},
 			{
 				Name:  "list",
-				Usage: "list closed invoices",
+				Usage: "list closed invoices (with their state in Stripe when billing sync pushed them in close mode)",
+				Description: "The stripe column (shown when an invoice has one) is pushed, invoiced, paid or payment_failed:\n" +
+					"Stripe's latest invoice event for it by Stripe's time (docs/stripe.md). Stripe's invoice events that\n" +
+					"bill none of these invoices are named on stderr (without --customer).",
 				Flags: append(configFlags(),
 					&cli.StringFlag{Name: "customer", EnvVars: []string{"HOOKLEDGER_CUSTOMER"}, Usage: "only this customer"},
 					&cli.StringFlag{Name: "period", EnvVars: []string{"HOOKLEDGER_PERIOD"}, Usage: "only this period, YYYY-MM"},
@@ -68,7 +71,7 @@ func invoiceCommand() *cli.Command {
 			},
 			{
 				Name:      "show",
-				Usage:     "show one invoice and its lines",
+				Usage:     "show one invoice and its lines (and its state in Stripe, with every Stripe invoice event that billed it)",
 				ArgsUsage: "ID",
 				Flags:     append(configFlags(), formatFlag()),
 				Action:    invoiceShow,
