@@ -221,7 +221,7 @@ func nullID(id int64) any {
 func (b Batch) PushOfRow(ctx context.Context, ledgerID int64) (StripePush, bool, error) {
 	var p StripePush
 	err := b.tx.QueryRowContext(ctx, `SELECT id, identifier, value, created_at FROM stripe_pushes
-		WHERE ledger_id = ? AND source = 'usage' ORDER BY id LIMIT 1`, ledgerID).Scan(&p.ID, &p.Identifier, &p.Value, &p.CreatedAt)
+		WHERE ledger_id IS NOT NULL AND ledger_id = ? AND source = 'usage' ORDER BY id LIMIT 1`, ledgerID).Scan(&p.ID, &p.Identifier, &p.Value, &p.CreatedAt)
 	if err == sql.ErrNoRows {
 		return p, false, nil
 	}

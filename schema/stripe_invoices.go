@@ -3,6 +3,7 @@ package schema
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/jmoiron/sqlx"
 )
@@ -113,29 +114,33 @@ func (db *DB) StripeInvoiceStatesOf(ctx context.Context, ids []int64) (states ma
 	if len(ids) == 0 || predates(ctx, db.Read, versionStripeInvoiceStates) {
 		return states, pushed, nil
 	}
-	q, args, err := sqlx.In(`SELECT id, receipt_id, stripe_event, event_type, state, event_created, stripe_invoice, stripe_customer,
-		period_start, period_end, COALESCE(invoice_id, 0) AS invoice_id, created_at
-		FROM stripe_invoice_states WHERE invoice_id IN (?) ORDER BY invoice_id, event_created, id`, ids)
-	if err != nil {
-		return nil, nil, err
-	}
-	var rows []StripeInvoiceState
-	if err := db.Read.SelectContext(ctx, &rows, q, args...); err != nil {
-		return nil, nil, fmt.Errorf("read Stripe invoice states: %w", err)
-	}
-	for _, r := range rows {
-		states[r.InvoiceID] = append(states[r.InvoiceID], r)
-	}
-	q, args, err = sqlx.In(`SELECT DISTINCT invoice_id FROM stripe_pushes WHERE invoice_id IN (?)`, ids)
-	if err != nil {
-		return nil, nil, err
-	}
-	var withPushes []int64
-	if err := db.Read.SelectContext(ctx, &withPushes, q, args...); err != nil {
-		return nil, nil, fmt.Errorf("read invoices' pushes: %w", err)
-	}
-	for _, id := range withPushes {
-		pushed[id] = true
+	// A few hundred ids a query: invoice list reads every invoice, and
+	// both backends bound a statement's parameters.
+	for chunk := range slices.Chunk(ids, 500) {
+		q, args, err := sqlx.In(`SELECT id, receipt_id, stripe_event, event_type, state, event_created, stripe_invoice, stripe_customer,
+			period_start, period_end, COALESCE(invoice_id, 0) AS invoice_id, created_at
+			FROM stripe_invoice_states WHERE invoice_id IS NOT NULL AND invoice_id IN (?) ORDER BY invoice_id, event_created, id`, chunk)
+		if err != nil {
+			return nil, nil, err
+		}
+		var rows []StripeInvoiceState
+		if err := db.Read.SelectContext(ctx, &rows, q, args...); err != nil {
+			return nil, nil, fmt.Errorf("read Stripe invoice states: %w", err)
+		}
+		for _, r := range rows {
+			states[r.InvoiceID] = append(states[r.InvoiceID], r)
+		}
+		q, args, err = sqlx.In(`SELECT DISTINCT invoice_id FROM stripe_pushes WHERE invoice_id IS NOT NULL AND invoice_id IN (?)`, chunk)
+		if err != nil {
+			return nil, nil, err
+		}
+		var withPushes []int64
+		if err := db.Read.SelectContext(ctx, &withPushes, q, args...); err != nil {
+			return nil, nil, fmt.Errorf("read invoices' pushes: %w", err)
+		}
+		for _, id := range withPushes {
+			pushed[id] = true
+		}
 	}
 	return states, pushed, nil
 }

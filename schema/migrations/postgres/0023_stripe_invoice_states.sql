@@ -18,6 +18,9 @@ CREATE TABLE stripe_invoice_states (
 CREATE INDEX stripe_invoice_states_invoice ON stripe_invoice_states (invoice_id, event_created, id) WHERE invoice_id IS NOT NULL;
 CREATE INDEX stripe_invoice_states_created ON stripe_invoice_states (created_at);
 CREATE INDEX stripe_pushes_line ON stripe_pushes (customer_id, timestamp) WHERE invoice_id IS NOT NULL;
+CREATE INDEX stripe_pushes_line_stripe ON stripe_pushes (stripe_customer, timestamp) WHERE invoice_id IS NOT NULL;
+CREATE INDEX stripe_pushes_invoice ON stripe_pushes (invoice_id) WHERE invoice_id IS NOT NULL;
+CREATE INDEX stripe_pushes_ledger ON stripe_pushes (ledger_id) WHERE ledger_id IS NOT NULL;
 
 CREATE TRIGGER stripe_invoice_states_no_update BEFORE UPDATE ON stripe_invoice_states
     FOR EACH ROW EXECUTE FUNCTION hookledger_refuse('a Stripe invoice state is appended, never edited');
