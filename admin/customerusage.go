@@ -15,6 +15,7 @@ import (
 // Entitlements answers entitlement checks (*entitle.Checker).
 type Entitlements interface {
 	CheckAll(ctx context.Context, customer string, meters []string) ([]entitle.Entitlement, error)
+	Spend(ctx context.Context, customer string) (entitle.SpendAnswer, error)
 }
 
 // MeterUsage is one meter of GET /v1/customers/{id}/usage: the current
@@ -39,6 +40,9 @@ type CustomerUsage struct {
 	PeriodEnd   string       `json:"period_end"`
 	Currency    string       `json:"currency,omitempty"`
 	Meters      []MeterUsage `json:"meters"`
+	// Spend is the spend check's answer (spent, limit, remaining, allowed),
+	// when the customer's plan version keeps spend (a spend section).
+	Spend *entitle.SpendAnswer `json:"spend,omitempty"`
 }
 
 // usage answers GET /v1/customers/{id}/usage: the customer's numbers for
@@ -105,6 +109,14 @@ func (c *Customers) usage(w http.ResponseWriter, r *http.Request) {
 			}
 			mu := &out.Meters[i]
 			mu.Limit, mu.Kind, mu.Remaining, mu.Allowed = e.Limit, e.Kind, e.Remaining, e.Allowed
+		}
+		sp, err := c.Entitlements.Spend(r.Context(), id)
+		if err != nil && !errors.Is(err, entitle.ErrNotBuilt) {
+			c.fail(w, err)
+			return
+		}
+		if err == nil && sp.Spent != nil {
+			out.Spend = &sp
 		}
 	}
 	slices.SortFunc(out.Meters, func(a, b MeterUsage) int {

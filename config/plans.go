@@ -37,6 +37,12 @@ func (c *Config) resolvePlans() error {
 			if !declared[pr.Meter] {
 				return errAt(fmt.Sprintf("%s.prices[%d].meter", at, j), "meter %q is not declared under meters (declare it, with its aggregation, to price it)", pr.Meter)
 			}
+			// Spend is priced from the month's sum of each priced meter
+			// (the usage state), which is the invoice's quantity only for
+			// a sum meter.
+			if agg := aggregation[pr.Meter]; p.Spend != nil && agg != "" && agg != ledger.AggSum {
+				return errAt(fmt.Sprintf("%s.prices[%d].meter", at, j), "meter %q aggregates by %s: a plan version with spend prices only sum meters (spend is priced from each meter's month total)", pr.Meter, agg)
+			}
 		}
 		// A limit is on the period's sum: the total the writer keeps per
 		// customer, meter and month (entitlements).

@@ -91,6 +91,7 @@ type Store interface {
 	// A customer's threshold crossings with the rows that crossed them, and
 	// its Stripe pushes (stripe.Status) (customers.go).
 	entitle.CrossingStore
+	entitle.SpendCrossingStore
 	GetLedgerRow(ctx context.Context, id int64) (*schema.LedgerRow, error)
 	stripe.StatusStore
 	// What Stripe says of close-mode invoices (stripe.States).
@@ -100,6 +101,7 @@ type Store interface {
 // Entitlements answers entitlement checks (*entitle.Checker).
 type Entitlements interface {
 	CheckAll(ctx context.Context, customer string, meters []string) ([]entitle.Entitlement, error)
+	Spend(ctx context.Context, customer string) (entitle.SpendAnswer, error)
 }
 
 // Replication is what the overview shows of Litestream.

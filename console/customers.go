@@ -140,6 +140,11 @@ type customerView struct {
 	PeriodStart string
 	PeriodEnd   string
 	Crossings   []crossingView
+	// Spend is what GET /v1/spend answers now (nil: the customer's plan
+	// version keeps no spend), and SpendCrossings the spend thresholds
+	// that fired.
+	Spend          *entitle.SpendAnswer
+	SpendCrossings []spendCrossingView
 	// Stripe: the month's pushes per meter, as `stripe status` shows them.
 	Stripe       bool
 	StripePeriod string
@@ -150,6 +155,13 @@ type customerView struct {
 // that crossed it.
 type crossingView struct {
 	entitle.CrossingView
+	Provider, Event string // "" when the row is not found
+}
+
+// spendCrossingView is a spend threshold that fired with the event of the
+// ledger row that crossed it.
+type spendCrossingView struct {
+	entitle.SpendCrossingView
 	Provider, Event string // "" when the row is not found
 }
 
@@ -190,6 +202,35 @@ func (c *Console) limits(ctx context.Context, v *customerView) error {
 			return err
 		}
 		v.Crossings = append(v.Crossings, cv)
+	}
+	return c.spend(ctx, v)
+}
+
+// spend fills v with the customer's spend now, from the same Checker as
+// GET /v1/spend (the usage state priced with pricing.Plan.Spent: the
+// console reads, it writes nothing), and the spend thresholds that fired.
+func (c *Console) spend(ctx context.Context, v *customerView) error {
+	sp, err := c.Entitlements.Spend(ctx, v.ID)
+	if err != nil {
+		return err
+	}
+	if sp.Spent != nil {
+		v.Spend = &sp
+	}
+	cs, err := entitle.SpendCrossings(ctx, c.DB, v.ID, crossingsShown)
+	if err != nil {
+		return err
+	}
+	for _, cr := range cs {
+		cv := spendCrossingView{SpendCrossingView: cr}
+		row, err := c.DB.GetLedgerRow(ctx, cr.RowID)
+		switch {
+		case err == nil:
+			cv.Provider, cv.Event = row.Provider, row.EventID
+		case !errors.Is(err, schema.ErrNotFound):
+			return err
+		}
+		v.SpendCrossings = append(v.SpendCrossings, cv)
 	}
 	return nil
 }

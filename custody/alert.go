@@ -55,6 +55,38 @@ func (b *Tx) alert(ctx context.Context, c entitle.Crossing) error {
 	return nil
 }
 
+// spendAlert records spend crossing c (spend_crossings' unique key makes
+// it once per threshold and period) and, if it is new, raises its alert as
+// alert does: a receipt of provider hookledger, type
+// spend.threshold_crossed, with its outbox rows, in the transaction of the
+// row that crossed it.
+func (b *Tx) spendAlert(ctx context.Context, c entitle.SpendCrossing) error {
+	head, err := b.chainHead(ctx)
+	if err != nil {
+		return err
+	}
+	rec, err := entitle.SpendRecord(c, head.Receipts.LastID+1, b.now) // the id Apply links the alert's receipt with
+	if err != nil {
+		return err
+	}
+	inserted, err := b.b.InsertSpendCrossing(ctx, rec)
+	if err != nil || !inserted {
+		return err // not inserted: it fired already (the tracker read the crossings, so only a racing bug gets here)
+	}
+	body := entitle.SpendAlertBody(c, time.UnixMilli(b.now))
+	sum := sha256.Sum256(body)
+	d := &Delivery{Provider: entitle.AlertProvider, EventID: entitle.SpendAlertEventID(c.Customer, c.PeriodStart, c.Threshold.Spelling),
+		EventType: entitle.SpendAlertEventType, Body: body, BodySHA256: sum[:], Source: SourceAlert, HandlerVersion: alertVersion,
+		ReceivedAt: time.UnixMilli(b.now), Status: StatusIgnored}
+	if err := d.Apply(ctx, b); err != nil {
+		return fmt.Errorf("raise spend alert %s: %w", d.EventID, err)
+	}
+	if d.Outcome != OutcomeInserted {
+		return fmt.Errorf("raise spend alert %s: its receipt exists without its crossing (spend_crossings was changed)", d.EventID)
+	}
+	return nil
+}
+
 // BuildUsageState builds the usage state from the ledger unless it is
 // built already with months in zone (entitle.NeedsBuild): serve does this
 // once it has opened the writer and before it takes requests. built says

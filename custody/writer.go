@@ -503,7 +503,7 @@ func (b *Tx) Append(ctx context.Context, r *ledger.Row) error { return b.AppendE
 
 // AppendEvent adds a row mapped from event body (nil for an adjustment or a
 // void) to the ledger's hash chain, counts it in the usage state, raises the
-// alerts of the thresholds it crossed and writes what it pushes
+// alerts of the usage and spend thresholds it crossed and writes what it pushes
 // (Writer.Push): every ledger row (usage, adjustment, void, replay) is
 // appended here, so none can skip them, and all of it commits with the row
 // or not at all.
@@ -521,6 +521,15 @@ func (b *Tx) AppendEvent(ctx context.Context, r *ledger.Row, body []byte) error 
 	}
 	for _, c := range crossed {
 		if err := b.alert(ctx, c); err != nil {
+			return err
+		}
+	}
+	spent, err := b.usage.Spend(ctx, r)
+	if err != nil {
+		return fmt.Errorf("spend: %w", err)
+	}
+	for _, c := range spent {
+		if err := b.spendAlert(ctx, c); err != nil {
 			return err
 		}
 	}

@@ -22,6 +22,7 @@ type Policy struct {
 	DefaultPlan string
 
 	alerting map[string]bool // meters with alert thresholds in some plan version
+	spending bool            // some plan version has spend alerts (spend.go)
 }
 
 // NewPolicy returns the policy of the configured plans.
@@ -34,6 +35,9 @@ func NewPolicy(catalog *pricing.Catalog, defaultPlan string) *Policy {
 					if len(l.Alerts) > 0 {
 						p.alerting[l.Meter] = true
 					}
+				}
+				if v.Spend != nil && len(v.Spend.Alerts) > 0 {
+					p.spending = true
 				}
 			}
 		}

@@ -19,13 +19,16 @@ type Store interface {
 	FiredThresholds(ctx context.Context, customer, meter string, periodStart int64) ([]string, error)
 	PlanAssignments(ctx context.Context, customer string) ([]schema.PlanAssignment, error)
 	LimitOverrides(ctx context.Context, customer, meter string) ([]schema.LimitOverride, error)
+	FiredSpendThresholds(ctx context.Context, customer string, periodStart int64) ([]string, error)
+	SpendOverrides(ctx context.Context, customer string) ([]schema.SpendOverride, error)
 }
 
 // Tracker keeps the usage state current inside one write batch: every row
 // the batch appends adds to its month's total (Add), and the totals it
 // changed are stored once, before COMMIT (Flush). It also decides the
-// threshold crossings, there and then, from the same totals: the batch holds
-// the write lock, so no other writer can move them until it commits.
+// threshold crossings, there and then, from the same totals (and, priced,
+// the spend crossings: Spend, spend.go): the batch holds the write lock, so
+// no other writer can move them until it commits.
 //
 // A Tracker lives for one batch (one pass of it). Undo takes it back to a
 // Mark, for an op the writer's isolated pass rolled back to its savepoint.
@@ -42,6 +45,9 @@ type Tracker struct {
 	limits  map[[2]string][]schema.LimitOverride // by customer and meter
 	journal []func()                             // undoes each change, latest last
 	resets  int
+
+	spendOverrides map[string][]schema.SpendOverride // by customer
+	spendFired     map[spendKey]map[string]bool      // read once per customer and month
 }
 
 type state struct {
@@ -54,7 +60,8 @@ type state struct {
 // NewTracker returns the tracker of one batch.
 func NewTracker(b Store, p *Policy) *Tracker {
 	return &Tracker{b: b, policy: p, states: map[ledger.StateKey]*state{}, plans: map[string][]schema.PlanAssignment{},
-		limits: map[[2]string][]schema.LimitOverride{}}
+		limits: map[[2]string][]schema.LimitOverride{}, spendOverrides: map[string][]schema.SpendOverride{},
+		spendFired: map[spendKey]map[string]bool{}}
 }
 
 // Crossing is a threshold a row crossed: the writer records it (once per
@@ -109,20 +116,8 @@ func (t *Tracker) Reset() {
 // adjustment (or a void) takes back below it and that then crosses it again
 // does not fire it again; the next period re-arms it.
 func (t *Tracker) Add(ctx context.Context, r *ledger.Row) ([]Crossing, error) {
-	if !t.zoneRead {
-		z, ok, err := t.b.StateZone(ctx)
-		if err != nil {
-			return nil, err
-		}
-		t.zoneRead, t.built = true, ok
-		if ok {
-			if t.loc, err = ledger.LoadZone(z.Zone); err != nil {
-				return nil, fmt.Errorf("usage state zone: %w", err)
-			}
-		}
-	}
-	if !t.built {
-		return nil, nil // serve builds the state from the ledger, this row included
+	if ok, err := t.ready(ctx); err != nil || !ok {
+		return nil, err // not built: serve builds the state from the ledger, this row included
 	}
 	start, end := ledger.MonthOf(r.OccurredAt, t.loc)
 	k := ledger.StateKey{Customer: r.Customer, Meter: r.Meter, PeriodStart: start}
@@ -165,6 +160,24 @@ func (t *Tracker) Add(ctx context.Context, r *ledger.Row) ([]Crossing, error) {
 	return out, nil
 }
 
+// ready reads the state's zone once per batch; false: the state is not
+// built, so nothing is kept.
+func (t *Tracker) ready(ctx context.Context) (bool, error) {
+	if !t.zoneRead {
+		z, ok, err := t.b.StateZone(ctx)
+		if err != nil {
+			return false, err
+		}
+		t.zoneRead, t.built = true, ok
+		if ok {
+			if t.loc, err = ledger.LoadZone(z.Zone); err != nil {
+				return false, fmt.Errorf("usage state zone: %w", err)
+			}
+		}
+	}
+	return t.built, nil
+}
+
 // state returns k's total, read from usage_state once per batch.
 func (t *Tracker) state(ctx context.Context, k ledger.StateKey, end int64) (*state, error) {
 	if s := t.states[k]; s != nil {
@@ -190,13 +203,9 @@ func (t *Tracker) state(ctx context.Context, k ledger.StateKey, end int64) (*sta
 // limit resolves the customer's limit on meter, reading the registry and
 // the overrides once per batch.
 func (t *Tracker) limit(ctx context.Context, customer, meter string, day pricing.Date) (Limit, bool, error) {
-	as, ok := t.plans[customer]
-	if !ok {
-		var err error
-		if as, err = t.b.PlanAssignments(ctx, customer); err != nil {
-			return Limit{}, false, err
-		}
-		t.plans[customer] = as
+	as, err := t.assignments(ctx, customer)
+	if err != nil {
+		return Limit{}, false, err
 	}
 	key := [2]string{customer, meter}
 	os, ok := t.limits[key]
@@ -209,6 +218,19 @@ func (t *Tracker) limit(ctx context.Context, customer, meter string, day pricing
 	}
 	l, found := t.policy.Resolve(customer, meter, day, as, os)
 	return l, found, nil
+}
+
+// assignments reads the customer's plan assignments once per batch.
+func (t *Tracker) assignments(ctx context.Context, customer string) ([]schema.PlanAssignment, error) {
+	as, ok := t.plans[customer]
+	if !ok {
+		var err error
+		if as, err = t.b.PlanAssignments(ctx, customer); err != nil {
+			return nil, err
+		}
+		t.plans[customer] = as
+	}
+	return as, nil
 }
 
 // Flush stores every total the batch changed: one write per customer,

@@ -70,14 +70,15 @@ const maxProblems = 20
 // head, every stored body against its body_sha256 and every replayed
 // receipt's status against its replays (verify_custody.go); that every void
 // compensates exactly one usage row, once (void.go); the usage state
-// against the ledger's monthly sums (state.go); and that each
+// against the ledger's monthly sums (state.go); every spend crossing
+// against the spend recomputed at its row (spend.go); and that each
 // anchor's row still exists with the anchored hash. The error is for failures
 // to read, not for findings.
 func Verify(ctx context.Context, db VerifySource, anchors ...Anchor) (*VerifyReport, error) {
 	r := &VerifyReport{}
 	for _, check := range []func(context.Context, VerifySource) (CheckResult, error){
 		verifyIntegrity, verifyChain, verifyReceipts, verifyInvoices,
-		verifyReceiptChain, verifyHead, verifyBodies, verifyStatuses, verifyVoids, verifyUsageState,
+		verifyReceiptChain, verifyHead, verifyBodies, verifyStatuses, verifyVoids, verifyUsageState, verifySpendCrossings,
 		func(ctx context.Context, db VerifySource) (CheckResult, error) {
 			return verifyAnchors(ctx, db, anchors)
 		},

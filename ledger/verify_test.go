@@ -59,7 +59,7 @@ func TestVerifyIntactDatabase(t *testing.T) {
 	if p := rep.First(); p != nil {
 		t.Fatalf("intact database: %v", p)
 	}
-	if len(rep.Checks) != 11 || rep.Checks[1].Checked != 5 || rep.Checks[2].Checked != 5 || rep.Checks[3].Checked != 1 {
+	if len(rep.Checks) != 12 || rep.Checks[1].Checked != 5 || rep.Checks[2].Checked != 5 || rep.Checks[3].Checked != 1 {
 		t.Fatalf("checks: %+v", rep.Checks)
 	}
 }

@@ -34,6 +34,9 @@ type Plan struct {
 	Prices        []Price  `yaml:"prices" json:"prices"`
 	// Limits are the version's usage limits (limit.go); not in the snapshot.
 	Limits []Limit `yaml:"limits" json:"-"`
+	// Spend is the version's spend cap and alerts (spend.go); not in the
+	// snapshot either.
+	Spend *Spend `yaml:"spend" json:"-"`
 
 	cur Currency
 }
@@ -86,6 +89,11 @@ func (p *Plan) Validate() error {
 			if p.Limits[j].Meter == p.Limits[i].Meter {
 				return fmt.Errorf("limits[%d].meter: meter %q is limited twice in this version", i, p.Limits[i].Meter)
 			}
+		}
+	}
+	if p.Spend != nil {
+		if err := p.Spend.Validate(cur); err != nil {
+			return fmt.Errorf("spend.%v", err)
 		}
 	}
 	return nil

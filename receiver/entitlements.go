@@ -15,12 +15,16 @@ import (
 // Entitlement checks on the ingest API's listener (docs/entitlements.md):
 // GET /v1/entitlements/{customer}/{meter}, and GET
 // /v1/entitlements/{customer}?meter=A&meter=B for several meters at one
-// instant. They take an API key like POST /v1/events (and count against its
-// rate limit), read the usage state the writer keeps, and write nothing.
+// instant (with &spend=true, the customer's spend too); GET
+// /v1/spend/{customer} for the spend alone: a path of its own, so no meter
+// name can be mistaken for it. They take an API key like POST /v1/events
+// (and count against its rate limit), read the usage state the writer
+// keeps, and write nothing.
 
 // Entitlements answers entitlement checks (*entitle.Checker).
 type Entitlements interface {
 	CheckAll(ctx context.Context, customer string, meters []string) ([]entitle.Entitlement, error)
+	Spend(ctx context.Context, customer string) (entitle.SpendAnswer, error)
 }
 
 // maxMeters bounds one batch check.
@@ -29,26 +33,48 @@ const maxMeters = 100
 // EntitlementsReply is the batch form's answer.
 type EntitlementsReply struct {
 	Entitlements []entitle.Entitlement `json:"entitlements"`
+	Spend        *entitle.SpendAnswer  `json:"spend,omitempty"` // with ?spend=true
+}
+
+// checks is what one request asks: meters, the spend, or both.
+type checks struct {
+	meters []string
+	spend  bool
+	batch  bool
 }
 
 func (s *Server) serveEntitlement(w http.ResponseWriter, r *http.Request) {
-	s.entitlements(w, r, []string{r.PathValue("meter")}, false)
+	s.entitlements(w, r, checks{meters: []string{r.PathValue("meter")}})
+}
+
+func (s *Server) serveSpend(w http.ResponseWriter, r *http.Request) {
+	s.entitlements(w, r, checks{spend: true})
 }
 
 func (s *Server) serveEntitlements(w http.ResponseWriter, r *http.Request) {
-	meters := r.URL.Query()["meter"]
-	if len(meters) == 0 {
-		writeJSON(w, http.StatusBadRequest, APIError{Error: "name the meters: ?meter=A&meter=B", Reason: "bad_request"})
+	q := r.URL.Query()
+	meters := q["meter"]
+	spend := false
+	switch v := q.Get("spend"); v {
+	case "", "false":
+	case "true":
+		spend = true
+	default:
+		writeJSON(w, http.StatusBadRequest, APIError{Error: fmt.Sprintf("spend=%q: true or false", v), Reason: "bad_request"})
+		return
+	}
+	if len(meters) == 0 && !spend {
+		writeJSON(w, http.StatusBadRequest, APIError{Error: "name the meters: ?meter=A&meter=B (and &spend=true for the spend)", Reason: "bad_request"})
 		return
 	}
 	if len(meters) > maxMeters {
 		writeJSON(w, http.StatusBadRequest, APIError{Error: fmt.Sprintf("%d meters at once; at most %d", len(meters), maxMeters), Reason: "bad_request"})
 		return
 	}
-	s.entitlements(w, r, meters, true)
+	s.entitlements(w, r, checks{meters: meters, spend: spend, batch: true})
 }
 
-func (s *Server) entitlements(w http.ResponseWriter, r *http.Request, meters []string, batch bool) {
+func (s *Server) entitlements(w http.ResponseWriter, r *http.Request, ask checks) {
 	key, rej := s.authenticateKey(r, &attempt{}) // the same answers as the ingest API's
 	if rej != nil {
 		if rej.code == http.StatusUnauthorized {
@@ -63,13 +89,21 @@ func (s *Server) entitlements(w http.ResponseWriter, r *http.Request, meters []s
 		return
 	}
 	customer := r.PathValue("customer")
-	for _, id := range append([]string{customer}, meters...) {
+	for _, id := range append([]string{customer}, ask.meters...) {
 		if id == "" || ledger.CheckIdentifier(id) != nil {
 			writeJSON(w, http.StatusBadRequest, APIError{Error: fmt.Sprintf("%q is not a customer id or meter name", id), Reason: "bad_request"})
 			return
 		}
 	}
-	es, err := s.Entitlements.CheckAll(r.Context(), customer, meters)
+	var es []entitle.Entitlement
+	var spend entitle.SpendAnswer
+	var err error
+	if len(ask.meters) > 0 {
+		es, err = s.Entitlements.CheckAll(r.Context(), customer, ask.meters)
+	}
+	if err == nil && ask.spend {
+		spend, err = s.Entitlements.Spend(r.Context(), customer)
+	}
 	switch {
 	case errors.Is(err, entitle.ErrNotBuilt):
 		w.Header().Set("Retry-After", "1")
@@ -78,9 +112,22 @@ func (s *Server) entitlements(w http.ResponseWriter, r *http.Request, meters []s
 		s.Log.Error("entitlement check failed", "customer", customer, "error", err)
 		w.Header().Set("Retry-After", "1")
 		writeJSON(w, http.StatusServiceUnavailable, APIError{Error: "could not read the usage state, retry later", Reason: "storage_error"})
-	case batch:
-		writeJSON(w, http.StatusOK, EntitlementsReply{Entitlements: es})
+	case ask.batch:
+		reply := EntitlementsReply{Entitlements: orNone(es)}
+		if ask.spend {
+			reply.Spend = &spend
+		}
+		writeJSON(w, http.StatusOK, reply)
+	case ask.spend:
+		writeJSON(w, http.StatusOK, spend)
 	default:
 		writeJSON(w, http.StatusOK, es[0])
 	}
+}
+
+func orNone(es []entitle.Entitlement) []entitle.Entitlement {
+	if es == nil {
+		return []entitle.Entitlement{}
+	}
+	return es
 }

@@ -78,6 +78,7 @@ func (s *Server) Routes(mux *http.ServeMux) {
 		if s.Entitlements != nil {
 			mux.HandleFunc("GET /v1/entitlements/{customer}/{meter}", s.serveEntitlement)
 			mux.HandleFunc("GET /v1/entitlements/{customer}", s.serveEntitlements)
+			mux.HandleFunc("GET /v1/spend/{customer}", s.serveSpend)
 		}
 	}
 }

@@ -24,7 +24,7 @@ var copyTables = []string{
 	"stripe_pushes", "stripe_reports", "stripe_invoice_states", "outbox", "outbox_attempts", "forward_destinations",
 	"api_keys",
 	"customers", "plan_assignments",
-	"usage_state", "usage_state_zone", "limit_overrides", "threshold_crossings",
+	"usage_state", "usage_state_zone", "limit_overrides", "threshold_crossings", "spend_overrides", "spend_crossings",
 	"chain_head",
 }
 

@@ -189,11 +189,12 @@ func stateZone(ctx context.Context, q sqlx.QueryerContext) (StateZone, bool, err
 
 // UsageStates reads the usage_state rows of customer ("" for every
 // customer) whose period contains the instant at (0: every period), by
-// customer, meter and period.
+// customer, meter and period. (The cast: PostgreSQL would take the lone
+// "? = 0" for a 32-bit integer, which no instant fits.)
 func (db *DB) UsageStates(ctx context.Context, customer string, at int64) ([]UsageState, error) {
 	var ss []UsageState
 	err := sqlx.SelectContext(ctx, db.Read, &ss, `SELECT `+usageStateCols+` FROM usage_state
-		WHERE (? = '' OR customer_id = ?) AND (? = 0 OR (period_start <= ? AND ? < period_end))
+		WHERE (? = '' OR customer_id = ?) AND (CAST(? AS BIGINT) = 0 OR (period_start <= ? AND ? < period_end))
 		ORDER BY customer_id, meter, period_start`, customer, customer, at, at, at)
 	if err != nil {
 		if predates(ctx, db.Read, versionEntitlements) {

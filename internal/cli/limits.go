@@ -13,16 +13,19 @@ import (
 
 	"github.com/hookledger/hookledger/entitle"
 	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/pricing"
 )
 
 func limitsCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "limits",
-		Usage: "list usage limits (plans' and customers' overrides), or a customer's entitlements now",
-		Description: "Limits are declared per plan version under plans[].limits in hookledger.yml; a customer's override\n" +
-			"(limits set) replaces the plan's limit on a meter from a date, until a later override. With\n" +
-			"--customer, each limited meter's entitlement now: the limit, the usage of this month, what\n" +
-			"remains and whether more is allowed, as GET /v1/entitlements answers (docs/entitlements.md).",
+		Usage: "list usage and spend limits (plans' and customers' overrides), or a customer's entitlements now",
+		Description: "Limits are declared per plan version under plans[].limits in hookledger.yml, a spend limit under\n" +
+			"plans[].spend; a customer's override (limits set) replaces the plan's limit on a meter, or on\n" +
+			"spend, from a date, until a later override. With --customer, each limited meter's entitlement now:\n" +
+			"the limit, the usage of this month, what remains and whether more is allowed, as\n" +
+			"GET /v1/entitlements answers, and the row (spend) when the customer's plan keeps spend, as\n" +
+			"GET /v1/spend answers (in the table and CSV; docs/entitlements.md).",
 		Flags: append(configFlags(), formatFlag(),
 			&cli.StringFlag{Name: "customer", Usage: "show this customer's entitlements now"},
 		),
@@ -30,9 +33,10 @@ func limitsCommand() *cli.Command {
 		Subcommands: []*cli.Command{
 			{
 				Name:      "set",
-				Usage:     "override a customer's limit on a meter from a date",
-				ArgsUsage: "CUSTOMER METER LIMIT",
+				Usage:     "override a customer's limit on a meter, or on its spend (--spend), from a date",
+				ArgsUsage: "CUSTOMER METER LIMIT | CUSTOMER --spend AMOUNT",
 				Flags: append(configFlags(),
+					&cli.StringFlag{Name: "spend", Usage: "limit the customer's spend per month to this amount, in its plan's currency"},
 					&cli.StringFlag{Name: "from", Required: true, Usage: "the first day of the override, YYYY-MM-DD (in the invoices' time zone)"},
 					&cli.StringFlag{Name: "kind", Usage: "hard or soft (default: the plan's kind for the meter, else hard)"},
 					&cli.StringFlag{Name: "note", Usage: "why (kept with the override)"},
@@ -45,8 +49,11 @@ func limitsCommand() *cli.Command {
 
 func limitsSet(c *cli.Context) error {
 	args := positional(c)
+	if c.IsSet("spend") {
+		return spendSet(c, args)
+	}
 	if len(args) != 3 {
-		return usageErrorf(c, "want three arguments, CUSTOMER, METER and LIMIT")
+		return usageErrorf(c, "want three arguments, CUSTOMER, METER and LIMIT (or CUSTOMER --spend AMOUNT)")
 	}
 	from, err := dateFlag(c, "from")
 	if err != nil {
@@ -77,17 +84,54 @@ func limitsSet(c *cli.Context) error {
 	return nil
 }
 
-// limitRow is one line of `limits`: a plan version's limit or an override.
-type limitRow struct {
-	Source   string       `json:"source"` // plan name@date, or override
-	Customer string       `json:"customer,omitempty"`
-	Meter    string       `json:"meter"`
-	Limit    ledger.Total `json:"limit"`
-	Kind     string       `json:"kind"`
-	Alerts   []string     `json:"alerts"`
-	From     string       `json:"from"`
-	Override int64        `json:"override,omitempty"`
+// spendSet is `limits set CUSTOMER --spend AMOUNT`: the spend has a flag
+// of its own, so no meter's name can be taken for it.
+func spendSet(c *cli.Context, args []string) error {
+	if len(args) != 1 {
+		return usageErrorf(c, "with --spend, want one argument, CUSTOMER")
+	}
+	from, err := dateFlag(c, "from")
+	if err != nil {
+		return err
+	}
+	amount, err := pricing.ParseDecimal(c.String("spend"))
+	if err != nil {
+		return usageErrorf(c, "--spend: %v", err)
+	}
+	db, err := openWritable(c)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	o, err := entitle.SetSpendOverride(c.Context, db, entitle.SpendOverride{Customer: args[0], Limit: amount,
+		Kind: c.String("kind"), EffectiveFrom: from, RecordedAt: time.Now().UTC(), Note: c.String("note")})
+	if errors.Is(err, entitle.ErrBadOverride) {
+		return usageErrorf(c, "%v", err)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "customer %q: spend limited to %s a month from %s (spend override %d)\n", o.Customer, o.Limit, o.EffectiveFrom, o.ID)
+	return nil
 }
+
+// limitRow is one line of `limits`: a plan version's limit or an override,
+// on a meter or on spend (meter "(spend)" in the table).
+type limitRow struct {
+	Source   string   `json:"source"` // plan name@date, or override
+	Customer string   `json:"customer,omitempty"`
+	Meter    string   `json:"meter,omitempty"`
+	Spend    bool     `json:"spend,omitempty"`
+	Limit    string   `json:"limit"` // a quantity, or an amount ("" for spend alerts without a limit)
+	Currency string   `json:"currency,omitempty"`
+	Kind     string   `json:"kind"`
+	Alerts   []string `json:"alerts"`
+	From     string   `json:"from"`
+	Override int64    `json:"override,omitempty"`
+}
+
+// spendMeter names spend in the tables' meter column.
+const spendMeter = "(spend)"
 
 func limitsList(c *cli.Context) error {
 	if len(positional(c)) != 0 {
@@ -113,8 +157,16 @@ func limitsList(c *cli.Context) error {
 				if err != nil {
 					return err
 				}
-				out = append(out, limitRow{Source: v.Name + "@" + string(v.EffectiveFrom), Meter: l.Meter, Limit: q, Kind: l.Kind,
+				out = append(out, limitRow{Source: v.Name + "@" + string(v.EffectiveFrom), Meter: l.Meter, Limit: q.String(), Kind: l.Kind,
 					Alerts: orEmpty(l.Alerts), From: string(v.EffectiveFrom)})
+			}
+			if sp := v.Spend; sp != nil {
+				limit := ""
+				if sp.Limit != nil {
+					limit = sp.Limit.String()
+				}
+				out = append(out, limitRow{Source: v.Name + "@" + string(v.EffectiveFrom), Spend: true, Limit: limit, Currency: v.Currency,
+					Kind: sp.Kind, Alerts: orEmpty(sp.Alerts), From: string(v.EffectiveFrom)})
 			}
 		}
 	}
@@ -127,12 +179,31 @@ func limitsList(c *cli.Context) error {
 		if kind == "" {
 			kind = "(plan's)"
 		}
-		out = append(out, limitRow{Source: "override", Customer: o.Customer, Meter: o.Meter, Limit: o.Limit, Kind: kind,
+		out = append(out, limitRow{Source: "override", Customer: o.Customer, Meter: o.Meter, Limit: o.Limit.String(), Kind: kind,
+			Alerts: []string{}, From: string(o.EffectiveFrom), Override: o.ID})
+	}
+	sos, err := entitle.SpendOverrides(c.Context, db, "")
+	if err != nil {
+		return err
+	}
+	for _, o := range sos {
+		kind := o.Kind
+		if kind == "" {
+			kind = "(plan's)"
+		}
+		out = append(out, limitRow{Source: "override", Customer: o.Customer, Spend: true, Limit: o.Limit.String(), Kind: kind,
 			Alerts: []string{}, From: string(o.EffectiveFrom), Override: o.ID})
 	}
 	rows := make([][]string, len(out))
 	for i, r := range out {
-		rows[i] = []string{r.Source, orDash(r.Customer), r.Meter, r.Limit.String(), r.Kind, orDash(strings.Join(r.Alerts, " ")), r.From}
+		meter, limit := r.Meter, r.Limit
+		if r.Spend {
+			meter = spendMeter
+			if limit != "" && r.Currency != "" {
+				limit += " " + r.Currency
+			}
+		}
+		rows[i] = []string{r.Source, orDash(r.Customer), meter, orDash(limit), orDash(r.Kind), orDash(strings.Join(r.Alerts, " ")), r.From}
 	}
 	return writeRecords(c.App.Writer, c.String("format"), []string{"source", "customer", "meter", "limit", "kind", "alerts", "from"}, rows, orEmpty(out))
 }
@@ -148,13 +219,25 @@ func customerEntitlements(c *cli.Context, ch *entitle.Checker, customer string) 
 	if err != nil {
 		return err
 	}
-	rows := make([][]string, len(es))
+	rows := make([][]string, len(es), len(es)+1)
 	for i, e := range es {
 		limit, remaining := "-", "-"
 		if e.Limit != nil {
 			limit, remaining = e.Limit.String(), e.Remaining.String()
 		}
 		rows[i] = []string{e.Meter, limit, orDash(e.Kind), e.Used.String(), remaining, strconv.FormatBool(e.Allowed), e.PeriodStart, e.PeriodEnd}
+	}
+	sp, err := ch.Spend(c.Context, customer)
+	if err != nil {
+		return err
+	}
+	if sp.Spent != nil { // the customer's plan version keeps spend
+		limit, remaining := "-", "-"
+		if sp.Limit != nil {
+			limit, remaining = sp.Limit.String(), sp.Remaining.String()
+		}
+		rows = append(rows, []string{spendMeter, limit, orDash(sp.Kind), sp.Spent.String() + " " + sp.Currency, remaining,
+			strconv.FormatBool(sp.Allowed), sp.PeriodStart, sp.PeriodEnd})
 	}
 	return writeRecords(c.App.Writer, c.String("format"), []string{"meter", "limit", "kind", "used", "remaining", "allowed", "period_start", "period_end"}, rows, orEmpty(es))
 }

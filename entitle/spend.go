@@ -1,0 +1,365 @@
+package entitle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/pricing"
+	"github.com/hookledger/hookledger/schema"
+)
+
+// Spend: what a customer's month costs so far, its cap and its alerts
+// (docs/entitlements.md, "Spend limits and alerts"). The spend is never
+// stored: it is pricing.Plan.Spent of the month's totals in the usage state,
+// priced with the plan version that prices the month's invoice (the one in
+// force on the month's first day, as the close decides it). Only a version
+// with a spend section keeps spend: config refuses one that prices a meter
+// aggregating by anything but sum, whose invoice quantity is not the
+// month's sum.
+
+// Spending reports whether any plan version has spend alerts: only then does
+// the writer price the rows it appends.
+func (p *Policy) Spending() bool { return p != nil && p.spending }
+
+// SpendLimit is what caps and alerts a customer's spend in one month.
+type SpendLimit struct {
+	Version    *pricing.Plan    // prices the month and declares its spend section
+	Limit      *pricing.Decimal // nil: alerts only
+	Kind       string           // pricing.LimitHard or LimitSoft ("" without a limit)
+	Thresholds []pricing.Threshold
+	Override   int64 // the override that set Limit, if any
+}
+
+// VersionKey names the version: name@effective_from.
+func (l SpendLimit) VersionKey() string {
+	return l.Version.Name + "@" + string(l.Version.EffectiveFrom)
+}
+
+// ResolveSpend returns the spend section of the month whose first day is
+// periodDay: the plan version the customer is on that day, if it has one,
+// with the customer's latest spend override in force on day. ok is false
+// when the version keeps no spend (no plan, or no spend section).
+func (p *Policy) ResolveSpend(customer string, periodDay, day pricing.Date, assignments []schema.PlanAssignment, overrides []schema.SpendOverride) (SpendLimit, bool) {
+	if p == nil || p.Catalog == nil {
+		return SpendLimit{}, false
+	}
+	as := make([]ledger.PlanAssignment, len(assignments))
+	for i, a := range assignments {
+		as[i] = ledger.PlanAssignment{ID: a.ID, Customer: a.CustomerID, Plan: a.Plan, EffectiveFrom: pricing.Date(a.EffectiveFrom)}
+	}
+	name, _ := ledger.NewPlans(p.DefaultPlan, as).On(customer, periodDay)
+	if name == "" {
+		return SpendLimit{}, false
+	}
+	v, err := p.Catalog.Version(name, periodDay)
+	if err != nil || v.Spend == nil {
+		return SpendLimit{}, false
+	}
+	l := SpendLimit{Version: v, Limit: v.Spend.Limit, Kind: v.Spend.Kind, Thresholds: v.Spend.Thresholds()}
+	for i := len(overrides) - 1; i >= 0; i-- { // the latest in force: by date, then the later recorded
+		o := overrides[i]
+		if o.EffectiveFrom > string(day) {
+			continue
+		}
+		value, err := pricing.ParseDecimal(o.Limit)
+		if err != nil {
+			continue // SetSpendOverride refuses such a value
+		}
+		l.Limit, l.Override = &value, o.ID
+		switch {
+		case o.Kind != "":
+			l.Kind = o.Kind
+		case l.Kind == "":
+			l.Kind = pricing.LimitHard
+		}
+		break
+	}
+	return l, true
+}
+
+// Allowed is the spend check's answer: a hard limit allows while spend is
+// below it, so the answer turns false at exactly the limit; a soft limit,
+// or none, always allows.
+func (l SpendLimit) Allowed(spent pricing.Decimal) bool {
+	return l.Limit == nil || l.Kind == pricing.LimitSoft || spent.Cmp(*l.Limit) < 0
+}
+
+// SpendCrossing is a spend threshold a row crossed: the writer records it
+// (once per threshold and period, spend_crossings' unique key) and raises
+// its alert.
+type SpendCrossing struct {
+	Customer    string
+	PeriodStart int64
+	PeriodEnd   int64
+	Zone        string
+	Threshold   pricing.Threshold
+	Value       pricing.Decimal // the amount the threshold stands for
+	Limit       SpendLimit
+	Spent       pricing.Spending // after the row
+	Row         *ledger.Row
+}
+
+// Spend prices the month of r (just appended and counted by Add) and
+// returns the spend thresholds it crossed. The rule is the usage
+// thresholds' (Add): a threshold fires with the first row of a period that
+// increases spend to or past it, once per threshold and period.
+func (t *Tracker) Spend(ctx context.Context, r *ledger.Row) ([]SpendCrossing, error) {
+	if r.Quantity.Sign() <= 0 || !t.policy.Spending() {
+		return nil, nil
+	}
+	if ok, err := t.ready(ctx); err != nil || !ok {
+		return nil, err
+	}
+	start, end := ledger.MonthOf(r.OccurredAt, t.loc)
+	as, err := t.assignments(ctx, r.Customer)
+	if err != nil {
+		return nil, err
+	}
+	os, ok := t.spendOverrides[r.Customer]
+	if !ok {
+		if os, err = t.b.SpendOverrides(ctx, r.Customer); err != nil {
+			return nil, err
+		}
+		t.spendOverrides[r.Customer] = os
+	}
+	l, ok := t.policy.ResolveSpend(r.Customer, Day(start, t.loc), Day(r.OccurredAt, t.loc), as, os)
+	if !ok || len(l.Thresholds) == 0 || l.Version.Price(r.Meter) == nil {
+		return nil, nil // a meter the version does not price spends nothing
+	}
+	totals := map[string]pricing.Decimal{}
+	for _, pr := range l.Version.Prices {
+		s, err := t.state(ctx, ledger.StateKey{Customer: r.Customer, Meter: pr.Meter, PeriodStart: start}, end)
+		if err != nil {
+			return nil, err
+		}
+		totals[pr.Meter] = s.used.Decimal()
+	}
+	spent, err := l.Version.Spent(totals)
+	if err != nil {
+		return nil, fmt.Errorf("spend of %s: %w", r.Customer, err)
+	}
+	k := spendKey{r.Customer, start}
+	fired := t.spendFired[k]
+	if fired == nil {
+		fs, err := t.b.FiredSpendThresholds(ctx, r.Customer, start)
+		if err != nil {
+			return nil, err
+		}
+		fired = map[string]bool{}
+		for _, f := range fs {
+			fired[f] = true
+		}
+		t.spendFired[k] = fired
+		t.journal = append(t.journal, func() { delete(t.spendFired, k) })
+	}
+	var out []SpendCrossing
+	for _, th := range l.Thresholds {
+		v, err := pricing.SpendThreshold(th, l.Limit, l.Version.CurrencyOf())
+		if err != nil || fired[th.Spelling] || spent.Total.Cmp(v) < 0 {
+			continue // err: a percentage without a limit, which Validate refuses
+		}
+		fired[th.Spelling] = true
+		t.journal = append(t.journal, func() { delete(fired, th.Spelling) })
+		out = append(out, SpendCrossing{Customer: r.Customer, PeriodStart: start, PeriodEnd: end, Zone: t.loc.String(),
+			Threshold: th, Value: v, Limit: l, Spent: spent, Row: r})
+	}
+	return out, nil
+}
+
+type spendKey struct {
+	customer string
+	start    int64
+}
+
+// SpendReader is what a spend check reads (*schema.DB, the read pool).
+type SpendReader interface {
+	StateZone(ctx context.Context) (schema.StateZone, bool, error)
+	UsageStates(ctx context.Context, customer string, at int64) ([]schema.UsageState, error)
+	PlanAssignments(ctx context.Context, customer string) ([]schema.PlanAssignment, error)
+	SpendOverrides(ctx context.Context, customer string) ([]schema.SpendOverride, error)
+}
+
+// SpendAnswer is the spend check's answer for one customer now.
+type SpendAnswer struct {
+	Customer string `json:"customer"`
+	// Plan is the version that prices the month (name@effective_from); ""
+	// and a null spent when the customer's version keeps no spend.
+	Plan      string           `json:"plan,omitempty"`
+	Currency  string           `json:"currency,omitempty"`
+	Spent     *pricing.Decimal `json:"spent"`
+	Limit     *pricing.Decimal `json:"limit"` // null: no limit
+	Kind      string           `json:"kind,omitempty"`
+	Remaining *pricing.Decimal `json:"remaining"` // null: no limit
+	// Allowed is false once spend has reached a hard limit.
+	Allowed     bool             `json:"allowed"`
+	Alerts      []string         `json:"alerts,omitempty"`
+	Fee         *pricing.Decimal `json:"fee,omitempty"`
+	Meters      []SpendMeter     `json:"meters,omitempty"`
+	PeriodStart string           `json:"period_start"`
+	PeriodEnd   string           `json:"period_end"`
+	AsOf        string           `json:"as_of"`
+	LastRowID   int64            `json:"last_row_id"`
+	Override    int64            `json:"override,omitempty"` // the override that set the limit
+}
+
+// SpendMeter is one priced meter's share of the spend.
+type SpendMeter struct {
+	Meter    string          `json:"meter"`
+	Quantity ledger.Total    `json:"quantity"`
+	Amount   pricing.Decimal `json:"amount"` // rounded, as the invoice line
+}
+
+// SpendOf answers the spend check for customer now, from the usage state
+// (one indexed read of the customer's month), the assignments and the
+// spend overrides: no scan of the ledger, no write.
+func SpendOf(ctx context.Context, db SpendReader, p *Policy, customer string, at time.Time) (SpendAnswer, error) {
+	z, ok, err := db.StateZone(ctx)
+	if err != nil {
+		return SpendAnswer{}, err
+	}
+	if !ok {
+		return SpendAnswer{}, ErrNotBuilt
+	}
+	loc, err := ledger.LoadZone(z.Zone)
+	if err != nil {
+		return SpendAnswer{}, err
+	}
+	ms := at.UnixMilli()
+	start, end := ledger.MonthOf(ms, loc)
+	a := SpendAnswer{Customer: customer, Allowed: true, PeriodStart: time.UnixMilli(start).In(loc).Format(time.RFC3339),
+		PeriodEnd: time.UnixMilli(end).In(loc).Format(time.RFC3339), AsOf: at.UTC().Format(time.RFC3339Nano)}
+	as, err := db.PlanAssignments(ctx, customer)
+	if err != nil {
+		return SpendAnswer{}, err
+	}
+	os, err := db.SpendOverrides(ctx, customer)
+	if err != nil {
+		return SpendAnswer{}, err
+	}
+	l, ok := p.ResolveSpend(customer, Day(start, loc), Day(ms, loc), as, os)
+	if !ok {
+		return a, nil
+	}
+	states, err := db.UsageStates(ctx, customer, ms)
+	if err != nil {
+		return SpendAnswer{}, err
+	}
+	used := map[string]ledger.Total{}
+	for _, s := range states {
+		q, err := ledger.ParseTotal(s.Used)
+		if err != nil {
+			return SpendAnswer{}, fmt.Errorf("usage state %s/%s: used %q: %w", customer, s.Meter, s.Used, err)
+		}
+		if l.Version.Price(s.Meter) != nil {
+			used[s.Meter] = q
+			a.LastRowID = max(a.LastRowID, s.LastRowID)
+		}
+	}
+	totals := make(map[string]pricing.Decimal, len(used))
+	for m, q := range used {
+		totals[m] = q.Decimal()
+	}
+	sp, err := l.Version.Spent(totals)
+	if err != nil {
+		return SpendAnswer{}, fmt.Errorf("spend of %s: %w", customer, err)
+	}
+	a.Plan, a.Currency, a.Spent, a.Fee, a.Alerts = l.VersionKey(), sp.Currency, &sp.Total, &sp.Fee, l.Version.Spend.Alerts
+	for _, line := range sp.Lines {
+		a.Meters = append(a.Meters, SpendMeter{Meter: line.Meter, Quantity: used[line.Meter], Amount: line.Amount})
+	}
+	if l.Limit != nil {
+		rem, err := pricing.Sub(*l.Limit, sp.Total)
+		if err != nil {
+			return SpendAnswer{}, err
+		}
+		if rem.Sign() < 0 {
+			rem, _ = pricing.Sub(*l.Limit, *l.Limit) // zero, written as the limit is ("0.00")
+		}
+		a.Limit, a.Kind, a.Remaining, a.Override = l.Limit, l.Kind, &rem, l.Override
+	}
+	a.Allowed = l.Allowed(sp.Total)
+	return a, nil
+}
+
+// Spend answers the spend check for customer now (GET /v1/spend/{customer}).
+func (c *Checker) Spend(ctx context.Context, customer string) (SpendAnswer, error) {
+	now := time.Now
+	if c.Now != nil {
+		now = c.Now
+	}
+	db, ok := c.DB.(SpendReader)
+	if !ok {
+		return SpendAnswer{}, errors.New("spend check: the checker's store cannot read spend")
+	}
+	return SpendOf(ctx, db, c.Policy, customer, now())
+}
+
+// SpendOverride is a customer's own spend limit from a date: it replaces the
+// limit of the spend section of the customer's plan version (and its kind,
+// when Kind is set) from EffectiveFrom on, until a later override. A plan
+// version without a spend section keeps no spend: an override there has
+// nothing to cap. Appended, never edited.
+type SpendOverride struct {
+	ID            int64           `json:"id"`
+	Customer      string          `json:"customer"`
+	Limit         pricing.Decimal `json:"limit"`
+	Kind          string          `json:"kind,omitempty"`
+	EffectiveFrom pricing.Date    `json:"effective_from"`
+	RecordedAt    time.Time       `json:"recorded_at"`
+	Note          string          `json:"note,omitempty"`
+}
+
+// SpendOverrideStore stores and reads spend overrides (*schema.DB).
+type SpendOverrideStore interface {
+	InsertSpendOverride(ctx context.Context, o schema.SpendOverride) (int64, error)
+	SpendOverrides(ctx context.Context, customer string) ([]schema.SpendOverride, error)
+}
+
+// SetSpendOverride validates o and appends it.
+func SetSpendOverride(ctx context.Context, db SpendOverrideStore, o SpendOverride) (SpendOverride, error) {
+	bad := func(format string, args ...any) (SpendOverride, error) {
+		return SpendOverride{}, fmt.Errorf("%w: %s", ErrBadOverride, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case ledger.CheckIdentifier(o.Customer) != nil || o.Customer == "":
+		return bad("customer %q is not a customer id", o.Customer)
+	case o.Limit.Check() != nil:
+		return bad("%v", o.Limit.Check())
+	case o.Limit.Sign() < 0:
+		return bad("spend limit %s is negative", o.Limit)
+	case o.Kind != "" && o.Kind != pricing.LimitHard && o.Kind != pricing.LimitSoft:
+		return bad("kind %q is not hard or soft", o.Kind)
+	}
+	if err := o.EffectiveFrom.Check(); err != nil {
+		return bad("%v", err)
+	}
+	id, err := db.InsertSpendOverride(ctx, schema.SpendOverride{Customer: o.Customer, Limit: o.Limit.String(), Kind: o.Kind,
+		EffectiveFrom: string(o.EffectiveFrom), RecordedAt: o.RecordedAt.UnixMilli(), Note: o.Note})
+	if err != nil {
+		return SpendOverride{}, err
+	}
+	o.ID = id
+	return o, nil
+}
+
+// SpendOverrides lists the spend overrides of customer ("" for all), by
+// customer, date and the order they were recorded.
+func SpendOverrides(ctx context.Context, db SpendOverrideStore, customer string) ([]SpendOverride, error) {
+	rs, err := db.SpendOverrides(ctx, customer)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]SpendOverride, 0, len(rs))
+	for _, r := range rs {
+		l, err := pricing.ParseDecimal(r.Limit)
+		if err != nil {
+			return nil, fmt.Errorf("spend override %d: %q is not an amount", r.ID, r.Limit)
+		}
+		out = append(out, SpendOverride{ID: r.ID, Customer: r.Customer, Limit: l, Kind: r.Kind,
+			EffectiveFrom: pricing.Date(r.EffectiveFrom), RecordedAt: time.UnixMilli(r.RecordedAt).UTC(), Note: r.Note})
+	}
+	return out, nil
+}
