@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/hookledger/hookledger/ledger"
@@ -22,9 +23,11 @@ type Customers struct {
 func (c *Config) resolvePlans() error {
 	declared := map[string]bool{}
 	aggregation := map[string]ledger.Aggregation{}
+	dimensions := map[string][]string{}
 	for _, m := range c.Meters {
 		declared[m.Name] = true
 		aggregation[m.Name] = m.Aggregation
+		dimensions[m.Name] = m.Dimensions
 	}
 	for i := range c.Plans {
 		at := fmt.Sprintf("plans[%d]", i)
@@ -36,6 +39,15 @@ func (c *Config) resolvePlans() error {
 		for j, pr := range p.Prices {
 			if !declared[pr.Meter] {
 				return errAt(fmt.Sprintf("%s.prices[%d].meter", at, j), "meter %q is not declared under meters (declare it, with its aggregation, to price it)", pr.Meter)
+			}
+			// A price by dimension splits the meter's usage by a value its
+			// rows carry: the mappings extract only declared dimensions.
+			if ds := dimensions[pr.Meter]; pr.By != "" && !slices.Contains(ds, pr.By) {
+				have := "it declares none"
+				if len(ds) > 0 {
+					have = "it declares " + strings.Join(ds, ", ")
+				}
+				return errAt(fmt.Sprintf("%s.prices[%d].by", at, j), "%q is not a dimension of meter %q (%s; add it under the meter's dimensions)", pr.By, pr.Meter, have)
 			}
 		}
 		// A limit is on the period's sum: the total the writer keeps per
