@@ -97,6 +97,10 @@ func TestPreviousReleaseMigratesAndVerifies(t *testing.T) {
 		if got := dumpRows(t, db, `SELECT DISTINCT quantity_wide FROM invoice_lines`); got != "[]\n" {
 			t.Errorf("old lines' quantity_wide: %q", got)
 		}
+		// 0022: every old line bills a meter as a whole (no dimension value).
+		if got := dumpRows(t, db, `SELECT COUNT(*), SUM(CASE WHEN dimensions = '' THEN 1 ELSE 0 END) FROM invoice_lines`); got != "[7 7]\n" {
+			t.Errorf("old lines' dimensions after 0022 (lines, without a value): %s", got)
+		}
 		verifyClean(t, run("verify", "--format", "json"))
 
 		// The new release's wide quantities on the migrated ledger: August is

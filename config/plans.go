@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/hookledger/hookledger/ledger"
@@ -22,9 +23,11 @@ type Customers struct {
 func (c *Config) resolvePlans() error {
 	declared := map[string]bool{}
 	aggregation := map[string]ledger.Aggregation{}
+	dimensions := map[string][]string{}
 	for _, m := range c.Meters {
 		declared[m.Name] = true
 		aggregation[m.Name] = m.Aggregation
+		dimensions[m.Name] = m.Dimensions
 	}
 	for i := range c.Plans {
 		at := fmt.Sprintf("plans[%d]", i)
@@ -42,6 +45,20 @@ func (c *Config) resolvePlans() error {
 			// a sum meter.
 			if agg := aggregation[pr.Meter]; p.Spend != nil && agg != "" && agg != ledger.AggSum {
 				return errAt(fmt.Sprintf("%s.prices[%d].meter", at, j), "meter %q aggregates by %s: a plan version with spend prices only sum meters (spend is priced from each meter's month total)", pr.Meter, agg)
+			}
+			// A price by dimension splits the meter's usage by a value its
+			// rows carry: the mappings extract only declared dimensions.
+			if ds := dimensions[pr.Meter]; pr.By != "" && !slices.Contains(ds, pr.By) {
+				have := "it declares none"
+				if len(ds) > 0 {
+					have = "it declares " + strings.Join(ds, ", ")
+				}
+				return errAt(fmt.Sprintf("%s.prices[%d].by", at, j), "%q is not a dimension of meter %q (%s; add it under the meter's dimensions)", pr.By, pr.Meter, have)
+			}
+			// Spend is priced from the usage state, one total per meter: a
+			// price by dimension would need each value's own total.
+			if p.Spend != nil && pr.By != "" {
+				return errAt(fmt.Sprintf("%s.prices[%d].by", at, j), "a plan version with spend cannot price meter %q by %s yet: spend is priced from each meter's month total, not each value's (drop spend from this version, or price the meter without by)", pr.Meter, pr.By)
 			}
 		}
 		// A limit is on the period's sum: the total the writer keeps per

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -95,6 +96,103 @@ func TestPlansRefused(t *testing.T) {
 			`customers.default_plan: no plan named "enterprise" under plans`},
 		{"two versions on one date", plan("  - name: pro\n    currency: USD\n    effective_from: 2026-01-01\n"),
 			"plans: plan \"pro\" has two versions effective from 2026-01-01"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.src), t.TempDir())
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Parse: %v\nwant it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// tokensMeters declares a per-model token meter, its mapping extracting the
+// model, for prices by dimension.
+const tokensMeters = meterProvider + `meters:
+  - name: tokens
+    dimensions: [model, region]
+  - name: api_requests
+usage:
+  - type: t
+    customer: data.customer
+    meter: {value: tokens}
+    quantity: data.tokens
+    properties: {model: data.model, region: data.region}
+`
+
+// A price by dimension: a card per model and a default, each card a price
+// of its own; the snapshot of a plan without one is what it was before.
+func TestPricesByDimensionParse(t *testing.T) {
+	c, err := Parse([]byte(tokensMeters+`plans:
+  - name: ai
+    currency: USD
+    effective_from: 2026-01-01
+    prices:
+      - meter: tokens
+        by: model
+        rates:
+          gpt-4o: {model: unit, unit: "0.00001"}
+          gpt-4o-mini: {model: graduated, tiers: [{up_to: 100000, unit: "0.000001"}, {unit: "0.0000005"}]}
+        default: {model: unit, unit: "0.00002"}
+      - {meter: api_requests, model: unit, unit: "0.01"}
+`), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := c.Catalog.Version("ai", "2026-03-01")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := v.Price("tokens")
+	for value, want := range map[string]string{"gpt-4o": "15.00000", "gpt-4o-mini": "0.1500000", "llama-3": "30.00000"} {
+		charge, err := p.Card(value).Charge(pricing.MustDecimal("1500000"))
+		if value == "gpt-4o-mini" {
+			// 100,000 × 0.000001 + 1,400,000 × 0.0000005 = 0.1 + 0.7
+			want = "0.8000000"
+		}
+		if err != nil || charge.Amount.String() != want {
+			t.Errorf("%s: 1,500,000 tokens charge %s (%v), want %s", value, charge.Amount, err, want)
+		}
+	}
+	snap, _, err := v.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(snap), `"by":"model","rates":{"gpt-4o":{"meter":"tokens","model":"unit","unit":"0.00001"}`) {
+		t.Errorf("snapshot: %s", snap)
+	}
+	if api, _ := json.Marshal(v.Price("api_requests")); string(api) != `{"meter":"api_requests","model":"unit","unit":"0.01"}` {
+		t.Errorf("a price without a dimension marshals as %s", api)
+	}
+}
+
+func TestPricesByDimensionRefused(t *testing.T) {
+	plan := func(price string) string {
+		return tokensMeters + "plans:\n  - name: ai\n    currency: USD\n    effective_from: 2026-01-01\n    prices:\n" + price
+	}
+	for _, tc := range []struct {
+		name, src, want string
+	}{
+		{"undeclared dimension", plan("      - meter: tokens\n        by: modle\n        default: {model: unit, unit: \"1\"}\n"),
+			`21: plans[0].prices[0].by: "modle" is not a dimension of meter "tokens" (it declares model, region`},
+		{"a meter without dimensions", plan("      - meter: api_requests\n        by: model\n        default: {model: unit, unit: \"1\"}\n"),
+			`21: plans[0].prices[0].by: "model" is not a dimension of meter "api_requests" (it declares none`},
+		{"a card with a bad model", plan("      - meter: tokens\n        by: model\n        rates:\n          gpt-4o: {model: flat, unit: \"1\"}\n"),
+			`plans[0].prices[0].rates.gpt-4o.model: "flat" is not one of unit, graduated, volume, package`},
+		{"a card missing its unit", plan("      - meter: tokens\n        by: model\n        rates:\n          gpt-4o: {model: unit}\n"),
+			`plans[0].prices[0].rates.gpt-4o.unit: a unit price needs unit`},
+		{"a bad default", plan("      - meter: tokens\n        by: model\n        default: {model: graduated, tiers: [{up_to: 10, unit: \"1\"}]}\n"),
+			`plans[0].prices[0].default.tiers[0].up_to: the last tier takes every quantity`},
+		{"a model beside by", plan("      - meter: tokens\n        by: model\n        model: unit\n        unit: \"1\"\n        default: {model: unit, unit: \"1\"}\n"),
+			`plans[0].prices[0].model: a price by model takes its model in each rate card`},
+		{"no card at all", plan("      - meter: tokens\n        by: model\n"),
+			`plans[0].prices[0].rates: a price by model needs a rate card per value`},
+		{"cards without by", plan("      - meter: tokens\n        model: unit\n        unit: \"1\"\n        rates:\n          gpt-4o: {model: unit, unit: \"1\"}\n"),
+			`plans[0].prices[0].rates: rate cards need by`},
+		{"a card by a dimension", plan("      - meter: tokens\n        by: model\n        rates:\n          gpt-4o: {by: region, default: {model: unit, unit: \"1\"}}\n"),
+			`plans[0].prices[0].rates.gpt-4o: a rate card is priced by one model`},
+		{"spend on a version priced by dimension", plan("      - meter: tokens\n        by: model\n        default: {model: unit, unit: \"1\"}\n    spend: {limit: \"100.00\"}\n"),
+			`21: plans[0].prices[0].by: a plan version with spend cannot price meter "tokens" by model yet`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.src), t.TempDir())

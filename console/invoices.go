@@ -138,6 +138,7 @@ type lineView struct {
 	Check            *ledger.LineCheck
 	DigestRecomputed string
 	Breakdown        string // the line's charge for people; "" when unpriced
+	Dimension        string // model=gpt-4o on a line of a price by dimension, else ""
 }
 
 // invoice shows one invoice: its cutoffs, its digest recomputed over its
@@ -168,7 +169,8 @@ func (c *Console) invoice(w http.ResponseWriter, r *http.Request, s *session) {
 			}
 			check.Rows = nil // the trace lists them
 			v.Lines = append(v.Lines, lineView{InvoiceLine: l, Ref: dispute.Target{Kind: dispute.KindLine, Invoice: l.InvoiceID, Line: l.LineNo}.String(),
-				Digest: hex.EncodeToString(l.Digest), Check: check, DigestRecomputed: hex.EncodeToString(check.Digest), Breakdown: breakdowns[l.LineNo]})
+				Digest: hex.EncodeToString(l.Digest), Check: check, DigestRecomputed: hex.EncodeToString(check.Digest), Breakdown: breakdowns[l.LineNo],
+				Dimension: ledger.DimensionLabel(l.Dimensions)})
 			v.OK = v.OK && check.Problem == ""
 			if check.Problem == "" {
 				before[l.LineNo] = check.BilledBefore

@@ -214,7 +214,7 @@ func (b *builder) addLine(inv *ledger.Invoice, l ledger.InvoiceLine, withRows bo
 		return err
 	}
 	lv = &LineView{Ref: lineRef(l.InvoiceID, l.LineNo), Invoice: l.InvoiceID, Line: l.LineNo, Customer: l.Customer, Meter: l.Meter,
-		Aggregation: l.Aggregation, Property: l.Property, Unit: l.Unit, Late: l.Late, Period: l.Period, TZ: l.TZ,
+		Dimension: ledger.DimensionLabel(l.Dimensions), Aggregation: l.Aggregation, Property: l.Property, Unit: l.Unit, Late: l.Late, Period: l.Period, TZ: l.TZ,
 		PeriodStart: zoned(l.PeriodStart, l.TZ), PeriodEnd: zoned(l.PeriodEnd, l.TZ), AfterID: l.AfterID, ThroughID: l.ThroughID,
 		Quantity: l.Quantity, Rows: l.Rows, Adjustments: l.Adjustments, MaxID: l.MaxID, Digest: hex.EncodeToString(l.Digest),
 		Recomputed: Recomputed{Quantity: check.Quantity, Rows: check.UsageRows, Adjustments: check.Adjustments, MaxID: check.MaxID,

@@ -50,7 +50,7 @@ func readme(m *Manifest) []byte {
 				late = ", late usage of " + l.Period
 			}
 			p("    line %d: %s %s%s (%s%s), %d usage rows, %d adjustments, digest %s",
-				l.Line, l.Meter, l.Quantity, unit(l.Unit), l.Aggregation, late, l.Rows, l.Adjustments, okWord(l.OK, "matches", "DOES NOT MATCH"))
+				l.Line, l.Meter+dimension(l.Dimension), l.Quantity, unit(l.Unit), l.Aggregation, late, l.Rows, l.Adjustments, okWord(l.OK, "matches", "DOES NOT MATCH"))
 			if l.Amount != "" {
 				before := ""
 				if l.Late {

@@ -128,7 +128,7 @@ func (p *printer) invoice(inv InvoiceView) {
 		if l.Late {
 			kind = "  late"
 		}
-		p.line("LINE %s  %s  %s%s", l.Ref, l.Meter, l.Aggregation, kind)
+		p.line("LINE %s  %s%s  %s%s", l.Ref, l.Meter, dimension(l.Dimension), l.Aggregation, kind)
 		r := l.Recomputed
 		p.kv("quantity", "%s%s: %d usage rows, %d adjustments, highest id %d", l.Quantity, unit(l.Unit), l.Rows, l.Adjustments, l.MaxID)
 		if r.Quantity.Equal(l.Quantity) && r.Rows == l.Rows && r.Adjustments == l.Adjustments && r.MaxID == l.MaxID {
@@ -433,4 +433,12 @@ func clip(s string, n int) string {
 	}
 	r := []rune(s)
 	return string(r[:n-1]) + "…"
+}
+
+// dimension is " model=gpt-4o" for a line of one dimension value, "" else.
+func dimension(label string) string {
+	if label == "" {
+		return ""
+	}
+	return " " + label
 }

@@ -83,6 +83,7 @@ type LineView struct {
 	Line        int64              `json:"line"`
 	Customer    string             `json:"customer"`
 	Meter       string             `json:"meter"`
+	Dimension   string             `json:"dimension,omitempty"` // model=gpt-4o: the value a line of a price by dimension bills
 	Aggregation ledger.Aggregation `json:"aggregation"`
 	Property    string             `json:"property,omitempty"`
 	Unit        string             `json:"unit,omitempty"`

@@ -123,6 +123,53 @@ func TestStripeCloseModePushesTheLine(t *testing.T) {
 	}
 }
 
+// In close mode, a meter priced by model is invoiced on a line per model,
+// and each line is pushed under its own identifier: gpt-4o's 1.0 pushes 1,
+// o1-mini's 0.5 brings the period's running total to 1.5, which pushes 1
+// more, so Stripe holds the ledger's 1.5 rounded once (2), in two events.
+func TestStripeCloseModePushesEachModelsLine(t *testing.T) {
+	fake := fakestripe.Serve(t, stripeKey)
+	e, _, _ := stripeEnv(t, fake.URL, ledger.StripeClose, "1", func(c *config.Config) {
+		c.Usage[0].Properties = map[string]ledger.Field{"model": {Path: "data.model"}}
+	})
+	for i, model := range []string{"gpt-4o", "gpt-4o", "o1-mini"} {
+		body := fmt.Appendf(nil, `{"type":"usage.recorded","data":{"customer":"cus_1","meter":"api_requests","quantity":0.5,"occurred_at":"2026-11-29T10:00:00Z","model":%q}}`, model)
+		if r := e.Send(fmt.Sprintf("evt_%d", i), body); r.Code != 200 {
+			t.Fatalf("send: %d", r.Code)
+		}
+	}
+	two, one := pricing.MustDecimal("2"), pricing.MustDecimal("1")
+	plan := pricing.Plan{Name: "ai", Currency: "USD", EffectiveFrom: "2026-01-01", Prices: []pricing.Price{{Meter: "api_requests", By: "model",
+		Rates:   map[string]*pricing.Price{"gpt-4o": {Model: pricing.Unit, Unit: &two}},
+		Default: &pricing.Price{Model: pricing.Unit, Unit: &one}}}}
+	if err := plan.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	cat, err := pricing.NewCatalog([]pricing.Plan{plan})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := ledger.MonthPeriod("2026-11", time.UTC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := ledger.Close(context.Background(), e.DB, ledger.CloseRequest{Period: p, All: true, Meters: ledger.NewMeters(e.Config.Meters),
+		Pricing: &ledger.Pricing{Catalog: cat, Plans: ledger.NewPlans("ai", nil)}, OnClose: stripe.NewSync(e.Config).OnClose(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(res.Invoices); n != 1 || len(res.Invoices[0].Lines) != 2 {
+		t.Fatalf("%d invoices, want 1 with a line per model: %+v", n, res.Invoices)
+	}
+	eventually(t, 10*time.Second, "both lines' pushes delivered", func() bool { return pushCount(e, "delivered") == 2 })
+	if got := fake.Totals()[[2]string{"cus_1", "api_requests"}]; got == nil || got.Cmp(big.NewInt(2)) != 0 {
+		t.Errorf("Stripe holds %v for cus_1, want 2 (1.5 rounded once)", got)
+	}
+	if n := e.Int(`SELECT COUNT(DISTINCT identifier) FROM stripe_pushes`); n != 2 || len(fake.Snapshot()) != 2 {
+		t.Errorf("%d identifiers and %d events in Stripe, want one per line (2)", n, len(fake.Snapshot()))
+	}
+}
+
 // A response lost after Stripe stored the event: the resend under the same
 // identifier gets Stripe's duplicate answer, which counts as delivered, and
 // Stripe holds the event once.

@@ -177,8 +177,17 @@ func checkLine(ctx context.Context, src lineSource, l InvoiceLine, keepRows bool
 	got := newAggregate(m.spec())
 	c := &LineCheck{}
 	la := lineAcc{agg: got}
+	// A line of one dimension value covers that value's rows only.
+	only, err := filterOf(l.Dimensions)
+	if err != nil {
+		c.Problem = err.Error()
+		return c, nil
+	}
 	f := schema.LedgerFilter{Customer: l.Customer, Meter: l.Meter, From: l.PeriodStart, To: l.PeriodEnd, AfterID: l.AfterID, ThroughID: l.ThroughID}
-	err := src.ScanLedger(ctx, f, func(rec *schema.LedgerRow) error {
+	err = src.ScanLedger(ctx, f, func(rec *schema.LedgerRow) error {
+		if !only.keeps(rec.Properties) {
+			return nil
+		}
 		r := rowOf(rec)
 		// The hash recomputed from the row as it is now, not the stored
 		// one: an edit that left row_hash alone still changes the digest.
@@ -193,7 +202,7 @@ func checkLine(ctx context.Context, src lineSource, l InvoiceLine, keepRows bool
 	}
 	c.UsageRows, c.Adjustments, c.MaxID = got.rows, got.adjustments, la.maxID()
 	c.Digest = rowsDigest(la.rows)
-	exact, before, err := aggregateDelta(ctx, src, l.Customer, m, l.PeriodStart, l.PeriodEnd, l.AfterID, l.ThroughID)
+	exact, before, err := aggregateDelta(ctx, src, l.Customer, m, only, l.PeriodStart, l.PeriodEnd, l.AfterID, l.ThroughID)
 	if err != nil {
 		return nil, fmt.Errorf("recompute invoice %d line %d: %w", l.InvoiceID, l.LineNo, err)
 	}

@@ -175,7 +175,9 @@ func closeTx(ctx context.Context, tx closeStore, req CloseRequest) (*CloseResult
 		}
 	}
 
-	lines, err := periodLines(ctx, tx, req, head.LastID, skip)
+	prices := newPricer(req.Pricing)
+	split := prices.splitBy()
+	lines, err := periodLines(ctx, tx, req, head.LastID, skip, split)
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +187,7 @@ func closeTx(ctx context.Context, tx closeStore, req CloseRequest) (*CloseResult
 	if req.preRuleLate {
 		billable = math.MaxInt64
 	}
-	late, err := lateLines(ctx, tx, scope, head.LastID, billable, req.Meters, skip, req.noIndex)
+	late, err := lateLines(ctx, tx, scope, head.LastID, billable, req.Meters, skip, split, req.noIndex)
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +197,6 @@ func closeTx(ctx context.Context, tx closeStore, req CloseRequest) (*CloseResult
 	for _, l := range lines {
 		byCustomer[l.Customer] = append(byCustomer[l.Customer], l)
 	}
-	prices := newPricer(req.Pricing)
 	if err := addFeeOnly(byCustomer, req, prices, skip); err != nil {
 		return nil, err
 	}
@@ -213,7 +214,8 @@ func closeTx(ctx context.Context, tx closeStore, req CloseRequest) (*CloseResult
 	for _, c := range customers {
 		ls := byCustomer[c]
 		slices.SortFunc(ls, func(a, b InvoiceLine) int {
-			return cmp.Or(cmpBool(a.Late, b.Late), cmp.Compare(a.PeriodStart, b.PeriodStart), cmp.Compare(a.Meter, b.Meter))
+			return cmp.Or(cmpBool(a.Late, b.Late), cmp.Compare(a.PeriodStart, b.PeriodStart), cmp.Compare(a.Meter, b.Meter),
+				cmp.Compare(a.Dimensions, b.Dimensions))
 		})
 		inv := Invoice{ID: nextID, CloseID: closeID, Customer: c, Period: p.Label, TZ: p.Zone, PeriodStart: start, PeriodEnd: end,
 			Cutoff: cutoff, LedgerHead: head.LastID, ClosedAt: now.UnixMilli(), Lines: ls}

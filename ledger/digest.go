@@ -53,13 +53,21 @@ func invoiceDigest(inv *Invoice) []byte {
 	// v3 is an invoice with a line beyond 64-bit micro-units (wide
 	// quantities): its quantities are decimal text, its money fields always
 	// present. No invoice before wide quantities had such a line.
-	wide := false
+	// v4 is an invoice with a line of one dimension value (prices by
+	// dimension, dimprice.go): v3's encoding plus each line's dimensions, so
+	// the value a line bills is covered. No invoice before 0022 has one,
+	// and an invoice without one keeps the version it would have had.
+	wide, dimensional := false, false
 	for _, l := range inv.Lines {
 		wide = wide || l.Quantity.big != nil
+		dimensional = dimensional || l.Dimensions != ""
 	}
+	wide = wide || dimensional
 	priced := inv.Money.Currency != "" || wide
 	c := newCanon()
 	switch {
+	case dimensional:
+		c.str("hookledger-invoice-v4")
 	case wide:
 		c.str("hookledger-invoice-v3")
 	case priced:
@@ -82,6 +90,9 @@ func invoiceDigest(inv *Invoice) []byte {
 		c.int(l.LineNo)
 		c.str(l.Customer)
 		c.str(l.Meter)
+		if dimensional {
+			c.str(l.Dimensions)
+		}
 		c.str(string(l.Aggregation))
 		c.str(l.Property)
 		c.str(l.Unit)

@@ -51,6 +51,7 @@ type InvoiceLine struct {
 	LineNo      int64
 	Customer    string
 	Meter       string
+	Dimensions  string // a line of one dimension value: {"model":"gpt-4o"} (dimprice.go); "" for a meter's one line
 	Aggregation Aggregation
 	Property    string
 	Unit        string
@@ -122,6 +123,7 @@ func (l InvoiceLine) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
 		LineNo      int64       `json:"line"`
 		Meter       string      `json:"meter"`
+		Dimensions  jsonRaw     `json:"dimensions,omitempty"`
 		Aggregation Aggregation `json:"aggregation"`
 		Property    string      `json:"property,omitempty"`
 		Unit        string      `json:"unit,omitempty"`
@@ -142,7 +144,7 @@ func (l InvoiceLine) MarshalJSON() ([]byte, error) {
 		Precise     string      `json:"amount_precise,omitempty"`
 		Amount      string      `json:"amount,omitempty"`
 		Charge      jsonRaw     `json:"charge,omitempty"`
-	}{l.LineNo, l.Meter, l.Aggregation, l.Property, l.Unit, l.Late, l.Period, l.TZ, msTime(l.PeriodStart, l.TZ), msTime(l.PeriodEnd, l.TZ),
+	}{l.LineNo, l.Meter, jsonRaw(l.Dimensions), l.Aggregation, l.Property, l.Unit, l.Late, l.Period, l.TZ, msTime(l.PeriodStart, l.TZ), msTime(l.PeriodEnd, l.TZ),
 		l.AfterID, l.ThroughID, l.Quantity, l.Rows, l.Adjustments, l.MaxID, hex.EncodeToString(l.Digest),
 		beforeIfLate(l), l.Money.PlanVersion, l.Money.AmountPrecise, l.Money.Amount, jsonRaw(l.Money.Charge)})
 }

@@ -115,12 +115,17 @@ func closedPeriods(ctx context.Context, q closedSource, scope string) ([]*closed
 // late line's quantity is the change to the period's total: the aggregate
 // over everything up to head minus the aggregate already billed, which for
 // sum and count is simply the late rows' own total.
-func lateLines(ctx context.Context, q closedSource, scope string, head, invoiceStart int64, meters Meters, skip map[string]bool, noIndex bool) ([]InvoiceLine, error) {
+//
+// A meter the customer's price for the period bills by a dimension (split)
+// gets one late line per value that changed, each the change to that
+// value's own total and priced at the margin from it.
+func lateLines(ctx context.Context, q closedSource, scope string, head, invoiceStart int64, meters Meters, skip map[string]bool, split splitter, noIndex bool) ([]InvoiceLine, error) {
 	periods, err := closedPeriods(ctx, q, scope)
 	if err != nil {
 		return nil, err
 	}
-	type key struct{ customer, meter string }
+	type key struct{ customer, meter, dims string }
+	type splitKey struct{ customer, meter string }
 	var lines []InvoiceLine
 	for _, cp := range periods {
 		if !lateFits(cp.end, invoiceStart) {
@@ -131,15 +136,31 @@ func lateLines(ctx context.Context, q closedSource, scope string, head, invoiceS
 			continue
 		}
 		accs := map[key]*lineAcc{}
+		by := map[splitKey]string{}
+		var splitErr error
 		f := schema.LedgerFilter{From: cp.start, To: cp.end, Customer: scope, AfterID: floor, ThroughID: head, NoIndex: noIndex}
-		err := ledgerScan(ctx, q, f, false, func(id int64, kind, c, m string, qty Total, occ int64, props string, hash []byte) {
+		err := ledgerScan(ctx, q, f, split != nil, func(id int64, kind, c, m string, qty Total, occ int64, props string, hash []byte) {
 			if skip[c] {
 				return
 			}
 			if cov, ok := cp.coverage(c); !ok || id <= cov {
 				return
 			}
-			k := key{c, m}
+			k := key{c, m, ""}
+			if split != nil {
+				dim, ok := by[splitKey{c, m}]
+				if !ok {
+					var err error
+					if dim, err = split(c, m, cp.start, cp.tz); err != nil {
+						splitErr = cmp.Or(splitErr, err)
+						return
+					}
+					by[splitKey{c, m}] = dim
+				}
+				if dim != "" {
+					k.dims = dimensionsOf(dim, DimensionValue(props, dim))
+				}
+			}
 			la := accs[k]
 			if la == nil {
 				la = &lineAcc{agg: newAggregate(meters.Get(m).spec())}
@@ -147,17 +168,21 @@ func lateLines(ctx context.Context, q closedSource, scope string, head, invoiceS
 			}
 			la.add(kind, id, qty, occ, props, hash)
 		})
-		if err != nil {
+		if err = cmp.Or(err, splitErr); err != nil {
 			return nil, fmt.Errorf("late usage for %s: %w", cp.label, err)
 		}
 		for k, la := range accs {
 			cov, _ := cp.coverage(k.customer)
 			m := meters.Get(k.meter)
-			delta, before, err := aggregateDelta(ctx, q, k.customer, m, cp.start, cp.end, cov, head)
+			only, err := filterOf(k.dims)
 			if err != nil {
 				return nil, err
 			}
-			lines = append(lines, InvoiceLine{Customer: k.customer, Meter: k.meter, Aggregation: m.Aggregation, Property: m.Property, Unit: m.Unit,
+			delta, before, err := aggregateDelta(ctx, q, k.customer, m, only, cp.start, cp.end, cov, head)
+			if err != nil {
+				return nil, err
+			}
+			lines = append(lines, InvoiceLine{Customer: k.customer, Meter: k.meter, Dimensions: k.dims, Aggregation: m.Aggregation, Property: m.Property, Unit: m.Unit,
 				Late: true, Period: cp.label, TZ: cp.tz, PeriodStart: cp.start, PeriodEnd: cp.end, AfterID: cov, ThroughID: head,
 				Quantity: delta, Rows: la.agg.rows, Adjustments: la.agg.adjustments, MaxID: la.maxID(), Digest: rowsDigest(la.rows),
 				Money: LineMoney{BilledBefore: before.String()}})
@@ -170,14 +195,19 @@ func lateLines(ctx context.Context, q closedSource, scope string, head, invoiceS
 // for one customer, meter and period: what a line covering (after, through]
 // adds to the period's billed total; before is agg(rows with id <= after),
 // what was billed already (a late line is priced at the margin from it).
-// Exact at any size.
-func aggregateDelta(ctx context.Context, q UsageSource, customer string, m Meter, start, end, after, through int64) (delta, before Total, err error) {
+// Exact at any size. With only set, just the rows of one dimension value
+// count: a line of that value, priced from that value's own total.
+func aggregateDelta(ctx context.Context, q UsageSource, customer string, m Meter, only rowFilter, start, end, after, through int64) (delta, before Total, err error) {
 	upTo, upToAfter := newAggregate(m.spec()).window(start, end), newAggregate(m.spec()).window(start, end)
 	f := schema.LedgerFilter{Customer: customer, Meter: m.Name, From: start, To: end, ThroughID: through}
 	if m.Aggregation == AggTimeWeighted {
 		f.From = 0 // the last report before the period carries in
 	}
-	err = ledgerScan(ctx, q, f, m.spec().readsProperties(), func(id int64, kind, _, _ string, qty Total, occ int64, props string, _ []byte) {
+	props := m.spec().readsProperties() || only.name != ""
+	err = ledgerScan(ctx, q, f, props, func(id int64, kind, _, _ string, qty Total, occ int64, props string, _ []byte) {
+		if !only.keeps(props) {
+			return
+		}
 		upTo.add(kind, id, qty, occ, props)
 		if id <= after {
 			upToAfter.add(kind, id, qty, occ, props)
@@ -212,7 +242,7 @@ func LateUsage(ctx context.Context, q LateSource, customer string, meters Meters
 	if err != nil {
 		return nil, err
 	}
-	lines, err := lateLines(ctx, q, customer, head.LastID, math.MaxInt64, meters, nil, false)
+	lines, err := lateLines(ctx, q, customer, head.LastID, math.MaxInt64, meters, nil, nil, false)
 	if err != nil {
 		return nil, err
 	}

@@ -215,12 +215,12 @@ func (p *pricer) snapshot(used []*pricing.Plan) (priceSnapshot, error) {
 }
 
 // priceLine sets l's amount under version v (unchanged when v does not price
-// l's meter).
+// l's meter); a line of a dimension value is priced by that value's card.
 func priceLine(l *InvoiceLine, v *pricing.Plan) error {
 	l.Money.PlanVersion, l.Money.AmountPrecise, l.Money.Amount, l.Money.Charge = "", "", "", ""
-	p := v.Price(l.Meter)
-	if p == nil {
-		return nil
+	p, err := linePrice(v, l)
+	if p == nil || err != nil {
+		return err
 	}
 	before, err := pricing.ParseDecimal(l.Money.BilledBefore)
 	if err != nil {
@@ -355,7 +355,7 @@ func checkMoney(inv *Invoice, before map[int64]string) []string {
 		l.Money.PlanVersion = stored.PlanVersion // a date-only name resolved above
 		if l.Money != stored {
 			msgs = append(msgs, fmt.Sprintf("line %d (%s %s) recomputes to %s (%s exactly), invoice says %s (%s)",
-				l.LineNo, l.Meter, l.Period, l.Money.Amount, l.Money.AmountPrecise, stored.Amount, stored.AmountPrecise))
+				l.LineNo, meterLabel(*l), l.Period, l.Money.Amount, l.Money.AmountPrecise, stored.Amount, stored.AmountPrecise))
 		}
 	}
 	if err := settle(&recomputed, own); err != nil {

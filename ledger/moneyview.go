@@ -39,7 +39,7 @@ func Breakdowns(inv *Invoice) map[int64]string {
 		}
 		var p *pricing.Price
 		if v := versions[l.Money.PlanVersion]; v != nil {
-			p = v.Price(l.Meter)
+			p, _ = linePrice(v, &l)
 		}
 		out[l.LineNo] = m.Describe(p)
 	}

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -33,12 +34,54 @@ func periodRange(ctx context.Context, tx closeStore, f schema.LedgerFilter) (lo,
 	return lo, hi, span <= rangeSlack*n+1024, nil
 }
 
-// lineSet holds one customer's line accumulators, one per meter.
+// lineSet holds one customer's line accumulators, one per meter, or for a
+// meter priced by a dimension one per value (dimprice.go).
 type lineSet struct {
 	customer string
 	skip     bool // already invoiced for this period
 	meters   []string
+	dims     []string // per accumulator: its line's dimensions, "" for a meter's one line
 	accs     []*lineAcc
+	by       map[string]string // meter -> the dimension its price splits it by ("" none), as meters appear
+}
+
+// lineDims is the dimensions of the line a row of meter with properties
+// props goes on: "" unless the customer's price splits the meter by a
+// dimension (split nil: none does).
+func (set *lineSet) lineDims(split splitter, meter, props []byte, start int64, tz string) (string, error) {
+	if split == nil {
+		return "", nil
+	}
+	by, ok := set.by[string(meter)]
+	if !ok {
+		m := string(meter)
+		var err error
+		if by, err = split(set.customer, m, start, tz); err != nil {
+			return "", err
+		}
+		if set.by == nil {
+			set.by = map[string]string{}
+		}
+		set.by[m] = by
+	}
+	if by == "" {
+		return "", nil
+	}
+	return dimensionsOf(by, DimensionValue(string(props), by)), nil
+}
+
+// acc is the accumulator of meter's line with dimensions dims, made with
+// newAcc when the set has none yet.
+func (set *lineSet) acc(meter []byte, dims string, newAcc func(meter string) *lineAcc) *lineAcc {
+	for i, m := range set.meters {
+		if m == string(meter) && set.dims[i] == dims {
+			return set.accs[i]
+		}
+	}
+	m := string(meter)
+	la := newAcc(m)
+	set.meters, set.dims, set.accs = append(set.meters, m), append(set.dims, dims), append(set.accs, la)
+	return la
 }
 
 // hashArena hands out 32-byte row hashes from large blocks, so keeping
@@ -54,7 +97,7 @@ func (a *hashArena) copy(b []byte) []byte {
 }
 
 // periodLines bills the period's rows up to the ledger head, per customer and meter.
-func periodLines(ctx context.Context, tx closeStore, req CloseRequest, head int64, skip map[string]bool) ([]InvoiceLine, error) {
+func periodLines(ctx context.Context, tx closeStore, req CloseRequest, head int64, skip map[string]bool, split splitter) ([]InvoiceLine, error) {
 	p := req.Period
 	if head == 0 {
 		return nil, nil
@@ -74,7 +117,12 @@ func periodLines(ctx context.Context, tx closeStore, req CloseRequest, head int6
 	sets := map[string]*lineSet{}
 	var order []*lineSet
 	var arena hashArena
-	err := tx.ScanPeriod(ctx, periodScan(req.Meters, f, lo, hi, ranged), func(r *schema.PeriodRow) error {
+	newAcc := func(m string) *lineAcc {
+		return &lineAcc{agg: newAggregate(req.Meters.Get(m).spec()).window(f.From, f.To)}
+	}
+	scan := periodScan(req.Meters, f, lo, hi, ranged)
+	scan.Properties = scan.Properties || split != nil // a line per dimension value reads the value
+	err := tx.ScanPeriod(ctx, scan, func(r *schema.PeriodRow) error {
 		set := sets[string(r.Customer)] // no allocation for the lookup
 		if set == nil {
 			c := string(r.Customer)
@@ -87,18 +135,11 @@ func periodLines(ctx context.Context, tx closeStore, req CloseRequest, head int6
 		if set.skip {
 			return nil
 		}
-		var la *lineAcc
-		for i, m := range set.meters {
-			if m == string(r.Meter) {
-				la = set.accs[i]
-				break
-			}
+		dims, err := set.lineDims(split, r.Meter, r.Properties, f.From, p.Zone)
+		if err != nil {
+			return err
 		}
-		if la == nil {
-			m := string(r.Meter)
-			la = &lineAcc{agg: newAggregate(req.Meters.Get(m).spec()).window(f.From, f.To)}
-			set.meters, set.accs = append(set.meters, m), append(set.accs, la)
-		}
+		la := set.acc(r.Meter, dims, newAcc)
 		kind := KindUsage
 		switch {
 		case r.Adjustment:
@@ -127,6 +168,7 @@ func periodLines(ctx context.Context, tx closeStore, req CloseRequest, head int6
 			continue
 		}
 		cf := schema.LedgerFilter{Customer: req.Customer, Meter: name, To: f.From, ThroughID: head, NoIndex: req.noIndex}
+		var splitErr error
 		err := ledgerScan(ctx, tx, cf, true, func(id int64, kind, c, _ string, qty Total, occ int64, props string, _ []byte) {
 			set := sets[c]
 			if set == nil {
@@ -139,15 +181,14 @@ func periodLines(ctx context.Context, tx closeStore, req CloseRequest, head int6
 			if set.skip {
 				return
 			}
-			i := slices.Index(set.meters, name)
-			if i < 0 {
-				set.meters = append(set.meters, name)
-				set.accs = append(set.accs, &lineAcc{agg: newAggregate(m.spec()).window(f.From, f.To)})
-				i = len(set.accs) - 1
+			dims, err := set.lineDims(split, []byte(name), []byte(props), f.From, p.Zone)
+			if err != nil {
+				splitErr = cmp.Or(splitErr, err)
+				return
 			}
-			set.accs[i].agg.add(kind, id, qty, occ, props) // before the window: carried, not covered
+			set.acc([]byte(name), dims, newAcc).agg.add(kind, id, qty, occ, props) // before the window: carried, not covered
 		})
-		if err != nil {
+		if err = cmp.Or(err, splitErr); err != nil {
 			return nil, fmt.Errorf("close %s: %w", p.Label, err)
 		}
 	}
@@ -155,7 +196,7 @@ func periodLines(ctx context.Context, tx closeStore, req CloseRequest, head int6
 	for _, set := range order {
 		for i, la := range set.accs {
 			m := req.Meters.Get(set.meters[i])
-			lines = append(lines, InvoiceLine{Customer: set.customer, Meter: m.Name, Aggregation: m.Aggregation, Property: m.Property, Unit: m.Unit,
+			lines = append(lines, InvoiceLine{Customer: set.customer, Meter: m.Name, Dimensions: set.dims[i], Aggregation: m.Aggregation, Property: m.Property, Unit: m.Unit,
 				Period: p.Label, TZ: p.Zone, PeriodStart: p.Start.UnixMilli(), PeriodEnd: p.End.UnixMilli(), AfterID: 0, ThroughID: head,
 				Quantity: la.agg.value(), Rows: la.agg.rows, Adjustments: la.agg.adjustments, MaxID: la.maxID(), Digest: rowsDigest(la.rows),
 				Money: LineMoney{BilledBefore: "0"}})

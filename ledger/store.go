@@ -196,7 +196,7 @@ func lineOf(l *schema.InvoiceLine) (InvoiceLine, error) {
 			return InvoiceLine{}, fmt.Errorf("invoice %d line %d: stored quantity: %w", l.InvoiceID, l.LineNo, err)
 		}
 	}
-	return InvoiceLine{InvoiceID: l.InvoiceID, LineNo: l.LineNo, Customer: l.Customer, Meter: l.Meter,
+	return InvoiceLine{InvoiceID: l.InvoiceID, LineNo: l.LineNo, Customer: l.Customer, Meter: l.Meter, Dimensions: l.Dimensions,
 		Aggregation: Aggregation(l.Aggregation), Property: l.Property, Unit: l.Unit, Late: l.Late, Period: l.Period, TZ: l.TZ,
 		PeriodStart: l.PeriodStart, PeriodEnd: l.PeriodEnd, AfterID: l.AfterID, ThroughID: l.ThroughID,
 		Quantity: q, Rows: l.Rows, Adjustments: l.Adjustments, MaxID: l.MaxID, Digest: l.Digest,
@@ -227,7 +227,7 @@ func (l *InvoiceLine) record() schema.InvoiceLine {
 	} else {
 		wide = l.Quantity.String()
 	}
-	return schema.InvoiceLine{InvoiceID: l.InvoiceID, LineNo: l.LineNo, Customer: l.Customer, Meter: l.Meter,
+	return schema.InvoiceLine{InvoiceID: l.InvoiceID, LineNo: l.LineNo, Customer: l.Customer, Meter: l.Meter, Dimensions: l.Dimensions,
 		Aggregation: string(l.Aggregation), Property: l.Property, Unit: l.Unit, Late: l.Late, Period: l.Period, TZ: l.TZ,
 		PeriodStart: l.PeriodStart, PeriodEnd: l.PeriodEnd, AfterID: l.AfterID, ThroughID: l.ThroughID,
 		Quantity: q, QuantityWide: wide, Rows: l.Rows, Adjustments: l.Adjustments, MaxID: l.MaxID, Digest: l.Digest,

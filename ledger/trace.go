@@ -93,10 +93,15 @@ func CustomerLines(ctx context.Context, src TraceSource, customer string) ([]Inv
 }
 
 // Covers reports whether line l bills row r: same customer and meter, event
-// time in the line's period, ledger id in (AfterID, ThroughID].
+// time in the line's period, ledger id in (AfterID, ThroughID], and for a
+// line of one dimension value, that value.
 func (l InvoiceLine) Covers(r Row) bool {
-	return l.Customer == r.Customer && l.Meter == r.Meter && r.OccurredAt >= l.PeriodStart && r.OccurredAt < l.PeriodEnd &&
-		r.ID > l.AfterID && r.ID <= l.ThroughID
+	if !(l.Customer == r.Customer && l.Meter == r.Meter && r.OccurredAt >= l.PeriodStart && r.OccurredAt < l.PeriodEnd &&
+		r.ID > l.AfterID && r.ID <= l.ThroughID) {
+		return false
+	}
+	only, err := filterOf(l.Dimensions)
+	return err == nil && only.keeps(r.Properties)
 }
 
 // LinesForPeriod returns every invoice line that bills one customer's usage

@@ -205,7 +205,7 @@ func verifyInvoices(ctx context.Context, db VerifySource) (CheckResult, error) {
 				return c, err
 			}
 			if chk.Problem != "" {
-				c.add(Problem{Table: "invoices", ID: inv.ID, Msg: fmt.Sprintf("line %d (%s %s): %s", l.LineNo, l.Meter, l.Period, chk.Problem)})
+				c.add(Problem{Table: "invoices", ID: inv.ID, Msg: fmt.Sprintf("line %d (%s %s): %s", l.LineNo, meterLabel(l), l.Period, chk.Problem)})
 			} else {
 				before[l.LineNo] = chk.BilledBefore
 			}
@@ -267,8 +267,8 @@ type lineKey struct{ invoice, line int64 }
 // consistent each one is with the rows it names.
 func billedTwice(invs []Invoice) map[lineKey]Problem {
 	type key struct {
-		customer, meter string
-		start, end      int64
+		customer, meter, dims string
+		start, end            int64
 	}
 	type span struct {
 		lineKey
@@ -278,7 +278,7 @@ func billedTwice(invs []Invoice) map[lineKey]Problem {
 	spans := map[key][]span{}
 	for _, inv := range invs {
 		for _, l := range inv.Lines {
-			k := key{l.Customer, l.Meter, l.PeriodStart, l.PeriodEnd}
+			k := key{l.Customer, l.Meter, l.Dimensions, l.PeriodStart, l.PeriodEnd}
 			spans[k] = append(spans[k], span{lineKey{inv.ID, l.LineNo}, l.Period, l.AfterID, l.ThroughID})
 		}
 	}
@@ -322,7 +322,9 @@ func sortedProblems(m map[lineKey]Problem) []Problem {
 // recomputing the (unkeyed) digests.
 func checkInvoiceLines(ctx context.Context, db VerifySource, inv *Invoice) ([]string, error) {
 	var msgs []string
-	own := map[string]bool{}
+	own := map[string]bool{}       // meters with a line of the period
+	ownLine := map[string]bool{}   // meter and dimensions of each such line
+	byValue := map[string]string{} // meter -> the dimension its lines bill it by
 	for i, l := range inv.Lines {
 		switch {
 		case l.LineNo != int64(i+1):
@@ -335,10 +337,19 @@ func checkInvoiceLines(ctx context.Context, db VerifySource, inv *Invoice) ([]st
 			msgs = append(msgs, fmt.Sprintf("line %d covers %s after id %d, not all of the invoice's period %s", l.LineNo, l.Period, l.AfterID, inv.Period))
 		}
 		if !l.Late {
-			if own[l.Meter] {
-				msgs = append(msgs, fmt.Sprintf("line %d bills meter %q for %s a second time", l.LineNo, l.Meter, inv.Period))
+			name, _, err := lineDimension(l.Dimensions)
+			switch by, seen := byValue[l.Meter]; {
+			case err != nil:
+				msgs = append(msgs, fmt.Sprintf("line %d: %v", l.LineNo, err))
+			case ownLine[l.Meter+"\x00"+l.Dimensions]:
+				msgs = append(msgs, fmt.Sprintf("line %d bills meter %q%s for %s a second time", l.LineNo, l.Meter, labelled(l.Dimensions), inv.Period))
+			case own[l.Meter] && (!seen || by != name):
+				msgs = append(msgs, fmt.Sprintf("line %d bills meter %q%s for %s beside a line of the meter by another dimension", l.LineNo, l.Meter, labelled(l.Dimensions), inv.Period))
 			}
-			own[l.Meter] = true
+			own[l.Meter], ownLine[l.Meter+"\x00"+l.Dimensions] = true, true
+			if name != "" {
+				byValue[l.Meter] = name
+			}
 		}
 	}
 	f := schema.LedgerFilter{Customer: inv.Customer, From: inv.PeriodStart, To: inv.PeriodEnd, ThroughID: inv.LedgerHead}
@@ -351,5 +362,42 @@ func checkInvoiceLines(ctx context.Context, db VerifySource, inv *Invoice) ([]st
 			msgs = append(msgs, fmt.Sprintf("meter %q has rows in %s up to id %d but no line: they were left off the invoice", m, inv.Period, inv.LedgerHead))
 		}
 	}
+	// A meter billed per dimension value has a line for every value that
+	// has rows: a value's line removed would leave its rows unbilled.
+	for _, m := range slices.Sorted(maps.Keys(byValue)) {
+		by := byValue[m]
+		missing := map[string]bool{}
+		mf := f
+		mf.Meter = m
+		err := db.ScanLedger(ctx, mf, func(rec *schema.LedgerRow) error {
+			if dims := dimensionsOf(by, DimensionValue(rec.Properties, by)); !ownLine[m+"\x00"+dims] {
+				missing[dims] = true
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("read rows of invoice %d: %w", inv.ID, err)
+		}
+		for _, dims := range slices.Sorted(maps.Keys(missing)) {
+			msgs = append(msgs, fmt.Sprintf("meter %q has rows with %s in %s up to id %d but no line: they were left off the invoice", m, DimensionLabel(dims), inv.Period, inv.LedgerHead))
+		}
+	}
 	return msgs, nil
+}
+
+// meterLabel is a line's meter as verify names it: "tokens model=gpt-4o"
+// for a line of one dimension value.
+func meterLabel(l InvoiceLine) string {
+	if l.Dimensions == "" {
+		return l.Meter
+	}
+	return l.Meter + " " + DimensionLabel(l.Dimensions)
+}
+
+// labelled is " (model=gpt-4o)" for a line of one dimension value, "" else.
+func labelled(dims string) string {
+	if dims == "" {
+		return ""
+	}
+	return " (" + DimensionLabel(dims) + ")"
 }

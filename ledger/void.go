@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -129,6 +130,13 @@ type Change struct {
 	Before   Total  `json:"before"`
 	After    Total  `json:"after"`
 	Change   Total  `json:"change"`
+	// Money is what the change adds to the customer's bill for the period,
+	// exact (PriceChanges, changemoney.go); "" when no plan prices it.
+	Money    string `json:"money,omitempty"`
+	Currency string `json:"currency,omitempty"`
+
+	start, end int64            // the month, unix ms
+	parts      map[string]Total // the change by the rows' properties: a price by dimension prices each value's part
 }
 
 // Changes compares an event's usage rows (before) with the rows that would
@@ -137,11 +145,15 @@ type Change struct {
 func Changes(before, after []Row, meters Meters, loc *time.Location) []Change {
 	type key struct{ customer, meter, period string }
 	acc := map[key]*Change{}
+	var sign int // -1 for the rows taken out, 1 for those put in
 	add := func(r Row, side func(*Change) *Total) {
-		k := key{r.Customer, r.Meter, time.UnixMilli(r.OccurredAt).In(loc).Format("2006-01")}
+		at := time.UnixMilli(r.OccurredAt).In(loc)
+		k := key{r.Customer, r.Meter, at.Format("2006-01")}
 		c := acc[k]
 		if c == nil {
-			c = &Change{Customer: k.customer, Meter: k.meter, Period: k.period}
+			start := time.Date(at.Year(), at.Month(), 1, 0, 0, 0, 0, loc)
+			c = &Change{Customer: k.customer, Meter: k.meter, Period: k.period,
+				start: start.UnixMilli(), end: start.AddDate(0, 1, 0).UnixMilli(), parts: map[string]Total{}}
 			acc[k] = c
 		}
 		q := r.Quantity
@@ -150,12 +162,19 @@ func Changes(before, after []Row, meters Meters, loc *time.Location) []Change {
 		}
 		t := side(c)
 		*t = t.Plus(q)
+		if sign > 0 {
+			c.parts[r.Properties] = c.parts[r.Properties].Plus(q)
+		} else {
+			c.parts[r.Properties] = c.parts[r.Properties].Minus(q)
+		}
 	}
+	sign = -1
 	for _, r := range before {
 		if r.Kind == KindUsage {
 			add(r, func(c *Change) *Total { return &c.Before })
 		}
 	}
+	sign = 1
 	for _, r := range after {
 		add(r, func(c *Change) *Total { return &c.After })
 	}
@@ -263,9 +282,16 @@ func MergeChanges(cs []Change) []Change {
 		k := key{c.Customer, c.Meter, c.Period}
 		if a := acc[k]; a != nil {
 			a.Before, a.After, a.Change = a.Before.Plus(c.Before), a.After.Plus(c.After), a.Change.Plus(c.Change)
+			for props, q := range c.parts {
+				a.parts[props] = a.parts[props].Plus(q)
+			}
 			continue
 		}
 		c := c
+		c.parts = maps.Clone(c.parts)
+		if c.parts == nil {
+			c.parts = map[string]Total{}
+		}
 		acc[k] = &c
 	}
 	for _, c := range acc {

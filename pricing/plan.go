@@ -249,6 +249,21 @@ func (c *Catalog) Names() []string {
 	return names
 }
 
+// ByDimension reports whether any version prices a meter by a dimension:
+// only then do closes read rows' properties to split lines by value.
+func (c *Catalog) ByDimension() bool {
+	for _, vs := range c.versions {
+		for _, v := range vs {
+			for i := range v.Prices {
+				if v.Prices[i].By != "" {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 // Versions lists a plan's versions in effective order.
 func (c *Catalog) Versions(name string) []*Plan { return slices.Clone(c.versions[name]) }
 

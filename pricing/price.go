@@ -2,6 +2,8 @@ package pricing
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -38,6 +40,15 @@ type Tier struct {
 
 // Price prices one meter. Which fields apply depends on Model: Unit for
 // unit; Tiers for graduated and volume; Size, Amount and Free for package.
+//
+// A price by dimension (By, e.g. model) has no model of its own: it holds
+// one rate card per value of the dimension (Rates) and optionally a Default
+// for every other value, each card a price of its own model. The meter's
+// usage is then billed per value, each value's quantity priced by its card
+// alone (so tiers count each value's own quantity). A value with no card and
+// no default is refused when it is billed, never priced 0. The new fields
+// are left out of the JSON when unset, so the snapshot of a plan without
+// them is what it was before prices by dimension existed.
 type Price struct {
 	Meter  string   `yaml:"meter" json:"meter"`
 	Model  Model    `yaml:"model" json:"model"`
@@ -46,6 +57,60 @@ type Price struct {
 	Size   *Decimal `yaml:"size" json:"size,omitempty"`
 	Amount *Decimal `yaml:"amount" json:"amount,omitempty"`
 	Free   *Decimal `yaml:"free" json:"free,omitempty"`
+
+	By      string            `yaml:"by" json:"by,omitempty"`           // the dimension the price varies by
+	Rates   map[string]*Price `yaml:"rates" json:"rates,omitempty"`     // a card per value of By (JSON: keys sorted)
+	Default *Price            `yaml:"default" json:"default,omitempty"` // the card of every other value
+}
+
+// Card is the rate card that prices value of p's dimension: its own, else
+// the default; nil when there is neither. p must have a dimension (By).
+func (p *Price) Card(value string) *Price {
+	if c, ok := p.Rates[value]; ok {
+		return c
+	}
+	return p.Default
+}
+
+// validateCards checks a price by dimension: it takes its models in its
+// cards only, and each card is a price of its own (of the same meter, with
+// no dimension of its own).
+func (p *Price) validateCards() error {
+	if keys := p.setKeys(); p.Model != "" || len(keys) > 0 {
+		what := "model"
+		if p.Model == "" {
+			what = keys[0]
+		}
+		return fmt.Errorf("%s: a price by %s takes its model in each rate card (rates: {VALUE: {model: unit, unit: \"0.01\"}}, default: {...})", what, p.By)
+	}
+	if len(p.Rates) == 0 && p.Default == nil {
+		return fmt.Errorf("rates: a price by %s needs a rate card per value (rates: {VALUE: {model: ...}}) or a default", p.By)
+	}
+	check := func(key string, c *Price) error {
+		if c == nil {
+			return fmt.Errorf("%s: a rate card needs a model", key)
+		}
+		if c.Meter != "" && c.Meter != p.Meter {
+			return fmt.Errorf("%s.meter: a rate card prices its price's meter %q; leave meter out", key, p.Meter)
+		}
+		if c.By != "" || c.Rates != nil || c.Default != nil {
+			return fmt.Errorf("%s: a rate card is priced by one model; it cannot vary by a dimension itself", key)
+		}
+		c.Meter = p.Meter // for the errors of its charges
+		if err := c.Validate(); err != nil {
+			return fmt.Errorf("%s.%v", key, err)
+		}
+		return nil
+	}
+	for _, v := range slices.Sorted(maps.Keys(p.Rates)) {
+		if err := check("rates."+v, p.Rates[v]); err != nil {
+			return err
+		}
+	}
+	if p.Default != nil {
+		return check("default", p.Default)
+	}
+	return nil
 }
 
 // Validate checks p for its model. The error starts with the key it
@@ -53,6 +118,16 @@ type Price struct {
 func (p *Price) Validate() error {
 	if p.Meter == "" {
 		return fmt.Errorf("meter: required")
+	}
+	if p.By != "" {
+		return p.validateCards()
+	}
+	if p.Rates != nil || p.Default != nil {
+		key := "rates"
+		if p.Rates == nil {
+			key = "default"
+		}
+		return fmt.Errorf("%s: rate cards need by: the dimension they vary by (e.g. by: model)", key)
 	}
 	var allowed []string
 	switch p.Model {

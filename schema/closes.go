@@ -163,7 +163,7 @@ func (tx *CloseTx) InsertInvoice(ctx context.Context, inv Invoice) error {
 func (tx *CloseTx) InsertInvoiceLine(ctx context.Context, l InvoiceLine) error {
 	if tx.insLine == nil {
 		st, err := tx.tx.PreparexContext(ctx, `INSERT INTO invoice_lines
-		(`+lineColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		(`+lineColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 		if err != nil {
 			return err
 		}
@@ -171,7 +171,7 @@ func (tx *CloseTx) InsertInvoiceLine(ctx context.Context, l InvoiceLine) error {
 	}
 	_, err := tx.insLine.ExecContext(ctx, l.InvoiceID, l.LineNo, l.Customer, l.Meter, l.Aggregation, l.Property, l.Unit,
 		l.Late, l.Period, l.TZ, l.PeriodStart, l.PeriodEnd, l.AfterID, l.ThroughID, l.Quantity, l.QuantityWide, l.Rows, l.Adjustments,
-		l.MaxID, l.Digest, l.BilledBefore, l.PlanVersion, l.AmountPrecise, l.Amount, l.Charge)
+		l.MaxID, l.Digest, l.BilledBefore, l.PlanVersion, l.AmountPrecise, l.Amount, l.Charge, l.Dimensions)
 	return err
 }
 

@@ -32,11 +32,17 @@ func invoicesErr(ctx context.Context, q sqlx.QueryerContext, err error) error {
 	if err != nil && predates(ctx, q, versionInvoiceMoney) {
 		return fmt.Errorf("%w (the database predates money on invoices: run hookledger migrate, which keeps every invoice as it is)", err)
 	}
+	if err != nil && !predates(ctx, q, versionWideQuantities) && predates(ctx, q, versionLineDimensions) {
+		return fmt.Errorf("%w (the database predates invoice lines by dimension: run hookledger migrate, which keeps every invoice as it is)", err)
+	}
 	return wideErr(ctx, q, err)
 }
 
 // versionInvoiceMoney is the migration that added money to invoices.
 const versionInvoiceMoney = 12
+
+// versionLineDimensions is the migration that added invoice_lines.dimensions.
+const versionLineDimensions = 22
 
 // Invoice is one invoices row.
 type Invoice struct {
@@ -69,6 +75,7 @@ type InvoiceLine struct {
 	LineNo       int64  `db:"line_no"`
 	Customer     string `db:"customer_id"`
 	Meter        string `db:"meter"`
+	Dimensions   string `db:"dimensions"` // the line's dimension value, JSON ({"model":"gpt-4o"}); "" for none (migration 0022)
 	Aggregation  string `db:"aggregation"`
 	Property     string `db:"property"`
 	Unit         string `db:"unit"`
@@ -105,7 +112,7 @@ const invoiceColumns = `id, close_id, customer_id, period, tz, period_start, per
 
 const lineColumns = `invoice_id, line_no, customer_id, meter, aggregation, property, unit, late, period, tz,
 	period_start, period_end, after_id, through_id, quantity, quantity_wide, row_count, adjustments, max_id, digest,
-	billed_before, plan_version, amount_precise, amount, charge`
+	billed_before, plan_version, amount_precise, amount, charge, dimensions`
 
 func invoices(ctx context.Context, q sqlx.QueryerContext, f InvoiceFilter) ([]Invoice, error) {
 	query := `SELECT ` + invoiceColumns + ` FROM invoices WHERE 1=1`

@@ -328,7 +328,11 @@ func writeBreakdowns(w io.Writer, inv *ledger.Invoice) {
 	fmt.Fprintln(w)
 	for _, l := range inv.Lines {
 		if b, ok := bd[l.LineNo]; ok {
-			fmt.Fprintf(w, "line %d (%s %s): %s exactly: %s\n", l.LineNo, l.Meter, l.Period, l.Money.AmountPrecise, b)
+			meter := l.Meter
+			if l.Dimensions != "" {
+				meter += " " + ledger.DimensionLabel(l.Dimensions)
+			}
+			fmt.Fprintf(w, "line %d (%s %s): %s exactly: %s\n", l.LineNo, meter, l.Period, l.Money.AmountPrecise, b)
 		}
 	}
 }
@@ -371,6 +375,14 @@ func lineRecords(invs []ledger.Invoice) ([]string, [][]string) {
 	if priced {
 		header = slices.Insert(header, 9, "amount", "currency", "plan_version")
 	}
+	// A dimension column only when a price by dimension split a meter into
+	// a line per value (model=gpt-4o).
+	dimensional := slices.ContainsFunc(invs, func(inv ledger.Invoice) bool {
+		return slices.ContainsFunc(inv.Lines, func(l ledger.InvoiceLine) bool { return l.Dimensions != "" })
+	})
+	if dimensional {
+		header = slices.Insert(header, 4, "dimension")
+	}
 	var rows [][]string
 	for _, inv := range invs {
 		for _, l := range inv.Lines {
@@ -383,6 +395,9 @@ func lineRecords(invs []ledger.Invoice) ([]string, [][]string) {
 				strconv.FormatInt(l.Adjustments, 10), strconv.FormatInt(l.MaxID, 10), hex.EncodeToString(l.Digest)}
 			if priced {
 				row = slices.Insert(row, 9, orDash(l.Money.Amount), orDash(inv.Money.Currency), orDash(l.Money.PlanVersion))
+			}
+			if dimensional {
+				row = slices.Insert(row, 4, orDash(ledger.DimensionLabel(l.Dimensions)))
 			}
 			rows = append(rows, row)
 		}

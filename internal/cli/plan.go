@@ -87,6 +87,10 @@ func planList(c *cli.Context) error {
 			versions = append(versions, v)
 			var meters []string
 			for _, p := range v.Prices {
+				if p.By != "" { // a rate card per value: tokens:by-model
+					meters = append(meters, p.Meter+":by-"+p.By)
+					continue
+				}
 				meters = append(meters, p.Meter+":"+string(p.Model))
 			}
 			def := ""

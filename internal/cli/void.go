@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/user"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/tidwall/sjson"
 	"github.com/urfave/cli/v2"
 
+	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/schema"
@@ -55,10 +57,11 @@ func voidCommand() *cli.Command {
 			"and its receipt stays, so a redelivery is a duplicate and the event is never applied again. Only\n" +
 			"rows of sum and count meters can be voided; correct others with adjust.\n\n" +
 			"Bulk: without PROVIDER EVENT_ID, --provider with --from/--to and --where selects every applied event\n" +
-			"not yet voided with a usage row in the window; --dry-run shows the change, otherwise it asks once\n" +
+			"not yet voided with a usage row in the window; --dry-run shows the change (and its money, priced at\n" +
+			"the margin, when a plan prices it), otherwise it asks once\n" +
 			"(or --yes) and voids each event in its own op. A run stopped halfway is resumed by running it again.",
 		Flags: append(configFlags(), append(correctionFlags(), append(bulkFlags(),
-			&cli.BoolFlag{Name: "dry-run", Usage: "show the change per customer, meter and month; write nothing"},
+			&cli.BoolFlag{Name: "dry-run", Usage: "show the change per customer, meter and month, with its money when a plan prices it; write nothing"},
 			tzFlag("IANA time zone of --from/--to and of the months --dry-run shows"))...)...),
 		Action: voidAction,
 	}
@@ -83,7 +86,7 @@ func amendCommand() *cli.Command {
 			&cli.BoolFlag{Name: "remap", Usage: "bulk: amend the selected events whose stored body the current mappings map differently"},
 			&cli.StringSliceFlag{Name: "set", Usage: "PATH=VALUE: set a field of the stored body (a gjson path, e.g. data.customer=cus_9); repeatable"},
 			&cli.StringFlag{Name: "body", Usage: "file holding the whole corrected body"},
-			&cli.BoolFlag{Name: "dry-run", Usage: "show the change per customer, meter and month; write nothing"},
+			&cli.BoolFlag{Name: "dry-run", Usage: "show the change per customer, meter and month, with its money when a plan prices it; write nothing"},
 			tzFlag("IANA time zone of the months --dry-run shows"),
 		)...),
 		Action: amendAction,
@@ -134,6 +137,9 @@ func voidAction(c *cli.Context) error {
 	cfg, err := commandConfig(c)
 	if err != nil {
 		return err
+	}
+	if c.Bool("dry-run") {
+		return voidPreview(c, cfg, v)
 	}
 	db, w, err := openCustody(c.Context, cfg, false)
 	if err != nil {
@@ -189,6 +195,9 @@ func amendAction(c *cli.Context) error {
 		if err != nil {
 			return err
 		}
+		if err := priceChanges(c.Context, db, cfg, changes); err != nil {
+			return err
+		}
 		return writeChanges(c, changes)
 	}
 	db, w, err := openCustody(c.Context, cfg, false)
@@ -204,6 +213,44 @@ func amendAction(c *cli.Context) error {
 		return err
 	}
 	return writeLedgerRows(c, append(op.Voids, rowPointers(ledger.StoredRows(rows))...))
+}
+
+// voidPreview shows what voiding v would change, and writes nothing: the
+// event's usage rows taken out, refused as the void would refuse it.
+func voidPreview(c *cli.Context, cfg *config.Config, v ledger.Void) error {
+	loc, err := ledger.LoadZone(c.String("tz"))
+	if err != nil {
+		return fmt.Errorf("--tz: %w", err)
+	}
+	db, _, err := openCustody(c.Context, cfg, true)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	meters := ledger.NewMeters(cfg.Meters)
+	var changes []ledger.Change
+	err = db.View(c.Context, func(tx *schema.ReadTx) error {
+		// Void.Rows refuses what the void would: voided before, no usage
+		// rows, a meter that cannot be voided.
+		rows, err := v.Rows(c.Context, tx, meters, 0)
+		if err != nil {
+			return err
+		}
+		var before []ledger.Row
+		for _, r := range rows {
+			before = append(before, ledger.Row{Kind: ledger.KindUsage, Customer: r.Customer, Meter: r.Meter, Quantity: r.Quantity.Neg(),
+				Properties: r.Properties, OccurredAt: r.OccurredAt})
+		}
+		changes = ledger.Changes(before, nil, meters, loc)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := priceChanges(c.Context, db, cfg, changes); err != nil {
+		return err
+	}
+	return writeChanges(c, changes)
 }
 
 // amendPreview is what op would change, read from a snapshot: the event's
@@ -286,11 +333,30 @@ func writeLedgerRows(c *cli.Context, rows []*ledger.Row) error {
 	return writeRecords(c.App.Writer, c.String("format"), header, recs, rows)
 }
 
+// priceChanges adds to a dry run's changes what each adds to the bill, when
+// a plan prices it (ledger.PriceChanges).
+func priceChanges(ctx context.Context, db *schema.DB, cfg *config.Config, changes []ledger.Change) error {
+	pr, _, err := ledger.LoadPricing(ctx, db, cfg.Catalog, cfg.Customers.DefaultPlan)
+	if err != nil {
+		return err
+	}
+	return ledger.PriceChanges(ctx, db, pr, ledger.NewMeters(cfg.Meters), changes)
+}
+
 func writeChanges(c *cli.Context, changes []ledger.Change) error {
 	header := []string{"customer", "meter", "period", "before", "after", "change"}
+	// Money columns only when a plan priced a change.
+	priced := slices.ContainsFunc(changes, func(ch ledger.Change) bool { return ch.Currency != "" })
+	if priced {
+		header = append(header, "money", "currency")
+	}
 	var recs [][]string
 	for _, ch := range changes {
-		recs = append(recs, []string{ch.Customer, ch.Meter, ch.Period, ch.Before.String(), ch.After.String(), ch.Change.String()})
+		rec := []string{ch.Customer, ch.Meter, ch.Period, ch.Before.String(), ch.After.String(), ch.Change.String()}
+		if priced {
+			rec = append(rec, orDash(ch.Money), orDash(ch.Currency))
+		}
+		recs = append(recs, rec)
 	}
 	if changes == nil {
 		changes = []ledger.Change{}
@@ -381,6 +447,9 @@ func bulkCorrect(c *cli.Context, remap bool) error {
 		}
 	}
 	changes = ledger.MergeChanges(changes)
+	if err := priceChanges(c.Context, db, cfg, changes); err != nil {
+		return err
+	}
 	if dry || len(ops) == 0 {
 		fmt.Fprintf(c.App.ErrWriter, "%s selected; nothing written\n", plural(len(ops), "1 event", fmt.Sprintf("%d events", len(ops))))
 		return writeChanges(c, changes)

@@ -1,0 +1,96 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/hookledger/hookledger/pricing"
+	"github.com/hookledger/hookledger/schema"
+)
+
+// PriceChanges sets the money of each change a correction's dry run shows:
+// what it adds to (or takes off) the customer's bill for the period, priced
+// at the margin as a late line is, from the period's total in the ledger now
+// (price(total + change) − price(total)) with the plan version in force on
+// the period's first day. A price by dimension prices each value's part of
+// the change by that value's card from that value's own total, so the money
+// is what the close's lines per value would add. The amount is exact, not
+// rounded: a close rounds once per invoice line, and the lines a correction
+// lands on may carry other usage too.
+//
+// Only sum and count meters are priced (a change to them adds to the
+// total); a change without a plan, or of a meter the plan does not price,
+// has no money. A value the price has no card for and no default is an
+// error, as the close would refuse it.
+func PriceChanges(ctx context.Context, src UsageSource, pr *Pricing, meters Meters, changes []Change) error {
+	if pr == nil {
+		return nil
+	}
+	for i := range changes {
+		c := &changes[i]
+		v, err := pr.versionOn(c.Customer, pricing.Date(c.Period+"-01"))
+		if err != nil {
+			return err
+		}
+		if v == nil {
+			continue
+		}
+		p := v.Price(c.Meter)
+		m := meters.Get(c.Meter)
+		if p == nil || (m.Aggregation != AggSum && m.Aggregation != AggCount) {
+			continue
+		}
+		// The change per value of the price's dimension; one part without.
+		byValue := map[string]Total{"": c.Change}
+		if p.By != "" {
+			byValue = map[string]Total{}
+			for props, q := range c.parts {
+				val := DimensionValue(props, p.By)
+				byValue[val] = byValue[val].Plus(q)
+			}
+		}
+		var amount pricing.Decimal
+		for _, value := range slices.Sorted(maps.Keys(byValue)) {
+			card, only := p, rowFilter{}
+			if p.By != "" {
+				if card = p.Card(value); card == nil {
+					return fmt.Errorf("customer %q: meter %q would change usage with %s %q in %s, and plan %q from %s has no rate card for it and no default",
+						c.Customer, c.Meter, p.By, value, c.Period, v.Name, v.EffectiveFrom)
+				}
+				only = rowFilter{p.By, value}
+			}
+			total, err := periodTotal(ctx, src, c.Customer, m, only, c.start, c.end)
+			if err != nil {
+				return err
+			}
+			after, err := pricing.Add(total.Decimal(), byValue[value].Decimal())
+			if err != nil {
+				return err
+			}
+			margin, err := card.Margin(total.Decimal(), after)
+			if err != nil {
+				return fmt.Errorf("customer %q: %w", c.Customer, err)
+			}
+			if amount, err = pricing.Add(amount, margin.Amount); err != nil {
+				return err
+			}
+		}
+		c.Money, c.Currency = amount.String(), v.Currency
+	}
+	return nil
+}
+
+// periodTotal is the aggregate of customer's rows of meter m with event time
+// in [start, end) in the ledger now, of one dimension value with only set.
+func periodTotal(ctx context.Context, src UsageSource, customer string, m Meter, only rowFilter, start, end int64) (Total, error) {
+	agg := newAggregate(m.spec()).window(start, end)
+	f := schema.LedgerFilter{Customer: customer, Meter: m.Name, From: start, To: end}
+	err := ledgerScan(ctx, src, f, only.name != "" || m.spec().readsProperties(), func(id int64, kind, _, _ string, qty Total, occ int64, props string, _ []byte) {
+		if only.keeps(props) {
+			agg.add(kind, id, qty, occ, props)
+		}
+	})
+	return agg.value(), err
+}
