@@ -253,7 +253,7 @@ func eventLedgerRows(ctx context.Context, q sqlx.QueryerContext, provider, event
 // one for the case.
 func eventRows(ctx context.Context, q sqlx.QueryerContext, cols, provider, eventID string) (string, []any, error) {
 	var receiptID int64
-	err := q.QueryRowxContext(ctx, `SELECT id FROM receipts WHERE provider = ? AND event_id = ?`, provider, eventID).Scan(&receiptID)
+	err := q.QueryRowxContext(ctx, byEventKey(q, `SELECT id FROM receipts WHERE provider = ? AND event_id = ?`), provider, eventID).Scan(&receiptID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return `SELECT ` + cols + ` FROM metered_usage WHERE provider = ? AND event_id = ?`, []any{provider, eventID}, nil
 	}
