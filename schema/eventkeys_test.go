@@ -56,6 +56,11 @@ func TestEventLookupsUseReceiptsKeyOnPostgres(t *testing.T) {
 	// then the ones a real ledger gets.
 	db.Write.MustExec(`INSERT INTO receipts (id, provider, event_id, body_sha256, status, handler_version, source, received_at, processed_at)
 		SELECT 100 + g, 'stripe', 'evt_x' || g, '\x00', 'applied', 'v1', 'webhook', 0, 0 FROM generate_series(1, 5000) AS g`)
+	// And a ledger of 5,000 rows over 50 customers, for the reads by
+	// customer.
+	db.Write.MustExec(`INSERT INTO metered_usage (id, kind, provider, event_id, customer_id, meter, quantity, occurred_at, recorded_at,
+		prev_hash, row_hash, receipt_id) SELECT 100 + g, 'usage', 'stripe', 'evt_x' || g, 'cus_' || (g % 50), 'api_requests', 1, g, g,
+		'\x', '\x', 100 + g FROM generate_series(1, 5000) AS g`)
 	db.Write.MustExec(`ANALYZE`)
 
 	var indexes []string
@@ -65,6 +70,13 @@ func TestEventLookupsUseReceiptsKeyOnPostgres(t *testing.T) {
 	}
 	if strings.Join(indexes, ",") != "receipts_key" {
 		t.Errorf("indexes over receipts' event id: %v, want receipts_key alone", indexes)
+	}
+	var hashes []string
+	if err := db.Read.Select(&hashes, `SELECT indexname FROM pg_indexes WHERE tablename = 'metered_usage' AND indexdef LIKE '%USING hash (customer_id)%'`); err != nil {
+		t.Fatal(err)
+	}
+	if len(hashes) > 0 {
+		t.Errorf("hash indexes on metered_usage's customer_id: %v (each insert walks the customer's bucket chain)", hashes)
 	}
 
 	rec := &planRecorder{}
@@ -106,6 +118,21 @@ func TestEventLookupsUseReceiptsKeyOnPostgres(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	// Reads of a customer's rows (invoicing, usage, corrections).
+	f := LedgerFilter{Customer: "cus_1", Meter: "api_requests", From: 1, To: 10_000}
+	n := 0
+	if err := db.ScanUsage(ctx, UsageScan{Filter: f}, func(*UsageRow) error { n++; return nil }); err != nil || n != 100 {
+		t.Fatalf("ScanUsage: %d rows, %v", n, err)
+	}
+	if err := db.ScanLedger(ctx, f, func(*LedgerRow) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.LedgerMeters(ctx, LedgerFilter{Customer: "cus_1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.AdjustmentsOf(ctx, "cus_1", []string{"row:1"}); err != nil {
+		t.Fatal(err)
+	}
 	w, err := db.OpenWriter(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -135,6 +162,13 @@ func TestEventLookupsUseReceiptsKeyOnPostgres(t *testing.T) {
 	}
 	for _, p := range plans {
 		t.Logf("%s\n%s", p.query, p.plan)
+		// A customer's rows through the btree on the id's digest (or, for
+		// corrections, their own partial index), never a read of the table.
+		if strings.Contains(p.query, "FROM metered_usage") && strings.Contains(p.query, "customer_id = ") &&
+			(strings.Contains(p.plan, "Seq Scan on metered_usage") || !strings.Contains(p.plan, "metered_usage_customer_rows") &&
+				!strings.Contains(p.plan, "metered_usage_corrections")) {
+			t.Errorf("a read of a customer's rows does not go through metered_usage_customer_rows:\n%s\n%s", p.query, p.plan)
+		}
 		if !strings.Contains(p.query, "FROM receipts") && !strings.Contains(p.query, "UPDATE receipts") &&
 			!strings.Contains(p.query, "JOIN receipts") {
 			continue

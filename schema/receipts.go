@@ -100,6 +100,24 @@ func byEventKey(q any, query string) string {
 	})
 }
 
+// customerIs matches, in a statement whose placeholders are numbered, a
+// test of the customer id against one parameter: "customer_id = $1".
+var customerIs = regexp.MustCompile(`\b((?:\w+\.)?customer_id) = (\$\d+)`)
+
+// byCustomerKey is query, a read of ledger rows by customer, as the backend
+// of q runs it: on PostgreSQL the customer's test also tests its digest, so
+// the btree on (hookledger_key(customer_id), id) serves it (migration 0020;
+// 0025 dropped the hash index on customer_id, whose insert walked the
+// customer's whole bucket chain, a page per ~400 rows the customer has, for
+// every new row). The raw comparison stays, as in byEventKey.
+func byCustomerKey(q any, query string) string {
+	if !onPostgres(q) {
+		return query
+	}
+	query = sqlx.Rebind(sqlx.DOLLAR, query)
+	return customerIs.ReplaceAllString(query, "hookledger_key(${1}) = hookledger_key(${2}) AND ${1} = ${2}")
+}
+
 // forBackend is query as the backend of q (a handle or transaction) runs
 // it.
 func forBackend(q any, query string) string {
