@@ -84,9 +84,11 @@ func (tx *ReadTx) EventAttempts(ctx context.Context, provider string, eventIDs [
 			err = sqlx.SelectContext(ctx, tx.tx, &as, `SELECT `+attemptColumns+` FROM delivery_attempts WHERE `+in+` ORDER BY event_id, id`, args...)
 		} else {
 			// An inline attempt has id 0, so it sorts before its event's
-			// rows. Both halves are probes of a (provider, event_id) index.
-			err = sqlx.SelectContext(ctx, tx.tx, &as, inlineAttempts+` AND `+in+` UNION ALL SELECT `+attemptColumns+
-				` FROM delivery_attempts WHERE `+in+` ORDER BY event_id, id`, append(args, args...)...)
+			// rows. Both halves are probes of an index by event id (on
+			// PostgreSQL the receipts' digest key, byEventKey, and the
+			// attempts' hash index).
+			err = sqlx.SelectContext(ctx, tx.tx, &as, byEventKey(tx.tx, inlineAttempts+` AND `+in+` UNION ALL SELECT `+attemptColumns+
+				` FROM delivery_attempts WHERE `+in+` ORDER BY event_id, id`), append(args, args...)...)
 		}
 		if err != nil {
 			return err
@@ -159,7 +161,7 @@ func (db *DB) PayloadMismatches(ctx context.Context, f MismatchFilter) ([]Mismat
 	q += ` ORDER BY a.received_at, a.id LIMIT ?`
 	args = append(args, f.Limit)
 	var ms []Mismatch
-	if err := sqlx.SelectContext(ctx, db.Read, &ms, q, args...); err != nil {
+	if err := sqlx.SelectContext(ctx, db.Read, &ms, keyJoins(db.Read, q), args...); err != nil {
 		return nil, err
 	}
 	return ms, nil

@@ -190,7 +190,7 @@ func PeriodRangeSQL(f LedgerFilter) (string, []any) {
 func (tx *CloseTx) PeriodRange(ctx context.Context, f LedgerFilter) (lo, hi, n int64, err error) {
 	query, args := PeriodRangeSQL(f)
 	var l, h sql.NullInt64
-	if err := tx.tx.QueryRowxContext(ctx, query, args...).Scan(&l, &h, &n); err != nil {
+	if err := tx.tx.QueryRowxContext(ctx, byCustomerKey(tx.tx, query), args...).Scan(&l, &h, &n); err != nil {
 		return 0, 0, 0, err
 	}
 	return l.Int64, h.Int64, n, nil
@@ -242,7 +242,7 @@ func PeriodScanSQL(s PeriodScan) (string, []any) {
 // ScanPeriod calls fn with every row of s.
 func (tx *CloseTx) ScanPeriod(ctx context.Context, s PeriodScan, fn func(*PeriodRow) error) error {
 	query, args := PeriodScanSQL(s)
-	rows, err := tx.tx.QueryContext(ctx, query, args...)
+	rows, err := tx.tx.QueryContext(ctx, byCustomerKey(tx.tx, query), args...)
 	if err != nil {
 		return err
 	}

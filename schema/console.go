@@ -305,13 +305,13 @@ func (db *DB) attachUsage(ctx context.Context, rs []ReceiptSummary) error {
 }
 
 // ReceiptsByEventID finds the receipts of eventID under each provider
-// named, through the (provider, event_id) index (on PostgreSQL the hash
-// index on event_id).
+// named, through the (provider, event_id) index (on PostgreSQL its
+// digest's, byEventKey).
 func (db *DB) ReceiptsByEventID(ctx context.Context, providers []string, eventID string) ([]ReceiptSummary, error) {
 	var out []ReceiptSummary
 	for _, p := range providers {
 		var rs []ReceiptSummary
-		if err := sqlx.SelectContext(ctx, db.Read, &rs, `SELECT `+summaryColumns+` FROM receipts WHERE provider = ? AND event_id = ?`,
+		if err := sqlx.SelectContext(ctx, db.Read, &rs, byEventKey(db.Read, `SELECT `+summaryColumns+` FROM receipts WHERE provider = ? AND event_id = ?`),
 			p, eventID); err != nil {
 			return nil, fmt.Errorf("find event %q: %w", eventID, err)
 		}
@@ -439,8 +439,8 @@ func (db *DB) ConsoleInvoices(ctx context.Context, p InvoicePage) ([]InvoiceSumm
 // on a database older than the outbox.
 func (db *DB) ReceiptMessages(ctx context.Context, provider, eventID string) ([]string, error) {
 	var out []string
-	err := sqlx.SelectContext(ctx, db.Read, &out, `SELECT o.message_id FROM outbox o JOIN receipts r ON r.id = o.receipt_id
-		WHERE r.provider = ? AND r.event_id = ? ORDER BY o.destination`, provider, eventID)
+	err := sqlx.SelectContext(ctx, db.Read, &out, byEventKey(db.Read, `SELECT o.message_id FROM outbox o JOIN receipts r ON r.id = o.receipt_id
+		WHERE r.provider = ? AND r.event_id = ? ORDER BY o.destination`), provider, eventID)
 	if err != nil && predates(ctx, db.Read, versionOutbox) {
 		return nil, nil
 	}

@@ -69,7 +69,7 @@ func (db *DB) ReceiptsInRange(ctx context.Context, r EventRange) (int, error) {
 	total := 0
 	err := r.each(func(where string, args []any) error {
 		var n int
-		err := sqlx.GetContext(ctx, db.Read, &n, `SELECT COUNT(*) FROM receipts WHERE `+where, args...)
+		err := sqlx.GetContext(ctx, db.Read, &n, byEventKey(db.Read, `SELECT COUNT(*) FROM receipts WHERE `+where), args...)
 		total += n
 		return err
 	})
@@ -94,7 +94,7 @@ func (db *DB) AttemptOutcomesInRange(ctx context.Context, r EventRange) (map[str
 			out[o.Outcome] += o.N
 		}
 		var inline int
-		err := sqlx.GetContext(ctx, db.Read, &inline, `SELECT COUNT(status_code) FROM receipts WHERE `+where, args...)
+		err := sqlx.GetContext(ctx, db.Read, &inline, byEventKey(db.Read, `SELECT COUNT(status_code) FROM receipts WHERE `+where), args...)
 		if err != nil && !predates(ctx, db.Read, versionFirstAttempt) {
 			return err
 		}

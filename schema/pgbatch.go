@@ -183,8 +183,12 @@ func (b Batch) Expect(keys iter.Seq[ReceiptKey]) {
 // pipeline runs fn on the batch's connection as pgx's own, whose SendBatch
 // sends several statements in one round trip.
 func (p *pgBatch) pipeline(fn func(c *pgx.Conn) error) error {
-	return p.conn.Raw(func(dc any) error { return fn(dc.(rebindConn).Conn.Conn()) })
+	return p.conn.Raw(func(dc any) error { return fn(dc.(interface{ pgxConn() *pgx.Conn }).pgxConn()) })
 }
+
+// pgxConn is the connection as pgx's own (pipeline; a test's wrapper of a
+// rebindConn has it too).
+func (c rebindConn) pgxConn() *pgx.Conn { return c.Conn.Conn() }
 
 // begin begins the batch's transaction, if it has not yet, in one round
 // trip: BEGIN, the chain head's lock (and its read, for LatestHead), and the
@@ -329,7 +333,9 @@ func (p *pgBatch) release() {
 }
 
 // pgLookupSQL reads which of a batch's keys have receipts: one probe of the
-// event_id hash index per key (migration 0013), whatever the table's size.
+// unique (provider, hookledger_key(event_id)) btree per key (migration 0013;
+// the raw id is compared too, as byEventKey does), whatever the table's
+// size.
 // As a plain join the planner hashed the keys and read the whole table for
 // every batch until it held thousands of receipts, and for as long as a
 // prepared plan made while it was empty lasted (until autovacuum's first
@@ -338,7 +344,7 @@ func (p *pgBatch) release() {
 var pgLookupSQL = sqlx.Rebind(sqlx.DOLLAR, `SELECT k.provider, k.event_id, r.body_sha256, r.status
 	FROM unnest(?::text[], ?::text[]) AS k (provider, event_id)
 	CROSS JOIN LATERAL (SELECT body_sha256, status FROM receipts
-		WHERE provider = k.provider AND event_id = k.event_id LIMIT 1) AS r`)
+		WHERE provider = k.provider AND hookledger_key(event_id) = hookledger_key(k.event_id) AND event_id = k.event_id LIMIT 1) AS r`)
 
 func keyArrays(keys []ReceiptKey) []any {
 	providers, ids := make([]string, len(keys)), make([]string, len(keys))

@@ -292,6 +292,25 @@ func postgresIntegrityCheck(ctx context.Context, db *sqlx.DB) ([]string, error) 
 // returns the URL of the new database. Tests use it for a fresh database
 // each; name must be a plain identifier.
 func CreatePostgresDatabase(ctx context.Context, serverDSN, name string) (string, error) {
+	return createPostgresDatabase(ctx, serverDSN, name, "")
+}
+
+// CopyPostgresDatabase creates database name as a copy of database template
+// on the same server (CREATE DATABASE … TEMPLATE: a file copy, with every
+// table, index, row and statistic; nothing may be connected to template
+// meanwhile), and returns the new database's URL. The benchmarks copy a
+// pre-filled ledger for each run with it. On PostgreSQL 15 and later the
+// copy is made with STRATEGY FILE_COPY: the files are copied and the copy
+// checkpointed, where the default strategy writes every page of a large
+// template to the WAL as well.
+func CopyPostgresDatabase(ctx context.Context, serverDSN, name, template string) (string, error) {
+	if !plainIdentifier(template) {
+		return "", fmt.Errorf("database name %q: use lowercase letters, digits and _", template)
+	}
+	return createPostgresDatabase(ctx, serverDSN, name, template)
+}
+
+func createPostgresDatabase(ctx context.Context, serverDSN, name, template string) (string, error) {
 	if !plainIdentifier(name) {
 		return "", fmt.Errorf("database name %q: use lowercase letters, digits and _", name)
 	}
@@ -304,15 +323,83 @@ func CreatePostgresDatabase(ctx context.Context, serverDSN, name string) (string
 		return "", fmt.Errorf("connect to %s: %w", displayDSN(cfg), err)
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, `CREATE DATABASE `+name+` TEMPLATE template0 ENCODING 'UTF8'`); err != nil {
+	create := `CREATE DATABASE ` + name + ` TEMPLATE template0 ENCODING 'UTF8'`
+	if template != "" {
+		create = `CREATE DATABASE ` + name + ` TEMPLATE ` + template
+		var version int
+		if err := conn.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
+			return "", err
+		}
+		if version >= 150000 {
+			create += ` STRATEGY FILE_COPY`
+		}
+	}
+	if _, err := conn.Exec(ctx, create); err != nil {
 		return "", err
 	}
+	return postgresDatabaseURL(serverDSN, name)
+}
+
+// postgresDatabaseURL is serverDSN naming database name instead.
+func postgresDatabaseURL(serverDSN, name string) (string, error) {
 	u, err := url.Parse(serverDSN)
 	if err != nil {
 		return "", err
 	}
 	u.Path = "/" + name
 	return u.String(), nil
+}
+
+// PostgresDatabaseNote reads the comment on database name (COMMENT ON
+// DATABASE); ok is false when the database does not exist. The benchmarks
+// mark a finished pre-fill with it, so that a later run reuses it.
+func PostgresDatabaseNote(ctx context.Context, serverDSN, name string) (note string, ok bool, err error) {
+	conn, err := pgx.Connect(ctx, serverDSN)
+	if err != nil {
+		return "", false, redact(err)
+	}
+	defer conn.Close(ctx)
+	var n *string
+	err = conn.QueryRow(ctx, `SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = $1`, name).Scan(&n)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil || n == nil {
+		return "", err == nil, err
+	}
+	return *n, true, nil
+}
+
+// SetPostgresDatabaseNote sets the comment on database name.
+func SetPostgresDatabaseNote(ctx context.Context, serverDSN, name, note string) error {
+	if !plainIdentifier(name) {
+		return fmt.Errorf("database name %q: use lowercase letters, digits and _", name)
+	}
+	conn, err := pgx.Connect(ctx, serverDSN)
+	if err != nil {
+		return redact(err)
+	}
+	defer conn.Close(ctx)
+	// COMMENT takes a literal, not a parameter; the server's strings are
+	// standard-conforming (backslashes are plain), so doubling quotes quotes.
+	_, err = conn.Exec(ctx, `COMMENT ON DATABASE `+name+` IS '`+strings.ReplaceAll(note, "'", "''")+`'`)
+	return err
+}
+
+// VacuumAnalyze runs VACUUM (ANALYZE) over the whole PostgreSQL database:
+// the bench pre-fill leaves its ledger with statistics and a visibility map,
+// so every copy of it (CopyPostgresDatabase) starts settled rather than
+// with autovacuum's first pass over it running during the measured load.
+// Nothing on SQLite.
+func (db *DB) VacuumAnalyze(ctx context.Context) error {
+	if !db.Postgres() {
+		return nil
+	}
+	if db.Write == nil {
+		return errors.New("schema: the database is open read-only")
+	}
+	_, err := db.Write.ExecContext(ctx, `VACUUM (ANALYZE)`)
+	return err
 }
 
 // DropPostgresDatabase drops database name, closing its connections.

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/jmoiron/sqlx"
@@ -63,6 +64,60 @@ const (
 	pgKeyConflict = `ON CONFLICT (provider, hookledger_key(event_id))`
 )
 
+// eventIs and eventIn match, in a statement whose placeholders are
+// numbered, a test of one table's event id against one parameter or a list
+// of them: "r.event_id = $2", "event_id IN ($2, $3)".
+var (
+	eventIs = regexp.MustCompile(`\b((?:\w+\.)?event_id) = (\$\d+)`)
+	eventIn = regexp.MustCompile(`\b((?:\w+\.)?event_id) IN \((\$\d+(?:, \$\d+)*)\)`)
+)
+
+// byEventKey is query, a lookup of receipts by provider and event id, as
+// the backend of q runs it. On PostgreSQL each test of the event id also
+// tests its digest, so the receipts' unique btree on (provider,
+// hookledger_key(event_id)) serves the lookup: it is the one index over
+// receipts that holds the event id (migration 0025 dropped the hash index
+// on the raw column, which took every new random id on a page of its own
+// too). The raw comparison stays, so a lookup means exactly what it says on
+// SQLite. The placeholders are numbered here (the connection's rebind
+// leaves numbered ones alone), so a parameter is named twice and bound
+// once: the arguments do not change. A test of another table's event id
+// (delivery attempts' in the same statement) keeps its raw comparison, which
+// that table's hash index on event_id serves: the digest only filters there.
+func byEventKey(q any, query string) string {
+	if !onPostgres(q) {
+		return query
+	}
+	query = sqlx.Rebind(sqlx.DOLLAR, query)
+	query = eventIs.ReplaceAllString(query, "hookledger_key(${1}) = hookledger_key(${2}) AND ${1} = ${2}")
+	return eventIn.ReplaceAllStringFunc(query, func(m string) string {
+		sub := eventIn.FindStringSubmatch(m)
+		params := strings.Split(sub[2], ", ")
+		for i, p := range params {
+			params[i] = "hookledger_key(" + p + ")"
+		}
+		return "hookledger_key(" + sub[1] + ") IN (" + strings.Join(params, ", ") + ") AND " + m
+	})
+}
+
+// customerIs matches, in a statement whose placeholders are numbered, a
+// test of the customer id against one parameter: "customer_id = $1".
+var customerIs = regexp.MustCompile(`\b((?:\w+\.)?customer_id) = (\$\d+)`)
+
+// byCustomerKey is query, a read of ledger rows by customer, as the backend
+// of q runs it: on PostgreSQL the customer's test also tests its digest, so
+// the btree on (hookledger_key(customer_id), id) serves it (migration 0020;
+// 0025 dropped the hash index on customer_id, whose insert walked the
+// customer's whole bucket chain, a page per ~400 rows the customer has, for
+// every new row). The raw comparison stays, as in byEventKey.
+func byCustomerKey(q any, query string) string {
+	if !onPostgres(q) {
+		return query
+	}
+	query = sqlx.Rebind(sqlx.DOLLAR, query)
+	return customerIs.ReplaceAllString(query, "hookledger_key(${1}) = hookledger_key(${2}) AND ${1} = ${2}")
+}
+
 // forBackend is query as the backend of q (a handle or transaction) runs
 // it.
 func forBackend(q any, query string) string {
@@ -113,8 +168,8 @@ func (b Batch) StoredReceipt(ctx context.Context, provider, eventID string) (bod
 // on it, so the decision and the writes that follow commit together.
 func (b Batch) GetReceipt(ctx context.Context, provider, eventID string) (Receipt, error) {
 	var r Receipt
-	err := b.tx.QueryRowContext(ctx, `SELECT id, provider, event_id, event_type, status, error, source, handler_version,
-		received_at, processed_at, body, body IS NULL, body_sha256 FROM receipts WHERE provider = ? AND event_id = ?`, provider, eventID).
+	err := b.tx.QueryRowContext(ctx, byEventKey(b.tx, `SELECT id, provider, event_id, event_type, status, error, source, handler_version,
+		received_at, processed_at, body, body IS NULL, body_sha256 FROM receipts WHERE provider = ? AND event_id = ?`), provider, eventID).
 		Scan(&r.ID, &r.Provider, &r.EventID, &r.EventType, &r.Status, &r.Error, &r.Source, &r.HandlerVersion,
 			&r.ReceivedAt, &r.ProcessedAt, &r.Body, &r.Pruned, &r.BodySHA256)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -130,8 +185,8 @@ func (b Batch) GetReceipt(ctx context.Context, provider, eventID string) (Receip
 // ProcessedAt on the receipt of r.Provider and r.EventID: what applying it
 // again (a replay) did. Nothing else about a receipt ever changes.
 func (b Batch) UpdateReceiptStatus(ctx context.Context, r Receipt) error {
-	_, err := b.tx.ExecContext(ctx, `UPDATE receipts SET status = ?, error = ?, handler_version = ?, processed_at = ?
-		WHERE provider = ? AND event_id = ?`, r.Status, r.Error, r.HandlerVersion, r.ProcessedAt, r.Provider, r.EventID)
+	_, err := b.tx.ExecContext(ctx, byEventKey(b.tx, `UPDATE receipts SET status = ?, error = ?, handler_version = ?, processed_at = ?
+		WHERE provider = ? AND event_id = ?`), r.Status, r.Error, r.HandlerVersion, r.ProcessedAt, r.Provider, r.EventID)
 	return err
 }
 
@@ -173,7 +228,7 @@ const prunedByRetention = `(body IS NULL AND signature_headers = '' AND
 
 // EventReceipts reads the receipts of provider's events eventIDs that exist,
 // with their chain links, in no particular order; the (provider,
-// event_id) index answers it (on PostgreSQL the hash index on event_id). Pruned is prunedByRetention here: a body
+// event_id) index answers it (on PostgreSQL its digest's, byEventKey). Pruned is prunedByRetention here: a body
 // missing without it has Body nil and Pruned false. On a database from
 // before the receipts chain (a read-only open of an older one) the links are
 // empty.
@@ -189,7 +244,7 @@ func (tx *ReadTx) EventReceipts(ctx context.Context, provider string, eventIDs [
 		const links = `, id, prev_hash, row_hash,
 			COALESCE((SELECT p.from_status FROM replays p WHERE p.provider = r.provider AND p.event_id = r.event_id ORDER BY p.id LIMIT 1), r.status)
 			AS first_status FROM receipts r WHERE `
-		err := sqlx.SelectContext(ctx, tx.tx, &rs, columns(prunedByRetention)+links+in, args...)
+		err := sqlx.SelectContext(ctx, tx.tx, &rs, byEventKey(tx.tx, columns(prunedByRetention)+links+in), args...)
 		if err != nil && predates(ctx, tx.tx, versionPayloadPruned) {
 			// Older databases do not record how far bodies were pruned:
 			// every missing body counts as pruned, as it did then.
@@ -210,8 +265,9 @@ func (tx *ReadTx) EventReceipts(ctx context.Context, provider string, eventIDs [
 // HasReceipt reports whether provider holds a receipt for eventID.
 func (db *DB) HasReceipt(ctx context.Context, provider, eventID string) (bool, error) {
 	var n int
-	// The (provider, event_id) index answers it (on PostgreSQL the hash index on event_id).
-	err := db.Read.QueryRowxContext(ctx, `SELECT COUNT(*) FROM receipts WHERE provider = ? AND event_id = ?`, provider, eventID).Scan(&n)
+	// The (provider, event_id) index answers it (on PostgreSQL its digest's, byEventKey).
+	err := db.Read.QueryRowxContext(ctx, byEventKey(db.Read, `SELECT COUNT(*) FROM receipts WHERE provider = ? AND event_id = ?`),
+		provider, eventID).Scan(&n)
 	return n > 0, err
 }
 
@@ -222,14 +278,16 @@ func (db *DB) ReceiptsPresent(ctx context.Context, provider string, eventIDs []s
 
 // present runs query, of the form SELECT event_id FROM t WHERE provider = ?
 // AND event_id IN (?), for provider and eventIDs. A database older than
-// migration version has no table t, and so none of the ids.
+// migration version has no table t, and so none of the ids. t has a unique
+// index on (provider, event_id) (PostgreSQL: on the id's digest, which
+// byEventKey makes the lookup use).
 func present(ctx context.Context, q sqlx.QueryerContext, query, provider string, eventIDs []string, version int) ([]string, error) {
 	query, args, err := sqlx.In(query, provider, eventIDs)
 	if err != nil {
 		return nil, err
 	}
 	var found []string
-	if err := sqlx.SelectContext(ctx, q, &found, query, args...); err != nil {
+	if err := sqlx.SelectContext(ctx, q, &found, byEventKey(q, query), args...); err != nil {
 		if predates(ctx, q, version) {
 			return nil, nil
 		}

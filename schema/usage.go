@@ -171,7 +171,7 @@ func wideErr(ctx context.Context, q sqlx.QueryerContext, err error) error {
 
 func scanUsage(ctx context.Context, q sqlx.QueryerContext, s UsageScan, fn func(*UsageRow) error) error {
 	query, args := UsageSQL(s)
-	rows, err := q.QueryContext(ctx, query, args...)
+	rows, err := q.QueryContext(ctx, byCustomerKey(q, query), args...)
 	if err != nil {
 		return wideErr(ctx, q, err)
 	}
@@ -201,7 +201,7 @@ const ledgerColumns = `id, kind, provider, event_id, customer_id, meter, quantit
 // The row is reused between calls; its strings and slices are fresh per row.
 func scanLedger(ctx context.Context, q sqlx.QueryerContext, f LedgerFilter, fn func(*LedgerRow) error) error {
 	from, args := f.where()
-	rows, err := q.QueryContext(ctx, `SELECT `+ledgerColumns+from+` ORDER BY id`, args...)
+	rows, err := q.QueryContext(ctx, byCustomerKey(q, `SELECT `+ledgerColumns+from+` ORDER BY id`), args...)
 	if err != nil {
 		return wideErr(ctx, q, err)
 	}
@@ -253,7 +253,7 @@ func eventLedgerRows(ctx context.Context, q sqlx.QueryerContext, provider, event
 // one for the case.
 func eventRows(ctx context.Context, q sqlx.QueryerContext, cols, provider, eventID string) (string, []any, error) {
 	var receiptID int64
-	err := q.QueryRowxContext(ctx, `SELECT id FROM receipts WHERE provider = ? AND event_id = ?`, provider, eventID).Scan(&receiptID)
+	err := q.QueryRowxContext(ctx, byEventKey(q, `SELECT id FROM receipts WHERE provider = ? AND event_id = ?`), provider, eventID).Scan(&receiptID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return `SELECT ` + cols + ` FROM metered_usage WHERE provider = ? AND event_id = ?`, []any{provider, eventID}, nil
 	}
@@ -277,15 +277,15 @@ func adjustmentsOf(ctx context.Context, q sqlx.QueryerContext, customer string, 
 		args = append(args, r)
 	}
 	var rows []LedgerRow
-	err := sqlx.SelectContext(ctx, q, &rows, `SELECT `+ledgerColumns+` FROM metered_usage
-			WHERE customer_id = ? AND kind <> 'usage' AND ref IN (?`+strings.Repeat(", ?", len(refs)-1)+`)`, args...)
+	err := sqlx.SelectContext(ctx, q, &rows, byCustomerKey(q, `SELECT `+ledgerColumns+` FROM metered_usage
+			WHERE customer_id = ? AND kind <> 'usage' AND ref IN (?`+strings.Repeat(", ?", len(refs)-1)+`)`), args...)
 	return rows, err
 }
 
 func ledgerMeters(ctx context.Context, q sqlx.QueryerContext, f LedgerFilter) ([]string, error) {
 	from, args := f.where()
 	var meters []string
-	err := sqlx.SelectContext(ctx, q, &meters, `SELECT DISTINCT meter`+from+` ORDER BY meter`, args...)
+	err := sqlx.SelectContext(ctx, q, &meters, byCustomerKey(q, `SELECT DISTINCT meter`+from+` ORDER BY meter`), args...)
 	return meters, err
 }
 

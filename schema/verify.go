@@ -115,8 +115,8 @@ type ReplayStep struct {
 // ScanReplaySteps calls fn with every replay joined to its receipt, in
 // receipt and replay order. The value is reused between calls.
 func (db *DB) ScanReplaySteps(ctx context.Context, fn func(*ReplayStep) error) error {
-	rows, err := db.Read.QueryContext(ctx, `SELECT r.id, r.provider, r.event_id, r.status, p.id, p.from_status, p.to_status
-		FROM replays p JOIN receipts r ON r.provider = p.provider AND r.event_id = p.event_id ORDER BY r.id, p.id`)
+	rows, err := db.Read.QueryContext(ctx, keyJoins(db.Read, `SELECT r.id, r.provider, r.event_id, r.status, p.id, p.from_status, p.to_status
+		FROM replays p JOIN receipts r ON r.provider = p.provider AND r.event_id = p.event_id ORDER BY r.id, p.id`))
 	if err != nil {
 		return err
 	}

@@ -302,8 +302,10 @@ func prefillCommand() *cli.Command {
 			"transaction, without HTTP or signatures.\n" +
 			"Never run it against a database whose ledger you bill from.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "data", Required: true, EnvVars: []string{"HOOKLEDGER_DATA"},
-				Usage: "data directory of the database to fill (created if missing)"},
+			&cli.StringFlag{Name: "data", EnvVars: []string{"HOOKLEDGER_DATA"},
+				Usage: "data directory of the database to fill (created if missing); --data or --database is required"},
+			&cli.StringFlag{Name: "database", EnvVars: []string{"HOOKLEDGER_DATABASE"},
+				Usage: "the PostgreSQL database (postgres://…) to fill instead of --data's hookledger.db (migrated first)"},
 			&cli.IntFlag{Name: "receipts", Value: 1_000_000, EnvVars: []string{"HOOKLEDGER_BENCH_RECEIPTS"},
 				Usage: "number of events to write"},
 			&cli.StringFlag{Name: "provider", Value: "default", EnvVars: []string{"HOOKLEDGER_PROVIDER"},
@@ -325,7 +327,16 @@ func prefill(c *cli.Context) error {
 	}
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	db, err := schema.Open(ctx, schema.Path(c.String("data")), schema.Options{})
+	target := c.String("database")
+	switch {
+	case target != "" && !schema.IsPostgres(target):
+		return usageErrorf(c, "--database must be a postgres:// or postgresql:// URL")
+	case target == "" && c.String("data") == "":
+		return usageErrorf(c, "--data or --database is required")
+	case target == "":
+		target = schema.Path(c.String("data"))
+	}
+	db, err := schema.Open(ctx, target, schema.Options{})
 	if err != nil {
 		return err
 	}

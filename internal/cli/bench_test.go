@@ -112,7 +112,8 @@ func TestBenchRefusals(t *testing.T) {
 		"prefill none":      {[]string{"prefill", "--data", empty, "--receipts", "0"}, "--receipts must be at least 1"},
 		"unknown ids":       {[]string{"--secret", benchTestSecret, "--ids", "uuid"}, `--ids: "uuid" is not one of sequential, random`},
 		"prefill bad ids":   {[]string{"prefill", "--data", empty, "--ids", "uuid"}, `--ids: "uuid" is not one of sequential, random`},
-		"prefill no --data": {[]string{"prefill"}, `--data is required`},
+		"prefill no --data": {[]string{"prefill"}, `--data or --database is required`},
+		"prefill not a URL": {[]string{"prefill", "--database", empty}, `--database must be a postgres:// or postgresql:// URL`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			out, err := runBenchCLI(t, tc.args...)
@@ -156,6 +157,33 @@ func TestBenchPrefill(t *testing.T) {
 				t.Fatalf("verify: %v\n%s", err, vout.String())
 			}
 		})
+	}
+}
+
+// bench prefill --database fills a PostgreSQL database as --data fills a
+// SQLite file: the rows, whole for verify.
+func TestBenchPrefillPostgres(t *testing.T) {
+	dsn := testenv.PostgresDatabase(t)
+	out, err := runBenchCLI(t, "prefill", "--database", dsn, "--receipts", "20", "--ids", "random")
+	if err != nil || !strings.Contains(out, "wrote 20 events (random ids) to postgres://") {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	db, err := schema.Open(context.Background(), dsn, schema.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, table := range []string{"receipts", "metered_usage"} {
+		var n int
+		if err := db.Read.Get(&n, "SELECT COUNT(*) FROM "+table); err != nil || n != 20 {
+			t.Errorf("%s: %d rows (%v), want 20", table, n, err)
+		}
+	}
+	var vout bytes.Buffer
+	app := newApp()
+	app.Writer, app.ErrWriter = &vout, &vout
+	if err := app.Run([]string{"hookledger", "verify", "--database", dsn}); err != nil || strings.Contains(vout.String(), "BROKEN") {
+		t.Fatalf("verify: %v\n%s", err, vout.String())
 	}
 }
 

@@ -12,6 +12,9 @@
 // counts, against an empty database and ones pre-filled with -prefill events;
 // with -ids-scaling, serve at -c with sequential and with random (Stripe-like)
 // event ids, against an empty database and each -prefill size (scaling.go).
+// With -entitlements, entitlement checks at a fixed rate alone and beside
+// webhook load (entitlements.go). -postgres runs serve of these tables on
+// PostgreSQL, a fresh database per run (postgres.go).
 package main
 
 import (
@@ -31,6 +34,7 @@ import (
 
 	"github.com/hookledger/hookledger/bench"
 	"github.com/hookledger/hookledger/bench/cmd/internal/harness"
+	"github.com/hookledger/hookledger/schema"
 )
 
 // Targets from the throughput issue: serve against the durable reference.
@@ -55,6 +59,12 @@ type options struct {
 	keep       bool
 	jsonOut    string
 	binary     string
+	postgres   string
+	// -entitlements
+	entitlements bool
+	rate         float64
+	duration     time.Duration
+	customers    int
 }
 
 func main() {
@@ -67,11 +77,19 @@ func main() {
 	flag.StringVar(&o.scaling, "scaling", "", "comma-separated connection counts (e.g. 1,8,32,128): print the scaling table instead")
 	flag.BoolVar(&o.idsScaling, "ids-scaling", false, "print the table of serve at -c with sequential and random event ids, by stored receipts, instead")
 	flag.StringVar(&o.kinds, "kinds", "sequential,random", "with -ids-scaling: the kinds of event ids to measure, comma-separated")
-	flag.StringVar(&o.prefilled, "prefilled", "", "with -ids-scaling: make the pre-filled databases in this directory and keep them, or use the ones an earlier run made there")
-	flag.StringVar(&o.prefill, "prefill", "1000000", "with -scaling or -ids-scaling: comma-separated sizes of pre-filled databases, measured besides the empty one (0: none)")
+	flag.StringVar(&o.prefilled, "prefilled", "", "with -ids-scaling or -entitlements: make the pre-filled databases in this directory and keep them, or use the ones an earlier run made there "+
+		"(with -postgres the databases are on the server, named hookledger_bench_KIND_SIZE, and any value keeps and reuses them)")
+	flag.StringVar(&o.prefill, "prefill", "1000000", "with -scaling, -ids-scaling or -entitlements: comma-separated sizes of pre-filled databases, measured besides the empty one (0: none)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temporary directory (logs, databases)")
 	flag.StringVar(&o.jsonOut, "json", "", "also write every raw result to this JSON file")
 	flag.StringVar(&o.binary, "binary", "", "use this hookledger binary instead of building one")
+	flag.BoolVar(&o.entitlements, "entitlements", false, "print the table of entitlement checks (open loop at -rate) alone and beside webhook load "+
+		"(-n events at -c connections over -customers customers) instead, on a database pre-filled with the largest -prefill size")
+	flag.Float64Var(&o.rate, "rate", 2000, "with -entitlements: checks scheduled per second")
+	flag.DurationVar(&o.duration, "duration", 10*time.Second, "with -entitlements: how long the checks run alone")
+	flag.IntVar(&o.customers, "customers", 1000, "with -entitlements: customers checked and sent events for (cus_0 …)")
+	flag.StringVar(&o.postgres, "postgres", "", "with -scaling, -ids-scaling or -entitlements: run serve on PostgreSQL, a fresh database per run on this server "+
+		"(a postgres:// URL whose role may create databases; pre-filled databases are copied with CREATE DATABASE … TEMPLATE)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -96,8 +114,23 @@ func run(ctx context.Context, o options) error {
 	if o.runs < 1 {
 		return errors.New("-runs must be at least 1")
 	}
-	if o.scaling != "" && o.idsScaling {
-		return errors.New("-scaling and -ids-scaling are two tables: choose one")
+	tables := 0
+	for _, set := range []bool{o.scaling != "", o.idsScaling, o.entitlements} {
+		if set {
+			tables++
+		}
+	}
+	if tables > 1 {
+		return errors.New("-scaling, -ids-scaling and -entitlements are three tables: choose one")
+	}
+	if o.postgres != "" && tables == 0 {
+		return errors.New("-postgres is for -scaling, -ids-scaling and -entitlements")
+	}
+	if o.entitlements && (o.rate <= 0 || o.customers < 1 || o.duration <= 0) {
+		return errors.New("-entitlements needs a positive -rate, -customers and -duration")
+	}
+	if o.postgres != "" && !schema.IsPostgres(o.postgres) {
+		return errors.New("-postgres must be a postgres:// or postgresql:// URL")
 	}
 	sizes, err := parseSizes(o.prefill)
 	if err != nil {
@@ -109,6 +142,7 @@ func run(ctx context.Context, o options) error {
 	}
 	defer hn.Close()
 	h := &runner{Harness: hn, o: o, sizes: sizes}
+	defer h.dropAll()
 
 	harness.PrintMachine(os.Stdout)
 	switch {
@@ -116,6 +150,8 @@ func run(ctx context.Context, o options) error {
 		return h.scalingTable(ctx)
 	case o.idsScaling:
 		return h.idsTable(ctx)
+	case o.entitlements:
+		return h.entitlementsTable(ctx)
 	}
 	var rounds []round
 	for r := range o.runs {
@@ -141,6 +177,7 @@ type runner struct {
 	o     options
 	sizes []int // -prefill: the pre-filled databases' sizes, ascending, without 0
 	seq   int
+	dbs   []string // -postgres: the pre-filled databases to drop at the end
 }
 
 func (h *runner) dir(name string) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/hookledger/hookledger/bench"
 	"github.com/hookledger/hookledger/bench/cmd/internal/harness"
+	"github.com/hookledger/hookledger/schema"
 )
 
 // parseSizes reads -prefill: comma-separated receipt counts, returned
@@ -36,8 +38,12 @@ func parseSizes(s string) ([]int, error) {
 // prefill makes a database of n receipts with ids of kind ids, once, for
 // every run at that size to start from a fresh copy of. With -prefilled the
 // database is made in that directory, or taken from it if an earlier run
-// made it there (its time is then 0).
+// made it there (its time is then 0). With -postgres it is a database
+// (pgPrefill), and the string returned its name.
 func (h *runner) prefill(ctx context.Context, ids bench.IDs, n int) (string, time.Duration, error) {
+	if h.o.postgres != "" {
+		return h.pgPrefill(ctx, ids, n)
+	}
 	name := fmt.Sprintf("prefilled-%s-%d", ids, n)
 	dir := h.dir(name)
 	if h.o.prefilled != "" {
@@ -67,14 +73,27 @@ func (h *runner) prefill(ctx context.Context, ids bench.IDs, n int) (string, tim
 // once starts a server (serve, or the no-storage reference) on a fresh data
 // directory, a copy of template's database when template is set, sends it
 // the load at conns connections with ids, verifies serve's ledger, and
-// stops it.
+// stops it. With -postgres serve's database is a fresh PostgreSQL database
+// (a copy of the database template names), dropped afterwards.
 func (h *runner) once(ctx context.Context, reference bool, template string, conns int, ids bench.IDs) (bench.Result, error) {
 	name, args := "serve", []string{"serve"}
 	if reference {
 		name, args = "reference", []string{"bench", "reference-server"}
 	}
 	data := h.dir(name)
-	if template != "" {
+	extra := []string{"--ids", ids.String()}
+	switch {
+	case h.o.postgres != "" && !reference:
+		dsn, db, err := h.pgDatabase(ctx, template)
+		if err != nil {
+			return bench.Result{}, err
+		}
+		if !h.o.keep {
+			defer dropDatabase(h.o.postgres, db)
+		}
+		args = append(args, "--database", dsn)
+		extra = append(extra, "--database", dsn)
+	case template != "":
 		if err := copyDB(template, data); err != nil {
 			return bench.Result{}, err
 		}
@@ -87,7 +106,7 @@ func (h *runner) once(ctx context.Context, reference bool, template string, conn
 	if reference {
 		verifyData = ""
 	}
-	res, err := h.load(ctx, srv.URL, conns, h.o.events, verifyData, "--ids", ids.String())
+	res, err := h.load(ctx, srv.URL, conns, h.o.events, verifyData, extra...)
 	srv.Stop()
 	if !h.o.keep {
 		os.RemoveAll(data)
@@ -137,7 +156,7 @@ func (h *runner) scalingTable(ctx context.Context) error {
 		return s, nil
 	}
 	w := os.Stdout
-	fmt.Fprintf(w, "load: -n %d --dup %g; %d runs per cell, medians; req/s (p99 ms)\n\n", h.o.events, h.o.dup, h.o.runs)
+	fmt.Fprintf(w, "load: serve on %s, -n %d --dup %g; %d runs per cell, medians; req/s (p99 ms)\n\n", h.backend(), h.o.events, h.o.dup, h.o.runs)
 	header := "| connections | reference | serve, empty database | ratio |"
 	sep := "|---|---|---|---|"
 	for _, n := range h.sizes {
@@ -212,7 +231,7 @@ func (h *runner) idsTable(ctx context.Context) error {
 		}
 		rows = append(rows, r)
 	}
-	if !h.o.keep && h.o.prefilled == "" {
+	if !h.o.keep && h.o.prefilled == "" && h.o.postgres == "" { // -postgres: dropAll
 		defer func() {
 			for _, r := range rows {
 				for _, t := range r.templates {
@@ -246,10 +265,10 @@ func (h *runner) idsTable(ctx context.Context) error {
 	}
 
 	w := os.Stdout
-	fmt.Fprintf(w, "command: go run ./bench/cmd/benchrun %s\n", strings.Join(os.Args[1:], " "))
+	fmt.Fprintf(w, "command: go run ./bench/cmd/benchrun %s\n", strings.Join(shownArgs(os.Args[1:]), " "))
 	fmt.Fprintf(w, "commit: %s\n", commit(ctx))
-	fmt.Fprintf(w, "load: serve, -n %d --dup %g -k %d, verified; %d rounds, each running every cell once; req/s (p99 ms) are medians, "+
-		"ratios medians of the per-round ratios\n\n", h.o.events, h.o.dup, h.o.conns, h.o.runs)
+	fmt.Fprintf(w, "load: serve on %s, -n %d --dup %g -k %d, verified; %d rounds, each running every cell once; req/s (p99 ms) are medians, "+
+		"ratios medians of the per-round ratios\n\n", h.backend(), h.o.events, h.o.dup, h.o.conns, h.o.runs)
 	header, sep := "| stored receipts |", "|---|"
 	for _, k := range kinds {
 		header += fmt.Sprintf(" %s ids | vs empty |", k)
@@ -286,6 +305,28 @@ func (h *runner) idsTable(ctx context.Context) error {
 		fmt.Fprintln(w, line+" "+took+" |")
 	}
 	return nil
+}
+
+// backend names the database serve runs on.
+func (h *runner) backend() string {
+	if h.o.postgres != "" {
+		return "PostgreSQL"
+	}
+	return "SQLite"
+}
+
+// shownArgs is args with the password of a -postgres URL replaced by xxx.
+func shownArgs(args []string) []string {
+	out := slices.Clone(args)
+	for i, a := range out {
+		if u, err := url.Parse(a); err == nil && schema.IsPostgres(a) && u.User != nil {
+			if _, ok := u.User.Password(); ok {
+				u.User = url.UserPassword(u.User.Username(), "xxx")
+				out[i] = u.String()
+			}
+		}
+	}
+	return out
 }
 
 // commit names the checked-out commit, and says when the tree differs from it.
