@@ -319,9 +319,16 @@ func testPointInTimeRestore(t *testing.T, bin string) {
 	if _, out := load(t, url, "a", 100, 4); !out.Result.OK() {
 		t.Fatalf("load a: %+v", out.Result)
 	}
+	// serve publishes its status after its first listing of the replica,
+	// which on a loaded machine can come after the load: wait for it.
 	var st cli.ReplicaStatusJSON
-	if err := json.Unmarshal([]byte(e.mustRun("replica", "status", "--format", "json")), &st); err != nil {
-		t.Fatal(err)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if err := json.Unmarshal([]byte(e.mustRun("replica", "status", "--format", "json")), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.ReportedAt != nil || time.Now().After(deadline) {
+			break
+		}
 	}
 	if st.ReplicaTXID == "" || st.ReplicaTXID == "0000000000000000" || st.ReportedAt == nil {
 		t.Fatalf("replica status while serving: %+v", st)
