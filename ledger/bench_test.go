@@ -334,6 +334,34 @@ func median(xs []float64) float64 {
 // The priced-close benchmark's configuration prices exactly the meters the
 // seed writes with --exports, each with a different model, and has a fee
 // and a minimum: what the benchmark claims to measure.
+// TestDimensionsBenchPlan keeps bench/dimensions-priced.yml in step with
+// `hookledger dev seed --models`: its meters are the seed's, and its plan
+// prices api_requests by model with a card for some of the seed's models.
+func TestDimensionsBenchPlan(t *testing.T) {
+	cfg, err := config.LoadSecretsOptional(dimensionsPricedPlan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := seed.MetersOf(seed.Options{Models: true})
+	if len(cfg.Meters) != len(want) {
+		t.Fatalf("meters %+v, the seed's %+v", cfg.Meters, want)
+	}
+	for i, m := range want {
+		got := cfg.Meters[i]
+		if got.Name != m.Name || got.Aggregation != m.Aggregation || got.Property != m.Property || !slices.Equal(got.Dimensions, m.Dimensions) {
+			t.Errorf("meter %d: %+v, the seed's %+v", i, got, m)
+		}
+	}
+	v, err := cfg.Catalog.Version(cfg.Customers.DefaultPlan, "2026-06-01")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := v.Price("api_requests")
+	if p == nil || p.By != "model" || len(p.Rates) == 0 || len(p.Rates) >= len(seed.Models) || p.Default == nil {
+		t.Errorf("api_requests' price %+v: want it by model, a card for some models and a default", p)
+	}
+}
+
 func TestPricedCloseBenchPlan(t *testing.T) {
 	cfg, err := config.LoadSecretsOptional(pricedClosePlan)
 	if err != nil {
@@ -493,4 +521,30 @@ func BenchmarkDimensions(b *testing.B) {
 	b.Run("close-month-all/dimensional", closeRun(withDims))
 	b.Run("close-month-all/plain", closeRun(plain))
 	b.Run("close-month-all/storage-time-weighted", closeRun(ledger.NewMeters(gauge)))
+	// The same close priced, api_requests by model (bench/dimensions-priced.yml):
+	// a line per model, each priced by its rate card.
+	cfg, err := config.LoadSecretsOptional(dimensionsPricedPlan)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("close-month-all/priced-by-model", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			pr, registered, err := ledger.LoadPricing(ctx, db, cfg.Catalog, cfg.Customers.DefaultPlan)
+			if err != nil || pr == nil {
+				b.Fatalf("load pricing: %v (%v)", err, pr)
+			}
+			res, err := ledger.Close(ctx, db, ledger.CloseRequest{Period: month, All: true, Meters: ledger.NewMeters(cfg.Meters), DryRun: true, Pricing: pr, Registered: registered})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if res.Existing || int64(len(res.Invoices)) < customers/2 || len(res.Invoices[0].Lines) < len(seed.Models) {
+				b.Fatalf("close produced %d invoices (existing %v)", len(res.Invoices), res.Existing)
+			}
+		}
+	})
 }
+
+// dimensionsPricedPlan is the configuration of BenchmarkDimensions' priced
+// close: the meters of `hookledger dev seed --models`, api_requests priced
+// by model.
+const dimensionsPricedPlan = "../bench/dimensions-priced.yml"
