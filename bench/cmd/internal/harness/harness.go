@@ -36,6 +36,11 @@ type Harness struct {
 	keep bool
 }
 
+// listenWait is how long a server may take to listen: serve on a copy of a
+// pre-filled database made by an older release migrates it and builds the
+// usage state from the ledger first, tens of seconds at 10,000,000 rows.
+const listenWait = 5 * time.Minute
+
 // New makes a temporary directory named prefix* under parent (the system
 // temp dir when empty), builds hookledger into it unless binary names one,
 // and makes a fresh whsec_ secret for the processes it runs.
@@ -132,9 +137,9 @@ func (h *Harness) StartProgram(ctx context.Context, name, dir, logPath, program 
 		return s, nil
 	case err := <-s.done:
 		return nil, fmt.Errorf("%s exited before listening (%v); see %s", name, err, logPath)
-	case <-time.After(30 * time.Second):
+	case <-time.After(listenWait):
 		s.Stop()
-		return nil, fmt.Errorf("%s did not log a listen address within 30s; see %s", name, logPath)
+		return nil, fmt.Errorf("%s did not log a listen address within %v; see %s", name, listenWait, logPath)
 	}
 }
 
