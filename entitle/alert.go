@@ -124,13 +124,9 @@ func Crossings(ctx context.Context, db CrossingStore, customer string, limit int
 	if err != nil {
 		return nil, err
 	}
-	loc := time.UTC
-	if z, ok, err := db.StateZone(ctx); err != nil {
+	loc, _, err := stateLocation(ctx, db)
+	if err != nil {
 		return nil, err
-	} else if ok {
-		if loc, err = ledger.LoadZone(z.Zone); err != nil {
-			return nil, err
-		}
 	}
 	out := make([]CrossingView, len(cs))
 	for i, c := range cs {

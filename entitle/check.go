@@ -68,16 +68,12 @@ func (c *Checker) CheckAll(ctx context.Context, customer string, meters []string
 		now = c.Now
 	}
 	at := now()
-	z, ok, err := c.DB.StateZone(ctx)
+	loc, built, err := stateLocation(ctx, c.DB)
 	if err != nil {
 		return nil, err
 	}
-	if !ok {
+	if !built {
 		return nil, ErrNotBuilt
-	}
-	loc, err := ledger.LoadZone(z.Zone)
-	if err != nil {
-		return nil, err
 	}
 	ms := at.UnixMilli()
 	start, end := ledger.MonthOf(ms, loc)
@@ -113,4 +109,22 @@ func (c *Checker) CheckAll(ctx context.Context, customer string, meters []string
 		out = append(out, e)
 	}
 	return out, nil
+}
+
+// zoneReader reads the zone of the usage state's months (*schema.DB).
+type zoneReader interface {
+	StateZone(ctx context.Context) (schema.StateZone, bool, error)
+}
+
+// stateLocation is the zone the usage state's months are counted in; built
+// is false (and the zone UTC) while serve has not built the state yet.
+func stateLocation(ctx context.Context, db zoneReader) (loc *time.Location, built bool, err error) {
+	z, ok, err := db.StateZone(ctx)
+	if err != nil || !ok {
+		return time.UTC, false, err
+	}
+	if loc, err = ledger.LoadZone(z.Zone); err != nil {
+		return nil, false, err
+	}
+	return loc, true, nil
 }

@@ -216,16 +216,12 @@ type SpendMeter struct {
 // (one indexed read of the customer's month), the assignments and the
 // spend overrides: no scan of the ledger, no write.
 func SpendOf(ctx context.Context, db SpendReader, p *Policy, customer string, at time.Time) (SpendAnswer, error) {
-	z, ok, err := db.StateZone(ctx)
+	loc, built, err := stateLocation(ctx, db)
 	if err != nil {
 		return SpendAnswer{}, err
 	}
-	if !ok {
+	if !built {
 		return SpendAnswer{}, ErrNotBuilt
-	}
-	loc, err := ledger.LoadZone(z.Zone)
-	if err != nil {
-		return SpendAnswer{}, err
 	}
 	ms := at.UnixMilli()
 	start, end := ledger.MonthOf(ms, loc)

@@ -113,13 +113,9 @@ func SpendCrossings(ctx context.Context, db SpendCrossingStore, customer string,
 	if err != nil {
 		return nil, err
 	}
-	loc := time.UTC
-	if z, ok, err := db.StateZone(ctx); err != nil {
+	loc, _, err := stateLocation(ctx, db)
+	if err != nil {
 		return nil, err
-	} else if ok {
-		if loc, err = ledger.LoadZone(z.Zone); err != nil {
-			return nil, err
-		}
 	}
 	out := make([]SpendCrossingView, len(cs))
 	for i, c := range cs {
