@@ -194,11 +194,7 @@ func (c *Console) limits(ctx context.Context, v *customerView) error {
 	}
 	for _, cr := range cs {
 		cv := crossingView{CrossingView: cr}
-		row, err := c.DB.GetLedgerRow(ctx, cr.RowID)
-		switch {
-		case err == nil:
-			cv.Provider, cv.Event = row.Provider, row.EventID
-		case !errors.Is(err, schema.ErrNotFound):
+		if cv.Provider, cv.Event, err = c.rowEvent(ctx, cr.RowID); err != nil {
 			return err
 		}
 		v.Crossings = append(v.Crossings, cv)
@@ -223,16 +219,25 @@ func (c *Console) spend(ctx context.Context, v *customerView) error {
 	}
 	for _, cr := range cs {
 		cv := spendCrossingView{SpendCrossingView: cr}
-		row, err := c.DB.GetLedgerRow(ctx, cr.RowID)
-		switch {
-		case err == nil:
-			cv.Provider, cv.Event = row.Provider, row.EventID
-		case !errors.Is(err, schema.ErrNotFound):
+		if cv.Provider, cv.Event, err = c.rowEvent(ctx, cr.RowID); err != nil {
 			return err
 		}
 		v.SpendCrossings = append(v.SpendCrossings, cv)
 	}
 	return nil
+}
+
+// rowEvent is the provider and event of the ledger row that crossed a
+// threshold, "" when the row is gone.
+func (c *Console) rowEvent(ctx context.Context, rowID int64) (provider, event string, err error) {
+	row, err := c.DB.GetLedgerRow(ctx, rowID)
+	switch {
+	case err == nil:
+		return row.Provider, row.EventID, nil
+	case errors.Is(err, schema.ErrNotFound):
+		return "", "", nil
+	}
+	return "", "", err
 }
 
 // pushes is the customer's `hookledger stripe status` of this month (in
