@@ -87,3 +87,47 @@ func explainPlan(t *testing.T, db *sqlx.DB, query string, args []any) []string {
 	}
 	return out
 }
+
+// A customer's rows by meter or event time are read through
+// metered_usage_customer, which tests the time in the index; 0020's
+// (customer_id, id) index fetched every row of the customer instead (a
+// customer's month at 10,000,000 rows: 6.9 ms against 0.6 ms).
+func TestCustomerReadsByTimeUseTheTimeIndex(t *testing.T) {
+	ctx := context.Background()
+	db, err := Open(ctx, filepath.Join(t.TempDir(), FileName), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.Write.MustExec(`INSERT INTO metered_usage (id, kind, provider, event_id, customer_id, meter, quantity, occurred_at, recorded_at,
+		prev_hash, row_hash) VALUES
+		(1, 'usage', 'stripe', 'evt_1', 'cus_1', 'api_requests', 1, 100, 0, x'', x''),
+		(2, 'usage', 'stripe', 'evt_2', 'cus_1', 'api_requests', 2, 200, 0, x'', x''),
+		(3, 'usage', 'stripe', 'evt_3', 'cus_2', 'api_requests', 4, 150, 0, x'', x''),
+		(4, 'usage', 'stripe', 'evt_4', 'cus_1', 'seats', 8, 150, 0, x'', x'')`)
+
+	for _, c := range []struct {
+		f   LedgerFilter
+		sum int64
+	}{
+		{LedgerFilter{Customer: "cus_1", From: 150, To: 300}, 10},
+		{LedgerFilter{Customer: "cus_1", To: 150, ThroughID: 4}, 1},
+		{LedgerFilter{Customer: "cus_1", Meter: "api_requests", ThroughID: 4}, 3},
+	} {
+		query, args := UsageSQL(UsageScan{Filter: c.f})
+		plan := strings.Join(explainPlan(t, db.Read, query, args), "\n")
+		if !strings.Contains(plan, "USING INDEX metered_usage_customer (") {
+			t.Errorf("%+v: plan\n%s", c.f, plan)
+		}
+		var sum int64
+		if err := db.ScanUsage(ctx, UsageScan{Filter: c.f}, func(r *UsageRow) error { sum += r.Quantity; return nil }); err != nil || sum != c.sum {
+			t.Errorf("%+v: sum %d, want %d (%v)", c.f, sum, c.sum, err)
+		}
+	}
+	// With a lower id bound (late usage) the rows are the newest few: the
+	// (customer_id, id) index reads only them.
+	query, args := UsageSQL(UsageScan{Filter: LedgerFilter{Customer: "cus_1", From: 100, To: 300, AfterID: 2}})
+	if plan := strings.Join(explainPlan(t, db.Read, query, args), "\n"); !strings.Contains(plan, "metered_usage_customer_rows") {
+		t.Errorf("late read: plan\n%s", plan)
+	}
+}

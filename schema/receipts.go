@@ -109,12 +109,13 @@ var customerIs = regexp.MustCompile(`\b((?:\w+\.)?customer_id) = (\$\d+)`)
 // the btree on (hookledger_key(customer_id), id) serves it (migration 0020;
 // 0025 dropped the hash index on customer_id, whose insert walked the
 // customer's whole bucket chain, a page per ~400 rows the customer has, for
-// every new row). The raw comparison stays, as in byEventKey.
+// every new row). The raw comparison stays, as in byEventKey. SQLite's
+// index hint (customerTimeIndex) is dropped.
 func byCustomerKey(q any, query string) string {
 	if !onPostgres(q) {
 		return query
 	}
-	query = sqlx.Rebind(sqlx.DOLLAR, query)
+	query = sqlx.Rebind(sqlx.DOLLAR, strings.Replace(query, customerTimeIndex, "", 1))
 	return customerIs.ReplaceAllString(query, "hookledger_key(${1}) = hookledger_key(${2}) AND ${1} = ${2}")
 }
 

@@ -84,14 +84,28 @@ func (f LedgerFilter) where() (string, []any) {
 		add("id <= ?", f.ThroughID)
 	}
 	from := " FROM metered_usage"
-	if f.NoIndex {
+	switch {
+	case f.NoIndex:
 		from += " NOT INDEXED"
+	case f.Customer != "" && f.AfterID == 0 && (f.Meter != "" || f.From != 0 || f.To != 0):
+		from += customerTimeIndex
 	}
 	if len(where) == 0 {
 		return from, nil
 	}
 	return from + " WHERE " + strings.Join(where, " AND "), args
 }
+
+// customerTimeIndex steers SQLite's read of a customer's rows by meter or
+// event time to metered_usage_customer (customer_id, meter, occurred_at),
+// which tests the time in the index and fetches only the rows in range.
+// Without statistics the planner ties it with 0020's (customer_id, id) and
+// took that one, which fetches every row the customer has to test its time:
+// a customer's month at 10,000,000 rows went from 0.6 ms to 6.9 ms. A read
+// with a lower id bound (late usage) keeps the planner's choice, the id
+// index, since its rows are the few newest. PostgreSQL has no such clause,
+// nor the index (0025): byCustomerKey removes it there.
+const customerTimeIndex = " INDEXED BY metered_usage_customer"
 
 // insertLedgerRowSQL appends one ledger row with the id and hashes the chain
 // assigned; OpenWriter prepares it once on the write connection.
