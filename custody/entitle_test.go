@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/hookledger/hookledger/config"
@@ -20,7 +21,7 @@ import (
 
 // freeTier is a plan "free" limiting api_requests to 100 a month (hard),
 // alerting at 80% and 100%, the default plan, and a destination for alerts.
-func freeTier(t *testing.T) (func(*config.Config), func(*custody.Writer)) {
+func freeTier(t testing.TB) (func(*config.Config), func(*custody.Writer)) {
 	t.Helper()
 	plans := []pricing.Plan{{Name: "free", Currency: "USD", EffectiveFrom: "2026-01-01",
 		Limits: []pricing.Limit{{Meter: "api_requests", Limit: pricing.MustDecimal("100"), Alerts: []string{"80%", "100%"}}}}}
@@ -42,7 +43,7 @@ func freeTier(t *testing.T) (func(*config.Config), func(*custody.Writer)) {
 	return edit, writer
 }
 
-func newLimitedEnv(t *testing.T, backend string) *env {
+func newLimitedEnv(t testing.TB, backend string) *env {
 	t.Helper()
 	edit, writer := freeTier(t)
 	e := newEnvWithWriter(t, backend, writer, edit)
@@ -351,4 +352,27 @@ func TestEntitlementsOverHTTP(t *testing.T) {
 			t.Errorf("GET %s: %d %s, want %d with %s", c.path, code, body, c.code, c.has)
 		}
 	}
+}
+
+// BenchmarkEntitlementCheck answers checks, in parallel, over 1,000
+// customers with usage and 1,000 plan assignments, on the read pool.
+func BenchmarkEntitlementCheck(b *testing.B) {
+	e := newLimitedEnv(b, "sqlite")
+	for i := range 1000 {
+		if r := e.Send(fmt.Sprintf("e%d", i), testenv.UsageBody(fmt.Sprintf("cus_%d", i), "api_requests", "1")); r.Code != 200 {
+			b.Fatal(r.Code)
+		}
+		e.DB.Write.MustExec(`INSERT INTO plan_assignments (customer_id, plan, effective_from, recorded_at, note) VALUES (?, 'free', '2026-01-01', 0, '')`, fmt.Sprintf("cus_%d", i))
+	}
+	c := checker(e)
+	var n atomic.Int64
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := n.Add(1)
+			if _, err := c.Check(context.Background(), fmt.Sprintf("cus_%d", i%1000), "api_requests"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

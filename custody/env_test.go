@@ -22,7 +22,7 @@ func newEnv(t *testing.T, backend string, edits ...func(*config.Config)) *env {
 
 // newEnvWithWriter is newEnv with configure applied to the writer before it
 // opens (its hooks are read by the writer goroutine).
-func newEnvWithWriter(t *testing.T, backend string, configure func(*custody.Writer), edits ...func(*config.Config)) *env {
+func newEnvWithWriter(t testing.TB, backend string, configure func(*custody.Writer), edits ...func(*config.Config)) *env {
 	t.Helper()
 	return &env{testenv.New(t, testenv.Options{Backend: backend, Writer: configure, Edits: edits})}
 }

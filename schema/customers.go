@@ -92,8 +92,9 @@ func (db *DB) CustomerHistory(ctx context.Context, customer string) ([]CustomerR
 
 func customerRows(ctx context.Context, q sqlx.QueryerContext, customer string) ([]CustomerRecord, error) {
 	var rs []CustomerRecord
-	err := sqlx.SelectContext(ctx, q, &rs, `SELECT id, customer_id, name, email, external_ids, recorded_at, note FROM customers
-		WHERE ? = '' OR customer_id = ? ORDER BY customer_id, id`, customer, customer)
+	where, args := whereEqual(equal{"customer_id", customer})
+	err := sqlx.SelectContext(ctx, q, &rs, `SELECT id, customer_id, name, email, external_ids, recorded_at, note FROM customers`+
+		where+` ORDER BY customer_id, id`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read customers: %w", err)
 	}
@@ -104,17 +105,24 @@ func customerRows(ctx context.Context, q sqlx.QueryerContext, customer string) (
 // customer), by customer, date and id. A database older than the registry
 // has none.
 func (db *DB) PlanAssignments(ctx context.Context, customer string) ([]PlanAssignment, error) {
-	as, err := planAssignments(ctx, db.Read, customer)
+	as, err := planAssignments(ctx, db.hot, customer)
 	if err != nil && predates(ctx, db.Read, versionCustomers) {
 		return nil, nil
 	}
 	return as, err
 }
 
+// planAssignmentsSQL and planAssignmentsOrder read plan assignments,
+// around a WHERE clause.
+const (
+	planAssignmentsSQL   = `SELECT id, customer_id, plan, effective_from, recorded_at, note FROM plan_assignments`
+	planAssignmentsOrder = ` ORDER BY customer_id, effective_from, id`
+)
+
 func planAssignments(ctx context.Context, q sqlx.QueryerContext, customer string) ([]PlanAssignment, error) {
 	var as []PlanAssignment
-	err := sqlx.SelectContext(ctx, q, &as, `SELECT id, customer_id, plan, effective_from, recorded_at, note FROM plan_assignments
-		WHERE ? = '' OR customer_id = ? ORDER BY customer_id, effective_from, id`, customer, customer)
+	where, args := whereEqual(equal{"customer_id", customer})
+	err := sqlx.SelectContext(ctx, q, &as, planAssignmentsSQL+where+planAssignmentsOrder, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read plan assignments: %w", err)
 	}

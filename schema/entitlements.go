@@ -168,16 +168,22 @@ func (b Batch) PlanAssignments(ctx context.Context, customer string) ([]PlanAssi
 // StateZone reads usage_state_zone (found false: not built yet, or a
 // database older than it).
 func (db *DB) StateZone(ctx context.Context) (StateZone, bool, error) {
-	z, ok, err := stateZone(ctx, db.Read)
+	z, ok, err := stateZone(ctx, db.hot)
 	if err != nil && predates(ctx, db.Read, versionEntitlements) {
 		return StateZone{}, false, nil
 	}
 	return z, ok, err
 }
 
+const stateZoneSQL = `SELECT zone, built_at, through FROM usage_state_zone WHERE one = 1`
+
 func stateZone(ctx context.Context, q sqlx.QueryerContext) (StateZone, bool, error) {
 	var z StateZone
-	err := sqlx.GetContext(ctx, q, &z, `SELECT zone, built_at, through FROM usage_state_zone WHERE one = 1`)
+	err := sqlx.GetContext(ctx, q, &z, stateZoneSQL)
+	return zoneRead(z, err)
+}
+
+func zoneRead(z StateZone, err error) (StateZone, bool, error) {
 	if errors.Is(err, sql.ErrNoRows) {
 		return StateZone{}, false, nil
 	}
@@ -189,13 +195,20 @@ func stateZone(ctx context.Context, q sqlx.QueryerContext) (StateZone, bool, err
 
 // UsageStates reads the usage_state rows of customer ("" for every
 // customer) whose period contains the instant at (0: every period), by
-// customer, meter and period. (The cast: PostgreSQL would take the lone
-// "? = 0" for a 32-bit integer, which no instant fits.)
+// customer, meter and period.
 func (db *DB) UsageStates(ctx context.Context, customer string, at int64) ([]UsageState, error) {
 	var ss []UsageState
-	err := sqlx.SelectContext(ctx, db.Read, &ss, `SELECT `+usageStateCols+` FROM usage_state
-		WHERE (? = '' OR customer_id = ?) AND (CAST(? AS BIGINT) = 0 OR (period_start <= ? AND ? < period_end))
-		ORDER BY customer_id, meter, period_start`, customer, customer, at, at, at)
+	where, args := whereEqual(equal{"customer_id", customer})
+	if at != 0 {
+		if where == "" {
+			where = " WHERE"
+		} else {
+			where += " AND"
+		}
+		where, args = where+" period_start <= ? AND ? < period_end", append(args, at, at)
+	}
+	err := sqlx.SelectContext(ctx, db.Read, &ss, `SELECT `+usageStateCols+` FROM usage_state`+where+`
+		ORDER BY customer_id, meter, period_start`, args...)
 	if err != nil {
 		if predates(ctx, db.Read, versionEntitlements) {
 			return nil, nil
@@ -210,9 +223,17 @@ func (db *DB) UsageStates(ctx context.Context, customer string, at int64) ([]Usa
 // read: the entitlement check's hot path.
 func (db *DB) UsageStateAt(ctx context.Context, customer, meter string, at int64) (UsageState, bool, error) {
 	var s UsageState
-	err := sqlx.GetContext(ctx, db.Read, &s, `SELECT `+usageStateCols+` FROM usage_state
-		WHERE customer_id = ? AND meter = ? AND period_start <= ? AND ? < period_end
-		ORDER BY period_start DESC LIMIT 1`, customer, meter, at, at)
+	err := sqlx.GetContext(ctx, db.hot, &s, usageStateAtSQL, customer, meter, at, at)
+	return usageStateAt(s, customer, meter, err)
+}
+
+// usageStateAtSQL reads the usage_state row of a customer's meter whose
+// period contains an instant.
+const usageStateAtSQL = `SELECT ` + usageStateCols + ` FROM usage_state
+	WHERE customer_id = ? AND meter = ? AND period_start <= ? AND ? < period_end
+	ORDER BY period_start DESC LIMIT 1`
+
+func usageStateAt(s UsageState, customer, meter string, err error) (UsageState, bool, error) {
 	if errors.Is(err, sql.ErrNoRows) {
 		return UsageState{}, false, nil
 	}
@@ -225,18 +246,24 @@ func (db *DB) UsageStateAt(ctx context.Context, customer, meter string, at int64
 // LimitOverrides reads the overrides of customer ("" for every customer)
 // and meter ("" for every meter), by customer, meter, date and id.
 func (db *DB) LimitOverrides(ctx context.Context, customer, meter string) ([]LimitOverride, error) {
-	os, err := limitOverrides(ctx, db.Read, customer, meter)
+	os, err := limitOverrides(ctx, db.hot, customer, meter)
 	if err != nil && predates(ctx, db.Read, versionEntitlements) {
 		return nil, nil
 	}
 	return os, err
 }
 
+// limitOverridesSQL and limitOverridesOrder read limit overrides, around a
+// WHERE clause.
+const (
+	limitOverridesSQL   = `SELECT ` + overrideCols + ` FROM limit_overrides`
+	limitOverridesOrder = ` ORDER BY customer_id, meter, effective_from, id`
+)
+
 func limitOverrides(ctx context.Context, q sqlx.QueryerContext, customer, meter string) ([]LimitOverride, error) {
 	var os []LimitOverride
-	err := sqlx.SelectContext(ctx, q, &os, `SELECT `+overrideCols+` FROM limit_overrides
-		WHERE (? = '' OR customer_id = ?) AND (? = '' OR meter = ?) ORDER BY customer_id, meter, effective_from, id`,
-		customer, customer, meter, meter)
+	where, args := whereEqual(equal{"customer_id", customer}, equal{"meter", meter})
+	err := sqlx.SelectContext(ctx, q, &os, limitOverridesSQL+where+limitOverridesOrder, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read limit overrides: %w", err)
 	}
@@ -264,8 +291,9 @@ func (db *DB) Crossings(ctx context.Context, customer string, limit int) ([]Cros
 		limit = math.MaxInt32
 	}
 	var cs []Crossing
-	if err := sqlx.SelectContext(ctx, db.Read, &cs, `SELECT `+crossingCols+` FROM threshold_crossings
-		WHERE ? = '' OR customer_id = ? ORDER BY id DESC LIMIT ?`, customer, customer, limit); err != nil {
+	where, args := whereEqual(equal{"customer_id", customer})
+	if err := sqlx.SelectContext(ctx, db.Read, &cs, `SELECT `+crossingCols+` FROM threshold_crossings`+where+`
+		ORDER BY id DESC LIMIT ?`, append(args, limit)...); err != nil {
 		if predates(ctx, db.Read, versionEntitlements) {
 			return nil, nil
 		}

@@ -77,7 +77,7 @@ func openPostgres(ctx context.Context, dsn string, opts Options) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	db.Read = r
+	db.Read, db.hot = r, newPrepared(r)
 	if err := checkDurable(ctx, r, opts.Standby); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("%s: %w", db.Path, err)

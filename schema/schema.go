@@ -65,6 +65,9 @@ type DB struct {
 	Write *sqlx.DB
 	// Read is a pool of query-only connections.
 	Read *sqlx.DB
+	// hot runs, on Read, the reads serve makes thousands of times a second,
+	// each prepared once (prepared.go).
+	hot *prepared
 
 	backend backend
 }
@@ -139,7 +142,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	db.Read = r
+	db.Read, db.hot = r, newPrepared(r)
 	return db, nil
 }
 
@@ -239,6 +242,9 @@ func dsn(path string, pragmas []string, extra ...string) string {
 // Close closes both handles. With Litestream running, close the DB first.
 func (db *DB) Close() error {
 	var first error
+	if db.hot != nil {
+		first = db.hot.close()
+	}
 	for _, h := range []*sqlx.DB{db.Read, db.Write} {
 		if h == nil {
 			continue
@@ -394,4 +400,29 @@ func migrate(ctx context.Context, db *sqlx.DB) (err error) {
 		}
 	}
 	return tx.Commit()
+}
+
+// equal tests a column for equality with a value; an empty value matches
+// every row.
+type equal struct{ column, value string }
+
+// whereEqual is the WHERE clause of tests (with its leading space, or ""
+// when every value is empty) and its arguments. A test with an empty value
+// is left out, rather than written as an OR of the column's test and a test
+// of the parameter against the empty string: SQLite prepares a statement
+// before it sees the parameters, so it plans that OR, for any value, as a
+// scan of the whole table (the entitlement check read every plan assignment
+// and limit override there was, for every check).
+func whereEqual(tests ...equal) (string, []any) {
+	var conds []string
+	var args []any
+	for _, t := range tests {
+		if t.value != "" {
+			conds, args = append(conds, t.column+" = ?"), append(args, t.value)
+		}
+	}
+	if len(conds) == 0 {
+		return "", nil
+	}
+	return " WHERE " + strings.Join(conds, " AND "), args
 }

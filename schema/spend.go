@@ -97,8 +97,9 @@ func (db *DB) SpendOverrides(ctx context.Context, customer string) ([]SpendOverr
 
 func spendOverrides(ctx context.Context, q sqlx.QueryerContext, customer string) ([]SpendOverride, error) {
 	var os []SpendOverride
-	err := sqlx.SelectContext(ctx, q, &os, `SELECT `+spendOverrideCols+` FROM spend_overrides
-		WHERE ? = '' OR customer_id = ? ORDER BY customer_id, effective_from, id`, customer, customer)
+	where, args := whereEqual(equal{"customer_id", customer})
+	err := sqlx.SelectContext(ctx, q, &os, `SELECT `+spendOverrideCols+` FROM spend_overrides`+where+`
+		ORDER BY customer_id, effective_from, id`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read spend overrides: %w", err)
 	}
@@ -143,8 +144,9 @@ func spendCrossings(ctx context.Context, q sqlx.QueryerContext, customer string,
 		limit = math.MaxInt32
 	}
 	var cs []SpendCrossing
-	if err := sqlx.SelectContext(ctx, q, &cs, `SELECT `+spendCrossingCols+` FROM spend_crossings
-		WHERE ? = '' OR customer_id = ? ORDER BY id DESC LIMIT ?`, customer, customer, limit); err != nil {
+	where, args := whereEqual(equal{"customer_id", customer})
+	if err := sqlx.SelectContext(ctx, q, &cs, `SELECT `+spendCrossingCols+` FROM spend_crossings`+where+`
+		ORDER BY id DESC LIMIT ?`, append(args, limit)...); err != nil {
 		return nil, fmt.Errorf("read spend crossings: %w", err)
 	}
 	return cs, nil

@@ -1,0 +1,77 @@
+package schema
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"sync"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// prepared runs statements on the read pool prepared once each, by text:
+// database/sql keeps a prepared statement per connection, preparing it
+// again on a connection the first time it runs there. It is for the reads
+// that serve runs thousands of times a second and whose preparation cost
+// more than their run (the entitlement check's: SQLite parsed and planned
+// each of its four statements on every check). It is a sqlx.QueryerContext,
+// so the same read functions run on it, on the pool or in a transaction.
+type prepared struct {
+	pool  *sqlx.DB
+	mu    sync.Mutex
+	stmts map[string]*sqlx.Stmt
+}
+
+func newPrepared(pool *sqlx.DB) *prepared {
+	return &prepared{pool: pool, stmts: map[string]*sqlx.Stmt{}}
+}
+
+// stmt is query prepared, nil when it does not prepare (the caller then
+// runs it unprepared, which reports the error as any other read does: a
+// database older than the table it reads, for one).
+func (p *prepared) stmt(ctx context.Context, query string) *sqlx.Stmt {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if st, ok := p.stmts[query]; ok {
+		return st
+	}
+	st, err := p.pool.PreparexContext(ctx, query)
+	if err != nil {
+		return nil
+	}
+	p.stmts[query] = st
+	return st
+}
+
+func (p *prepared) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if st := p.stmt(ctx, query); st != nil {
+		return st.QueryContext(ctx, args...)
+	}
+	return p.pool.QueryContext(ctx, query, args...)
+}
+
+func (p *prepared) QueryxContext(ctx context.Context, query string, args ...any) (*sqlx.Rows, error) {
+	if st := p.stmt(ctx, query); st != nil {
+		return st.QueryxContext(ctx, args...)
+	}
+	return p.pool.QueryxContext(ctx, query, args...)
+}
+
+func (p *prepared) QueryRowxContext(ctx context.Context, query string, args ...any) *sqlx.Row {
+	if st := p.stmt(ctx, query); st != nil {
+		return st.QueryRowxContext(ctx, args...)
+	}
+	return p.pool.QueryRowxContext(ctx, query, args...)
+}
+
+// close closes the statements (before the pool).
+func (p *prepared) close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var errs []error
+	for q, st := range p.stmts {
+		errs = append(errs, st.Close())
+		delete(p.stmts, q)
+	}
+	return errors.Join(errs...)
+}
