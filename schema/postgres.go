@@ -67,6 +67,7 @@ func openPostgres(ctx context.Context, dsn string, opts Options) (*DB, error) {
 	open := func(maxConns int) (*sqlx.DB, error) {
 		h := sqlx.NewDb(sql.OpenDB(rebindConnector{stdlib.GetConnector(*cfg)}), pgDriverName)
 		h.SetMaxOpenConns(maxConns)
+		h.SetMaxIdleConns(maxConns) // see readConns
 		if err := h.PingContext(ctx); err != nil {
 			h.Close()
 			return nil, fmt.Errorf("connect to %s: %w", db.Path, err)

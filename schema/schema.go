@@ -172,12 +172,20 @@ func openRead(ctx context.Context, path string, readOnly bool) (*sqlx.DB, error)
 	return r, err
 }
 
+// readConns is the size of the read pool, every connection of which is kept
+// open once opened. database/sql keeps 2 idle by default: under more than 2
+// concurrent reads it closed the others after each read and opened new ones,
+// each reading the schema and preparing its statements anew (at 2,000
+// entitlement checks a second, most of serve's CPU).
+const readConns = 8
+
 func pingRead(ctx context.Context, dsn string) (*sqlx.DB, error) {
 	r, err := sqlx.Open("sqlite", dsn)
 	if err != nil {
 		return nil, err
 	}
-	r.SetMaxOpenConns(8)
+	r.SetMaxOpenConns(readConns)
+	r.SetMaxIdleConns(readConns)
 	if err := r.PingContext(ctx); err != nil {
 		r.Close()
 		return nil, err
