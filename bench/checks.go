@@ -132,8 +132,8 @@ func (c Checks) Run(ctx context.Context) (CheckResult, error) {
 	}
 	type answer struct {
 		latency, service time.Duration
-		status  int
-		err     string
+		status           int
+		err              string
 	}
 	// The schedule never waits for a worker: a buffer of a minute of checks
 	// (more than any run here) holds those no worker has taken yet.
