@@ -31,13 +31,21 @@ func newPrepared(pool *sqlx.DB) *prepared {
 // database older than the table it reads, for one).
 func (p *prepared) stmt(ctx context.Context, query string) *sqlx.Stmt {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if st, ok := p.stmts[query]; ok {
+	st, ok := p.stmts[query]
+	p.mu.Unlock()
+	if ok {
 		return st
 	}
+	// Prepared outside the lock, which the other reads' lookups take.
 	st, err := p.pool.PreparexContext(ctx, query)
 	if err != nil {
 		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if prev, ok := p.stmts[query]; ok { // another read prepared it meanwhile
+		st.Close()
+		return prev
 	}
 	p.stmts[query] = st
 	return st
