@@ -52,6 +52,13 @@ type Entitlement struct {
 	Source    *LimitJSON `json:"source,omitempty"` // where the limit comes from
 }
 
+// Reply is the answer for several meters of one customer and its spend:
+// the batch form of the entitlement check, and `limits --customer`.
+type Reply struct {
+	Entitlements []Entitlement `json:"entitlements"`
+	Spend        *SpendAnswer  `json:"spend,omitempty"` // asked for, or kept by the customer's plan version
+}
+
 // Check answers for customer's meter now.
 func (c *Checker) Check(ctx context.Context, customer, meter string) (Entitlement, error) {
 	es, err := c.CheckAll(ctx, customer, []string{meter})

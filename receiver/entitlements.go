@@ -30,12 +30,6 @@ type Entitlements interface {
 // maxMeters bounds one batch check.
 const maxMeters = 100
 
-// EntitlementsReply is the batch form's answer.
-type EntitlementsReply struct {
-	Entitlements []entitle.Entitlement `json:"entitlements"`
-	Spend        *entitle.SpendAnswer  `json:"spend,omitempty"` // with ?spend=true
-}
-
 // checks is what one request asks: meters, the spend, or both.
 type checks struct {
 	meters []string
@@ -113,7 +107,7 @@ func (s *Server) entitlements(w http.ResponseWriter, r *http.Request, ask checks
 		w.Header().Set("Retry-After", "1")
 		writeJSON(w, http.StatusServiceUnavailable, APIError{Error: "could not read the usage state, retry later", Reason: "storage_error"})
 	case ask.batch:
-		reply := EntitlementsReply{Entitlements: orNone(es)}
+		reply := entitle.Reply{Entitlements: orNone(es)}
 		if ask.spend {
 			reply.Spend = &spend
 		}

@@ -27,7 +27,7 @@ func limitsCommand() *cli.Command {
 			"GET /v1/entitlements answers, and the row (spend) when the customer's plan keeps spend, as\n" +
 			"GET /v1/spend answers (in the table and CSV; docs/entitlements.md).",
 		Flags: append(configFlags(), formatFlag(),
-			&cli.StringFlag{Name: "customer", Usage: "show this customer's entitlements now"},
+			&cli.StringFlag{Name: "customer", Usage: "show this customer's entitlements and spend now (with --format json, the object GET /v1/entitlements/CUSTOMER?meter=…&spend=true answers)"},
 		),
 		Action: limitsList,
 		Subcommands: []*cli.Command{
@@ -231,7 +231,9 @@ func customerEntitlements(c *cli.Context, ch *entitle.Checker, customer string) 
 	if err != nil {
 		return err
 	}
+	reply := entitle.Reply{Entitlements: orEmpty(es)}
 	if sp.Spent != nil { // the customer's plan version keeps spend
+		reply.Spend = &sp
 		limit, remaining := "-", "-"
 		if sp.Limit != nil {
 			limit, remaining = sp.Limit.String(), sp.Remaining.String()
@@ -239,7 +241,7 @@ func customerEntitlements(c *cli.Context, ch *entitle.Checker, customer string) 
 		rows = append(rows, []string{spendMeter, limit, orDash(sp.Kind), sp.Spent.String() + " " + sp.Currency, remaining,
 			strconv.FormatBool(sp.Allowed), sp.PeriodStart, sp.PeriodEnd})
 	}
-	return writeRecords(c.App.Writer, c.String("format"), []string{"meter", "limit", "kind", "used", "remaining", "allowed", "period_start", "period_end"}, rows, orEmpty(es))
+	return writeRecords(c.App.Writer, c.String("format"), []string{"meter", "limit", "kind", "used", "remaining", "allowed", "period_start", "period_end"}, rows, reply)
 }
 
 // limitedMeters are the meters any plan version or the customer's overrides
