@@ -112,17 +112,11 @@ func (db *DB) PlanAssignments(ctx context.Context, customer string) ([]PlanAssig
 	return as, err
 }
 
-// planAssignmentsSQL and planAssignmentsOrder read plan assignments,
-// around a WHERE clause.
-const (
-	planAssignmentsSQL   = `SELECT id, customer_id, plan, effective_from, recorded_at, note FROM plan_assignments`
-	planAssignmentsOrder = ` ORDER BY customer_id, effective_from, id`
-)
-
 func planAssignments(ctx context.Context, q sqlx.QueryerContext, customer string) ([]PlanAssignment, error) {
 	var as []PlanAssignment
 	where, args := whereEqual(equal{"customer_id", customer})
-	err := sqlx.SelectContext(ctx, q, &as, planAssignmentsSQL+where+planAssignmentsOrder, args...)
+	err := sqlx.SelectContext(ctx, q, &as, `SELECT id, customer_id, plan, effective_from, recorded_at, note FROM plan_assignments`+
+		where+` ORDER BY customer_id, effective_from, id`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read plan assignments: %w", err)
 	}

@@ -175,15 +175,9 @@ func (db *DB) StateZone(ctx context.Context) (StateZone, bool, error) {
 	return z, ok, err
 }
 
-const stateZoneSQL = `SELECT zone, built_at, through FROM usage_state_zone WHERE one = 1`
-
 func stateZone(ctx context.Context, q sqlx.QueryerContext) (StateZone, bool, error) {
 	var z StateZone
-	err := sqlx.GetContext(ctx, q, &z, stateZoneSQL)
-	return zoneRead(z, err)
-}
-
-func zoneRead(z StateZone, err error) (StateZone, bool, error) {
+	err := sqlx.GetContext(ctx, q, &z, `SELECT zone, built_at, through FROM usage_state_zone WHERE one = 1`)
 	if errors.Is(err, sql.ErrNoRows) {
 		return StateZone{}, false, nil
 	}
@@ -223,17 +217,9 @@ func (db *DB) UsageStates(ctx context.Context, customer string, at int64) ([]Usa
 // read: the entitlement check's hot path.
 func (db *DB) UsageStateAt(ctx context.Context, customer, meter string, at int64) (UsageState, bool, error) {
 	var s UsageState
-	err := sqlx.GetContext(ctx, db.hot, &s, usageStateAtSQL, customer, meter, at, at)
-	return usageStateAt(s, customer, meter, err)
-}
-
-// usageStateAtSQL reads the usage_state row of a customer's meter whose
-// period contains an instant.
-const usageStateAtSQL = `SELECT ` + usageStateCols + ` FROM usage_state
-	WHERE customer_id = ? AND meter = ? AND period_start <= ? AND ? < period_end
-	ORDER BY period_start DESC LIMIT 1`
-
-func usageStateAt(s UsageState, customer, meter string, err error) (UsageState, bool, error) {
+	err := sqlx.GetContext(ctx, db.hot, &s, `SELECT `+usageStateCols+` FROM usage_state
+		WHERE customer_id = ? AND meter = ? AND period_start <= ? AND ? < period_end
+		ORDER BY period_start DESC LIMIT 1`, customer, meter, at, at)
 	if errors.Is(err, sql.ErrNoRows) {
 		return UsageState{}, false, nil
 	}
@@ -253,17 +239,11 @@ func (db *DB) LimitOverrides(ctx context.Context, customer, meter string) ([]Lim
 	return os, err
 }
 
-// limitOverridesSQL and limitOverridesOrder read limit overrides, around a
-// WHERE clause.
-const (
-	limitOverridesSQL   = `SELECT ` + overrideCols + ` FROM limit_overrides`
-	limitOverridesOrder = ` ORDER BY customer_id, meter, effective_from, id`
-)
-
 func limitOverrides(ctx context.Context, q sqlx.QueryerContext, customer, meter string) ([]LimitOverride, error) {
 	var os []LimitOverride
 	where, args := whereEqual(equal{"customer_id", customer}, equal{"meter", meter})
-	err := sqlx.SelectContext(ctx, q, &os, limitOverridesSQL+where+limitOverridesOrder, args...)
+	err := sqlx.SelectContext(ctx, q, &os, `SELECT `+overrideCols+` FROM limit_overrides`+where+`
+		ORDER BY customer_id, meter, effective_from, id`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read limit overrides: %w", err)
 	}
