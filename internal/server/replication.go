@@ -229,6 +229,12 @@ func (s *serveReplication) check(context.Context) error {
 // `replica status` in other processes.
 func (s *serveReplication) watch(stop context.Context) {
 	defer close(s.done)
+	// Once before the first listing, which can take seconds: `replica
+	// status` then knows serve runs from its first moments (what it reports,
+	// Litestream's own outcome, needs no listing).
+	if perr := s.rep.Publish(); perr != nil {
+		s.log.Warn("cannot publish replica status", "error", perr.Error())
+	}
 	for {
 		ctx, cancel := context.WithTimeout(stop, ackSyncTimeout)
 		st, err := s.rep.Status(ctx)
