@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -217,11 +216,6 @@ schedule:
 		}
 		latency, service = append(latency, a.latency), append(service, a.service)
 	}
-	r.Latency, r.Service = percentiles(latency), percentiles(service)
+	r.Latency, r.Service = latencyOf(latency), latencyOf(service)
 	return r, nil
-}
-
-func percentiles(ds []time.Duration) Latency {
-	slices.Sort(ds)
-	return Latency{P50: ms(Percentile(ds, 50)), P90: ms(Percentile(ds, 90)), P99: ms(Percentile(ds, 99)), Max: ms(Percentile(ds, 100))}
 }

@@ -71,15 +71,14 @@ func summarize(p *Plan, latency []time.Duration, status []int, elapsed time.Dura
 		}
 		r.Status[key]++
 	}
-	sorted := slices.Clone(latency)
-	slices.Sort(sorted)
-	r.Latency = Latency{
-		P50: ms(Percentile(sorted, 50)),
-		P90: ms(Percentile(sorted, 90)),
-		P99: ms(Percentile(sorted, 99)),
-		Max: ms(Percentile(sorted, 100)),
-	}
+	r.Latency = latencyOf(slices.Clone(latency))
 	return r
+}
+
+// latencyOf summarises ds, which it sorts.
+func latencyOf(ds []time.Duration) Latency {
+	slices.Sort(ds)
+	return Latency{P50: ms(Percentile(ds, 50)), P90: ms(Percentile(ds, 90)), P99: ms(Percentile(ds, 99)), Max: ms(Percentile(ds, 100))}
 }
 
 // Percentile returns the nearest-rank percentile p (0 < p <= 100) of sorted.
