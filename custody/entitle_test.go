@@ -80,33 +80,11 @@ func checker(e *env) *entitle.Checker {
 func TestThresholdsFireOnceUnderConcurrentSenders(t *testing.T) {
 	testenv.EachBackend(t, func(t *testing.T, backend string) {
 		e := newLimitedEnv(t, backend)
-		const events, senders = 150, 32
-		work := make(chan int, 2*events)
-		for i := range events {
-			work <- i
-			work <- i
-		}
-		close(work)
-		var wg sync.WaitGroup
-		for range senders {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := range work {
-					if r := e.Send(fmt.Sprintf("evt_%d", i), testenv.UsageBody("cus_1", "api_requests", "1")); r.Code != 200 {
-						t.Errorf("evt_%d: %d", i, r.Code)
-					}
-				}
-			}()
-		}
-		wg.Wait()
+		sendTwiceConcurrently(t, e, 150, "1")
 		cs := crossings(t, e)
 		// Every row is 1: the row that crossed 80% is the 80th of the
 		// customer's rows, whatever order the senders' rows got.
-		var nth = func(n int) int64 {
-			return int64(e.Int(`SELECT id FROM metered_usage WHERE customer_id = 'cus_1' ORDER BY id LIMIT 1 OFFSET ?`, n-1))
-		}
-		want := []crossingRow{{"80%", "80", nth(80), 0}, {"100%", "100", nth(100), 0}}
+		want := []crossingRow{{"80%", "80", nthRow(e, "cus_1", 80), 0}, {"100%", "100", nthRow(e, "cus_1", 100), 0}}
 		if len(cs) != 2 {
 			t.Fatalf("crossings = %+v, want 80%% and 100%% once each", cs)
 		}
@@ -321,20 +299,7 @@ func TestEntitlementsOverHTTP(t *testing.T) {
 		t.Fatal(r.Code)
 	}
 	key, _ := e.CreateKey("app", 0, 0)
-	get := func(path, key string) (int, string) {
-		t.Helper()
-		req, _ := http.NewRequest(http.MethodGet, e.HTTP.URL+path, nil)
-		if key != "" {
-			req.Header.Set("Authorization", "Bearer "+key)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	get := func(path, key string) (int, string) { t.Helper(); return getWithKey(t, e, path, key) }
 	for _, c := range []struct {
 		path, key string
 		code      int
@@ -375,4 +340,49 @@ func BenchmarkEntitlementCheck(b *testing.B) {
 			}
 		}
 	})
+}
+
+// getWithKey GETs path on e's ingest listener with API key key ("" for
+// none) and returns the status code and the body.
+func getWithKey(t *testing.T, e *env, path, key string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, e.HTTP.URL+path, nil)
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// sendTwiceConcurrently sends events usage events evt_0 … of quantity q for
+// cus_1's api_requests, each twice, from 32 concurrent senders.
+func sendTwiceConcurrently(t *testing.T, e *env, events int, q string) {
+	t.Helper()
+	work := make(chan int, 2*events)
+	for i := range events {
+		work <- i
+		work <- i
+	}
+	close(work)
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			for i := range work {
+				if r := e.Send(fmt.Sprintf("evt_%d", i), testenv.UsageBody("cus_1", "api_requests", q)); r.Code != 200 {
+					t.Errorf("evt_%d: %d", i, r.Code)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// nthRow is the id of customer's nth ledger row (from 1).
+func nthRow(e *env, customer string, n int) int64 {
+	return int64(e.Int(`SELECT id FROM metered_usage WHERE customer_id = ? ORDER BY id LIMIT 1 OFFSET ?`, customer, n-1))
 }

@@ -4,10 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -159,32 +156,10 @@ func TestSpendThresholdFiresOnTheRowThatReachesIt(t *testing.T) {
 func TestSpendThresholdsFireOnceUnderConcurrentSenders(t *testing.T) {
 	testenv.EachBackend(t, func(t *testing.T, backend string) {
 		e := newSpendEnv(t, backend)
-		const events, senders = 150, 32
-		work := make(chan int, 2*events)
-		for i := range events {
-			work <- i
-			work <- i
-		}
-		close(work)
-		var wg sync.WaitGroup
-		for range senders {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := range work {
-					if r := e.Send(fmt.Sprintf("evt_%d", i), testenv.UsageBody("cus_1", "api_requests", "1000")); r.Code != 200 {
-						t.Errorf("evt_%d: %d", i, r.Code)
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		nth := func(n int) int64 {
-			return int64(e.Int(`SELECT id FROM metered_usage WHERE customer_id = 'cus_1' ORDER BY id LIMIT 1 OFFSET ?`, n-1))
-		}
+		sendTwiceConcurrently(t, e, 150, "1000")
 		cs := spendCrossings(t, e)
-		want := []spendCrossingRow{{Threshold: "500.00", Value: "500.00", Spent: "509.00", RowID: nth(49)},
-			{Threshold: "80%", Value: "800.00", Spent: "809.00", RowID: nth(79)}}
+		want := []spendCrossingRow{{Threshold: "500.00", Value: "500.00", Spent: "509.00", RowID: nthRow(e, "cus_1", 49)},
+			{Threshold: "80%", Value: "800.00", Spent: "809.00", RowID: nthRow(e, "cus_1", 79)}}
 		if len(cs) != len(want) {
 			t.Fatalf("crossings = %+v, want 500.00 and 80%% once each", cs)
 		}
@@ -383,20 +358,7 @@ func TestSpendOverHTTP(t *testing.T) {
 	e := newSpendEnv(t, "sqlite")
 	send(t, e, "a", testenv.UsageBody("cus_1", "api_requests", "98100")) // 1000.00
 	key, _ := e.CreateKey("app", 0, 0)
-	get := func(path, key string) (int, string) {
-		t.Helper()
-		req, _ := http.NewRequest(http.MethodGet, e.HTTP.URL+path, nil)
-		if key != "" {
-			req.Header.Set("Authorization", "Bearer "+key)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	get := func(path, key string) (int, string) { t.Helper(); return getWithKey(t, e, path, key) }
 	for _, c := range []struct {
 		path, key string
 		code      int
