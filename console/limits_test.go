@@ -28,15 +28,7 @@ func limitedEnv(t *testing.T) *env {
 	t.Helper()
 	plans := []pricing.Plan{{Name: "free", Currency: "USD", EffectiveFrom: "2026-01-01",
 		Limits: []pricing.Limit{{Meter: "api_requests", Limit: pricing.MustDecimal("10"), Alerts: []string{"50%", "100%"}}}}}
-	for i := range plans {
-		if err := plans[i].Validate(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	catalog, err := pricing.NewCatalog(plans)
-	if err != nil {
-		t.Fatal(err)
-	}
+	catalog := testenv.Catalog(t, plans)
 	e := newEnv(t, false, func(o *testenv.Options) {
 		o.Edits = append(o.Edits, func(c *config.Config) {
 			c.Plans, c.Catalog, c.Customers.DefaultPlan = plans, catalog, "free"

@@ -22,15 +22,7 @@ func spendEnv(t *testing.T) *env {
 		Prices: []pricing.Price{{Meter: "api_requests", Model: pricing.Graduated, Tiers: []pricing.Tier{
 			{UpTo: &upTo, Unit: pricing.MustDecimal("0")}, {Unit: pricing.MustDecimal("0.01")}}}},
 		Spend: &pricing.Spend{Limit: &limit, Alerts: []string{"50.00"}}}}
-	for i := range plans {
-		if err := plans[i].Validate(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	catalog, err := pricing.NewCatalog(plans)
-	if err != nil {
-		t.Fatal(err)
-	}
+	catalog := testenv.Catalog(t, plans)
 	e := newEnv(t, false, func(o *testenv.Options) {
 		o.Edits = append(o.Edits, func(c *config.Config) {
 			c.Plans, c.Catalog, c.Customers.DefaultPlan = plans, catalog, "team"

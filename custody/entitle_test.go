@@ -25,15 +25,7 @@ func freeTier(t testing.TB) (func(*config.Config), func(*custody.Writer)) {
 	t.Helper()
 	plans := []pricing.Plan{{Name: "free", Currency: "USD", EffectiveFrom: "2026-01-01",
 		Limits: []pricing.Limit{{Meter: "api_requests", Limit: pricing.MustDecimal("100"), Alerts: []string{"80%", "100%"}}}}}
-	for i := range plans {
-		if err := plans[i].Validate(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	catalog, err := pricing.NewCatalog(plans)
-	if err != nil {
-		t.Fatal(err)
-	}
+	catalog := testenv.Catalog(t, plans)
 	edit := func(c *config.Config) {
 		c.Plans, c.Catalog, c.Customers.DefaultPlan = plans, catalog, "free"
 		c.Destinations = []config.Destination{{Name: "app", URL: "http://127.0.0.1:1/hooks",

@@ -30,15 +30,7 @@ func teamPlan(t *testing.T) (func(*config.Config), func(*custody.Writer)) {
 		Prices: []pricing.Price{{Meter: "api_requests", Model: pricing.Graduated, Tiers: []pricing.Tier{
 			{UpTo: &upTo1, Unit: pricing.MustDecimal("0")}, {UpTo: &upTo2, Unit: pricing.MustDecimal("0.01")}, {Unit: pricing.MustDecimal("0.005")}}}},
 		Spend: &pricing.Spend{Limit: &limit, Alerts: []string{"500.00", "80%"}}}}
-	for i := range plans {
-		if err := plans[i].Validate(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	catalog, err := pricing.NewCatalog(plans)
-	if err != nil {
-		t.Fatal(err)
-	}
+	catalog := testenv.Catalog(t, plans)
 	edit := func(c *config.Config) {
 		c.Plans, c.Catalog, c.Customers.DefaultPlan = plans, catalog, "team"
 		c.Destinations = []config.Destination{{Name: "sales", URL: "http://127.0.0.1:1/hooks",
