@@ -76,7 +76,7 @@ func (c *Console) invoices(w http.ResponseWriter, r *http.Request, s *session) {
 		}
 	}
 	if v.Stripe, err = stripe.States(r.Context(), c.DB, ids); err == nil && v.Customer == "" {
-		v.Unlinked, err = c.DB.UnlinkedStripeInvoiceStates(r.Context(), 0, 0)
+		v.Unlinked, err = c.DB.UnlinkedStripeInvoiceStates(r.Context())
 	}
 	if err != nil {
 		c.internal(w, r, s, err)

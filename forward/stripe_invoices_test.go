@@ -217,7 +217,7 @@ func TestStripeInvoiceEventForUnknownCustomerIsKept(t *testing.T) {
 	if s, n := stateOf(t, e, id); s != stripe.InvoicePushed || n != 0 {
 		t.Errorf("November's invoice: %s with %d events, want pushed with none", s, n)
 	}
-	unlinked, err := e.DB.UnlinkedStripeInvoiceStates(context.Background(), 0, 0)
+	unlinked, err := e.DB.UnlinkedStripeInvoiceStates(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,16 +66,11 @@ func (t *CloseTx) InsertStripePush(ctx context.Context, p StripePush, destinatio
 
 func insertStripePush(ctx context.Context, tx pushTx, p StripePush, destination string, now int64) error {
 	var id int64
-	// cancels is named only when set, so a push is stored the same way
-	// on a database before migration 0023.
-	cols, marks, args := "", "", []any{p.Identifier, p.Source, nullID(p.LedgerID), nullID(p.InvoiceID), nullID(p.LineNo), p.CustomerID, p.Meter,
-		p.EventName, p.StripeCustomer, p.PeriodStart, p.Quantity, p.Total, p.Value, p.Pushed, p.Timestamp, now}
-	if p.Cancels != "" {
-		cols, marks, args = ", cancels", ", ?", append(args, p.Cancels)
-	}
 	err := tx.QueryRowContext(ctx, `INSERT INTO stripe_pushes (identifier, source, ledger_id, invoice_id, line_no, customer_id, meter,
-		event_name, stripe_customer, period_start, quantity, total, value, pushed, timestamp, created_at`+cols+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?`+marks+`) RETURNING id`, args...).Scan(&id)
+		event_name, stripe_customer, period_start, quantity, total, value, pushed, timestamp, created_at, cancels)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		p.Identifier, p.Source, nullID(p.LedgerID), nullID(p.InvoiceID), nullID(p.LineNo), p.CustomerID, p.Meter,
+		p.EventName, p.StripeCustomer, p.PeriodStart, p.Quantity, p.Total, p.Value, p.Pushed, p.Timestamp, now, p.Cancels).Scan(&id)
 	if err != nil {
 		return fmt.Errorf("insert push %s: %w", p.Identifier, err)
 	}
@@ -130,28 +125,25 @@ func (b Batch) LastStripeCustomer(ctx context.Context, customer string) (string,
 	return s, err
 }
 
-// pushColumns are a push's and its message's columns; pushColumnsOf those
-// a database has (before migration 0023 a push cancels nothing).
+// pushColumns are a push's and its message's columns; pushColumnsBefore0023
+// those of a database older than migration 0023, where a push cancels
+// nothing (a read-only open of one).
 const pushColumns = `p.id, p.identifier, p.source, COALESCE(p.ledger_id, 0) AS ledger_id, COALESCE(p.invoice_id, 0) AS invoice_id,
 	COALESCE(p.line_no, 0) AS line_no, p.customer_id, p.meter, p.event_name,
 	p.stripe_customer, p.period_start, p.quantity, p.total, p.value, p.pushed, p.timestamp, p.created_at, p.cancels,
 	o.id AS outbox_id, o.status, o.attempts, o.last_error`
 
-func pushColumnsOf(ctx context.Context, q sqlx.QueryerContext) string {
-	if predates(ctx, q, versionStripeInvoiceStates) {
-		return strings.Replace(pushColumns, "p.cancels,", "'' AS cancels,", 1)
-	}
-	return pushColumns
-}
+var pushColumnsBefore0023 = strings.Replace(pushColumns, "p.cancels,", "'' AS cancels,", 1)
 
 // StripePushesOf reads the pushes of outbox messages ids, by outbox id
-// (pushes never change: the read pool serves them).
+// (pushes never change: the read pool serves them). The relay reads them,
+// on a database serve has migrated.
 func (db *DB) StripePushesOf(ctx context.Context, ids []int64) (map[int64]StripePush, error) {
 	out := make(map[int64]StripePush, len(ids))
 	if len(ids) == 0 {
 		return out, nil
 	}
-	q, args, err := sqlx.In(`SELECT `+pushColumnsOf(ctx, db.Read)+` FROM outbox o JOIN stripe_pushes p ON p.id = o.push_id WHERE o.id IN (?)`, ids)
+	q, args, err := sqlx.In(`SELECT `+pushColumns+` FROM outbox o JOIN stripe_pushes p ON p.id = o.push_id WHERE o.id IN (?)`, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -187,13 +179,20 @@ func (db *DB) StripePushes(ctx context.Context, f StripePushFilter) ([]StripePus
 	if f.Status != "" {
 		where, args = append(where, "o.status = ?"), append(args, f.Status)
 	}
-	var out []StripePush
-	err := db.Read.SelectContext(ctx, &out, `SELECT `+pushColumnsOf(ctx, db.Read)+` FROM stripe_pushes p JOIN outbox o ON o.push_id = p.id
-		WHERE `+strings.Join(where, " AND ")+` ORDER BY p.id`, args...)
-	if err != nil && predates(ctx, db.Read, versionStripe) {
+	read := func(cols string) ([]StripePush, error) {
+		var out []StripePush
+		err := db.Read.SelectContext(ctx, &out, `SELECT `+cols+` FROM stripe_pushes p JOIN outbox o ON o.push_id = p.id
+			WHERE `+strings.Join(where, " AND ")+` ORDER BY p.id`, args...)
+		return out, err
+	}
+	out, err := read(pushColumns)
+	switch {
+	case err == nil || !predates(ctx, db.Read, versionStripeInvoiceStates):
+		return out, err
+	case predates(ctx, db.Read, versionStripe):
 		return nil, nil
 	}
-	return out, err
+	return read(pushColumnsBefore0023)
 }
 
 // LatestExternalIDs is the external_ids (a JSON object) of customer's latest

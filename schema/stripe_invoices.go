@@ -111,7 +111,7 @@ func (b Batch) LinePushInvoices(ctx context.Context, customers []string, stripeC
 // them.
 func (db *DB) StripeInvoiceStatesOf(ctx context.Context, ids []int64) (states map[int64][]StripeInvoiceState, pushed map[int64]bool, err error) {
 	states, pushed = map[int64][]StripeInvoiceState{}, map[int64]bool{}
-	if len(ids) == 0 || predates(ctx, db.Read, versionStripeInvoiceStates) {
+	if len(ids) == 0 {
 		return states, pushed, nil
 	}
 	// A few hundred ids a query: invoice list reads every invoice, and
@@ -125,6 +125,9 @@ func (db *DB) StripeInvoiceStatesOf(ctx context.Context, ids []int64) (states ma
 		}
 		var rows []StripeInvoiceState
 		if err := db.Read.SelectContext(ctx, &rows, q, args...); err != nil {
+			if predates(ctx, db.Read, versionStripeInvoiceStates) {
+				return states, pushed, nil
+			}
 			return nil, nil, fmt.Errorf("read Stripe invoice states: %w", err)
 		}
 		for _, r := range rows {
@@ -145,20 +148,17 @@ func (db *DB) StripeInvoiceStatesOf(ctx context.Context, ids []int64) (states ma
 	return states, pushed, nil
 }
 
-// UnlinkedStripeInvoiceStates reads the Stripe invoice events that bill no
-// hookledger invoice, received in [from, to) (unix ms; to 0: no end), in
-// arrival order.
-func (db *DB) UnlinkedStripeInvoiceStates(ctx context.Context, from, to int64) ([]StripeInvoiceState, error) {
-	if to == 0 {
-		to = 1<<63 - 1
-	}
-	if predates(ctx, db.Read, versionStripeInvoiceStates) {
-		return nil, nil
-	}
+// UnlinkedStripeInvoiceStates reads every Stripe invoice event that bills
+// no hookledger invoice, in arrival order (none on a database that predates
+// them).
+func (db *DB) UnlinkedStripeInvoiceStates(ctx context.Context) ([]StripeInvoiceState, error) {
 	var out []StripeInvoiceState
 	err := db.Read.SelectContext(ctx, &out, `SELECT id, receipt_id, stripe_event, event_type, state, event_created, stripe_invoice,
 		stripe_customer, period_start, period_end, 0 AS invoice_id, created_at
-		FROM stripe_invoice_states WHERE invoice_id IS NULL AND created_at >= ? AND created_at < ? ORDER BY id`, from, to)
+		FROM stripe_invoice_states WHERE invoice_id IS NULL ORDER BY id`)
+	if err != nil && predates(ctx, db.Read, versionStripeInvoiceStates) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read unlinked Stripe invoice states: %w", err)
 	}

@@ -182,3 +182,32 @@ func TestCountRows(t *testing.T) {
 		}
 	}
 }
+
+// A read-only open of a database from before 0023 lists its pushes (which
+// cancel nothing) and has no Stripe invoice states, without an error.
+func TestStripeReadsOfADatabaseBefore0023(t *testing.T) {
+	ctx := context.Background()
+	path, raw := openAt(t, 22)
+	raw.MustExec(`INSERT INTO stripe_pushes (identifier, source, ledger_id, customer_id, meter, event_name, stripe_customer,
+		period_start, quantity, total, value, pushed, timestamp, created_at)
+		VALUES ('hl_1', 'usage', 1, 'cus_1', 'api_requests', 'api_requests', 'cus_1', 0, '3', '3', 3, '3', 0, 0)`)
+	raw.MustExec(`INSERT INTO outbox (push_id, destination, message_id, status, created_at, pending_since, next_attempt_at)
+		VALUES (1, 'stripe', 'hl_1', 'pending', 0, 0, 0)`)
+	raw.Close()
+	db, err := Open(ctx, path, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ps, err := db.StripePushes(ctx, StripePushFilter{})
+	if err != nil || len(ps) != 1 || ps[0].Identifier != "hl_1" || ps[0].Cancels != "" || ps[0].Total != "3" {
+		t.Fatalf("StripePushes = %+v, %v; want hl_1, cancelling nothing", ps, err)
+	}
+	states, pushed, err := db.StripeInvoiceStatesOf(ctx, []int64{1})
+	if err != nil || len(states) != 0 || len(pushed) != 0 {
+		t.Errorf("StripeInvoiceStatesOf = %v, %v, %v; want none", states, pushed, err)
+	}
+	if us, err := db.UnlinkedStripeInvoiceStates(ctx); err != nil || us != nil {
+		t.Errorf("UnlinkedStripeInvoiceStates = %v, %v; want none", us, err)
+	}
+}

@@ -165,7 +165,7 @@ func InvoiceState(events []schema.StripeInvoiceState, pushed bool) string {
 // InvoiceStore reads invoices' Stripe states (*schema.DB).
 type InvoiceStore interface {
 	StripeInvoiceStatesOf(ctx context.Context, ids []int64) (map[int64][]schema.StripeInvoiceState, map[int64]bool, error)
-	UnlinkedStripeInvoiceStates(ctx context.Context, from, to int64) ([]schema.StripeInvoiceState, error)
+	UnlinkedStripeInvoiceStates(ctx context.Context) ([]schema.StripeInvoiceState, error)
 }
 
 // States is the Stripe state of each of invoices ids that has one (see

@@ -60,8 +60,8 @@ func invoiceCommand() *cli.Command {
 				Name:  "list",
 				Usage: "list closed invoices (with their state in Stripe when billing sync pushed them in close mode)",
 				Description: "The stripe column (shown when an invoice has one) is pushed, invoiced, paid or payment_failed:\n" +
-					"Stripe's latest invoice event for it by Stripe's time (docs/stripe.md). Stripe's invoice events that\n" +
-					"bill none of these invoices are named on stderr (without --customer).",
+					"Stripe's latest invoice event for it by Stripe's time (docs/stripe.md). Every Stripe invoice event that\n" +
+					"bills no invoice of this ledger, of any period, is named on stderr (without --customer).",
 				Flags: append(configFlags(),
 					&cli.StringFlag{Name: "customer", EnvVars: []string{"HOOKLEDGER_CUSTOMER"}, Usage: "only this customer"},
 					&cli.StringFlag{Name: "period", EnvVars: []string{"HOOKLEDGER_PERIOD"}, Usage: "only this period, YYYY-MM"},
@@ -254,7 +254,7 @@ func invoiceList(c *cli.Context) error {
 	// Stripe's invoice events that bill none of these invoices are kept
 	// and named, never dropped: a customer mapped to none of ours, or a
 	// period no close pushed.
-	unlinked, err := db.UnlinkedStripeInvoiceStates(c.Context, 0, 0)
+	unlinked, err := db.UnlinkedStripeInvoiceStates(c.Context)
 	if err != nil {
 		return err
 	}
