@@ -309,20 +309,29 @@ func TestVerifyChecksSpendCrossings(t *testing.T) {
 			fmt.Sprintf("spend at row %d recomputes to 500.00 USD, the crossing says 600.00", row): true,
 			"ledger row 9999, which crossed 90%, does not exist":                                   true,
 		}
-		for _, c := range rep.Checks {
-			if c.Name != "spend crossings" {
-				continue
-			}
-			if c.Checked != 3 || len(c.Problems) != 2 {
-				t.Errorf("spend crossings: %+v, want 3 checked, 2 problems", c)
-			}
-			for _, p := range c.Problems {
-				if !want[p.Msg] {
-					t.Errorf("problem %q, want one of %v", p.Msg, want)
-				}
+		c := spendCheck(t, rep)
+		if c.Checked != 3 || len(c.Problems) != 2 {
+			t.Errorf("spend crossings: %+v, want 3 checked, 2 problems", c)
+		}
+		for _, p := range c.Problems {
+			if !want[p.Msg] {
+				t.Errorf("problem %q, want one of %v", p.Msg, want)
 			}
 		}
 	})
+}
+
+// spendCheck is verify's spend crossings check in rep; its absence fails
+// the test.
+func spendCheck(t *testing.T, rep *ledger.VerifyReport) ledger.CheckResult {
+	t.Helper()
+	for _, c := range rep.Checks {
+		if c.Name == "spend crossings" {
+			return c
+		}
+	}
+	t.Fatalf("verify ran no spend crossings check: %+v", rep.Checks)
+	return ledger.CheckResult{}
 }
 
 // checkSpendVerifies runs verify: no problem, and the spend crossings
@@ -336,10 +345,8 @@ func checkSpendVerifies(t *testing.T, e *env, n int64) {
 	if p := rep.First(); p != nil {
 		t.Errorf("verify: %v", p)
 	}
-	for _, c := range rep.Checks {
-		if c.Name == "spend crossings" && c.Checked != n {
-			t.Errorf("verify's spend crossings: %+v, want %d checked", c, n)
-		}
+	if c := spendCheck(t, rep); c.Checked != n {
+		t.Errorf("verify's spend crossings: %+v, want %d checked", c, n)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/hookledger/hookledger/ledger"
@@ -129,18 +130,6 @@ func (t *Tracker) Spend(ctx context.Context, r *ledger.Row) ([]SpendCrossing, er
 	if !ok || len(l.Thresholds) == 0 || l.Version.Price(r.Meter) == nil {
 		return nil, nil // a meter the version does not price spends nothing
 	}
-	totals := map[string]pricing.Decimal{}
-	for _, pr := range l.Version.Prices {
-		s, err := t.state(ctx, ledger.StateKey{Customer: r.Customer, Meter: pr.Meter, PeriodStart: start}, end)
-		if err != nil {
-			return nil, err
-		}
-		totals[pr.Meter] = s.used.Decimal()
-	}
-	spent, err := l.Version.Spent(totals)
-	if err != nil {
-		return nil, fmt.Errorf("spend of %s: %w", r.Customer, err)
-	}
 	k := spendKey{r.Customer, start}
 	fired := t.spendFired[k]
 	if fired == nil {
@@ -154,6 +143,21 @@ func (t *Tracker) Spend(ctx context.Context, r *ledger.Row) ([]SpendCrossing, er
 		}
 		t.spendFired[k] = fired
 		t.journal = append(t.journal, func() { delete(t.spendFired, k) })
+	}
+	if !slices.ContainsFunc(l.Thresholds, func(th pricing.Threshold) bool { return !fired[th.Spelling] }) {
+		return nil, nil // every threshold fired this month: nothing to price
+	}
+	totals := map[string]pricing.Decimal{}
+	for _, pr := range l.Version.Prices {
+		s, err := t.state(ctx, ledger.StateKey{Customer: r.Customer, Meter: pr.Meter, PeriodStart: start}, end)
+		if err != nil {
+			return nil, err
+		}
+		totals[pr.Meter] = s.used.Decimal()
+	}
+	spent, err := l.Version.Spent(totals)
+	if err != nil {
+		return nil, fmt.Errorf("spend of %s: %w", r.Customer, err)
 	}
 	var out []SpendCrossing
 	for _, th := range l.Thresholds {
