@@ -3,6 +3,7 @@ package custody_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -192,7 +193,17 @@ func TestSpendHardLimitFlipsAtExactlyTheAmount(t *testing.T) {
 			len(a.Meters) != 1 || a.Meters[0].Amount.String() != "971.00" || a.Meters[0].Quantity.String() != "98099.9" {
 			t.Fatalf("at 1000.00: %+v", a)
 		}
-		if _, err := entitle.SetSpendOverride(t.Context(), e.DB, entitle.SpendOverride{Customer: "cus_2", Limit: pricing.MustDecimal("2000.00"),
+		policy := spendChecker(e).Policy
+		// An amount finer than the plans' currency (USD: cents) is refused
+		// and stores nothing.
+		if _, err := entitle.SetSpendOverride(t.Context(), e.DB, policy, entitle.SpendOverride{Customer: "cus_2", Limit: pricing.MustDecimal("2000.001"),
+			EffectiveFrom: "2026-11-01", RecordedAt: time.Now()}); !errors.Is(err, entitle.ErrBadOverride) || !strings.Contains(err.Error(), "3 decimal places") {
+			t.Fatalf("override of 2000.001 USD: %v", err)
+		}
+		if n := e.Count("spend_overrides"); n != 0 {
+			t.Fatalf("%d spend overrides after a refused one", n)
+		}
+		if _, err := entitle.SetSpendOverride(t.Context(), e.DB, policy, entitle.SpendOverride{Customer: "cus_2", Limit: pricing.MustDecimal("2000.00"),
 			EffectiveFrom: "2026-11-01", RecordedAt: time.Now()}); err != nil {
 			t.Fatal(err)
 		}

@@ -56,7 +56,7 @@ type Entitlement struct {
 // the batch form of the entitlement check, and `limits --customer`.
 type Reply struct {
 	Entitlements []Entitlement `json:"entitlements"`
-	Spend        *SpendAnswer  `json:"spend,omitempty"` // asked for, or kept by the customer's plan version
+	Spend        *SpendAnswer  `json:"spend,omitempty"` // asked for (spent null when the customer's plan version keeps no spend)
 }
 
 // Check answers for customer's meter now.

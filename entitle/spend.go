@@ -318,8 +318,11 @@ type SpendOverrideStore interface {
 	SpendOverrides(ctx context.Context, customer string) ([]schema.SpendOverride, error)
 }
 
-// SetSpendOverride validates o and appends it.
-func SetSpendOverride(ctx context.Context, db SpendOverrideStore, o SpendOverride) (SpendOverride, error) {
+// SetSpendOverride validates o against the plans of p and appends it. The
+// limit is an amount in the currency of the customer's plan version, so it
+// may have no more decimal places than the finest currency of the versions
+// that keep spend (as a plan's own spend limit, which config checks).
+func SetSpendOverride(ctx context.Context, db SpendOverrideStore, p *Policy, o SpendOverride) (SpendOverride, error) {
 	bad := func(format string, args ...any) (SpendOverride, error) {
 		return SpendOverride{}, fmt.Errorf("%w: %s", ErrBadOverride, fmt.Sprintf(format, args...))
 	}
@@ -332,6 +335,10 @@ func SetSpendOverride(ctx context.Context, db SpendOverrideStore, o SpendOverrid
 		return bad("spend limit %s is negative", o.Limit)
 	case o.Kind != "" && o.Kind != pricing.LimitHard && o.Kind != pricing.LimitSoft:
 		return bad("kind %q is not hard or soft", o.Kind)
+	}
+	if cur, ok := p.finestSpendCurrency(); ok && o.Limit.Decimals() > cur.Decimals() {
+		return bad("spend limit %s has %d decimal places; the plans keep spend in currencies of at most %d (%s)",
+			o.Limit, o.Limit.Decimals(), cur.Decimals(), cur)
 	}
 	if err := o.EffectiveFrom.Check(); err != nil {
 		return bad("%v", err)
@@ -362,4 +369,20 @@ func SpendOverrides(ctx context.Context, db SpendOverrideStore, customer string)
 			EffectiveFrom: pricing.Date(r.EffectiveFrom), RecordedAt: time.UnixMilli(r.RecordedAt).UTC(), Note: r.Note})
 	}
 	return out, nil
+}
+
+// finestSpendCurrency is the currency with the most decimal places among
+// the plan versions that keep spend (ok false: none does).
+func (p *Policy) finestSpendCurrency() (cur pricing.Currency, ok bool) {
+	if p == nil || p.Catalog == nil {
+		return cur, false
+	}
+	for _, name := range p.Catalog.Names() {
+		for _, v := range p.Catalog.Versions(name) {
+			if v.Spend != nil && (!ok || v.CurrencyOf().Decimals() > cur.Decimals()) {
+				cur, ok = v.CurrencyOf(), true
+			}
+		}
+	}
+	return cur, ok
 }

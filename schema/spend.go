@@ -88,7 +88,7 @@ func (b Batch) SpendOverrides(ctx context.Context, customer string) ([]SpendOver
 // SpendOverrides reads the spend overrides of customer ("" for every
 // customer), by customer, date and id.
 func (db *DB) SpendOverrides(ctx context.Context, customer string) ([]SpendOverride, error) {
-	os, err := spendOverrides(ctx, db.Read, customer)
+	os, err := spendOverrides(ctx, db.hot, customer)
 	if err != nil && predates(ctx, db.Read, versionSpend) {
 		return nil, nil
 	}

@@ -36,9 +36,9 @@ func limitsCommand() *cli.Command {
 				Usage:     "override a customer's limit on a meter, or on its spend (--spend), from a date",
 				ArgsUsage: "CUSTOMER METER LIMIT | CUSTOMER --spend AMOUNT",
 				Flags: append(configFlags(),
-					&cli.StringFlag{Name: "spend", Usage: "limit the customer's spend per month to this amount, in its plan's currency"},
+					&cli.StringFlag{Name: "spend", Usage: "limit the customer's spend per month to this amount, in its plan's currency (no finer than its minor unit, e.g. cents)"},
 					&cli.StringFlag{Name: "from", Required: true, Usage: "the first day of the override, YYYY-MM-DD (in the invoices' time zone)"},
-					&cli.StringFlag{Name: "kind", Usage: "hard or soft (default: the plan's kind for the meter, else hard)"},
+					&cli.StringFlag{Name: "kind", Usage: "hard or soft (default: the plan's kind for the meter, or for spend with --spend, else hard)"},
 					&cli.StringFlag{Name: "note", Usage: "why (kept with the override)"},
 				),
 				Action: limitsSet,
@@ -98,12 +98,16 @@ func spendSet(c *cli.Context, args []string) error {
 	if err != nil {
 		return usageErrorf(c, "--spend: %v", err)
 	}
+	cfg, err := commandConfig(c)
+	if err != nil {
+		return err
+	}
 	db, err := openWritable(c)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	o, err := entitle.SetSpendOverride(c.Context, db, entitle.SpendOverride{Customer: args[0], Limit: amount,
+	o, err := entitle.SetSpendOverride(c.Context, db, entitle.NewPolicy(cfg.Catalog, cfg.Customers.DefaultPlan), entitle.SpendOverride{Customer: args[0], Limit: amount,
 		Kind: c.String("kind"), EffectiveFrom: from, RecordedAt: time.Now().UTC(), Note: c.String("note")})
 	if errors.Is(err, entitle.ErrBadOverride) {
 		return usageErrorf(c, "%v", err)
@@ -231,9 +235,8 @@ func customerEntitlements(c *cli.Context, ch *entitle.Checker, customer string) 
 	if err != nil {
 		return err
 	}
-	reply := entitle.Reply{Entitlements: orEmpty(es)}
+	reply := entitle.Reply{Entitlements: orEmpty(es), Spend: &sp}
 	if sp.Spent != nil { // the customer's plan version keeps spend
-		reply.Spend = &sp
 		limit, remaining := "-", "-"
 		if sp.Limit != nil {
 			limit, remaining = sp.Limit.String(), sp.Remaining.String()
