@@ -2,7 +2,6 @@ package forward
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"sync"
@@ -111,12 +110,7 @@ func (d *destination) push(ctx context.Context, p schema.StripePush, now time.Ti
 		res := d.stripe.CancelMeterEvent(tctx, p.EventName, p.Cancels, p.Identifier)
 		cancel()
 		if !res.Permanent || res.Status != http.StatusBadRequest {
-			o := outcome{status: res.Status, latency: res.Latency, response: res.Body, err: res.Err, retryAfter: res.RetryAfter,
-				permanent: res.Permanent}
-			if res.Status == 0 && res.Err != "" {
-				o.canceled = d.relay.stopping(ctx)
-			}
-			return o
+			return d.outcomeOf(ctx, res)
 		}
 		d.relay.Log.Info("forward", "destination", d.cfg.Name, "push", p.Identifier,
 			"note", "Stripe refused the cancel of "+p.Cancels+" ("+res.Err+"): sending the compensating value")
@@ -137,8 +131,13 @@ func (d *destination) push(ctx context.Context, p schema.StripePush, now time.Ti
 	}
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.Timeout.Duration)
 	defer cancel()
-	res := d.stripe.SendMeterEvent(ctx, stripe.MeterEvent{EventName: p.EventName, Identifier: p.Identifier, Customer: customer,
-		Value: p.Value, Timestamp: p.Timestamp})
+	return d.outcomeOf(ctx, d.stripe.SendMeterEvent(ctx, stripe.MeterEvent{EventName: p.EventName, Identifier: p.Identifier, Customer: customer,
+		Value: p.Value, Timestamp: p.Timestamp}))
+}
+
+// outcomeOf is what Stripe's answer res means for the push: a transport
+// error while the relay stops is a cancelled attempt, not a failure.
+func (d *destination) outcomeOf(ctx context.Context, res stripe.Result) outcome {
 	o := outcome{status: res.Status, latency: res.Latency, response: res.Body, err: res.Err, retryAfter: res.RetryAfter,
 		acked: res.Duplicate, permanent: res.Permanent}
 	if res.Status == 0 && res.Err != "" {
@@ -154,9 +153,9 @@ func (d *destination) linked(ctx context.Context, customer string) (string, erro
 	if err != nil || ext == "" {
 		return "", err
 	}
-	var ids map[string]string
-	if err := json.Unmarshal([]byte(ext), &ids); err != nil {
-		return "", fmt.Errorf("customer %q: external ids: %w", customer, err)
+	id, err := stripe.CustomerOf(ext)
+	if err != nil {
+		return "", fmt.Errorf("customer %q: %w", customer, err)
 	}
-	return ids[stripe.ExternalID], nil
+	return id, nil
 }

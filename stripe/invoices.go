@@ -2,7 +2,6 @@ package stripe
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -132,13 +131,11 @@ func linkInvoice(ctx context.Context, tx *custody.Tx, customers string, e Invoic
 	return nil
 }
 
-// stripeIDOf is the Stripe customer a registry row's external ids name.
+// stripeIDOf is CustomerOf for CustomersLinkedTo: a registry row whose
+// external ids do not decode (the registry refuses such rows) links none.
 func stripeIDOf(externalIDs string) string {
-	var ids map[string]string
-	if json.Unmarshal([]byte(externalIDs), &ids) != nil {
-		return ""
-	}
-	return ids[ExternalID]
+	id, _ := CustomerOf(externalIDs)
+	return id
 }
 
 // InvoiceState is the state events (in Stripe's event order) show: the

@@ -266,9 +266,19 @@ func linkedCustomer(ctx context.Context, db StatusStore, customer string) (strin
 	if err != nil || ext == "" {
 		return "", err
 	}
+	id, err := CustomerOf(ext)
+	if err != nil {
+		return "", fmt.Errorf("customer %q: %w", customer, err)
+	}
+	return id, nil
+}
+
+// CustomerOf is the Stripe customer that a registry row's external ids (a
+// JSON object) name under ExternalID, "" when none.
+func CustomerOf(externalIDs string) (string, error) {
 	var ids map[string]string
-	if err := json.Unmarshal([]byte(ext), &ids); err != nil {
-		return "", fmt.Errorf("customer %q: external ids: %w", customer, err)
+	if err := json.Unmarshal([]byte(externalIDs), &ids); err != nil {
+		return "", fmt.Errorf("external ids: %w", err)
 	}
 	return ids[ExternalID], nil
 }
