@@ -43,7 +43,7 @@ func limitedEnv(t *testing.T) *env {
 		t.Fatalf("build usage state: %v %v", built, err)
 	}
 	e.Console.DefaultPlan = "free"
-	e.Console.Entitlements = e.Server.Entitlements
+	e.Console.Entitlements = e.Server.Entitlements.(*entitle.Checker)
 	e.Console.Stripe = true
 	return e
 }
@@ -66,7 +66,7 @@ func TestCustomerLimitsCrossingsAndStripe(t *testing.T) {
 		t.Errorf("limits %q", limits)
 	}
 	// The same numbers as the entitlement check the API answers.
-	es, err := e.Server.Entitlements.CheckAll(t.Context(), "cus_a", []string{"api_requests"})
+	es, err := e.Server.Entitlements.(*entitle.Checker).CheckAll(t.Context(), "cus_a", []string{"api_requests"})
 	if err != nil || es[0].Used.String() != "10" || es[0].Allowed {
 		t.Errorf("entitlement %+v %v", es, err)
 	}

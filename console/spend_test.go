@@ -34,7 +34,7 @@ func spendEnv(t *testing.T) *env {
 		t.Fatalf("build usage state: %v %v", built, err)
 	}
 	e.Console.DefaultPlan = "team"
-	e.Console.Entitlements = e.Server.Entitlements
+	e.Console.Entitlements = e.Server.Entitlements.(*entitle.Checker)
 	return e
 }
 
@@ -67,7 +67,7 @@ func TestCustomerSpend(t *testing.T) {
 		t.Errorf("spend allowed %q", got)
 	}
 	// The same figure as the spend check the API answers.
-	sp, err := e.Server.Entitlements.Spend(t.Context(), "cus_a")
+	sp, err := e.Server.Entitlements.(*entitle.Checker).Spend(t.Context(), "cus_a")
 	if err != nil || sp.Spent.String() != "70.00" {
 		t.Errorf("spend %+v %v", sp, err)
 	}

@@ -392,3 +392,25 @@ func TestSpendOverHTTP(t *testing.T) {
 		t.Errorf("spend without spend=true: %s", body)
 	}
 }
+
+// A batch answer's meters and spend are of one instant: a clock that
+// reaches the next month between two readings cannot split them.
+func TestReplyIsOfOneInstant(t *testing.T) {
+	e := newSpendEnv(t, "sqlite")
+	c := spendChecker(e)
+	readings := 0
+	c.Now = func() time.Time {
+		readings++
+		if readings == 1 {
+			return time.Date(2026, 11, 30, 23, 59, 59, 0, time.UTC)
+		}
+		return time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	}
+	r, err := c.Reply(t.Context(), "cus_1", []string{"api_requests"}, true)
+	if err != nil || len(r.Entitlements) != 1 || r.Spend == nil {
+		t.Fatalf("reply: %+v, %v", r, err)
+	}
+	if got := r.Entitlements[0].PeriodStart; got != "2026-11-01T00:00:00Z" || r.Spend.PeriodStart != got {
+		t.Errorf("meter's period from %s, spend's from %s: want both 2026-11-01T00:00:00Z", got, r.Spend.PeriodStart)
+	}
+}

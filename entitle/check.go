@@ -70,11 +70,33 @@ func (c *Checker) Check(ctx context.Context, customer, meter string) (Entitlemen
 
 // CheckAll answers for several meters of one customer at one instant.
 func (c *Checker) CheckAll(ctx context.Context, customer string, meters []string) ([]Entitlement, error) {
-	now := time.Now
-	if c.Now != nil {
-		now = c.Now
+	return c.checkAt(ctx, customer, meters, c.now())
+}
+
+// Reply answers for several meters of one customer and, when spend, for
+// its spend, all at one instant (the batch check, limits --customer).
+func (c *Checker) Reply(ctx context.Context, customer string, meters []string, spend bool) (Reply, error) {
+	at := c.now()
+	es, err := c.checkAt(ctx, customer, meters, at)
+	if err != nil || !spend {
+		return Reply{Entitlements: es}, err
 	}
-	at := now()
+	sp, err := c.spendAt(ctx, customer, at)
+	return Reply{Entitlements: es, Spend: &sp}, err
+}
+
+func (c *Checker) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
+func (c *Checker) checkAt(ctx context.Context, customer string, meters []string, at time.Time) ([]Entitlement, error) {
+	out := make([]Entitlement, 0, len(meters))
+	if len(meters) == 0 {
+		return out, nil
+	}
 	loc, built, err := stateLocation(ctx, c.DB)
 	if err != nil {
 		return nil, err
@@ -89,7 +111,6 @@ func (c *Checker) CheckAll(ctx context.Context, customer string, meters []string
 		return nil, err
 	}
 	day := Day(ms, loc)
-	out := make([]Entitlement, 0, len(meters))
 	for _, meter := range meters {
 		e := Entitlement{Customer: customer, Meter: meter, Allowed: true,
 			PeriodStart: time.UnixMilli(start).In(loc).Format(time.RFC3339), PeriodEnd: time.UnixMilli(end).In(loc).Format(time.RFC3339),

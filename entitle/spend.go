@@ -286,15 +286,16 @@ func SpendOf(ctx context.Context, db SpendReader, p *Policy, customer string, at
 
 // Spend answers the spend check for customer now (GET /v1/spend/{customer}).
 func (c *Checker) Spend(ctx context.Context, customer string) (SpendAnswer, error) {
-	now := time.Now
-	if c.Now != nil {
-		now = c.Now
-	}
+	return c.spendAt(ctx, customer, c.now())
+}
+
+// spendAt is the spend check of customer at instant at.
+func (c *Checker) spendAt(ctx context.Context, customer string, at time.Time) (SpendAnswer, error) {
 	db, ok := c.DB.(SpendReader)
 	if !ok {
 		return SpendAnswer{}, errors.New("spend check: the checker's store cannot read spend")
 	}
-	return SpendOf(ctx, db, c.Policy, customer, now())
+	return SpendOf(ctx, db, c.Policy, customer, at)
 }
 
 // SpendOverride is a customer's own spend limit from a date: it replaces the

@@ -23,8 +23,7 @@ import (
 
 // Entitlements answers entitlement checks (*entitle.Checker).
 type Entitlements interface {
-	CheckAll(ctx context.Context, customer string, meters []string) ([]entitle.Entitlement, error)
-	Spend(ctx context.Context, customer string) (entitle.SpendAnswer, error)
+	Reply(ctx context.Context, customer string, meters []string, spend bool) (entitle.Reply, error)
 }
 
 // maxMeters bounds one batch check.
@@ -89,15 +88,7 @@ func (s *Server) entitlements(w http.ResponseWriter, r *http.Request, ask checks
 			return
 		}
 	}
-	var es []entitle.Entitlement
-	var spend entitle.SpendAnswer
-	var err error
-	if len(ask.meters) > 0 {
-		es, err = s.Entitlements.CheckAll(r.Context(), customer, ask.meters)
-	}
-	if err == nil && ask.spend {
-		spend, err = s.Entitlements.Spend(r.Context(), customer)
-	}
+	reply, err := s.Entitlements.Reply(r.Context(), customer, ask.meters, ask.spend)
 	switch {
 	case errors.Is(err, entitle.ErrNotBuilt):
 		w.Header().Set("Retry-After", "1")
@@ -107,21 +98,10 @@ func (s *Server) entitlements(w http.ResponseWriter, r *http.Request, ask checks
 		w.Header().Set("Retry-After", "1")
 		writeJSON(w, http.StatusServiceUnavailable, APIError{Error: "could not read the usage state, retry later", Reason: "storage_error"})
 	case ask.batch:
-		reply := entitle.Reply{Entitlements: orNone(es)}
-		if ask.spend {
-			reply.Spend = &spend
-		}
 		writeJSON(w, http.StatusOK, reply)
 	case ask.spend:
-		writeJSON(w, http.StatusOK, spend)
+		writeJSON(w, http.StatusOK, reply.Spend)
 	default:
-		writeJSON(w, http.StatusOK, es[0])
+		writeJSON(w, http.StatusOK, reply.Entitlements[0])
 	}
-}
-
-func orNone(es []entitle.Entitlement) []entitle.Entitlement {
-	if es == nil {
-		return []entitle.Entitlement{}
-	}
-	return es
 }

@@ -219,24 +219,19 @@ func customerEntitlements(c *cli.Context, ch *entitle.Checker, customer string) 
 	if err != nil {
 		return err
 	}
-	es, err := ch.CheckAll(c.Context, customer, meters)
+	reply, err := ch.Reply(c.Context, customer, meters, true)
 	if err != nil {
 		return err
 	}
-	rows := make([][]string, len(es), len(es)+1)
-	for i, e := range es {
+	rows := make([][]string, len(reply.Entitlements), len(reply.Entitlements)+1)
+	for i, e := range reply.Entitlements {
 		limit, remaining := "-", "-"
 		if e.Limit != nil {
 			limit, remaining = e.Limit.String(), e.Remaining.String()
 		}
 		rows[i] = []string{e.Meter, limit, orDash(e.Kind), e.Used.String(), remaining, strconv.FormatBool(e.Allowed), e.PeriodStart, e.PeriodEnd}
 	}
-	sp, err := ch.Spend(c.Context, customer)
-	if err != nil {
-		return err
-	}
-	reply := entitle.Reply{Entitlements: orEmpty(es), Spend: &sp}
-	if sp.Spent != nil { // the customer's plan version keeps spend
+	if sp := reply.Spend; sp.Spent != nil { // the customer's plan version keeps spend
 		limit, remaining := "-", "-"
 		if sp.Limit != nil {
 			limit, remaining = sp.Limit.String(), sp.Remaining.String()

@@ -262,6 +262,9 @@ func (s *Server) start(ctx context.Context) error {
 	kick.Store(relay)
 
 	tally := console.NewTally(time.Now()) // the console's rejected and duplicate counts (console.go)
+	// Entitlement checks (the ingest API's), the admin API's customer usage
+	// and the console's customer page answer from one Checker.
+	checker := &entitle.Checker{DB: s.db, Policy: limits}
 	srv := &receiver.Server{
 		Providers:      s.providers,
 		Mapper:         mapper,
@@ -279,7 +282,7 @@ func (s *Server) start(ctx context.Context) error {
 		Budget:       receiver.NewBodyBudget(cfg.Limits.BodyBudget),
 		BodyTimeout:  cfg.Limits.BodyTimeout.Duration,
 		API:          ingestAPI(cfg, s.db, w),
-		Entitlements: &entitle.Checker{DB: s.db, Policy: limits},
+		Entitlements: checker,
 	}
 	met.WatchWriterQueue(w.Depth, w.QueueSize)
 	met.WatchDatabase(s.db, log)
@@ -317,9 +320,9 @@ func (s *Server) start(ctx context.Context) error {
 	// the preview's rolled-back close take the write connection between the
 	// writer's batches, as the CLI's take the write lock.
 	(&admin.Customers{DB: s.db, Catalog: cfg.Catalog, DefaultPlan: cfg.Customers.DefaultPlan, Meters: ledger.NewMeters(cfg.Meters),
-		Zone: cfg.Invoicing.Location, Now: time.Now, Entitlements: srv.Entitlements}).Routes(s.adm.Mux)
+		Zone: cfg.Invoicing.Location, Now: time.Now, Entitlements: checker}).Routes(s.adm.Mux)
 	// The web console, GET /ui/ (console.go).
-	if err := s.mountConsole(tally, srv.Entitlements); err != nil {
+	if err := s.mountConsole(tally, checker); err != nil {
 		return err
 	}
 	if s.aln != nil {
