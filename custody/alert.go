@@ -19,70 +19,60 @@ const SourceAlert Source = "alert"
 const alertVersion = "hookledger/alerts"
 
 // alert records crossing c (threshold_crossings' unique key makes it once
-// per threshold and period) and, if it is new, raises its alert: a receipt
-// of provider hookledger applied through the one apply path, so it gets its
-// outbox rows (forwarded at least once under one webhook-id) in this same
-// transaction, the one that wrote the row that crossed the threshold. Its
-// status is ignored, as for any event no usage mapping covers: it writes no
-// ledger rows.
+// per threshold and period) and, if it is new, raises its alert (raise).
 func (b *Tx) alert(ctx context.Context, c entitle.Crossing) error {
-	head, err := b.chainHead(ctx)
-	if err != nil {
-		return err
-	}
-	receiptID := head.Receipts.LastID + 1 // the id Apply links the alert's receipt with
 	limit := ""
 	if c.HasLimit {
 		limit = c.Limit.Value.String()
 	}
-	inserted, err := b.b.InsertCrossing(ctx, schema.Crossing{Customer: c.Customer, Meter: c.Meter, PeriodStart: c.PeriodStart,
-		PeriodEnd: c.PeriodEnd, Threshold: c.Threshold.Spelling, ThresholdValue: c.Value.String(), Limit: limit,
-		Used: c.Used.String(), RowID: c.Row.ID, ReceiptID: receiptID, CrossedAt: b.now})
-	if err != nil || !inserted {
-		return err // not inserted: it fired already (the tracker read the crossings, so only a racing bug gets here)
-	}
-	body := entitle.AlertBody(c, time.UnixMilli(b.now))
-	sum := sha256.Sum256(body)
-	d := &Delivery{Provider: entitle.AlertProvider, EventID: entitle.AlertEventID(c.Customer, c.Meter, c.PeriodStart, c.Threshold.Spelling), EventType: entitle.AlertEventType,
-		Body: body, BodySHA256: sum[:], Source: SourceAlert, HandlerVersion: alertVersion,
-		ReceivedAt: time.UnixMilli(b.now), Status: StatusIgnored}
-	if err := d.Apply(ctx, b); err != nil {
-		return fmt.Errorf("raise alert %s: %w", d.EventID, err)
-	}
-	if d.Outcome != OutcomeInserted {
-		return fmt.Errorf("raise alert %s: its receipt exists without its crossing (threshold_crossings was changed)", d.EventID)
-	}
-	return nil
+	return b.raise(ctx, entitle.AlertEventID(c.Customer, c.Meter, c.PeriodStart, c.Threshold.Spelling), entitle.AlertEventType,
+		func(receiptID int64) (bool, []byte, error) {
+			inserted, err := b.b.InsertCrossing(ctx, schema.Crossing{Customer: c.Customer, Meter: c.Meter, PeriodStart: c.PeriodStart,
+				PeriodEnd: c.PeriodEnd, Threshold: c.Threshold.Spelling, ThresholdValue: c.Value.String(), Limit: limit,
+				Used: c.Used.String(), RowID: c.Row.ID, ReceiptID: receiptID, CrossedAt: b.now})
+			return inserted, entitle.AlertBody(c, time.UnixMilli(b.now)), err
+		})
 }
 
 // spendAlert records spend crossing c (spend_crossings' unique key makes
-// it once per threshold and period) and, if it is new, raises its alert as
-// alert does: a receipt of provider hookledger, type
-// spend.threshold_crossed, with its outbox rows, in the transaction of the
-// row that crossed it.
+// it once per threshold and period) and, if it is new, raises its alert
+// (raise), of type spend.threshold_crossed.
 func (b *Tx) spendAlert(ctx context.Context, c entitle.SpendCrossing) error {
+	return b.raise(ctx, entitle.SpendAlertEventID(c.Customer, c.PeriodStart, c.Threshold.Spelling), entitle.SpendAlertEventType,
+		func(receiptID int64) (bool, []byte, error) {
+			rec, err := entitle.SpendRecord(c, receiptID, b.now)
+			if err != nil {
+				return false, nil, err
+			}
+			inserted, err := b.b.InsertSpendCrossing(ctx, rec)
+			return inserted, entitle.SpendAlertBody(c, time.UnixMilli(b.now)), err
+		})
+}
+
+// raise records a crossing with record, given the id its alert's receipt
+// will have, and, if the crossing is new, raises the alert record returns
+// the body of: a receipt of provider hookledger applied through the one
+// apply path, so it gets its outbox rows (forwarded at least once under one
+// webhook-id) in this same transaction, the one that wrote the row that
+// crossed the threshold. Its status is ignored, as for any event no usage
+// mapping covers: it writes no ledger rows.
+func (b *Tx) raise(ctx context.Context, eventID, eventType string, record func(receiptID int64) (inserted bool, body []byte, err error)) error {
 	head, err := b.chainHead(ctx)
 	if err != nil {
 		return err
 	}
-	rec, err := entitle.SpendRecord(c, head.Receipts.LastID+1, b.now) // the id Apply links the alert's receipt with
-	if err != nil {
-		return err
-	}
-	inserted, err := b.b.InsertSpendCrossing(ctx, rec)
+	inserted, body, err := record(head.Receipts.LastID + 1) // the id Apply links the alert's receipt with
 	if err != nil || !inserted {
 		return err // not inserted: it fired already (the tracker read the crossings, so only a racing bug gets here)
 	}
-	body := entitle.SpendAlertBody(c, time.UnixMilli(b.now))
 	sum := sha256.Sum256(body)
-	d := &Delivery{Provider: entitle.AlertProvider, EventID: entitle.SpendAlertEventID(c.Customer, c.PeriodStart, c.Threshold.Spelling),
-		EventType: entitle.SpendAlertEventType, Body: body, BodySHA256: sum[:], Source: SourceAlert, HandlerVersion: alertVersion,
-		ReceivedAt: time.UnixMilli(b.now), Status: StatusIgnored}
+	d := &Delivery{Provider: entitle.AlertProvider, EventID: eventID, EventType: eventType, Body: body, BodySHA256: sum[:],
+		Source: SourceAlert, HandlerVersion: alertVersion, ReceivedAt: time.UnixMilli(b.now), Status: StatusIgnored}
 	if err := d.Apply(ctx, b); err != nil {
-		return fmt.Errorf("raise spend alert %s: %w", d.EventID, err)
+		return fmt.Errorf("raise alert %s: %w", d.EventID, err)
 	}
 	if d.Outcome != OutcomeInserted {
-		return fmt.Errorf("raise spend alert %s: its receipt exists without its crossing (spend_crossings was changed)", d.EventID)
+		return fmt.Errorf("raise alert %s: its receipt exists without its crossing (the crossings' table was changed)", d.EventID)
 	}
 	return nil
 }
