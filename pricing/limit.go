@@ -37,6 +37,12 @@ type Threshold struct {
 
 // ParseThreshold reads "80%" or "5000".
 func ParseThreshold(s string) (Threshold, error) {
+	return parseThreshold(s, `a positive quantity ("5000")`)
+}
+
+// parseThreshold is ParseThreshold, whose error names what other than a
+// percentage a threshold may be.
+func parseThreshold(s, other string) (Threshold, error) {
 	t := Threshold{Spelling: strings.TrimSpace(s)}
 	num := t.Spelling
 	if p, ok := strings.CutSuffix(num, "%"); ok {
@@ -44,7 +50,7 @@ func ParseThreshold(s string) (Threshold, error) {
 	}
 	d, err := ParseDecimal(num)
 	if err != nil || d.Sign() <= 0 {
-		return Threshold{}, fmt.Errorf("%q is not a threshold: use a percentage of the limit (\"80%%\") or a positive quantity (\"5000\")", clip(s))
+		return Threshold{}, fmt.Errorf("%q is not a threshold: use a percentage of the limit (\"80%%\") or %s", clip(s), other)
 	}
 	t.Value = d
 	return t, nil
@@ -91,9 +97,12 @@ func (l *Limit) Validate() error {
 }
 
 // Thresholds parses l's alerts (Validate has checked them).
-func (l *Limit) Thresholds() []Threshold {
-	ts := make([]Threshold, 0, len(l.Alerts))
-	for _, a := range l.Alerts {
+func (l *Limit) Thresholds() []Threshold { return thresholds(l.Alerts) }
+
+// thresholds parses alerts that Validate has checked.
+func thresholds(alerts []string) []Threshold {
+	ts := make([]Threshold, 0, len(alerts))
+	for _, a := range alerts {
 		if t, err := ParseThreshold(a); err == nil {
 			ts = append(ts, t)
 		}

@@ -2,7 +2,6 @@ package pricing
 
 import (
 	"fmt"
-	"strings"
 )
 
 // Spend is a plan version's spend section (entitlements, issue 28): an
@@ -51,9 +50,9 @@ func (s *Spend) Validate(cur Currency) error {
 	}
 	seen := map[string]bool{}
 	for i, a := range s.Alerts {
-		t, err := ParseThreshold(a)
+		t, err := parseThreshold(a, `a positive amount ("500.00")`)
 		if err != nil {
-			return fmt.Errorf("alerts[%d]: %v", i, strings.Replace(err.Error(), `quantity ("5000")`, `amount ("500.00")`, 1))
+			return fmt.Errorf("alerts[%d]: %v", i, err)
 		}
 		if seen[t.Spelling] {
 			return fmt.Errorf("alerts[%d]: %q is listed twice", i, t.Spelling)
@@ -72,15 +71,7 @@ func (s *Spend) Validate(cur Currency) error {
 }
 
 // Thresholds parses s's alerts (Validate has checked them).
-func (s *Spend) Thresholds() []Threshold {
-	ts := make([]Threshold, 0, len(s.Alerts))
-	for _, a := range s.Alerts {
-		if t, err := ParseThreshold(a); err == nil {
-			ts = append(ts, t)
-		}
-	}
-	return ts
-}
+func (s *Spend) Thresholds() []Threshold { return thresholds(s.Alerts) }
 
 // SpendThreshold is the amount a threshold stands for under limit (nil:
 // none), in currency cur: an amount as written, a percentage of the limit
