@@ -64,19 +64,11 @@ type Limit struct {
 func (p *Policy) Resolve(customer, meter string, day pricing.Date, assignments []schema.PlanAssignment, overrides []schema.LimitOverride) (Limit, bool) {
 	var l Limit
 	found := false
-	if p != nil && p.Catalog != nil {
-		as := make([]ledger.PlanAssignment, len(assignments))
-		for i, a := range assignments {
-			as[i] = ledger.PlanAssignment{ID: a.ID, Customer: a.CustomerID, Plan: a.Plan, EffectiveFrom: pricing.Date(a.EffectiveFrom)}
-		}
-		if name, _ := ledger.NewPlans(p.DefaultPlan, as).On(customer, day); name != "" {
-			if v, err := p.Catalog.Version(name, day); err == nil {
-				if pl := v.LimitOf(meter); pl != nil {
-					if value, err := ledger.ParseTotal(pl.Limit.String()); err == nil {
-						l = Limit{Value: value, Kind: pl.Kind, Thresholds: pl.Thresholds(), Plan: v.Name + "@" + string(v.EffectiveFrom)}
-						found = true
-					}
-				}
+	if v := p.versionOn(customer, day, assignments); v != nil {
+		if pl := v.LimitOf(meter); pl != nil {
+			if value, err := ledger.ParseTotal(pl.Limit.String()); err == nil {
+				l = Limit{Value: value, Kind: pl.Kind, Thresholds: pl.Thresholds(), Plan: v.Name + "@" + string(v.EffectiveFrom)}
+				found = true
 			}
 		}
 	}
@@ -100,6 +92,27 @@ func (p *Policy) Resolve(customer, meter string, day pricing.Date, assignments [
 		break
 	}
 	return l, found
+}
+
+// versionOn is the plan version customer is on on day (its assignments, else
+// the default plan), nil when none.
+func (p *Policy) versionOn(customer string, day pricing.Date, assignments []schema.PlanAssignment) *pricing.Plan {
+	if p == nil || p.Catalog == nil {
+		return nil
+	}
+	as := make([]ledger.PlanAssignment, len(assignments))
+	for i, a := range assignments {
+		as[i] = ledger.PlanAssignment{ID: a.ID, Customer: a.CustomerID, Plan: a.Plan, EffectiveFrom: pricing.Date(a.EffectiveFrom)}
+	}
+	name, _ := ledger.NewPlans(p.DefaultPlan, as).On(customer, day)
+	if name == "" {
+		return nil
+	}
+	v, err := p.Catalog.Version(name, day)
+	if err != nil {
+		return nil
+	}
+	return v
 }
 
 // ThresholdValue is the quantity a threshold stands for under limit l: an

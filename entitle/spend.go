@@ -44,19 +44,8 @@ func (l SpendLimit) VersionKey() string {
 // with the customer's latest spend override in force on day. ok is false
 // when the version keeps no spend (no plan, or no spend section).
 func (p *Policy) ResolveSpend(customer string, periodDay, day pricing.Date, assignments []schema.PlanAssignment, overrides []schema.SpendOverride) (SpendLimit, bool) {
-	if p == nil || p.Catalog == nil {
-		return SpendLimit{}, false
-	}
-	as := make([]ledger.PlanAssignment, len(assignments))
-	for i, a := range assignments {
-		as[i] = ledger.PlanAssignment{ID: a.ID, Customer: a.CustomerID, Plan: a.Plan, EffectiveFrom: pricing.Date(a.EffectiveFrom)}
-	}
-	name, _ := ledger.NewPlans(p.DefaultPlan, as).On(customer, periodDay)
-	if name == "" {
-		return SpendLimit{}, false
-	}
-	v, err := p.Catalog.Version(name, periodDay)
-	if err != nil || v.Spend == nil {
+	v := p.versionOn(customer, periodDay, assignments)
+	if v == nil || v.Spend == nil {
 		return SpendLimit{}, false
 	}
 	l := SpendLimit{Version: v, Limit: v.Spend.Limit, Kind: v.Spend.Kind, Thresholds: v.Spend.Thresholds()}
