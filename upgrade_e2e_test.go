@@ -101,6 +101,16 @@ func TestPreviousReleaseMigratesAndVerifies(t *testing.T) {
 		if got := dumpRows(t, db, `SELECT COUNT(*), SUM(CASE WHEN dimensions = '' THEN 1 ELSE 0 END) FROM invoice_lines`); got != "[7 7]\n" {
 			t.Errorf("old lines' dimensions after 0022 (lines, without a value): %s", got)
 		}
+		// 0023 and 0024: the Stripe invoice states and the spend tables exist,
+		// empty, and take rows on the upgraded ledger.
+		if got := dumpRows(t, db, `SELECT (SELECT COUNT(*) FROM stripe_invoice_states), (SELECT COUNT(*) FROM spend_overrides),
+			(SELECT COUNT(*) FROM spend_crossings)`); got != "[0 0 0]\n" {
+			t.Errorf("Stripe invoice states, spend overrides and crossings after 0023 and 0024: %s", got)
+		}
+		run("limits", "set", "cus_2", "--spend", "100.00", "--from", "2026-01-01")
+		if got := dumpRows(t, db, `SELECT customer_id, limit_value, effective_from FROM spend_overrides`); got != "[cus_2 100.00 2026-01-01]\n" {
+			t.Errorf("spend override on the upgraded ledger: %s", got)
+		}
 		verifyClean(t, run("verify", "--format", "json"))
 
 		// The new release's wide quantities on the migrated ledger: August is
