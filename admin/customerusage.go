@@ -14,8 +14,7 @@ import (
 
 // Entitlements answers entitlement checks (*entitle.Checker).
 type Entitlements interface {
-	CheckAll(ctx context.Context, customer string, meters []string) ([]entitle.Entitlement, error)
-	Spend(ctx context.Context, customer string) (entitle.SpendAnswer, error)
+	Reply(ctx context.Context, customer string, meters []string, spend bool) (entitle.Reply, error)
 }
 
 // MeterUsage is one meter of GET /v1/customers/{id}/usage: the current
@@ -92,12 +91,12 @@ func (c *Customers) usage(w http.ResponseWriter, r *http.Request) {
 				names = append(names, m)
 			}
 		}
-		es, err := c.Entitlements.CheckAll(r.Context(), id, names)
+		reply, err := c.Entitlements.Reply(r.Context(), id, names, true)
 		if err != nil && !errors.Is(err, entitle.ErrNotBuilt) {
 			c.fail(w, err)
 			return
 		}
-		for _, e := range es {
+		for _, e := range reply.Entitlements {
 			if e.Limit == nil {
 				continue
 			}
@@ -110,13 +109,8 @@ func (c *Customers) usage(w http.ResponseWriter, r *http.Request) {
 			mu := &out.Meters[i]
 			mu.Limit, mu.Kind, mu.Remaining, mu.Allowed = e.Limit, e.Kind, e.Remaining, e.Allowed
 		}
-		sp, err := c.Entitlements.Spend(r.Context(), id)
-		if err != nil && !errors.Is(err, entitle.ErrNotBuilt) {
-			c.fail(w, err)
-			return
-		}
-		if err == nil && sp.Spent != nil {
-			out.Spend = &sp
+		if sp := reply.Spend; sp != nil && sp.Spent != nil {
+			out.Spend = sp
 		}
 	}
 	slices.SortFunc(out.Meters, func(a, b MeterUsage) int {

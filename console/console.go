@@ -100,8 +100,7 @@ type Store interface {
 
 // Entitlements answers entitlement checks (*entitle.Checker).
 type Entitlements interface {
-	CheckAll(ctx context.Context, customer string, meters []string) ([]entitle.Entitlement, error)
-	Spend(ctx context.Context, customer string) (entitle.SpendAnswer, error)
+	Reply(ctx context.Context, customer string, meters []string, spend bool) (entitle.Reply, error)
 }
 
 // Replication is what the overview shows of Litestream.

@@ -176,7 +176,7 @@ func (c *Console) limits(ctx context.Context, v *customerView) error {
 		return nil
 	}
 	v.Checked = true
-	es, err := c.Entitlements.CheckAll(ctx, v.ID, slices.Sorted(maps.Keys(c.Meters)))
+	reply, err := c.Entitlements.Reply(ctx, v.ID, slices.Sorted(maps.Keys(c.Meters)), true)
 	switch {
 	case errors.Is(err, entitle.ErrNotBuilt):
 		v.NotBuilt = true
@@ -184,8 +184,8 @@ func (c *Console) limits(ctx context.Context, v *customerView) error {
 	case err != nil:
 		return err
 	}
-	v.Limits = es
-	if len(es) > 0 {
+	v.Limits = reply.Entitlements
+	if es := reply.Entitlements; len(es) > 0 {
 		v.PeriodStart, v.PeriodEnd = es[0].PeriodStart, es[0].PeriodEnd
 	}
 	cs, err := entitle.Crossings(ctx, c.DB, v.ID, crossingsShown)
@@ -199,19 +199,16 @@ func (c *Console) limits(ctx context.Context, v *customerView) error {
 		}
 		v.Crossings = append(v.Crossings, cv)
 	}
-	return c.spend(ctx, v)
+	return c.spend(ctx, v, reply.Spend)
 }
 
-// spend fills v with the customer's spend now, from the same Checker as
-// GET /v1/spend (the usage state priced with pricing.Plan.Spent: the
-// console reads, it writes nothing), and the spend thresholds that fired.
-func (c *Console) spend(ctx context.Context, v *customerView) error {
-	sp, err := c.Entitlements.Spend(ctx, v.ID)
-	if err != nil {
-		return err
-	}
-	if sp.Spent != nil {
-		v.Spend = &sp
+// spend fills v with the customer's spend now, sp from the same check as
+// the limits (GET /v1/spend's answer: the usage state priced with
+// pricing.Plan.Spent; the console reads, it writes nothing), and the spend
+// thresholds that fired.
+func (c *Console) spend(ctx context.Context, v *customerView, sp *entitle.SpendAnswer) error {
+	if sp != nil && sp.Spent != nil {
+		v.Spend = sp
 	}
 	cs, err := entitle.SpendCrossings(ctx, c.DB, v.ID, crossingsShown)
 	if err != nil {

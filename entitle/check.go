@@ -10,12 +10,10 @@ import (
 	"github.com/hookledger/hookledger/schema"
 )
 
-// Reader is what a Checker reads (*schema.DB, the read pool).
+// Reader is what a Checker reads (*schema.DB, the read pool): everything a
+// check needs of one customer at one instant, in one group of reads.
 type Reader interface {
-	StateZone(ctx context.Context) (schema.StateZone, bool, error)
-	UsageStateAt(ctx context.Context, customer, meter string, at int64) (schema.UsageState, bool, error)
-	PlanAssignments(ctx context.Context, customer string) ([]schema.PlanAssignment, error)
-	LimitOverrides(ctx context.Context, customer, meter string) ([]schema.LimitOverride, error)
+	CheckReads(ctx context.Context, customer string, meters []string, spend bool, at int64) (schema.CheckReads, error)
 }
 
 // ErrNotBuilt means the usage state has not been built yet (serve builds
@@ -61,28 +59,97 @@ type Reply struct {
 
 // Check answers for customer's meter now.
 func (c *Checker) Check(ctx context.Context, customer, meter string) (Entitlement, error) {
-	es, err := c.CheckAll(ctx, customer, []string{meter})
+	r, err := c.Reply(ctx, customer, []string{meter}, false)
 	if err != nil {
 		return Entitlement{}, err
 	}
-	return es[0], nil
+	return r.Entitlements[0], nil
 }
 
 // CheckAll answers for several meters of one customer at one instant.
 func (c *Checker) CheckAll(ctx context.Context, customer string, meters []string) ([]Entitlement, error) {
-	return c.checkAt(ctx, customer, meters, c.now())
+	r, err := c.Reply(ctx, customer, meters, false)
+	return r.Entitlements, err
+}
+
+// Spend answers the spend check for customer now (GET /v1/spend/{customer}).
+func (c *Checker) Spend(ctx context.Context, customer string) (SpendAnswer, error) {
+	r, err := c.Reply(ctx, customer, nil, true)
+	if err != nil {
+		return SpendAnswer{}, err
+	}
+	return *r.Spend, nil
 }
 
 // Reply answers for several meters of one customer and, when spend, for
-// its spend, all at one instant (the batch check, limits --customer).
+// its spend, all at one instant and from one group of reads (the batch
+// check, the customer's usage, limits --customer).
 func (c *Checker) Reply(ctx context.Context, customer string, meters []string, spend bool) (Reply, error) {
 	at := c.now()
-	es, err := c.checkAt(ctx, customer, meters, at)
-	if err != nil || !spend {
-		return Reply{Entitlements: es}, err
+	ms := at.UnixMilli()
+	in, err := c.DB.CheckReads(ctx, customer, meters, spend, ms)
+	if err != nil {
+		return Reply{}, err
 	}
-	sp, err := c.spendAt(ctx, customer, at)
-	return Reply{Entitlements: es, Spend: &sp}, err
+	if !in.Built {
+		return Reply{}, ErrNotBuilt
+	}
+	loc, err := ledger.LoadZone(in.Zone.Zone)
+	if err != nil {
+		return Reply{}, err
+	}
+	start, end := ledger.MonthOf(ms, loc)
+	p := period{loc: loc, at: at, start: start, end: end}
+	used := make(map[string]schema.UsageState, len(in.States))
+	for _, s := range in.States {
+		used[s.Meter] = s
+	}
+	r := Reply{Entitlements: make([]Entitlement, 0, len(meters))}
+	for _, meter := range meters {
+		e, err := c.entitlement(customer, meter, p, used[meter], in)
+		if err != nil {
+			return Reply{}, err
+		}
+		r.Entitlements = append(r.Entitlements, e)
+	}
+	if spend {
+		sp, err := spendOf(c.Policy, customer, p, in)
+		if err != nil {
+			return Reply{}, err
+		}
+		r.Spend = &sp
+	}
+	return r, nil
+}
+
+// period is the month a check answers for, in the usage state's zone.
+type period struct {
+	loc        *time.Location
+	at         time.Time
+	start, end int64 // Unix ms
+}
+
+func (p period) startString() string { return time.UnixMilli(p.start).In(p.loc).Format(time.RFC3339) }
+func (p period) endString() string   { return time.UnixMilli(p.end).In(p.loc).Format(time.RFC3339) }
+func (p period) asOf() string        { return p.at.UTC().Format(time.RFC3339Nano) }
+
+// entitlement is the answer for one meter: s is its usage state in the
+// period (zero: no usage yet).
+func (c *Checker) entitlement(customer, meter string, p period, s schema.UsageState, in schema.CheckReads) (Entitlement, error) {
+	e := Entitlement{Customer: customer, Meter: meter, Allowed: true, PeriodStart: p.startString(), PeriodEnd: p.endString(),
+		AsOf: p.asOf(), LastRowID: s.LastRowID}
+	if s.Used != "" {
+		var err error
+		if e.Used, err = ledger.ParseTotal(s.Used); err != nil {
+			return Entitlement{}, fmt.Errorf("usage state %s/%s: used %q: %w", customer, meter, s.Used, err)
+		}
+	}
+	if l, ok := c.Policy.Resolve(customer, meter, Day(p.at.UnixMilli(), p.loc), in.Assignments, in.LimitOverrides); ok {
+		v, rem := l.Value, l.Remaining(e.Used)
+		e.Limit, e.Remaining, e.Kind, e.Allowed = &v, &rem, l.Kind, l.Allowed(e.Used)
+		e.Source = limitJSON(l)
+	}
+	return e, nil
 }
 
 func (c *Checker) now() time.Time {
@@ -90,53 +157,6 @@ func (c *Checker) now() time.Time {
 		return c.Now()
 	}
 	return time.Now()
-}
-
-func (c *Checker) checkAt(ctx context.Context, customer string, meters []string, at time.Time) ([]Entitlement, error) {
-	out := make([]Entitlement, 0, len(meters))
-	if len(meters) == 0 {
-		return out, nil
-	}
-	loc, built, err := stateLocation(ctx, c.DB)
-	if err != nil {
-		return nil, err
-	}
-	if !built {
-		return nil, ErrNotBuilt
-	}
-	ms := at.UnixMilli()
-	start, end := ledger.MonthOf(ms, loc)
-	as, err := c.DB.PlanAssignments(ctx, customer)
-	if err != nil {
-		return nil, err
-	}
-	day := Day(ms, loc)
-	for _, meter := range meters {
-		e := Entitlement{Customer: customer, Meter: meter, Allowed: true,
-			PeriodStart: time.UnixMilli(start).In(loc).Format(time.RFC3339), PeriodEnd: time.UnixMilli(end).In(loc).Format(time.RFC3339),
-			AsOf: at.UTC().Format(time.RFC3339Nano)}
-		s, found, err := c.DB.UsageStateAt(ctx, customer, meter, ms)
-		if err != nil {
-			return nil, err
-		}
-		if found {
-			if e.Used, err = ledger.ParseTotal(s.Used); err != nil {
-				return nil, fmt.Errorf("usage state %s/%s: used %q: %w", customer, meter, s.Used, err)
-			}
-			e.LastRowID = s.LastRowID
-		}
-		os, err := c.DB.LimitOverrides(ctx, customer, meter)
-		if err != nil {
-			return nil, err
-		}
-		if l, ok := c.Policy.Resolve(customer, meter, day, as, os); ok {
-			v, rem := l.Value, l.Remaining(e.Used)
-			e.Limit, e.Remaining, e.Kind, e.Allowed = &v, &rem, l.Kind, l.Allowed(e.Used)
-			e.Source = limitJSON(l)
-		}
-		out = append(out, e)
-	}
-	return out, nil
 }
 
 // zoneReader reads the zone of the usage state's months (*schema.DB).

@@ -60,7 +60,8 @@ type Limit struct {
 
 // Resolve returns the limit in force on day; ok is false when neither the
 // customer's plan nor an override limits the meter. assignments are the
-// customer's, overrides the customer's on this meter (oldest first).
+// customer's, overrides the customer's by meter, oldest first (those of
+// other meters are passed over).
 func (p *Policy) Resolve(customer, meter string, day pricing.Date, assignments []schema.PlanAssignment, overrides []schema.LimitOverride) (Limit, bool) {
 	var l Limit
 	found := false
@@ -74,7 +75,7 @@ func (p *Policy) Resolve(customer, meter string, day pricing.Date, assignments [
 	}
 	for i := len(overrides) - 1; i >= 0; i-- { // the latest in force: by date, then the later recorded
 		o := overrides[i]
-		if o.EffectiveFrom > string(day) {
+		if o.Meter != meter || o.EffectiveFrom > string(day) {
 			continue
 		}
 		value, err := ledger.ParseTotal(o.Limit)

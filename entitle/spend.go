@@ -2,7 +2,6 @@ package entitle
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -167,14 +166,6 @@ type spendKey struct {
 	start    int64
 }
 
-// SpendReader is what a spend check reads (*schema.DB, the read pool).
-type SpendReader interface {
-	StateZone(ctx context.Context) (schema.StateZone, bool, error)
-	UsageStates(ctx context.Context, customer string, at int64) ([]schema.UsageState, error)
-	PlanAssignments(ctx context.Context, customer string) ([]schema.PlanAssignment, error)
-	SpendOverrides(ctx context.Context, customer string) ([]schema.SpendOverride, error)
-}
-
 // SpendAnswer is the spend check's answer for one customer now.
 type SpendAnswer struct {
 	Customer string `json:"customer"`
@@ -205,39 +196,17 @@ type SpendMeter struct {
 	Amount   pricing.Decimal `json:"amount"` // rounded, as the invoice line
 }
 
-// SpendOf answers the spend check for customer now, from the usage state
-// (one indexed read of the customer's month), the assignments and the
-// spend overrides: no scan of the ledger, no write.
-func SpendOf(ctx context.Context, db SpendReader, p *Policy, customer string, at time.Time) (SpendAnswer, error) {
-	loc, built, err := stateLocation(ctx, db)
-	if err != nil {
-		return SpendAnswer{}, err
-	}
-	if !built {
-		return SpendAnswer{}, ErrNotBuilt
-	}
-	ms := at.UnixMilli()
-	start, end := ledger.MonthOf(ms, loc)
-	a := SpendAnswer{Customer: customer, Allowed: true, PeriodStart: time.UnixMilli(start).In(loc).Format(time.RFC3339),
-		PeriodEnd: time.UnixMilli(end).In(loc).Format(time.RFC3339), AsOf: at.UTC().Format(time.RFC3339Nano)}
-	as, err := db.PlanAssignments(ctx, customer)
-	if err != nil {
-		return SpendAnswer{}, err
-	}
-	os, err := db.SpendOverrides(ctx, customer)
-	if err != nil {
-		return SpendAnswer{}, err
-	}
-	l, ok := p.ResolveSpend(customer, Day(start, loc), Day(ms, loc), as, os)
+// spendOf is the spend answer for customer in period p, from the usage
+// state of its month, its assignments and its spend overrides (in): no scan
+// of the ledger, no write.
+func spendOf(pol *Policy, customer string, p period, in schema.CheckReads) (SpendAnswer, error) {
+	a := SpendAnswer{Customer: customer, Allowed: true, PeriodStart: p.startString(), PeriodEnd: p.endString(), AsOf: p.asOf()}
+	l, ok := pol.ResolveSpend(customer, Day(p.start, p.loc), Day(p.at.UnixMilli(), p.loc), in.Assignments, in.SpendOverrides)
 	if !ok {
 		return a, nil
 	}
-	states, err := db.UsageStates(ctx, customer, ms)
-	if err != nil {
-		return SpendAnswer{}, err
-	}
 	used := map[string]ledger.Total{}
-	for _, s := range states {
+	for _, s := range in.States {
 		q, err := ledger.ParseTotal(s.Used)
 		if err != nil {
 			return SpendAnswer{}, fmt.Errorf("usage state %s/%s: used %q: %w", customer, s.Meter, s.Used, err)
@@ -271,20 +240,6 @@ func SpendOf(ctx context.Context, db SpendReader, p *Policy, customer string, at
 	}
 	a.Allowed = l.Allowed(sp.Total)
 	return a, nil
-}
-
-// Spend answers the spend check for customer now (GET /v1/spend/{customer}).
-func (c *Checker) Spend(ctx context.Context, customer string) (SpendAnswer, error) {
-	return c.spendAt(ctx, customer, c.now())
-}
-
-// spendAt is the spend check of customer at instant at.
-func (c *Checker) spendAt(ctx context.Context, customer string, at time.Time) (SpendAnswer, error) {
-	db, ok := c.DB.(SpendReader)
-	if !ok {
-		return SpendAnswer{}, errors.New("spend check: the checker's store cannot read spend")
-	}
-	return SpendOf(ctx, db, c.Policy, customer, at)
 }
 
 // SpendOverride is a customer's own spend limit from a date: it replaces the

@@ -114,11 +114,17 @@ func (db *DB) PlanAssignments(ctx context.Context, customer string) ([]PlanAssig
 
 func planAssignments(ctx context.Context, q sqlx.QueryerContext, customer string) ([]PlanAssignment, error) {
 	var as []PlanAssignment
-	where, args := whereEqual(equal{"customer_id", customer})
-	err := sqlx.SelectContext(ctx, q, &as, `SELECT id, customer_id, plan, effective_from, recorded_at, note FROM plan_assignments`+
-		where+` ORDER BY customer_id, effective_from, id`, args...)
-	if err != nil {
+	query, args := planAssignmentsQuery(customer)
+	if err := sqlx.SelectContext(ctx, q, &as, query, args...); err != nil {
 		return nil, fmt.Errorf("read plan assignments: %w", err)
 	}
 	return as, nil
+}
+
+// planAssignmentsQuery reads the plan assignments of customer ("" for every
+// customer), by customer, date and id.
+func planAssignmentsQuery(customer string) (string, []any) {
+	where, args := whereEqual(equal{"customer_id", customer})
+	return `SELECT id, customer_id, plan, effective_from, recorded_at, note FROM plan_assignments` + where +
+		` ORDER BY customer_id, effective_from, id`, args
 }

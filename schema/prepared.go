@@ -6,6 +6,7 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jmoiron/sqlx"
 )
 
@@ -82,4 +83,68 @@ func (p *prepared) close() error {
 		delete(p.stmts, q)
 	}
 	return errors.Join(errs...)
+}
+
+// hotRead is one statement of a group readHot runs, and the slice its rows
+// go into (a pointer to a slice of structs with db tags).
+type hotRead struct {
+	query string
+	args  []any
+	into  any
+}
+
+// readHot runs reads on the read pool, in order: on SQLite each prepared
+// once (db.hot), on PostgreSQL pipelined on one connection, so that the
+// group costs one round trip to the server instead of one per statement
+// (pgx prepares each statement once per connection too). Each statement
+// sees every transaction committed before it starts, as the same reads
+// made one by one would.
+func (db *DB) readHot(ctx context.Context, reads ...hotRead) error {
+	if !db.Postgres() {
+		for _, r := range reads {
+			if err := sqlx.SelectContext(ctx, db.hot, r.into, r.query, r.args...); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	conn, err := db.Read.Connx(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return conn.Raw(func(dc any) error {
+		b := &pgx.Batch{}
+		for _, r := range reads {
+			b.Queue(sqlx.Rebind(sqlx.DOLLAR, r.query), r.args...)
+		}
+		br := dc.(interface{ pgxConn() *pgx.Conn }).pgxConn().SendBatch(ctx, b)
+		defer br.Close()
+		for _, r := range reads {
+			rows, err := br.Query()
+			if err != nil {
+				return err
+			}
+			err = sqlx.StructScan(pgxRows{rows}, r.into)
+			rows.Close()
+			if err != nil {
+				return err
+			}
+		}
+		return br.Close()
+	})
+}
+
+// pgxRows is pgx's rows as sqlx scans them into structs.
+type pgxRows struct{ pgx.Rows }
+
+func (r pgxRows) Close() error { r.Rows.Close(); return r.Rows.Err() }
+
+func (r pgxRows) Columns() ([]string, error) {
+	fs := r.FieldDescriptions()
+	names := make([]string, len(fs))
+	for i, f := range fs {
+		names[i] = f.Name
+	}
+	return names, nil
 }

@@ -97,13 +97,19 @@ func (db *DB) SpendOverrides(ctx context.Context, customer string) ([]SpendOverr
 
 func spendOverrides(ctx context.Context, q sqlx.QueryerContext, customer string) ([]SpendOverride, error) {
 	var os []SpendOverride
-	where, args := whereEqual(equal{"customer_id", customer})
-	err := sqlx.SelectContext(ctx, q, &os, `SELECT `+spendOverrideCols+` FROM spend_overrides`+where+`
-		ORDER BY customer_id, effective_from, id`, args...)
-	if err != nil {
+	query, args := spendOverridesQuery(customer)
+	if err := sqlx.SelectContext(ctx, q, &os, query, args...); err != nil {
 		return nil, fmt.Errorf("read spend overrides: %w", err)
 	}
 	return os, nil
+}
+
+// spendOverridesQuery reads the spend overrides of customer ("" for every
+// customer), by customer, date and id.
+func spendOverridesQuery(customer string) (string, []any) {
+	where, args := whereEqual(equal{"customer_id", customer})
+	return `SELECT ` + spendOverrideCols + ` FROM spend_overrides` + where + `
+		ORDER BY customer_id, effective_from, id`, args
 }
 
 // InsertSpendOverride appends one spend override and returns its id; like

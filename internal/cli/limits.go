@@ -151,7 +151,7 @@ func limitsList(c *cli.Context) error {
 	}
 	defer db.Close()
 	if customer := c.String("customer"); customer != "" {
-		return customerEntitlements(c, &entitle.Checker{DB: db, Policy: entitle.NewPolicy(cfg.Catalog, cfg.Customers.DefaultPlan)}, customer)
+		return customerEntitlements(c, db, &entitle.Checker{DB: db, Policy: entitle.NewPolicy(cfg.Catalog, cfg.Customers.DefaultPlan)}, customer)
 	}
 	var out []limitRow
 	for _, name := range cfg.Catalog.Names() {
@@ -214,8 +214,8 @@ func limitsList(c *cli.Context) error {
 
 // customerEntitlements prints the entitlement of every meter the customer's
 // plan or overrides limit, now.
-func customerEntitlements(c *cli.Context, ch *entitle.Checker, customer string) error {
-	meters, err := limitedMeters(c, ch, customer)
+func customerEntitlements(c *cli.Context, db entitle.OverrideStore, ch *entitle.Checker, customer string) error {
+	meters, err := limitedMeters(c, db, ch.Policy, customer)
 	if err != nil {
 		return err
 	}
@@ -244,9 +244,9 @@ func customerEntitlements(c *cli.Context, ch *entitle.Checker, customer string) 
 
 // limitedMeters are the meters any plan version or the customer's overrides
 // limit, sorted.
-func limitedMeters(c *cli.Context, ch *entitle.Checker, customer string) ([]string, error) {
+func limitedMeters(c *cli.Context, db entitle.OverrideStore, p *entitle.Policy, customer string) ([]string, error) {
 	seen := map[string]bool{}
-	if cat := ch.Policy.Catalog; cat != nil {
+	if cat := p.Catalog; cat != nil {
 		for _, name := range cat.Names() {
 			for _, v := range cat.Versions(name) {
 				for _, l := range v.Limits {
@@ -255,7 +255,7 @@ func limitedMeters(c *cli.Context, ch *entitle.Checker, customer string) ([]stri
 			}
 		}
 	}
-	os, err := ch.DB.LimitOverrides(c.Context, customer, "")
+	os, err := entitle.Overrides(c.Context, db, customer)
 	if err != nil {
 		return nil, err
 	}
