@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -83,6 +84,8 @@ func TestPlanRejectsBadLoads(t *testing.T) {
 		"negative dup":   {func(l *Load) { l.Dup = -0.1 }, "dup must be between 0 and 1"},
 		"no customers":   {func(l *Load) { l.Customers = 0 }, "customers must be at least 1"},
 		"no run id":      {func(l *Load) { l.RunID = "" }, "run id is required"},
+		"negative rate":  {func(l *Load) { l.Rate = -1 }, "rate must be a number of requests per second"},
+		"rate NaN":       {func(l *Load) { l.Rate = math.NaN() }, "rate must be a number of requests per second"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			l := good
@@ -136,6 +139,29 @@ func TestPlanSignsEveryDeliveryAndPlacesDuplicates(t *testing.T) {
 		if p.Events[i] != again.Events[i] {
 			t.Fatalf("event %d differs between plans with one seed: %+v vs %+v", i, p.Events[i], again.Events[i])
 		}
+	}
+}
+
+// A paced run sends its requests no faster than the rate: request k not
+// before k/Rate seconds, so 60 requests at 200/s take at least 295 ms
+// however fast the receiver answers, and every one is still delivered.
+func TestRunAtARate(t *testing.T) {
+	srv := referenceServer(t)
+	l := testLoad(t, srv.URL+"/webhooks/default", 60, 0)
+	l.Rate = 200
+	p, err := l.Plan(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := p.Run(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := out.Result; r.Status["200"] != 60 || out.Delivered != 60 {
+		t.Fatalf("result %+v, want 60 deliveries answered 200", r)
+	}
+	if least := 59.0 / 200; out.Result.Seconds < least {
+		t.Fatalf("60 requests at 200/s took %.3f s, want at least %.3f", out.Result.Seconds, least)
 	}
 }
 

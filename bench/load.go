@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -56,6 +57,11 @@ type Load struct {
 	IDs IDs
 	// Timeout bounds each request. Default 30 s.
 	Timeout time.Duration
+	// Rate, when above 0, paces the run: request k is sent no earlier than
+	// k/Rate seconds after the start, so the receiver sees a steady load of
+	// Rate requests/s (as long as it keeps up) instead of as many as
+	// Connections can send.
+	Rate float64
 	// Batch, when above 0, sends to the ingest API (URL is its /v1/events)
 	// instead: Batch events per request, as a JSON array of generic usage
 	// events with source APISource, authenticated by APIKey. Duplicates are
@@ -128,6 +134,8 @@ func (l Load) Plan(now time.Time) (*Plan, error) {
 		return nil, fmt.Errorf("unknown ids %d", l.IDs)
 	case l.Batch < 0:
 		return nil, fmt.Errorf("batch must not be negative, got %d", l.Batch)
+	case l.Rate < 0 || math.IsNaN(l.Rate) || math.IsInf(l.Rate, 0):
+		return nil, fmt.Errorf("rate must be a number of requests per second, 0 for as fast as they go, got %g", l.Rate)
 	case l.Batch > 0 && l.APIKey == "":
 		return nil, errors.New("a batch run needs an API key")
 	case l.Batch == 0 && (l.Scheme == nil || len(l.Key) == 0):
@@ -307,6 +315,14 @@ func (p *Plan) Run(ctx context.Context, progress *atomic.Int64) (*Outcome, error
 				k := int(next.Add(1)) - 1
 				if k >= n || ctx.Err() != nil {
 					return
+				}
+				if p.Rate > 0 {
+					due := start.Add(time.Duration(float64(k) / p.Rate * float64(time.Second)))
+					select {
+					case <-time.After(time.Until(due)):
+					case <-ctx.Done():
+						return
+					}
 				}
 				r := &p.requests[k]
 				if r.late {

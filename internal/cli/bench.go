@@ -60,6 +60,8 @@ func benchCommand() *cli.Command {
 				Usage: "tag in every event id (hashed into random ones, see --ids) and in the run's meter name bench_RUNID (default: random)"},
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, EnvVars: []string{"HOOKLEDGER_BENCH_TIMEOUT"},
 				Usage: "per-request timeout"},
+			&cli.Float64Flag{Name: "rate", EnvVars: []string{"HOOKLEDGER_BENCH_RATE"},
+				Usage: "requests per second to send at, steadily, over the -k connections (0: as fast as the receiver answers)"},
 			&cli.BoolFlag{Name: "verify", EnvVars: []string{"HOOKLEDGER_BENCH_VERIFY"},
 				Usage: "after the run, check the ledger in --data (read-only; the server may keep running)"},
 			&cli.StringFlag{Name: "database", EnvVars: []string{"HOOKLEDGER_DATABASE"},
@@ -120,7 +122,7 @@ func runBench(c *cli.Context) error {
 		URL: url, Scheme: s, Key: key,
 		Events: c.Int("events"), Connections: c.Int("connections"), Dup: c.Float64("dup"),
 		Customers: c.Int("customers"), Seed: c.Uint64("seed"), RunID: runID, Timeout: c.Duration("timeout"),
-		Batch: batch, APIKey: apiKeyText, IDs: ids,
+		Batch: batch, APIKey: apiKeyText, IDs: ids, Rate: c.Float64("rate"),
 	}
 	provider := c.String("provider")
 	var db *schema.DB

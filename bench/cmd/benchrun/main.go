@@ -63,6 +63,7 @@ type options struct {
 	// -entitlements
 	entitlements bool
 	rate         float64
+	webhookRate  float64
 	duration     time.Duration
 	customers    int
 }
@@ -86,6 +87,7 @@ func main() {
 	flag.BoolVar(&o.entitlements, "entitlements", false, "print the table of entitlement checks (open loop at -rate) alone and beside webhook load "+
 		"(-n events at -c connections over -customers customers) instead, on a database pre-filled with the largest -prefill size")
 	flag.Float64Var(&o.rate, "rate", 2000, "with -entitlements: checks scheduled per second")
+	flag.Float64Var(&o.webhookRate, "webhook-rate", 1000, "with -entitlements: the steady webhook load of the fourth phase, requests per second (0: no such phase)")
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "with -entitlements: how long the checks run alone")
 	flag.IntVar(&o.customers, "customers", 1000, "with -entitlements: customers checked and sent events for (cus_0 …)")
 	flag.StringVar(&o.postgres, "postgres", "", "with -scaling, -ids-scaling or -entitlements: run serve on PostgreSQL, a fresh database per run on this server "+
