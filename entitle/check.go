@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/hookledger/hookledger/ledger"
@@ -100,13 +101,13 @@ func (c *Checker) Reply(ctx context.Context, customer string, meters []string, s
 	}
 	start, end := ledger.MonthOf(ms, loc)
 	p := period{loc: loc, at: at, start: start, end: end}
-	used := make(map[string]schema.UsageState, len(in.States))
-	for _, s := range in.States {
-		used[s.Meter] = s
-	}
 	r := Reply{Entitlements: make([]Entitlement, 0, len(meters))}
 	for _, meter := range meters {
-		e, err := c.entitlement(customer, meter, p, used[meter], in)
+		var s schema.UsageState // none: no usage in the period yet
+		if i := slices.IndexFunc(in.States, func(s schema.UsageState) bool { return s.Meter == meter }); i >= 0 {
+			s = in.States[i]
+		}
+		e, err := c.entitlement(customer, meter, p, s, in)
 		if err != nil {
 			return Reply{}, err
 		}
