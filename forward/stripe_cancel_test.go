@@ -184,6 +184,51 @@ func TestStripeCancelRefusedIsSentAsTheCompensatingValue(t *testing.T) {
 	statusAgrees(t, c.e, "1")
 }
 
+// A cancel Stripe took whose answer was lost is sent again under the same
+// idempotency key; Stripe replays its first answer, and the push is
+// delivered: the event is canceled once, and nothing negative is sent.
+func TestStripeCancelWhoseReplyWasLostIsDeliveredOnce(t *testing.T) {
+	c := newClockedStripe(t)
+	c.startRelay(t)
+	c.usage(t, "3", "1", "2")
+	c.fake.Mu.Lock()
+	lost := c.fake.Calls + 1 // the cancel
+	c.fake.Fail = func(n int) fakestripe.Failure {
+		if n == lost {
+			return fakestripe.LostReply
+		}
+		return fakestripe.None
+	}
+	c.fake.Mu.Unlock()
+	c.e.Clock.Add(time.Hour)
+	c.void(t, "evt_1")
+	eventually(t, 10*time.Second, "the cancel sent", func() bool {
+		c.fake.Mu.Lock()
+		defer c.fake.Mu.Unlock()
+		return c.fake.Calls >= lost
+	})
+	// The retry is due after the destination's backoff on the relay's clock.
+	eventually(t, 10*time.Second, "the void's push delivered", func() bool {
+		c.e.Clock.Add(10 * time.Second)
+		return pushCount(c.e, "delivered") == 3
+	})
+	c.fake.Mu.Lock()
+	n, calls, refused := c.fake.Cancels, c.fake.Calls, c.fake.Refused[500]
+	c.fake.Mu.Unlock()
+	if n != 1 || calls != lost+1 || refused != 1 {
+		t.Errorf("Stripe took %d cancels in %d calls (%d answered 500), want 1 cancel, the lost call and its replay, one 500", n, calls-lost+1, refused)
+	}
+	for _, ev := range c.fake.Snapshot() {
+		if v, _ := new(big.Int).SetString(ev.Value, 10); v.Sign() < 0 {
+			t.Errorf("a negative meter event %+v, want the cancel only", ev)
+		}
+	}
+	if got := c.total("cus_1"); got != "1" {
+		t.Errorf("Stripe holds %s, want 1 (evt_1's 2 canceled)", got)
+	}
+	statusAgrees(t, c.e, "1")
+}
+
 func statusAgrees(t *testing.T, e *testenv.Env, want string) {
 	t.Helper()
 	period, err := ledger.MonthPeriod("2026-11", time.UTC)

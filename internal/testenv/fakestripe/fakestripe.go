@@ -188,6 +188,8 @@ func (s *Stripe) Snapshot() map[string]Event {
 // adjust answers POST /v1/billing/meter_event_adjustments (type=cancel):
 // the event named by cancel[identifier] is canceled if it was received
 // less than 24 hours ago; a repeated Idempotency-Key gets the first answer.
+// It fails as Fail says, as meter events do (LostReply: the cancel is
+// done and its answer kept for a replay, then 500).
 func (s *Stripe) adjust(w http.ResponseWriter, r *http.Request) {
 	if err := r.ParseForm(); err != nil {
 		s.answer(w, http.StatusBadRequest, err.Error(), "")
@@ -196,6 +198,19 @@ func (s *Stripe) adjust(w http.ResponseWriter, r *http.Request) {
 	s.Mu.Lock()
 	defer s.Mu.Unlock()
 	s.Calls++
+	f := None
+	if s.Fail != nil {
+		f = s.Fail(s.Calls)
+	}
+	switch f {
+	case Throttle:
+		w.Header().Set("Retry-After", "1")
+		s.answer(w, http.StatusTooManyRequests, "Too many requests", "true")
+		return
+	case Down:
+		s.answer(w, http.StatusServiceUnavailable, "Service unavailable", "true")
+		return
+	}
 	key := r.Header.Get("Idempotency-Key")
 	if rep, ok := s.replies[key]; ok && key != "" {
 		w.Header().Set("Content-Type", "application/json")
@@ -211,6 +226,10 @@ func (s *Stripe) adjust(w http.ResponseWriter, r *http.Request) {
 			s.replies = map[string]reply{}
 		}
 		s.replies[key] = reply{rec.Code, rec.Body.Bytes()}
+	}
+	if f == LostReply {
+		s.answer(w, http.StatusInternalServerError, "An error occurred", "true")
+		return
 	}
 	for k, v := range rec.Header() {
 		w.Header()[k] = v
