@@ -35,6 +35,20 @@ func defaultConfig(t *testing.T) *config.Config {
 	return cfg
 }
 
+// runLoad plans l and runs it to the end.
+func runLoad(t *testing.T, l Load) (*Plan, *Outcome) {
+	t.Helper()
+	p, err := l.Plan(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := p.Run(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, out
+}
+
 func testLoad(t *testing.T, url string, events int, dup float64) Load {
 	t.Helper()
 	s, err := scheme.New("standard", scheme.HMACOptions{})
@@ -149,14 +163,7 @@ func TestRunAtARate(t *testing.T) {
 	srv := referenceServer(t)
 	l := testLoad(t, srv.URL+"/webhooks/default", 60, 0)
 	l.Rate = 200
-	p, err := l.Plan(time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := p.Run(context.Background(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, out := runLoad(t, l)
 	if r := out.Result; r.Status["200"] != 60 || out.Delivered != 60 {
 		t.Fatalf("result %+v, want 60 deliveries answered 200", r)
 	}
@@ -167,14 +174,7 @@ func TestRunAtARate(t *testing.T) {
 
 func TestRunAgainstReference(t *testing.T) {
 	srv := referenceServer(t)
-	p, err := testLoad(t, srv.URL+"/webhooks/default", 200, 0.1).Plan(time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := p.Run(context.Background(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, out := runLoad(t, testLoad(t, srv.URL+"/webhooks/default", 200, 0.1))
 	r := out.Result
 	if r.Requests != 220 || r.Events != 200 || r.Duplicates != 20 || r.Status["200"] != 220 || !r.OK() {
 		t.Fatalf("result %+v", r)
@@ -249,14 +249,7 @@ func TestRunCountsTransportErrors(t *testing.T) {
 	}
 	url := "http://" + ln.Addr().String() + "/webhooks/default"
 	ln.Close() // nothing listens there now
-	p, err := testLoad(t, url, 5, 0).Plan(time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := p.Run(context.Background(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, out := runLoad(t, testLoad(t, url, 5, 0))
 	if out.Result.Status["error"] != 5 || out.Result.OK() || out.Result.FirstError == "" {
 		t.Fatalf("result %+v, want 5 transport errors", out.Result)
 	}
@@ -273,14 +266,7 @@ func TestVerifyFindsEveryEventExactlyOnce(t *testing.T) {
 			}
 			l := testLoad(t, srv.URL+"/webhooks/default", 300, 0.2)
 			l.Connections, l.IDs = 8, ids
-			p, err := l.Plan(time.Now())
-			if err != nil {
-				t.Fatal(err)
-			}
-			out, err := p.Run(context.Background(), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			p, out := runLoad(t, l)
 			if !out.Result.OK() {
 				t.Fatalf("result %+v", out.Result)
 			}
@@ -306,14 +292,7 @@ func TestVerifyFindsEveryEventExactlyOnce(t *testing.T) {
 
 func TestVerifyReportsWhatIsWrong(t *testing.T) {
 	srv, db := hookledger(t)
-	p, err := testLoad(t, srv.URL+"/webhooks/default", 50, 0).Plan(time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := p.Run(context.Background(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, out := runLoad(t, testLoad(t, srv.URL+"/webhooks/default", 50, 0))
 
 	t.Run("an event that never arrived", func(t *testing.T) {
 		q := *p

@@ -100,18 +100,8 @@ func (s *Stripe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	e.Timestamp, _ = strconv.ParseInt(r.PostForm.Get("timestamp"), 10, 64)
 	s.Mu.Lock()
 	defer s.Mu.Unlock()
-	s.Calls++
-	f := None
-	if s.Fail != nil {
-		f = s.Fail(s.Calls)
-	}
-	switch f {
-	case Throttle:
-		w.Header().Set("Retry-After", "1")
-		s.answer(w, http.StatusTooManyRequests, "Too many requests", "true")
-		return
-	case Down:
-		s.answer(w, http.StatusServiceUnavailable, "Service unavailable", "true")
+	f, failed := s.call(w)
+	if failed {
 		return
 	}
 	now := s.Now()
@@ -139,6 +129,26 @@ func (s *Stripe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(map[string]any{"object": "billing.meter_event", "event_name": e.EventName,
 		"identifier": e.Identifier, "payload": map[string]string{"stripe_customer_id": e.Customer, "value": e.Value},
 		"timestamp": e.Timestamp})
+}
+
+// call counts a call and decides its failure (Fail): a throttle or an
+// outage is answered here (failed: nothing more is done), a lost reply is
+// the caller's to answer once it has done the call's work.
+func (s *Stripe) call(w http.ResponseWriter) (f Failure, failed bool) {
+	s.Calls++
+	if s.Fail != nil {
+		f = s.Fail(s.Calls)
+	}
+	switch f {
+	case Throttle:
+		w.Header().Set("Retry-After", "1")
+		s.answer(w, http.StatusTooManyRequests, "Too many requests", "true")
+		return f, true
+	case Down:
+		s.answer(w, http.StatusServiceUnavailable, "Service unavailable", "true")
+		return f, true
+	}
+	return f, false
 }
 
 func (s *Stripe) answer(w http.ResponseWriter, status int, msg, retry string) {
@@ -197,18 +207,8 @@ func (s *Stripe) adjust(w http.ResponseWriter, r *http.Request) {
 	}
 	s.Mu.Lock()
 	defer s.Mu.Unlock()
-	s.Calls++
-	f := None
-	if s.Fail != nil {
-		f = s.Fail(s.Calls)
-	}
-	switch f {
-	case Throttle:
-		w.Header().Set("Retry-After", "1")
-		s.answer(w, http.StatusTooManyRequests, "Too many requests", "true")
-		return
-	case Down:
-		s.answer(w, http.StatusServiceUnavailable, "Service unavailable", "true")
+	f, failed := s.call(w)
+	if failed {
 		return
 	}
 	key := r.Header.Get("Idempotency-Key")
