@@ -347,6 +347,9 @@ func testFullListener(t *testing.T, opts receiver.ListenOptions, dial func(*test
 	hs.RegisterOnShutdown(func() { close(started) })
 	go func() { shutdown <- hs.Shutdown(context.Background()) }()
 	<-started
+	// The guard is against a hang from here on, not the test's length so
+	// far (on a loaded machine the clients above take seconds).
+	busy.c.SetDeadline(time.Now().Add(hangGuard))
 	busy.write(delivery[len(delivery)-10:])
 	if resp, text := busy.response(); resp.StatusCode != 200 {
 		t.Errorf("the request in flight: %d %s", resp.StatusCode, text)

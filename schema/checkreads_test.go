@@ -207,3 +207,33 @@ func (p *turnProxy) count() int {
 	defer p.mu.Unlock()
 	return p.turns
 }
+
+// A database older than spend limits (opened read-only, so not migrated:
+// `limits --customer` on a database an older serve left) has no spend
+// overrides: a check with spend still answers, from the usage state.
+// Older than the usage state, nothing is built.
+func TestCheckReadsOnOlderDatabases(t *testing.T) {
+	ctx := context.Background()
+	path, old := openAt(t, versionSpend-1)
+	old.MustExec(`INSERT INTO usage_state_zone (one, zone, built_at, through) VALUES (1, 'UTC', 5, 7)`)
+	old.MustExec(`INSERT INTO usage_state (` + usageStateCols + `) VALUES ('cus_a', 'calls', 0, 100, '3', 9)`)
+	db, err := Open(ctx, path, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	r, err := db.CheckReads(ctx, "cus_a", []string{"calls"}, true, 50)
+	if err != nil || !r.Built || len(r.States) != 1 || r.States[0].Used != "3" || r.SpendOverrides != nil {
+		t.Fatalf("before spend limits: %+v, %v; want the built state without spend overrides", r, err)
+	}
+
+	path, _ = openAt(t, versionEntitlements-1)
+	db2, err := Open(ctx, path, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db2.Close()
+	if r, err := db2.CheckReads(ctx, "cus_a", []string{"calls"}, true, 50); err != nil || r.Built {
+		t.Fatalf("before the usage state: %+v, %v; want not built", r, err)
+	}
+}

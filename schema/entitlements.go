@@ -242,18 +242,34 @@ type CheckReads struct {
 // makes thousands of times a second, so they run as one group (readHot):
 // each prepared once, and on PostgreSQL all in one round trip.
 func (db *DB) CheckReads(ctx context.Context, customer string, meters []string, spend bool, at int64) (CheckReads, error) {
+	r, err := db.checkReads(ctx, customer, meters, spend, spend, at)
+	if err == nil {
+		return r, nil
+	}
+	switch {
+	case predates(ctx, db.Read, versionEntitlements): // its tables are missing: nothing is built
+		return CheckReads{}, nil
+	case spend && predates(ctx, db.Read, versionSpend): // opened read-only, older than spend overrides: none
+		r, err = db.checkReads(ctx, customer, meters, true, false, at)
+	}
+	if err != nil {
+		return CheckReads{}, fmt.Errorf("read the entitlement check of %s: %w", customer, err)
+	}
+	return r, nil
+}
+
+// checkReads is CheckReads' group of reads; spendOverrides says whether it
+// reads the spend overrides too.
+func (db *DB) checkReads(ctx context.Context, customer string, meters []string, spend, spendOverrides bool, at int64) (CheckReads, error) {
 	var r CheckReads
 	var zones []StateZone
 	assignments, aargs := planAssignmentsQuery(customer)
 	overrides, oargs := limitOverridesQuery(customer, "")
 	reads := []hotRead{{stateZoneQuery, nil, &zones}, {assignments, aargs, &r.Assignments}, {overrides, oargs, &r.LimitOverrides}}
-	version := versionEntitlements
 	states := make([][]UsageState, len(meters))
 	if spend {
-		version = versionSpend
 		q, args := usageStatesQuery(customer, at)
-		sq, sargs := spendOverridesQuery(customer)
-		reads = append(reads, hotRead{q, args, &r.States}, hotRead{sq, sargs, &r.SpendOverrides})
+		reads = append(reads, hotRead{q, args, &r.States})
 	} else {
 		for i, m := range meters {
 			reads = append(reads, hotRead{`SELECT ` + usageStateCols + ` FROM usage_state
@@ -261,11 +277,12 @@ func (db *DB) CheckReads(ctx context.Context, customer string, meters []string, 
 				ORDER BY period_start DESC LIMIT 1`, []any{customer, m, at, at}, &states[i]})
 		}
 	}
+	if spendOverrides {
+		q, args := spendOverridesQuery(customer)
+		reads = append(reads, hotRead{q, args, &r.SpendOverrides})
+	}
 	if err := db.readHot(ctx, reads...); err != nil {
-		if predates(ctx, db.Read, version) { // its tables are missing: nothing is built
-			return CheckReads{}, nil
-		}
-		return CheckReads{}, fmt.Errorf("read the entitlement check of %s: %w", customer, err)
+		return CheckReads{}, err
 	}
 	for _, s := range states {
 		r.States = append(r.States, s...)
