@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/pricing"
 	"github.com/hookledger/hookledger/schema"
 )
 
@@ -87,8 +88,7 @@ func (c *Checker) Spend(ctx context.Context, customer string) (SpendAnswer, erro
 // check, the customer's usage, limits --customer).
 func (c *Checker) Reply(ctx context.Context, customer string, meters []string, spend bool) (Reply, error) {
 	at := c.now()
-	ms := at.UnixMilli()
-	in, err := c.DB.CheckReads(ctx, customer, meters, spend, ms)
+	in, err := c.DB.CheckReads(ctx, customer, meters, spend, at.UnixMilli())
 	if err != nil {
 		return Reply{}, err
 	}
@@ -99,8 +99,7 @@ func (c *Checker) Reply(ctx context.Context, customer string, meters []string, s
 	if err != nil {
 		return Reply{}, err
 	}
-	start, end := ledger.MonthOf(ms, loc)
-	p := period{loc: loc, at: at, start: start, end: end}
+	p := periodOf(at, loc)
 	r := Reply{Entitlements: make([]Entitlement, 0, len(meters))}
 	for _, meter := range meters {
 		var s schema.UsageState // none: no usage in the period yet
@@ -123,29 +122,32 @@ func (c *Checker) Reply(ctx context.Context, customer string, meters []string, s
 	return r, nil
 }
 
-// period is the month a check answers for, in the usage state's zone.
+// period is the month a check answers for, in the usage state's zone, as
+// every answer of one reply writes it.
 type period struct {
-	loc        *time.Location
-	at         time.Time
-	start, end int64 // Unix ms
+	start, end, asOf string       // RFC 3339
+	firstDay, day    pricing.Date // the month's first day, and the instant's
 }
 
-func (p period) startString() string { return time.UnixMilli(p.start).In(p.loc).Format(time.RFC3339) }
-func (p period) endString() string   { return time.UnixMilli(p.end).In(p.loc).Format(time.RFC3339) }
-func (p period) asOf() string        { return p.at.UTC().Format(time.RFC3339Nano) }
+func periodOf(at time.Time, loc *time.Location) period {
+	ms := at.UnixMilli()
+	start, end := ledger.MonthOf(ms, loc)
+	return period{start: time.UnixMilli(start).In(loc).Format(time.RFC3339), end: time.UnixMilli(end).In(loc).Format(time.RFC3339),
+		asOf: at.UTC().Format(time.RFC3339Nano), firstDay: Day(start, loc), day: Day(ms, loc)}
+}
 
 // entitlement is the answer for one meter: s is its usage state in the
 // period (zero: no usage yet).
 func (c *Checker) entitlement(customer, meter string, p period, s schema.UsageState, in schema.CheckReads) (Entitlement, error) {
-	e := Entitlement{Customer: customer, Meter: meter, Allowed: true, PeriodStart: p.startString(), PeriodEnd: p.endString(),
-		AsOf: p.asOf(), LastRowID: s.LastRowID}
+	e := Entitlement{Customer: customer, Meter: meter, Allowed: true, PeriodStart: p.start, PeriodEnd: p.end, AsOf: p.asOf,
+		LastRowID: s.LastRowID}
 	if s.Used != "" {
 		var err error
 		if e.Used, err = ledger.ParseTotal(s.Used); err != nil {
 			return Entitlement{}, fmt.Errorf("usage state %s/%s: used %q: %w", customer, meter, s.Used, err)
 		}
 	}
-	if l, ok := c.Policy.Resolve(customer, meter, Day(p.at.UnixMilli(), p.loc), in.Assignments, in.LimitOverrides); ok {
+	if l, ok := c.Policy.Resolve(customer, meter, p.day, in.Assignments, in.LimitOverrides); ok {
 		v, rem := l.Value, l.Remaining(e.Used)
 		e.Limit, e.Remaining, e.Kind, e.Allowed = &v, &rem, l.Kind, l.Allowed(e.Used)
 		e.Source = limitJSON(l)

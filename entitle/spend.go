@@ -200,8 +200,8 @@ type SpendMeter struct {
 // state of its month, its assignments and its spend overrides (in): no scan
 // of the ledger, no write.
 func spendOf(pol *Policy, customer string, p period, in schema.CheckReads) (SpendAnswer, error) {
-	a := SpendAnswer{Customer: customer, Allowed: true, PeriodStart: p.startString(), PeriodEnd: p.endString(), AsOf: p.asOf()}
-	l, ok := pol.ResolveSpend(customer, Day(p.start, p.loc), Day(p.at.UnixMilli(), p.loc), in.Assignments, in.SpendOverrides)
+	a := SpendAnswer{Customer: customer, Allowed: true, PeriodStart: p.start, PeriodEnd: p.end, AsOf: p.asOf}
+	l, ok := pol.ResolveSpend(customer, p.firstDay, p.day, in.Assignments, in.SpendOverrides)
 	if !ok {
 		return a, nil
 	}

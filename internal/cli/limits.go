@@ -14,6 +14,7 @@ import (
 	"github.com/hookledger/hookledger/entitle"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
+	"github.com/hookledger/hookledger/schema"
 )
 
 func limitsCommand() *cli.Command {
@@ -151,7 +152,7 @@ func limitsList(c *cli.Context) error {
 	}
 	defer db.Close()
 	if customer := c.String("customer"); customer != "" {
-		return customerEntitlements(c, db, &entitle.Checker{DB: db, Policy: entitle.NewPolicy(cfg.Catalog, cfg.Customers.DefaultPlan)}, customer)
+		return customerEntitlements(c, db, entitle.NewPolicy(cfg.Catalog, cfg.Customers.DefaultPlan), customer)
 	}
 	var out []limitRow
 	for _, name := range cfg.Catalog.Names() {
@@ -214,12 +215,12 @@ func limitsList(c *cli.Context) error {
 
 // customerEntitlements prints the entitlement of every meter the customer's
 // plan or overrides limit, now.
-func customerEntitlements(c *cli.Context, db entitle.OverrideStore, ch *entitle.Checker, customer string) error {
-	meters, err := limitedMeters(c, db, ch.Policy, customer)
+func customerEntitlements(c *cli.Context, db *schema.DB, p *entitle.Policy, customer string) error {
+	meters, err := limitedMeters(c, db, p, customer)
 	if err != nil {
 		return err
 	}
-	reply, err := ch.Reply(c.Context, customer, meters, true)
+	reply, err := (&entitle.Checker{DB: db, Policy: p}).Reply(c.Context, customer, meters, true)
 	if err != nil {
 		return err
 	}

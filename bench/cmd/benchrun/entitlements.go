@@ -22,7 +22,7 @@ import (
 // serve on a fresh copy of one pre-filled database (-prefill, its largest
 // size: events over customers cus_0 … cus_999 on meter "prefill", so the
 // usage state has a row per customer) with a config that limits that meter
-// and the webhook loads' meters, and an API key, then runs three phases:
+// and the webhook loads' meters, and an API key, then runs four phases:
 //
 //   - checks alone: GET /v1/entitlements/cus_I/prefill at -rate per second,
 //     open loop (bench.Checks: latency from each check's scheduled time),
