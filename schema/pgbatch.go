@@ -180,10 +180,10 @@ func (b Batch) Expect(keys iter.Seq[ReceiptKey]) {
 	}
 }
 
-// pipeline runs fn on the batch's connection as pgx's own, whose SendBatch
-// sends several statements in one round trip.
-func (p *pgBatch) pipeline(fn func(c *pgx.Conn) error) error {
-	return p.conn.Raw(func(dc any) error { return fn(dc.(interface{ pgxConn() *pgx.Conn }).pgxConn()) })
+// pipeline runs fn on conn (a PostgreSQL connection of the pool) as
+// pgx's own, whose SendBatch sends several statements in one round trip.
+func pipeline(conn *sqlx.Conn, fn func(c *pgx.Conn) error) error {
+	return conn.Raw(func(dc any) error { return fn(dc.(interface{ pgxConn() *pgx.Conn }).pgxConn()) })
 }
 
 // pgxConn is the connection as pgx's own (pipeline; a test's wrapper of a
@@ -206,7 +206,7 @@ func (p *pgBatch) begin(ctx context.Context) error {
 	p.began = true
 	keys := p.expected
 	p.expected = nil
-	err := p.pipeline(func(c *pgx.Conn) error {
+	err := pipeline(p.conn, func(c *pgx.Conn) error {
 		b := &pgx.Batch{}
 		b.Queue("BEGIN")
 		b.Queue(latestHeadSQL + ` FOR UPDATE`)
@@ -269,7 +269,7 @@ func (p *pgBatch) commit(ctx context.Context) error {
 		return err
 	}
 	query, args := p.pending()
-	err := p.pipeline(func(c *pgx.Conn) error {
+	err := pipeline(p.conn, func(c *pgx.Conn) error {
 		b := &pgx.Batch{}
 		if query != "" {
 			b.Queue(sqlx.Rebind(sqlx.DOLLAR, query), args...)

@@ -113,12 +113,12 @@ func (db *DB) readHot(ctx context.Context, reads ...hotRead) error {
 		return err
 	}
 	defer conn.Close()
-	return conn.Raw(func(dc any) error {
+	return pipeline(conn, func(c *pgx.Conn) error {
 		b := &pgx.Batch{}
 		for _, r := range reads {
 			b.Queue(sqlx.Rebind(sqlx.DOLLAR, r.query), r.args...)
 		}
-		br := dc.(interface{ pgxConn() *pgx.Conn }).pgxConn().SendBatch(ctx, b)
+		br := c.SendBatch(ctx, b)
 		defer br.Close()
 		for _, r := range reads {
 			rows, err := br.Query()
