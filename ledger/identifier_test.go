@@ -31,3 +31,24 @@ func TestCheckIdentifier(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckText(t *testing.T) {
+	for _, s := range []string{"", "Acme Inc.", "a\tb\nc", "\u00a0", "\ufffd", "顧客"} {
+		if err := CheckText(s); err != nil {
+			t.Errorf("%q: %v", s, err)
+		}
+	}
+	for s, want := range map[string]string{
+		"\x00":         "contains a NUL (U+0000)",
+		"Acme\x00":     "contains a NUL (U+0000)",
+		"Acme \xff":    "is not valid UTF-8",
+		"\xed\xa0\x80": "is not valid UTF-8",
+	} {
+		if err := CheckText(s); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", s, err, want)
+		}
+	}
+	if err := CheckTexts(Text{"name", "Acme"}, Text{"note", "a\x00"}, Text{"email", "\xff"}); err == nil || err.Error() != "note: contains a NUL (U+0000), which stored text cannot hold" {
+		t.Errorf("CheckTexts: %v, want the first bad field named", err)
+	}
+}

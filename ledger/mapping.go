@@ -68,6 +68,9 @@ func (f Field) Validate() error {
 		return errors.New(f.bad)
 	}
 	if f.Path == "" {
+		if err := CheckText(f.Value); err != nil {
+			return fmt.Errorf("value %w", err)
+		}
 		return nil
 	}
 	return payload.CheckPath(f.Path)
@@ -318,6 +321,11 @@ func occurredAt(f Field, body []byte, receivedAt time.Time) (time.Time, error) {
 
 // properties renders the configured properties as a JSON object with sorted
 // keys, so the same event always yields the same bytes (they are hashed).
+// A value is kept as the payload wrote it (its JSON text), so each one must
+// be text every backend stores (checkJSONText): a byte that is not UTF-8
+// fails the mapping like a customer id that is not clean text, instead of
+// aborting PostgreSQL's transaction (a 503 for every retry) or landing in a
+// SQLite file that copy cannot move.
 func properties(fields map[string]Field, body []byte) (string, error) {
 	if len(fields) == 0 {
 		return "{}", nil
@@ -336,6 +344,8 @@ func properties(fields map[string]Field, body []byte) (string, error) {
 			raw = v.Raw
 			if fields[k].Value != "" {
 				raw = jsonString(v.Str)
+			} else if err := checkJSONText(v); err != nil {
+				return "", fmt.Errorf("properties.%s: %w", k, err)
 			}
 		}
 		if i > 0 {
@@ -347,4 +357,31 @@ func properties(fields map[string]Field, body []byte) (string, error) {
 	}
 	b.WriteByte('}')
 	return b.String(), nil
+}
+
+// checkJSONText refuses a JSON value holding text that no backend can store
+// as text (CheckText): in its JSON text (a byte that is not UTF-8, kept as
+// written) or in any string or object key it decodes to (an escaped NUL,
+// "\u0000", which dimensions, reports and exports would hand on decoded).
+func checkJSONText(v gjson.Result) error {
+	if err := CheckText(v.Raw); err != nil {
+		return err
+	}
+	var err error
+	var walk func(k, v gjson.Result) bool
+	walk = func(k, v gjson.Result) bool {
+		if err == nil && k.Type == gjson.String {
+			err = CheckText(k.Str)
+		}
+		switch {
+		case err != nil:
+		case v.Type == gjson.String:
+			err = CheckText(v.Str)
+		case v.IsObject(), v.IsArray():
+			v.ForEach(walk)
+		}
+		return err == nil
+	}
+	walk(gjson.Result{}, v)
+	return err
 }

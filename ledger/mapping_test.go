@@ -78,3 +78,31 @@ func TestMappingRefusesLongIdentifiers(t *testing.T) {
 		}
 	}
 }
+
+// A mapped property is kept as the payload wrote it, so it must be text
+// every backend stores: a byte that is not UTF-8 (anywhere in the value, in
+// a nested string or key) or an escaped NUL fails the mapping with the
+// property's name. Other text, a lone surrogate's escape included (its JSON
+// text is plain ASCII), is kept as written.
+func TestMappingRefusesUnstorablePropertyText(t *testing.T) {
+	m := NewMapper([]Mapping{{Type: "usage.recorded", Customer: Field{Path: "c"}, Meter: Field{Path: "m"},
+		Quantity: Field{Path: "q"}, Properties: map[string]Field{"model": {Path: "p"}, "region": {Value: "eu"}}}}, nil)
+	for p, want := range map[string]string{
+		"\"a\xffb\"":                   "properties.model: is not valid UTF-8",
+		`"a\u0000b"`:                   "properties.model: contains a NUL (U+0000)",
+		"[1,{\"k\":[\"x\xc2\"]}]":      "properties.model: is not valid UTF-8",
+		`{"a":{"k\u0000":1}}`:          "properties.model: contains a NUL",
+		`"a\u00e9b\tc\nd"`:             "",
+		`"\ud800"`:                     "",
+		`{"k":[1,true,null,"\u00e9"]}`: "",
+		`12.5`:                         "",
+	} {
+		rows, _, err := m.Map("default", "usage.recorded", []byte(`{"c":"cus_1","m":"api","q":1,"p":`+p+`}`), time.Now())
+		switch {
+		case want == "" && (err != nil || len(rows) != 1 || rows[0].Properties != `{"model":`+p+`,"region":"eu"}`):
+			t.Errorf("%q: %v, %v", p, rows, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("%q: %v, want %q", p, err, want)
+		}
+	}
+}
