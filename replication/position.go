@@ -77,14 +77,17 @@ func writeRestoredMarker(dbPath string, txid TXID, replica string) error {
 		return err
 	}
 	defer os.Remove(path + ".tmp")
-	if _, err := f.Write(buf); err == nil {
+	// A marker that did not reach the disk whole must not be renamed into
+	// place: LocalTXID would read a torn or empty position.
+	_, err = f.Write(buf)
+	if err == nil {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return err
+		return fmt.Errorf("write restore marker: %w", err)
 	}
 	if err := os.Rename(path+".tmp", path); err != nil {
 		return err

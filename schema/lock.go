@@ -48,7 +48,10 @@ func LockDir(dir string) (*DirLock, error) {
 		return nil, fmt.Errorf("%w: %s holds %s (another hookledger serve, restore or migrate on the same data directory); stop it first",
 			ErrLocked, holder, path)
 	}
-	if err := f.Truncate(0); err == nil {
+	// The PID is what a refused process names as the holder; a lock whose
+	// file says nothing (or an older holder's PID) would name the wrong one.
+	err = f.Truncate(0)
+	if err == nil {
 		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	if err != nil {

@@ -38,3 +38,25 @@ func TestLockDir(t *testing.T) {
 		t.Error("locked a directory that does not exist")
 	}
 }
+
+// A lock whose PID cannot be written is refused rather than held with a
+// lock file that names no holder (or an older one). The lock file is a
+// symlink to /dev/full, which can be opened and flocked but not truncated
+// or written: no seam in the code.
+func TestLockDirPIDWriteFailureIsReturned(t *testing.T) {
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("no /dev/full on this system")
+	}
+	dir := t.TempDir()
+	if err := os.Symlink("/dev/full", filepath.Join(dir, LockFile)); err != nil {
+		t.Fatal(err)
+	}
+	l, err := LockDir(dir)
+	if err == nil {
+		l.Unlock()
+		t.Fatal("LockDir returned a lock whose PID was never written")
+	}
+	if !strings.Contains(err.Error(), "lock data directory") {
+		t.Errorf("error %q does not say what failed", err)
+	}
+}
