@@ -131,12 +131,12 @@ func (r *Replicator) recordCut(err error) error {
 	return err
 }
 
-// cutFailing is the failed cut that replication has not recovered from (and
-// since when), or nil.
-func (r *Replicator) cutFailing() (error, time.Time) {
+// cutFailing is since when, and with which error, replication has failed to
+// cut the WAL without recovering; err is nil when it has not.
+func (r *Replicator) cutFailing() (since time.Time, err error) {
 	r.capture.mu.Lock()
 	defer r.capture.mu.Unlock()
-	return r.capture.err, r.capture.since
+	return r.capture.since, r.capture.err
 }
 
 // CheckWAL returns an error wrapping ErrWALFull when the -wal file has grown,

@@ -98,7 +98,7 @@ func (r *Replicator) status(ctx context.Context) (Status, error) {
 		err = fmt.Errorf("%w: %w", ErrNotStarted, r.pending) // listing works, but nothing is replicated
 	}
 	var lastErr error
-	st.LastSyncAt, lastErr, st.LastErrorAt = r.outcome()
+	st.LastSyncAt, st.LastErrorAt, lastErr = r.outcome()
 	if lastErr != nil {
 		st.LastError = lastErr.Error()
 	}
@@ -109,17 +109,17 @@ func (r *Replicator) status(ctx context.Context) (Status, error) {
 // replica's, or of a cut), under r.mu. While cuts fail, the replica's
 // later syncs had nothing new to upload: the last sync is then no later
 // than the first failed cut, so a status never reads healthy meanwhile.
-func (r *Replicator) outcome() (lastSync time.Time, lastErr error, lastErrAt time.Time) {
+func (r *Replicator) outcome() (lastSync, lastErrAt time.Time, lastErr error) {
 	if r.db != nil {
 		lastSync = r.db.LastSuccessfulSyncAt()
 	}
-	if err, since := r.cutFailing(); err != nil && lastSync.After(since) {
+	if since, err := r.cutFailing(); err != nil && lastSync.After(since) {
 		lastSync = since
 	}
 	r.client.mu.Lock()
 	lastErr, lastErrAt = r.client.lastErr, r.client.lastErrAt
 	r.client.mu.Unlock()
-	return lastSync, lastErr, lastErrAt
+	return lastSync, lastErrAt, lastErr
 }
 
 // Healthy reports the replica's last outcome without asking the replica,
@@ -136,7 +136,7 @@ func (r *Replicator) Healthy() error {
 		}
 		return ErrClosed
 	}
-	if err, _ := r.cutFailing(); err != nil {
+	if _, err := r.cutFailing(); err != nil {
 		return err
 	}
 	r.client.mu.Lock()
@@ -175,7 +175,7 @@ func (r *Replicator) Publish() error {
 	rep := report{PID: os.Getpid(), UpdatedAt: time.Now().UTC()}
 	switch {
 	case r.db != nil:
-		lastSync, lastErr, lastErrAt := r.outcome()
+		lastSync, lastErrAt, lastErr := r.outcome()
 		rep.LastSyncAt, rep.LastErrorAt = lastSync.UTC(), lastErrAt.UTC()
 		if lastErr != nil {
 			rep.LastError = lastErr.Error()

@@ -149,7 +149,7 @@ func TestStatusCountsCommitsInTheWAL(t *testing.T) {
 	wantStatus(t, "WAL checkpointed away", cfg, nil, false, WALUnknown)
 
 	// Replication again: Litestream snapshots, and all is replicated.
-	app = openApp(t, dbPath)
+	openApp(t, dbPath) // WAL mode again; closed at cleanup
 	r = start(t, cfg, dbPath)
 	if err := r.Sync(ctx); err != nil {
 		t.Fatal(err)
