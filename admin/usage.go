@@ -1,20 +1,20 @@
 package admin
 
 import (
-	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"mime"
 	"net/http"
 	"strings"
 
+	"github.com/hookledger/hookledger/internal/csvout"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/schema"
 )
 
 // Usage answers GET /v1/usage with the same query as `hookledger usage`:
 // from, to, tz, customer, meter, group_by (or group-by), where, as_of (or as-of).
-// JSON by default; RFC 4180 CSV when the client sends Accept: text/csv or
+// JSON by default; RFC 4180 CSV (cells guarded by csvout.Cell) when the client sends Accept: text/csv or
 // format=csv. Register it on Server.Mux; the Server's bearer auth covers it.
 func Usage(db *schema.DB, meters ledger.Meters) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -60,7 +60,7 @@ func Usage(db *schema.DB, meters ledger.Meters) http.Handler {
 		if format == "csv" {
 			w.Header().Set("Content-Type", "text/csv; charset=utf-8")
 			header, rows := rep.Records()
-			cw := csv.NewWriter(w)
+			cw := csvout.NewWriter(w)
 			cw.Write(header)
 			cw.WriteAll(rows) // flushes; a write error means the client went away
 			return

@@ -1,15 +1,14 @@
 package console
 
 import (
-	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
+	"github.com/hookledger/hookledger/internal/csvout"
 	"github.com/hookledger/hookledger/ledger"
 )
 
@@ -18,7 +17,9 @@ import (
 // rendered, reached by the page's address with .csv or .json added and the
 // same query, so a file holds exactly the rows, filters and page the
 // operator was looking at. Times are RFC 3339 in UTC with milliseconds,
-// quantities and amounts exact decimals as text.
+// quantities and amounts exact decimals as text. CSV cells are guarded
+// against formula injection by csvout, the writer of every CSV hookledger
+// emits.
 
 // download sets the headers of a file download named name.
 func download(w http.ResponseWriter, format, name string) {
@@ -71,17 +72,17 @@ func writeUsage(w http.ResponseWriter, format string, v usageView) {
 		json.NewEncoder(w).Encode(f)
 		return
 	}
-	cw := csv.NewWriter(w)
+	cw := csvout.NewWriter(w)
 	header := usageCSVHeader
 	if v.Dim != "" {
-		header = slices.Insert(slices.Clone(header), 5, cell(v.Dim))
+		header = slices.Insert(slices.Clone(header), 5, v.Dim)
 	}
 	cw.Write(header)
 	row := func(l ledger.UsageLine, day string) {
-		r := []string{f.From, f.To, f.TZ, cell(l.Customer), cell(l.Meter), day, string(l.Aggregation), l.Quantity.String(), cell(l.Unit),
+		r := []string{f.From, f.To, f.TZ, l.Customer, l.Meter, day, string(l.Aggregation), l.Quantity.String(), l.Unit,
 			strconv.FormatInt(l.Events, 10), strconv.FormatInt(l.Adjustments, 10)}
 		if v.Dim != "" {
-			r = slices.Insert(r, 5, cell(l.Dimensions[v.Dim]))
+			r = slices.Insert(r, 5, l.Dimensions[v.Dim])
 		}
 		cw.Write(r)
 	}
@@ -149,11 +150,11 @@ func writeInvoices(w http.ResponseWriter, format string, v invoicesView) {
 		json.NewEncoder(w).Encode(f)
 		return
 	}
-	cw := csv.NewWriter(w)
+	cw := csvout.NewWriter(w)
 	cw.Write(invoicesCSVHeader)
 	for _, r := range f.Invoices {
-		cw.Write([]string{strconv.FormatInt(r.ID, 10), cell(r.Customer), r.Period, r.TZ, strconv.FormatInt(r.Lines, 10),
-			strconv.FormatInt(r.LateLines, 10), cell(r.Plan), r.Total, r.Currency, r.Cutoff, strconv.FormatInt(r.LedgerHead, 10), r.ClosedAt})
+		cw.Write([]string{strconv.FormatInt(r.ID, 10), r.Customer, r.Period, r.TZ, strconv.FormatInt(r.Lines, 10),
+			strconv.FormatInt(r.LateLines, 10), r.Plan, r.Total, r.Currency, r.Cutoff, strconv.FormatInt(r.LedgerHead, 10), r.ClosedAt})
 	}
 	cw.Flush()
 }
@@ -171,16 +172,4 @@ func fileName(s string) string {
 		b = b[:100]
 	}
 	return string(b)
-}
-
-// cell guards a CSV cell holding an identifier (a customer id, a meter, a
-// plan) against formula injection: a spreadsheet runs a cell starting with
-// =, +, -, @, tab or carriage return as a formula, so such an identifier is
-// written with a leading apostrophe, which spreadsheets show as text. Numbers
-// (a negative quantity) are written as they are.
-func cell(s string) string {
-	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
-		return "'" + s
-	}
-	return s
 }

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +9,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/hookledger/hookledger/internal/csvout"
 )
 
 // formatFlag values.
@@ -32,8 +33,9 @@ func checkFormat(c *cli.Context, f string) error {
 	return usageErrorf(c, "--format: %q is not one of %s", f, strings.Join(formats, ", "))
 }
 
-// writeRecords prints a header and rows as an aligned table or RFC 4180 CSV;
-// JSON output prints v instead, so numbers and names keep their types.
+// writeRecords prints a header and rows as an aligned table or RFC 4180 CSV
+// (through csvout, which guards cells against formula injection); JSON
+// output prints v instead, so numbers and names keep their types.
 func writeRecords(w io.Writer, format string, header []string, rows [][]string, v any) error {
 	switch format {
 	case "json":
@@ -41,7 +43,7 @@ func writeRecords(w io.Writer, format string, header []string, rows [][]string, 
 		enc.SetIndent("", "  ")
 		return enc.Encode(v)
 	case "csv":
-		cw := csv.NewWriter(w)
+		cw := csvout.NewWriter(w)
 		cw.Write(header)
 		cw.WriteAll(rows)
 		return cw.Error()
