@@ -1,10 +1,9 @@
 package ledger
 
 import (
-	"errors"
 	"fmt"
-	"strings"
-	"unicode/utf8"
+
+	"github.com/hookledger/hookledger/schema"
 )
 
 // CheckText refuses text that no backend can store as text: bytes that are
@@ -16,15 +15,7 @@ import (
 // gives hookledger to keep (names, emails, notes, reasons, actors, mapped
 // properties); identifiers, which are also keys, follow the stricter
 // CheckIdentifier.
-func CheckText(s string) error {
-	if !utf8.ValidString(s) {
-		return errors.New("is not valid UTF-8")
-	}
-	if strings.IndexByte(s, 0) >= 0 {
-		return errors.New("contains a NUL (U+0000), which stored text cannot hold")
-	}
-	return nil
-}
+func CheckText(s string) error { return schema.CheckText(s) }
 
 // Text is one text field to be stored, named as its user names it (a JSON
 // field, a flag, a configuration key).

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -131,6 +132,10 @@ func CopyLedger(ctx context.Context, src, dst *DB, progress func(table string, r
 				continue
 			}
 			if err := copyTable(ctx, rtx.Tx, tx, t, progress); err != nil {
+				var bad *UnmovableRowError
+				if errors.As(err, &bad) {
+					return err // it names its table
+				}
 				return fmt.Errorf("%s: %w", t, err)
 			}
 		}
@@ -167,8 +172,12 @@ func copyTable(ctx context.Context, src *sql.Tx, dst pgx.Tx, table string, progr
 	if err != nil {
 		return err
 	}
-	// SQLite keeps booleans as 0 and 1; PostgreSQL's boolean columns want bools.
+	// SQLite keeps booleans as 0 and 1; PostgreSQL's boolean columns want
+	// bools. Its text holds any bytes, PostgreSQL's refuses some: each text
+	// value is checked, so a row that cannot move is named (COPY's own error
+	// gives a line number).
 	boolean := make([]bool, len(cols))
+	text := make([]bool, len(cols))
 	for i, c := range cols {
 		var typ string
 		if err := dst.QueryRow(ctx, `SELECT data_type FROM information_schema.columns
@@ -176,28 +185,119 @@ func copyTable(ctx context.Context, src *sql.Tx, dst pgx.Tx, table string, progr
 			return fmt.Errorf("column %s: %w", c, err)
 		}
 		boolean[i] = typ == "boolean"
+		text[i] = typ == "text" || typ == "character varying"
 	}
-	src2 := &rowSource{rows: rows, vals: make([]any, len(cols)), ptrs: make([]any, len(cols)), boolean: boolean,
-		progress: func(n int64) { progress(table, n) }}
+	key, err := rowKey(ctx, dst, table, cols)
+	if err != nil {
+		return err
+	}
+	src2 := &rowSource{table: table, cols: cols, rows: rows, vals: make([]any, len(cols)), ptrs: make([]any, len(cols)),
+		boolean: boolean, text: text, key: key, progress: func(n int64) { progress(table, n) }}
 	for i := range src2.vals {
 		src2.ptrs[i] = &src2.vals[i]
 	}
 	_, err = dst.CopyFrom(ctx, pgx.Identifier{table}, cols, src2)
+	if src2.bad != nil {
+		return src2.bad // pgx answers with the server's COPY error, which only quotes it
+	}
 	if err == nil {
 		progress(table, src2.n)
 	}
 	return err
 }
 
+// rowKey is the indexes in cols of what names a row of table in copy's
+// errors: its id, else its primary key's columns (none: its position).
+func rowKey(ctx context.Context, dst pgx.Tx, table string, cols []string) ([]int, error) {
+	if i := slices.Index(cols, "id"); i >= 0 {
+		return []int{i}, nil
+	}
+	rows, err := dst.Query(ctx, `SELECT a.attname::text FROM pg_index i
+		JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
+		WHERE i.indrelid = to_regclass($1) AND i.indisprimary ORDER BY array_position(i.indkey::int2[], a.attnum)`,
+		pgx.Identifier{table}.Sanitize())
+	if err != nil {
+		return nil, fmt.Errorf("primary key: %w", err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("primary key: %w", err)
+	}
+	var key []int
+	for _, n := range names {
+		if i := slices.Index(cols, n); i >= 0 {
+			key = append(key, i)
+		}
+	}
+	return key, nil
+}
+
 // rowSource is pgx's CopyFromSource over database/sql rows.
 type rowSource struct {
+	table    string
+	cols     []string
 	rows     *sql.Rows
 	vals     []any
 	ptrs     []any
 	boolean  []bool
+	text     []bool
+	key      []int // indexes of the columns that name a row (rowKey)
 	n        int64
 	err      error
+	bad      *UnmovableRowError
 	progress func(int64)
+}
+
+// checkText refuses the current row when a text column holds what
+// PostgreSQL's text cannot, naming the row and the column.
+func (s *rowSource) checkText() error {
+	for i, t := range s.text {
+		var v string
+		switch x := s.vals[i].(type) {
+		case string:
+			v = x
+		case []byte:
+			v = string(x)
+		default:
+			continue
+		}
+		if !t || CheckText(v) == nil {
+			continue
+		}
+		s.bad = &UnmovableRowError{Table: s.table, Row: s.name(), Column: s.cols[i], Where: badTextAt(v)}
+		return s.bad
+	}
+	return nil
+}
+
+// name is the current row's key as copy's errors show it.
+func (s *rowSource) name() string {
+	if len(s.key) == 0 {
+		return fmt.Sprintf("number %d (in rowid order)", s.n)
+	}
+	parts := make([]string, len(s.key))
+	for j, i := range s.key {
+		v := s.vals[i]
+		if b, ok := v.([]byte); ok {
+			v = string(b)
+		}
+		if str, ok := v.(string); ok {
+			parts[j] = fmt.Sprintf("%s %q", s.cols[i], clipKey(str))
+		} else {
+			parts[j] = fmt.Sprintf("%s %v", s.cols[i], v)
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// clipKey shortens a key quoted in an error (an old ledger's keys may be
+// kilobytes long).
+func clipKey(s string) string {
+	const max = 64
+	if len(s) <= max {
+		return s
+	}
+	return s[:max] + "…"
 }
 
 func (s *rowSource) Next() bool {
@@ -227,6 +327,9 @@ func (s *rowSource) Values() ([]any, error) {
 		if v, ok := s.vals[i].([]byte); ok && v == nil {
 			s.vals[i] = []byte{}
 		}
+	}
+	if err := s.checkText(); err != nil {
+		return nil, err
 	}
 	return s.vals, nil
 }
