@@ -72,8 +72,8 @@ func ParseAnchor(s string) (Anchor, error) {
 		return Anchor{}, fmt.Errorf("anchor %q: want chain:id:hash, e.g. ledger:42:<64 hex digits>", s)
 	}
 	a := Anchor{Chain: parts[0]}
-	if a.Chain != ChainLedger && a.Chain != ChainReceipts {
-		return Anchor{}, fmt.Errorf("anchor %q: chain %q is not %s or %s", s, a.Chain, ChainLedger, ChainReceipts)
+	if a.Chain != ChainLedger && a.Chain != ChainReceipts && a.Chain != ChainCloses {
+		return Anchor{}, fmt.Errorf("anchor %q: chain %q is not %s, %s or %s", s, a.Chain, ChainLedger, ChainReceipts, ChainCloses)
 	}
 	id, err := strconv.ParseInt(parts[1], 10, 64)
 	if err != nil || id < 0 {
@@ -88,7 +88,7 @@ func ParseAnchor(s string) (Anchor, error) {
 
 // anchorToken finds anchors inside other text: serve's log lines (text or
 // JSON) and `ledger head` output carry them as one word.
-var anchorToken = regexp.MustCompile(`\b(?:ledger|receipts):[0-9]+:[0-9A-Za-z]*`)
+var anchorToken = regexp.MustCompile(`\b(?:ledger|receipts|closes):[0-9]+:[0-9A-Za-z]*`)
 
 // ParseAnchors reads every anchor in r, one or more per line, so a file of
 // serve's log lines or of `ledger head` output can be used as it is; lines
@@ -138,18 +138,30 @@ func verifyAnchors(ctx context.Context, db VerifySource, anchors []Anchor) (Chec
 	}
 	for _, a := range anchors {
 		table, rowHash := "metered_usage", db.LedgerRowHash
-		if a.Chain == ChainReceipts {
+		switch a.Chain {
+		case ChainReceipts:
 			table, rowHash = "receipts", db.ReceiptRowHash
+		case ChainCloses:
+			table, rowHash = "close_seals", db.CloseSealHash
 		}
 		stored, err := rowHash(ctx, a.ID)
 		switch {
 		case a.ID == 0 && bytes.Equal(a.Hash, GenesisHash):
 			// The anchor of an empty chain: nothing to pin yet.
+		case errors.Is(err, schema.ErrNotSealed):
+			c.Notes = append(c.Notes, fmt.Sprintf("anchor %s: the database predates close seals; not checked", a))
+			continue
 		case err != nil && !errors.Is(err, schema.ErrNotFound):
 			return c, err
 		case err != nil && a.Chain == ChainReceipts && a.ID <= prunedThrough:
 			c.Notes = append(c.Notes, fmt.Sprintf("anchor %s: receipt %d was deleted by retention (keys); not checked", a, a.ID))
 			continue
+		case err != nil && a.Chain == ChainCloses:
+			last, _, lerr := db.LastCloseSeal(ctx)
+			if lerr != nil {
+				return c, lerr
+			}
+			c.add(Problem{Table: table, ID: a.ID, Msg: fmt.Sprintf("anchor %s: close %d's seal is missing (the last seal is close %d's): closes and their invoices were deleted", a, a.ID, last)})
 		case err != nil:
 			last := head.Ledger.LastID
 			if a.Chain == ChainReceipts {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/hookledger/hookledger/ledger/chainhash"
 	"github.com/hookledger/hookledger/schema"
 )
 
@@ -91,6 +92,8 @@ type VerifySource interface {
 	VoidRows(ctx context.Context, afterID int64, limit int) ([]schema.LedgerRow, error)
 	GetLedgerRow(ctx context.Context, id int64) (*schema.LedgerRow, error)
 	custodySource
+	sealSource
+	PeriodCustomers(ctx context.Context, f schema.LedgerFilter) ([]string, error)
 	// View reads in one snapshot (the usage state's check, state.go).
 	View(ctx context.Context, fn func(tx *schema.ReadTx) error) error
 }
@@ -104,6 +107,20 @@ type custodySource interface {
 	ReceiptRowHash(ctx context.Context, id int64) ([]byte, error)
 	ScanStoredBodies(ctx context.Context, fn func(*schema.StoredBody) error) error
 	ScanReplaySteps(ctx context.Context, fn func(*schema.ReplayStep) error) error
+}
+
+// sealSource is what checking the closes' seals reads (seal.go).
+type sealSource interface {
+	SealedCloses(ctx context.Context) ([]schema.SealedClose, []chainhash.CloseSeal, error)
+	SealedInvoices(ctx context.Context) (map[int64][]chainhash.SealedInvoice, error)
+	LastCloseSeal(ctx context.Context) (int64, []byte, error)
+	CloseSealHash(ctx context.Context, closeID int64) ([]byte, error)
+}
+
+// AnchorSource is what reading every chain's end needs (LoadAnchors).
+type AnchorSource interface {
+	HeadSource
+	LastCloseSeal(ctx context.Context) (int64, []byte, error)
 }
 
 // CloseStore runs a close in one write transaction (*schema.DB).
@@ -125,6 +142,8 @@ type closeStore interface {
 	NextInvoiceID(ctx context.Context) (int64, error)
 	InsertInvoice(ctx context.Context, inv schema.Invoice) error
 	InsertInvoiceLine(ctx context.Context, l schema.InvoiceLine) error
+	LastCloseSeal(ctx context.Context) (int64, []byte, error)
+	InsertCloseSeal(ctx context.Context, s chainhash.CloseSeal) error
 }
 
 // RefResolver resolves what an adjustment's ref names, inside the writer's

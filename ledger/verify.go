@@ -71,7 +71,10 @@ const maxProblems = 20
 // receipt's status against its replays (verify_custody.go); that every void
 // compensates exactly one usage row, once (void.go); the usage state
 // against the ledger's monthly sums (state.go); every spend crossing
-// against the spend recomputed at its row (spend.go); and that each
+// against the spend recomputed at its row (spend.go); every close against
+// its seal and the closes' chain (seal.go); that each closed period's usage
+// is on an invoice of its close or late, never in a gap no close can fill
+// (coverage.go); and that each
 // anchor's row still exists with the anchored hash. The error is for failures
 // to read, not for findings.
 func Verify(ctx context.Context, db VerifySource, anchors ...Anchor) (*VerifyReport, error) {
@@ -79,6 +82,7 @@ func Verify(ctx context.Context, db VerifySource, anchors ...Anchor) (*VerifyRep
 	for _, check := range []func(context.Context, VerifySource) (CheckResult, error){
 		verifyIntegrity, verifyChain, verifyReceipts, verifyInvoices,
 		verifyReceiptChain, verifyHead, verifyBodies, verifyStatuses, verifyVoids, verifyUsageState, verifySpendCrossings,
+		verifySeals, verifyCoverage,
 		func(ctx context.Context, db VerifySource) (CheckResult, error) {
 			return verifyAnchors(ctx, db, anchors)
 		},

@@ -13,6 +13,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/ledger/chainhash"
 	"github.com/hookledger/hookledger/schema"
 )
 
@@ -59,7 +60,7 @@ func TestVerifyIntactDatabase(t *testing.T) {
 	if p := rep.First(); p != nil {
 		t.Fatalf("intact database: %v", p)
 	}
-	if len(rep.Checks) != 12 || rep.Checks[1].Checked != 5 || rep.Checks[2].Checked != 5 || rep.Checks[3].Checked != 1 {
+	if len(rep.Checks) != 14 || rep.Checks[1].Checked != 5 || rep.Checks[2].Checked != 5 || rep.Checks[3].Checked != 1 || rep.Checks[11].Checked != 1 || rep.Checks[12].Checked != 1 {
 		t.Fatalf("checks: %+v", rep.Checks)
 	}
 }
@@ -228,6 +229,17 @@ func forgeInvoice(t *testing.T, e *env, dir string, inv ledger.Invoice) {
 		inv.Cutoff, inv.LedgerHead, inv.ClosedAt, ledger.InvoiceDigest(&inv)))
 	// Lines reference their invoice: insert it first.
 	stmts[1], stmts[len(stmts)-1] = stmts[len(stmts)-1], stmts[1]
+	// The close's seal, chained to the last one, as a close writes it.
+	_, prev, err := e.DB.LastCloseSeal(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seal := chainhash.CloseSeal{CloseID: inv.CloseID, Period: inv.Period, TZ: inv.TZ, PeriodStart: inv.PeriodStart, PeriodEnd: inv.PeriodEnd,
+		Cutoff: inv.Cutoff, LedgerHead: inv.LedgerHead, ClosedAt: inv.ClosedAt, Invoices: 1,
+		InvoicesDigest: chainhash.InvoicesDigest([]chainhash.SealedInvoice{{ID: inv.ID, Digest: ledger.InvoiceDigest(&inv)}}), PrevHash: prev}
+	seal.RowHash = seal.Hash(prev)
+	stmts = append(stmts, fmt.Sprintf(`INSERT INTO close_seals (close_id, invoices, invoices_digest, prev_hash, row_hash) VALUES (%d, 1, x'%x', x'%x', x'%x')`,
+		seal.CloseID, seal.InvoicesDigest, seal.PrevHash, seal.RowHash))
 	tamper(t, dir, stmts...)
 }
 

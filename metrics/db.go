@@ -91,7 +91,7 @@ func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(oldestFailedDesc, prometheus.GaugeValue, st.oldestFailedAge.Seconds())
 	ch <- prometheus.MustNewConstMetric(ledgerRowsDesc, prometheus.GaugeValue, float64(st.ledgerRows))
-	for _, a := range st.head.Anchors() {
+	for _, a := range st.anchors {
 		ch <- prometheus.MustNewConstMetric(headIDDesc, prometheus.GaugeValue, float64(a.ID), a.Chain)
 		ch <- prometheus.MustNewConstMetric(headInfoDesc, prometheus.GaugeValue, 1, a.Chain, a.String())
 	}
@@ -101,7 +101,7 @@ type dbStats struct {
 	receipts        map[string]int64
 	oldestFailedAge time.Duration
 	ledgerRows      int64
-	head            ledger.Head
+	anchors         []ledger.Anchor
 }
 
 // read runs the queries in one read transaction, so they describe one
@@ -120,7 +120,7 @@ func (c *dbCollector) read() (dbStats, error) {
 			st.oldestFailedAge = max(0, c.now().Sub(time.UnixMilli(counts.OldestFailedAt)))
 		}
 		st.ledgerRows = counts.LedgerRows
-		st.head, err = ledger.LoadHead(ctx, s)
+		st.anchors, err = ledger.LoadAnchors(ctx, s)
 		return err
 	})
 	return st, err

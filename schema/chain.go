@@ -240,6 +240,13 @@ var migrationSteps = map[int]func(context.Context, *sqlx.Tx) error{
 	5:  chainReceipts,
 	17: loosenChecks(looseChecks0017),
 	19: loosenChecks(looseChecks0019),
+	26: sealCloses,
+}
+
+// postgresMigrationSteps are PostgreSQL's: the hashes the ledger computes
+// are computed by the same Go code on both backends.
+var postgresMigrationSteps = map[int]func(context.Context, *sqlx.Tx) error{
+	26: sealCloses,
 }
 
 // chainReceipts links every existing receipt in id order, as the writer would

@@ -20,7 +20,7 @@ import (
 // table cannot be forgotten by copy.
 var copyTables = []string{
 	"receipts", "delivery_attempts", "metered_usage", "replays",
-	"period_closes", "invoices", "invoice_lines",
+	"period_closes", "invoices", "invoice_lines", "close_seals",
 	"reconcile_checkpoints", "redelivery_requests", "prune_runs",
 	"stripe_pushes", "stripe_reports", "stripe_invoice_states", "outbox", "outbox_attempts", "forward_destinations",
 	"api_keys",

@@ -44,6 +44,11 @@ func (r ledgerReads) LedgerMeters(ctx context.Context, f LedgerFilter) ([]string
 	return ledgerMeters(ctx, r.q, f)
 }
 
+// PeriodCustomers lists the distinct customers of the rows f selects, sorted.
+func (r ledgerReads) PeriodCustomers(ctx context.Context, f LedgerFilter) ([]string, error) {
+	return periodCustomers(ctx, r.q, f)
+}
+
 // LedgerLinks reads the chain links of the rows with these ids; ids with no
 // row are absent.
 func (r ledgerReads) LedgerLinks(ctx context.Context, ids []int64) (map[int64]Link, error) {
@@ -151,6 +156,11 @@ func (db *DB) AdjustmentsOf(ctx context.Context, customer string, refs []string)
 // LedgerMeters lists the distinct meters of the rows f selects, sorted.
 func (db *DB) LedgerMeters(ctx context.Context, f LedgerFilter) ([]string, error) {
 	return db.reads().LedgerMeters(ctx, f)
+}
+
+// PeriodCustomers lists the distinct customers of the rows f selects, sorted.
+func (db *DB) PeriodCustomers(ctx context.Context, f LedgerFilter) ([]string, error) {
+	return db.reads().PeriodCustomers(ctx, f)
 }
 
 // LedgerLinks reads the chain links of the rows with these ids.

@@ -214,6 +214,11 @@ func migratePostgres(ctx context.Context, db *sqlx.DB) error {
 		if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
 			return fmt.Errorf("%s: %w", m.Name, err)
 		}
+		if step := postgresMigrationSteps[m.Version]; step != nil {
+			if err := step(ctx, tx); err != nil {
+				return fmt.Errorf("%s: %w", m.Name, err)
+			}
+		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
 			m.Version, m.Name, time.Now().UnixMilli()); err != nil {
 			return err

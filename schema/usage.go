@@ -303,6 +303,14 @@ func ledgerMeters(ctx context.Context, q sqlx.QueryerContext, f LedgerFilter) ([
 	return meters, err
 }
 
+// periodCustomers lists the distinct customers of the rows f selects, sorted.
+func periodCustomers(ctx context.Context, q sqlx.QueryerContext, f LedgerFilter) ([]string, error) {
+	from, args := f.where()
+	var customers []string
+	err := sqlx.SelectContext(ctx, q, &customers, `SELECT DISTINCT customer_id`+from+` ORDER BY customer_id`, args...)
+	return customers, err
+}
+
 // What an adjustment's ref names, resolved inside the writer's transaction:
 // the customer it belongs to and the event time it corrects. ErrNotFound
 // when it does not exist.

@@ -16,9 +16,10 @@ func ledgerCommand() *cli.Command {
 		Usage: "inspect the ledger's hash chains",
 		Subcommands: []*cli.Command{{
 			Name:  "head",
-			Usage: "print where the ledger and receipts hash chains end, as anchors for `verify --anchor`",
-			Description: "Prints the last row of each hash chain: the ledger (metered_usage id) and the receipts\n" +
-				"(receipts id), each with its row hash and as an anchor chain:id:hash. Keep the anchors outside\n" +
+			Usage: "print where the ledger, receipts and closes hash chains end, as anchors for `verify --anchor`",
+			Description: "Prints the last row of each hash chain: the ledger (metered_usage id), the receipts\n" +
+				"(receipts id) and the closes (period_closes id, sealed with the count and digest of its invoices),\n" +
+				"each with its row hash and as an anchor chain:id:hash. Keep the anchors outside\n" +
 				"the machine (serve also logs them every 5 minutes and at shutdown): `verify --anchor` or\n" +
 				"`verify --anchors FILE` later fails if an anchored row was deleted or the chain rewritten.\n" +
 				"Reads only; creates nothing; safe while `serve` runs.",
@@ -29,7 +30,7 @@ func ledgerCommand() *cli.Command {
 					return err
 				}
 				defer db.Close()
-				h, err := ledger.LoadHead(c.Context, db)
+				as, err := ledger.LoadAnchors(c.Context, db)
 				if err != nil {
 					return err
 				}
@@ -40,7 +41,7 @@ func ledgerCommand() *cli.Command {
 				}
 				out := map[string]entry{}
 				var rows [][]string
-				for _, a := range h.Anchors() {
+				for _, a := range as {
 					e := entry{ID: a.ID, Hash: fmt.Sprintf("%x", a.Hash), Anchor: a.String()}
 					out[a.Chain] = e
 					rows = append(rows, []string{a.Chain, strconv.FormatInt(e.ID, 10), e.Hash, e.Anchor})

@@ -13,22 +13,25 @@ import (
 // webhooks, against a line every five minutes in the journal.
 const headLogInterval = 5 * time.Minute
 
-// logHead logs both chains' heads as anchors, one line that
-// `verify --anchors` reads as it is.
-func logHead(ctx context.Context, log *slog.Logger, db ledger.HeadSource) {
-	h, err := ledger.LoadHead(ctx, db)
+// logHead logs every chain's end (ledger, receipts, closes) as anchors, one
+// line that `verify --anchors` reads as it is.
+func logHead(ctx context.Context, log *slog.Logger, db ledger.AnchorSource) {
+	as, err := ledger.LoadAnchors(ctx, db)
 	if err != nil {
 		log.Error("chain head", "error", err.Error())
 		return
 	}
-	as := h.Anchors()
-	log.Info("chain head", "ledger", as[0].String(), "receipts", as[1].String())
+	args := make([]any, 0, 2*len(as))
+	for _, a := range as {
+		args = append(args, a.Chain, a.String())
+	}
+	log.Info("chain head", args...)
 }
 
 // startHeadLog logs the head now and every headLogInterval until stop, which
 // logs it a last time: call stop after the writer has closed, so the line
 // covers the last batch.
-func startHeadLog(ctx context.Context, log *slog.Logger, db ledger.HeadSource) (stop func()) {
+func startHeadLog(ctx context.Context, log *slog.Logger, db ledger.AnchorSource) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	logHead(ctx, log, db)

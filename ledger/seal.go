@@ -1,0 +1,148 @@
+package ledger
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/hookledger/hookledger/ledger/chainhash"
+	"github.com/hookledger/hookledger/schema"
+)
+
+// Every bill is accounted for (DESIGN.md, invariant 9). An invoice's digest
+// proves its numbers, and its lines' digests the rows they bill; what they
+// cannot prove is that an invoice is still there. So each close is sealed in
+// its transaction with the count and digest of the invoices it wrote,
+// chained close after close (chainhash.CloseSeal): an invoice deleted,
+// added or swapped after the close no longer matches its seal, a deleted
+// close or seal breaks the next link, and the last seal is an anchor
+// (`ledger head`) that catches a truncated tail.
+
+// ChainCloses is the closes' chain as anchors spell it; the id is
+// period_closes.id, the hash its seal's row_hash.
+const ChainCloses = "closes"
+
+// sealClose seals close c, which wrote invs (in id order), linking it to
+// the last seal.
+func sealClose(ctx context.Context, tx closeStore, c schema.PeriodClose, invs []Invoice) error {
+	_, prev, err := tx.LastCloseSeal(ctx)
+	if err != nil {
+		return err
+	}
+	sc := schema.SealedClose{PeriodClose: c}
+	s := sc.Link()
+	s.Invoices, s.InvoicesDigest = int64(len(invs)), chainhash.InvoicesDigest(sealedOf(invs))
+	s.PrevHash = prev
+	s.RowHash = s.Hash(prev)
+	if err := tx.InsertCloseSeal(ctx, s); err != nil {
+		return fmt.Errorf("seal close %d: %w", c.ID, err)
+	}
+	return nil
+}
+
+func sealedOf(invs []Invoice) []chainhash.SealedInvoice {
+	out := make([]chainhash.SealedInvoice, len(invs))
+	for i, inv := range invs {
+		out[i] = chainhash.SealedInvoice{ID: inv.ID, Digest: inv.Digest}
+	}
+	return out
+}
+
+// verifySeals checks every close against its seal: the invoices present
+// now are the ones it wrote (count and digest), its fields are the sealed
+// ones, and each seal links to the one before it.
+func verifySeals(ctx context.Context, db VerifySource) (CheckResult, error) {
+	c := CheckResult{Name: "close seals"}
+	closes, orphans, err := db.SealedCloses(ctx)
+	if errors.Is(err, schema.ErrNotSealed) || errors.Is(err, schema.ErrNoInvoices) {
+		c.Skipped = err.Error()
+		return c, nil
+	}
+	if err != nil {
+		return c, err
+	}
+	invs, err := db.SealedInvoices(ctx)
+	if err != nil {
+		return c, err
+	}
+	sealed := map[int64]bool{}
+	prev := chainhash.Genesis
+	for i := range closes {
+		cl := &closes[i]
+		c.Checked++
+		sealed[cl.ID] = true
+		if !cl.Sealed {
+			c.add(Problem{Table: "period_closes", ID: cl.ID, Msg: fmt.Sprintf("close %d (%s) has no seal: the seal was deleted, so its invoices cannot be counted", cl.ID, closeLabel(cl.PeriodClose))})
+			continue
+		}
+		s := cl.Link()
+		if !bytes.Equal(s.PrevHash, prev) {
+			c.add(Problem{Table: "close_seals", ID: cl.ID, Msg: "prev_hash does not match the seal before it: a close or its seal before this one was deleted or changed"})
+		}
+		if !bytes.Equal(s.Hash(s.PrevHash), s.RowHash) {
+			c.add(Problem{Table: "close_seals", ID: cl.ID, Msg: fmt.Sprintf("row_hash does not match close %d's fields and seal: the close or its seal was changed", cl.ID)})
+		}
+		have := invs[cl.ID]
+		if n := int64(len(have)); n != s.Invoices {
+			c.add(Problem{Table: "period_closes", ID: cl.ID, Msg: fmt.Sprintf("close %d (%s) wrote %d invoices, %d are present%s: invoices were deleted or added after the close",
+				cl.ID, closeLabel(cl.PeriodClose), s.Invoices, n, idList(have))})
+		} else if !bytes.Equal(chainhash.InvoicesDigest(have), s.InvoicesDigest) {
+			c.add(Problem{Table: "period_closes", ID: cl.ID, Msg: fmt.Sprintf("close %d (%s): its invoices%s are not the ones it wrote (their ids or digests changed)",
+				cl.ID, closeLabel(cl.PeriodClose), idList(have))})
+		}
+		prev = s.RowHash
+	}
+	for _, o := range orphans {
+		c.add(Problem{Table: "close_seals", ID: o.CloseID, Msg: fmt.Sprintf("seal of close %d, which does not exist: the close was deleted", o.CloseID)})
+	}
+	for id := range invs {
+		if !sealed[id] {
+			c.add(Problem{Table: "invoices", ID: invs[id][0].ID, Msg: fmt.Sprintf("invoice of close %d, which does not exist", id)})
+		}
+	}
+	return c, nil
+}
+
+// closeLabel names a close in messages: "2026-10 for all customers".
+func closeLabel(c schema.PeriodClose) string {
+	who := "for all customers"
+	if c.Customer != "" {
+		who = fmt.Sprintf("for %q", c.Customer)
+	}
+	return fmt.Sprintf("%s in %s %s", c.Period, c.TZ, who)
+}
+
+func idList(invs []chainhash.SealedInvoice) string {
+	if len(invs) == 0 {
+		return ""
+	}
+	b := []byte(" (")
+	for i, inv := range invs {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = fmt.Appendf(b, "%d", inv.ID)
+	}
+	return string(append(b, ')'))
+}
+
+// LoadAnchors is every chain's end as an anchor: the ledger, the receipts
+// and the closes. The closes' end is the last seal (closes:0:<genesis> when
+// nothing was closed yet); a database older than seals has none.
+func LoadAnchors(ctx context.Context, src AnchorSource) ([]Anchor, error) {
+	h, err := LoadHead(ctx, src)
+	if err != nil {
+		return nil, err
+	}
+	as := h.Anchors()
+	id, hash, err := src.LastCloseSeal(ctx)
+	switch {
+	case errors.Is(err, schema.ErrNotSealed):
+	case err != nil:
+		return nil, err
+	default:
+		as = append(as, Anchor{Chain: ChainCloses, ID: id, Hash: hash})
+	}
+	return as, nil
+}
