@@ -105,7 +105,7 @@ func checkCustomer(c Customer) error {
 			return fmt.Errorf("external id %q=%q: want SYSTEM=ID in plain text", k, c.ExternalIDs[k])
 		}
 	}
-	return nil
+	return CheckTexts(Text{"name", c.Name}, Text{"email", c.Email}, Text{"note", c.Note})
 }
 
 func checkAssignment(a PlanAssignment, catalog *pricing.Catalog) error {
@@ -114,6 +114,9 @@ func checkAssignment(a PlanAssignment, catalog *pricing.Catalog) error {
 	}
 	if err := a.EffectiveFrom.Check(); err != nil {
 		return fmt.Errorf("effective from: %v", err)
+	}
+	if err := CheckTexts(Text{"plan", a.Plan}, Text{"note", a.Note}); err != nil {
+		return err
 	}
 	if catalog == nil || !catalog.Has(a.Plan) {
 		var names []string
@@ -156,6 +159,9 @@ func AddCustomer(ctx context.Context, db RegistryStore, c Customer, plan *PlanAs
 			return err
 		}
 		if plan != nil {
+			if err := checkOpenPeriods(ctx, tx, *plan); err != nil {
+				return badInput(err)
+			}
 			_, err = tx.InsertPlanAssignment(ctx, plan.record())
 		}
 		return err
@@ -236,6 +242,9 @@ func AssignPlan(ctx context.Context, db RegistryStore, a PlanAssignment, catalog
 		return PlanAssignment{}, badInput(err)
 	}
 	err := db.RegistryTx(ctx, func(tx *schema.RegistryTx) error {
+		if err := checkOpenPeriods(ctx, tx, a); err != nil { // assignclosed.go
+			return badInput(err)
+		}
 		var err error
 		a.ID, err = tx.InsertPlanAssignment(ctx, a.record())
 		return err

@@ -26,9 +26,10 @@ import (
 // Verify reads a line's rows back through the same filter.
 
 // splitter says which dimension, if any, a customer's meter is billed by in
-// the period starting at start (in zone tz): the price's By in the plan
-// version in force then. nil: nothing is split.
-type splitter func(customer, meter string, start int64, tz string) (string, error)
+// the period [start, end) (in zone tz): the price's By in the plan version
+// that prices it (for late usage of a closed period, the version that priced
+// that period: pricer.lateVersion). nil: nothing is split.
+type splitter func(customer, meter string, start, end int64, tz string, late bool) (string, error)
 
 // dimensionsOf is the canonical JSON of one dimension's value on a line.
 func dimensionsOf(name, value string) string {
@@ -86,8 +87,14 @@ func (p *pricer) splitBy() splitter {
 	if p == nil || !p.pr.Catalog.ByDimension() {
 		return nil
 	}
-	return func(customer, meter string, start int64, tz string) (string, error) {
-		v, err := p.versionFor(customer, start, tz)
+	return func(customer, meter string, start, end int64, tz string, late bool) (string, error) {
+		var v *pricing.Plan
+		var err error
+		if late {
+			v, err = p.lateVersion(customer, start, end, tz)
+		} else {
+			v, err = p.versionFor(customer, start, tz)
+		}
 		if err != nil || v == nil {
 			return "", err
 		}

@@ -181,9 +181,12 @@ func TestCloseRefusesValueWithoutCard(t *testing.T) {
 
 // After October is closed, late gpt-4o-mini usage is billed on November's
 // invoice as a late line of that model only, at the margin of its own
-// tiers: 200,000 → 250,000 adds 50,000 × 0.0000005 = 0.025 → 0.02 (half
-// even). A void of a gpt-4o event of October is a late line of gpt-4o only:
-// −500,000 × 0.00001 = −5.00.
+// tiers, carrying October's rounding: 200,000 tokens were billed 0.15
+// (100,000 × 0.000001 + 100,000 × 0.0000005); 250,000 priced once are
+// 0.175 → 0.18 (half even), so the late line bills 0.18 − 0.15 = 0.03
+// (its margin, 0.025, rounded on its own would be 0.02 and October would
+// add up to 0.17). A void of a gpt-4o event of October is a late line of
+// gpt-4o only: 10.00 − 15.00 = −5.00.
 func TestLateUsageAndVoidsByDimension(t *testing.T) {
 	e := newEnv(t)
 	defer e.Close()
@@ -203,7 +206,7 @@ func TestLateUsageAndVoidsByDimension(t *testing.T) {
 	}
 	nov := e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-11", "UTC"), All: true, Meters: tokenMeters, Now: at("2026-12-02T00:00:00Z"), Pricing: pr})
 	inv := byCustomer(nov.Invoices)["c1"]
-	if got, want := dimAmounts(inv), "tokens[model=gpt-4o] 2026-10*=-500000@-5.00 tokens[model=gpt-4o-mini] 2026-10*=50000@0.02 | total -4.98 USD"; got != want {
+	if got, want := dimAmounts(inv), "tokens[model=gpt-4o] 2026-10*=-500000@-5.00 tokens[model=gpt-4o-mini] 2026-10*=50000@0.03 | total -4.97 USD"; got != want {
 		t.Fatalf("November's late lines:\n got %s\nwant %s", got, want)
 	}
 	for _, l := range inv.Lines {

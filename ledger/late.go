@@ -151,7 +151,7 @@ func lateLines(ctx context.Context, q closedSource, scope string, head, invoiceS
 				dim, ok := by[splitKey{c, m}]
 				if !ok {
 					var err error
-					if dim, err = split(c, m, cp.start, cp.tz); err != nil {
+					if dim, err = split(c, m, cp.start, cp.end, cp.tz, true); err != nil {
 						splitErr = cmp.Or(splitErr, err)
 						return
 					}

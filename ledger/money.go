@@ -45,10 +45,15 @@ type Pricing struct {
 
 // LoadPricing reads what a close prices with: the plan assignments, with
 // catalog and the default plan (nil when no plan is declared), and the
-// customers known without usage (registered or assigned a plan).
-func LoadPricing(ctx context.Context, db RegistryStore, catalog *pricing.Catalog, defaultPlan string) (*Pricing, []string, error) {
+// customers known without usage (registered or assigned a plan). It refuses
+// a catalog that changed a version a closed invoice was priced with
+// (CheckFrozenPrices): every command that prices loads its pricing here.
+func LoadPricing(ctx context.Context, db PricingSource, catalog *pricing.Catalog, defaultPlan string) (*Pricing, []string, error) {
 	if catalog == nil || len(catalog.Names()) == 0 {
 		return nil, nil, nil
+	}
+	if err := CheckFrozenPrices(ctx, db, catalog); err != nil {
+		return nil, nil, err
 	}
 	as, err := PlanAssignments(ctx, db, "")
 	if err != nil {
@@ -108,10 +113,18 @@ func (pr *Pricing) versionOn(customer string, day pricing.Date) (*pricing.Plan, 
 // every invoice) and the snapshot of a set of versions with its digest (the
 // JSON of whole plans, the same for every invoice they price). A pricer
 // lives as long as its close: Pricing itself is shared and stays read-only.
+//
+// Late usage of a closed period is priced by what priced that period, read
+// from the invoices already closed (periodbill.go): ctx and src are the
+// close's, held for its one transaction.
 type pricer struct {
-	pr    *Pricing
-	days  map[zonedStart]pricing.Date
-	snaps map[string]priceSnapshot
+	pr     *Pricing
+	ctx    context.Context
+	src    billedSource
+	days   map[zonedStart]pricing.Date
+	snaps  map[string]priceSnapshot
+	billed map[customerPeriod]*billedPeriod
+	frozen map[string]map[string]*pricing.Plan // stored snapshot -> its versions, by versionKey
 }
 
 type zonedStart struct {
@@ -124,12 +137,14 @@ type priceSnapshot struct {
 	digest [32]byte
 }
 
-// newPricer returns nil for nil: invoices without prices.
-func newPricer(pr *Pricing) *pricer {
+// newPricer returns nil for nil: invoices without prices. src reads what
+// earlier closes billed (the close's own transaction).
+func newPricer(ctx context.Context, pr *Pricing, src billedSource) *pricer {
 	if pr == nil {
 		return nil
 	}
-	return &pricer{pr: pr, days: map[zonedStart]pricing.Date{}, snaps: map[string]priceSnapshot{}}
+	return &pricer{pr: pr, ctx: ctx, src: src, days: map[zonedStart]pricing.Date{}, snaps: map[string]priceSnapshot{},
+		billed: map[customerPeriod]*billedPeriod{}, frozen: map[string]map[string]*pricing.Plan{}}
 }
 
 func (p *pricer) day(start int64, tz string) pricing.Date {
@@ -149,10 +164,12 @@ func (p *pricer) versionFor(customer string, start int64, tz string) (*pricing.P
 }
 
 // price prices inv's lines and settles it with the plan version in force
-// on its period's first day; a late line is priced with the version in
-// force for the period it belongs to, at the margin. Lines must carry their
-// BilledBefore. The result is frozen with the invoice. A nil pricer prices
-// nothing.
+// on its period's first day. A late line is priced with the version that
+// priced the closed period it belongs to (lateVersion), at the margin, and
+// carries the period's rounding: its amount is the period's charge after it,
+// rounded once, less what the period's earlier lines billed (pricing.Carry).
+// Lines must carry their BilledBefore. The result is frozen with the
+// invoice. A nil pricer prices nothing.
 func (p *pricer) price(inv *Invoice) error {
 	if p == nil {
 		return nil
@@ -164,23 +181,32 @@ func (p *pricer) price(inv *Invoice) error {
 	used := []*pricing.Plan{own}
 	for i := range inv.Lines {
 		l := &inv.Lines[i]
-		v := own
+		v, carry := own, (*pricing.Decimal)(nil)
 		if l.Late {
-			if v, err = p.versionFor(inv.Customer, l.PeriodStart, l.TZ); err != nil {
+			if v, err = p.lateVersion(inv.Customer, l.PeriodStart, l.PeriodEnd, l.TZ); err != nil {
 				return err
 			}
 			if v == nil {
-				continue // no plan then: the late line bills a quantity only
+				l.Money.PlanVersion, l.Money.AmountPrecise, l.Money.Amount, l.Money.Charge = "", "", "", ""
+				continue // no plan priced that period: the late line bills a quantity only
 			}
 			if v.Currency != own.Currency {
 				return fmt.Errorf("customer %q: late usage of %s is priced in %s (plan %q from %s), the invoice in %s: one invoice has one currency",
 					inv.Customer, l.Period, v.Currency, v.Name, v.EffectiveFrom, own.Currency)
 			}
-			if !slices.Contains(used, v) {
+			if i := slices.IndexFunc(used, func(u *pricing.Plan) bool { return versionKey(u) == versionKey(v) }); i >= 0 {
+				v = used[i] // one version per label in a snapshot (storedVersion keeps them alike)
+			} else {
 				used = append(used, v)
 			}
+			b, err := p.billedFor(inv.Customer, l.PeriodStart, l.PeriodEnd)
+			if err != nil {
+				return err
+			}
+			billed := b.amounts[lineKeyOf(l.Meter, l.Dimensions)]
+			carry = &billed
 		}
-		if err := priceLine(l, v); err != nil {
+		if err := priceLine(l, v, carry); err != nil {
 			return fmt.Errorf("customer %q: %w", inv.Customer, err)
 		}
 	}
@@ -216,7 +242,12 @@ func (p *pricer) snapshot(used []*pricing.Plan) (priceSnapshot, error) {
 
 // priceLine sets l's amount under version v (unchanged when v does not price
 // l's meter); a line of a dimension value is priced by that value's card.
-func priceLine(l *InvoiceLine, v *pricing.Plan) error {
+// carry is, for a late line, the rounded amount the period's earlier lines
+// billed for it: its amount is then the period's charge after it rounded
+// once, less carry (pricing.Carry). Without carry (a period's own line, whose
+// carry is zero, and late lines closed before carrying) the margin is
+// rounded on its own.
+func priceLine(l *InvoiceLine, v *pricing.Plan, carry *pricing.Decimal) error {
 	l.Money.PlanVersion, l.Money.AmountPrecise, l.Money.Amount, l.Money.Charge = "", "", "", ""
 	p, err := linePrice(v, l)
 	if p == nil || err != nil {
@@ -234,9 +265,14 @@ func priceLine(l *InvoiceLine, v *pricing.Plan) error {
 	if err != nil {
 		return err
 	}
-	rounded, err := v.CurrencyOf().Round(m.Amount)
+	var rounded pricing.Decimal
+	if carry != nil {
+		rounded, err = v.CurrencyOf().CarryAmount(&m, *carry)
+	} else {
+		rounded, err = v.CurrencyOf().Round(m.Amount)
+	}
 	if err != nil {
-		return err
+		return fmt.Errorf("line %d: %w", l.LineNo, err)
 	}
 	charge := m.AppendJSON(nil) // what json.Marshal(m) writes, without reflection
 	l.Money.PlanVersion, l.Money.AmountPrecise, l.Money.Amount, l.Money.Charge = versionKey(v), m.Amount.String(), rounded.String(), string(charge)
@@ -348,7 +384,16 @@ func checkMoney(inv *Invoice, before map[int64]string) []string {
 			msgs = append(msgs, fmt.Sprintf("line %d was priced with version %s, which the snapshot does not hold", l.LineNo, stored.PlanVersion))
 			continue
 		}
-		if err := priceLine(l, v); err != nil {
+		carry, err := storedCarry(stored.Charge)
+		if err != nil {
+			msgs = append(msgs, fmt.Sprintf("line %d: %v", l.LineNo, err))
+			continue
+		}
+		if carry != nil && !l.Late {
+			msgs = append(msgs, fmt.Sprintf("line %d bills its own period but carries %s billed before it: only a late line carries", l.LineNo, carry))
+			continue
+		}
+		if err := priceLine(l, v, carry); err != nil {
 			msgs = append(msgs, fmt.Sprintf("line %d: %v", l.LineNo, err))
 			continue
 		}

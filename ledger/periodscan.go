@@ -48,7 +48,7 @@ type lineSet struct {
 // lineDims is the dimensions of the line a row of meter with properties
 // props goes on: "" unless the customer's price splits the meter by a
 // dimension (split nil: none does).
-func (set *lineSet) lineDims(split splitter, meter, props []byte, start int64, tz string) (string, error) {
+func (set *lineSet) lineDims(split splitter, meter, props []byte, start, end int64, tz string) (string, error) {
 	if split == nil {
 		return "", nil
 	}
@@ -56,7 +56,7 @@ func (set *lineSet) lineDims(split splitter, meter, props []byte, start int64, t
 	if !ok {
 		m := string(meter)
 		var err error
-		if by, err = split(set.customer, m, start, tz); err != nil {
+		if by, err = split(set.customer, m, start, end, tz, false); err != nil {
 			return "", err
 		}
 		if set.by == nil {
@@ -135,7 +135,7 @@ func periodLines(ctx context.Context, tx closeStore, req CloseRequest, head int6
 		if set.skip {
 			return nil
 		}
-		dims, err := set.lineDims(split, r.Meter, r.Properties, f.From, p.Zone)
+		dims, err := set.lineDims(split, r.Meter, r.Properties, f.From, p.End.UnixMilli(), p.Zone)
 		if err != nil {
 			return err
 		}
@@ -181,7 +181,7 @@ func periodLines(ctx context.Context, tx closeStore, req CloseRequest, head int6
 			if set.skip {
 				return
 			}
-			dims, err := set.lineDims(split, []byte(name), []byte(props), f.From, p.Zone)
+			dims, err := set.lineDims(split, []byte(name), []byte(props), f.From, p.End.UnixMilli(), p.Zone)
 			if err != nil {
 				splitErr = cmp.Or(splitErr, err)
 				return

@@ -51,6 +51,11 @@ func TestMarginAppendJSONIsJSONMarshal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if rng.IntN(2) == 0 { // a late line's carried rounding
+			if _, err := mustCurrency(t, "USD").CarryAmount(&m, NewDecimal(rng.Int64N(100_000), -2)); err != nil {
+				t.Fatal(err)
+			}
+		}
 		want, err := json.Marshal(m)
 		if err != nil {
 			t.Fatal(err)

@@ -372,6 +372,10 @@ type Margin struct {
 	Before Charge  `json:"before"`
 	After  Charge  `json:"after"`
 	Amount Decimal `json:"amount"` // exact, unrounded
+	// Carry is set on a late line priced to carry its period's rounding
+	// (carry.go); nil on a period's own line and on late lines closed
+	// before carrying, whose amount is Amount rounded on its own.
+	Carry *Carry `json:"carry,omitempty"`
 }
 
 // Margin prices the move from before to after.
@@ -402,6 +406,13 @@ func (m Margin) AppendJSON(b []byte) []byte {
 	b = m.After.appendJSON(b)
 	b = append(b, `,"amount":`...)
 	b = m.Amount.appendJSON(b)
+	if m.Carry != nil {
+		b = append(b, `,"carry":{"total":`...)
+		b = m.Carry.Total.appendJSON(b)
+		b = append(b, `,"billed":`...)
+		b = m.Carry.Billed.appendJSON(b)
+		b = append(b, '}')
+	}
 	return append(b, '}')
 }
 

@@ -74,6 +74,21 @@ func (t *RegistryTx) InsertPlanAssignment(ctx context.Context, a PlanAssignment)
 	return id, nil
 }
 
+// PlanAssignments is every plan assignment of customer, by date and id.
+func (t *RegistryTx) PlanAssignments(ctx context.Context, customer string) ([]PlanAssignment, error) {
+	return planAssignments(ctx, t.tx, customer)
+}
+
+// PeriodCloses is every close that applies to customer: its own and the
+// closes for all customers. An assignment must not reach into them.
+func (t *RegistryTx) PeriodCloses(ctx context.Context, customer string) ([]PeriodClose, error) {
+	cs, err := periodCloses(ctx, t.tx, customer)
+	if err != nil {
+		return nil, fmt.Errorf("read closed periods: %w", err)
+	}
+	return cs, nil
+}
+
 // CustomerHistory is every registry row of one customer, oldest first.
 func (t *RegistryTx) CustomerHistory(ctx context.Context, customer string) ([]CustomerRecord, error) {
 	return customerRows(ctx, t.tx, customer)

@@ -215,3 +215,31 @@ func lateCoverage(ctx context.Context, q sqlx.QueryerContext, scope string) ([]L
 	err := sqlx.SelectContext(ctx, q, &out, query, args...)
 	return out, err
 }
+
+// PriceSnapshot is one distinct price snapshot closed invoices store, with
+// the first invoice that stores it.
+type PriceSnapshot struct {
+	InvoiceID int64  `db:"id"`
+	Customer  string `db:"customer_id"`
+	Period    string `db:"period"`
+	Snapshot  string `db:"price_snapshot"`
+}
+
+// PriceSnapshots reads each distinct price snapshot of the closed invoices
+// once (invoices share a snapshot when the same versions priced them), with
+// the lowest invoice id that stores it, in id order. A database older than
+// money on invoices has none.
+func (r ledgerReads) PriceSnapshots(ctx context.Context) ([]PriceSnapshot, error) {
+	var out []PriceSnapshot
+	err := sqlx.SelectContext(ctx, r.q, &out, `SELECT id, customer_id, period, price_snapshot FROM invoices
+		WHERE id IN (SELECT MIN(id) FROM invoices WHERE currency <> '' GROUP BY price_digest) ORDER BY id`)
+	if err != nil && (predates(ctx, r.q, versionInvoices) || predates(ctx, r.q, versionInvoiceMoney)) {
+		return nil, nil
+	}
+	return out, err
+}
+
+// PriceSnapshots: see ledgerReads; on the read pool.
+func (db *DB) PriceSnapshots(ctx context.Context) ([]PriceSnapshot, error) {
+	return db.reads().PriceSnapshots(ctx)
+}
