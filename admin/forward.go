@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/forward"
+	"github.com/hookledger/hookledger/internal/redact"
 	"github.com/hookledger/hookledger/schema"
 )
 
@@ -26,7 +27,11 @@ type Forward struct {
 	DB           ForwardStore
 	Writer       forward.Submitter
 	Destinations []string // configured
-	Now          func() time.Time
+	// Secrets are scrubbed from every stored response and error shown
+	// (forward.Secrets of the config); nil scrubs the credential shapes
+	// only.
+	Secrets *redact.Secrets
+	Now     func() time.Time
 	// Kick, when set, is called after a retry or a resume, so the relay
 	// looks at once.
 	Kick func()
@@ -111,7 +116,7 @@ func (f *Forward) feed(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *Forward) status(w http.ResponseWriter, r *http.Request) {
-	st, err := forward.Status(r.Context(), f.DB, f.Destinations, f.Now())
+	st, err := forward.Status(r.Context(), f.DB, f.Destinations, f.Secrets, f.Now())
 	if err != nil {
 		forwardError(w, http.StatusServiceUnavailable, "storage", err.Error())
 		return
@@ -136,7 +141,7 @@ func (f *Forward) list(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	ms, err := forward.List(r.Context(), f.DB, flt)
+	ms, err := forward.List(r.Context(), f.DB, flt, f.Secrets)
 	if err != nil {
 		f.fail(w, err)
 		return
@@ -145,7 +150,7 @@ func (f *Forward) list(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *Forward) attempts(w http.ResponseWriter, r *http.Request) {
-	as, err := forward.Attempts(r.Context(), f.DB, r.PathValue("id"))
+	as, err := forward.Attempts(r.Context(), f.DB, r.PathValue("id"), f.Secrets)
 	if err != nil {
 		f.fail(w, err)
 		return

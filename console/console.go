@@ -56,6 +56,7 @@ import (
 	"github.com/hookledger/hookledger/dispute"
 	"github.com/hookledger/hookledger/entitle"
 	"github.com/hookledger/hookledger/forward"
+	"github.com/hookledger/hookledger/internal/redact"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/schema"
 	"github.com/hookledger/hookledger/stripe"
@@ -124,6 +125,9 @@ type Console struct {
 	// Destinations are the configured forwarding destinations' names; the
 	// overview shows their backlog, the event page its messages.
 	Destinations []string
+	// Secrets are scrubbed from the outbox errors and responses the pages
+	// show (forward.Secrets; nil: the credential shapes only).
+	Secrets *redact.Secrets
 	// DefaultPlan is customers.default_plan: the plan of a customer no
 	// assignment puts on another ("" for none).
 	DefaultPlan string

@@ -85,14 +85,14 @@ func (c *Console) messages(r *http.Request, provider, id string) ([]message, err
 	}
 	var out []message
 	for _, mid := range ids {
-		ms, err := forward.List(r.Context(), c.DB, schema.OutboxFilter{MessageID: mid, Limit: 1})
+		ms, err := forward.List(r.Context(), c.DB, schema.OutboxFilter{MessageID: mid, Limit: 1}, c.Secrets)
 		if err != nil {
 			return nil, err
 		}
 		if len(ms) == 0 {
 			continue // delivered and pruned since
 		}
-		as, err := forward.Attempts(r.Context(), c.DB, mid)
+		as, err := forward.Attempts(r.Context(), c.DB, mid, c.Secrets)
 		if errors.Is(err, forward.ErrUnknownMessage) {
 			continue
 		}

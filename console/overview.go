@@ -113,7 +113,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *session) {
 	}
 	if len(c.Destinations) > 0 {
 		// forward.Status: what `hookledger forward status` prints.
-		if v.Forwarding, err = forward.Status(r.Context(), c.DB, c.Destinations, now); err != nil {
+		if v.Forwarding, err = forward.Status(r.Context(), c.DB, c.Destinations, c.Secrets, now); err != nil {
 			c.internal(w, r, s, err)
 			return
 		}

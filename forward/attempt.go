@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookledger/hookledger/internal/redact"
 	"github.com/hookledger/hookledger/schema"
 	"github.com/hookledger/hookledger/scheme"
 )
@@ -79,7 +80,8 @@ func (s *Signer) Sign(h http.Header, messageID string, body []byte, now time.Tim
 type outcome struct {
 	status     int
 	latency    time.Duration
-	response   []byte
+	response   []byte // up to responseKeep plus the Slack of sent: record.add scrubs and cuts it
+	sent       *redact.Secrets
 	err        string
 	retryAfter time.Duration // 0: none given
 	canceled   bool          // the relay stopped: no outcome
@@ -105,17 +107,25 @@ func (d *destination) attempt(ctx context.Context, m schema.OutboxClaim, ev sche
 	h.Set(HeaderEventID, ev.EventID)
 	h.Set(HeaderAttempt, strconv.Itoa(m.Attempts+1))
 	d.signer.Sign(h, m.MessageID, ev.Body, now)
+	// The signatures are derived from the secrets, and are this request's
+	// alone: an echo of them is scrubbed with the destination's secrets.
+	var sigs []string
+	for _, sig := range strings.Fields(h.Get("Webhook-Signature")) {
+		_, v, _ := strings.Cut(sig, ",") // v1,<base64>
+		sigs = append(sigs, v)
+	}
+	sent := d.secrets.With(sigs...)
 	start := time.Now()
 	resp, err := d.relay.Client.Do(req)
 	if err != nil {
-		o := outcome{latency: time.Since(start), err: attemptError(ctx, err, d.cfg.Timeout.Duration)}
+		o := outcome{latency: time.Since(start), err: attemptError(ctx, err, d.cfg.Timeout.Duration), sent: sent}
 		o.canceled = d.relay.stopping(ctx)
 		return o
 	}
 	defer resp.Body.Close()
-	body, rerr := io.ReadAll(io.LimitReader(resp.Body, responseKeep))
+	body, rerr := io.ReadAll(io.LimitReader(resp.Body, int64(responseKeep+sent.Slack())))
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // let the connection be reused
-	o := outcome{status: resp.StatusCode, latency: time.Since(start), response: body}
+	o := outcome{status: resp.StatusCode, latency: time.Since(start), response: body, sent: sent}
 	if rerr != nil && o.ok() {
 		// A 2xx whose body broke off still said 2xx: the application
 		// has the event.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/internal/redact"
 	"github.com/hookledger/hookledger/schema"
 )
 
@@ -45,9 +46,14 @@ type DestinationStatus struct {
 	LastError        string     `json:"last_error"`
 }
 
+// The views below (Status, List, Attempts) show what the relay stored
+// scrubbed with shown (Secrets of the config; nil: the credential shapes
+// only), so a row an older version stored with a secret in it is not shown
+// in clear either.
+
 // Status summarises every destination: the configured ones and any other
 // that still has messages.
-func Status(ctx context.Context, db ReadStore, configured []string, now time.Time) ([]DestinationStatus, error) {
+func Status(ctx context.Context, db ReadStore, configured []string, shown *redact.Secrets, now time.Time) ([]DestinationStatus, error) {
 	sums, err := db.OutboxSummary(ctx, configured)
 	if err != nil {
 		return nil, err
@@ -55,7 +61,7 @@ func Status(ctx context.Context, db ReadStore, configured []string, now time.Tim
 	out := make([]DestinationStatus, 0, len(sums))
 	for _, s := range sums {
 		st := DestinationStatus{Destination: s.Name, Configured: slices.Contains(configured, s.Name), Paused: s.State.Paused,
-			Pending: s.Pending, Delivered: s.Delivered, Dead: s.Dead, Failures: s.State.Failures, LastError: s.LastError}
+			Pending: s.Pending, Delivered: s.Delivered, Dead: s.Dead, Failures: s.State.Failures, LastError: shown.String(s.LastError)}
 		if s.OldestPending.Valid {
 			st.OldestPendingAge = max(0, now.Sub(time.UnixMilli(s.OldestPending.Int64)).Seconds())
 		}
@@ -107,7 +113,7 @@ type Message struct {
 }
 
 // List lists messages (see schema.OutboxFilter).
-func List(ctx context.Context, db ReadStore, f schema.OutboxFilter) ([]Message, error) {
+func List(ctx context.Context, db ReadStore, f schema.OutboxFilter, shown *redact.Secrets) ([]Message, error) {
 	switch f.Status {
 	case "", schema.OutboxPending, schema.OutboxDelivered, schema.OutboxDead:
 	default:
@@ -121,7 +127,8 @@ func List(ctx context.Context, db ReadStore, f schema.OutboxFilter) ([]Message, 
 	out := make([]Message, 0, len(rows))
 	for _, r := range rows {
 		m := Message{ID: r.ID, MessageID: r.MessageID, Destination: r.Destination, Status: r.Status, Provider: r.Provider, EventID: r.EventID,
-			EventType: r.EventType, Attempts: r.Attempts, CreatedAt: time.UnixMilli(r.CreatedAt).UTC(), LastStatus: r.LastStatus, LastError: r.LastError}
+			EventType: r.EventType, Attempts: r.Attempts, CreatedAt: time.UnixMilli(r.CreatedAt).UTC(), LastStatus: r.LastStatus,
+			LastError: shown.String(r.LastError)}
 		if r.Status == schema.OutboxPending {
 			m.NextAttemptAt = ms(r.NextAttemptAt)
 		}
@@ -186,12 +193,12 @@ type AttemptView struct {
 	StatusCode  int       `json:"status_code"` // 0: no response
 	LatencyMS   int64     `json:"latency_ms"`
 	Error       string    `json:"error"`
-	Response    string    `json:"response"` // the first KiB of the body
+	Response    string    `json:"response"` // the first KiB of the body, secrets redacted
 }
 
 // Attempts lists message messageID's attempts, oldest first;
 // ErrUnknownMessage when there is no such message.
-func Attempts(ctx context.Context, db AttemptStore, messageID string) ([]AttemptView, error) {
+func Attempts(ctx context.Context, db AttemptStore, messageID string, shown *redact.Secrets) ([]AttemptView, error) {
 	as, err := db.MessageAttempts(ctx, messageID)
 	if err != nil {
 		return nil, err
@@ -209,7 +216,7 @@ func Attempts(ctx context.Context, db AttemptStore, messageID string) ([]Attempt
 	out := make([]AttemptView, 0, len(as))
 	for _, a := range as {
 		out = append(out, AttemptView{AttemptedAt: time.UnixMilli(a.AttemptedAt).UTC(), StatusCode: a.StatusCode, LatencyMS: a.LatencyMS,
-			Error: a.Error, Response: strings.ToValidUTF8(string(a.Response), "\uFFFD")})
+			Error: shown.String(a.Error), Response: strings.ToValidUTF8(shown.String(string(a.Response)), "\uFFFD")})
 	}
 	return out, nil
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/internal/redact"
 	"github.com/hookledger/hookledger/schema"
 	"github.com/hookledger/hookledger/stripe"
 )
@@ -113,8 +114,9 @@ type destination struct {
 	relay   *Relay
 	cfg     config.Destination
 	signer  *Signer
-	limiter *rate.Limiter  // nil: no rate limit
-	stripe  *stripe.Client // set for the Stripe destination: it sends pushes, not events
+	secrets *redact.Secrets // what its requests send: scrubbed from what record stores
+	limiter *rate.Limiter   // nil: no rate limit
+	stripe  *stripe.Client  // set for the Stripe destination: it sends pushes, not events
 	kick    chan struct{}
 	held    bool // the last step found the destination paused or backed off (the worker's own)
 }
@@ -151,7 +153,7 @@ func (r *Relay) Open(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("destination %s: %w", c.Name, err)
 		}
-		d := &destination{relay: r, cfg: c, signer: signer, kick: make(chan struct{}, 1)}
+		d := &destination{relay: r, cfg: c, signer: signer, secrets: destinationSecrets(c), kick: make(chan struct{}, 1)}
 		if c.RateLimit != nil {
 			d.limiter = newLimiter(c.RateLimit)
 		}
@@ -413,7 +415,15 @@ type record struct {
 	resumeAfter int64
 }
 
+// add is the one way an attempt reaches the database: what the destination
+// answered and the error are scrubbed here of every secret the request
+// carried (redact), before anything of them is stored.
 func (rec *record) add(d *destination, c schema.OutboxClaim, o outcome, at time.Time) {
+	sent := o.sent
+	if sent == nil {
+		sent = d.secrets
+	}
+	o.response, o.err = sent.Cut(o.response, responseKeep), sent.String(o.err)
 	res := schema.OutboxResult{ID: c.ID, AttemptedAt: at.UnixMilli(), StatusCode: o.status, LatencyMS: o.latency.Milliseconds(),
 		Response: o.response, Error: o.err}
 	attempts := c.Attempts + 1

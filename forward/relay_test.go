@@ -337,7 +337,7 @@ func TestDeadMessageRetried(t *testing.T) {
 		t.Errorf("%d requests for a dead message, want 3 (no attempt after dead)", got)
 	}
 	a.ok()
-	msgs, err := forward.List(context.Background(), e.DB, schema.OutboxFilter{Destination: "app", Status: "dead"})
+	msgs, err := forward.List(context.Background(), e.DB, schema.OutboxFilter{Destination: "app", Status: "dead"}, nil)
 	if err != nil || len(msgs) != 1 || msgs[0].LastStatus != 502 || msgs[0].LastError != "HTTP 502" {
 		t.Fatalf("dead list: %+v %v", msgs, err)
 	}
@@ -393,7 +393,7 @@ func TestPauseResume(t *testing.T) {
 	if got := len(a.received()); got != 0 || outboxCount(e, "pending") != 5 {
 		t.Fatalf("paused: %d requests, %d pending; want 0 and 5", got, outboxCount(e, "pending"))
 	}
-	st, err := forward.Status(ctx, e.DB, []string{"app"}, time.Now())
+	st, err := forward.Status(ctx, e.DB, []string{"app"}, nil, time.Now())
 	if err != nil || len(st) != 1 || !st[0].Paused || st[0].Pending != 5 || st[0].OldestPendingAge <= 0 {
 		t.Errorf("status: %+v %v", st, err)
 	}

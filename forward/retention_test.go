@@ -108,7 +108,7 @@ func TestRemovedDestinationKeepsMessages(t *testing.T) {
 	}
 	e.Send("evt_kept", testenv.UsageBody("cus_1", "api_requests", "1"))
 	relay.Close()
-	st, err := forward.Status(context.Background(), e.DB, nil, time.Now()) // the config no longer names it
+	st, err := forward.Status(context.Background(), e.DB, nil, nil, time.Now()) // the config no longer names it
 	if err != nil || len(st) != 1 || st[0].Destination != "gone" || st[0].Configured || st[0].Pending != 1 {
 		t.Fatalf("status: %+v %v, want gone listed as not configured with 1 pending", st, err)
 	}

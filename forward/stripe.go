@@ -28,8 +28,8 @@ func (r *Relay) stripeDestination() (*destination, error) {
 		return nil, fmt.Errorf("stripe: api_key is not set")
 	}
 	c := r.Stripe.Destination()
-	d := &destination{relay: r, cfg: c, kick: make(chan struct{}, 1),
-		stripe: &stripe.Client{Base: r.Stripe.APIBase, Key: r.Stripe.APIKey.Value, HTTP: r.Client, UserAgent: r.UserAgent}}
+	client := &stripe.Client{Base: r.Stripe.APIBase, Key: r.Stripe.APIKey.Value, HTTP: r.Client, UserAgent: r.UserAgent}
+	d := &destination{relay: r, cfg: c, kick: make(chan struct{}, 1), stripe: client, secrets: client.Secrets()}
 	if c.RateLimit != nil {
 		d.limiter = newLimiter(c.RateLimit)
 	}

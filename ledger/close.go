@@ -185,7 +185,7 @@ func closeTx(ctx context.Context, tx closeStore, req CloseRequest) (*CloseResult
 		}
 	}
 
-	prices := newPricer(req.Pricing)
+	prices := newPricer(ctx, req.Pricing, tx)
 	split := prices.splitBy()
 	lines, err := periodLines(ctx, tx, req, head.LastID, skip, split)
 	if err != nil {

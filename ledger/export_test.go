@@ -54,8 +54,10 @@ func PeriodRange(ctx context.Context, db CloseStore, r CloseRequest, head int64)
 func (r CloseRequest) PreRuleLate() CloseRequest { r.preRuleLate = true; return r }
 
 // NewInvoicePricer returns what prices the invoices of one close
-// (benchmarks of the pricing path).
-func NewInvoicePricer(pr *Pricing) func(*Invoice) error { return newPricer(pr).price }
+// (benchmarks of the pricing path), with no invoice closed before.
+func NewInvoicePricer(pr *Pricing) func(*Invoice) error {
+	return newPricer(context.Background(), pr, nil).price
+}
 
 // LeavingGaps makes the close skip its refusal of a gap no close can fill:
 // a test builds with it what an older version let through.

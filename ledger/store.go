@@ -31,6 +31,7 @@ type InvoiceSource interface {
 	Invoices(ctx context.Context, f schema.InvoiceFilter) ([]schema.Invoice, error)
 	GetInvoice(ctx context.Context, id int64) (*schema.Invoice, error)
 	InvoiceLinesBetween(ctx context.Context, fromID, toID int64) ([]schema.InvoiceLine, error)
+	SnapshotSource
 }
 
 // closedSource is what finding late usage reads: the closes, how far
@@ -133,6 +134,7 @@ type closeStore interface {
 	closedSource
 	InvoiceSource
 	HeadSource
+	PeriodInvoiceLines(ctx context.Context, customer string, start, end int64) ([]schema.InvoiceLine, error)
 	OverlappingCloses(ctx context.Context, start, end int64) ([]schema.PeriodClose, error)
 	ClosedCustomers(ctx context.Context, start, end int64) ([]string, error)
 	LedgerRowRecordedAt(ctx context.Context, id int64) (int64, error)

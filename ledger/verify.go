@@ -235,6 +235,9 @@ func verifyInvoices(ctx context.Context, db VerifySource) (CheckResult, error) {
 	for _, p := range sortedProblems(twice) {
 		c.add(p)
 	}
+	for _, p := range checkPeriodMoney(invs) { // periodmoney.go
+		c.add(p)
+	}
 	return c, nil
 }
 

@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hookledger/hookledger/internal/redact"
 )
 
 // Stripe's window for a meter event's timestamp (POST /v1/billing/meter_events).
@@ -46,11 +48,14 @@ type MeterEvent struct {
 	Timestamp  int64  // unix seconds
 }
 
+// bodyKeep is how much of an answer's body a Result keeps.
+const bodyKeep = 1 << 10
+
 // Result is what one request found. It never fails: a transport error is
 // in Err with Status 0.
 type Result struct {
 	Status     int
-	Body       []byte // the first KiB
+	Body       []byte // the first KiB, scrubbed of the call's Secrets
 	Err        string // "" when Stripe took the event (2xx or a duplicate)
 	Duplicate  bool   // Stripe already had the identifier: delivered before
 	Permanent  bool   // Stripe refused the event itself: sending it again cannot help
@@ -111,13 +116,14 @@ func (c *Client) do(ctx context.Context, method, path string, form url.Values) R
 }
 
 func (c *Client) doWith(ctx context.Context, method, path string, form url.Values, idempotencyKey string) Result {
+	sent := c.Secrets()
 	var body io.Reader
 	if form != nil {
 		body = strings.NewReader(form.Encode())
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.Base+path, body)
 	if err != nil {
-		return Result{Err: c.redact(err.Error())}
+		return Result{Err: sent.String(err.Error())}
 	}
 	req.Header.Set("Authorization", "Bearer "+c.Key)
 	if form != nil {
@@ -144,12 +150,13 @@ func (c *Client) doWith(ctx context.Context, method, path string, form url.Value
 		if errors.Is(err, context.DeadlineExceeded) {
 			msg = "timeout"
 		}
-		return Result{Err: c.redact(msg), Latency: time.Since(start)}
+		return Result{Err: sent.String(msg), Latency: time.Since(start)}
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
+	// Past the KiB kept, so that a key straddling it is scrubbed whole.
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, int64(bodyKeep+sent.Slack())))
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	r := Result{Status: resp.StatusCode, Body: b, Latency: time.Since(start)}
+	r := Result{Status: resp.StatusCode, Body: sent.Cut(b, bodyKeep), Latency: time.Since(start)}
 	if r.Status >= 200 && r.Status < 300 {
 		return r
 	}
@@ -159,7 +166,7 @@ func (c *Client) doWith(ctx context.Context, method, path string, form url.Value
 	if msg == "" {
 		msg = http.StatusText(r.Status)
 	}
-	r.Err = c.redact(fmt.Sprintf("HTTP %d: %s", r.Status, msg))
+	r.Err = sent.String(fmt.Sprintf("HTTP %d: %s", r.Status, msg))
 	switch {
 	case r.Status == http.StatusBadRequest && strings.Contains(ae.Error.Message, duplicateMessage):
 		// The event was sent before (the answer to it was lost, or a
@@ -179,12 +186,13 @@ func (c *Client) doWith(ctx context.Context, method, path string, form url.Value
 	return r
 }
 
-// redact removes the key from a message, whatever put it there.
-func (c *Client) redact(s string) string {
-	if c.Key == "" {
-		return s
-	}
-	return strings.ReplaceAll(s, c.Key, "[redacted]")
+// Secrets are what every call of c sends that must not be stored or shown:
+// the key (as "Bearer <key>" in the Authorization header) and any
+// credentials in Base. Everything a call returns (Result's Body and Err, an
+// error) is scrubbed with them; the relay scrubs what it stores with them
+// too (forward).
+func (c *Client) Secrets() *redact.Secrets {
+	return redact.New(c.Key).WithURL(c.Base)
 }
 
 func retryAfter(v string) time.Duration {
@@ -237,9 +245,10 @@ func (c *Client) EventSummaries(ctx context.Context, meterID, customer string, s
 }
 
 func (c *Client) get(ctx context.Context, path string, v any) error {
+	sent := c.Secrets()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Base+path, nil)
 	if err != nil {
-		return errors.New(c.redact(err.Error()))
+		return errors.New(sent.String(err.Error()))
 	}
 	req.Header.Set("Authorization", "Bearer "+c.Key)
 	client := c.HTTP
@@ -252,17 +261,17 @@ func (c *Client) get(ctx context.Context, path string, v any) error {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return errors.New(c.redact(err.Error()))
+		return errors.New(sent.String(err.Error()))
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	if err != nil {
-		return errors.New(c.redact(err.Error()))
+		return errors.New(sent.String(err.Error()))
 	}
 	if resp.StatusCode != http.StatusOK {
 		var ae apiError
 		_ = json.Unmarshal(b, &ae)
-		return errors.New(c.redact(fmt.Sprintf("GET %s: HTTP %d: %s", strings.SplitN(path, "?", 2)[0], resp.StatusCode, ae.Error.Message)))
+		return errors.New(sent.String(fmt.Sprintf("GET %s: HTTP %d: %s", strings.SplitN(path, "?", 2)[0], resp.StatusCode, ae.Error.Message)))
 	}
 	if err := json.Unmarshal(b, v); err != nil {
 		return fmt.Errorf("GET %s: %w", strings.SplitN(path, "?", 2)[0], err)

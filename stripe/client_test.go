@@ -2,6 +2,10 @@ package stripe_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -79,5 +83,40 @@ func TestCheckWindow(t *testing.T) {
 		if err := stripe.CheckWindow(c.at.Unix(), now); (err == nil) != c.ok {
 			t.Errorf("%s: %v", c.at, err)
 		}
+	}
+}
+
+// An api_base that echoes the request (a proxy's error page, a wrong
+// api_base): the key is in no part of the Result, whole or cut at the KiB it
+// keeps, nor in an error.
+func TestEchoedKeyIsScrubbed(t *testing.T) {
+	const key = "sk_test_51EchoedKeyThatMustNeverBeKept"
+	pad := 0
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth := r.Header.Get("Authorization")
+		w.WriteHeader(http.StatusBadRequest)
+		m, _ := json.Marshal("bad Authorization: " + auth)
+		fmt.Fprintf(w, `{"error":{"message":%s},"pad":"%s","echo":"%s"}`, m, strings.Repeat(" ", pad), auth)
+	}))
+	defer echo.Close()
+	c := &stripe.Client{Base: echo.URL, Key: key}
+	ctx := context.Background()
+	for _, p := range []int{0, 1024 - 60, 1024 - 40} { // the last two: the key straddles the first KiB
+		pad = p
+		res := c.SendMeterEvent(ctx, stripe.MeterEvent{EventName: "x", Identifier: "i", Customer: "c", Value: "1", Timestamp: time.Now().Unix()})
+		if res.Status != 400 || (p == 0 && !strings.Contains(res.Err, "bad Authorization: Bearer [redacted]")) {
+			t.Errorf("pad %d: %d %q %q", p, res.Status, res.Err, res.Body)
+		}
+		for _, part := range []string{key[8:20], key[20:32], key[len(key)-12:]} {
+			if strings.Contains(string(res.Body), part) || strings.Contains(res.Err, part) {
+				t.Errorf("pad %d: the key shows: %q %q", p, res.Body, res.Err)
+			}
+		}
+		if len(res.Body) > 1024 {
+			t.Errorf("pad %d: %d bytes kept, want at most 1 KiB", p, len(res.Body))
+		}
+	}
+	if _, err := c.Meters(ctx); err == nil || strings.Contains(err.Error(), key[8:]) {
+		t.Errorf("meters: %v, want an error without the key", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/forward"
+	"github.com/hookledger/hookledger/internal/redact"
 	"github.com/hookledger/hookledger/schema"
 )
 
@@ -40,12 +41,12 @@ func forwardStatusCommand() *cli.Command {
 		Usage: "per destination: pending, oldest pending age, delivered, dead, last error",
 		Flags: append(configFlags(), formatFlag()),
 		Action: func(c *cli.Context) error {
-			names, db, w, err := openForward(c, true, "")
+			names, shown, db, w, err := openForward(c, true, "")
 			if err != nil {
 				return err
 			}
 			defer closeCustody(db, w)
-			st, err := forward.Status(c.Context, db, names, time.Now())
+			st, err := forward.Status(c.Context, db, names, shown, time.Now())
 			if err != nil {
 				return err
 			}
@@ -98,12 +99,12 @@ func forwardListCommand() *cli.Command {
 			if f.Limit < 1 {
 				return usageErrorf(c, "--limit: must be at least 1")
 			}
-			_, db, w, err := openForward(c, true, f.Destination)
+			_, shown, db, w, err := openForward(c, true, f.Destination)
 			if err != nil {
 				return err
 			}
 			defer closeCustody(db, w)
-			ms, err := forward.List(c.Context, db, f)
+			ms, err := forward.List(c.Context, db, f, shown)
 			if err != nil {
 				return err
 			}
@@ -139,12 +140,12 @@ func forwardAttemptsCommand() *cli.Command {
 			case len(args) > 1:
 				return usageErrorf(c, "unexpected argument %q", args[1])
 			}
-			_, db, w, err := openForward(c, true, "")
+			_, shown, db, w, err := openForward(c, true, "")
 			if err != nil {
 				return err
 			}
 			defer closeCustody(db, w)
-			as, err := forward.Attempts(c.Context, db, args[0])
+			as, err := forward.Attempts(c.Context, db, args[0], shown)
 			if err != nil {
 				return err
 			}
@@ -212,7 +213,7 @@ func retryMessages(c *cli.Context, sel schema.OutboxRetry) error {
 		}
 		sel.Since = t.UnixMilli()
 	}
-	_, db, w, err := openForward(c, false, sel.Destination)
+	_, _, db, w, err := openForward(c, false, sel.Destination)
 	if err != nil {
 		return err
 	}
@@ -247,7 +248,7 @@ func forwardPurgeCommand() *cli.Command {
 				}
 				before = t
 			}
-			_, db, w, err := openForward(c, false, c.String("destination"))
+			_, _, db, w, err := openForward(c, false, c.String("destination"))
 			if err != nil {
 				return err
 			}
@@ -293,7 +294,7 @@ func forwardPauseCommand(pause bool) *cli.Command {
 				return usageErrorf(c, "unexpected argument %q", args[1])
 			}
 			dest := args[0]
-			_, db, w, err := openForward(c, false, dest)
+			_, _, db, w, err := openForward(c, false, dest)
 			if err != nil {
 				return err
 			}
@@ -312,15 +313,16 @@ func forwardPauseCommand(pause bool) *cli.Command {
 }
 
 // openForward opens the database (with a writer unless readOnly) for a
-// forward command and returns the configured destinations; when dest is set
-// it must be a destination the config or the outbox knows.
-func openForward(c *cli.Context, readOnly bool, dest string) (names []string, db *schema.DB, w *custody.Writer, err error) {
+// forward command and returns the configured destinations and the secrets
+// the views scrub (forward.Secrets); when dest is set it must be a
+// destination the config or the outbox knows.
+func openForward(c *cli.Context, readOnly bool, dest string) (names []string, shown *redact.Secrets, db *schema.DB, w *custody.Writer, err error) {
 	cfg, err := commandConfig(c)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	if db, w, err = openCustody(c.Context, cfg, readOnly); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	names = forward.Names(cfg.OutboxDestinations())
 	if dest != "" {
@@ -329,8 +331,8 @@ func openForward(c *cli.Context, readOnly bool, dest string) (names []string, db
 			if c.IsSet("destination") {
 				err = fmt.Errorf("--destination: %w", err)
 			}
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 	}
-	return names, db, w, nil
+	return names, forward.Secrets(cfg), db, w, nil
 }

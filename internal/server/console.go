@@ -24,6 +24,7 @@ func (s *Server) mountConsole(tally *console.Tally, limits console.Entitlements)
 		Meters:       meters,
 		Authorized:   s.adm.Authorized,
 		Destinations: forward.Names(s.Config.OutboxDestinations()),
+		Secrets:      forward.Secrets(s.Config),
 		DefaultPlan:  s.Config.Customers.DefaultPlan,
 		Entitlements: limits,
 		Stripe:       s.Config.Stripe != nil,

@@ -74,7 +74,7 @@ func startRelay(ctx context.Context, log *slog.Logger, cfg *config.Config, db *s
 // forwardRoutes mounts the forwarding views and the pull feed on the admin
 // listener.
 func forwardRoutes(adm *admin.Server, cfg *config.Config, db *schema.DB, w *custody.Writer, relay *forward.Relay) {
-	f := &admin.Forward{DB: db, Writer: w, Destinations: forward.Names(cfg.OutboxDestinations()), Now: time.Now}
+	f := &admin.Forward{DB: db, Writer: w, Destinations: forward.Names(cfg.OutboxDestinations()), Secrets: forward.Secrets(cfg), Now: time.Now}
 	if relay != nil {
 		f.Kick = relay.Kick
 	}
