@@ -42,6 +42,15 @@ func TestEveryFormIsRedacted(t *testing.T) {
 			t.Errorf("%s: %q has no %s", name, got, Mark)
 		}
 	}
+	token := New().WithURL("https://tok-3f9a1c2b7d@example.com/in") // a token as the user name, no password
+	for _, text := range []string{"tok-3f9a1c2b7d", base64.StdEncoding.EncodeToString([]byte("tok-3f9a1c2b7d:"))} {
+		if got := token.String("got " + text); got != "got "+Mark {
+			t.Errorf("token URL: %q", got)
+		}
+	}
+	if got := New().WithURL("https://api:pw-9d8c7b6a@example.com/").String("user api, password pw-9d8c7b6a"); got != "user api, password "+Mark {
+		t.Errorf("a user name beside a password is not a secret: %q", got)
+	}
 	if got := s.String("HTTP 400: bad request"); got != "HTTP 400: bad request" {
 		t.Errorf("a text without secrets changed: %q", got)
 	}
