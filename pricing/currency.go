@@ -46,7 +46,8 @@ var rounding = apd.Context{
 
 // Round is the one place an amount is rounded: to the currency's minor unit
 // (a multiple of its increment), half-even. An invoice line's precise amount
-// is rounded once, here; the invoice total is the sum of rounded lines.
+// is rounded once, here; the invoice total is the sum of rounded lines. An
+// amount that rounds to zero is zero without a sign: -0.001 USD is 0.00.
 func (c Currency) Round(x Decimal) (Decimal, error) {
 	if c.code == "" {
 		return Decimal{}, fmt.Errorf("round: no currency")
@@ -60,7 +61,7 @@ func (c Currency) Round(x Decimal) (Decimal, error) {
 		if _, err := rounding.Quantize(&out.d, &x.d, int32(-c.scale)); err != nil {
 			return Decimal{}, fmt.Errorf("round %s to %s: %w", x, c, err)
 		}
-		return out, nil
+		return out.unsignedZero(), nil
 	}
 	step := NewDecimal(int64(c.increment), int32(-c.scale))
 	var steps, out Decimal
@@ -77,7 +78,7 @@ func (c Currency) Round(x Decimal) (Decimal, error) {
 }
 
 // places writes an amount that is already whole minor units with exactly
-// the minor unit's places (10 USD is "10.00"). It never rounds: it runs in
+// the minor unit's places (10 USD is "10.00", zero "0.00" without a sign). It never rounds: it runs in
 // the exact context, so an amount finer than the minor unit is an error.
 // Settle uses it for sums of rounded amounts, which need no rounding.
 func (c Currency) places(x Decimal) (Decimal, error) {
@@ -85,5 +86,5 @@ func (c Currency) places(x Decimal) (Decimal, error) {
 	if _, err := exact.Quantize(&out.d, &x.d, int32(-c.scale)); err != nil {
 		return Decimal{}, fmt.Errorf("%s in %s: not whole minor units: %w", x, c, err)
 	}
-	return out, nil
+	return out.unsignedZero(), nil
 }

@@ -11,6 +11,7 @@ package pricing
 import (
 	"fmt"
 	"math/big"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -34,7 +35,8 @@ var exact = apd.Context{
 const MaxDecimals = 12
 
 // maxMagnitude bounds every configured value: 10^15, far beyond any real
-// price, so that products stay well inside exact's precision.
+// price, so that products stay well inside exact's precision. Documented in
+// docs/invoicing.md (Prices and money).
 var maxMagnitude = apd.New(1, 15)
 
 // Decimal is an exact decimal number. It reads and writes as a string
@@ -197,30 +199,59 @@ func (d Decimal) checkConfigured(places int) error {
 		return fmt.Errorf("%s has %d decimal places, more than %d", d, d.Decimals(), places)
 	}
 	if d.d.Cmp(maxMagnitude) >= 0 {
-		return fmt.Errorf("%s is not below 10^15", d)
+		return fmt.Errorf("%s is not below 10^15: every value of a plan (a price, a fee, a minimum, a tier's up_to, a package's size or free units, a spend limit or alert) must be below 1000000000000000", d)
 	}
 	return nil
 }
 
 // The arithmetic below is exact (see exact); an error means a value beyond
 // every bound pricing allows, which Validate rules out for configured values.
+// A zero result is unsigned (unsignedZero).
 
 func add(x, y Decimal) (Decimal, error) {
 	var z Decimal
 	_, err := exact.Add(&z.d, &x.d, &y.d)
-	return z, err
+	return z.unsignedZero(), err
 }
 
 func sub(x, y Decimal) (Decimal, error) {
 	var z Decimal
 	_, err := exact.Sub(&z.d, &x.d, &y.d)
-	return z, err
+	return z.unsignedZero(), err
 }
 
 func mul(x, y Decimal) (Decimal, error) {
 	var z Decimal
 	_, err := exact.Mul(&z.d, &x.d, &y.d)
-	return z, err
+	return z.unsignedZero(), err
+}
+
+// negativeZero is a negative zero as hookledger wrote amounts before zeros
+// lost their sign: "-0", "-0.00", in plain text or as a JSON string.
+var negativeZero = regexp.MustCompile(`(^|")-(0(?:\.0+)?)("|$)`)
+
+// UnsignedZeros rewrites every negative zero in s, a stored amount
+// ("-0.00") or a stored breakdown's JSON ({"amount":"-0"}), as the zero
+// without a sign that pricing writes now. Invoices closed before then may
+// hold "-0.00" where a recomputation gives "0.00": the same amount, which a
+// comparison of stored text with recomputed text must not call a change.
+func UnsignedZeros(s string) string {
+	if !strings.Contains(s, "-0") {
+		return s
+	}
+	return negativeZero.ReplaceAllString(s, "${1}${2}${3}")
+}
+
+// unsignedZero returns d, without its sign when it is zero. apd keeps the
+// sign of a zero as IEEE 754 does: -5 × 0 is -0, and -0.001 USD rounded to
+// cents is -0.00. An amount of nothing has no sign, so every amount pricing
+// computes or rounds is written "0", "0.00" (USD), "0" (JPY), "0.000" (KWD),
+// never "-0.00".
+func (d Decimal) unsignedZero() Decimal {
+	if d.d.IsZero() {
+		d.d.Negative = false
+	}
+	return d
 }
 
 // ceilQuo is ⌈x / y⌉ for x ≥ 0 and y > 0, exactly.
