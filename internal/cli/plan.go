@@ -19,7 +19,10 @@ func planCommand() *cli.Command {
 			"name is the plan's next version, from its effective_from. A customer's plan comes from its latest\n" +
 			"assignment in force, else customers.default_plan. Assignments are appended, never edited: to\n" +
 			"change a plan, assign the new one from a date. An invoice is priced with the version in force on\n" +
-			"its period's first day.",
+			"its period's first day. A closed period keeps what priced it: an assignment that would take effect\n" +
+			"inside a closed period, or on the first day of one, is refused, naming the close and the first day\n" +
+			"it may take effect from; a version that priced a closed invoice is frozen (a change to it is a new\n" +
+			"version, a later effective_from), and late usage of a closed period is priced as that period was.",
 		Subcommands: []*cli.Command{
 			{
 				Name:      "assign",

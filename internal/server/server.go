@@ -209,6 +209,12 @@ func (s *Server) start(ctx context.Context) error {
 	if err := s.repl.Open(ctx); err != nil {
 		return err
 	}
+	// A plan version that priced a closed invoice is frozen: a configuration
+	// that edited one is refused before anything is received or closed
+	// (ledger/frozen.go); the commands that price refuse it too.
+	if err := ledger.CheckFrozenPrices(ctx, s.db, cfg.Catalog); err != nil {
+		return err
+	}
 	// The chain head as anchors, now, every headLogInterval and once more
 	// after the writer has closed (Close): the last line covers the last batch.
 	s.stopHeadLog = startHeadLog(ctx, log, s.db)
