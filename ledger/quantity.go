@@ -87,15 +87,20 @@ func ParseRowQuantity(s string) (Total, error) {
 // quantity up to ±9,223,372,036,854.775807, so every row written before wide
 // quantities) keeps 6 decimals; a larger one keeps the fewest decimals that
 // hold it exactly, so one row carries up to 9,223,372,036,854,775,807 whole
-// units (a 10 TB gauge is 10^13 bytes), or fewer when it has a fraction: at
-// most 19 significant digits.
+// units (a 10 TB gauge is 10^13 bytes), or fewer when it has a fraction: a
+// quantity fits when its digits, without the decimal point and the zeros
+// that end its fraction, are at most 9223372036854775807 (92233720368547758.07
+// fits, 92233720368547758.08 does not; 9999999999999999999 has 19 digits and
+// does not fit either).
 
 // RowDecimals is the number of decimal places an ordinary row stores.
 const RowDecimals = 6
 
-// errRowRange refuses a quantity no row holds: more significant digits
-// than an int64 keeps (9223372036854775807 whole units at most).
-var errRowRange = errors.New("out of range: one row holds at most 19 significant digits")
+// errRowRange refuses a quantity no row holds (RowParts): its digits, as one
+// integer without the point, are more than an int64 keeps.
+var errRowRange = errors.New("out of range: one row holds a quantity whose digits, without its decimal point and the zeros " +
+	"ending its fraction, are at most 9223372036854775807 (so at most 9223372036854775807 whole units, 92233720368547758.07 " +
+	"with two decimals, 9223372036854.775807 with six)")
 
 var pow10 = [...]int64{1, 10, 100, 1_000, 10_000, 100_000, 1_000_000}
 

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -66,4 +67,25 @@ func FuzzParseQuantity(f *testing.F) {
 			t.Fatalf("%q -> %d -> %q -> %d, %v", s, q, q.String(), back, err)
 		}
 	})
+}
+
+// A quantity no row holds is refused with the real bound: its digits,
+// without the point and the zeros ending its fraction, at most
+// 9223372036854775807; the number of digits is not it (issue 40, item 9).
+func TestRowRangeNamesTheBound(t *testing.T) {
+	const bound = `out of range: one row holds a quantity whose digits, without its decimal point and the zeros ending its fraction, ` +
+		`are at most 9223372036854775807 (so at most 9223372036854775807 whole units, 92233720368547758.07 with two decimals, ` +
+		`9223372036854.775807 with six)`
+	for _, in := range []string{"9999999999999999999", "9223372036854775808", "92233720368547758.08", "-92233720368547758.08", "1e19"} {
+		if _, err := ParseRowQuantity(in); err == nil || err.Error() != fmt.Sprintf("%q: %s", in, bound) {
+			t.Errorf("%s: %v\nwant %q: %s", in, err, in, bound)
+		}
+	}
+	// Within the bound, however many digits: 19 with a fraction, trailing
+	// zeros that are not digits of the row.
+	for _, in := range []string{"9223372036854775807", "92233720368547758.07", "-92233720368547758.07", "922337203685477580.70", "9223372036854.775807"} {
+		if _, err := ParseRowQuantity(in); err != nil {
+			t.Errorf("%s: %v", in, err)
+		}
+	}
 }

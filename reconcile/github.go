@@ -75,7 +75,7 @@ func (s *GitHubSource) List(ctx context.Context, w Window, cursor string) (Page,
 	}
 	var ds []githubDelivery
 	if err := json.Unmarshal(res.Body, &ds); err != nil {
-		return Page{}, fmt.Errorf("GET %s: not a list of deliveries: %s", path, snippet(res.Body))
+		return Page{}, fmt.Errorf("GET %s: not a list of deliveries: %s", path, s.Client.snippet(res.Body))
 	}
 	p := Page{RequestID: res.RequestID, Next: nextCursor(res.Header.Get("Link"))}
 	for i, d := range ds {

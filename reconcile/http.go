@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+
+	"github.com/hookledger/hookledger/internal/redact"
 )
 
 // Retry bounds how hard a source retries one request. 429 (waiting as long as
@@ -138,7 +140,7 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values) (*re
 		if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 			return res, nil
 		}
-		serr := &StatusError{Method: method, Path: path, Code: resp.StatusCode, Body: snippet(body)}
+		serr := &StatusError{Method: method, Path: path, Code: resp.StatusCode, Body: c.snippet(body)}
 		switch {
 		case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
 			if wait, ok := retryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
@@ -169,9 +171,12 @@ func retryAfter(v string, now time.Time) (time.Duration, bool) {
 	return 0, false
 }
 
-// snippet is the start of an error body, for messages.
-func snippet(b []byte) string {
-	b = bytes.TrimSpace(b)
+// snippet is the start of an error body, for messages, without the token:
+// an API, or a proxy in front of it, may answer with the request quoted back
+// (redact says in which forms). Scrubbed before it is cut, so a token that
+// straddles the cut goes whole.
+func (c *Client) snippet(b []byte) string {
+	b = redact.New(c.Token).Bytes(bytes.TrimSpace(b))
 	if len(b) > 300 {
 		b = append(b[:300:300], "…"...)
 	}

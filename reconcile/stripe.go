@@ -62,13 +62,13 @@ func (s *StripeSource) List(ctx context.Context, w Window, cursor string) (Page,
 	}
 	var l stripeList
 	if err := json.Unmarshal(res.Body, &l); err != nil || l.Object != "list" {
-		return Page{}, fmt.Errorf("GET /v1/events: not a list object: %s", snippet(res.Body))
+		return Page{}, fmt.Errorf("GET /v1/events: not a list object: %s", s.Client.snippet(res.Body))
 	}
 	p := Page{RequestID: res.RequestID}
 	for i, raw := range l.Data {
 		var e stripeEvent
 		if err := json.Unmarshal(raw, &e); err != nil || e.ID == "" {
-			return Page{}, fmt.Errorf("GET /v1/events: data[%d] is not an event with an id: %s", i, snippet(raw))
+			return Page{}, fmt.Errorf("GET /v1/events: data[%d] is not an event with an id: %s", i, s.Client.snippet(raw))
 		}
 		p.Events = append(p.Events, Event{ID: e.ID, Type: e.Type, Created: time.Unix(e.Created, 0).UTC(), Body: []byte(raw)})
 	}
