@@ -66,7 +66,7 @@ func (s *Secrets) WithURL(raw string) *Secrets {
 	return s.With(pw, basic)
 }
 
-// Join is every value of sets (nil ones included).
+// Join is the values of every set (a nil set adds none).
 func Join(sets ...*Secrets) *Secrets {
 	var all []string
 	for _, s := range sets {
