@@ -90,7 +90,10 @@ func readme(m *Manifest) []byte {
 		p("  that fall in it, plus its flat once entered), volume (the tier the whole quantity falls in")
 		p("  prices every unit, plus its flat), package (amount per started package of size units,")
 		p("  after free units). The amount is amount_precise rounded once to the currency's minor unit,")
-		p("  half to even. fee + the period's own amounts + true_up + the late lines' amounts = total,")
+		p("  half to even; a late line whose charge holds carry bills price(billed_before + quantity)")
+		p("  rounded once (carry.total) less what the period's earlier lines billed (carry.billed), so a")
+		p("  period's amounts add up to its total priced once. fee + the period's own amounts + true_up")
+		p("  + the late lines' amounts = total,")
 		p("  where true_up brings fee + the period's own amounts up to the plan's minimum. Each line's")
 		p("  charge in manifest.json shows the price's breakdown; `hookledger verify` recomputes it all.")
 	}

@@ -23,8 +23,8 @@ func CheckInvoiceMoney(inv *Invoice, before map[int64]string) []string {
 // Breakdowns describes each priced line's charge for people (by line
 // number): every tier's quantity × unit price, the packages billed, or for
 // a late line the difference between the period's charge after and before
-// it (pricing.Margin.Describe), with the price taken from the invoice's own
-// snapshot. Unpriced lines have none.
+// it (pricing.Margin.Describe) and how its rounding was carried, with the
+// price taken from the invoice's own snapshot. Unpriced lines have none.
 func Breakdowns(inv *Invoice) map[int64]string {
 	out := map[int64]string{}
 	versions, _, _ := readSnapshot(inv.Money.Snapshot)
@@ -42,6 +42,9 @@ func Breakdowns(inv *Invoice) map[int64]string {
 			p, _ = linePrice(v, &l)
 		}
 		out[l.LineNo] = m.Describe(p)
+		if c := m.Carry; c != nil { // a late line carries its period's rounding (pricing.Carry)
+			out[l.LineNo] += fmt.Sprintf("; carried: the period's total priced once %s − %s billed before = %s", c.Total, c.Billed, l.Money.Amount)
+		}
 	}
 	return out
 }
