@@ -1,13 +1,18 @@
 package admin
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"time"
+	"unicode/utf8"
+
+	"github.com/tidwall/gjson"
 
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
@@ -241,25 +246,56 @@ func (c *Customers) previewOf(ctx context.Context, id string, period ledger.Peri
 		Now: c.Now, Preview: true, Pricing: pr})
 }
 
-// decode reads a JSON body into v, refusing unknown fields, trailing data
-// and bodies over maxRequestBody; on failure it has answered.
+// decode reads a JSON body into v, refusing unknown fields, trailing data,
+// bytes that are not UTF-8 and bodies over maxRequestBody; on failure it has
+// answered.
 func decode(w http.ResponseWriter, r *http.Request, v any, shape string) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestBody))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil && dec.More() {
-		err = errors.New("more than one JSON value")
-	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBody))
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
 		forwardError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the body is over %d bytes", maxRequestBody))
 		return false
 	case err != nil:
+		forwardError(w, http.StatusBadRequest, "bad_request", "read the body: "+err.Error())
+		return false
+	case !utf8.Valid(body):
+		// encoding/json would turn each such byte into U+FFFD unseen, and
+		// store that in place of what was sent: refuse it, as the CLI
+		// refuses such an argument (ledger.CheckText).
+		forwardError(w, http.StatusBadRequest, "bad_request", notUTF8(body)+": is not valid UTF-8")
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	err = dec.Decode(v)
+	if err == nil && dec.More() {
+		err = errors.New("more than one JSON value")
+	}
+	switch {
+	case err != nil:
 		forwardError(w, http.StatusBadRequest, "bad_request", "want JSON "+shape+": "+err.Error())
 		return false
 	}
 	return true
+}
+
+// notUTF8 names the field of a JSON object body whose bytes are not all
+// UTF-8 (the body as a whole when it is no object or the name is at fault).
+func notUTF8(body []byte) string {
+	name := "the body"
+	gjson.ParseBytes(body).ForEach(func(k, v gjson.Result) bool {
+		switch {
+		case !utf8.ValidString(k.Raw):
+			name = "a field name"
+		case !utf8.ValidString(v.Raw) && k.Str != "":
+			name = k.Str
+		default:
+			return true
+		}
+		return false
+	})
+	return name
 }
 
 // fail maps the registry's and the close's errors onto HTTP.

@@ -59,6 +59,9 @@ func SetOverride(ctx context.Context, db OverrideStore, o Override, meters ledge
 	if err := o.EffectiveFrom.Check(); err != nil {
 		return bad("%v", err)
 	}
+	if err := ledger.CheckTexts(ledger.Text{Field: "note", Value: o.Note}); err != nil {
+		return bad("%v", err)
+	}
 	id, err := db.InsertLimitOverride(ctx, schema.LimitOverride{Customer: o.Customer, Meter: o.Meter, Limit: o.Limit.String(),
 		Kind: o.Kind, EffectiveFrom: string(o.EffectiveFrom), RecordedAt: o.RecordedAt.UnixMilli(), Note: o.Note})
 	if err != nil {

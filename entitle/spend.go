@@ -288,6 +288,9 @@ func SetSpendOverride(ctx context.Context, db SpendOverrideStore, p *Policy, o S
 	if err := o.EffectiveFrom.Check(); err != nil {
 		return bad("%v", err)
 	}
+	if err := ledger.CheckTexts(ledger.Text{Field: "note", Value: o.Note}); err != nil {
+		return bad("%v", err)
+	}
 	id, err := db.InsertSpendOverride(ctx, schema.SpendOverride{Customer: o.Customer, Limit: o.Limit.String(), Kind: o.Kind,
 		EffectiveFrom: string(o.EffectiveFrom), RecordedAt: o.RecordedAt.UnixMilli(), Note: o.Note})
 	if err != nil {

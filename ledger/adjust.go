@@ -58,6 +58,9 @@ func (a *Adjustment) Validate(meters Meters) error {
 	if err := CheckIdentifier(a.Meter); err != nil {
 		return bad("meter: %v", err)
 	}
+	if err := CheckTexts(Text{"reason", a.Reason}, Text{"ref", a.Ref}); err != nil {
+		return bad("%v", err)
+	}
 	if len(meters) > 0 {
 		if _, ok := meters[a.Meter]; !ok {
 			return bad("meter %q is not declared under meters", a.Meter)

@@ -69,6 +69,9 @@ func (v *Void) Validate() error {
 			return bad("%q: %v", s, err)
 		}
 	}
+	if err := CheckTexts(Text{"reason", v.Reason}); err != nil {
+		return bad("%v", err)
+	}
 	return nil
 }
 
