@@ -6,6 +6,7 @@ import (
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/ingest"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/ledger"
 )
@@ -46,6 +47,20 @@ func TestUnstorableMappedTextIsFailed(t *testing.T) {
 			t.Errorf("receipts, attempts, usage = %v, want [5 9 1]", got)
 		}
 
+		// The ingest API maps its events the same way: such an event is
+		// stored failed with the reason, the rest of the batch applied.
+		key, _ := e.CreateKey("app", 0, 0)
+		bad := []byte("{\"specversion\":\"1.0\",\"id\":\"e1\",\"source\":\"app\",\"type\":\"usage.recorded\",\"subject\":\"cus_2\"," +
+			"\"data\":{\"meter\":\"api_requests\",\"quantity\":5,\"model\":\"a\xffb\"}}")
+		resp := e.PostEvents(key, ingest.MediaCloudEventBatch, testenv.Batch(bad, testenv.CloudEvent("app", "e2", "cus_2", "api_requests", "1")))
+		if got := resp.Reply.Results; resp.Code != 200 || len(got) != 2 || got[0].Outcome != "failed" ||
+			!strings.Contains(got[0].Error, "properties.model: is not valid UTF-8") || got[1].Outcome != "applied" {
+			t.Errorf("ingest batch: %d %s", resp.Code, resp.Raw)
+		}
+		if got := e.Rows(); got != [3]int{7, 11, 2} {
+			t.Errorf("after the ingest batch: receipts, attempts, usage = %v, want [7 11 2]", got)
+		}
+
 		// Nothing is lost: with the mapping fixed (the property dropped), a
 		// replay applies every kept receipt.
 		m := e.Config.Usage[0]
@@ -55,8 +70,8 @@ func TestUnstorableMappedTextIsFailed(t *testing.T) {
 		if err != nil || rep.Applied != 4 {
 			t.Fatalf("replay: %+v %v, want 4 applied", rep, err)
 		}
-		if got := e.Rows(); got != [3]int{5, 9, 5} {
-			t.Errorf("after the replay: receipts, attempts, usage = %v, want [5 9 5]", got)
+		if got := e.Rows(); got != [3]int{7, 11, 6} {
+			t.Errorf("after the replay: receipts, attempts, usage = %v, want [7 11 6]", got)
 		}
 	})
 }
