@@ -11,7 +11,7 @@ import (
 
 // A second lock on the same directory is refused with the holder's PID; once
 // released, the directory can be locked again. (A kill -9'd holder is covered
-// end to end: TestLifecycle in the main package.)
+// end to end: TestLifecycle in e2e/replication.)
 func TestLockDir(t *testing.T) {
 	dir := t.TempDir()
 	l, err := LockDir(dir)

@@ -1,7 +1,6 @@
-package main
+package cli_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/csv"
 	"encoding/json"
@@ -17,10 +16,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/hookledger/hookledger/e2e/internal/e2e"
 	"github.com/hookledger/hookledger/internal/cli"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/schema"
@@ -42,44 +43,6 @@ func TestCLIHonesty(t *testing.T) {
 		{Name: "interrupted", Run: cliInterrupted},
 		{Name: "send", Run: cliSend},
 	})
-}
-
-type cliResult struct {
-	stdout, stderr string
-	code           int
-}
-
-func cliExec(t *testing.T, cmd *exec.Cmd) cliResult {
-	t.Helper()
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	done := make(chan error, 1)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		return cliResult{out.String(), errOut.String(), testenv.ExitCode(err)}
-	case <-time.After(60 * time.Second):
-		cmd.Process.Kill()
-		t.Fatalf("%v did not finish", cmd.Args)
-	}
-	return cliResult{}
-}
-
-func cliRun(t *testing.T, bin, dir string, args ...string) cliResult {
-	t.Helper()
-	return cliExec(t, testenv.Command(bin, dir, nil, args...))
-}
-
-func cliMust(t *testing.T, bin, dir string, args ...string) string {
-	t.Helper()
-	r := cliRun(t, bin, dir, args...)
-	if r.code != 0 {
-		t.Fatalf("%v: exit %d\n%s%s", args, r.code, r.stdout, r.stderr)
-	}
-	return r.stdout
 }
 
 // tree lists every file and directory under dir, with its size and mode.
@@ -122,9 +85,9 @@ func cliMissingDatabase(t *testing.T, bin string) {
 		{"dispute", "invoice:1"}, {"dispute", "customer", "cus_1", "--period", "2026-10"},
 	} {
 		dir := t.TempDir()
-		r := cliRun(t, bin, dir, args...)
-		if r.code != 1 || r.stderr != noDB || r.stdout != "" {
-			t.Errorf("%v in an empty directory: exit %d, stderr %q, stdout %q; want exit 1 and %q", args, r.code, r.stderr, r.stdout, noDB)
+		r := e2e.Run(t, bin, dir, args...)
+		if r.Code != 1 || r.Stderr != noDB || r.Stdout != "" {
+			t.Errorf("%v in an empty directory: exit %d, stderr %q, stdout %q; want exit 1 and %q", args, r.Code, r.Stderr, r.Stdout, noDB)
 		}
 		if files := tree(t, dir); len(files) != 0 {
 			t.Errorf("%v created %v (no database, no default.secret, no directory)", args, files)
@@ -134,13 +97,13 @@ func cliMissingDatabase(t *testing.T, bin string) {
 	// unset STRIPE_WEBHOOK_SECRET is not what fails.
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "hookledger.yml"), []byte(strings.Replace(honestYML, "./data", "./ledger", 1)), 0o600)
-	r := cliRun(t, bin, dir, "usage")
-	if r.code != 1 || !strings.HasPrefix(r.stderr, "hookledger: no database at ledger/hookledger.db: run `hookledger serve` or `hookledger migrate`") {
-		t.Errorf("usage with a config: exit %d %q", r.code, r.stderr)
+	r := e2e.Run(t, bin, dir, "usage")
+	if r.Code != 1 || !strings.HasPrefix(r.Stderr, "hookledger: no database at ledger/hookledger.db: run `hookledger serve` or `hookledger migrate`") {
+		t.Errorf("usage with a config: exit %d %q", r.Code, r.Stderr)
 	}
 	// migrate creates it; then the billing commands run.
-	cliMust(t, bin, dir, "migrate")
-	cliMust(t, bin, dir, "invoice", "close", "--period", "2026-10", "--all")
+	e2e.MustRun(t, bin, dir, "migrate")
+	e2e.MustRun(t, bin, dir, "invoice", "close", "--period", "2026-10", "--all")
 }
 
 // asReader runs the binary as a user who cannot write dir: nobody when the
@@ -172,8 +135,8 @@ func cliReadOnlyDataDir(t *testing.T, bin string) {
 	openToOthers(t, binDir)
 	openToOthers(t, dir)
 	os.WriteFile(filepath.Join(dir, "hookledger.yml"), []byte(honestYML), 0o644)
-	cliMust(t, bin, dir, "migrate")
-	cliMust(t, bin, dir, "dev", "seed", "--rows", "40", "--customers", "2", "--months", "1")
+	e2e.MustRun(t, bin, dir, "migrate")
+	e2e.MustRun(t, bin, dir, "dev", "seed", "--rows", "40", "--customers", "2", "--months", "1")
 	data := filepath.Join(dir, "data")
 	readOnly := func() {
 		os.Chmod(data, 0o555)
@@ -191,11 +154,11 @@ func cliReadOnlyDataDir(t *testing.T, bin string) {
 		for _, args := range reads {
 			cmd := testenv.Command(ro, dir, nil, args...)
 			asReader(t, cmd)
-			r := cliExec(t, cmd)
-			if r.code != 0 {
-				t.Errorf("%s: %v as a reader: exit %d\n%s%s", state, args, r.code, r.stdout, r.stderr)
+			r := e2e.Exec(t, cmd)
+			if r.Code != 0 {
+				t.Errorf("%s: %v as a reader: exit %d\n%s%s", state, args, r.Code, r.Stdout, r.Stderr)
 			}
-			outs[strings.Join(args, " ")] = r.stdout
+			outs[strings.Join(args, " ")] = r.Stdout
 		}
 		if after := tree(t, dir); !slices.Equal(before, after) {
 			t.Errorf("%s: read-only commands changed the directory:\nbefore %v\nafter  %v", state, before, after)
@@ -222,7 +185,7 @@ func cliReadOnlyDataDir(t *testing.T, bin string) {
 		t.Fatal(err)
 	}
 	defer held.Close()
-	cliMust(t, bin, dir, "adjust", "--customer", "cus_wal", "--meter", "api_requests", "--quantity", "7", "--reason", "in the WAL")
+	e2e.MustRun(t, bin, dir, "adjust", "--customer", "cus_wal", "--meter", "api_requests", "--quantity", "7", "--reason", "in the WAL")
 	if fi, err := os.Stat(filepath.Join(data, "hookledger.db-wal")); err != nil || fi.Size() == 0 {
 		t.Fatalf("want a live -wal: %v", err)
 	}
@@ -255,42 +218,42 @@ func cliUsageErrors(t *testing.T, bin string) {
 		{[]string{"replay", "--status", "failed"}, `hookledger: --provider is required`},
 		{[]string{"dispute"}, `hookledger: give one TARGET: `},
 	} {
-		r := cliRun(t, bin, dir, c.args...)
-		lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
+		r := e2e.Run(t, bin, dir, c.args...)
+		lines := strings.Split(strings.TrimSuffix(r.Stderr, "\n"), "\n")
 		usage := "usage: hookledger "
-		if r.code != 2 || len(lines) != 2 || !strings.HasPrefix(lines[0], c.want) || !strings.HasPrefix(lines[1], usage) ||
-			!strings.HasSuffix(lines[1], " (see --help)") || r.stdout != "" {
+		if r.Code != 2 || len(lines) != 2 || !strings.HasPrefix(lines[0], c.want) || !strings.HasPrefix(lines[1], usage) ||
+			!strings.HasSuffix(lines[1], " (see --help)") || r.Stdout != "" {
 			t.Errorf("%v: exit %d, stdout %q, stderr:\n%s\nwant exit 2, nothing on stdout, and two lines: %q… and %q…",
-				c.args, r.code, r.stdout, r.stderr, c.want, usage)
+				c.args, r.Code, r.Stdout, r.Stderr, c.want, usage)
 		}
 	}
 	if files := tree(t, dir); len(files) != 0 {
 		t.Errorf("usage errors created %v", files)
 	}
-	r := cliRun(t, bin, dir, "invoice", "show", "--help")
-	if r.code != 0 || !strings.Contains(r.stdout, "hookledger invoice show [command options] ID") {
-		t.Errorf("--help: exit %d\n%s", r.code, r.stdout)
+	r := e2e.Run(t, bin, dir, "invoice", "show", "--help")
+	if r.Code != 0 || !strings.Contains(r.Stdout, "hookledger invoice show [command options] ID") {
+		t.Errorf("--help: exit %d\n%s", r.Code, r.Stdout)
 	}
 	for _, v := range [][]string{{"--version"}, {"version"}} {
-		if r := cliRun(t, bin, dir, v...); r.code != 0 || !strings.HasPrefix(r.stdout, "hookledger dev (commit unknown, go") {
-			t.Errorf("%v: exit %d %q %q", v, r.code, r.stdout, r.stderr)
+		if r := e2e.Run(t, bin, dir, v...); r.Code != 0 || !strings.HasPrefix(r.Stdout, "hookledger dev (commit unknown, go") {
+			t.Errorf("%v: exit %d %q %q", v, r.Code, r.Stdout, r.Stderr)
 		}
 	}
 	// -c is --config everywhere, bench included (its connections are -k).
 	for _, args := range [][]string{{"usage", "-c", "nope.yml"}, {"bench", "-c", "nope.yml"}, {"send", "-c", "nope.yml"}} {
-		if r := cliRun(t, bin, dir, args...); r.code != 1 || !strings.Contains(r.stderr, "read config: open nope.yml") {
-			t.Errorf("%v: exit %d %q, want the config file refused", args, r.code, r.stderr)
+		if r := e2e.Run(t, bin, dir, args...); r.Code != 1 || !strings.Contains(r.Stderr, "read config: open nope.yml") {
+			t.Errorf("%v: exit %d %q, want the config file refused", args, r.Code, r.Stderr)
 		}
 	}
 }
 
 func cliFlagsAfterArguments(t *testing.T, bin string) {
 	dir := t.TempDir()
-	cliMust(t, bin, dir, "migrate")
-	cliMust(t, bin, dir, "dev", "seed", "--rows", "30", "--customers", "2", "--months", "1", "--from", "2026-01")
-	cliMust(t, bin, dir, "invoice", "close", "--period", "2026-01", "--all")
-	before := cliMust(t, bin, dir, "invoice", "show", "--format", "json", "1")
-	after := cliMust(t, bin, dir, "invoice", "show", "1", "--format", "json")
+	e2e.MustRun(t, bin, dir, "migrate")
+	e2e.MustRun(t, bin, dir, "dev", "seed", "--rows", "30", "--customers", "2", "--months", "1", "--from", "2026-01")
+	e2e.MustRun(t, bin, dir, "invoice", "close", "--period", "2026-01", "--all")
+	before := e2e.MustRun(t, bin, dir, "invoice", "show", "--format", "json", "1")
+	after := e2e.MustRun(t, bin, dir, "invoice", "show", "1", "--format", "json")
 	var inv struct {
 		ID    int64 `json:"id"`
 		Lines []any `json:"lines"`
@@ -298,31 +261,31 @@ func cliFlagsAfterArguments(t *testing.T, bin string) {
 	if err := json.Unmarshal([]byte(after), &inv); err != nil || inv.ID != 1 || len(inv.Lines) == 0 || after != before {
 		t.Errorf("invoice show 1 --format json: %v %+v\n%s", err, inv, after)
 	}
-	if r := cliRun(t, bin, dir, "invoice", "show", "1", "2"); r.code != 2 {
-		t.Errorf("two invoice ids: exit %d %q", r.code, r.stderr)
+	if r := e2e.Run(t, bin, dir, "invoice", "show", "1", "2"); r.Code != 2 {
+		t.Errorf("two invoice ids: exit %d %q", r.Code, r.Stderr)
 	}
 }
 
 func cliReplicaStatus(t *testing.T, bin string) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "litestream.yml"), []byte("dbs:\n  - path: ./data/hookledger.db\n    replica:\n      type: file\n      path: ./replica\n"), 0o600)
-	r := cliRun(t, bin, dir, "replica", "status")
-	if r.code != 1 || !strings.HasPrefix(r.stderr, "hookledger: no database at "+filepath.Join(dir, "data", "hookledger.db")) || r.stdout != "" {
-		t.Errorf("no database: exit %d %q %q", r.code, r.stdout, r.stderr)
+	r := e2e.Run(t, bin, dir, "replica", "status")
+	if r.Code != 1 || !strings.HasPrefix(r.Stderr, "hookledger: no database at "+filepath.Join(dir, "data", "hookledger.db")) || r.Stdout != "" {
+		t.Errorf("no database: exit %d %q %q", r.Code, r.Stdout, r.Stderr)
 	}
-	cliMust(t, bin, dir, "migrate")
-	r = cliRun(t, bin, dir, "replica", "status")
-	if r.code != 3 || !strings.Contains(r.stdout, "in sync") || !strings.Contains(r.stderr, "the replica directory "+filepath.Join(dir, "replica")+" does not exist") {
-		t.Errorf("no replica directory: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	e2e.MustRun(t, bin, dir, "migrate")
+	r = e2e.Run(t, bin, dir, "replica", "status")
+	if r.Code != 3 || !strings.Contains(r.Stdout, "in sync") || !strings.Contains(r.Stderr, "the replica directory "+filepath.Join(dir, "replica")+" does not exist") {
+		t.Errorf("no replica directory: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "replica")); !os.IsNotExist(err) {
 		t.Errorf("replica status created the replica directory")
 	}
 	os.Mkdir(filepath.Join(dir, "replica"), 0o700)
-	r = cliRun(t, bin, dir, "replica", "status", "--format", "csv")
-	recs, err := csv.NewReader(strings.NewReader(r.stdout)).ReadAll()
-	if r.code != 3 || err != nil || len(recs) != 2 || !strings.Contains(r.stderr, "the replica holds no backup yet") {
-		t.Fatalf("empty replica: exit %d %v\n%s%s", r.code, err, r.stdout, r.stderr)
+	r = e2e.Run(t, bin, dir, "replica", "status", "--format", "csv")
+	recs, err := csv.NewReader(strings.NewReader(r.Stdout)).ReadAll()
+	if r.Code != 3 || err != nil || len(recs) != 2 || !strings.Contains(r.Stderr, "the replica holds no backup yet") {
+		t.Fatalf("empty replica: exit %d %v\n%s%s", r.Code, err, r.Stdout, r.Stderr)
 	}
 	field := map[string]string{}
 	for i, h := range recs[0] {
@@ -344,22 +307,22 @@ func cliReplicaStatus(t *testing.T, bin string) {
 	os.RemoveAll(filepath.Join(dir, "replica"))
 	secret := []string{"HOOKLEDGER_SECRET=whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}
 	cmd, stderr, url := testenv.StartServe(t, bin, dir, secret)
-	if r := cliExec(t, testenv.Command(bin, dir, secret, "send", "--url", url, "--id", "evt_r1")); r.code != 0 {
-		t.Fatalf("send: %d %s", r.code, r.stderr)
+	if r := e2e.Exec(t, testenv.Command(bin, dir, secret, "send", "--url", url, "--id", "evt_r1")); r.Code != 0 {
+		t.Fatalf("send: %d %s", r.Code, r.Stderr)
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		r = cliRun(t, bin, dir, "replica", "status", "--format", "json")
-		if r.code == 0 {
+		r = e2e.Run(t, bin, dir, "replica", "status", "--format", "json")
+		if r.Code == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("replica status never healthy while serving: exit %d\n%s%s\n%s", r.code, r.stdout, r.stderr, stderr)
+			t.Fatalf("replica status never healthy while serving: exit %d\n%s%s\n%s", r.Code, r.Stdout, r.Stderr, stderr)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
 	var st cli.ReplicaStatusJSON
-	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || st.Problem != "" || st.ReplicaTXID == "0000000000000000" {
+	if err := json.Unmarshal([]byte(r.Stdout), &st); err != nil || st.Problem != "" || st.ReplicaTXID == "0000000000000000" {
 		t.Errorf("healthy: %v %+v", err, st)
 	}
 	cmd.Process.Signal(os.Interrupt)
@@ -369,16 +332,16 @@ func cliReplicaStatus(t *testing.T, bin string) {
 	// pending, or unknown once SQLite has checkpointed it away. Beyond
 	// --max-lag 0s that is a problem (exit 3); within 1h it is not, but the
 	// replica is still not in sync.
-	cliMust(t, bin, dir, "adjust", "--customer", "cus_1", "--meter", "api_requests", "--quantity", "1", "--reason", "while serve is stopped")
+	e2e.MustRun(t, bin, dir, "adjust", "--customer", "cus_1", "--meter", "api_requests", "--quantity", "1", "--reason", "while serve is stopped")
 	for _, c := range []struct {
 		maxLag string
 		code   int
 	}{{"0s", 3}, {"1h", 0}} {
-		r = cliRun(t, bin, dir, "replica", "status", "--max-lag", c.maxLag, "--format", "json")
+		r = e2e.Run(t, bin, dir, "replica", "status", "--max-lag", c.maxLag, "--format", "json")
 		st = cli.ReplicaStatusJSON{}
-		if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || r.code != c.code || st.InSync ||
+		if err := json.Unmarshal([]byte(r.Stdout), &st); err != nil || r.Code != c.code || st.InSync ||
 			(st.WALState != "pending" && st.WALState != "unknown") {
-			t.Errorf("commit while stopped, --max-lag %s: exit %d (want %d) %v %+v\n%s", c.maxLag, r.code, c.code, err, st, r.stderr)
+			t.Errorf("commit while stopped, --max-lag %s: exit %d (want %d) %v %+v\n%s", c.maxLag, r.Code, c.code, err, st, r.Stderr)
 		}
 		if c.code == 3 && !strings.Contains(st.Problem, "behind") && !strings.Contains(st.Problem, "cannot tell") {
 			t.Errorf("commit while stopped: problem %q", st.Problem)
@@ -391,10 +354,10 @@ func cliProblemsExit3(t *testing.T, bin string) {
 	os.WriteFile(filepath.Join(dir, "hookledger.yml"), []byte(honestYML), 0o600)
 	_, _, url := testenv.StartServe(t, bin, dir, []string{"STRIPE_WEBHOOK_SECRET=whsec_stripe5a1f0c2e9b7d4e1f"})
 	for _, id := range []string{"evt_1", "evt_2"} {
-		cliMust(t, bin, dir, "send", "--url", url, "--id", id, "--quantity", "2")
+		e2e.MustRun(t, bin, dir, "send", "--url", url, "--id", id, "--quantity", "2")
 	}
-	if r := cliRun(t, bin, dir, "dispute", "default:evt_1"); r.code != 0 {
-		t.Fatalf("intact event: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r := e2e.Run(t, bin, dir, "dispute", "default:evt_1"); r.Code != 0 {
+		t.Fatalf("intact event: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	db, err := schema.Open(context.Background(), filepath.Join(dir, "data", "hookledger.db"), schema.Options{MustExist: true})
 	if err != nil {
@@ -404,18 +367,18 @@ func cliProblemsExit3(t *testing.T, bin string) {
 	db.Close()
 	for _, args := range [][]string{{"dispute", "default:evt_1"}, {"dispute", "--format", "json", "default:evt_1"},
 		{"dispute", "export", "default:evt_1", "--out", "x.zip"}} {
-		r := cliRun(t, bin, dir, args...)
-		if r.code != 3 || !strings.Contains(r.stderr, "hookledger: dispute: 1 problem(s) found; the first: event default:evt_1:") {
-			t.Errorf("%v on a tampered body: exit %d, stderr %q; want 3 naming the problem", args, r.code, r.stderr)
+		r := e2e.Run(t, bin, dir, args...)
+		if r.Code != 3 || !strings.Contains(r.Stderr, "hookledger: dispute: 1 problem(s) found; the first: event default:evt_1:") {
+			t.Errorf("%v on a tampered body: exit %d, stderr %q; want 3 naming the problem", args, r.Code, r.Stderr)
 		}
 	}
-	if r := cliRun(t, bin, dir, "dispute", "default:evt_2"); r.code != 0 {
-		t.Errorf("the other event: exit %d %s", r.code, r.stderr)
+	if r := e2e.Run(t, bin, dir, "dispute", "default:evt_2"); r.Code != 0 {
+		t.Errorf("the other event: exit %d %s", r.Code, r.Stderr)
 	}
 	// audit, like replay and reconcile, refuses a provider that is not configured.
-	r := cliRun(t, bin, dir, "audit", "mismatches", "--provider", "nosuch")
-	if r.code != 1 || !strings.Contains(r.stderr, `--provider: no provider named "nosuch" (configured: default, stripe)`) {
-		t.Errorf("audit --provider nosuch: exit %d %q", r.code, r.stderr)
+	r := e2e.Run(t, bin, dir, "audit", "mismatches", "--provider", "nosuch")
+	if r.Code != 1 || !strings.Contains(r.Stderr, `--provider: no provider named "nosuch" (configured: default, stripe)`) {
+		t.Errorf("audit --provider nosuch: exit %d %q", r.Code, r.Stderr)
 	}
 }
 
@@ -423,13 +386,18 @@ var interruptedAdded = regexp.MustCompile(`hookledger: interrupted: added (\d+) 
 
 func cliInterrupted(t *testing.T, bin string) {
 	dir := t.TempDir()
-	cliMust(t, bin, dir, "migrate")
+	e2e.MustRun(t, bin, dir, "migrate")
+	// Interrupted once a first chunk is in the ledger: seed is then past
+	// installing its signal handler.
+	ledger := e2e.OpenRO(t, filepath.Join(dir, "data", "hookledger.db"))
 	cmd := testenv.Command(bin, dir, nil, "dev", "seed", "--rows", "5000000")
-	time.AfterFunc(2*time.Second, func() { cmd.Process.Signal(os.Interrupt) })
-	r := cliExec(t, cmd)
-	m := interruptedAdded.FindStringSubmatch(r.stderr)
-	if r.code != 130 || m == nil {
-		t.Fatalf("dev seed interrupted: exit %d\n%s", r.code, r.stderr)
+	r := e2e.Interrupt(t, cmd, "a first chunk seeded", func() bool {
+		var n int
+		return ledger.QueryRow(`SELECT COUNT(*) FROM metered_usage`).Scan(&n) == nil && n > 0
+	})
+	m := interruptedAdded.FindStringSubmatch(r.Stderr)
+	if r.Code != 130 || m == nil {
+		t.Fatalf("dev seed interrupted: exit %d\n%s", r.Code, r.Stderr)
 	}
 	db, err := schema.Open(context.Background(), filepath.Join(dir, "data", "hookledger.db"), schema.Options{ReadOnly: true})
 	if err != nil {
@@ -442,16 +410,19 @@ func cliInterrupted(t *testing.T, bin string) {
 		t.Errorf("the ledger holds %s rows; the message says %s were added", rows, m[1])
 	}
 
+	// bench installs its handler before its first request, so the first
+	// request the slow server sees says it may be interrupted.
+	var requests atomic.Int64
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
 		time.Sleep(100 * time.Millisecond)
 		io.WriteString(w, `{"accepted":true}`)
 	}))
 	defer slow.Close()
 	cmd = testenv.Command(bin, dir, nil, "bench", "--url", slow.URL, "--secret", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "-n", "1000", "-k", "1")
-	time.AfterFunc(time.Second, func() { cmd.Process.Signal(os.Interrupt) })
-	r = cliExec(t, cmd)
-	if r.code != 130 || !regexp.MustCompile(`hookledger: interrupted: \d+ of 1100 requests sent`).MatchString(r.stderr) {
-		t.Errorf("bench interrupted: exit %d\n%s", r.code, r.stderr)
+	r = e2e.Interrupt(t, cmd, "a first request at the server", func() bool { return requests.Load() > 0 })
+	if r.Code != 130 || !regexp.MustCompile(`hookledger: interrupted: \d+ of 1100 requests sent`).MatchString(r.Stderr) {
+		t.Errorf("bench interrupted: exit %d\n%s", r.Code, r.Stderr)
 	}
 }
 
@@ -489,7 +460,7 @@ func cliSend(t *testing.T, bin string) {
 		io.WriteString(w, `{"accepted":true}`)
 	}))
 	defer capture.Close()
-	cliMust(t, bin, dir, "send", "--url", capture.URL, "--id", "evt_x", "--quantity", "3")
+	e2e.MustRun(t, bin, dir, "send", "--url", capture.URL, "--id", "evt_x", "--quantity", "3")
 	gh, _ := scheme.New("github", scheme.HMACOptions{})
 	if _, _, err := gh.Verify(got.Header, gotBody, [][]byte{[]byte("gh-s3cret")}, time.Now(), time.Minute); err != nil {
 		t.Errorf("send did not sign with the github secret in ./hookledger.yml: %v %v", err, got.Header)
@@ -499,9 +470,9 @@ func cliSend(t *testing.T, bin string) {
 		t.Errorf("body %s, want %s", gotBody, want)
 	}
 	// A HOOKLEDGER_SECRET left in the environment does not silently win.
-	r := cliExec(t, testenv.Command(bin, dir, []string{"HOOKLEDGER_SECRET=whsec_stale"}, "send", "--url", capture.URL))
-	if r.code != 1 || !strings.Contains(r.stderr, `HOOKLEDGER_SECRET is set, and provider "default" in hookledger.yml has a different secret`) {
-		t.Errorf("stale HOOKLEDGER_SECRET: exit %d %q", r.code, r.stderr)
+	r := e2e.Exec(t, testenv.Command(bin, dir, []string{"HOOKLEDGER_SECRET=whsec_stale"}, "send", "--url", capture.URL))
+	if r.Code != 1 || !strings.Contains(r.Stderr, `HOOKLEDGER_SECRET is set, and provider "default" in hookledger.yml has a different secret`) {
+		t.Errorf("stale HOOKLEDGER_SECRET: exit %d %q", r.Code, r.Stderr)
 	}
 
 	// A provider-shaped body from a file, for every scheme, against serve; a
@@ -517,7 +488,7 @@ func cliSend(t *testing.T, bin string) {
 	for provider, body := range bodies {
 		f := filepath.Join(dir, provider+".json")
 		os.WriteFile(f, []byte(body), 0o600)
-		out := cliMust(t, bin, dir, "send", "--url", url, "--provider", provider, "--body", f)
+		out := e2e.MustRun(t, bin, dir, "send", "--url", url, "--provider", provider, "--body", f)
 		var rep struct {
 			Accepted bool   `json:"accepted"`
 			Status   string `json:"status"`
@@ -530,14 +501,13 @@ func cliSend(t *testing.T, bin string) {
 	}
 	bad := filepath.Join(dir, "bad.json")
 	os.WriteFile(bad, []byte(`{"id":"evt_bad","type":"billing.meter_event","data":{"object":{"event_name":"api_requests","payload":{"value":"1"}}}}`), 0o600)
-	out := cliMust(t, bin, dir, "send", "--url", url, "--provider", "stripe", "--body", bad)
+	out := e2e.MustRun(t, bin, dir, "send", "--url", url, "--provider", "stripe", "--body", bad)
 	if !strings.Contains(out, `"status":"failed"`) || !strings.Contains(out, `"error":"customer: data.object.customer is missing"`) {
 		t.Errorf("failed mapping reply:\n%s", out)
 	}
-	time.Sleep(100 * time.Millisecond)
-	if !strings.Contains(logs.String(), "data.object.customer is missing") {
-		t.Errorf("the delivery log line does not carry the mapping error:\n%s", logs)
-	}
+	testenv.Eventually(t, 10*time.Second, "the delivery log line carrying the mapping error", func() bool {
+		return strings.Contains(logs.String(), "data.object.customer is missing")
+	})
 }
 
 func must[T any](v T, err error) T {

@@ -1,4 +1,4 @@
-package main
+package forward_test
 
 // End-to-end test of threshold alerts (issue 28) against the built binary:
 // serve is killed with SIGKILL after the commit that crossed the thresholds
@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookledger/hookledger/e2e/internal/e2e"
 	"github.com/hookledger/hookledger/forward"
 	"github.com/hookledger/hookledger/internal/testenv"
 )
@@ -21,7 +22,7 @@ import (
 func TestAlertSurvivesKill9BeforeItsForward(t *testing.T) {
 	bin := testenv.Binary(t)
 	dir := t.TempDir()
-	a := newDedupeApp(t, e2eSecret)
+	a := newDedupeApp(t, e2e.Secret)
 	a.fail.Store(true) // the application is down: nothing is delivered before the kill
 	forwardConfig(t, dir, testenv.FreeAddr(t), a.srv.URL, `meters:
   - name: api_requests
@@ -48,7 +49,7 @@ customers:
 	body := []byte(`{"type":"usage.recorded","data":{"customer":"cus_1","meter":"api_requests","quantity":100,"occurred_at":"` +
 		time.Now().UTC().Format(time.RFC3339) + `"}}`)
 	h := http.Header{}
-	if err := testenv.SignStandard(h, e2eSecret, "evt_1", "", body, time.Now()); err != nil {
+	if err := testenv.SignStandard(h, e2e.Secret, "evt_1", "", body, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	req, _ := http.NewRequest(http.MethodPost, url+"/webhooks/default", strings.NewReader(string(body)))
@@ -64,7 +65,7 @@ customers:
 	}
 	// The crossing row's commit is acknowledged; the relay has tried (and
 	// failed) to forward: kill it now, with both alerts undelivered.
-	poll(t, "a failed attempt at the app", func() bool { _, reqs, _ := a.deduped(); return reqs > 0 })
+	testenv.Eventually(t, 45*time.Second, "a failed attempt at the app", func() bool { _, reqs, _ := a.deduped(); return reqs > 0 })
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +74,7 @@ customers:
 	cmd2, stderr2, _ := testenv.StartServe(t, bin, dir, nil)
 	// Delivered after the restart (the app records a request before it
 	// answers, so the outbox is what says it accepted them).
-	poll(t, "both alerts delivered", func() bool {
+	testenv.Eventually(t, 45*time.Second, "both alerts delivered", func() bool {
 		out, err := testenv.Run(bin, dir, nil, "forward", "status", "--format", "json")
 		if err != nil {
 			return false

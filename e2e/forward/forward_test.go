@@ -1,4 +1,4 @@
-package main
+package forward_test
 
 // End-to-end tests of forwarding (issue 15) against the built binary: a real
 // serve forwarding to a real HTTP application, killed with SIGKILL under
@@ -20,6 +20,7 @@ import (
 
 	svix "github.com/svix/svix-webhooks/go"
 
+	"github.com/hookledger/hookledger/e2e/internal/e2e"
 	"github.com/hookledger/hookledger/forward"
 	"github.com/hookledger/hookledger/internal/testenv"
 )
@@ -113,7 +114,7 @@ destinations:
     timeout: 2s
     backoff: 50ms
     max_backoff: 500ms
-%s`+testenv.UsageYAML, adminAddr, e2eSecret, url, e2eSecret, extra), 0o600); err != nil {
+%s`+testenv.UsageYAML, adminAddr, e2e.Secret, url, e2e.Secret, extra), 0o600); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -123,7 +124,7 @@ destinations:
 // same webhook-id, and the app's deduped set is the acknowledged set.
 func testForwardKill9(t *testing.T, bin string) {
 	dir := t.TempDir()
-	a := newDedupeApp(t, e2eSecret)
+	a := newDedupeApp(t, e2e.Secret)
 	a.latency = time.Millisecond
 	forwardConfig(t, dir, testenv.FreeAddr(t), a.srv.URL, "")
 	cmd, stderr, url := testenv.StartServe(t, bin, dir, nil)
@@ -138,7 +139,7 @@ func testForwardKill9(t *testing.T, bin string) {
 		body := []byte(fmt.Sprintf(`{"type":"usage.recorded","data":{"customer":"cus_%d","meter":"api_requests","quantity":1,"occurred_at":"2026-11-29T10:00:00Z"}}`, i%7))
 		for { // as a provider does: retry until acknowledged
 			h := http.Header{}
-			if err := testenv.SignStandard(h, e2eSecret, id, "", body, time.Now()); err != nil {
+			if err := testenv.SignStandard(h, e2e.Secret, id, "", body, time.Now()); err != nil {
 				t.Error(err)
 				return
 			}
@@ -169,7 +170,7 @@ func testForwardKill9(t *testing.T, bin string) {
 		}()
 	}
 	// Kill mid-stream, while the relay has messages in flight.
-	poll(t, "a third acknowledged and some forwarded", func() bool {
+	testenv.Eventually(t, 45*time.Second, "a third acknowledged and some forwarded", func() bool {
 		_, reqs, _ := a.deduped()
 		return nAcked.Load() >= n/3 && reqs > 0
 	})
@@ -187,7 +188,7 @@ func testForwardKill9(t *testing.T, bin string) {
 	if nAcked.Load() != n {
 		t.Fatalf("%d acknowledged, want %d", nAcked.Load(), n)
 	}
-	poll(t, "every acknowledged event at the app", func() bool {
+	testenv.Eventually(t, 45*time.Second, "every acknowledged event at the app", func() bool {
 		got, _, _ := a.deduped()
 		return len(got) >= n
 	})
@@ -207,7 +208,7 @@ func testForwardKill9(t *testing.T, bin string) {
 	}
 	t.Logf("%d events, %d requests (%d repeats, same webhook-id)", len(got), reqs, reqs-len(got))
 	// The outbox agrees: every message delivered, none pending or dead.
-	poll(t, "every message marked delivered", func() bool {
+	testenv.Eventually(t, 45*time.Second, "every message marked delivered", func() bool {
 		out, err := testenv.Run(bin, dir, nil, "forward", "status", "--format", "json")
 		if err != nil {
 			return false
@@ -227,7 +228,7 @@ func testForwardKill9(t *testing.T, bin string) {
 // retried and delivered once, pause and resume, and every error path.
 func testForwardCLI(t *testing.T, bin string) {
 	dir := t.TempDir()
-	a := newDedupeApp(t, e2eSecret)
+	a := newDedupeApp(t, e2e.Secret)
 	a.fail.Store(true)
 	adminAddr := testenv.FreeAddr(t)
 	forwardConfig(t, dir, adminAddr, a.srv.URL, "    max_attempts: 2\n")
@@ -235,7 +236,7 @@ func testForwardCLI(t *testing.T, bin string) {
 	post := func(id string) {
 		body := testenv.UsageBody("cus_1", "api_requests", "2")
 		h := http.Header{}
-		testenv.SignStandard(h, e2eSecret, id, "", body, time.Now())
+		testenv.SignStandard(h, e2e.Secret, id, "", body, time.Now())
 		req, _ := http.NewRequest(http.MethodPost, url+"/webhooks/default", strings.NewReader(string(body)))
 		req.Header = h
 		resp, err := http.DefaultClient.Do(req)
@@ -247,27 +248,27 @@ func testForwardCLI(t *testing.T, bin string) {
 	post("evt_dead")
 	status := func() forward.DestinationStatus {
 		var st []forward.DestinationStatus
-		if err := json.Unmarshal([]byte(cliMust(t, bin, dir, "forward", "status", "--format", "json")), &st); err != nil || len(st) != 1 {
+		if err := json.Unmarshal([]byte(e2e.MustRun(t, bin, dir, "forward", "status", "--format", "json")), &st); err != nil || len(st) != 1 {
 			t.Fatalf("status: %v %+v", err, st)
 		}
 		return st[0]
 	}
-	poll(t, "the message dead after max_attempts", func() bool { return status().Dead == 1 })
+	testenv.Eventually(t, 45*time.Second, "the message dead after max_attempts", func() bool { return status().Dead == 1 })
 	if st := status(); st.LastError != "HTTP 500" || st.Pending != 0 {
 		t.Errorf("status %+v, want the last error HTTP 500 and nothing pending", st)
 	}
-	table := cliMust(t, bin, dir, "forward", "status")
+	table := e2e.MustRun(t, bin, dir, "forward", "status")
 	if !strings.Contains(table, "DESTINATION") || !strings.Contains(table, "HTTP 500") {
 		t.Errorf("status table:\n%s", table)
 	}
-	csv := cliMust(t, bin, dir, "forward", "list", "--destination", "app", "--status", "dead", "--format", "csv")
+	csv := e2e.MustRun(t, bin, dir, "forward", "list", "--destination", "app", "--status", "dead", "--format", "csv")
 	lines := strings.Split(strings.TrimSpace(csv), "\n")
 	if len(lines) != 2 || !strings.HasPrefix(lines[0], "message_id,destination,status") || !strings.Contains(lines[1], ",evt_dead,") {
 		t.Fatalf("list csv:\n%s", csv)
 	}
 	msgID := strings.Split(lines[1], ",")[0]
 	var attempts []forward.AttemptView
-	if err := json.Unmarshal([]byte(cliMust(t, bin, dir, "forward", "attempts", msgID, "--format", "json")), &attempts); err != nil ||
+	if err := json.Unmarshal([]byte(e2e.MustRun(t, bin, dir, "forward", "attempts", msgID, "--format", "json")), &attempts); err != nil ||
 		len(attempts) != 2 || attempts[0].StatusCode != 500 || attempts[1].Error != "HTTP 500" {
 		t.Errorf("attempts of the dead message: %+v %v, want its 2 failed attempts", attempts, err)
 	}
@@ -292,36 +293,36 @@ func testForwardCLI(t *testing.T, bin string) {
 		{[]string{"forward", "attempts"}, 2, "MESSAGE_ID"},
 		{[]string{"forward", "attempts", "msg_nope"}, 1, `unknown message "msg_nope"`},
 	} {
-		r := cliRun(t, bin, dir, c.args...)
-		if r.code != c.code || !strings.Contains(r.stderr, c.want) {
-			t.Errorf("%v: exit %d, stderr %q; want exit %d mentioning %q", c.args, r.code, r.stderr, c.code, c.want)
+		r := e2e.Run(t, bin, dir, c.args...)
+		if r.Code != c.code || !strings.Contains(r.Stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d mentioning %q", c.args, r.Code, r.Stderr, c.code, c.want)
 		}
 	}
 
 	// Fixed, the app gets the dead message once when it is retried.
 	a.fail.Store(false)
 	_, before, _ := a.deduped()
-	if out := cliMust(t, bin, dir, "forward", "retry", msgID); !strings.Contains(out, "1") {
+	if out := e2e.MustRun(t, bin, dir, "forward", "retry", msgID); !strings.Contains(out, "1") {
 		t.Errorf("retry printed %q", out)
 	}
-	poll(t, "the retried message delivered", func() bool { return status().Delivered == 1 })
+	testenv.Eventually(t, 45*time.Second, "the retried message delivered", func() bool { return status().Delivered == 1 })
 	time.Sleep(300 * time.Millisecond)
 	if _, after, _ := a.deduped(); after != before+1 {
 		t.Errorf("%d requests for the retried message, want 1", after-before)
 	}
-	if r := cliRun(t, bin, dir, "forward", "retry", msgID); r.code != 1 || !strings.Contains(r.stderr, "delivered") {
-		t.Errorf("retry of a delivered message: exit %d %q", r.code, r.stderr)
+	if r := e2e.Run(t, bin, dir, "forward", "retry", msgID); r.Code != 1 || !strings.Contains(r.Stderr, "delivered") {
+		t.Errorf("retry of a delivered message: exit %d %q", r.Code, r.Stderr)
 	}
 
 	// Paused, new events wait in the outbox; resumed, they are delivered.
-	cliMust(t, bin, dir, "forward", "pause", "app")
+	e2e.MustRun(t, bin, dir, "forward", "pause", "app")
 	post("evt_paused")
 	time.Sleep(1500 * time.Millisecond)
 	if st := status(); !st.Paused || st.Pending != 1 || st.Delivered != 1 {
 		t.Errorf("paused: %+v, want paused with one pending", st)
 	}
-	cliMust(t, bin, dir, "forward", "resume", "app")
-	poll(t, "delivered after resume", func() bool { return status().Delivered == 2 })
+	e2e.MustRun(t, bin, dir, "forward", "resume", "app")
+	testenv.Eventually(t, 45*time.Second, "delivered after resume", func() bool { return status().Delivered == 2 })
 
 	// The same views on the admin API, and the pull feed.
 	get := func(path string) (int, string) {
@@ -359,7 +360,7 @@ func testForwardCLI(t *testing.T, bin string) {
 	// A dead message given up for good: purge deletes it, and only it.
 	a.fail.Store(true)
 	post("evt_given_up")
-	poll(t, "the third message dead", func() bool { return status().Dead == 1 })
+	testenv.Eventually(t, 45*time.Second, "the third message dead", func() bool { return status().Dead == 1 })
 	for _, c := range []struct {
 		args []string
 		code int
@@ -369,11 +370,11 @@ func testForwardCLI(t *testing.T, bin string) {
 		{[]string{"forward", "purge", "--destination", "nope"}, 1, "unknown destination"},
 		{[]string{"forward", "purge", "--destination", "app", "--before", "later"}, 2, "--before"},
 	} {
-		if r := cliRun(t, bin, dir, c.args...); r.code != c.code || !strings.Contains(r.stderr, c.want) {
-			t.Errorf("%v: exit %d, stderr %q; want exit %d mentioning %q", c.args, r.code, r.stderr, c.code, c.want)
+		if r := e2e.Run(t, bin, dir, c.args...); r.Code != c.code || !strings.Contains(r.Stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d mentioning %q", c.args, r.Code, r.Stderr, c.code, c.want)
 		}
 	}
-	if out := cliMust(t, bin, dir, "forward", "purge", "--destination", "app", "--format", "json"); !strings.Contains(out, `"purged": 1`) {
+	if out := e2e.MustRun(t, bin, dir, "forward", "purge", "--destination", "app", "--format", "json"); !strings.Contains(out, `"purged": 1`) {
 		t.Errorf("purge printed %q", out)
 	}
 	if st := status(); st.Dead != 0 || st.Delivered != 2 {

@@ -1,4 +1,4 @@
-package main
+package forward_test
 
 // End-to-end tests of the billing sync to Stripe (issue 27) against the built
 // binary: serve pushing to a fake Stripe that fails a third of its calls,
@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookledger/hookledger/e2e/internal/e2e"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/internal/testenv/fakestripe"
 	"github.com/hookledger/hookledger/stripe"
@@ -55,7 +56,7 @@ stripe:
 meters:
   - name: api_requests
     stripe: {event_name: api_requests, mode: stream, multiplier: 1}
-`+testenv.UsageYAML, e2eSecret, base, customers), 0o600); err != nil {
+`+testenv.UsageYAML, e2e.Secret, base, customers), 0o600); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -67,7 +68,7 @@ func sendUsage(t *testing.T, base func() string, id, customer, quantity string, 
 		customer, quantity, at.UTC().Format(time.RFC3339))
 	for {
 		h := http.Header{}
-		if err := testenv.SignStandard(h, e2eSecret, id, "", body, time.Now()); err != nil {
+		if err := testenv.SignStandard(h, e2e.Secret, id, "", body, time.Now()); err != nil {
 			t.Error(err)
 			return
 		}
@@ -125,7 +126,7 @@ func testStripeKill9(t *testing.T, bin string) {
 			}
 		}()
 	}
-	poll(t, "a third acknowledged and some pushed", func() bool { return acked.Load() >= n/3 && len(fake.Snapshot()) > 0 })
+	testenv.Eventually(t, 45*time.Second, "a third acknowledged and some pushed", func() bool { return acked.Load() >= n/3 && len(fake.Snapshot()) > 0 })
 	if err := cmd.Process.Kill(); err != nil { // SIGKILL: no shutdown at all
 		t.Fatal(err)
 	}
@@ -136,7 +137,7 @@ func testStripeKill9(t *testing.T, bin string) {
 	wg.Wait()
 
 	var lines []stripe.StatusLine
-	poll(t, "stripe status agrees", func() bool {
+	testenv.Eventually(t, 45*time.Second, "stripe status agrees", func() bool {
 		var err error
 		lines, _, err = stripeStatus(t, bin, dir, env, "--period", now.UTC().Format("2006-01"))
 		return err == nil
@@ -180,7 +181,7 @@ func testStripeLinkRetry(t *testing.T, bin string) {
 	now := time.Now()
 	sendUsage(t, func() string { return url }, "evt_1", "acme", "3", now)
 	period := now.UTC().Format("2006-01")
-	poll(t, "the push dead", func() bool {
+	testenv.Eventually(t, 45*time.Second, "the push dead", func() bool {
 		lines, _, err := stripeStatus(t, bin, dir, env, "--period", period)
 		return err != nil && len(lines) == 1 && lines[0].Dead == 1
 	})
@@ -198,7 +199,7 @@ func testStripeLinkRetry(t *testing.T, bin string) {
 	if out, err := testenv.Run(bin, dir, env, "stripe", "retry", "--format", "csv"); err != nil || !strings.Contains(out, "retried\n1") {
 		t.Fatalf("stripe retry: %v\n%s", err, out)
 	}
-	poll(t, "status agrees after the retry", func() bool {
+	testenv.Eventually(t, 45*time.Second, "status agrees after the retry", func() bool {
 		_, _, err := stripeStatus(t, bin, dir, env, "--period", period)
 		return err == nil
 	})

@@ -1,4 +1,4 @@
-package main
+package ingest_test
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookledger/hookledger/e2e/internal/e2e"
 	"github.com/hookledger/hookledger/ingest"
 	"github.com/hookledger/hookledger/internal/testenv"
 )
@@ -48,7 +49,7 @@ func (e *ingestEnv) createKey(t *testing.T, name string, flags ...string) string
 func (e *ingestEnv) count(t *testing.T, query string, args ...any) int {
 	t.Helper()
 	var n int
-	if err := openRO(t, filepath.Join(e.dir, "data", "hookledger.db")).QueryRow(query, args...).Scan(&n); err != nil {
+	if err := e2e.OpenRO(t, filepath.Join(e.dir, "data", "hookledger.db")).QueryRow(query, args...).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -196,7 +197,7 @@ func testIngestFile(t *testing.T, bin string) {
 	}
 	sum := func() int64 {
 		var n int64
-		openRO(t, filepath.Join(e.dir, "data", "hookledger.db")).QueryRow(`SELECT COALESCE(SUM(quantity), 0) FROM metered_usage WHERE provider = 'api:import'`).Scan(&n)
+		e2e.OpenRO(t, filepath.Join(e.dir, "data", "hookledger.db")).QueryRow(`SELECT COALESCE(SUM(quantity), 0) FROM metered_usage WHERE provider = 'api:import'`).Scan(&n)
 		return n
 	}
 	if got := sum(); got != want*1_000_000 {
@@ -283,7 +284,11 @@ func testIngestKill9(t *testing.T, bin string) {
 			}
 		})
 	}
-	time.Sleep(1500 * time.Millisecond)
+	testenv.Eventually(t, 30*time.Second, "a few batches acknowledged", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(acked) >= 500
+	})
 	cmd.Process.Kill() // SIGKILL mid-load
 	cmd.Wait()
 	close(stop)
@@ -292,7 +297,7 @@ func testIngestKill9(t *testing.T, bin string) {
 		t.Fatal("no batch was acknowledged before the kill")
 	}
 	_, _, url = testenv.StartServe(t, bin, e.dir, e.env)
-	db := openRO(t, filepath.Join(e.dir, "data", "hookledger.db"))
+	db := e2e.OpenRO(t, filepath.Join(e.dir, "data", "hookledger.db"))
 	rows, err := db.Query(`SELECT event_id, COUNT(*) FROM metered_usage WHERE provider = 'api:load' GROUP BY event_id`)
 	if err != nil {
 		t.Fatal(err)

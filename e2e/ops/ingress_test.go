@@ -1,4 +1,4 @@
-package main
+package ops_test
 
 // End-to-end tests of the webhook listener's bounds against the built
 // binary: request framing (RFC 9112 §6.3), bodies refused before they are
@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/bench"
+	"github.com/hookledger/hookledger/e2e/internal/e2e"
 	"github.com/hookledger/hookledger/internal/testenv"
 )
 
@@ -34,7 +35,7 @@ func rawDelivery(t *testing.T, id, framing string) string {
 	t.Helper()
 	body := `{"type":"usage.recorded","data":{"customer":"cus_1","meter":"api","quantity":1,"occurred_at":"2026-11-29T10:00:00Z"}}`
 	h := http.Header{}
-	if err := testenv.SignStandard(h, e2eSecret, id, "", []byte(body), time.Now()); err != nil {
+	if err := testenv.SignStandard(h, e2e.Secret, id, "", []byte(body), time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	var b strings.Builder
@@ -78,7 +79,7 @@ func exchange(t *testing.T, c net.Conn, req string) (code int, closed bool) {
 func countRows(t *testing.T, dbPath, table string) int {
 	t.Helper()
 	var n int
-	if err := openRO(t, dbPath).QueryRow(`SELECT COUNT(*) FROM ` + table).Scan(&n); err != nil {
+	if err := e2e.OpenRO(t, dbPath).QueryRow(`SELECT COUNT(*) FROM ` + table).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -89,7 +90,7 @@ func TestWebhookListenerBounds(t *testing.T) {
 	if bin == "" {
 		bin = testenv.Binary(t)
 	}
-	env := []string{"HOOKLEDGER_SECRET=" + e2eSecret}
+	env := []string{"HOOKLEDGER_SECRET=" + e2e.Secret}
 
 	t.Run("content-length with transfer-encoding", func(t *testing.T) {
 		dir := t.TempDir()
@@ -178,7 +179,7 @@ func TestWebhookListenerBounds(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(3 * time.Second) // let the senders' bytes arrive; nothing is asserted about time
-		code, body, err := tryPost(url, "evt_during_flood")
+		code, body, err := e2e.TryPost(url, "evt_during_flood")
 		if err != nil || code != 200 {
 			t.Errorf("signed delivery during the flood: %d %s %v", code, body, err)
 		}

@@ -1,4 +1,4 @@
-package main
+package ops_test
 
 // End-to-end tests for operating hookledger (issue 8): metrics after a
 // scripted run, secrets and bodies kept out of logs, admin token rules at

@@ -1,4 +1,4 @@
-package main
+package postgres_test
 
 import (
 	"context"

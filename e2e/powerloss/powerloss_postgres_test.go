@@ -1,4 +1,4 @@
-package main
+package powerloss_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package main
+package replication_test
 
 // End-to-end tests of serve's start and stop against the built binary
 // (issue 12, "Starting and stopping must never strand webhooks", and issue
@@ -24,6 +24,7 @@ import (
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
+	"github.com/hookledger/hookledger/e2e/internal/e2e"
 	"github.com/hookledger/hookledger/internal/cli"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/schema"
@@ -55,7 +56,7 @@ providers:
   - name: default
     scheme: standard
     secrets: [%q]
-`+testenv.UsageYAML, addr, token, e2eSecret), 0o600); err != nil {
+`+testenv.UsageYAML, addr, token, e2e.Secret), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return func(path string) (int, string) {
@@ -71,18 +72,6 @@ providers:
 	}
 }
 
-// poll calls f until it returns true or a generous deadline passes.
-func poll(t *testing.T, what string, f func() bool) time.Duration {
-	t.Helper()
-	begin := time.Now()
-	for deadline := begin.Add(45 * time.Second); !f(); time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 45s", what)
-		}
-	}
-	return time.Since(begin)
-}
-
 // restoredReceipts restores the replica's latest state into a scratch file
 // and returns the event ids of its receipts, or nil if it cannot.
 func (e *replEnv) restoredReceipts(t *testing.T, name string) []string {
@@ -92,7 +81,7 @@ func (e *replEnv) restoredReceipts(t *testing.T, name string) []string {
 	if _, err := e.run("restore", "-o", out); err != nil {
 		return nil
 	}
-	rows, err := openRO(t, out).Query(`SELECT event_id FROM receipts ORDER BY event_id`)
+	rows, err := e2e.OpenRO(t, out).Query(`SELECT event_id FROM receipts ORDER BY event_id`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +113,7 @@ func errorLines(stderr, msg string) int {
 func testDataDirLock(t *testing.T, bin string) {
 	e := newReplEnv(t, bin, time.Second, time.Second)
 	first, stderr, url := e.serve()
-	if code, body := post(t, url, "evt_lock_1"); code != 200 {
+	if code, body := e2e.Post(t, url, "evt_lock_1"); code != 200 {
 		t.Fatalf("first serve: %d %s", code, body)
 	}
 	out, err := testenv.RunFor(t, bin, e.dir, e.env, "serve", "--listen", testenv.FreeAddr(t))
@@ -150,7 +139,7 @@ func testDataDirLock(t *testing.T, bin string) {
 	first.Wait()
 	_ = stderr
 	_, _, url = e.serve()
-	if code, body := post(t, url, "evt_lock_1"); code != 200 || !strings.Contains(body, `"duplicate":true`) {
+	if code, body := e2e.Post(t, url, "evt_lock_1"); code != 200 || !strings.Contains(body, `"duplicate":true`) {
 		t.Fatalf("after kill -9 and a restart: %d %s; want the event stored before the kill as a duplicate", code, body)
 	}
 	n := testenv.CountAttempts(t, e.db(), func(a schema.Attempt) bool { return a.EventID == "evt_lock_1" })
@@ -178,13 +167,13 @@ func testReplicaUnreachableAtStart(t *testing.T, bin string, ack bool) {
 
 	ids := []string{"evt_down_1", "evt_down_2", "evt_down_3"}
 	for _, id := range ids {
-		code, body := post(t, url, id)
+		code, body := e2e.Post(t, url, id)
 		if want := map[bool]int{false: 200, true: 503}[ack]; code != want {
 			t.Fatalf("%s with the replica down: %d %s; want %d", id, code, body, want)
 		}
 	}
 	var stored int
-	openRO(t, e.db()).QueryRow(`SELECT COUNT(*) FROM receipts WHERE event_id LIKE 'evt\_down\_%' ESCAPE '\'`).Scan(&stored)
+	e2e.OpenRO(t, e.db()).QueryRow(`SELECT COUNT(*) FROM receipts WHERE event_id LIKE 'evt\_down\_%' ESCAPE '\'`).Scan(&stored)
 	if stored != 3 {
 		t.Fatalf("%d of 3 events stored locally while the replica was down", stored)
 	}
@@ -196,7 +185,7 @@ func testReplicaUnreachableAtStart(t *testing.T, bin string, ack bool) {
 	if _, body := admin("/metrics"); !strings.Contains(body, "\nhookledger_replication_up 0\n") {
 		t.Errorf("metrics with the replica down lack hookledger_replication_up 0")
 	}
-	poll(t, "an ERROR line saying replication is down", func() bool { return errorLines(stderr.String(), "replication is down") > 0 })
+	testenv.Eventually(t, 45*time.Second, "an ERROR line saying replication is down", func() bool { return errorLines(stderr.String(), "replication is down") > 0 })
 	time.Sleep(3 * time.Second) // several retries: still one ERROR line (rate-limited)
 	if n := errorLines(stderr.String(), "replication is down"); n != 1 {
 		t.Errorf("%d ERROR lines for one outage in a few seconds; want 1 (rate-limited)\n%s", n, stderr)
@@ -206,27 +195,27 @@ func testReplicaUnreachableAtStart(t *testing.T, bin string, ack bool) {
 		t.Fatal(err)
 	}
 	back := time.Now()
-	took := poll(t, "the replica catching up", func() bool { return len(e.restoredReceipts(t, "probe.db")) == 3 })
+	took := testenv.Eventually(t, 45*time.Second, "the replica catching up", func() bool { return len(e.restoredReceipts(t, "probe.db")) == 3 })
 	t.Logf("replica caught up %v after it became reachable", took.Round(time.Millisecond))
 	_ = back
 	if ack {
 		for _, id := range ids {
 			var code int
 			var body string
-			poll(t, "a retry acknowledged", func() bool { code, body = post(t, url, id); return code == 200 })
+			testenv.Eventually(t, 45*time.Second, "a retry acknowledged", func() bool { code, body = e2e.Post(t, url, id); return code == 200 })
 			if !strings.Contains(body, `"duplicate":true`) {
 				t.Errorf("retry of %s: %s; want a duplicate (it was committed locally)", id, body)
 			}
 		}
 	}
-	poll(t, "hookledger_replication_up 1", func() bool {
+	testenv.Eventually(t, 45*time.Second, "hookledger_replication_up 1", func() bool {
 		_, body := admin("/metrics")
 		return strings.Contains(body, "\nhookledger_replication_up 1\n")
 	})
 	// The recovery line comes from the replica-status loop, which looks
 	// again every few seconds while the replica is down: wait for it
 	// rather than stop serve before its next look.
-	poll(t, "serve logging the recovery", func() bool { return strings.Contains(stderr.String(), "replication recovered") })
+	testenv.Eventually(t, 45*time.Second, "serve logging the recovery", func() bool { return strings.Contains(stderr.String(), "replication recovered") })
 	e.stop(cmd, stderr)
 	if got := e.restoredReceipts(t, "final.db"); len(got) != 3 {
 		t.Errorf("the replica holds %v after shutdown; want the 3 events", got)
@@ -258,7 +247,7 @@ func testS3RefusedAtStart(t *testing.T, bin string) {
 		t.Errorf("serve took %v to start with S3 down; it must not wait for the replica", startup)
 	}
 	for i := range 3 {
-		if code, body := post(t, url, fmt.Sprintf("evt_s3_%d", i)); code != 200 {
+		if code, body := e2e.Post(t, url, fmt.Sprintf("evt_s3_%d", i)); code != 200 {
 			t.Fatalf("with S3 down (local mode): %d %s", code, body)
 		}
 	}
@@ -271,7 +260,7 @@ func testS3RefusedAtStart(t *testing.T, bin string) {
 	srv := &http.Server{Handler: backend.Server()}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
-	took := poll(t, "the S3 replica catching up", func() bool { return len(e.restoredReceipts(t, "probe.db")) == 3 })
+	took := testenv.Eventually(t, 45*time.Second, "the S3 replica catching up", func() bool { return len(e.restoredReceipts(t, "probe.db")) == 3 })
 	t.Logf("S3 replica caught up %v after the endpoint came up", took.Round(time.Millisecond))
 	e.stop(cmd, stderr)
 }
@@ -301,7 +290,7 @@ func testReplicaAhead(t *testing.T, bin string) {
 	e := newReplEnv(t, bin, 200*time.Millisecond, 200*time.Millisecond)
 	cmd, stderr, url := e.serve("--ack-after-replica")
 	for i := range 5 {
-		post(t, url, fmt.Sprintf("evt_a_%d", i))
+		e2e.Post(t, url, fmt.Sprintf("evt_a_%d", i))
 	}
 	var st cli.ReplicaStatusJSON
 	if err := json.Unmarshal([]byte(e.mustRun("replica", "status", "--format", "json")), &st); err != nil {
@@ -309,7 +298,7 @@ func testReplicaAhead(t *testing.T, bin string) {
 	}
 	older := st.ReplicaTXID
 	for i := 5; i < 10; i++ {
-		post(t, url, fmt.Sprintf("evt_a_%d", i))
+		e2e.Post(t, url, fmt.Sprintf("evt_a_%d", i))
 	}
 	e.stop(cmd, stderr)
 	latest := e.restoredReceipts(t, "latest-before.db")
@@ -348,7 +337,7 @@ func testReplicaAhead(t *testing.T, bin string) {
 	e.removeDB()
 	e.mustRun("restore", "--txid", older)
 	cmd, stderr, url = e.serve("--ack-after-replica", "--replica-takeover")
-	if code, body := post(t, url, "evt_b_1"); code != 200 {
+	if code, body := e2e.Post(t, url, "evt_b_1"); code != 200 {
 		t.Fatalf("after takeover: %d %s", code, body)
 	}
 	e.stop(cmd, stderr)
@@ -384,7 +373,7 @@ func testNoSideEffectsBeforeValidation(t *testing.T, bin string) {
 	}
 	defer busy.Close()
 	const yml = "dbs:\n  - path: ./data/hookledger.db\n    replica:\n      type: file\n      path: ./replica\n"
-	const provider = "providers:\n  - name: default\n    scheme: standard\n    secrets: [\"" + e2eSecret + "\"]\n"
+	const provider = "providers:\n  - name: default\n    scheme: standard\n    secrets: [\"" + e2e.Secret + "\"]\n"
 	for _, c := range []struct {
 		name       string
 		hookledger string // hookledger.yml; "" for none

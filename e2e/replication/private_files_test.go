@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package replication_test
 
 import (
 	"io/fs"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookledger/hookledger/e2e/internal/e2e"
 	"github.com/hookledger/hookledger/internal/testenv"
 )
 
@@ -28,7 +29,7 @@ func TestFilesArePrivateUnderAnyUmask(t *testing.T) {
 
 	cmd, stderr, url := e.serve()
 	for _, id := range []string{"evt_private_1", "evt_private_2"} {
-		if code, body := post(t, url, id); code != 200 {
+		if code, body := e2e.Post(t, url, id); code != 200 {
 			t.Fatalf("delivery %s: %d %s", id, code, body)
 		}
 	}
@@ -99,8 +100,7 @@ func slicesContainSuffix(paths []string, suffix string) bool {
 // waitReplica waits until the file replica holds at least one LTX file.
 func waitReplica(t *testing.T, dir string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
+	testenv.Eventually(t, 20*time.Second, "an LTX file in "+dir, func() bool {
 		found := false
 		filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 			if err == nil && strings.HasSuffix(p, ".ltx") {
@@ -108,10 +108,6 @@ func waitReplica(t *testing.T, dir string) {
 			}
 			return nil
 		})
-		if found {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("no LTX file in %s", dir)
+		return found
+	})
 }

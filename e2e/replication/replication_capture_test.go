@@ -1,4 +1,4 @@
-package main
+package replication_test
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/benbjohnson/litestream"
 
+	"github.com/hookledger/hookledger/e2e/internal/e2e"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/replication"
 )
@@ -39,7 +40,7 @@ providers:
   - name: default
     scheme: standard
     secrets: [%q]
-`, admin, token, e2eSecret), 0o600); err != nil {
+`, admin, token, e2e.Secret), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	get := func(url string, auth bool) (int, string) {
@@ -60,14 +61,6 @@ providers:
 		_, body := get("http://"+admin+"/metrics", true)
 		return regexp.MustCompile(`(?m)^hookledger_replication_up (\S+)$`).FindString(body)
 	}
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(100 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("still not %s after a minute", what)
-			}
-		}
-	}
 	cmd, stderr, url := e.serve()
 	// A delivery of about 200 KB: the WAL grows by about that much a commit.
 	pad := strings.Repeat("x", 200_000)
@@ -75,7 +68,7 @@ providers:
 		t.Helper()
 		body := fmt.Appendf(nil, `{"type":"usage.recorded","data":{"customer":"cus_1","meter":"api","quantity":1,"occurred_at":"2026-11-29T10:00:00Z","pad":%q}}`, pad)
 		req, _ := http.NewRequest(http.MethodPost, url+"/webhooks/default", bytes.NewReader(body))
-		if err := testenv.SignStandard(req.Header, e2eSecret, id, "", body, time.Now()); err != nil {
+		if err := testenv.SignStandard(req.Header, e2e.Secret, id, "", body, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		resp, err := http.DefaultClient.Do(req)
@@ -97,7 +90,7 @@ providers:
 	for i := range 5 {
 		mustAck(fmt.Sprintf("before-%d", i))
 	}
-	waitFor("replicating", func() bool { return replicationUp() == "hookledger_replication_up 1" })
+	testenv.Eventually(t, time.Minute, "replicating", func() bool { return replicationUp() == "hookledger_replication_up 1" })
 
 	// Block Litestream's next LTX files. A cut may be under way (its
 	// staging file is where the first block goes): then try again.
@@ -127,11 +120,11 @@ providers:
 		}
 	}
 	mustAck("during-0") // taken locally: the WAL has room
-	waitFor("reported down in the metrics", func() bool { return replicationUp() == "hookledger_replication_up 0" })
+	testenv.Eventually(t, time.Minute, "reported down in the metrics", func() bool { return replicationUp() == "hookledger_replication_up 0" })
 	if code, body := get(url+"/readyz", false); code != 200 || !strings.Contains(body, `"replication":"failing"`) {
 		t.Errorf("/readyz while cuts fail, before the WAL bound: %d %s; want ready, replication failing", code, body)
 	}
-	waitFor("in replica status", func() bool {
+	testenv.Eventually(t, time.Minute, "in replica status", func() bool {
 		out, _ := e.run("replica", "status")
 		return strings.Contains(out, "cannot capture the WAL")
 	})
@@ -197,7 +190,7 @@ providers:
 		}
 	}
 	// The sender's retry is taken, once, as soon as the WAL is captured.
-	waitFor("taking deliveries again", func() bool {
+	testenv.Eventually(t, time.Minute, "taking deliveries again", func() bool {
 		code, body := send(refused)
 		if code == 200 && strings.Contains(body, `"duplicate":true`) {
 			t.Fatalf("%s: %s; it was refused, so it cannot be a duplicate", refused, body)
@@ -205,14 +198,14 @@ providers:
 		return code == 200
 	})
 	acked = append(acked, refused)
-	waitFor("reported up", func() bool { return replicationUp() == "hookledger_replication_up 1" })
+	testenv.Eventually(t, time.Minute, "reported up", func() bool { return replicationUp() == "hookledger_replication_up 1" })
 	for i := range 5 {
 		mustAck(fmt.Sprintf("after-%d", i))
 	}
 	if salt() == saltFull {
 		t.Errorf("the WAL was not restarted after the capture: Litestream did not checkpoint it")
 	}
-	waitFor("in sync", func() bool {
+	testenv.Eventually(t, time.Minute, "in sync", func() bool {
 		out, _ := e.run("replica", "status", "--format", "json")
 		return strings.Contains(out, `"in_sync": true`) && strings.Contains(out, `"wal_state": "captured"`)
 	})
@@ -222,7 +215,7 @@ providers:
 	e.mustRun("restore")
 	e.mustRun("verify")
 	var n int
-	db := openRO(t, e.db())
+	db := e2e.OpenRO(t, e.db())
 	for _, id := range acked {
 		var one int
 		db.QueryRow(`SELECT COUNT(*) FROM receipts WHERE event_id = ?`, id).Scan(&one)

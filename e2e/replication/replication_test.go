@@ -1,4 +1,4 @@
-package main
+package replication_test
 
 // End-to-end tests of replication and restore against the built binary: a
 // real `serve` with Litestream embedded, real load, kill -9, and `restore`
@@ -11,7 +11,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -29,6 +28,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/bench"
+	"github.com/hookledger/hookledger/e2e/internal/e2e"
 	"github.com/hookledger/hookledger/internal/cli"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/internal/testenv/fakes3"
@@ -36,10 +36,6 @@ import (
 	"github.com/hookledger/hookledger/schema"
 	"github.com/hookledger/hookledger/scheme"
 )
-
-// e2eSecret signs every test delivery; serve gets it as HOOKLEDGER_SECRET,
-// so the data directory holds nothing but the database and can be deleted.
-const e2eSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 // replEnv is a working directory with a litestream.yml for ./data/hookledger.db
 // and a file replica in ./replica, outside the data directory, so deleting
@@ -67,7 +63,7 @@ shutdown-sync-timeout: 5s
 
 func newReplEnvYML(t *testing.T, bin, yml string, env ...string) *replEnv {
 	t.Helper()
-	e := &replEnv{t: t, bin: bin, dir: t.TempDir(), env: append([]string{"HOOKLEDGER_SECRET=" + e2eSecret}, env...)}
+	e := &replEnv{t: t, bin: bin, dir: t.TempDir(), env: append([]string{"HOOKLEDGER_SECRET=" + e2e.Secret}, env...)}
 	if err := os.WriteFile(filepath.Join(e.dir, "litestream.yml"), []byte(yml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -117,67 +113,11 @@ func (e *replEnv) removeDB() {
 	}
 }
 
-// load sends n signed usage events (plus 10% duplicates) over c connections.
-func load(t *testing.T, url, runID string, n, c int) (*bench.Plan, *bench.Outcome) {
-	t.Helper()
-	s, _ := scheme.New("standard", scheme.HMACOptions{})
-	key, err := s.Key(e2eSecret)
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan, err := bench.Load{URL: url + "/webhooks/default", Scheme: s, Key: key, Events: n, Connections: c,
-		Dup: 0.1, Customers: 20, Seed: 7, RunID: runID, Timeout: 20 * time.Second}.Plan(time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := plan.Run(context.Background(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return plan, out
-}
-
-// post sends one signed event and returns the status code and body.
-func post(t *testing.T, url, id string) (int, string) {
-	t.Helper()
-	code, body, err := tryPost(url, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return code, body
-}
-
-// tryPost sends one signed usage event; safe to call from any goroutine.
-func tryPost(url, id string) (int, string, error) {
-	body := []byte(`{"type":"usage.recorded","data":{"customer":"cus_1","meter":"api","quantity":1,"occurred_at":"2026-11-29T10:00:00Z"}}`)
-	req, _ := http.NewRequest(http.MethodPost, url+"/webhooks/default", bytes.NewReader(body))
-	if err := testenv.SignStandard(req.Header, e2eSecret, id, "", body, time.Now()); err != nil {
-		return 0, "", err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), err
-}
-
-func openRO(t *testing.T, path string) *sql.DB {
-	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(5000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
-
 // ledgerDigest hashes every row of every hookledger table (Litestream's own
 // _litestream_* bookkeeping tables excluded) and counts rows per table.
 func ledgerDigest(t *testing.T, path string) (string, map[string]int) {
 	t.Helper()
-	db := openRO(t, path)
+	db := e2e.OpenRO(t, path)
 	defer db.Close()
 	var tables []string
 	rows, err := db.Query(`SELECT name FROM sqlite_master WHERE type = 'table'
@@ -253,7 +193,7 @@ func TestReplication(t *testing.T) {
 func testReplicateDeleteRestore(t *testing.T, bin string) {
 	e := newReplEnv(t, bin, time.Second, time.Second)
 	cmd, stderr, url := e.serve()
-	plan, out := load(t, url, "rt", 400, 8)
+	plan, out := e2e.Load(t, url, "rt", 400, 8)
 	if !out.Result.OK() {
 		t.Fatalf("load: %+v", out.Result)
 	}
@@ -304,7 +244,7 @@ func testReplicateDeleteRestore(t *testing.T, bin string) {
 	if !strings.Contains(stderr.String(), "restored the database from the replica") {
 		t.Errorf("serve --restore-if-missing did not say it restored:\n%s", stderr)
 	}
-	if code, body := post(t, url, bench.EventID("rt", 0)); code != 200 || !strings.Contains(body, `"duplicate":true`) {
+	if code, body := e2e.Post(t, url, bench.EventID("rt", 0)); code != 200 || !strings.Contains(body, `"duplicate":true`) {
 		t.Errorf("an event from before the loss: %d %s; want a 200 duplicate", code, body)
 	}
 	e.stop(cmd, stderr)
@@ -316,7 +256,7 @@ func testPointInTimeRestore(t *testing.T, bin string) {
 	e := newReplEnv(t, bin, time.Second, time.Second)
 	// ACK-after-replica: once load returns, the replica holds every event.
 	cmd, stderr, url := e.serve("--ack-after-replica")
-	if _, out := load(t, url, "a", 100, 4); !out.Result.OK() {
+	if _, out := e2e.Load(t, url, "a", 100, 4); !out.Result.OK() {
 		t.Fatalf("load a: %+v", out.Result)
 	}
 	// serve publishes its status after its first listing of the replica,
@@ -337,7 +277,7 @@ func testPointInTimeRestore(t *testing.T, bin string) {
 	time.Sleep(50 * time.Millisecond)          // replica timestamps have millisecond precision
 	at := time.Now().UTC()
 	time.Sleep(50 * time.Millisecond)
-	if _, out := load(t, url, "b", 100, 4); !out.Result.OK() {
+	if _, out := e2e.Load(t, url, "b", 100, 4); !out.Result.OK() {
 		t.Fatalf("load b: %+v", out.Result)
 	}
 	e.stop(cmd, stderr)
@@ -407,7 +347,7 @@ func testKillUnderLoad(t *testing.T, bin string, ackAfterReplica bool) {
 	}
 
 	e.mustRun("restore")
-	rows, err := openRO(t, e.db()).Query(`SELECT u.event_id, COUNT(*), SUM(u.quantity), COUNT(DISTINCT r.event_id)
+	rows, err := e2e.OpenRO(t, e.db()).Query(`SELECT u.event_id, COUNT(*), SUM(u.quantity), COUNT(DISTINCT r.event_id)
 		FROM metered_usage u JOIN receipts r USING (provider, event_id) WHERE u.meter = 'kill' GROUP BY u.event_id`)
 	if err != nil {
 		t.Fatal(err)
@@ -468,7 +408,7 @@ type loader struct {
 
 func sustain(t *testing.T, url string, workers int) *loader {
 	s, _ := scheme.New("standard", scheme.HMACOptions{})
-	key, err := s.Key(e2eSecret)
+	key, err := s.Key(e2e.Secret)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -535,7 +475,7 @@ providers:
   - name: default
     scheme: standard
     secrets: [%q]
-`, admin, token, e2eSecret), 0o600); err != nil {
+`, admin, token, e2e.Secret), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	replicationUp := func() string {
@@ -550,7 +490,7 @@ providers:
 		return regexp.MustCompile(`(?m)^hookledger_replication_up (\S+)$`).FindString(string(b))
 	}
 	cmd, stderr, url := e.serve("--ack-after-replica")
-	if code, body := post(t, url, "evt_before"); code != 200 {
+	if code, body := e2e.Post(t, url, "evt_before"); code != 200 {
 		t.Fatalf("with the replica up: %d %s", code, body)
 	}
 	if got := replicationUp(); got != "hookledger_replication_up 1" {
@@ -577,7 +517,7 @@ providers:
 	if err := os.WriteFile(replica, []byte("gone"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if code, body := post(t, url, "evt_during"); code != http.StatusServiceUnavailable {
+	if code, body := e2e.Post(t, url, "evt_during"); code != http.StatusServiceUnavailable {
 		t.Fatalf("with the replica down: %d %s; want 503", code, body)
 	}
 	waitReady := func(wantCode int, want string) {
@@ -604,7 +544,7 @@ providers:
 	var code int
 	var body string
 	for deadline := time.Now().Add(8 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		if code, body = post(t, url, "evt_during"); code == 200 {
+		if code, body = e2e.Post(t, url, "evt_during"); code == 200 {
 			break
 		}
 	}
@@ -618,7 +558,7 @@ providers:
 	e.removeDB()
 	e.mustRun("restore")
 	var n int
-	openRO(t, e.db()).QueryRow(`SELECT COUNT(*) FROM receipts WHERE event_id IN ('evt_before', 'evt_during')`).Scan(&n)
+	e2e.OpenRO(t, e.db()).QueryRow(`SELECT COUNT(*) FROM receipts WHERE event_id IN ('evt_before', 'evt_during')`).Scan(&n)
 	if n != 2 {
 		t.Errorf("restored %d of the 2 events", n)
 	}
@@ -642,7 +582,7 @@ func testS3BoundedShutdown(t *testing.T, bin string) {
 `, endpoint), "HL_E2E_S3_SECRET=fake-secret", "AWS_CA_BUNDLE=")
 	cmd, stderr, url := e.serve("--ack-after-replica", "--shutdown-sync-timeout", "1s")
 	for i := range 20 {
-		if code, body := post(t, url, fmt.Sprintf("evt_%02d", i)); code != 200 {
+		if code, body := e2e.Post(t, url, fmt.Sprintf("evt_%02d", i)); code != 200 {
 			t.Fatalf("evt_%02d: %d %s", i, code, body)
 		}
 	}
@@ -650,13 +590,18 @@ func testS3BoundedShutdown(t *testing.T, bin string) {
 	inflight := make(chan int, 1)
 	go func() {
 		// Not post: t.Fatal from this goroutine would leave the test waiting on inflight.
-		code, _, err := tryPost(url, "evt_hung")
+		code, _, err := e2e.TryPost(url, "evt_hung")
 		if err != nil {
 			t.Errorf("evt_hung: %v", err)
 		}
 		inflight <- code
 	}()
-	time.Sleep(200 * time.Millisecond) // evt_hung commits and waits for the replica
+	// evt_hung commits, then waits for the replica that hangs.
+	ledger := e2e.OpenRO(t, e.db())
+	testenv.Eventually(t, 30*time.Second, "evt_hung committed", func() bool {
+		var n int
+		return ledger.QueryRow(`SELECT COUNT(*) FROM receipts WHERE event_id = 'evt_hung'`).Scan(&n) == nil && n == 1
+	})
 	begin := time.Now()
 	cmd.Process.Signal(syscall.SIGTERM)
 	err := cmd.Wait()
@@ -679,7 +624,7 @@ func testS3BoundedShutdown(t *testing.T, bin string) {
 		t.Errorf("restored from %s", got)
 	}
 	var n int
-	openRO(t, e.db()).QueryRow(`SELECT COUNT(*) FROM receipts WHERE event_id LIKE 'evt\_%' ESCAPE '\' AND event_id != 'evt_hung'`).Scan(&n)
+	e2e.OpenRO(t, e.db()).QueryRow(`SELECT COUNT(*) FROM receipts WHERE event_id LIKE 'evt\_%' ESCAPE '\' AND event_id != 'evt_hung'`).Scan(&n)
 	if n != 20 {
 		t.Errorf("restored %d of the 20 acknowledged events from S3", n)
 	}
@@ -691,7 +636,7 @@ func testReplicationCLIErrors(t *testing.T, bin string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, bin, args...)
-		cmd.Dir, cmd.Env = dir, append(testenv.Environ(), "HOOKLEDGER_SECRET="+e2eSecret)
+		cmd.Dir, cmd.Env = dir, append(testenv.Environ(), "HOOKLEDGER_SECRET="+e2e.Secret)
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
@@ -715,9 +660,9 @@ func testReplicationCLIErrors(t *testing.T, bin string) {
 			[]string{"dbs[0].path", "other.db", "hookledger's database is"}},
 		{"ack without a replica", "", "", append(listen, "--ack-after-replica"),
 			[]string{"needs a replica", "litestream.yml"}},
-		{"durability replica without a replica", "", "durability: replica\nproviders:\n  - name: default\n    scheme: standard\n    secrets: [\"" + e2eSecret + "\"]\n", listen,
+		{"durability replica without a replica", "", "durability: replica\nproviders:\n  - name: default\n    scheme: standard\n    secrets: [\"" + e2e.Secret + "\"]\n", listen,
 			[]string{"needs a replica"}},
-		{"bad durability", goodYML, "durability: eventually\nproviders:\n  - name: default\n    scheme: standard\n    secrets: [\"" + e2eSecret + "\"]\n", listen,
+		{"bad durability", goodYML, "durability: eventually\nproviders:\n  - name: default\n    scheme: standard\n    secrets: [\"" + e2e.Secret + "\"]\n", listen,
 			[]string{"hookledger.yml:1", "durability", `"eventually"`, "local, replica"}},
 		{"restore-if-missing without a replica", "", "", append(listen, "--restore-if-missing"), []string{"--restore-if-missing needs a replica"}},
 		{"negative shutdown sync timeout", goodYML, "", append(listen, "--shutdown-sync-timeout", "-1s"), []string{"--shutdown-sync-timeout"}},

@@ -1,4 +1,4 @@
-package main
+package upgrade_test
 
 import (
 	"context"

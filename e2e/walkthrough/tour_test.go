@@ -1,4 +1,4 @@
-package main
+package walkthrough_test
 
 import (
 	"encoding/json"

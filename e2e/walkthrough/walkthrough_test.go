@@ -1,4 +1,4 @@
-package main
+package walkthrough_test
 
 // The walkthrough runner: every ```console block in README.md and docs/*.md
 // is run against the built binary and its output compared with the docs, so
@@ -53,8 +53,9 @@ package main
 //     database on the test server (testenv.PostgresDatabase: without one
 //     the file fails in CI and is skipped elsewhere), and its name mapped
 //     back in the output.
-//   - HOOKLEDGER_WALK_SHOW=1 go test -run TestWalkthroughs . reports every
-//     difference instead of stopping at the first: the way to write one.
+//   - HOOKLEDGER_WALK_SHOW=1 go test -run TestWalkthroughs ./e2e/walkthrough/
+//     reports every difference instead of stopping at the first: the way
+//     to write one.
 //   - Comparison is line by line after trimming trailing spaces, with runs of
 //     spaces compared as one (table columns that hold "…" stay aligned),
 //     strict apart from that and "…": a changed word, a missing line or an

@@ -17,6 +17,7 @@ import (
 	"database/sql"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"testing"
 	"time"
@@ -132,4 +133,44 @@ func MustRun(t testing.TB, bin, dir string, args ...string) string {
 		t.Fatalf("%v: exit %d\n%s%s", args, r.Code, r.Stdout, r.Stderr)
 	}
 	return r.Stdout
+}
+
+// Interrupt starts cmd, sends it SIGINT once ready reports true, and returns
+// how it ended. ready must say the command is past installing its signal
+// handler (it has written, sent or served something): a SIGINT that comes
+// earlier kills the process with the default action (exit -1 here), which a
+// fixed delay cannot rule out on a loaded machine.
+func Interrupt(t testing.TB, cmd *exec.Cmd, what string, ready func() bool) Result {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	exited := false
+	testenv.Eventually(t, time.Minute, what+" before the interrupt", func() bool {
+		select {
+		case err := <-done:
+			done <- err
+			exited = true
+			return true
+		default:
+			return ready()
+		}
+	})
+	if exited {
+		err := <-done
+		t.Fatalf("%v exited (%v) before it was interrupted:\n%s%s", cmd.Args, err, out.String(), errOut.String())
+	}
+	cmd.Process.Signal(os.Interrupt)
+	select {
+	case err := <-done:
+		return Result{out.String(), errOut.String(), testenv.ExitCode(err)}
+	case <-time.After(time.Minute):
+		cmd.Process.Kill()
+		t.Fatalf("%v did not exit within a minute of SIGINT", cmd.Args)
+	}
+	return Result{}
 }
