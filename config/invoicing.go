@@ -9,11 +9,14 @@ import (
 // Invoicing schedules closes: with close set, serve closes each ended
 // period for every customer itself, once its grace has passed (the same
 // close as `hookledger invoice close --all`). Absent, periods are closed only
-// by hand.
+// by hand; tz alone still names the zone they are closed in.
 type Invoicing struct {
 	// Close is the schedule: "monthly" (calendar months in TZ); "" is off.
 	Close string `yaml:"close"`
-	// TZ is the IANA zone whose months are closed; default UTC.
+	// TZ is the IANA zone whose months are closed; default UTC. It is also
+	// the zone every command reads periods in when --tz is not given
+	// (invoice close and preview, usage, adjust, void, dispute), the
+	// console's and the entitlement checks' zone, with or without Close.
 	TZ string `yaml:"tz"`
 	// Grace is how long after a period's end serve waits before closing it,
 	// so deliveries in flight, retried or reconciled still land on the
@@ -45,13 +48,15 @@ func (c *Config) resolveInvoicing() error {
 	switch in.Close {
 	case InvoicingMonthly:
 	case "":
-		if in.TZ != "" || in.Grace.Duration != 0 {
-			return errAt("invoicing.close", "required with tz or grace: set close: monthly for serve to close periods itself, "+
-				"or remove the invoicing section")
+		if in.Grace.Duration != 0 {
+			return errAt("invoicing.close", "required with grace: set close: monthly for serve to close periods itself, "+
+				"or remove grace (hookledger invoice close takes --grace)")
 		}
-		return nil
+		if in.TZ == "" {
+			return nil
+		}
 	default:
-		return errAt("invoicing.close", "%q is not a schedule: want monthly (or leave invoicing out and close periods with hookledger invoice close)", in.Close)
+		return errAt("invoicing.close", "%q is not a schedule: want monthly (or leave close out and close periods with hookledger invoice close)", in.Close)
 	}
 	loc, err := ledger.LoadZone(in.TZ)
 	if err != nil {
@@ -60,6 +65,9 @@ func (c *Config) resolveInvoicing() error {
 	in.Location = loc
 	if in.TZ == "" {
 		in.TZ = "UTC"
+	}
+	if !in.Enabled() {
+		return nil
 	}
 	if in.Grace.Duration == 0 {
 		in.Grace.Duration = DefaultInvoicingGrace

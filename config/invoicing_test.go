@@ -27,6 +27,11 @@ func TestInvoicingParse(t *testing.T) {
 	if err != nil || c.Invoicing.Grace.Duration != 48*time.Hour {
 		t.Errorf("grace 2d: %v %+v", err, c.Invoicing)
 	}
+	// A zone without a schedule: periods are closed by hand, in that zone.
+	c, err = Parse([]byte(meterProvider+"invoicing:\n  tz: Europe/Berlin\n"), t.TempDir())
+	if err != nil || c.Invoicing.Enabled() || c.Invoicing.TZ != "Europe/Berlin" || c.Invoicing.Location.String() != "Europe/Berlin" {
+		t.Errorf("tz without close: %v %+v", err, c.Invoicing)
+	}
 	// Absent is off.
 	c, err = Parse([]byte(meterProvider), t.TempDir())
 	if err != nil || c.Invoicing.Enabled() {
@@ -45,8 +50,8 @@ func TestInvoicingRefused(t *testing.T) {
 		{"invoicing:\n  close: monthly\n  grace: soon\n", `7: invoicing.grace: invalid duration "soon"`},
 		{"invoicing:\n  close: monthly\n  grace: -1h\n", `7: invoicing.grace: must not be negative`},
 		{"invoicing:\n  close: monthly\n  grace: [1h]\n", `7: invoicing.grace: want a duration`},
-		{"invoicing:\n  tz: Europe/Berlin\n", `6: invoicing.close: required with tz or grace`},
-		{"invoicing:\n  grace: 1h\n", `6: invoicing.close: required with tz or grace`},
+		{"invoicing:\n  tz: Mars/Olympus\n", `6: invoicing.tz: time zone "Mars/Olympus" is not an IANA zone name`},
+		{"invoicing:\n  grace: 1h\n", `6: invoicing.close: required with grace`},
 		{"invoicing:\n  close: monthly\n  timezone: UTC\n", `7: invoicing.timezone: unknown field`},
 	} {
 		_, err := Parse([]byte(meterProvider+c.yaml), t.TempDir())

@@ -63,19 +63,20 @@ func adjust(c *cli.Context) error {
 	}
 	a := ledger.Adjustment{Customer: c.String("customer"), Meter: c.String("meter"), Quantity: qty,
 		Reason: c.String("reason"), Ref: c.String("ref")}
+	cfg, err := commandConfig(c)
+	if err != nil {
+		return err
+	}
 	if s := c.String("occurred-at"); s != "" {
-		loc, err := ledger.LoadZone(c.String("tz"))
+		loc, err := zoneOf(c, cfg)
 		if err != nil {
-			return fmt.Errorf("--tz: %w", err)
+			return err
 		}
 		if a.OccurredAt, err = ledger.ParseTime(s, loc); err != nil {
 			return fmt.Errorf("--occurred-at: %w", err)
 		}
 	}
-	meters, err := loadMeters(c)
-	if err != nil {
-		return err
-	}
+	meters := ledger.NewMeters(cfg.Meters)
 	if err := a.Validate(meters); err != nil {
 		return err
 	}
@@ -89,10 +90,6 @@ func adjust(c *cli.Context) error {
 	w := custody.NewWriter(db)
 	// An adjustment is usage too: one that crosses a threshold raises its
 	// alert, routed to the destinations, in the adjustment's transaction.
-	cfg, err := commandConfig(c)
-	if err != nil {
-		return err
-	}
 	w.Push = stripe.NewSync(cfg).Pusher() // a correction of a stream meter is pushed too
 	w.Route = forward.Router(cfg.Destinations)
 	w.Limits = entitle.NewPolicy(cfg.Catalog, cfg.Customers.DefaultPlan)

@@ -24,7 +24,7 @@ func disputePeriodFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "period", EnvVars: []string{"HOOKLEDGER_PERIOD"}, Usage: "the month of event time to explain, YYYY-MM"},
 		&cli.StringFlag{Name: "tz", EnvVars: []string{"HOOKLEDGER_TZ"},
-			Usage: "IANA zone of the month (default: the zone the customer's invoice for it was closed in, else UTC)"},
+			Usage: "IANA zone of the month (default: the zone the customer's invoice for it was closed in, else invoicing.tz in the configuration, else UTC)"},
 	}
 }
 
@@ -160,9 +160,12 @@ func customerTrace(c *cli.Context, tracer *dispute.Tracer, customer string) (*di
 		if err != nil {
 			return nil, err
 		}
-		tz = "UTC"
 		if len(invs) > 0 {
 			tz = invs[0].TZ
+		} else if cfg, err := commandConfig(c); err != nil {
+			return nil, err
+		} else {
+			tz = cfg.Invoicing.TZ // "" is UTC
 		}
 	}
 	loc, err := ledger.LoadZone(tz)

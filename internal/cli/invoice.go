@@ -91,17 +91,17 @@ func invoiceClose(c *cli.Context) error {
 	if c.Duration("grace") < 0 {
 		return errors.New("--grace: must not be negative")
 	}
-	loc, err := ledger.LoadZone(c.String("tz"))
+	cfg, err := commandConfig(c)
 	if err != nil {
-		return fmt.Errorf("--tz: %w", err)
+		return err
+	}
+	loc, err := zoneOf(c, cfg)
+	if err != nil {
+		return err
 	}
 	period, err := ledger.MonthPeriod(c.String("period"), loc)
 	if err != nil {
 		return fmt.Errorf("--%w", err)
-	}
-	cfg, err := commandConfig(c)
-	if err != nil {
-		return err
 	}
 	db, err := openWritable(c)
 	if err != nil {
@@ -146,9 +146,13 @@ func invoicePreview(c *cli.Context) error {
 	if len(args) != 1 {
 		return usageErrorf(c, "want one argument, the CUSTOMER")
 	}
-	loc, err := ledger.LoadZone(c.String("tz"))
+	cfg, err := commandConfig(c)
 	if err != nil {
-		return fmt.Errorf("--tz: %w", err)
+		return err
+	}
+	loc, err := zoneOf(c, cfg)
+	if err != nil {
+		return err
 	}
 	label := c.String("period")
 	if label == "" {
@@ -157,10 +161,6 @@ func invoicePreview(c *cli.Context) error {
 	period, err := ledger.MonthPeriod(label, loc)
 	if err != nil {
 		return fmt.Errorf("--%w", err)
-	}
-	cfg, err := commandConfig(c)
-	if err != nil {
-		return err
 	}
 	db, err := openWritable(c) // the preview runs in a write transaction it rolls back, so its cutoff is exact
 	if err != nil {

@@ -9,11 +9,6 @@ import (
 	"github.com/hookledger/hookledger/ledger"
 )
 
-// tzFlag is --tz; usage says what the zone applies to in this command.
-func tzFlag(usage string) cli.Flag {
-	return &cli.StringFlag{Name: "tz", Value: "UTC", EnvVars: []string{"HOOKLEDGER_TZ"}, Usage: usage}
-}
-
 func usageCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "usage",
@@ -47,11 +42,16 @@ func usageCommand() *cli.Command {
 
 func usage(c *cli.Context) error {
 	format := c.String("format")
-	meters, err := loadMeters(c)
+	cfg, err := commandConfig(c)
 	if err != nil {
 		return err
 	}
-	p := ledger.UsageParams{From: c.String("from"), To: c.String("to"), TZ: c.String("tz"), Customer: c.String("customer"),
+	meters := ledger.NewMeters(cfg.Meters)
+	loc, err := zoneOf(c, cfg)
+	if err != nil {
+		return err
+	}
+	p := ledger.UsageParams{From: c.String("from"), To: c.String("to"), TZ: loc.String(), Customer: c.String("customer"),
 		Meter: c.String("meter"), GroupBy: c.String("group-by"), Where: c.String("where"), AsOf: c.String("as-of")}
 	if !c.IsSet("group-by") {
 		p.GroupBy = ""

@@ -12,10 +12,13 @@ import (
 func verifyCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "verify",
-		Usage: "prove nobody edited the ledger: hash chain, receipts, invoices, SQLite integrity",
+		Usage: "prove nobody edited the ledger: hash chains, receipts, invoices and closes, SQLite integrity",
 		Description: "Runs SQLite's integrity_check, recomputes the hash chain over every ledger row, checks that every\n" +
 			"applied receipt has its usage rows and every usage row its receipt, and recomputes every closed\n" +
-			"invoice's digests and quantities from the ledger. Recomputes the receipts' hash chain, checks\n" +
+			"invoice's digests and quantities from the ledger; checks every close against its seal (the count\n" +
+			"and digest of the invoices it wrote, chained close after close) and that every usage row of a\n" +
+			"closed period is on an invoice of its close or late, never between closed periods where no close\n" +
+			"can bill it. Recomputes the receipts' hash chain, checks\n" +
 			"that both chains end where the chain head says, that every stored body matches its body_sha256\n" +
 			"and every replayed receipt's status its replays, and that every anchor (from `ledger head` or\n" +
 			"serve's \"chain head\" log lines) still names a row with that hash. On PostgreSQL the integrity\n" +
@@ -27,7 +30,7 @@ func verifyCommand() *cli.Command {
 			"Reads only; safe while `serve` runs.",
 		Flags: append(configFlags(), formatFlag(),
 			&cli.StringSliceFlag{Name: "anchor", EnvVars: []string{"HOOKLEDGER_ANCHOR"},
-				Usage: "an `ANCHOR` that must still hold: chain:id:hash (ledger:ID:HASH or receipts:ID:HASH) from hookledger ledger head; repeatable"},
+				Usage: "an `ANCHOR` that must still hold: chain:id:hash (ledger:ID:HASH, receipts:ID:HASH or closes:ID:HASH) from hookledger ledger head; repeatable"},
 			&cli.StringFlag{Name: "anchors", EnvVars: []string{"HOOKLEDGER_ANCHORS"},
 				Usage: "a `FILE` of anchors: every chain:id:hash in it, e.g. kept serve log lines or hookledger ledger head output"},
 		),

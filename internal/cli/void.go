@@ -182,9 +182,9 @@ func amendAction(c *cli.Context) error {
 		return usageErrorf(c, "--set: %v", err)
 	}
 	if c.Bool("dry-run") {
-		loc, err := ledger.LoadZone(c.String("tz"))
+		loc, err := zoneOf(c, cfg)
 		if err != nil {
-			return fmt.Errorf("--tz: %w", err)
+			return err
 		}
 		db, _, err := openCustody(c.Context, cfg, true)
 		if err != nil {
@@ -218,9 +218,9 @@ func amendAction(c *cli.Context) error {
 // voidPreview shows what voiding v would change, and writes nothing: the
 // event's usage rows taken out, refused as the void would refuse it.
 func voidPreview(c *cli.Context, cfg *config.Config, v ledger.Void) error {
-	loc, err := ledger.LoadZone(c.String("tz"))
+	loc, err := zoneOf(c, cfg)
 	if err != nil {
-		return fmt.Errorf("--tz: %w", err)
+		return err
 	}
 	db, _, err := openCustody(c.Context, cfg, true)
 	if err != nil {
@@ -379,7 +379,11 @@ func bulkCorrect(c *cli.Context, remap bool) error {
 		return err
 	}
 	meters := ledger.NewMeters(cfg.Meters)
-	p := ledger.UsageParams{From: c.String("from"), To: c.String("to"), TZ: c.String("tz")}
+	loc, err := zoneOf(c, cfg)
+	if err != nil {
+		return err
+	}
+	p := ledger.UsageParams{From: c.String("from"), To: c.String("to"), TZ: loc.String()}
 	if w := c.String("where"); w != "" {
 		for _, kv := range strings.Split(w, ",") {
 			k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
