@@ -2,6 +2,7 @@ package admin
 
 import (
 	"encoding/csv"
+	"encoding/json"
 	"fmt"
 	"net/http/httptest"
 	"os"
@@ -82,5 +83,41 @@ func TestUsageCSVGuardsFormulaCells(t *testing.T) {
 	}
 	if !slices.EqualFunc(got, want, slices.Equal) {
 		t.Fatalf("CSV cells:\n%q\nwant\n%q", got, want)
+	}
+}
+
+// where=model in () is refused, naming the term, instead of selecting the
+// rows without the dimension (issue 40, item 9).
+func TestUsageRefusesAnEmptyList(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "hookledger.yml")
+	if err := os.WriteFile(path, fmt.Appendf(nil, usageConfig, filepath.Join(dir, "data")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := testenv.New(t, testenv.Options{Dir: filepath.Join(dir, "data"), Config: cfg})
+	// A row without the model: what the empty list selected.
+	if r := e.Send("evt_0", testenv.UsageBody("c1", "tokens", "5")); r.Code != 200 || r.Body.Status != "applied" {
+		t.Fatalf("send: %+v", r)
+	}
+	s, err := New("127.0.0.1:0", []string{testToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Mux.Handle("GET /v1/usage", Usage(e.DB, ledger.NewMeters(cfg.Meters)))
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	for _, where := range []string{"model+in+()", "model+not+in+(+)"} {
+		code, raw := call(t, "GET", srv.URL+"/v1/usage?from=2026-11&to=2026-12&where="+where, testToken, "")
+		var body struct{ Error string }
+		json.Unmarshal(raw, &body)
+		term := strings.ReplaceAll(where, "+", " ")
+		want := `where: "` + term + `": the list is empty: give at least one value, name in (a,b); name= selects rows without the dimension`
+		if code != 400 || body.Error != want {
+			t.Errorf("where=%s: %d %s, want 400 %q", term, code, raw, want)
+		}
 	}
 }

@@ -96,7 +96,7 @@ func (c Condition) String() string {
 // ParseWhere reads --where: terms separated by commas, each name=value,
 // name!=value, name in (a,b) or name not in (a,b). Every term must hold
 // (they are ANDed). A value is taken literally (no quotes); name= matches
-// rows without the dimension.
+// rows without the dimension. An empty list, name in (), is refused.
 func ParseWhere(s string) ([]Condition, error) {
 	var terms []string
 	depth, startAt := 0, 0
@@ -142,6 +142,11 @@ func parseCondition(t string) (Condition, error) {
 			return Condition{}, fmt.Errorf("%q: the list must end the term: name in (a,b)", t)
 		}
 		list = strings.TrimSuffix(list, ")")
+		if strings.TrimSpace(list) == "" {
+			// Split would read "()" as a list of one empty value and select
+			// rows without the dimension, which is what name= says.
+			return Condition{}, fmt.Errorf("%q: the list is empty: give at least one value, name in (a,b); name= selects rows without the dimension", t)
+		}
 		fields := strings.Fields(head)
 		var c Condition
 		switch {

@@ -180,6 +180,9 @@ func TestWhereAndGroupByRefuseWhatTheyCannotMean(t *testing.T) {
 		{ledger.UsageParams{Where: "model in (a,b"}, `where: "model in (a,b": a '(' without its ')'`},
 		{ledger.UsageParams{Where: "model"}, `want name=value`},
 		{ledger.UsageParams{Where: "model is (a)"}, `want name in (a,b)`},
+		// An empty list selected the rows without the dimension (issue 40, item 9).
+		{ledger.UsageParams{Where: "model in ()"}, `where: "model in ()": the list is empty: give at least one value, name in (a,b); name= selects rows without the dimension`},
+		{ledger.UsageParams{Where: "region=eu, model not in ( )"}, `where: "model not in ( )": the list is empty`},
 	} {
 		_, err := c.p.Query(meters)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

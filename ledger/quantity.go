@@ -97,10 +97,10 @@ func ParseRowQuantity(s string) (Total, error) {
 const RowDecimals = 6
 
 // errRowRange refuses a quantity no row holds (RowParts): its digits, as one
-// integer without the point, are more than an int64 keeps.
-var errRowRange = errors.New("out of range: one row holds a quantity whose digits, without its decimal point and the zeros " +
-	"ending its fraction, are at most 9223372036854775807 (so at most 9223372036854775807 whole units, 92233720368547758.07 " +
-	"with two decimals, 9223372036854.775807 with six)")
+// integer without the point (and the zeros ending its fraction, which a row
+// does not keep), are more than an int64 keeps. The message is short: a
+// mapping error quotes it after the value, and stays under 200 bytes.
+var errRowRange = errors.New("out of range: its digits, decimal point aside, exceed 9223372036854775807 (one row's limit)")
 
 var pow10 = [...]int64{1, 10, 100, 1_000, 10_000, 100_000, 1_000_000}
 

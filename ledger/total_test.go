@@ -120,7 +120,7 @@ func TestRowParts(t *testing.T) {
 		}
 	}
 	for _, in := range []string{"9223372036854775808", "9223372036854.775808", "-9223372036854.775808", "-9223372036854775808", "10000000000000.000001", "1e19", "-1e19"} {
-		if _, err := ParseRowQuantity(in); err == nil || !strings.Contains(err.Error(), "are at most 9223372036854775807") {
+		if _, err := ParseRowQuantity(in); err == nil || !strings.Contains(err.Error(), "exceed 9223372036854775807 (one row's limit)") {
 			t.Errorf("%s: %v, want a refusal beyond what one row holds", in, err)
 		}
 	}
