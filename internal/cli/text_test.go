@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/schema"
 )
 
@@ -17,10 +18,19 @@ import (
 // NUL) with an error naming the field, and stores nothing; before,
 // PostgreSQL failed with its raw SQL error and SQLite stored the bytes.
 func TestCommandsRefuseUnstorableText(t *testing.T) {
+	testenv.EachBackend(t, testCommandsRefuseUnstorableText)
+}
+
+func testCommandsRefuseUnstorableText(t *testing.T, backend string) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "hookledger.yml")
+	database, setting := filepath.Join(dir, "data", schema.FileName), ""
+	if backend == "postgres" {
+		database = testenv.PostgresDatabase(t)
+		setting = fmt.Sprintf("database: %q\n", database)
+	}
 	err := os.WriteFile(cfg, fmt.Appendf(nil, `data: %s
-providers:
+%sproviders:
   - name: test
     scheme: github
     secrets: ["s3cret"]
@@ -31,7 +41,7 @@ plans:
     currency: USD
     effective_from: 2026-01-01
     fee: "5.00"
-`, filepath.Join(dir, "data")), 0o600)
+`, filepath.Join(dir, "data"), setting), 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +79,7 @@ plans:
 			t.Errorf("%q: %v\n%s\nwant an error with %q", tc.args, err, out, tc.want)
 		}
 	}
-	db, err := schema.Open(context.Background(), filepath.Join(dir, "data", schema.FileName), schema.Options{MustExist: true})
+	db, err := schema.Open(context.Background(), database, schema.Options{MustExist: true})
 	if err != nil {
 		t.Fatal(err)
 	}
