@@ -30,7 +30,7 @@ func adjustCommand() *cli.Command {
 			&cli.StringFlag{Name: "customer", EnvVars: []string{"HOOKLEDGER_CUSTOMER"}, Usage: "customer id (required)"},
 			&cli.StringFlag{Name: "meter", EnvVars: []string{"HOOKLEDGER_METER"}, Usage: "meter name (required)"},
 			&cli.StringFlag{Name: "quantity", EnvVars: []string{"HOOKLEDGER_QUANTITY"},
-				Usage: "signed exact decimal (up to 6 places and 19 significant digits), e.g. -5 or 2.5 (required)"},
+				Usage: "signed exact decimal (up to 6 places; its digits, decimal point aside, at most 9223372036854775807), e.g. -5 or 2.5 (required)"},
 			&cli.StringFlag{Name: "reason", EnvVars: []string{"HOOKLEDGER_REASON"}, Usage: "why the ledger is corrected (required)"},
 			&cli.StringFlag{Name: "ref", EnvVars: []string{"HOOKLEDGER_REF"},
 				Usage: "what is corrected: event:PROVIDER/EVENT_ID, row:ID (ledger row) or invoice:ID"},
