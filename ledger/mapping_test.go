@@ -105,4 +105,10 @@ func TestMappingRefusesUnstorablePropertyText(t *testing.T) {
 			t.Errorf("%q: %v, want %q", p, err, want)
 		}
 	}
+	// A constant is configuration: refused when the configuration loads.
+	bad := Mapping{Type: "t", Customer: Field{Path: "c"}, Meter: Field{Path: "m"}, Quantity: Field{Path: "q"},
+		Properties: map[string]Field{"region": {Value: "eu\x00"}}}
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "properties.region: value contains a NUL") {
+		t.Errorf("a constant property with a NUL: %v", err)
+	}
 }
