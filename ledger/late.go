@@ -139,6 +139,33 @@ func lateLines(ctx context.Context, q closedSource, scope string, head, invoiceS
 		by := map[splitKey]string{}
 		var splitErr error
 		f := schema.LedgerFilter{From: cp.start, To: cp.end, Customer: scope, AfterID: floor, ThroughID: head, NoIndex: noIndex}
+		add := func(r lateRow) {
+			k := key{r.customer, r.meter, ""}
+			if split != nil {
+				dim, ok := by[splitKey{r.customer, r.meter}]
+				if !ok {
+					var err error
+					if dim, err = split(r.customer, r.meter, cp.start, cp.end, cp.tz, true); err != nil {
+						splitErr = cmp.Or(splitErr, err)
+						return
+					}
+					by[splitKey{r.customer, r.meter}] = dim
+				}
+				if dim != "" {
+					k.dims = dimensionsOf(dim, DimensionValue(r.props, dim))
+				}
+			}
+			la := accs[k]
+			if la == nil {
+				la = &lineAcc{agg: newAggregate(meters.Get(r.meter).spec())}
+				accs[k] = la
+			}
+			la.add(r.kind, r.id, r.qty, r.occ, r.props, r.hash)
+		}
+		// Splitting reads what priced the closed period (pricer.lateVersion),
+		// which on PostgreSQL cannot run on the close's connection while the
+		// scan holds it: late rows are few, so they wait for the scan's end.
+		var pending []lateRow
 		err := ledgerScan(ctx, q, f, split != nil, func(id int64, kind, c, m string, qty Total, occ int64, props string, hash []byte) {
 			if skip[c] {
 				return
@@ -146,28 +173,16 @@ func lateLines(ctx context.Context, q closedSource, scope string, head, invoiceS
 			if cov, ok := cp.coverage(c); !ok || id <= cov {
 				return
 			}
-			k := key{c, m, ""}
+			r := lateRow{id, kind, c, m, qty, occ, props, hash}
 			if split != nil {
-				dim, ok := by[splitKey{c, m}]
-				if !ok {
-					var err error
-					if dim, err = split(c, m, cp.start, cp.end, cp.tz, true); err != nil {
-						splitErr = cmp.Or(splitErr, err)
-						return
-					}
-					by[splitKey{c, m}] = dim
-				}
-				if dim != "" {
-					k.dims = dimensionsOf(dim, DimensionValue(props, dim))
-				}
+				pending = append(pending, r)
+				return
 			}
-			la := accs[k]
-			if la == nil {
-				la = &lineAcc{agg: newAggregate(meters.Get(m).spec())}
-				accs[k] = la
-			}
-			la.add(kind, id, qty, occ, props, hash)
+			add(r)
 		})
+		for _, r := range pending {
+			add(r)
+		}
 		if err = cmp.Or(err, splitErr); err != nil {
 			return nil, fmt.Errorf("late usage for %s: %w", cp.label, err)
 		}
@@ -189,6 +204,18 @@ func lateLines(ctx context.Context, q closedSource, scope string, head, invoiceS
 		}
 	}
 	return lines, nil
+}
+
+// lateRow is one late row as lateLines reads it.
+type lateRow struct {
+	id       int64
+	kind     string
+	customer string
+	meter    string
+	qty      Total
+	occ      int64
+	props    string
+	hash     []byte
 }
 
 // aggregateDelta is agg(rows with id <= through) - agg(rows with id <= after)
