@@ -85,6 +85,11 @@ func adjust(c *cli.Context) error {
 		return err
 	}
 	defer db.Close()
+	// Its writer prices spend with the plans: a configuration serve would
+	// refuse (an edited version that priced a closed invoice) is refused.
+	if err := ledger.CheckFrozenPrices(c.Context, db, cfg.Catalog); err != nil {
+		return err
+	}
 	// Through a writer of our own, so the row joins the hash chain exactly as
 	// webhook rows do, serialized with a running server by SQLite's lock.
 	w := custody.NewWriter(db)

@@ -11,6 +11,7 @@ import (
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/entitle"
 	"github.com/hookledger/hookledger/forward"
+	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/schema"
 	"github.com/hookledger/hookledger/stripe"
 )
@@ -50,6 +51,12 @@ func openCustody(ctx context.Context, cfg *config.Config, readOnly bool) (*schem
 	}
 	if readOnly {
 		return db, nil, nil
+	}
+	// The writer prices spend with the plans, as serve's does: a
+	// configuration serve would refuse is refused here too.
+	if err := ledger.CheckFrozenPrices(ctx, db, cfg.Catalog); err != nil {
+		db.Close()
+		return nil, nil, err
 	}
 	w := custody.NewWriter(db)
 	// reconcile inserts new receipts from this process: they get their

@@ -9,7 +9,7 @@ import (
 
 // Issue 40, item 5, through the commands: October closed with
 // pro@2026-01-01 (third tier 0.0005); the tier edited in place to 0.0009 in
-// hookledger.yml. invoice close and invoice preview refuse the
+// hookledger.yml. invoice close, invoice preview and adjust refuse the
 // configuration, naming the plan, the date and the invoice, and saying how
 // to add a new version; plan assign refuses a date that reaches into the
 // closed October, naming the close, and accepts the first open day.
@@ -39,6 +39,13 @@ func TestCommandsRefuseAnEditedPlanVersion(t *testing.T) {
 			!strings.Contains(err.Error(), "add the change as a new version") {
 			t.Errorf("%s with an edited version: %v", strings.Join(args, " "), err)
 		}
+	}
+	// A command whose writer prices spend with the plans refuses it too.
+	if _, err := e.run("adjust", "--customer", "c1", "--meter", "api", "--quantity", "1", "--reason", "test"); err == nil || !strings.Contains(err.Error(), `plan "pro" version 2026-01-01`) {
+		t.Errorf("adjust with an edited version: %v", err)
+	}
+	if n := e.count(`SELECT COUNT(*) FROM metered_usage`); n != 2 {
+		t.Errorf("%d ledger rows after the refused adjustment, want 2", n)
 	}
 	if n := e.count(`SELECT COUNT(*) FROM invoices`); n != 1 {
 		t.Errorf("%d invoices after the refusals, want October's 1", n)
