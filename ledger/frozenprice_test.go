@@ -117,6 +117,18 @@ func TestVerifyFindsAVersionEditedAfterItPriced(t *testing.T) {
 	if p := problems(rep); !strings.Contains(p, "invoices row 2: money: its price snapshot holds plan version pro@2026-01-01 with other prices than invoice 1's") {
 		t.Errorf("verify after a version was edited between two closes:\n%s", p)
 	}
+
+	// Such a history still closes: late November usage is priced as
+	// November was (10,000 × 0.0009 = 9.00), beside December's own version.
+	next := proPlan("0.0001")
+	next.EffectiveFrom = "2026-12-01"
+	e.setClock(ts("2026-12-05T00:00:00Z"))
+	e.write(row{customer: "c1", meter: "api", qty: q("10000"), at: ts("2026-11-30T00:00:00Z")})
+	dec := e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-12", "UTC"), All: true, Meters: invMeters,
+		Now: at("2027-01-02T00:00:00Z"), Pricing: plansOf(t, "pro", nil, proPlan("0.0005"), next)})
+	if got := amounts(dec.Invoices[0]); got != "api 2026-11*=9.00 | fee 0.00 true-up 0.00 total 9.00 USD" {
+		t.Errorf("December: %s", got)
+	}
 }
 
 // The second hole: October closed at 1.00 a unit (plan usd, the
@@ -210,6 +222,20 @@ func TestLateUsageIsPricedByThePeriodsVersion(t *testing.T) {
 				t.Errorf("October billed %s in all, want 15.00", got)
 			}
 			verifyClean(t, e)
+
+			// A correction's dry run prices a change to October the same way:
+			// voiding the late 5 units takes 5 × 1.00 off, not 5 × 3.00.
+			recs, err := e.DB.EventLedgerRows(e.ctx, "test", "evt_000002")
+			if err != nil {
+				t.Fatal(err)
+			}
+			changes := ledger.Changes(ledger.StoredRows(recs), nil, invMeters, time.UTC)
+			if err := ledger.PriceChanges(e.ctx, e.DB, late, invMeters, changes); err != nil {
+				t.Fatal(err)
+			}
+			if len(changes) != 1 || pricing.MustDecimal(changes[0].Money).Cmp(pricing.MustDecimal("-5")) != 0 {
+				t.Errorf("voiding the late units would change October by %+v, want -5.00", changes)
+			}
 		})
 	}
 }

@@ -125,6 +125,7 @@ type pricer struct {
 	snaps  map[string]priceSnapshot
 	billed map[customerPeriod]*billedPeriod
 	frozen map[string]map[string]*pricing.Plan // stored snapshot -> its versions, by versionKey
+	origin map[*pricing.Plan]int64             // a version read from a snapshot -> the first invoice that stores it
 }
 
 type zonedStart struct {
@@ -144,7 +145,8 @@ func newPricer(ctx context.Context, pr *Pricing, src billedSource) *pricer {
 		return nil
 	}
 	return &pricer{pr: pr, ctx: ctx, src: src, days: map[zonedStart]pricing.Date{}, snaps: map[string]priceSnapshot{},
-		billed: map[customerPeriod]*billedPeriod{}, frozen: map[string]map[string]*pricing.Plan{}}
+		billed: map[customerPeriod]*billedPeriod{}, frozen: map[string]map[string]*pricing.Plan{},
+		origin: map[*pricing.Plan]int64{}}
 }
 
 func (p *pricer) day(start int64, tz string) pricing.Date {
@@ -194,10 +196,15 @@ func (p *pricer) price(inv *Invoice) error {
 				return fmt.Errorf("customer %q: late usage of %s is priced in %s (plan %q from %s), the invoice in %s: one invoice has one currency",
 					inv.Customer, l.Period, v.Currency, v.Name, v.EffectiveFrom, own.Currency)
 			}
-			if i := slices.IndexFunc(used, func(u *pricing.Plan) bool { return versionKey(u) == versionKey(v) }); i >= 0 {
-				v = used[i] // one version per label in a snapshot (storedVersion keeps them alike)
-			} else {
+			if i := slices.IndexFunc(used, func(u *pricing.Plan) bool { return versionKey(u) == versionKey(v) }); i < 0 {
 				used = append(used, v)
+			} else if used[i] != v {
+				// One label, two contents (storedVersion): a snapshot holds one.
+				stored := v
+				if p.origin[stored] == 0 {
+					stored = used[i]
+				}
+				return fmt.Errorf("customer %q: %w", inv.Customer, frozenError(stored, p.origin[stored]))
 			}
 			b, err := p.billedFor(inv.Customer, l.PeriodStart, l.PeriodEnd)
 			if err != nil {

@@ -123,8 +123,10 @@ func (p *pricer) lateVersion(customer string, start, end int64, tz string) (*pri
 
 // storedVersion is version key ("" for the invoice's own) of invoice id's
 // price snapshot. When the configuration holds the same version unchanged,
-// it is the configuration's (one version per label in a close's snapshots);
-// when it holds it changed, that is ErrFrozenVersion.
+// it is the configuration's, so that an invoice's snapshot holds one version
+// per label; when it holds it changed (which LoadPricing refuses, and which
+// only a database closed before that refusal can still show), the stored
+// one prices the period, and price refuses an invoice that would need both.
 func (p *pricer) storedVersion(invoice int64, snapshot, key string) (*pricing.Plan, error) {
 	vs, ok := p.frozen[snapshot]
 	if !ok {
@@ -135,7 +137,7 @@ func (p *pricer) storedVersion(invoice int64, snapshot, key string) (*pricing.Pl
 		versions[""] = own
 		for k, v := range versions {
 			if k == "" || k == versionKey(v) {
-				if versions[k], err = p.sameAsConfigured(v, invoice); err != nil {
+				if versions[k], err = p.configured(v); err != nil {
 					return nil, err
 				}
 			}
@@ -145,6 +147,11 @@ func (p *pricer) storedVersion(invoice int64, snapshot, key string) (*pricing.Pl
 		}
 		vs = versions
 		p.frozen[snapshot] = vs
+		for _, v := range vs {
+			if _, ok := p.origin[v]; !ok {
+				p.origin[v] = invoice
+			}
+		}
 	}
 	v := vs[key]
 	if v == nil {
@@ -153,20 +160,16 @@ func (p *pricer) storedVersion(invoice int64, snapshot, key string) (*pricing.Pl
 	return v, nil
 }
 
-// sameAsConfigured is the configuration's version with v's name and date
-// when it is v unchanged, v itself when the configuration no longer has
-// it, and ErrFrozenVersion when it has it changed.
-func (p *pricer) sameAsConfigured(v *pricing.Plan, invoice int64) (*pricing.Plan, error) {
+// configured is the configuration's version with v's name and date when it
+// prices as v does, else v.
+func (p *pricer) configured(v *pricing.Plan) (*pricing.Plan, error) {
 	for _, c := range p.pr.Catalog.Versions(v.Name) {
 		if c.EffectiveFrom != v.EffectiveFrom {
 			continue
 		}
 		same, err := samePrices(c, v)
-		if err != nil {
-			return nil, err
-		}
-		if !same {
-			return nil, frozenError(v, invoice)
+		if err != nil || !same {
+			return v, err
 		}
 		return c, nil
 	}
