@@ -307,7 +307,7 @@ func ledgerMeters(ctx context.Context, q sqlx.QueryerContext, f LedgerFilter) ([
 func periodCustomers(ctx context.Context, q sqlx.QueryerContext, f LedgerFilter) ([]string, error) {
 	from, args := f.where()
 	var customers []string
-	err := sqlx.SelectContext(ctx, q, &customers, `SELECT DISTINCT customer_id`+from+` ORDER BY customer_id`, args...)
+	err := sqlx.SelectContext(ctx, q, &customers, byCustomerKey(q, `SELECT DISTINCT customer_id`+from+` ORDER BY customer_id`), args...)
 	return customers, err
 }
 
