@@ -10,11 +10,19 @@ import (
 	"github.com/hookledger/hookledger/schema"
 )
 
+// ChangeSource is what pricing a correction's changes reads: the rows, and
+// what the closed periods they change billed.
+type ChangeSource interface {
+	UsageSource
+	billedSource
+}
+
 // PriceChanges sets the money of each change a correction's dry run shows:
 // what it adds to (or takes off) the customer's bill for the period, priced
 // at the margin as a late line is, from the period's total in the ledger now
-// (price(total + change) − price(total)) with the plan version in force on
-// the period's first day. A price by dimension prices each value's part of
+// (price(total + change) − price(total)) with the plan version that priced
+// the period when it is closed (as the late line that bills the change will
+// be: periodbill.go), else the one in force on its first day. A price by dimension prices each value's part of
 // the change by that value's card from that value's own total, so the money
 // is what the close's lines per value would add. The amount is exact, not
 // rounded: a close rounds once per invoice line, and the lines a correction
@@ -24,15 +32,22 @@ import (
 // total); a change without a plan, or of a meter the plan does not price,
 // has no money. A value the price has no card for and no default is an
 // error, as the close would refuse it.
-func PriceChanges(ctx context.Context, src UsageSource, pr *Pricing, meters Meters, changes []Change) error {
+func PriceChanges(ctx context.Context, src ChangeSource, pr *Pricing, meters Meters, changes []Change) error {
 	if pr == nil {
 		return nil
 	}
+	closed := newPricer(ctx, pr, src)
 	for i := range changes {
 		c := &changes[i]
-		v, err := pr.versionOn(c.Customer, pricing.Date(c.Period+"-01"))
+		b, err := closed.billedFor(c.Customer, c.start, c.end)
 		if err != nil {
 			return err
+		}
+		v := b.version
+		if !b.fixed {
+			if v, err = pr.versionOn(c.Customer, pricing.Date(c.Period+"-01")); err != nil {
+				return err
+			}
 		}
 		if v == nil {
 			continue
