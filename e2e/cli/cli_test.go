@@ -310,17 +310,17 @@ func cliReplicaStatus(t *testing.T, bin string) {
 	if r := e2e.Exec(t, testenv.Command(bin, dir, secret, "send", "--url", url, "--id", "evt_r1")); r.Code != 0 {
 		t.Fatalf("send: %d %s", r.Code, r.Stderr)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	healthy := false
+	t.Cleanup(func() {
+		if !healthy {
+			t.Logf("last replica status: exit %d\n%s%s\nserve:\n%s", r.Code, r.Stdout, r.Stderr, stderr)
+		}
+	})
+	testenv.Eventually(t, 45*time.Second, "replica status healthy while serving", func() bool {
 		r = e2e.Run(t, bin, dir, "replica", "status", "--format", "json")
-		if r.Code == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("replica status never healthy while serving: exit %d\n%s%s\n%s", r.Code, r.Stdout, r.Stderr, stderr)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		healthy = r.Code == 0
+		return healthy
+	})
 	var st cli.ReplicaStatusJSON
 	if err := json.Unmarshal([]byte(r.Stdout), &st); err != nil || st.Problem != "" || st.ReplicaTXID == "0000000000000000" {
 		t.Errorf("healthy: %v %+v", err, st)

@@ -263,14 +263,12 @@ func testPointInTimeRestore(t *testing.T, bin string) {
 	// serve publishes its status after its first listing of the replica,
 	// which on a loaded machine can come after the load: wait for it.
 	var st cli.ReplicaStatusJSON
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+	testenv.Eventually(t, 45*time.Second, "serve's replica status published", func() bool {
 		if err := json.Unmarshal([]byte(e.mustRun("replica", "status", "--format", "json")), &st); err != nil {
 			t.Fatal(err)
 		}
-		if st.ReportedAt != nil || time.Now().After(deadline) {
-			break
-		}
-	}
+		return st.ReportedAt != nil
+	})
 	if st.ReplicaTXID == "" || st.ReplicaTXID == "0000000000000000" || st.ReportedAt == nil {
 		t.Fatalf("replica status while serving: %+v", st)
 	}
@@ -555,14 +553,10 @@ providers:
 	}
 	waitReady := func(wantCode int, want string) {
 		t.Helper()
-		var code int
-		var body string
-		for deadline := time.Now().Add(8 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-			if code, body = readyz(); code == wantCode && strings.Contains(body, want) {
-				return
-			}
-		}
-		t.Fatalf("/readyz: %d %s; want %d with %s", code, body, wantCode, want)
+		testenv.Eventually(t, 45*time.Second, fmt.Sprintf("/readyz answering %d with %s", wantCode, want), func() bool {
+			code, body := readyz()
+			return code == wantCode && strings.Contains(body, want)
+		})
 	}
 	waitReady(http.StatusServiceUnavailable, `"replication":"failing"`)
 	if got := replicationUp(); got != "hookledger_replication_up 0" {
@@ -576,12 +570,11 @@ providers:
 	// The sender retries: the event was committed locally, so it is a duplicate.
 	var code int
 	var body string
-	for deadline := time.Now().Add(8 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		if code, body = e2e.Post(t, url, "evt_during"); code == 200 {
-			break
-		}
-	}
-	if code != 200 || !strings.Contains(body, `"duplicate":true`) {
+	testenv.Eventually(t, 45*time.Second, "the retry acknowledged once the replica is back", func() bool {
+		code, body = e2e.Post(t, url, "evt_during")
+		return code == 200
+	})
+	if !strings.Contains(body, `"duplicate":true`) {
 		t.Fatalf("retry after the replica is back: %d %s; want a 200 duplicate", code, body)
 	}
 	waitReady(http.StatusOK, `"replication":"ok"`)
