@@ -405,6 +405,10 @@ func checkMoney(inv *Invoice, before map[int64]string) []string {
 			continue
 		}
 		l.Money.PlanVersion = stored.PlanVersion // a date-only name resolved above
+		// An invoice closed before zeros lost their sign says -0.00 where
+		// the recomputation says 0.00: the same amount.
+		stored.Amount, stored.AmountPrecise, stored.Charge = pricing.UnsignedZeros(stored.Amount),
+			pricing.UnsignedZeros(stored.AmountPrecise), pricing.UnsignedZeros(stored.Charge)
 		if l.Money != stored {
 			msgs = append(msgs, fmt.Sprintf("line %d (%s %s) recomputes to %s (%s exactly), invoice says %s (%s)",
 				l.LineNo, meterLabel(*l), l.Period, l.Money.Amount, l.Money.AmountPrecise, stored.Amount, stored.AmountPrecise))
