@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"os"
 	"testing"
 )
 
@@ -12,13 +11,7 @@ import (
 // 124.2505. Voiding the 150,001 leaves 500, which is free: −124.2505.
 func TestCorrectionDryRunsShowMoney(t *testing.T) {
 	e := newCLIEnv(t)
-	cfg, err := os.ReadFile(e.config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(e.config, append(cfg, proPlan...), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	e.appendConfig(proPlan)
 	recorded := t0("2026-10-20T00:00:00Z")
 	e.write(recorded,
 		usageEvent{customer: "c1", meter: "api", qty: "150001", at: t0("2026-10-03T10:00:00Z")},

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -23,14 +22,7 @@ import (
 // a row without the property is its own group with the empty value.
 func TestUsageByDimensionCLIAndAPI(t *testing.T) {
 	e := newCLIEnv(t)
-	cfg, err := os.ReadFile(e.config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg = append(cfg, "  - name: tokens\n    unit: tokens\n    dimensions: [model, region]\n"...)
-	if err := os.WriteFile(e.config, cfg, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	e.appendConfig("  - name: tokens\n    unit: tokens\n    dimensions: [model, region]\n")
 	at := t0("2026-10-05T10:00:00Z")
 	e.write(t0("2026-10-20T00:00:00Z"),
 		usageEvent{customer: "c1", meter: "tokens", qty: "100", props: `{"model":"gpt-4o","region":"eu"}`, at: at},

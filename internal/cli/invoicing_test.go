@@ -56,6 +56,18 @@ meters:
 	return &cliEnv{t: t, dir: dir, config: cfg}
 }
 
+// appendConfig adds yaml to the end of the test's configuration file.
+func (e *cliEnv) appendConfig(yaml string) {
+	e.t.Helper()
+	cfg, err := os.ReadFile(e.config)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := os.WriteFile(e.config, append(cfg, yaml...), 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 // run runs the CLI in-process and returns stdout and the error.
 func (e *cliEnv) run(args ...string) (string, error) {
 	var out, errOut bytes.Buffer

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -12,20 +11,13 @@ import (
 // without a sign, in USD, JPY and KWD alike (issue 40, item 9).
 func TestInvoiceZeroAmountHasNoSign(t *testing.T) {
 	e := newCLIEnv(t)
-	cfg, err := os.ReadFile(e.config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg = append(cfg, `plans:
+	e.appendConfig(`plans:
   - {name: usd, currency: USD, effective_from: 2026-01-01, prices: [{meter: api, model: unit, unit: "0.001"}]}
   - {name: jpy, currency: JPY, effective_from: 2026-01-01, prices: [{meter: api, model: unit, unit: "0.1"}]}
   - {name: kwd, currency: KWD, effective_from: 2026-01-01, prices: [{meter: api, model: unit, unit: "0.0001"}]}
 customers:
   default_plan: usd
-`...)
-	if err := os.WriteFile(e.config, cfg, 0o600); err != nil {
-		t.Fatal(err)
-	}
+`)
 	at := t0("2026-10-03T10:00:00Z")
 	e.write(t0("2026-10-20T00:00:00Z"),
 		usageEvent{customer: "c_usd", meter: "api", qty: "-1", at: at},

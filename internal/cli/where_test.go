@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"os"
 	"testing"
 )
 
@@ -9,14 +8,7 @@ import (
 // selecting the rows without the dimension (issue 40, item 9).
 func TestUsageWhereRefusesAnEmptyList(t *testing.T) {
 	e := newCLIEnv(t)
-	cfg, err := os.ReadFile(e.config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg = append(cfg, "  - name: tokens\n    unit: tokens\n    dimensions: [model]\n"...)
-	if err := os.WriteFile(e.config, cfg, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	e.appendConfig("  - name: tokens\n    unit: tokens\n    dimensions: [model]\n")
 	// A row without the model: what the empty list selected.
 	e.write(t0("2026-10-20T00:00:00Z"), usageEvent{customer: "c1", meter: "tokens", qty: "5", at: t0("2026-10-05T10:00:00Z")})
 	for _, where := range []string{"model in ()", "model not in ( )"} {

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 )
@@ -14,13 +13,7 @@ import (
 // in UTC that would leave the hour between the zones unbilled is refused.
 func TestCommandsReadPeriodsInTheConfiguredZone(t *testing.T) {
 	e := newCLIEnv(t)
-	cfg, err := os.ReadFile(e.config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(e.config, append(cfg, "invoicing:\n  tz: Europe/Berlin\n"...), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	e.appendConfig("invoicing:\n  tz: Europe/Berlin\n")
 	e.write(t0("2026-11-01T00:10:00Z"),
 		usageEvent{customer: "c1", meter: "api", qty: "7", at: t0("2026-10-31T23:30:00Z")},
 		usageEvent{customer: "c1", meter: "api", qty: "1", at: t0("2026-10-05T00:00:00Z")})
@@ -33,7 +26,7 @@ func TestCommandsReadPeriodsInTheConfiguredZone(t *testing.T) {
 	e.mustRun("invoice", "close", "--period", "2026-10", "--all")
 	// The same close in UTC would leave 23:00Z to 24:00Z on October 31 between
 	// the zones: refused, naming both, and nothing is stored.
-	out, err = e.run("invoice", "close", "--period", "2026-11", "--all", "--tz", "UTC")
+	out, err := e.run("invoice", "close", "--period", "2026-11", "--all", "--tz", "UTC")
 	if err == nil {
 		t.Fatalf("a close in UTC beside October closed in Berlin was accepted:\n%s", out)
 	}
