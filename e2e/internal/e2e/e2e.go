@@ -147,6 +147,7 @@ func Interrupt(t testing.TB, cmd *exec.Cmd, what string, ready func() bool) Resu
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { cmd.Process.Kill() }) // a test that fails waiting leaves no process behind
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	exited := false
