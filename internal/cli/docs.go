@@ -72,7 +72,7 @@ func cliReference() ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteString("# CLI reference\n\n" +
 		"Generated from the binary's own `--help` by `go run . docs cli` (hidden command, `internal/cli/docs.go`);\n" +
-		"`go test .` fails when this file is stale. Do not edit it by hand.\n\n" +
+		"`go test ./internal/cli/` (TestCLIReferenceIsCurrent) fails when this file is stale. Do not edit it by hand.\n\n" +
 		"Flags can also be set from the environment variable shown in `[$…]`.\n\n" +
 		"Exit status: 0 success; 1 an error, with one line saying why; 2 a usage error (an unknown\n" +
 		"command, flag or argument); 3 a check that ran and found a problem (`verify`, `dispute`,\n" +
