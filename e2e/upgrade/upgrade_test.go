@@ -107,6 +107,18 @@ func TestPreviousReleaseMigratesAndVerifies(t *testing.T) {
 			(SELECT COUNT(*) FROM spend_crossings)`); got != "[0 0 0]\n" {
 			t.Errorf("Stripe invoice states, spend overrides and crossings after 0023 and 0024: %s", got)
 		}
+		// 0026: every close the old release made is sealed, in close id order,
+		// with the invoices it holds (verify below checks the seals' hashes).
+		if got := dumpRows(t, db, `SELECT c.id, s.invoices, (SELECT COUNT(*) FROM invoices i WHERE i.close_id = c.id)
+			FROM period_closes c LEFT JOIN close_seals s ON s.close_id = c.id ORDER BY c.id`); got == "" || strings.Contains(got, "<nil>") {
+			t.Errorf("close seals after 0026 (close, sealed invoices, invoices): %q", got)
+		} else {
+			for _, r := range strings.Split(strings.TrimSpace(got), "\n") {
+				if f := strings.Fields(strings.Trim(r, "[]")); len(f) != 3 || f[1] != f[2] {
+					t.Errorf("close seals after 0026 (close, sealed invoices, invoices): %s", got)
+				}
+			}
+		}
 		run("limits", "set", "cus_2", "--spend", "100.00", "--from", "2026-01-01")
 		if got := dumpRows(t, db, `SELECT customer_id, limit_value, effective_from FROM spend_overrides`); got != "[cus_2 100.00 2026-01-01]\n" {
 			t.Errorf("spend override on the upgraded ledger: %s", got)
