@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,8 +20,10 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/ingest"
+	"github.com/hookledger/hookledger/payload"
 	"github.com/hookledger/hookledger/receiver"
 )
 
@@ -34,11 +37,14 @@ func ingestCommand() *cli.Command {
 			"summary of the outcomes. It goes through serve, so the key, its rate limit, the writer and the\n" +
 			"ACK-after-replica mode apply exactly as for any client; it needs no access to the data directory.\n" +
 			"A batch answered 503 or 429 is sent again after Retry-After (its stored events come back as\n" +
-			"duplicates), so running the same file twice adds nothing. Exits 3 when an event was rejected,\n" +
-			"failed (stored, but its mapping could not use it) or its id was already stored with a different\n" +
-			"body (payload_mismatch), listing them by line with the reason (the first 20 in the table, all in\n" +
-			"JSON).",
-		Flags: append(apiClientFlags(),
+			"duplicates), so running the same file twice adds nothing. A line that is not JSON (or nests deeper\n" +
+			"than serve takes) would make serve refuse its whole batch: it is skipped and the rest is sent. A\n" +
+			"line longer than --max-body is sent alone, so serve's refusal of it stops nothing either. Exits 3\n" +
+			"when a line was skipped, or an event was rejected, failed (stored, but its mapping could not use\n" +
+			"it) or its id was already stored with a different body (payload_mismatch), listing them by line\n" +
+			"with the reason (the first 20 in the table, all in JSON).",
+		// --config as every command takes it: its listen is the default --url.
+		Flags: append(append([]cli.Flag{configFlags()[0]}, apiClientFlags()...),
 			&cli.IntFlag{Name: "batch", Value: 500, EnvVars: []string{"HOOKLEDGER_INGEST_BATCH"},
 				Usage: "events per request (at most serve's ingest.max_events)"},
 			&cli.IntFlag{Name: "max-body", Value: 1 << 20, EnvVars: []string{"HOOKLEDGER_INGEST_MAX_BODY"},
@@ -118,6 +124,10 @@ type ingestLine struct {
 	raw []byte
 }
 
+// ingestSkipped is the outcome of a line ingest does not send: serve would
+// refuse it, and with it the whole batch it is in.
+const ingestSkipped = "skipped"
+
 // ingestProblem is an event not stored as sent.
 type ingestProblem struct {
 	Line    int    `json:"line"`
@@ -173,7 +183,12 @@ func ingestAction(c *cli.Context) error {
 	var done atomic.Int64
 	stopBar := progress(total, "ingesting", &done)
 	sum := &ingestSummary{Counts: map[string]int{}}
-	err = readBatches(in, size, c.Int("max-body"), func(batch []ingestLine) error {
+	skip := func(p ingestProblem) {
+		sum.Counts[p.Outcome]++
+		sum.Problems = append(sum.Problems, p)
+		done.Add(1)
+	}
+	err = readBatches(in, size, c.Int("max-body"), skip, func(batch []ingestLine) error {
 		if err := sendBatch(ctx, url, key, contentType, batch, sum); err != nil {
 			return err
 		}
@@ -181,6 +196,8 @@ func ingestAction(c *cli.Context) error {
 		return nil
 	})
 	stopBar()
+	// Lines skipped while a batch was filling come before that batch's answers.
+	sort.SliceStable(sum.Problems, func(i, j int) bool { return sum.Problems[i].Line < sum.Problems[j].Line })
 	if ctx.Err() != nil {
 		return interrupted(fmt.Sprintf("%d events sent in %d requests; every event of an answered request is stored (send the file again: what is stored comes back as duplicates)",
 			sum.Events, sum.Requests))
@@ -240,10 +257,16 @@ func readLines(r io.Reader, fn func(ingestLine) error) (int, error) {
 
 // readBatches hands fn the lines of r, size at a time, and fewer when more
 // would make a body (the lines, a comma each and the brackets) over maxBody.
-func readBatches(r io.Reader, size, maxBody int, fn func([]ingestLine) error) error {
+// A line serve would refuse with the whole batch (checkLine) goes to skip
+// instead, so the other lines of its batch are sent.
+func readBatches(r io.Reader, size, maxBody int, skip func(ingestProblem), fn func([]ingestLine) error) error {
 	batch := make([]ingestLine, 0, size)
 	bytes := 2
 	_, err := readLines(r, func(l ingestLine) error {
+		if p, bad := checkLine(l); bad {
+			skip(p)
+			return nil
+		}
 		if len(batch) > 0 && bytes+len(l.raw)+1 > maxBody {
 			if err := fn(batch); err != nil {
 				return err
@@ -262,6 +285,30 @@ func readBatches(r io.Reader, size, maxBody int, fn func([]ingestLine) error) er
 		err = fn(batch)
 	}
 	return err
+}
+
+// checkLine says why serve would refuse a batch holding line l as a whole,
+// with the check serve makes (ingest.Parse): the line must be one JSON value
+// nesting no deeper than serve's limit less the batch's array. A line that
+// passes is one element of the batch, so serve's answer for it is the one at
+// its index; whether it is an event (an object with an id, ...) is serve's
+// to say, for that line alone.
+func checkLine(l ingestLine) (ingestProblem, bool) {
+	p := ingestProblem{Line: l.n, Outcome: ingestSkipped}
+	switch err := payload.Check(l.raw, config.DefaultMaxDepth-1); {
+	case errors.Is(err, payload.ErrTooDeep):
+		p.Reason = "too_deep"
+		p.Error = fmt.Sprintf("nests more than %d levels deep (serve's limit, %d, counts the batch's array)", config.DefaultMaxDepth-1, config.DefaultMaxDepth)
+	case err != nil:
+		p.Reason, p.Error = "not_json", "not valid JSON"
+		var v json.RawMessage
+		if err := json.Unmarshal(l.raw, &v); err != nil {
+			p.Error += ": " + err.Error()
+		}
+	default:
+		return ingestProblem{}, false
+	}
+	return p, true
 }
 
 // ingestAttempts bounds how often one batch is sent again after 503, 429 or
@@ -299,6 +346,16 @@ func sendBatch(ctx context.Context, url, key, contentType string, batch []ingest
 			if e.Error == "" {
 				e.Error = strings.TrimSpace(string(out))
 			}
+			if len(batch) == 1 && lineRefused(resp.StatusCode, e) {
+				if e.Reason == "too_large" {
+					e.Error += ": the line alone is over serve's ingest.max_body"
+				}
+				sum.Requests++
+				sum.Events++
+				sum.Counts[receiver.EventRejected]++
+				sum.Problems = append(sum.Problems, ingestProblem{Line: batch[0].n, Outcome: receiver.EventRejected, Reason: e.Reason, Error: e.Error})
+				return nil
+			}
 			return fmt.Errorf("%s: %s: %s%s", where, resp.Status, e.Error, refusedHint(e, len(batch)))
 		default:
 			return addOutcomes(out, batch, where, sum)
@@ -315,6 +372,13 @@ func sendBatch(ctx context.Context, url, key, contentType string, batch []ingest
 			return ctx.Err()
 		}
 	}
+}
+
+// lineRefused says whether serve's refusal of a batch of one line is about
+// that line (longer than serve's ingest.max_body, or a body serve cannot
+// read), not about the key or the request, so the next lines may fare better.
+func lineRefused(status int, e receiver.APIError) bool {
+	return status == http.StatusRequestEntityTooLarge && e.Reason == "too_large" || status == http.StatusBadRequest
 }
 
 // serve's refusals of a batch too big for its ingest.max_events
@@ -388,7 +452,7 @@ func writeIngestSummary(c *cli.Context, sum *ingestSummary) error {
 }
 
 func outcomeOrder(o string) int {
-	for i, x := range []string{"applied", "ignored", "failed", "duplicate", "payload_mismatch", receiver.EventRejected} {
+	for i, x := range []string{"applied", "ignored", "failed", "duplicate", "payload_mismatch", receiver.EventRejected, ingestSkipped} {
 		if o == x {
 			return i
 		}
