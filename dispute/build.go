@@ -33,6 +33,7 @@ type builder struct {
 	ctx      context.Context
 	q        *schema.ReadTx
 	v        *Verifier
+	keys     apiKeys
 	tr       *Trace
 	invoices map[int64]*invoiceAcc
 	rows     map[int64]*RowView

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/hookledger/hookledger/custody"
 )
 
 // BundleFormat names the layout of an evidence bundle.
@@ -104,6 +106,9 @@ func (v *Verifier) WriteBundle(w io.Writer, tr *Trace) error {
 		switch p, ok := v.configs[ev.Provider]; {
 		case e.Body == "":
 			e.NoRecipe = "the body is not stored: " + ev.Verification.Text
+		case custody.Source(ev.Receipt.Source) == custody.SourceAPI:
+			e.NoRecipe = "an ingest API event carries no provider signature to recompute: an API key sent it " +
+				"(signature-headers.txt names which); its body is checked against its digest (above)"
 		case !ok:
 			e.NoRecipe = fmt.Sprintf("provider %q is not in the current configuration", ev.Provider)
 		default:

@@ -66,7 +66,7 @@ func (b *builder) fillEvent(ev *EventView, rc *schema.Receipt, attempts []schema
 	var st *stored
 	headers := ""
 	if rc != nil {
-		st = &stored{provider: ev.Provider, source: rc.Source, body: rc.Body, pruned: rc.Pruned, sha: rc.BodySHA256}
+		st = &stored{provider: ev.Provider, source: rc.Source, body: rc.Body, pruned: rc.Pruned, sha: rc.BodySHA256, keys: b.keys}
 		if len(rc.RowHash) > 0 {
 			st.link = &ledger.ReceiptLink{ID: rc.ID, Provider: rc.Provider, EventID: rc.EventID, EventType: rc.EventType, BodySHA256: rc.BodySHA256,
 				Status: rc.FirstStatus, Source: rc.Source, ReceivedAt: rc.ReceivedAt, PrevHash: rc.PrevHash, RowHash: rc.RowHash}

@@ -64,8 +64,7 @@ func readme(m *Manifest) []byte {
 	s := tr.Summary
 	p("  %s, %s, %d events, %s (%s)",
 		plural(s.UsageRows, "usage row"), plural(s.Adjustments, "adjustment"), s.Events, plural(s.Attempts, "delivery attempt"), plural(s.Duplicates, "duplicate"))
-	p("  bodies: %d valid, %d invalid, %d not verifiable, %d pruned; hash chain %s",
-		s.Bodies.Valid, s.Bodies.Invalid, s.Bodies.NotVerifiable, s.Bodies.Pruned, okWord(s.ChainOK, "ok", "BROKEN"))
+	p("  bodies: %s; hash chain %s", s.Bodies, okWord(s.ChainOK, "ok", "BROKEN"))
 	for _, prob := range s.Problems {
 		p("  PROBLEM: %s", prob)
 	}
@@ -120,6 +119,10 @@ func readme(m *Manifest) []byte {
 	p("  no longer hashes to the digest recorded on arrival: it was changed); not verifiable (the body")
 	p("  is intact but no current secret verifies it, e.g. after a rotation, or it was fetched by")
 	p("  reconciliation and never signed); body pruned by retention (only its digest remains).")
+	p("  Events of the ingest API (POST /v1/events) carry no provider signature: an API key sent them.")
+	p("  hookledger reports them verified by API key when the key recorded on arrival (its id and")
+	p("  first characters, in signature-headers.txt; never the key) is a stored key of the event's")
+	p("  scope and the body hashes to the digest recorded on arrival, the check above.")
 	for i, e := range m.Evidence {
 		p("")
 		p("Event %d of %d: provider %s, event %s", i+1, len(m.Evidence), e.Provider, e.EventID)
@@ -130,6 +133,9 @@ func readme(m *Manifest) []byte {
 			p("  headers:    %s", e.SignatureHeaders)
 		}
 		p("  hookledger: %s", e.Verification.Text)
+		if e.Verification.Status == APIKey {
+			p("              %s", e.Verification.Detail)
+		}
 		if e.Recipe == nil {
 			p("  no openssl recipe: %s", e.NoRecipe)
 			continue

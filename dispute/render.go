@@ -3,6 +3,7 @@ package dispute
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -40,8 +41,8 @@ func WriteTable(w io.Writer, tr *Trace) error {
 				rows = append(rows, []string{u.Meter, string(u.Aggregation), u.Quantity.String(), u.Unit,
 					strconv.FormatInt(u.Events, 10), strconv.FormatInt(u.Adjustments, 10)})
 			}
-			p.table("    ", []column{{"meter", true}, {"aggregation", false}, {"quantity", false}, {"unit", true},
-				{"usage rows", false}, {"adjustments", false}}, rows, nil)
+			p.table("    ", []column{{name: "meter", elastic: true}, {name: "aggregation"}, {name: "quantity"}, {name: "unit", elastic: true},
+				{name: "usage rows"}, {name: "adjustments"}}, rows, nil)
 		}
 	}
 	for _, inv := range tr.Invoices {
@@ -180,11 +181,18 @@ func (p *printer) rows(rows []RowView) {
 			p.blank()
 		}
 		p.line("LEDGER ROWS  meter %s", m)
-		cols := []column{{"row", false}, {"event", true}, {"occurred_at", false}, {"recorded_at", false}, {"quantity", false}}
-		if len(billing) > 1 {
-			cols = append(cols, column{"billed", true})
+		var prose []bool // an adjustment's or a void's reason, not an event id
+		for _, r := range byMeter[m] {
+			prose = append(prose, r.Kind != ledger.KindUsage)
 		}
-		cols = append(cols, column{"chain", false})
+		// Event ids of one source share a long prefix: a cut keeps the part
+		// that tells them apart.
+		event := column{name: "event", elastic: true, fit: func(cells []string, n int) []string { return distinct(cells, prose, n) }}
+		cols := []column{{name: "row"}, event, {name: "occurred_at"}, {name: "recorded_at"}, {name: "quantity"}}
+		if len(billing) > 1 {
+			cols = append(cols, column{name: "billed", elastic: true})
+		}
+		cols = append(cols, column{name: "chain"})
 		var out [][]string
 		for _, r := range byMeter[m] {
 			event := r.Provider + ":" + r.EventID
@@ -296,8 +304,8 @@ func (p *printer) event(ev EventView) {
 		}
 		notes = append(notes, note)
 	}
-	p.table("    ", []column{{"id", false}, {"received", false}, {"outcome", false}, {"code", false}, {"sig_age", false},
-		{"signature", false}}, out, notes)
+	p.table("    ", []column{{name: "id"}, {name: "received"}, {name: "outcome"}, {name: "code"}, {name: "sig_age"},
+		{name: "signature"}}, out, notes)
 	for _, a := range ev.Attempts {
 		if a.Signature.Status != Valid && a.Signature.Status != ev.Verification.Status {
 			p.wrap(fmt.Sprintf("    %s: ", a.Name()), "      ", a.Signature.Text+": "+a.Signature.Detail)
@@ -314,8 +322,12 @@ func (p *printer) summary(s Summary) {
 	p.line("  ledger: %s, %s%s, %d not billed yet", plural(s.UsageRows, "usage row"), plural(s.Adjustments, "adjustment"), voids, s.UnbilledRows)
 	p.line("  events: %d, %s (%s, %s)", s.Events, plural(s.Attempts, "delivery attempt"), plural(s.Duplicates, "duplicate"),
 		plural(s.PayloadMismatches, "payload mismatch"))
-	p.line("  bodies: %s", counts(s.Bodies))
-	p.line("  attempt signatures: %s", counts(s.Signatures))
+	p.wrap("  bodies: ", "          ", s.Bodies.String())
+	p.wrap("  attempt signatures: ", "                      ", s.Signatures.String())
+	if s.Bodies.APIKey+s.Signatures.APIKey > 0 {
+		p.wrap("  verified by API key: ", "    ", "ingest API events carry no provider signature; for each, the API key recorded "+
+			"on arrival is a stored key of the event's scope, and the body hashes to the digest recorded on arrival")
+	}
 	money := ""
 	if s.MoneyOK != nil {
 		money = "; money: " + okWord(*s.MoneyOK, "ok", "MISMATCH")
@@ -336,13 +348,22 @@ func plural(n int, what string) string {
 	return fmt.Sprintf("%d %ss", n, what)
 }
 
-func counts(c Counts) string {
-	return fmt.Sprintf("%d valid, %d invalid, %d not verifiable, %d pruned", c.Valid, c.Invalid, c.NotVerifiable, c.Pruned)
+// String is the tally as the summary says it; ingest API events, checked by
+// their API key and body digest, are named only when there are some.
+func (c Counts) String() string {
+	key := ""
+	if c.APIKey > 0 {
+		key = fmt.Sprintf("%d verified by API key, ", c.APIKey)
+	}
+	return fmt.Sprintf("%d valid, %s%d invalid, %d not verifiable, %d pruned", c.Valid, key, c.Invalid, c.NotVerifiable, c.Pruned)
 }
 
 func shortStatus(s string) string {
-	if s == NotVerifiable {
+	switch s {
+	case NotVerifiable:
 		return "not verifiable"
+	case APIKey:
+		return "API key ok"
 	}
 	return s
 }
@@ -365,6 +386,9 @@ func stamp(t time.Time) string {
 type column struct {
 	name    string
 	elastic bool // may be cut to fit Width
+	// fit, when set, cuts the column's cells to n characters, all at once
+	// (so it can keep what tells them apart); clip cuts each otherwise.
+	fit func(cells []string, n int) []string
 }
 
 // table prints aligned columns; when the table is wider than Width, the
@@ -398,6 +422,18 @@ func (p *printer) table(indent string, cols []column, rows [][]string, notes []s
 			break
 		}
 		widths[best]--
+	}
+	for i, c := range cols {
+		if c.fit == nil {
+			continue
+		}
+		cells := make([]string, len(rows))
+		for j, r := range rows {
+			cells[j] = r[i]
+		}
+		for j, v := range c.fit(cells, widths[i]) {
+			rows[j][i] = v
+		}
 	}
 	emit := func(cells []string) {
 		var b strings.Builder
@@ -433,6 +469,86 @@ func clip(s string, n int) string {
 	}
 	r := []rune(s)
 	return string(r[:n-1]) + "…"
+}
+
+// distinct cuts each cell longer than n characters to n so that it still
+// differs from the others where clip's cut would make them alike: event ids
+// of one source share a long prefix and differ at the end
+// (api:app:api-gateway#cus_big_0001, …_0002). A cut keeps the head and, after
+// "…", the tail from where the cell first differs from its nearest
+// neighbour; when that tail does not fit, a window from just before there,
+// marked "…" on both sides. prose[i] marks a cell of words (a reason), cut by clip.
+func distinct(cells []string, prose []bool, n int) []string {
+	var ids []string
+	for i, c := range cells {
+		if !prose[i] && runeLen(c) > n {
+			ids = append(ids, c)
+		}
+	}
+	if len(ids) == 0 || n < 3 {
+		return clipAll(cells, n)
+	}
+	// The nearest neighbour of a string, by shared prefix, is next to it
+	// in sorted order.
+	var all []string
+	for i, c := range cells {
+		if !prose[i] {
+			all = append(all, c)
+		}
+	}
+	slices.Sort(all)
+	all = slices.Compact(all)
+	differs := make(map[string]int, len(all)) // rune index of the first rune no neighbour shares
+	for i, c := range all {
+		d := 0
+		if i > 0 {
+			d = max(d, commonPrefix(all[i-1], c))
+		}
+		if i+1 < len(all) {
+			d = max(d, commonPrefix(c, all[i+1]))
+		}
+		differs[c] = d
+	}
+	out := make([]string, len(cells))
+	for i, c := range cells {
+		if prose[i] || runeLen(c) <= n {
+			out[i] = clip(c, n)
+			continue
+		}
+		r, p := []rune(c), differs[c]
+		head := (n - 1) / 3
+		tail := n - 1 - head
+		switch {
+		case p < head || len(r)-tail <= p: // the head or the tail shows where it differs
+			out[i] = string(r[:head]) + "…" + string(r[len(r)-tail:])
+		case p < n-1: // the head alone shows it
+			out[i] = clip(c, n)
+		case len(r)-p <= n-1: // all of the tail from there, after less of the head
+			out[i] = string(r[:n-1-(len(r)-p)]) + "…" + string(r[p:])
+		default: // from a little before where it differs
+			from := max(head, p-3)
+			out[i] = string(r[:head]) + "…" + string(r[from:from+n-2-head]) + "…"
+		}
+	}
+	return out
+}
+
+func clipAll(cells []string, n int) []string {
+	out := make([]string, len(cells))
+	for i, c := range cells {
+		out[i] = clip(c, n)
+	}
+	return out
+}
+
+// commonPrefix is how many leading runes a and b share.
+func commonPrefix(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	n := 0
+	for n < len(ra) && n < len(rb) && ra[n] == rb[n] {
+		n++
+	}
+	return n
 }
 
 // dimension is " model=gpt-4o" for a line of one dimension value, "" else.

@@ -83,12 +83,41 @@ func TestClipAndTable(t *testing.T) {
 	}
 	var b bytes.Buffer
 	p := &printer{w: &b}
-	p.table("", []column{{"a", false}, {"b", true}}, [][]string{{strings.Repeat("x", 60), strings.Repeat("y", 60)}}, []string{"note"})
+	p.table("", []column{{name: "a"}, {name: "b", elastic: true}}, [][]string{{strings.Repeat("x", 60), strings.Repeat("y", 60)}}, []string{"note"})
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
 	if len(lines) != 3 || utf8.RuneCountInString(lines[1]) != Width || lines[2] != strings.Repeat(" ", 62)+"note" {
 		t.Errorf("table:\n%s", b.String())
 	}
 	if !strings.Contains(b.String(), "y…") {
 		t.Errorf("the elastic column was not cut: %q", b.String())
+	}
+}
+
+// A cut event id keeps the part that tells it from its neighbours: the tail
+// when ids differ at the end, a window when they differ in the middle of a
+// long id; a reason is cut at its end.
+func TestDistinctCuts(t *testing.T) {
+	cells := []string{
+		"api:app:api-gateway#cus_big_customer_request_0001",
+		"api:app:api-gateway#cus_big_customer_request_0002",
+		"api:app:api-gateway#req-0001-for-a-very-long-customer-name-ok",
+		"api:app:api-gateway#req-0002-for-a-very-long-customer-name-ok",
+		"stripe:evt_1",
+		"adjustment: evt_1Q0b was a test event",
+	}
+	prose := []bool{false, false, false, false, false, true}
+	want := []string{
+		"api:ap…_request_0001",
+		"api:ap…_request_0002",
+		"api:ap…0001-for-a-v…",
+		"api:ap…0002-for-a-v…",
+		"stripe:evt_1",
+		"adjustment: evt_1Q0…",
+	}
+	got := distinct(cells, prose, 20)
+	for i := range want {
+		if got[i] != want[i] || utf8.RuneCountInString(got[i]) > 20 {
+			t.Errorf("%q cut to %q, want %q", cells[i], got[i], want[i])
+		}
 	}
 }

@@ -250,7 +250,10 @@ type Summary struct {
 
 // Counts tallies verification statuses.
 type Counts struct {
-	Valid         int `json:"valid"`
+	Valid int `json:"valid"`
+	// APIKey counts ingest API events: their API key and body digest
+	// checked (there is no provider signature).
+	APIKey        int `json:"api_key"`
 	Invalid       int `json:"invalid"`
 	NotVerifiable int `json:"not_verifiable"`
 	Pruned        int `json:"pruned"`
@@ -260,6 +263,8 @@ func (c *Counts) add(status string) {
 	switch status {
 	case Valid:
 		c.Valid++
+	case APIKey:
+		c.APIKey++
 	case Invalid:
 		c.Invalid++
 	case NotVerifiable:
@@ -275,6 +280,9 @@ type Store interface {
 	// the database even while serve writes.
 	View(ctx context.Context, fn func(*schema.ReadTx) error) error
 	HasReceipt(ctx context.Context, provider, eventID string) (bool, error)
+	// APIKeys lists the ingest API's keys, revoked ones too: an API event's
+	// recorded key is checked against them.
+	APIKeys(ctx context.Context) ([]schema.APIKey, error)
 }
 
 // Tracer builds traces from the database.
@@ -306,9 +314,19 @@ func (t *Tracer) Customer(ctx context.Context, customer string, p ledger.Period)
 }
 
 func (t *Tracer) trace(ctx context.Context, target, kind string, fill func(*builder) error) (*Trace, error) {
+	// Read before the snapshot: keys are only ever added or revoked, and a
+	// key an event names was stored before the event arrived.
+	ks, err := t.DB.APIKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read API keys: %w", err)
+	}
+	keys := make(apiKeys, len(ks))
+	for _, k := range ks {
+		keys[k.ID] = k
+	}
 	var tr *Trace
-	err := t.DB.View(ctx, func(s *schema.ReadTx) error {
-		b := &builder{ctx: ctx, q: s, v: t.Verifier, tr: &Trace{Target: target, Kind: kind},
+	err = t.DB.View(ctx, func(s *schema.ReadTx) error {
+		b := &builder{ctx: ctx, q: s, v: t.Verifier, keys: keys, tr: &Trace{Target: target, Kind: kind},
 			invoices: map[int64]*invoiceAcc{}, rows: map[int64]*RowView{}, rowsRead: map[int64]ledger.Row{},
 			lines: map[string][]ledger.InvoiceLine{}, events: map[eventKey]*EventView{}}
 		if err := fill(b); err != nil {

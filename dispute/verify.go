@@ -6,13 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/ingest"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/receiver"
+	"github.com/hookledger/hookledger/schema"
 	"github.com/hookledger/hookledger/scheme"
 )
 
@@ -22,6 +25,10 @@ const (
 	Invalid       = "invalid"        // the stored bytes changed after they were received
 	NotVerifiable = "not_verifiable" // the body is intact but no current secret can speak for it
 	Pruned        = "pruned"         // retention deleted the body (or the whole receipt)
+	// APIKey: an ingest API event, which carries no provider signature; the
+	// body hashes to the digest recorded on arrival, and the API key
+	// recorded as having sent it is a stored key of the event's scope.
+	APIKey = "api_key"
 )
 
 // Verification is the re-verification of a stored body against the
@@ -35,12 +42,16 @@ const (
 //     body was altered;
 //  3. a current secret verifies the stored signature headers over the body,
 //     timestamps ignored -> valid;
-//  4. otherwise -> not verifiable. The body still hashes to what arrived, so
+//  4. an ingest API event (source api) whose recorded API key is a stored
+//     key of its scope -> api_key: the key and the body digest are what
+//     can be checked; there is no provider signature;
+//  5. otherwise -> not verifiable. The body still hashes to what arrived, so
 //     the likeliest cause is a secret rotated out of the configuration; a
 //     secret nobody holds any more cannot tell rotation from tampering that
 //     also rewrote every recorded digest, and this says so rather than guess.
-//     Reconciled events (fetched from the provider's API, never signed) and
-//     providers no longer configured are not verifiable too.
+//     Reconciled events (fetched from the provider's API, never signed),
+//     providers no longer configured and ingest API events whose key is not
+//     in the database are not verifiable too.
 type Verification struct {
 	Status string `json:"status"`
 	// Text is the status as people read it, e.g. "not verifiable (no current secret matches)".
@@ -60,6 +71,10 @@ type Verifier struct {
 	providers map[string]*receiver.Provider
 	configs   map[string]config.Provider
 }
+
+// apiKeys are the ingest API's stored keys by id, revoked ones too: what an
+// API event's recorded key is checked against.
+type apiKeys map[int64]schema.APIKey
 
 // NewVerifier builds the configured providers and decodes their secrets.
 func NewVerifier(ps []config.Provider) (*Verifier, error) {
@@ -89,8 +104,9 @@ type stored struct {
 	provider, source string
 	body             []byte // nil when pruned
 	pruned           bool
-	missing          bool   // body NULL but not pruned: empty, or deleted
-	sha              []byte // body_sha256 recorded on arrival
+	missing          bool    // body NULL but not pruned: empty, or deleted
+	sha              []byte  // body_sha256 recorded on arrival
+	keys             apiKeys // the stored API keys, for an ingest API event
 	// link is the receipt's link in the receipts chain, nil on a receipt
 	// that was never chained (a database from before the chain).
 	link *ledger.ReceiptLink
@@ -150,17 +166,39 @@ func (v *Verifier) attempt(s *stored, headers, outcome string, sha []byte) Verif
 }
 
 // apiEvent is the verdict on an intact body of the ingest API: an API key,
-// not a provider's signature, authenticated it, so there is nothing to
-// re-verify, and that is said rather than "invalid" or "no secret matches".
-// headers hold which key it was (receiver/events.go), never the key.
+// not a provider's signature, authenticated it. What can be checked is
+// checked: the body hashes to the digest recorded on arrival (the caller
+// did that), and the key recorded as having sent it (receiver/events.go
+// keeps its id and prefix, never the key) is a stored key of the event's
+// scope. A recorded key that names another key is a rewritten record.
 func apiEvent(s *stored, headers string) Verification {
-	key := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(headers), "Hookledger-Api-Key:"))
-	if key == "" {
-		key = "unrecorded"
+	const text = "no provider signature to re-verify (ingest API event)"
+	digest := fmt.Sprintf("its body hashes to the SHA-256 recorded on arrival, %x", s.sha)
+	recorded := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(headers), "Hookledger-Api-Key:"))
+	idText, prefix, _ := strings.Cut(recorded, " ")
+	id, err := strconv.ParseInt(idText, 10, 64)
+	if recorded == "" || err != nil {
+		return verdict(NotVerifiable, "not verifiable (no API key recorded)",
+			"the event arrived on the ingest API (POST /v1/events) under scope %q, but which API key sent it was not recorded (%q); %s", s.provider, recorded, digest)
 	}
-	return Verification{Status: NotVerifiable, Text: "no provider signature to re-verify (ingest API event)",
-		Detail: fmt.Sprintf("the event arrived on the ingest API (POST /v1/events) under scope %q, authenticated by API key %s (id and prefix); "+
-			"it carries no provider signature. Its body hashes to the digest recorded on arrival", s.provider, key)}
+	k, ok := s.keys[id]
+	if !ok {
+		return verdict(NotVerifiable, "not verifiable (API key not in the database)",
+			"the event arrived on the ingest API under scope %q from API key %d (%s…), which this database's api_keys does not hold "+
+				"(keys are revoked, never deleted); %s", s.provider, id, prefix, digest)
+	}
+	if k.Prefix != prefix || ingest.Scope(k.Name) != s.provider {
+		return verdict(Invalid, "invalid",
+			"the receipt records API key %d (%s…) of scope %q, but key %d is %s… of scope %q: the receipt was rewritten", id, prefix, s.provider, id, k.Prefix, ingest.Scope(k.Name))
+	}
+	revoked := ""
+	if k.RevokedAt != nil {
+		revoked = ", revoked since " + stamp(utc(*k.RevokedAt))
+	}
+	return Verification{Status: APIKey, Text: text,
+		Detail: fmt.Sprintf("verified: the API key recorded on arrival, %d (%s…), is a stored key of scope %q (created %s%s), "+
+			"and the body hashes to the SHA-256 recorded on arrival. The event came through the ingest API (POST /v1/events) and carries no provider signature",
+			id, k.Prefix, s.provider, stamp(utc(k.CreatedAt)), revoked)}
 }
 
 // signature checks headers over an intact body with each current secret in turn.

@@ -226,8 +226,8 @@ func disputeExport(c *cli.Context) error {
 		return fmt.Errorf("dispute export: %w", err)
 	}
 	s := tr.Summary
-	fmt.Fprintf(c.App.Writer, "wrote %s (%d bytes, sha256 %x): %s, %d events, %d delivery attempts; bodies %d valid, %d invalid, %d not verifiable, %d pruned\n",
-		out, size, sum, tr.Target, s.Events, s.Attempts, s.Bodies.Valid, s.Bodies.Invalid, s.Bodies.NotVerifiable, s.Bodies.Pruned)
+	fmt.Fprintf(c.App.Writer, "wrote %s (%d bytes, sha256 %x): %s, %d events, %d delivery attempts; bodies %s\n",
+		out, size, sum, tr.Target, s.Events, s.Attempts, s.Bodies)
 	return traceProblems(tr)
 }
 
