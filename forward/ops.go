@@ -10,6 +10,7 @@ import (
 
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/internal/redact"
+	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/schema"
 )
 
@@ -20,6 +21,10 @@ import (
 type ReadStore interface {
 	OutboxSummary(ctx context.Context, names []string) ([]schema.DestinationSummary, error)
 	ListOutbox(ctx context.Context, f schema.OutboxFilter) ([]schema.OutboxRow, error)
+	// A push's message has no receipt: List reads what it bills.
+	StripePushesOf(ctx context.Context, ids []int64) (map[int64]schema.StripePush, error)
+	GetLedgerRow(ctx context.Context, id int64) (*schema.LedgerRow, error)
+	ReceiptsByEventID(ctx context.Context, providers []string, eventID string) ([]schema.ReceiptSummary, error)
 }
 
 // Errors a caller branches on (a CLI usage error, an HTTP 404 or 409).
@@ -94,7 +99,10 @@ func CheckDestination(ctx context.Context, db ReadStore, configured []string, na
 	return fmt.Errorf("%w %q (known: %s)", ErrUnknownDestination, name, strings.Join(names, ", "))
 }
 
-// Message is one outbox message as `forward list` shows it.
+// Message is one outbox message as `forward list` shows it: a forwarded
+// event's (Provider, EventID, EventType: its receipt), or a Stripe push's
+// (Push: the ledger row or invoice line it bills; Provider and EventID are
+// the row's event, for a usage row).
 type Message struct {
 	MessageID     string     `json:"message_id"`
 	Destination   string     `json:"destination"`
@@ -102,6 +110,7 @@ type Message struct {
 	Provider      string     `json:"provider"`
 	EventID       string     `json:"event_id"`
 	EventType     string     `json:"event_type"`
+	Push          *Push      `json:"push,omitempty"`
 	Attempts      int        `json:"attempts"`
 	CreatedAt     time.Time  `json:"created_at"`
 	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"` // pending only
@@ -110,6 +119,43 @@ type Message struct {
 	LastStatus    int        `json:"last_status_code"`
 	LastError     string     `json:"last_error"`
 	ID            int64      `json:"-"`
+}
+
+// Push is whose a push message is: what it bills in the ledger.
+type Push struct {
+	Customer string `json:"customer"`
+	Meter    string `json:"meter"`
+	// Kind is the ledger row's: usage, adjustment or void; line for a
+	// close-mode push of an invoice line.
+	Kind string `json:"kind"`
+	// Ledger names what the push bills as `hookledger dispute` takes it:
+	// row:ID, or invoice:ID/LINE.
+	Ledger string `json:"ledger"`
+	// Reason and Ref are an adjustment's or a void's: why, and what it
+	// corrects (event:P/ID, row:ID or invoice:ID).
+	Reason string `json:"reason,omitempty"`
+	Ref    string `json:"ref,omitempty"`
+	// Cancels is the identifier of the push whose meter event this one
+	// cancels (a void within Stripe's 24 hours).
+	Cancels string `json:"cancels,omitempty"`
+}
+
+// Whose is the push for people: "adjustment row:9: reason (ref invoice:3)".
+func (p *Push) Whose() string {
+	if p == nil {
+		return ""
+	}
+	s := p.Kind + " " + p.Ledger
+	if p.Reason != "" {
+		s += ": " + p.Reason
+	}
+	if p.Ref != "" {
+		s += " (ref " + p.Ref + ")"
+	}
+	if p.Cancels != "" {
+		s += " (cancels " + p.Cancels + ")"
+	}
+	return s
 }
 
 // List lists messages (see schema.OutboxFilter).
@@ -140,7 +186,57 @@ func List(ctx context.Context, db ReadStore, f schema.OutboxFilter, shown *redac
 		}
 		out = append(out, m)
 	}
+	if err := pushesOf(ctx, db, rows, out); err != nil {
+		return nil, err
+	}
 	return out, nil
+}
+
+// pushesOf fills in whose each push message of rows is (out[i] is rows[i]'s).
+func pushesOf(ctx context.Context, db ReadStore, rows []schema.OutboxRow, out []Message) error {
+	var ids []int64
+	for _, r := range rows {
+		if r.ReceiptID == 0 {
+			ids = append(ids, r.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	pushes, err := db.StripePushesOf(ctx, ids)
+	if err != nil {
+		return fmt.Errorf("read the pushes of the messages: %w", err)
+	}
+	for i, r := range rows {
+		p, ok := pushes[r.ID]
+		if r.ReceiptID != 0 || !ok {
+			continue
+		}
+		m := &out[i]
+		m.Push = &Push{Customer: p.CustomerID, Meter: p.Meter, Kind: p.Source, Cancels: p.Cancels}
+		if p.LedgerID == 0 {
+			m.Push.Ledger = fmt.Sprintf("invoice:%d/%d", p.InvoiceID, p.LineNo)
+			continue
+		}
+		m.Push.Ledger = fmt.Sprintf("row:%d", p.LedgerID)
+		row, err := db.GetLedgerRow(ctx, p.LedgerID)
+		if err != nil {
+			return fmt.Errorf("read ledger row %d of push %s: %w", p.LedgerID, p.Identifier, err)
+		}
+		m.Push.Kind, m.Push.Reason, m.Push.Ref = row.Kind, row.Reason, row.Ref
+		if row.Kind != ledger.KindUsage {
+			continue
+		}
+		m.Provider, m.EventID = row.Provider, row.EventID
+		rcs, err := db.ReceiptsByEventID(ctx, []string{row.Provider}, row.EventID)
+		if err != nil {
+			return fmt.Errorf("read the receipt of ledger row %d: %w", p.LedgerID, err)
+		}
+		if len(rcs) > 0 { // retention may have deleted it
+			m.EventType = rcs[0].EventType
+		}
+	}
+	return nil
 }
 
 // Retry makes the messages r selects due again (schema.OutboxRetry) through

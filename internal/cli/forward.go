@@ -108,15 +108,22 @@ func forwardListCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			header := []string{"message_id", "destination", "status", "provider", "event_id", "event_type", "attempts", "created_at", "last_status", "last_error"}
+			// A push (Stripe) bills a ledger row or an invoice line: whose it
+			// is, customer and meter, and the row with its reason.
+			header := []string{"message_id", "destination", "status", "provider", "event_id", "event_type", "customer", "meter", "ledger",
+				"attempts", "created_at", "last_status", "last_error"}
 			rows := make([][]string, 0, len(ms))
 			for _, m := range ms {
 				last := ""
 				if m.LastStatus != 0 {
 					last = strconv.Itoa(m.LastStatus)
 				}
-				rows = append(rows, []string{m.MessageID, m.Destination, m.Status, m.Provider, m.EventID, m.EventType, strconv.Itoa(m.Attempts),
-					m.CreatedAt.Format(time.RFC3339), last, m.LastError})
+				var customer, meter string
+				if m.Push != nil {
+					customer, meter = m.Push.Customer, m.Push.Meter
+				}
+				rows = append(rows, []string{m.MessageID, m.Destination, m.Status, m.Provider, m.EventID, m.EventType, customer, meter, m.Push.Whose(),
+					strconv.Itoa(m.Attempts), m.CreatedAt.Format(time.RFC3339), last, m.LastError})
 			}
 			if ms == nil {
 				ms = []forward.Message{}
