@@ -22,7 +22,7 @@ import (
 // CustomerStore is what the customer endpoints read and write (*schema.DB).
 type CustomerStore interface {
 	ledger.RegistryStore
-	ledger.CloseStore
+	ledger.PreviewStore // invoice preview: one read-only snapshot
 	// The closed invoices and their state in Stripe (invoices.go).
 	ledger.InvoiceSource
 	stripe.InvoiceStore
@@ -235,15 +235,15 @@ func (c *Customers) preview(w http.ResponseWriter, r *http.Request) {
 	forwardJSON(w, http.StatusOK, res)
 }
 
-// previewOf is the invoice id's close of period would produce, priced, in a
-// transaction that is rolled back (what invoice preview prints).
+// previewOf is the invoice id's close of period would produce, priced, read
+// from one snapshot (ledger.Preview: what invoice preview prints).
 func (c *Customers) previewOf(ctx context.Context, id string, period ledger.Period) (*ledger.CloseResult, error) {
 	pr, _, err := ledger.LoadPricing(ctx, c.DB, c.Catalog, c.DefaultPlan)
 	if err != nil {
 		return nil, err
 	}
-	return ledger.Close(ctx, c.DB, ledger.CloseRequest{Period: period, Customer: id, Meters: c.Meters,
-		Now: c.Now, Preview: true, Pricing: pr})
+	return ledger.Preview(ctx, c.DB, ledger.CloseRequest{Period: period, Customer: id, Meters: c.Meters,
+		Now: c.Now, Pricing: pr})
 }
 
 // decode reads a JSON body into v, refusing unknown fields, trailing data,

@@ -98,26 +98,26 @@ func (tx *CloseTx) closeStatements() {
 func (tx *CloseTx) LatestHead(ctx context.Context) (ChainHead, error) { return latestHead(ctx, tx.tx) }
 
 // OverlappingCloses reads every close whose period overlaps [start, end), in id order.
-func (tx *CloseTx) OverlappingCloses(ctx context.Context, start, end int64) ([]PeriodClose, error) {
+func (r ledgerReads) OverlappingCloses(ctx context.Context, start, end int64) ([]PeriodClose, error) {
 	var closes []PeriodClose
-	err := tx.tx.SelectContext(ctx, &closes, `SELECT `+closeColumns+`
+	err := sqlx.SelectContext(ctx, r.q, &closes, `SELECT `+closeColumns+`
 		FROM period_closes WHERE period_start < ? AND period_end > ? ORDER BY id`, end, start)
 	return closes, err
 }
 
 // ClosedCustomers lists the customers whose period [start, end) was closed
 // or invoiced by a close of their own.
-func (tx *CloseTx) ClosedCustomers(ctx context.Context, start, end int64) ([]string, error) {
+func (r ledgerReads) ClosedCustomers(ctx context.Context, start, end int64) ([]string, error) {
 	var done []string
-	err := tx.tx.SelectContext(ctx, &done, `SELECT customer_id FROM period_closes WHERE period_start = ? AND period_end = ? AND customer_id != ''
+	err := sqlx.SelectContext(ctx, r.q, &done, `SELECT customer_id FROM period_closes WHERE period_start = ? AND period_end = ? AND customer_id != ''
 			UNION SELECT customer_id FROM invoices WHERE period_start = ? AND period_end = ?`, start, end, start, end)
 	return done, err
 }
 
 // LedgerRowRecordedAt is the recorded_at of ledger row id.
-func (tx *CloseTx) LedgerRowRecordedAt(ctx context.Context, id int64) (int64, error) {
+func (r ledgerReads) LedgerRowRecordedAt(ctx context.Context, id int64) (int64, error) {
 	var at int64
-	err := tx.tx.QueryRowxContext(ctx, `SELECT recorded_at FROM metered_usage WHERE id = ?`, id).Scan(&at)
+	err := r.q.QueryRowxContext(ctx, `SELECT recorded_at FROM metered_usage WHERE id = ?`, id).Scan(&at)
 	return at, notFound(err)
 }
 
@@ -136,9 +136,17 @@ func (tx *CloseTx) InsertPeriodClose(ctx context.Context, c PeriodClose) (int64,
 }
 
 // NextInvoiceID is the id the next invoice gets.
-func (tx *CloseTx) NextInvoiceID(ctx context.Context) (int64, error) {
+func (r ledgerReads) NextInvoiceID(ctx context.Context) (int64, error) {
 	var id int64
-	err := tx.tx.QueryRowxContext(ctx, `SELECT COALESCE(MAX(id), 0) + 1 FROM invoices`).Scan(&id)
+	err := r.q.QueryRowxContext(ctx, `SELECT COALESCE(MAX(id), 0) + 1 FROM invoices`).Scan(&id)
+	return id, err
+}
+
+// NextCloseID is the id InsertPeriodClose gives the next close: what an
+// invoice preview, which writes nothing, shows as its close's id.
+func (r ledgerReads) NextCloseID(ctx context.Context) (int64, error) {
+	var id int64
+	err := r.q.QueryRowxContext(ctx, `SELECT COALESCE(MAX(id), 0) + 1 FROM period_closes`).Scan(&id)
 	return id, err
 }
 
@@ -187,10 +195,10 @@ func PeriodRangeSQL(f LedgerFilter) (string, []any) {
 
 // PeriodRange returns the lowest and highest id and the number of the rows f
 // selects (lo is 0 when there are none).
-func (tx *CloseTx) PeriodRange(ctx context.Context, f LedgerFilter) (lo, hi, n int64, err error) {
+func (r ledgerReads) PeriodRange(ctx context.Context, f LedgerFilter) (lo, hi, n int64, err error) {
 	query, args := PeriodRangeSQL(f)
 	var l, h sql.NullInt64
-	if err := tx.tx.QueryRowxContext(ctx, byCustomerKey(tx.tx, query), args...).Scan(&l, &h, &n); err != nil {
+	if err := r.q.QueryRowxContext(ctx, byCustomerKey(r.q, query), args...).Scan(&l, &h, &n); err != nil {
 		return 0, 0, 0, err
 	}
 	return l.Int64, h.Int64, n, nil
@@ -240,9 +248,9 @@ func PeriodScanSQL(s PeriodScan) (string, []any) {
 }
 
 // ScanPeriod calls fn with every row of s.
-func (tx *CloseTx) ScanPeriod(ctx context.Context, s PeriodScan, fn func(*PeriodRow) error) error {
+func (lr ledgerReads) ScanPeriod(ctx context.Context, s PeriodScan, fn func(*PeriodRow) error) error {
 	query, args := PeriodScanSQL(s)
-	rows, err := tx.tx.QueryContext(ctx, byCustomerKey(tx.tx, query), args...)
+	rows, err := lr.q.QueryContext(ctx, byCustomerKey(lr.q, query), args...)
 	if err != nil {
 		return err
 	}
