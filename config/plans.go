@@ -61,6 +61,17 @@ func (c *Config) resolvePlans() error {
 				return errAt(fmt.Sprintf("%s.prices[%d].by", at, j), "a plan version with spend cannot price meter %q by %s yet: spend is priced from each meter's month total, not each value's (drop spend from this version, or price the meter without by)", pr.Meter, pr.By)
 			}
 		}
+		// A version that prices anything prices every declared meter, or
+		// says its other usage is free: a meter left out by mistake would
+		// otherwise be billed 0.00 in silence.
+		if len(p.Prices) > 0 && !p.BillsUnpricedFree() {
+			for _, m := range c.Meters {
+				if p.Price(m.Name) == nil {
+					return errAt(at+".prices", "plan %q from %s has no price for meter %q: price it, or add unpriced: free to the version to bill usage it does not price as a quantity with no amount",
+						p.Name, p.EffectiveFrom, m.Name)
+				}
+			}
+		}
 		// A limit is on the period's sum: the total the writer keeps per
 		// customer, meter and month (entitlements).
 		for j, l := range p.Limits {

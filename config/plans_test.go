@@ -35,6 +35,7 @@ func TestPlansParse(t *testing.T) {
     currency: USD
     effective_from: 2026-07-01
     fee: 39.00
+    unpriced: free
     prices:
       - {meter: api_requests, model: unit, unit: 0.0000000001}
 customers:
@@ -200,5 +201,37 @@ func TestPricesByDimensionRefused(t *testing.T) {
 				t.Errorf("Parse: %v\nwant it to contain %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// A version that prices some meters must price every declared one or say
+// its other usage is free: a meter left out by mistake is refused at
+// startup, naming the plan and the meter, instead of billing 0.00.
+func TestPlanLeavingAMeterUnpricedIsRefused(t *testing.T) {
+	version := func(extra string) string {
+		return plansMeters + "plans:\n  - name: pro\n    currency: USD\n    effective_from: 2026-01-01\n" + extra +
+			"    prices:\n      - {meter: api_requests, model: unit, unit: \"0.01\"}\n"
+	}
+	_, err := Parse([]byte(version("")), t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), `plans[0].prices: plan "pro" from 2026-01-01 has no price for meter "seats"`) ||
+		!strings.Contains(err.Error(), "unpriced: free") {
+		t.Errorf("a version leaving seats unpriced: %v", err)
+	}
+	c, err := Parse([]byte(version("    unpriced: free\n")), t.TempDir())
+	if err != nil {
+		t.Fatalf("unpriced: free: %v", err)
+	}
+	if v, err := c.Catalog.Version("pro", "2026-02-01"); err != nil || !v.BillsUnpricedFree() {
+		t.Errorf("unpriced: free read as %+v, %v", v, err)
+	}
+	if _, err := Parse([]byte(version("    unpriced: refuse\n")), t.TempDir()); err == nil || !strings.Contains(err.Error(), `no price for meter "seats"`) {
+		t.Errorf("unpriced: refuse: %v", err)
+	}
+	if _, err := Parse([]byte(version("    unpriced: zero\n")), t.TempDir()); err == nil || !strings.Contains(err.Error(), `16: plans[0].unpriced: "zero" is not free or refuse`) {
+		t.Errorf("unpriced: zero: %v", err)
+	}
+	// A version without prices (limits only) prices nothing: not refused.
+	if _, err := Parse([]byte(plansMeters+"plans:\n  - {name: free, currency: USD, effective_from: 2026-01-01, limits: [{meter: api_requests, limit: 100}]}\n"), t.TempDir()); err != nil {
+		t.Errorf("a version with limits only: %v", err)
 	}
 }

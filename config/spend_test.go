@@ -9,7 +9,7 @@ import (
 // and key.
 func TestSpendErrorsNameLineAndKey(t *testing.T) {
 	plan := func(body string) string {
-		return plansMeters + "plans:\n  - name: pro\n    currency: USD\n    effective_from: 2026-01-01\n" +
+		return plansMeters + "plans:\n  - name: pro\n    currency: USD\n    effective_from: 2026-01-01\n    unpriced: free\n" +
 			"    prices:\n      - {meter: api_requests, model: unit, unit: \"0.01\"}\n" + body
 	}
 	c, err := Parse([]byte(plan("    spend: {limit: \"1000.00\", alerts: [\"80%\", \"500.00\"]}\n")), t.TempDir())
@@ -24,15 +24,15 @@ func TestSpendErrorsNameLineAndKey(t *testing.T) {
 		name, src, want string
 	}{
 		{"too many decimals", plan("    spend:\n      limit: \"1000.001\"\n"),
-			"19: plans[0].spend.limit: 1000.001 has 3 decimal places, more than 2"},
+			"20: plans[0].spend.limit: 1000.001 has 3 decimal places, more than 2"},
 		{"percentage without a limit", plan("    spend:\n      alerts: [\"500.00\", \"80%\"]\n"),
-			`19: plans[0].spend.alerts[1]: "80%" is a percentage of the limit, and this spend section has none`},
+			`20: plans[0].spend.alerts[1]: "80%" is a percentage of the limit, and this spend section has none`},
 		{"kind", plan("    spend:\n      limit: \"10.00\"\n      kind: firm\n"),
-			`20: plans[0].spend.kind: "firm" is not hard or soft`},
+			`21: plans[0].spend.kind: "firm" is not hard or soft`},
 		{"unknown key", plan("    spend:\n      limit: \"10.00\"\n      alert: [\"5.00\"]\n"),
-			`20: plans[0].spend.alert: unknown field (did you mean "alerts"?)`},
+			`21: plans[0].spend.alert: unknown field (did you mean "alerts"?)`},
 		{"a priced max meter", plan("      - {meter: seats, model: unit, unit: \"8\"}\n    spend:\n      limit: \"10.00\"\n"),
-			`18: plans[0].prices[1].meter: meter "seats" aggregates by max: a plan version with spend prices only sum meters`},
+			`19: plans[0].prices[1].meter: meter "seats" aggregates by max: a plan version with spend prices only sum meters`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.src), t.TempDir())

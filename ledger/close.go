@@ -55,6 +55,9 @@ type CloseResult struct {
 	Cutoff   int64     `json:"cutoff_ms"`
 	Head     int64     `json:"ledger_head"`
 	Invoices []Invoice `json:"invoices"`
+	// Unpriced is the new invoices' usage no price bills (the pricing
+	// knows nothing of an earlier close's): each a warning, not an error.
+	Unpriced []Unpriced `json:"unpriced,omitempty"`
 }
 
 // Close freezes the period's invoices in one write transaction (holding the
@@ -246,6 +249,9 @@ func closeTx(ctx context.Context, tx closeStore, req CloseRequest) (*CloseResult
 			}
 		}
 		res.Invoices = append(res.Invoices, inv)
+	}
+	if prices != nil {
+		res.Unpriced = prices.unpriced
 	}
 	if err := sealClose(ctx, tx, closed, res.Invoices); err != nil {
 		return nil, fmt.Errorf("close %s: %w", p.Label, err)

@@ -126,6 +126,26 @@ type pricer struct {
 	billed map[customerPeriod]*billedPeriod
 	frozen map[string]map[string]*pricing.Plan // stored snapshot -> its versions, by versionKey
 	origin map[*pricing.Plan]int64             // a version read from a snapshot -> the first invoice that stores it
+	// unpriced are the close's invoices' usage nothing priced (Unpriced).
+	unpriced []Unpriced
+}
+
+// Unpriced is usage on an invoice that no price bills: a meter the
+// customer's plan version does not price (and does not say is free), or
+// a customer without a plan while plans exist. The invoice bills its
+// quantity with no amount; invoice close and preview warn about it.
+type Unpriced struct {
+	Customer string `json:"customer"`
+	Meter    string `json:"meter"`
+	Period   string `json:"period"`
+	Plan     string `json:"plan,omitempty"` // plan@effective_from; "" when the customer has none
+}
+
+func (u Unpriced) String() string {
+	if u.Plan == "" {
+		return fmt.Sprintf("customer %q has %s usage in %s and no plan: it is billed as a quantity with no amount (assign a plan, or set customers.default_plan)", u.Customer, u.Meter, u.Period)
+	}
+	return fmt.Sprintf("customer %q: plan %s has no price for meter %q, so its usage in %s is billed as a quantity with no amount (price it, or add unpriced: free to the version)", u.Customer, u.Plan, u.Meter, u.Period)
 }
 
 type zonedStart struct {
@@ -177,8 +197,20 @@ func (p *pricer) price(inv *Invoice) error {
 		return nil
 	}
 	own, err := p.versionFor(inv.Customer, inv.PeriodStart, inv.TZ)
-	if err != nil || own == nil {
+	if err != nil {
 		return err
+	}
+	for _, l := range inv.Lines {
+		if !l.Late && (own == nil || own.Price(l.Meter) == nil && !own.BillsUnpricedFree()) {
+			u := Unpriced{Customer: inv.Customer, Meter: l.Meter, Period: inv.Period}
+			if own != nil {
+				u.Plan = own.Name + "@" + string(own.EffectiveFrom)
+			}
+			p.unpriced = append(p.unpriced, u)
+		}
+	}
+	if own == nil {
+		return nil
 	}
 	used := []*pricing.Plan{own}
 	for i := range inv.Lines {

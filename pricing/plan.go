@@ -37,6 +37,13 @@ type Plan struct {
 	// Spend is the version's spend cap and alerts (spend.go); not in the
 	// snapshot either.
 	Spend *Spend `yaml:"spend" json:"-"`
+	// Unpriced says what the version does with usage of a meter it has no
+	// price for: UnpricedFree bills it as a quantity with no amount;
+	// UnpricedRefuse (the default) refuses a configuration whose version
+	// prices some meters and leaves a declared one out, so a meter left out
+	// by mistake is not billed 0.00 in silence. It changes no amount, so
+	// it is not in the snapshot either.
+	Unpriced string `yaml:"unpriced" json:"-"`
 
 	cur Currency
 }
@@ -96,8 +103,23 @@ func (p *Plan) Validate() error {
 			return fmt.Errorf("spend.%v", err)
 		}
 	}
+	switch p.Unpriced {
+	case "", UnpricedRefuse, UnpricedFree:
+	default:
+		return fmt.Errorf("unpriced: %q is not free or refuse (what the version does with usage of a meter it has no price for)", p.Unpriced)
+	}
 	return nil
 }
+
+// What a version does with usage of a meter it has no price for (Plan.Unpriced).
+const (
+	UnpricedRefuse = "refuse" // the default: every declared meter needs a price
+	UnpricedFree   = "free"   // billed as a quantity, no amount
+)
+
+// BillsUnpricedFree reports whether the version says usage it does not
+// price is free (unpriced: free).
+func (p *Plan) BillsUnpricedFree() bool { return p.Unpriced == UnpricedFree }
 
 // CurrencyOf returns the currency Validate resolved.
 func (p *Plan) CurrencyOf() Currency { return p.cur }

@@ -120,6 +120,7 @@ func invoiceClose(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	warnUnpriced(c, res)
 	if format == "json" {
 		return writeRecords(c.App.Writer, format, nil, nil, res)
 	}
@@ -176,6 +177,7 @@ func invoicePreview(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	warnUnpriced(c, res)
 	format := c.String("format")
 	if format == "json" {
 		return writeRecords(c.App.Writer, format, nil, nil, res)
@@ -424,5 +426,13 @@ func writeMoney(w io.Writer, invs []ledger.Invoice) {
 		if m := inv.Money; m.Currency != "" {
 			fmt.Fprintf(w, "invoice %d (%s, plan %s): fee %s, true-up %s, total %s %s\n", inv.ID, inv.Customer, m.Plan, m.Fee, m.TrueUp, m.Total, m.Currency)
 		}
+	}
+}
+
+// warnUnpriced says on stderr what usage of the invoices no price bills
+// (ledger.Unpriced); JSON carries it as "unpriced" too.
+func warnUnpriced(c *cli.Context, res *ledger.CloseResult) {
+	for _, u := range res.Unpriced {
+		fmt.Fprintf(c.App.ErrWriter, "warning: %s\n", u)
 	}
 }

@@ -16,6 +16,7 @@ const proPlan = `plans:
     effective_from: 2026-01-01
     fee: "29.00"
     minimum: "50.00"
+    unpriced: free
     prices:
       - {meter: api, model: graduated, tiers: [{up_to: 1000, unit: "0"}, {up_to: 100000, unit: "0.001"}, {unit: "0.0005"}]}
 customers:

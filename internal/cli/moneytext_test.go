@@ -12,9 +12,9 @@ import (
 func TestInvoiceZeroAmountHasNoSign(t *testing.T) {
 	e := newCLIEnv(t)
 	e.appendConfig(`plans:
-  - {name: usd, currency: USD, effective_from: 2026-01-01, prices: [{meter: api, model: unit, unit: "0.001"}]}
-  - {name: jpy, currency: JPY, effective_from: 2026-01-01, prices: [{meter: api, model: unit, unit: "0.1"}]}
-  - {name: kwd, currency: KWD, effective_from: 2026-01-01, prices: [{meter: api, model: unit, unit: "0.0001"}]}
+  - {name: usd, currency: USD, effective_from: 2026-01-01, unpriced: free, prices: [{meter: api, model: unit, unit: "0.001"}]}
+  - {name: jpy, currency: JPY, effective_from: 2026-01-01, unpriced: free, prices: [{meter: api, model: unit, unit: "0.1"}]}
+  - {name: kwd, currency: KWD, effective_from: 2026-01-01, unpriced: free, prices: [{meter: api, model: unit, unit: "0.0001"}]}
 customers:
   default_plan: usd
 `)

@@ -106,7 +106,7 @@ func (s *invoiceScheduler) close(ctx context.Context, p ledger.Period) error {
 		}
 		s.Metrics.ObserveClose("error")
 		hint := "it is tried again at the next check"
-		if errors.Is(err, ledger.ErrPeriodOverlap) {
+		if errors.Is(err, ledger.ErrPeriodOverlap) || errors.Is(err, ledger.ErrPeriodGap) {
 			hint = "an earlier close used other period bounds: set invoicing.tz to the zone closes were made in"
 		}
 		s.Log.Error("scheduled close", append(attrs, "outcome", "error", "error", err.Error(), "hint", hint)...)
@@ -124,6 +124,9 @@ func (s *invoiceScheduler) close(ctx context.Context, p ledger.Period) error {
 	s.Log.Info("scheduled close", append(attrs, "outcome", outcome, "invoices", len(res.Invoices), "lines", lines,
 		"totals", invoiceTotals(res.Invoices), "cutoff", time.UnixMilli(res.Cutoff).UTC().Format(time.RFC3339Nano),
 		"ledger_head", res.Head)...)
+	for _, u := range res.Unpriced {
+		s.Log.Warn("scheduled close", append(attrs, "unpriced", u.String())...)
+	}
 	if _, err := s.latestClose(ctx); err != nil && ctx.Err() == nil {
 		s.Log.Warn("scheduled close", "error", err.Error())
 	}
