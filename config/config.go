@@ -499,6 +499,12 @@ func (c *Config) resolve(dir string) error {
 			key, msg, _ := strings.Cut(err.Error(), ": ")
 			return errAt(at+"."+key, "%s", msg)
 		}
+		if err := resolveWindow(&c.Usage[i].MaxFuture, DefaultMaxFuture); err != nil {
+			return errAt(at+".max_future", "%v", err)
+		}
+		if err := resolveWindow(&c.Usage[i].MaxPast, DefaultMaxPast); err != nil {
+			return errAt(at+".max_past", "%v", err)
+		}
 		if len(meters) > 0 && m.Meter.Value != "" && !meters[m.Meter.Value] {
 			return errAt(at+".meter", "meter %q is not declared under meters", m.Meter.Value)
 		}

@@ -16,6 +16,18 @@ type Defaults struct {
 	// OccurredAt is the event time of a row whose occurred_at is not mapped
 	// or missing: the receipt time for a webhook.
 	OccurredAt time.Time
+	// ReceivedAt is when the event was received (its receipt's
+	// received_at), which a mapping's max_future and max_past are measured
+	// from; zero means OccurredAt, which is the receipt time for a webhook.
+	ReceivedAt time.Time
+}
+
+// received is the time a mapping's window is measured from.
+func (d Defaults) received() time.Time {
+	if d.ReceivedAt.IsZero() {
+		return d.OccurredAt
+	}
+	return d.ReceivedAt
 }
 
 // APIDefaults are the defaults of an event of the ingest API (CloudEvents
@@ -25,7 +37,7 @@ type Defaults struct {
 // event whose time does not parse, so a stored one always does; should it
 // not, the receipt time is used.
 func APIDefaults(body []byte, receivedAt time.Time) Defaults {
-	d := Defaults{OccurredAt: receivedAt}
+	d := Defaults{OccurredAt: receivedAt, ReceivedAt: receivedAt}
 	if s := payload.Get(body, "subject"); s.Type == gjson.String && s.Str != "" && CheckIdentifier(s.Str) == nil {
 		d.Customer = s.Str
 	}

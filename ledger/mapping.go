@@ -86,6 +86,15 @@ type Mapping struct {
 	Quantity   Field            `yaml:"quantity"`
 	OccurredAt Field            `yaml:"occurred_at"` // optional: RFC 3339 or unix seconds; default receipt time
 	Properties map[string]Field `yaml:"properties"`  // optional: kept on the row for aggregations
+	// MaxFuture and MaxPast bound the event time around the time the event
+	// was received (see Bound); config fills in their defaults. They are
+	// left out of the JSON the mapping version is computed from (NewMapper
+	// adds them only when configured), so a configuration that does not
+	// set them keeps the version its receipts already record.
+	MaxFuture Bound `yaml:"max_future" json:"-"`
+	MaxPast   Bound `yaml:"max_past" json:"-"`
+
+	window window // set by NewMapper
 }
 
 // Validate checks a mapping on its own; the error names the offending key.
@@ -141,13 +150,21 @@ type Mapper struct {
 
 // NewMapper builds a mapper. If meters is non-empty, mapped meters must be among them.
 func NewMapper(mappings []Mapping, meters []string) *Mapper {
+	var windows []string
+	for i, mp := range mappings {
+		if mp.MaxFuture.Text != "" || mp.MaxPast.Text != "" {
+			windows = append(windows, fmt.Sprintf("%d:%s/%s:%s/%s", i, mp.MaxFuture.Text, mp.MaxFuture.Max, mp.MaxPast.Text, mp.MaxPast.Max))
+		}
+	}
 	fp, _ := json.Marshal(struct {
 		M []Mapping
 		N []string
-	}{mappings, meters})
+		W []string `json:",omitempty"`
+	}{mappings, meters, windows})
 	sum := sha256.Sum256(fp)
 	m := &Mapper{byType: make(map[string][]Mapping), version: "map-" + hex.EncodeToString(sum[:4])}
-	for _, mp := range mappings {
+	for i, mp := range mappings {
+		mp.window = window{future: mp.MaxFuture.Max, past: mp.MaxPast.Max, at: fmt.Sprintf("usage[%d]", i)}
 		m.byType[mp.Type] = append(m.byType[mp.Type], mp)
 	}
 	if len(meters) > 0 {
@@ -210,6 +227,9 @@ func (m *Mapper) row(mp Mapping, body []byte, def Defaults) (UsageRow, error) {
 		return r, err
 	}
 	if r.OccurredAt, err = occurredAt(mp.OccurredAt, body, def.OccurredAt); err != nil {
+		return r, err
+	}
+	if err = mp.window.check(r.OccurredAt, def.received()); err != nil {
 		return r, err
 	}
 	r.Properties, err = properties(mp.Properties, body)
