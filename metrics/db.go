@@ -60,6 +60,8 @@ var (
 		"Age of the oldest receipt in status failed (a payload that needs repair and replay); 0 when there is none.", nil, nil)
 	ledgerRowsDesc = prometheus.NewDesc(Namespace+"_ledger_rows",
 		"Rows in the append-only metered-usage ledger (usage and adjustments).", nil, nil)
+	strandedDesc = prometheus.NewDesc(Namespace+"_usage_stranded_rows",
+		"Ledger rows (usage and adjustments) dated before the first period closed for their customer: on no path to an invoice; `hookledger usage stranded` lists them.", nil, nil)
 	headIDDesc = prometheus.NewDesc(Namespace+"_chain_head_id",
 		"Id of the last row of each hash chain (chain: ledger = metered_usage.id, receipts = receipts.id).", []string{"chain"}, nil)
 	headInfoDesc = prometheus.NewDesc(Namespace+"_chain_head_info",
@@ -72,6 +74,7 @@ func (c *dbCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- receiptsDesc
 	ch <- oldestFailedDesc
 	ch <- ledgerRowsDesc
+	ch <- strandedDesc
 	ch <- headIDDesc
 	ch <- headInfoDesc
 }
@@ -91,6 +94,7 @@ func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(oldestFailedDesc, prometheus.GaugeValue, st.oldestFailedAge.Seconds())
 	ch <- prometheus.MustNewConstMetric(ledgerRowsDesc, prometheus.GaugeValue, float64(st.ledgerRows))
+	ch <- prometheus.MustNewConstMetric(strandedDesc, prometheus.GaugeValue, float64(st.strandedRows))
 	for _, a := range st.anchors {
 		ch <- prometheus.MustNewConstMetric(headIDDesc, prometheus.GaugeValue, float64(a.ID), a.Chain)
 		ch <- prometheus.MustNewConstMetric(headInfoDesc, prometheus.GaugeValue, 1, a.Chain, a.String())
@@ -101,6 +105,7 @@ type dbStats struct {
 	receipts        map[string]int64
 	oldestFailedAge time.Duration
 	ledgerRows      int64
+	strandedRows    int64
 	anchors         []ledger.Anchor
 }
 
@@ -120,6 +125,9 @@ func (c *dbCollector) read() (dbStats, error) {
 			st.oldestFailedAge = max(0, c.now().Sub(time.UnixMilli(counts.OldestFailedAt)))
 		}
 		st.ledgerRows = counts.LedgerRows
+		if st.strandedRows, err = ledger.StrandedRows(ctx, s); err != nil {
+			return err
+		}
 		st.anchors, err = ledger.LoadAnchors(ctx, s)
 		return err
 	})

@@ -36,7 +36,7 @@ func usageCommand() *cli.Command {
 			formatFlag(),
 		),
 		Action:      usage,
-		Subcommands: []*cli.Command{usageLateCommand()},
+		Subcommands: []*cli.Command{usageLateCommand(), usageStrandedCommand()},
 	}
 }
 
