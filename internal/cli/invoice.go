@@ -163,7 +163,7 @@ func invoicePreview(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("--%w", err)
 	}
-	db, err := openWritable(c) // the preview runs in a write transaction it rolls back, so its cutoff is exact
+	db, err := openExisting(c) // the preview reads one snapshot: it writes nothing and takes no write lock
 	if err != nil {
 		return err
 	}
@@ -172,8 +172,8 @@ func invoicePreview(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	res, err := ledger.Close(c.Context, db, ledger.CloseRequest{Period: period, Customer: args[0], Meters: ledger.NewMeters(cfg.Meters),
-		Preview: true, Pricing: pr})
+	res, err := ledger.Preview(c.Context, db, ledger.CloseRequest{Period: period, Customer: args[0], Meters: ledger.NewMeters(cfg.Meters),
+		Pricing: pr})
 	if err != nil {
 		return err
 	}
