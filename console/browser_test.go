@@ -20,7 +20,11 @@ import (
 	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/chromedp"
 
+	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/internal/testenv"
+	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/schema"
 )
 
 // ScreenshotsEnv names the directory the browser test saves its screenshots
@@ -129,6 +133,28 @@ func traffic(t *testing.T, e *env) {
 	}
 }
 
+// overflowJS describes what overflows the page ("" for nothing): the page
+// wider than the window (it scrolls sideways), an element reaching past the
+// window's right edge, or a cell whose content is cut off by its own
+// box (one ending in an ellipsis, such as a digest, is shortened on
+// purpose and shows the whole in its title).
+const overflowJS = `(() => {
+	const out = [], de = document.documentElement, right = de.clientWidth;
+	if (de.scrollWidth > right) out.push("the page is " + de.scrollWidth + " px wide in a " + right + " px window");
+	const name = el => el.tagName.toLowerCase() + (el.id ? "#" + el.id : "") + (el.className && typeof el.className === "string" ? "." + el.className.trim().split(/\s+/).join(".") : "");
+	for (const el of document.querySelectorAll("body *")) {
+		const r = el.getBoundingClientRect();
+		if (r.width === 0 || el.closest("svg") && el.tagName.toLowerCase() !== "svg") continue;
+		if (r.right > right + 0.5) { out.push(name(el) + " ends at " + Math.round(r.right) + " px"); if (out.length > 5) break; continue; }
+		const cs = getComputedStyle(el);
+		if ((el.tagName === "TD" || el.tagName === "TH") && cs.overflowX !== "visible" && cs.textOverflow !== "ellipsis" && el.scrollWidth > el.clientWidth + 1) {
+			out.push(name(el) + " cuts off its content (" + el.scrollWidth + " px in " + el.clientWidth + ")");
+			if (out.length > 5) break;
+		}
+	}
+	return out.join("; ");
+})()`
+
 const xssPayload = `<script>window.__xss=1</script>"><img src=x onerror="window.__xss=2">`
 
 // The browser test signs in, opens an event, reads a priced invoice's total,
@@ -137,10 +163,19 @@ const xssPayload = `<script>window.__xss=1</script>"><img src=x onerror="window.
 // runs no script, and saves a screenshot of each page.
 func TestBrowser(t *testing.T) {
 	ctx := newBrowser(t)
-	e := newEnv(t, false)
+	// A destination the events are forwarded to: the overview shows its
+	// backlog and last error (nothing sends: the relay does not run).
+	dest := config.Destination{Name: "analytics-warehouse-eu-west-1", URL: "http://127.0.0.1:9/hooks", MaxAttempts: 5, Concurrency: 1,
+		Secrets: []config.Secret{{Value: "whsec_" + strings.Repeat("QUJD", 8)}}}
+	dest.Timeout.Duration, dest.MaxAge.Duration, dest.Backoff.Duration, dest.MaxBackoff.Duration = time.Second, time.Hour, time.Second, time.Minute
+	e := newEnv(t, false, func(o *testenv.Options) {
+		o.Edits = append(o.Edits, func(c *config.Config) { c.Destinations = []config.Destination{dest} })
+	})
+	e.Console.Destinations = []string{dest.Name}
 	// Plan starter prices the invoices: 2 requests at 1.00, 3 more at 0.50,
 	// then 0.25; a 3.00 fee and a 5.00 minimum.
 	e.Pricing = planPricing(t, "starter", "3.00", "5.00", [2]string{"2", "1"}, [2]string{"5", "0.50"}, [2]string{"", "0.25"})
+	e.Console.Catalog, e.Console.DefaultPlan = e.Pricing.Catalog, "starter"
 	invoices(t, e)
 	xssID := "evt_" + xssPayload
 	body := []byte(`{"type":"usage.recorded","note":"` + strings.ReplaceAll(xssPayload, `"`, `\"`) +
@@ -160,6 +195,26 @@ func TestBrowser(t *testing.T) {
 	}
 	traffic(t, e)
 	e.Console.NotReplicating = "no ./litestream.yml and no --litestream-config"
+	// What overflowed a 1,400 px window: an ingest API event's long id and
+	// customer, and a destination's long last error (a URL, no spaces).
+	longID := "api:app:api-gateway#cus_big_enterprise_customer_0000000001#2026-11-29T10:00:00.000Z#req_7f3a9c2e4b1d"
+	longCustomer := "cus_big_enterprise_customer_0000000001_with_a_long_external_reference"
+	if r := e.Send(longID, usageBody(longCustomer, "api_requests", "3", time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))); r.Code != 200 {
+		t.Fatalf("long event: %d", r.Code)
+	}
+	msgs, err := e.DB.ListOutbox(context.Background(), schema.OutboxFilter{})
+	if err != nil || len(msgs) == 0 {
+		t.Fatalf("%d messages (%v)", len(msgs), err)
+	}
+	err = e.Writer.Submit(context.Background(), custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
+		at := e.Now().UnixMilli()
+		why := "Post \"http://127.0.0.1:9/hooks/analytics-warehouse-eu-west-1/ingest/v2/events?source=hookledger&batch=" + strings.Repeat("x", 80) + "\": dial tcp 127.0.0.1:9: connect: connection refused"
+		return tx.Batch().RecordOutboxResults(ctx, []schema.OutboxResult{{ID: msgs[0].ID, Status: schema.OutboxPending,
+			AttemptedAt: at, NextAttemptAt: at + 60_000, Error: why}})
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	shots := screenshotDir(t, e)
 	t.Logf("screenshots in %s", shots)
@@ -180,14 +235,28 @@ func TestBrowser(t *testing.T) {
 		}
 		return v
 	}
+	// shot saves a screenshot of the page at each width an operator's
+	// screen has (NAME.png at 1,280 px, NAME-1400.png at 1,400 px), and
+	// checks that nothing overflows at either: the page does not scroll
+	// sideways and no cell is cut off.
 	shot := func(name string) {
 		t.Helper()
-		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatalf("screenshot %s: %v", name, err)
-		}
-		if err := os.WriteFile(filepath.Join(shots, name+".png"), png, 0o644); err != nil {
-			t.Fatal(err)
+		for _, width := range []int64{1400, 1280} {
+			step(fmt.Sprintf("%d px wide", width), chromedp.EmulateViewport(width, 900))
+			if got := eval(overflowJS); got != "" {
+				t.Errorf("%s at %d px overflows: %s", name, width, got)
+			}
+			png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+			if err != nil {
+				t.Fatalf("screenshot %s: %v", name, err)
+			}
+			file := name + ".png"
+			if width != 1280 {
+				file = fmt.Sprintf("%s-%d.png", name, width)
+			}
+			if err := os.WriteFile(filepath.Join(shots, file), png, 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	at := func() string {
@@ -281,13 +350,17 @@ func TestBrowser(t *testing.T) {
 
 	// Open an event from the list.
 	step("events", chromedp.Navigate(base+"/ui/events"), chromedp.WaitVisible(chromedp.CSS("#receipts")))
-	// The newest receipt is the failed event (no usage row); below it,
-	// traffic's last event: cus_0, 1 request, at 2026-11-29 10:00 UTC.
+	// The newest receipt is the long one, then the failed event (no usage
+	// row); below it, traffic's last event: cus_0, 1 request, at
+	// 2026-11-29 10:00 UTC.
 	row := `Array.from(document.querySelectorAll("#receipts tbody tr")[%d].cells).slice(5, 8).map(c => c.textContent.trim()).join(" | ")`
-	if got := eval(fmt.Sprintf(row, 0)); got != "— | — | —" {
+	if got := eval(fmt.Sprintf(row, 0)); got != longCustomer+" | 3 api_requests | 2026-11-29 10:00 UTC" {
+		t.Errorf("the long event's customer, quantity and event time read %q", got)
+	}
+	if got := eval(fmt.Sprintf(row, 1)); got != "— | — | —" {
 		t.Errorf("the failed event's customer, quantity and event time read %q", got)
 	}
-	if got := eval(fmt.Sprintf(row, 1)); got != "cus_0 | 1 api_requests | 2026-11-29 10:00 UTC" {
+	if got := eval(fmt.Sprintf(row, 2)); got != "cus_0 | 1 api_requests | 2026-11-29 10:00 UTC" {
 		t.Errorf("the newest usage event's customer, quantity and event time read %q", got)
 	}
 	checkStamp("events", "#receipts td.occurred time")
@@ -379,15 +452,24 @@ func TestBrowser(t *testing.T) {
 	step("pick November", chromedp.SetValue(chromedp.CSS("#period"), "2026-11"), chromedp.Submit(chromedp.CSS("#period")))
 	waitFor("period=2026-11")
 	step("November", chromedp.WaitVisible(chromedp.CSS("#usage")))
-	if got := eval(`String(document.querySelectorAll("#usage tbody tr").length)`); got != "5" {
-		t.Errorf("November's usage has %s lines, want 5 (cus_0..3 and cus_daily)", got)
+	if got := eval(`String(document.querySelectorAll("#usage tbody tr").length)`); got != "6" {
+		t.Errorf("November's usage has %s lines, want 6 (cus_0..3, the long one and cus_daily)", got)
+	}
+	// Late usage is marked beside the total it is part of, linked to the
+	// note naming `hookledger usage late`: the long customer's 3 requests
+	// arrived after November was closed.
+	if got := eval(`Array.from(document.querySelectorAll("#usage tbody tr")).map(r => r.cells[0].textContent + " " + (r.querySelector(".late-mark a[href='#late-note']") || {textContent: "-"}).textContent).join(" | ")`); !strings.Contains(got, longCustomer+" 3 late") {
+		t.Errorf("November's late usage is marked %q", got)
+	}
+	if got := eval(`document.getElementById("late-note").textContent`); !strings.Contains(got, "hookledger usage late") {
+		t.Errorf("the late note says %q", got)
 	}
 	shot("usage")
 	href := eval(`document.getElementById("usage-csv").getAttribute("href")`)
 	if got, want := clickDownload(t, ctx, dl, "#usage-csv"), fetch(href); len(got) == 0 || !bytes.Equal(got, want) {
 		t.Errorf("the usage CSV the browser downloaded (%s):\n%s\nwant\n%s", href, got, want)
-	} else if n := bytes.Count(got, []byte("\n")); n != 1+5 {
-		t.Errorf("the usage CSV has %d lines, want a header and the page's 5:\n%s", n, got)
+	} else if n := bytes.Count(got, []byte("\n")); n != 1+6 {
+		t.Errorf("the usage CSV has %d lines, want a header and the page's 6:\n%s", n, got)
 	}
 	step("usage of one customer", chromedp.Navigate(base+"/ui/usage?from=2026-11&to=2026-12&customer=cus_daily"),
 		chromedp.WaitVisible(chromedp.CSS("svg.chart")))
@@ -420,7 +502,30 @@ func TestBrowser(t *testing.T) {
 	step("customers", chromedp.Navigate(base+"/ui/customers"), chromedp.WaitVisible(chromedp.CSS("#customers")))
 	shot("customers")
 	step("customer", chromedp.Navigate(base+"/ui/customer?id=cus_1"), chromedp.WaitVisible(chromedp.CSS("#history")))
+	// Its closed invoices add up: 6.75 (November) + 6.25 (December's).
+	if got := eval(`document.querySelector("#customer-totals td.total").textContent`); got != "13.00 USD" {
+		t.Errorf("cus_1's invoices add up to %q, want 13.00 USD", got)
+	}
 	shot("customer")
+	// The long customer's draft of January bills its late November usage
+	// (2 × 1.00 + 1 × 0.50), the 3.00 fee and the 2.00 true-up to January's
+	// 5.00 minimum: what invoice preview computes.
+	jan, _ := ledger.MonthPeriod("2027-01", time.UTC)
+	draft, err := ledger.Preview(context.Background(), e.DB, ledger.CloseRequest{Period: jan, Customer: longCustomer, Meters: e.Console.Meters,
+		Now: e.Now, Pricing: e.Pricing})
+	if err != nil || len(draft.Invoices) != 1 {
+		t.Fatalf("preview: %+v, %v", draft, err)
+	}
+	step("customer draft", chromedp.Navigate(base+"/ui/customer?"+url.Values{"id": {longCustomer}, "period": {"2027-01"}}.Encode()),
+		chromedp.WaitVisible(chromedp.CSS("#draft")))
+	previewTotal := draft.Invoices[0].Money.Total + " " + draft.Invoices[0].Money.Currency
+	if got := eval(`document.querySelector("#draft td.draft-total").textContent`); got != previewTotal || previewTotal != "7.50 USD" {
+		t.Errorf("the draft's total is %q, invoice preview's %q (want 7.50 USD)", got, previewTotal)
+	}
+	if got := eval(`document.querySelector("#draft tr.late").textContent`); !strings.Contains(got, "late") || !strings.Contains(got, "2026-11") {
+		t.Errorf("the draft's late line reads %q", got)
+	}
+	shot("customer-draft")
 	out := filepath.Join(t.TempDir(), "export.zip")
 	e.cli(t, "dispute", "export", "invoice:1/1", "--out", out)
 	want, err := os.ReadFile(out)

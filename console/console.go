@@ -58,6 +58,7 @@ import (
 	"github.com/hookledger/hookledger/forward"
 	"github.com/hookledger/hookledger/internal/redact"
 	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/pricing"
 	"github.com/hookledger/hookledger/schema"
 	"github.com/hookledger/hookledger/stripe"
 )
@@ -97,6 +98,12 @@ type Store interface {
 	stripe.StatusStore
 	// What Stripe says of close-mode invoices (stripe.States).
 	stripe.InvoiceStore
+	// The customer page's draft invoice: ledger.Preview, priced as
+	// `invoice preview` prices it (ledger.LoadPricing).
+	ledger.PreviewStore
+	ledger.InvoiceSource
+	// The usage page's late usage (ledger.LateUsage, `usage late`).
+	ledger.LateSource
 }
 
 // Entitlements answers entitlement checks (*entitle.Checker).
@@ -131,6 +138,10 @@ type Console struct {
 	// DefaultPlan is customers.default_plan: the plan of a customer no
 	// assignment puts on another ("" for none).
 	DefaultPlan string
+	// Catalog is the declared plans (config plans:): the customer page's
+	// draft invoice is priced with them, as `invoice preview` prices it.
+	// Nil: drafts carry quantities only.
+	Catalog *pricing.Catalog
 	// Entitlements answers the customer page's limits: the checks of GET
 	// /v1/entitlements, from the usage state. Nil leaves them out.
 	Entitlements Entitlements

@@ -113,17 +113,102 @@ func (c *Console) customer(w http.ResponseWriter, r *http.Request, s *session) {
 	}
 	v := customerView{ID: id, History: hist, Assignments: as, Stripe: c.Stripe}
 	v.Plan, v.PlanVia = planToday(ledger.NewPlans(c.DefaultPlan, as), id, c.Now())
+	period, status, err := c.customerPeriod(r, &v)
+	if err != nil {
+		c.internal(w, r, s, err)
+		return
+	}
+	if status != http.StatusOK {
+		c.render(w, r, s, status, "customer", "Customer "+id, v)
+		return
+	}
+	if err := c.money(r.Context(), &v, period); err != nil {
+		c.internal(w, r, s, err)
+		return
+	}
 	if err := c.limits(r.Context(), &v); err != nil {
 		c.internal(w, r, s, err)
 		return
 	}
 	if c.Stripe {
-		if v.StripePeriod, v.Pushes, err = c.pushes(r.Context(), id); err != nil {
+		v.StripePeriod = period.Label
+		if v.Pushes, err = c.pushes(r.Context(), id, period); err != nil {
 			c.internal(w, r, s, err)
 			return
 		}
 	}
 	c.render(w, r, s, http.StatusOK, "customer", "Customer "+id, v)
+}
+
+// customerPeriod is the month the customer page shows, in invoicing.tz:
+// period= or, without it, the month views about closing open on
+// (ledger.ClosingMonth). A bad period= is a 400 with the reason in v.
+func (c *Console) customerPeriod(r *http.Request, v *customerView) (ledger.Period, int, error) {
+	loc := c.zone()
+	v.TZ = loc.String()
+	var err error
+	if v.Months, err = c.months(r, loc); err != nil {
+		return ledger.Period{}, 0, err
+	}
+	var p ledger.Period
+	if v.Period = r.URL.Query().Get("period"); v.Period == "" {
+		var previous bool
+		if p, previous, err = ledger.ClosingMonth(r.Context(), c.DB, c.Now(), loc); err != nil {
+			return ledger.Period{}, 0, err
+		}
+		v.Period, v.Default = p.Label, defaultWhy(previous, v.Months[1].Closed)
+	} else if p, err = ledger.MonthPeriod(v.Period, loc); err != nil {
+		v.Error = "period: " + err.Error()
+		return ledger.Period{}, http.StatusBadRequest, nil
+	}
+	v.Open = c.Now().Before(p.End)
+	if !slices.ContainsFunc(v.Months, func(m monthChoice) bool { return m.Month == v.Period }) {
+		v.Months = append(v.Months, monthChoice{Month: v.Period}) // an older month asked for: the picker offers it too
+	}
+	return p, http.StatusOK, nil
+}
+
+// zone is invoicing.tz, the zone the customer page's month is read in.
+func (c *Console) zone() *time.Location {
+	if c.Zone == nil {
+		return time.UTC
+	}
+	return c.Zone
+}
+
+// customerInvoicesShown bounds the closed invoices the customer page lists
+// (newest first; the invoices page has them all).
+const customerInvoicesShown = 24
+
+// money fills v with the customer's closed invoices and their totals, and
+// the draft of period: what `hookledger invoice preview` prints for it
+// (ledger.Preview, a read of one snapshot), or, once the period is closed,
+// its closed invoice.
+func (c *Console) money(ctx context.Context, v *customerView, period ledger.Period) error {
+	invs, err := c.DB.ConsoleInvoices(ctx, schema.InvoicePage{Customer: v.ID, Limit: customerInvoicesShown + 1})
+	if errors.Is(err, schema.ErrNoInvoices) {
+		invs, err = nil, nil
+	}
+	if err != nil {
+		return err
+	}
+	if len(invs) > customerInvoicesShown {
+		invs, v.MoreInvoices = invs[:customerInvoicesShown], true
+	}
+	v.Invoices = invs
+	if v.InvoiceTotals, err = sumByCurrency(invs); err != nil {
+		return err
+	}
+	pr, _, err := ledger.LoadPricing(ctx, registry{c.DB}, c.Catalog, c.DefaultPlan)
+	if err == nil {
+		v.Draft, err = ledger.Preview(ctx, c.DB, ledger.CloseRequest{Period: period, Customer: v.ID, Meters: c.Meters, Now: c.Now, Pricing: pr})
+	}
+	if err != nil {
+		// What invoice preview would refuse with (a frozen price changed,
+		// a gap, one invoice in two currencies): shown, not a failed page.
+		v.DraftError = err.Error()
+	}
+	return nil
 }
 
 type customerView struct {
@@ -149,6 +234,21 @@ type customerView struct {
 	Stripe       bool
 	StripePeriod string
 	Pushes       []stripe.StatusLine
+	// The month the page shows (period=, else ledger.ClosingMonth's, and
+	// Default says why), the picker's months, and a bad period='s reason.
+	Period, Default, Error string
+	TZ                     string
+	Open                   bool // Period has not ended yet
+	Months                 []monthChoice
+	// Money: the customer's closed invoices, newest first (MoreInvoices:
+	// older ones are on the invoices page), their totals per currency, and
+	// the draft of Period as `invoice preview` computes it (DraftError: why
+	// there is none).
+	Invoices      []schema.InvoiceSummary
+	MoreInvoices  bool
+	InvoiceTotals []currencySum
+	Draft         *ledger.CloseResult
+	DraftError    string
 }
 
 // crossingView is a threshold that fired with the event of the ledger row
@@ -237,21 +337,12 @@ func (c *Console) rowEvent(ctx context.Context, rowID int64) (provider, event st
 	return "", "", err
 }
 
-// pushes is the customer's `hookledger stripe status` of this month (in
+// pushes is the customer's `hookledger stripe status` of period (in
 // invoicing.tz): stripe.Status without --remote.
-func (c *Console) pushes(ctx context.Context, customer string) (string, []stripe.StatusLine, error) {
-	loc := c.Zone
-	if loc == nil {
-		loc = time.UTC
-	}
-	period, err := ledger.MonthPeriod(c.Now().In(loc).Format("2006-01"), loc)
-	if err != nil {
-		return "", nil, err
-	}
+func (c *Console) pushes(ctx context.Context, customer string, period ledger.Period) ([]stripe.StatusLine, error) {
 	var meters []ledger.Meter
 	for _, name := range slices.Sorted(maps.Keys(c.Meters)) {
 		meters = append(meters, c.Meters[name])
 	}
-	lines, err := stripe.Status(ctx, c.DB, meters, period, customer, nil)
-	return period.Label, lines, err
+	return stripe.Status(ctx, c.DB, meters, period, customer, nil)
 }

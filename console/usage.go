@@ -21,9 +21,10 @@ type usageView struct {
 	// are the declared dimensions.
 	Dim, Value string
 	Dims       []string
-	// Default says Period was chosen by the page: the previous month while
-	// it is not closed for all customers, then the current one.
-	Default bool
+	// Default says why the page chose Period ("": it was asked for): the
+	// previous month while it holds usage and is not closed for all
+	// customers, then the current one (ledger.ClosingMonth).
+	Default string
 	// WindowFrom and WindowTo are what the totals are computed for, as
 	// `hookledger usage --from --to` takes them.
 	WindowFrom, WindowTo string
@@ -32,6 +33,42 @@ type usageView struct {
 	Next                 string             // the customer after which the next page starts ("": last page)
 	Days                 []meterDays        // one customer: per meter, per day
 	Error                string
+	// Late is the month's late usage per customer and meter: rows of the
+	// closed month recorded after its close and not billed yet (what
+	// `hookledger usage late` lists), counted in the totals above but on
+	// no invoice of the month; the next invoice bills them. Only for a
+	// month (not a custom window) without a dimension picked.
+	Late map[string]ledger.LateLine
+}
+
+// LateOf is customer's late usage of meter in the month shown (nil: none).
+func (v usageView) LateOf(customer, meter string) *ledger.LateLine {
+	if l, ok := v.Late[customer+"\x00"+meter]; ok {
+		return &l
+	}
+	return nil
+}
+
+// late fills v.Late from ledger.LateUsage (what `hookledger usage late`
+// runs) for the month shown, of one customer or of every one.
+func (c *Console) late(r *http.Request, v *usageView) error {
+	if v.Period == "" || v.Dim != "" || len(v.Lines) == 0 {
+		return nil
+	}
+	late, err := ledger.LateUsage(r.Context(), c.DB, v.Customer, c.Meters)
+	if err != nil {
+		return err
+	}
+	for _, l := range late {
+		if l.Period != v.Period || l.TZ != v.TZ {
+			continue
+		}
+		if v.Late == nil {
+			v.Late = map[string]ledger.LateLine{}
+		}
+		v.Late[l.Customer+"\x00"+l.Meter] = l
+	}
+	return nil
 }
 
 // monthChoice is one month of the period picker.
@@ -104,12 +141,13 @@ func (c *Console) usageView(r *http.Request) (usageView, int, error) {
 		v.Period, v.WindowFrom, v.WindowTo = "", v.From, v.To
 	default:
 		if v.Period == "" {
-			// Closing is about the month that just ended: show it until
-			// it is closed for all customers, then the current month.
-			v.Period, v.Default = v.Months[1].Month, true
-			if v.Months[1].Closed {
-				v.Period = v.Months[0].Month
+			// Closing is about the month that just ended: the rule every
+			// view about closing opens on (ledger.ClosingMonth).
+			p, previous, err := ledger.ClosingMonth(r.Context(), c.DB, c.Now(), loc)
+			if err != nil {
+				return v, 0, err
 			}
+			v.Period, v.Default = p.Label, defaultWhy(previous, v.Months[1].Closed)
 		}
 		p, err := ledger.MonthPeriod(v.Period, loc)
 		if err != nil {
@@ -140,6 +178,9 @@ func (c *Console) usageView(r *http.Request) (usageView, int, error) {
 			return usageErr(err)
 		}
 		v.Lines = totals.Lines
+		if err := c.late(r, &v); err != nil {
+			return v, 0, err
+		}
 		// The per-day charts keep to the value picked, one bar per day.
 		days, err := c.query(r, v, v.Customer, "customer,meter,day")
 		if err != nil {
@@ -163,7 +204,21 @@ func (c *Console) usageView(r *http.Request) (usageView, int, error) {
 		}
 		v.Lines = append(v.Lines, rep.Lines...)
 	}
+	if err := c.late(r, &v); err != nil {
+		return v, 0, err
+	}
 	return v, http.StatusOK, nil
+}
+
+// defaultWhy says why a page opened on the month ledger.ClosingMonth chose.
+func defaultWhy(previous, lastClosed bool) string {
+	switch {
+	case previous:
+		return "the last month, until it is closed"
+	case lastClosed:
+		return "the current month, since the last one is closed"
+	}
+	return "the current month: the last one holds no usage"
 }
 
 // months are the period picker's months in loc, the current one first, each

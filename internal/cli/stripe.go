@@ -37,7 +37,7 @@ func stripeStatusCommand() *cli.Command {
 			"names no push of this ledger (listed on stderr). With --remote, STRIPE is what Stripe's event\n" +
 			"summaries say for the period, compared too. A close meter's period is open until its invoice is closed.",
 		Flags: append(configFlags(),
-			&cli.StringFlag{Name: "period", Usage: "the month, YYYY-MM in invoicing.tz (default: this month)"},
+			&cli.StringFlag{Name: "period", Usage: "the month, YYYY-MM in invoicing.tz (default: the last month while it holds usage and is not closed for all customers, else this month)"},
 			&cli.StringFlag{Name: "customer", Usage: "only this customer"},
 			&cli.BoolFlag{Name: "remote", Usage: "also read Stripe's event summaries (GET /v1/billing/meters/{id}/event_summaries)"},
 			formatFlag()),
@@ -53,13 +53,11 @@ func stripeStatusCommand() *cli.Command {
 			if loc == nil {
 				loc = time.UTC
 			}
-			month := c.String("period")
-			if month == "" {
-				month = time.Now().In(loc).Format("2006-01")
-			}
-			period, err := ledger.MonthPeriod(month, loc)
-			if err != nil {
-				return usageErrorf(c, "--period: %v", err)
+			var period ledger.Period
+			if month := c.String("period"); month != "" {
+				if period, err = ledger.MonthPeriod(month, loc); err != nil {
+					return usageErrorf(c, "--period: %v", err)
+				}
 			}
 			var remote *stripe.Client
 			if c.Bool("remote") {
@@ -73,6 +71,18 @@ func stripeStatusCommand() *cli.Command {
 				return err
 			}
 			defer db.Close()
+			if period.Label == "" {
+				// The month that just ended until it is closed: the rule of
+				// every view about closing (the console's too).
+				var previous bool
+				if period, previous, err = ledger.ClosingMonth(c.Context, db, time.Now(), loc); err != nil {
+					return err
+				}
+				if previous {
+					fmt.Fprintf(c.App.ErrWriter, "%s, the last month, until it is closed (--period %s for this month)\n",
+						period.Label, period.End.Format("2006-01"))
+				}
+			}
 			lines, err := stripe.Status(c.Context, db, cfg.Meters, period, c.String("customer"), remote)
 			if err != nil {
 				return err
@@ -92,6 +102,10 @@ func stripeStatusCommand() *cli.Command {
 			}
 			if err := writeRecords(c.App.Writer, c.String("format"), header, rows, lines); err != nil {
 				return err
+			}
+			if len(lines) == 0 && c.String("format") == "table" {
+				// An empty table names no month: say which one is empty.
+				fmt.Fprintf(c.App.ErrWriter, "nothing pushed or to push for %s (--period YYYY-MM for another month)\n", period.Label)
 			}
 			unlinked, err := stripe.Unlinked(c.Context, db, period)
 			if err != nil {

@@ -26,6 +26,7 @@ func (s *Server) mountConsole(tally *console.Tally, limits console.Entitlements)
 		Destinations: forward.Names(s.Config.OutboxDestinations()),
 		Secrets:      forward.Secrets(s.Config),
 		DefaultPlan:  s.Config.Customers.DefaultPlan,
+		Catalog:      s.Config.Catalog,
 		Entitlements: limits,
 		Stripe:       s.Config.Stripe != nil,
 		Zone:         s.Config.Invoicing.Location,
