@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/schema"
 )
 
 type usageView struct {
@@ -53,6 +54,25 @@ func (v usageView) LateOf(customer, meter string) *ledger.LateLine {
 // runs) for the month shown, of one customer or of every one.
 func (c *Console) late(r *http.Request, v *usageView) error {
 	if v.Period == "" || v.Dim != "" || len(v.Lines) == 0 {
+		return nil
+	}
+	// Only a closed month has late usage: the current month's page (the
+	// default once the last one is closed) reads no more than it did.
+	loc, err := ledger.LoadZone(v.TZ)
+	if err != nil {
+		return err
+	}
+	p, err := ledger.MonthPeriod(v.Period, loc)
+	if err != nil {
+		return err
+	}
+	closes, err := c.DB.PeriodCloses(r.Context(), v.Customer)
+	if err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(closes, func(cl schema.PeriodClose) bool {
+		return cl.PeriodStart == p.Start.UnixMilli() && cl.PeriodEnd == p.End.UnixMilli()
+	}) {
 		return nil
 	}
 	late, err := ledger.LateUsage(r.Context(), c.DB, v.Customer, c.Meters)
