@@ -133,6 +133,40 @@ func traffic(t *testing.T, e *env) {
 	}
 }
 
+// screenshot saves a screenshot of the page in dir at each width an
+// operator's screen has (NAME.png at 1,280 px, NAME-1400.png at 1,400 px),
+// and fails the test when at either width something overflows (overflowJS):
+// the page scrolls sideways or a cell is cut off.
+func screenshot(t *testing.T, ctx context.Context, dir, name string) {
+	t.Helper()
+	for _, width := range []int64{1400, 1280} {
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := chromedp.Do(sctx, chromedp.EmulateViewport(width, 900))
+		cancel()
+		if err != nil {
+			t.Fatalf("%d px wide: %v", width, err)
+		}
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[string](overflowJS))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got != "" {
+			t.Errorf("%s at %d px overflows: %s", name, width, got)
+		}
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatalf("screenshot %s: %v", name, err)
+		}
+		file := name + ".png"
+		if width != 1280 {
+			file = fmt.Sprintf("%s-%d.png", name, width)
+		}
+		if err := os.WriteFile(filepath.Join(dir, file), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // overflowJS describes what overflows the page ("" for nothing): the page
 // wider than the window (it scrolls sideways), an element reaching past the
 // window's right edge, or a cell whose content is cut off by its own
@@ -235,29 +269,9 @@ func TestBrowser(t *testing.T) {
 		}
 		return v
 	}
-	// shot saves a screenshot of the page at each width an operator's
-	// screen has (NAME.png at 1,280 px, NAME-1400.png at 1,400 px), and
-	// checks that nothing overflows at either: the page does not scroll
-	// sideways and no cell is cut off.
 	shot := func(name string) {
 		t.Helper()
-		for _, width := range []int64{1400, 1280} {
-			step(fmt.Sprintf("%d px wide", width), chromedp.EmulateViewport(width, 900))
-			if got := eval(overflowJS); got != "" {
-				t.Errorf("%s at %d px overflows: %s", name, width, got)
-			}
-			png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-			if err != nil {
-				t.Fatalf("screenshot %s: %v", name, err)
-			}
-			file := name + ".png"
-			if width != 1280 {
-				file = fmt.Sprintf("%s-%d.png", name, width)
-			}
-			if err := os.WriteFile(filepath.Join(shots, file), png, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
+		screenshot(t, ctx, shots, name)
 	}
 	at := func() string {
 		loc, err := chromedp.Run(ctx, chromedp.Location())

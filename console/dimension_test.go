@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -178,13 +176,7 @@ func TestBrowserUsageDimension(t *testing.T) {
 	if got := eval(rows); got != "cus_a api_requests eu sum 3  1 0 / cus_b api_requests eu sum 5  1 0" {
 		t.Errorf("region=eu reads %q", got)
 	}
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(shots, "usage-dimension.png"), png, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	screenshot(t, ctx, shots, "usage-dimension")
 	href := eval(`document.getElementById("usage-csv").getAttribute("href")`)
 	_, want, _ := e.get(t, href)
 	if got := clickDownload(t, ctx, t.TempDir(), "#usage-csv"); string(got) != want || !strings.Contains(want, ",region,") {

@@ -3,8 +3,6 @@ package console_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -155,13 +153,7 @@ func TestBrowserCustomerLimits(t *testing.T) {
 	if got := eval(fmt.Sprintf(cells, "stripe", 0)); !strings.HasPrefix(got, "api_requests | api_requests | stream | 10 | 10 | 0 | 3 | 0 | differs") {
 		t.Errorf("the Stripe pushes read %q", got)
 	}
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(shots, "customer-limits.png"), png, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	screenshot(t, ctx, shots, "customer-limits")
 	// The newest crossing (100%) was crossed by evt_3's row: its link opens that event.
 	step("crossing's event", chromedp.Click(chromedp.CSS(`#crossings tbody tr:first-child a[href^="/ui/event?id=evt_3"]`)),
 		chromedp.WaitVisible(chromedp.CSS("#attempts")))
