@@ -26,7 +26,8 @@ type CloseRequest struct {
 	// DryRun computes the invoices and rolls back: a preview that changes nothing.
 	DryRun bool
 	// Preview is a dry run that also works before the period has ended: the
-	// invoice as it would be if the period closed now (invoice preview).
+	// invoice as it would be if the period closed now (invoice preview),
+	// read from a snapshot without the write lock (Preview, preview.go).
 	Preview bool
 	// Pricing prices the invoices; nil, they carry quantities only.
 	Pricing *Pricing
@@ -68,11 +69,15 @@ func Close(ctx context.Context, db CloseStore, req CloseRequest) (*CloseResult, 
 	if req.All == (req.Customer != "") {
 		return nil, errors.New("close: name one customer or all customers")
 	}
+	if req.Preview {
+		// One preview path: a read of a snapshot, never the write lock.
+		if v, ok := db.(PreviewStore); ok {
+			return Preview(ctx, v, req)
+		}
+		req.DryRun = true
+	}
 	if req.Now == nil {
 		req.Now = time.Now
-	}
-	if req.Preview {
-		req.DryRun = true
 	}
 	var res *CloseResult
 	err := db.CloseTx(ctx, func(tx *schema.CloseTx) error {
