@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/goccy/go-yaml"
 )
 
 func dec(s string) *Decimal { d := MustDecimal(s); return &d }
@@ -467,12 +469,17 @@ func TestDecimalFromYAMLSource(t *testing.T) {
 		"100":            "100",
 		"1e-3":           "",
 		`"1e3"`:          "",
-		"'0.1":           "",
+		"[1, 2]":         "",
+		"{a: 1}":         "",
+		"true":           "",
 	} {
-		var d Decimal
-		if err := d.UnmarshalYAML([]byte(src)); err != nil {
-			t.Fatal(err)
+		var v struct {
+			D Decimal `yaml:"d"`
 		}
+		if err := yaml.Unmarshal([]byte("d: "+src), &v); err != nil {
+			t.Fatalf("%q: %v", src, err)
+		}
+		d := v.D
 		if got := d.String(); want != "" && (got != want || d.Check() != nil) {
 			t.Errorf("%q: %q (%v), want %q", src, got, d.Check(), want)
 		}
