@@ -235,3 +235,26 @@ func TestPlanLeavingAMeterUnpricedIsRefused(t *testing.T) {
 		t.Errorf("a version with limits only: %v", err)
 	}
 }
+
+// Decimals are read from their YAML nodes: anchors and aliases to a value
+// or to a list of tiers resolve as the library resolves them.
+func TestPlanDecimalsThroughAliases(t *testing.T) {
+	c, err := Parse([]byte(meterProvider+`meters:
+  - name: api
+plans:
+  - {name: a, currency: USD, effective_from: 2026-01-01, fee: &fee "10.00",
+     prices: [{meter: api, model: graduated, tiers: &std [{up_to: 1000, unit: "0"}, {unit: &u 0.0005}]}]}
+  - {name: b, currency: USD, effective_from: 2026-01-01, fee: *fee, prices: [{meter: api, model: graduated, tiers: *std}]}
+  - {name: c, currency: USD, effective_from: 2026-01-01, prices: [{meter: api, model: unit, unit: *u}]}
+`), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.Catalog.Version("b", "2026-02-01")
+	if err != nil || b.Fee.String() != "10.00" || b.Price("api").Tiers[1].Unit.String() != "0.0005" {
+		t.Errorf("plan b through aliases: %+v %v", b, err)
+	}
+	if v, err := c.Catalog.Version("c", "2026-02-01"); err != nil || v.Price("api").Unit.String() != "0.0005" {
+		t.Errorf("plan c's unit through an alias: %v", err)
+	}
+}
