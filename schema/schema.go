@@ -238,6 +238,17 @@ func makePrivate(path string, create bool) error {
 	return nil
 }
 
+// FilePool is a pool on a database file, as ReadOnlyPool opens it.
+type FilePool = sql.DB
+
+// ReadOnlyPool is a read-only pool on the SQLite file at path, opened
+// lazily (the file may not exist yet) and never migrated: what a test that
+// runs the binary reads the binary's database through while it runs. It is
+// here so no package but schema holds a database driver.
+func ReadOnlyPool(path string) (*FilePool, error) {
+	return sql.Open("sqlite", dsn(path, []string{"busy_timeout(5000)"}, "mode=ro"))
+}
+
 func dsn(path string, pragmas []string, extra ...string) string {
 	q := make([]string, 0, len(pragmas)+len(extra))
 	for _, p := range pragmas {

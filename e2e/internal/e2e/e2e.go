@@ -2,8 +2,8 @@
 // internal/testenv: signed usage deliveries and load against a running serve,
 // a read-only handle on the SQLite file it wrote, and commands run with their
 // stdout, stderr and exit code apart. It lives here rather than in testenv
-// because it uses bench (whose own tests use testenv) and reads databases
-// directly, as tests do (the storage seam in .ci/run exempts e2e/).
+// because it uses bench (whose own tests use testenv); the databases it opens
+// come from schema (ReadOnlyPool), the one package that holds a driver.
 //
 // Every package under e2e/ starts its tests with testenv.Main, which builds
 // the binary once per package from the module root:
@@ -14,7 +14,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"io"
 	"net/http"
 	"os"
@@ -24,9 +23,8 @@ import (
 
 	"github.com/hookledger/hookledger/bench"
 	"github.com/hookledger/hookledger/internal/testenv"
+	"github.com/hookledger/hookledger/schema"
 	"github.com/hookledger/hookledger/scheme"
-
-	_ "modernc.org/sqlite" // OpenRO's driver
 )
 
 // Secret signs every test delivery; serve gets it as HOOKLEDGER_SECRET, so the
@@ -82,9 +80,9 @@ func TryPost(url, id string) (int, string, error) {
 
 // OpenRO opens the SQLite file at path read-only, lazily (the file may not
 // exist yet), closed when the test ends.
-func OpenRO(t testing.TB, path string) *sql.DB {
+func OpenRO(t testing.TB, path string) *schema.FilePool {
 	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(5000)")
+	db, err := schema.ReadOnlyPool(path)
 	if err != nil {
 		t.Fatal(err)
 	}
