@@ -140,11 +140,10 @@ func refuseGaps(ctx context.Context, tx closeStore, req CloseRequest) error {
 	}
 	p := req.Period
 	self := schema.PeriodClose{Customer: req.Customer, Period: p.Label, TZ: p.Zone, PeriodStart: p.Start.UnixMilli(), PeriodEnd: p.End.UnixMilli()}
+	// PeriodCloses read the closes that bind req's scope: for one customer
+	// theirs and those for all, for all every close.
 	scopes := closeScopes(closes)
 	for _, scope := range slices.Sorted(maps.Keys(scopes)) {
-		if !req.All && scope != req.Customer && scope != "" {
-			continue
-		}
 		for _, g := range Gaps(append(scopes[scope], self)) {
 			var other schema.PeriodClose // the closed period across the gap (self has no id yet)
 			switch {
@@ -197,16 +196,16 @@ func Gaps(closes []schema.PeriodClose) []Gap {
 		return cmp.Or(cmp.Compare(a.PeriodStart, b.PeriodStart), cmp.Compare(a.PeriodEnd, b.PeriodEnd))
 	})
 	var gaps []Gap
-	for i := 1; i < len(closes); i++ {
-		before := closes[0]
-		for _, cl := range closes[:i] { // the one reaching furthest so far
-			if cl.PeriodEnd > before.PeriodEnd {
-				before = cl
-			}
+	for i, after := range closes {
+		if i == 0 {
+			continue
 		}
-		after := closes[i]
+		before := closes[i-1]
 		if after.PeriodStart > before.PeriodEnd && !fillable(before.PeriodEnd, after.PeriodStart, before.TZ, after.TZ) {
 			gaps = append(gaps, Gap{Start: before.PeriodEnd, End: after.PeriodStart, Before: before, After: after})
+		}
+		if after.PeriodEnd < before.PeriodEnd {
+			closes[i] = before // the period reaching furthest so far stands before the next
 		}
 	}
 	return gaps

@@ -5,6 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/hookledger/hookledger/ledger/chainhash"
 	"github.com/hookledger/hookledger/schema"
@@ -96,7 +100,7 @@ func verifySeals(ctx context.Context, db VerifySource) (CheckResult, error) {
 	for _, o := range orphans {
 		c.add(Problem{Table: "close_seals", ID: o.CloseID, Msg: fmt.Sprintf("seal of close %d, which does not exist: the close was deleted", o.CloseID)})
 	}
-	for id := range invs {
+	for _, id := range slices.Sorted(maps.Keys(invs)) {
 		if !sealed[id] {
 			c.add(Problem{Table: "invoices", ID: invs[id][0].ID, Msg: fmt.Sprintf("invoice of close %d, which does not exist", id)})
 		}
@@ -117,14 +121,11 @@ func idList(invs []chainhash.SealedInvoice) string {
 	if len(invs) == 0 {
 		return ""
 	}
-	b := []byte(" (")
+	ids := make([]string, len(invs))
 	for i, inv := range invs {
-		if i > 0 {
-			b = append(b, ", "...)
-		}
-		b = fmt.Appendf(b, "%d", inv.ID)
+		ids[i] = strconv.FormatInt(inv.ID, 10)
 	}
-	return string(append(b, ')'))
+	return " (" + strings.Join(ids, ", ") + ")"
 }
 
 // LoadAnchors is every chain's end as an anchor: the ledger, the receipts

@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/schema"
 )
 
 // allowDelete lets a test delete what the triggers guard, in the backend's
@@ -202,5 +204,36 @@ func TestMigrationSealsEarlierCloses(t *testing.T) {
 	}
 	if rep := verified(t, e); rep.First() != nil {
 		t.Fatalf("after the migration:\n%s", problems(rep))
+	}
+}
+
+// Gaps finds event time between closed periods that no monthly close in
+// their zones can fill, measured from the period that reaches furthest.
+func TestGaps(t *testing.T) {
+	closeOf := func(id int64, label, zone string) schema.PeriodClose {
+		p := month(t, label, zone)
+		return schema.PeriodClose{ID: id, Period: label, TZ: zone, PeriodStart: p.Start.UnixMilli(), PeriodEnd: p.End.UnixMilli()}
+	}
+	for _, c := range []struct {
+		name   string
+		closes []schema.PeriodClose
+		want   string
+	}{
+		{"one zone, a month left open", []schema.PeriodClose{closeOf(1, "2026-09", "UTC"), closeOf(2, "2026-11", "UTC")}, ""},
+		{"Berlin then UTC", []schema.PeriodClose{closeOf(1, "2026-10", "Europe/Berlin"), closeOf(2, "2026-11", "UTC")},
+			"2026-10-31T23:00:00Z-2026-11-01T00:00:00Z after 1"},
+		{"UTC then Berlin overlap, no gap", []schema.PeriodClose{closeOf(1, "2026-10", "UTC"), closeOf(2, "2026-11", "Europe/Berlin")}, ""},
+		// October in UTC reaches past October in Berlin: November in UTC meets it.
+		{"the furthest reach counts", []schema.PeriodClose{closeOf(1, "2026-10", "Europe/Berlin"), closeOf(2, "2026-10", "UTC"), closeOf(3, "2026-11", "UTC")}, ""},
+		{"a month left open between zones", []schema.PeriodClose{closeOf(1, "2026-09", "Europe/Berlin"), closeOf(2, "2026-11", "UTC")},
+			"2026-09-30T22:00:00Z-2026-11-01T00:00:00Z after 1"},
+	} {
+		var got []string
+		for _, g := range ledger.Gaps(c.closes) {
+			got = append(got, fmt.Sprintf("%s-%s after %d", time.UnixMilli(g.Start).UTC().Format(time.RFC3339), time.UnixMilli(g.End).UTC().Format(time.RFC3339), g.Before.ID))
+		}
+		if strings.Join(got, "; ") != c.want {
+			t.Errorf("%s: gaps %q, want %q", c.name, got, c.want)
+		}
 	}
 }
