@@ -18,6 +18,11 @@ const (
 	DefaultForwardBackoff     = time.Second
 	DefaultForwardMaxBackoff  = time.Hour
 	DefaultForwardConcurrency = 8
+	// DefaultForwardMaxConcurrency is the ceiling of a destination's
+	// adaptive concurrency: 128 requests in flight deliver 1,000 messages/s
+	// to an application answering in up to 128 ms (in flight = rate ×
+	// latency); 64 would fall short of 1,000/s at 65 ms.
+	DefaultForwardMaxConcurrency = 128
 )
 
 // Destination is an application hookledger forwards accepted events to
@@ -45,9 +50,14 @@ type Destination struct {
 	// up to MaxBackoff. Defaults 1s and 1h. A Retry-After is honoured.
 	Backoff    Duration `yaml:"backoff"`
 	MaxBackoff Duration `yaml:"max_backoff"`
-	// Concurrency is how many requests may be in flight to this destination.
-	// Default 8.
-	Concurrency int `yaml:"concurrency"`
+	// Concurrency is how many requests may be in flight to this destination
+	// at least: the relay raises the limit while messages wait and the
+	// answers are healthy, up to MaxConcurrency, and lowers it on errors,
+	// timeouts and 429, never below Concurrency (docs/forwarding.md).
+	// Defaults 8 and 128 (or Concurrency, when that is higher); MaxConcurrency
+	// equal to Concurrency is a fixed limit.
+	Concurrency    int `yaml:"concurrency"`
+	MaxConcurrency int `yaml:"max_concurrency"`
 	// RateLimit, when set, caps requests per second (burst: how many may go
 	// at once after a pause; default 1).
 	RateLimit *RateLimit `yaml:"rate_limit"`
@@ -185,6 +195,14 @@ func (d *Destination) delivery(at string) error {
 		return errAt(at+".concurrency", "must be positive")
 	case d.Concurrency == 0:
 		d.Concurrency = DefaultForwardConcurrency
+	}
+	switch {
+	case d.MaxConcurrency < 0:
+		return errAt(at+".max_concurrency", "must be positive")
+	case d.MaxConcurrency == 0:
+		d.MaxConcurrency = max(DefaultForwardMaxConcurrency, d.Concurrency)
+	case d.MaxConcurrency < d.Concurrency:
+		return errAt(at+".max_concurrency", "%d is below concurrency (%d), the floor the relay starts from", d.MaxConcurrency, d.Concurrency)
 	}
 	if r := d.RateLimit; r != nil {
 		if r.PerSecond <= 0 {

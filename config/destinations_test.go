@@ -24,6 +24,15 @@ func TestDestinations(t *testing.T) {
   - name: all
     url: http://127.0.0.1:9999/
     secrets: [whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw]
+  - name: wide
+    url: http://127.0.0.1:9999/
+    secrets: [whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw]
+    concurrency: 200
+  - name: fixed
+    url: http://127.0.0.1:9999/
+    secrets: [whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw]
+    concurrency: 16
+    max_concurrency: 16
 `
 	c, err := Parse([]byte(src), t.TempDir())
 	if err != nil {
@@ -40,6 +49,16 @@ func TestDestinations(t *testing.T) {
 	if all.Timeout.Duration != DefaultForwardTimeout || all.MaxAttempts != DefaultForwardMaxAttempts ||
 		all.MaxAge.Duration != DefaultForwardMaxAge || all.Backoff.Duration != DefaultForwardBackoff || all.MaxBackoff.Duration != DefaultForwardMaxBackoff {
 		t.Errorf("defaults = %+v", all)
+	}
+	// max_concurrency: 128 by default, or concurrency when that is higher;
+	// equal to concurrency, a fixed limit.
+	for _, d := range []struct {
+		d         Destination
+		floor, to int
+	}{{app, DefaultForwardConcurrency, DefaultForwardMaxConcurrency}, {c.Destinations[2], 200, 200}, {c.Destinations[3], 16, 16}} {
+		if d.d.Concurrency != d.floor || d.d.MaxConcurrency != d.to {
+			t.Errorf("%s: concurrency %d, max_concurrency %d; want %d and %d", d.d.Name, d.d.Concurrency, d.d.MaxConcurrency, d.floor, d.to)
+		}
 	}
 	for _, m := range []struct {
 		d             *Destination
@@ -82,6 +101,12 @@ func TestDestinationErrorsNameLineAndKey(t *testing.T) {
 		{"negative attempts", d(sec + "    max_attempts: -1\n"), []string{"9:", "destinations[0].max_attempts"}},
 		{"bad max_age", d(sec + "    max_age: 3x\n"), []string{"9:", "destinations[0].max_age"}},
 		{"max_backoff below backoff", d(sec + "    backoff: 1m\n    max_backoff: 1s\n"), []string{"10:", "destinations[0].max_backoff", "shorter"}},
+		{"negative concurrency", d(sec + "    concurrency: -1\n"), []string{"9:", "destinations[0].concurrency", "positive"}},
+		{"negative max_concurrency", d(sec + "    max_concurrency: -4\n"), []string{"9:", "destinations[0].max_concurrency", "positive"}},
+		{"max_concurrency below concurrency", d(sec + "    concurrency: 16\n    max_concurrency: 8\n"),
+			[]string{"10:", "destinations[0].max_concurrency", "8 is below concurrency (16)"}},
+		{"max_concurrency below the default concurrency", d(sec + "    max_concurrency: 4\n"),
+			[]string{"9:", "destinations[0].max_concurrency", "4 is below concurrency (8)"}},
 		{"rate limit zero", d(sec + "    rate_limit: {per_second: 0}\n"), []string{"9:", "destinations[0].rate_limit.per_second"}},
 		{"unknown key", d(sec + "    retries: 3\n"), []string{"9:", "retries"}},
 		{"bad delivered retention", destProviders + "retention:\n  delivered: forever\n", []string{"6:", "retention.delivered"}},

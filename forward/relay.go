@@ -71,6 +71,10 @@ type Relay struct {
 	Log *slog.Logger
 	// Observe, when set, is called after each attempt (metrics).
 	Observe func(Attempt)
+	// ObserveLimit, when set, is called with a destination's concurrency
+	// limit (adaptive.go) when the relay opens and after each batch
+	// (metrics).
+	ObserveLimit func(destination string, limit int)
 	// BatchSize is how many due messages one claim takes. Default 256.
 	BatchSize int
 	// Linger is how long a worker waits after a batch that was not full
@@ -117,6 +121,7 @@ type destination struct {
 	secrets *redact.Secrets // what its requests send: scrubbed from what record stores
 	limiter *rate.Limiter   // nil: no rate limit
 	stripe  *stripe.Client  // set for the Stripe destination: it sends pushes, not events
+	limit   *adaptive       // requests in flight, concurrency to max_concurrency; nil for Stripe (its own, fixed)
 	kick    chan struct{}
 	held    bool // the last step found the destination paused or backed off (the worker's own)
 }
@@ -153,7 +158,8 @@ func (r *Relay) Open(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("destination %s: %w", c.Name, err)
 		}
-		d := &destination{relay: r, cfg: c, signer: signer, secrets: destinationSecrets(c), kick: make(chan struct{}, 1)}
+		d := &destination{relay: r, cfg: c, signer: signer, secrets: destinationSecrets(c), kick: make(chan struct{}, 1),
+			limit: newAdaptive(c.Concurrency, c.MaxConcurrency)}
 		if c.RateLimit != nil {
 			d.limiter = newLimiter(c.RateLimit)
 		}
@@ -195,9 +201,21 @@ func (r *Relay) Open(ctx context.Context) error {
 			defer r.wg.Done()
 			d.run(ctx)
 		}()
-		r.Log.Info("forwarding", "destination", d.cfg.Name, "concurrency", d.cfg.Concurrency)
+		if d.limit == nil {
+			r.Log.Info("forwarding", "destination", d.cfg.Name, "concurrency", d.cfg.Concurrency)
+			continue
+		}
+		r.Log.Info("forwarding", "destination", d.cfg.Name, "concurrency", d.limit.floor, "max_concurrency", d.limit.ceiling)
+		d.observeLimit()
 	}
 	return nil
+}
+
+// observeLimit reports the destination's concurrency limit.
+func (d *destination) observeLimit() {
+	if d.relay.ObserveLimit != nil && d.limit != nil {
+		d.relay.ObserveLimit(d.cfg.Name, d.limit.Limit())
+	}
 }
 
 func newLimiter(rl *config.RateLimit) *rate.Limiter {
@@ -332,14 +350,16 @@ func (d *destination) step(ctx context.Context) (time.Duration, error) {
 		return 0, fmt.Errorf("record attempts: %w", err)
 	}
 	results.observe(r.Observe)
+	d.observeLimit()
 	if len(claims) < limit {
 		return r.Linger, nil
 	}
 	return 0, nil
 }
 
-// deliver attempts every claimed message, Concurrency at a time, and returns
-// the op that records what happened.
+// deliver attempts every claimed message, as many at a time as the
+// destination's limit lets out (adaptive.go), and returns the op that
+// records what happened.
 func (d *destination) deliver(ctx context.Context, claims []schema.OutboxClaim, st schema.DestinationState) *record {
 	r := d.relay
 	ids := make([]int64, len(claims))
@@ -359,7 +379,6 @@ func (d *destination) deliver(ctx context.Context, claims []schema.OutboxClaim, 
 	}
 	outs := make([]outcome, len(claims))
 	times := make([]time.Time, len(claims))
-	sem := make(chan struct{}, d.cfg.Concurrency)
 	var wg sync.WaitGroup
 	for i, c := range claims {
 		ev, found := bodies[c.ID]
@@ -377,12 +396,18 @@ func (d *destination) deliver(ctx context.Context, claims []schema.OutboxClaim, 
 				continue
 			}
 		}
-		sem <- struct{}{}
+		if err := d.limit.acquire(ctx); err != nil {
+			outs[i] = outcome{canceled: true}
+			continue
+		}
 		wg.Add(1)
 		go func() {
-			defer func() { <-sem; wg.Done() }()
+			defer wg.Done()
+			sent := time.Now()
 			times[i] = r.Now()
-			outs[i] = d.attempt(ctx, c, ev, times[i])
+			o := d.attempt(ctx, c, ev, times[i])
+			outs[i] = o
+			d.limit.release(sent, !o.canceled, o.ok(), o.latency)
 		}()
 	}
 	wg.Wait()

@@ -18,6 +18,7 @@ var forwardOutcomes = []string{"delivered", "retry", "dead"}
 type Forward struct {
 	deliveries *prometheus.CounterVec
 	latency    *prometheus.HistogramVec
+	limit      *prometheus.GaugeVec
 	dests      map[string]bool
 }
 
@@ -49,6 +50,10 @@ func (m *Metrics) WatchForward(db snapshotter, destinations []string, log *slog.
 		Help:    "Duration of one forwarding attempt (request sent to response read, or the error), by destination.",
 		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 	}, []string{"destination"})
+	f.limit = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace, Subsystem: "forward", Name: "concurrency_limit",
+		Help: "How many requests the relay lets be in flight to a destination now: from its concurrency up to its max_concurrency, raised while messages wait and answers are healthy, halved on errors (docs/forwarding.md).",
+	}, []string{"destination"})
 	for _, d := range destinations {
 		f.dests[d] = true
 		for _, o := range forwardOutcomes {
@@ -56,7 +61,7 @@ func (m *Metrics) WatchForward(db snapshotter, destinations []string, log *slog.
 		}
 		f.latency.WithLabelValues(d)
 	}
-	m.Registry.MustRegister(f.deliveries, f.latency,
+	m.Registry.MustRegister(f.deliveries, f.latency, f.limit,
 		&forwardCollector{db: db, dests: destinations, now: time.Now, timeout: DBStatsTimeout, log: log})
 	return f
 }
@@ -68,6 +73,14 @@ func (f *Forward) ObserveAttempt(destination, outcome string, latency time.Durat
 	}
 	f.deliveries.WithLabelValues(destination, outcome).Inc()
 	f.latency.WithLabelValues(destination).Observe(latency.Seconds())
+}
+
+// SetConcurrencyLimit sets a destination's current concurrency limit.
+func (f *Forward) SetConcurrencyLimit(destination string, limit int) {
+	if f == nil || !f.dests[destination] {
+		return
+	}
+	f.limit.WithLabelValues(destination).Set(float64(limit))
 }
 
 type forwardCollector struct {

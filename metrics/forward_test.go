@@ -13,6 +13,9 @@ func TestForwardGaugesMatchRows(t *testing.T) {
 	f.ObserveAttempt("app", "delivered", 30*time.Millisecond)
 	f.ObserveAttempt("app", "retry", time.Second)
 	f.ObserveAttempt("unknown", "retry", time.Second) // not configured: not counted
+	f.SetConcurrencyLimit("app", 8)
+	f.SetConcurrencyLimit("app", 24) // the relay raised it
+	f.SetConcurrencyLimit("unknown", 8)
 	for i, status := range []string{"pending", "pending", "dead", "delivered"} {
 		id := "evt_" + string(rune('a'+i))
 		addReceipt(t, db, id, "applied", now)
@@ -37,6 +40,7 @@ func TestForwardGaugesMatchRows(t *testing.T) {
 		{"hookledger_forward_attempts_total", L{"destination": "app", "outcome": "retry"}, 1},
 		{"hookledger_forward_attempts_total", L{"destination": "app", "outcome": "dead"}, 0},
 		{"hookledger_forward_stats_up", nil, 1},
+		{"hookledger_forward_concurrency_limit", L{"destination": "app"}, 24},
 	} {
 		if got := value(t, mfs, c.name, c.labels); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
@@ -46,12 +50,15 @@ func TestForwardGaugesMatchRows(t *testing.T) {
 	if got := value(t, mfs, "hookledger_forward_oldest_pending_age_seconds", L{"destination": "app"}); got < 1200 {
 		t.Errorf("oldest pending age %v, want at least 1200", got)
 	}
-	if find(mfs, "hookledger_forward_attempts_total", L{"destination": "unknown"}) != nil {
-		t.Error("an unconfigured destination got a series")
+	for _, name := range []string{"hookledger_forward_attempts_total", "hookledger_forward_concurrency_limit"} {
+		if find(mfs, name, L{"destination": "unknown"}) != nil {
+			t.Errorf("an unconfigured destination got a series of %s", name)
+		}
 	}
 	if h := find(mfs, "hookledger_forward_attempt_duration_seconds", L{"destination": "app"}); h == nil || h.Histogram.GetSampleCount() != 2 {
 		t.Errorf("latency histogram: %v", h)
 	}
 	var nilForward *Forward
 	nilForward.ObserveAttempt("app", "delivered", time.Second) // no panic
+	nilForward.SetConcurrencyLimit("app", 8)
 }

@@ -3,7 +3,7 @@ package server
 import (
 	"context"
 	"log/slog"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/hookledger/hookledger/admin"
@@ -14,35 +14,65 @@ import (
 	"github.com/hookledger/hookledger/schema"
 )
 
-// startRelay starts the forwarding relay for the configured destinations
-// (nil when there are none) and registers its metrics. It runs after the
-// writer opens, since it submits its claims and outcomes to it, and Close
-// stops it before the writer closes.
 // forwardYield is how long the relay holds messages back while serve is busy
 // taking webhooks (docs/forwarding.md).
 const forwardYield = 5 * time.Second
 
-// busyWriter tells whether the writer is near its capacity: it committed a
-// batch of several items within the last busyWindow. A lone request
-// commits alone, so light traffic never counts as busy (and forwarding is
-// not delayed); group commit forms batches only when requests arrive faster
-// than one commit, which is the load a relay should yield to. The writer's
-// queue depth flickers to zero after every batch it takes, so it is not the
-// signal.
-type busyWriter struct{ lastMulti atomic.Int64 } // unix ns
+// busyWriter tells whether the writer is near its capacity: the batches it
+// committed lately held busyBatch items or more on average (a moving
+// average, each batch weighing busyWeight), and it committed one within
+// busyWindow. Group commit forms batches only when requests arrive faster
+// than one commit, so the mean batch says how far the writer is from
+// keeping up one request at a time. Measured on a 2-core VM
+// (BENCHMARKS.md, "Forwarding keeps up"): 1,000 webhooks/s, a sixth of what
+// serve takes, committed 93% of its batches alone, mean 1.13, yet a batch
+// of several came every few milliseconds, which the signal used to count as
+// busy (the relay then held every message 5 s); webhooks as fast as 32
+// connections send them committed batches of 13 on average. The writer's
+// queue depth flickers to zero after every batch it takes, so it is not
+// the signal.
+type busyWriter struct {
+	now  func() time.Time // default time.Now
+	mu   sync.Mutex
+	mean float64 // moving average of batch sizes
+	last time.Time
+}
 
-const busyWindow = 200 * time.Millisecond
+const (
+	busyWindow = 200 * time.Millisecond
+	busyBatch  = 4
+	busyWeight = 1.0 / 8
+)
+
+func (b *busyWriter) clock() time.Time {
+	if b.now != nil {
+		return b.now()
+	}
+	return time.Now()
+}
 
 func (b *busyWriter) committed(size int) {
-	if size > 1 {
-		b.lastMulti.Store(time.Now().UnixNano())
+	now := b.clock()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if now.Sub(b.last) >= busyWindow {
+		b.mean = 1 // idle since: the next burst starts from a lone commit
 	}
+	b.mean += busyWeight * (float64(size) - b.mean)
+	b.last = now
 }
 
 func (b *busyWriter) busy() bool {
-	return time.Since(time.Unix(0, b.lastMulti.Load())) < busyWindow
+	now := b.clock()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.mean >= busyBatch && now.Sub(b.last) < busyWindow
 }
 
+// startRelay starts the forwarding relay for the configured destinations
+// (nil when there are none) and registers its metrics. It runs after the
+// writer opens, since it submits its claims and outcomes to it, and Close
+// stops it before the writer closes.
 func startRelay(ctx context.Context, log *slog.Logger, cfg *config.Config, db *schema.DB, w *custody.Writer,
 	busy func() bool, met *metrics.Metrics, version string) (*forward.Relay, error) {
 	if len(cfg.Destinations) == 0 && cfg.Stripe == nil {
@@ -54,9 +84,10 @@ func startRelay(ctx context.Context, log *slog.Logger, cfg *config.Config, db *s
 		UserAgent: "hookledger/" + version,
 		// Webhooks first: while serve is busy taking them, messages wait
 		// up to forwardYield (forward.Relay.Busy).
-		Busy:     busy,
-		YieldFor: forwardYield,
-		Observe:  func(a forward.Attempt) { fm.ObserveAttempt(a.Destination, a.Outcome, a.Latency) },
+		Busy:         busy,
+		YieldFor:     forwardYield,
+		Observe:      func(a forward.Attempt) { fm.ObserveAttempt(a.Destination, a.Outcome, a.Latency) },
+		ObserveLimit: fm.SetConcurrencyLimit,
 		// On SQLite serve holds the data directory's lock: no other relay
 		// runs on this database, so the claims a killed serve left are
 		// released now. On PostgreSQL other receivers' relays share it, and

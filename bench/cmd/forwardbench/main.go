@@ -5,6 +5,13 @@
 // to drain once resumed.
 //
 //	go run ./bench/cmd/forwardbench -rounds 3 -n 20000 -backlog 100000
+//
+// With -steady N it runs N rounds of the steady benchmark instead (steady.go:
+// an application answering in -app-latency, webhooks at -rate for -seconds,
+// default settings), and with -base BINARY each round runs BINARY too, in
+// alternating order, for a before/after comparison:
+//
+//	go run ./bench/cmd/forwardbench -steady 3 -rate 1000 -seconds 20 -app-latency 65ms -base /tmp/hookledger-base
 package main
 
 import (
@@ -30,6 +37,12 @@ func main() {
 	conns := flag.Int("k", 32, "connections")
 	backlog := flag.Int("backlog", 100000, "messages in the drain test (0: skip)")
 	keep := flag.Bool("keep", false, "keep the temporary directory")
+	steadyRounds := flag.Int("steady", 0, "rounds of the steady benchmark (instead of the others)")
+	rate := flag.Float64("rate", 1000, "steady: webhooks per second")
+	seconds := flag.Int("seconds", 20, "steady: how long the load runs")
+	latency := flag.Duration("app-latency", 65*time.Millisecond, "steady: how long the application takes to answer")
+	base := flag.String("base", "", "steady: another hookledger binary to run in every round too (before/after)")
+	destExtra := flag.String("destination", "", "steady: more keys of the destination, YAML lines (e.g. \"    max_concurrency: 64\\n\"); default none")
 	flag.Parse()
 	ctx := context.Background()
 	h, err := harness.New(ctx, "", "hookledger-forwardbench-", *binary, *keep)
@@ -38,6 +51,10 @@ func main() {
 	}
 	defer h.Close()
 	harness.PrintMachine(os.Stdout)
+	if *steadyRounds > 0 {
+		runSteady(ctx, h, *base, *keep, *steadyRounds, *rate, *seconds, *latency, *conns, strings.ReplaceAll(*destExtra, `\n`, "\n"))
+		return
+	}
 	var none, one, rates, lags []float64
 	for r := 1; r <= *rounds; r++ {
 		order := []bool{false, true}
@@ -127,6 +144,12 @@ func config(h *harness.Harness, path, data, url string) error {
 	if url != "" {
 		dest = fmt.Sprintf("destinations:\n  - name: app\n    url: %s\n    secrets: [%q]\n    concurrency: 16\n", url, h.Secret())
 	}
+	return writeConfig(h, path, data, dest)
+}
+
+// writeConfig writes a serve config with extra (YAML: destinations, admin)
+// after the provider.
+func writeConfig(h *harness.Harness, path, data, extra string) error {
 	return os.WriteFile(path, fmt.Appendf(nil, `data: %s
 providers:
   - name: default
@@ -138,7 +161,7 @@ providers:
     meter: data.meter
     quantity: data.quantity
     occurred_at: data.occurred_at
-`, data, h.Secret(), dest), 0o600)
+`, data, h.Secret(), extra), 0o600)
 }
 
 type ingestResult struct {
