@@ -24,6 +24,15 @@ const (
 // DefaultStripeAPIBase is Stripe's API.
 const DefaultStripeAPIBase = "https://api.stripe.com"
 
+// Defaults of the Stripe sync's pace (docs/stripe.md): a customer and meter
+// are pushed at most once an interval, and the calls of all of them at
+// most DefaultStripeRate a second, a tenth of what Stripe's meter events
+// take (1,000/s) and its API's default limit for other calls (100/s).
+const (
+	DefaultStripeInterval = time.Second
+	DefaultStripeRate     = 100
+)
+
 // Stripe is the billing sync to Stripe (docs/stripe.md): each meter with
 // stripe settings is pushed as meter events through the outbox. The
 // delivery keys are a destination's (docs/forwarding.md), with the same
@@ -38,6 +47,10 @@ type Stripe struct {
 	// Customers maps hookledger's customer id to Stripe's: identity, link,
 	// or a JSON path in the event (e.g. data.object.customer).
 	Customers string `yaml:"customers"`
+	// Interval is how often the relay pushes one customer and meter at
+	// most: what they gathered meanwhile goes as one meter event. Default
+	// DefaultStripeInterval.
+	Interval Duration `yaml:"interval"`
 
 	Timeout     Duration   `yaml:"timeout"`
 	MaxAttempts int        `yaml:"max_attempts"`
@@ -140,6 +153,18 @@ func (c *Config) resolveStripe(dir string) error {
 				return errAt(fmt.Sprintf("meters[%d].stripe.mode", i), "close mode needs stripe.customers identity or link (a line has no event to read %s in)", s.Customers)
 			}
 		}
+	}
+	if err := s.Interval.Check(); err != nil {
+		return errAt("stripe.interval", "%v", err)
+	}
+	switch {
+	case s.Interval.Duration == 0:
+		s.Interval.Duration = DefaultStripeInterval
+	case s.Interval.Duration > time.Hour:
+		return errAt("stripe.interval", "%s: at most 1h (usage waits that long to reach Stripe)", s.Interval.Duration)
+	}
+	if s.RateLimit == nil {
+		s.RateLimit = &RateLimit{PerSecond: DefaultStripeRate, Burst: DefaultStripeRate / 10}
 	}
 	d := s.Destination()
 	if err := d.delivery("stripe"); err != nil {

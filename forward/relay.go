@@ -12,6 +12,7 @@
 package forward
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -124,6 +125,11 @@ type destination struct {
 	limit   *adaptive       // requests in flight, concurrency to max_concurrency; nil for Stripe (its own, fixed)
 	kick    chan struct{}
 	held    bool // the last step found the destination paused or backed off (the worker's own)
+	// batch is how many due messages one claim takes, linger how long the
+	// worker waits after a batch that was not full (Relay's BatchSize and
+	// Linger; the Stripe destination's are its own).
+	batch  int
+	linger time.Duration
 }
 
 // Open starts one worker per destination.
@@ -193,6 +199,9 @@ func (r *Relay) Open(ctx context.Context) error {
 		})); err != nil {
 			return fmt.Errorf("forward: %w", err)
 		}
+	}
+	for _, d := range r.dests {
+		d.batch, d.linger = cmp.Or(d.batch, r.BatchSize), cmp.Or(d.linger, r.Linger)
 	}
 	ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	for _, d := range r.dests {
@@ -278,7 +287,7 @@ func (d *destination) run(ctx context.Context) {
 		}
 		t := time.NewTimer(wait)
 		kick := d.kick
-		if wait == d.relay.Linger || held {
+		if wait == d.relay.Linger || wait == d.linger || held {
 			kick = nil // let the next batch fill, or the backoff run out
 		}
 		select {
@@ -333,7 +342,7 @@ func (d *destination) step(ctx context.Context) (time.Duration, error) {
 	}
 	// While the destination fails, one message probes it; the rest wait,
 	// so a destination that is down is not hammered with the whole backlog.
-	limit := r.BatchSize
+	limit := d.batch
 	if st.Failures > 0 {
 		limit = 1
 	}
@@ -352,7 +361,7 @@ func (d *destination) step(ctx context.Context) (time.Duration, error) {
 	results.observe(r.Observe)
 	d.observeLimit()
 	if len(claims) < limit {
-		return r.Linger, nil
+		return d.linger, nil
 	}
 	return 0, nil
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/schema"
 	"github.com/hookledger/hookledger/stripe"
 )
@@ -14,8 +15,12 @@ import (
 // PushStore is what the Stripe destination reads (*schema.DB).
 type PushStore interface {
 	StripePushesOf(ctx context.Context, ids []int64) (map[int64]schema.StripePush, error)
+	StripeSendOf(ctx context.Context, identifier string) (schema.StripeSend, bool, error)
 	LatestExternalIDs(ctx context.Context, customer string) (string, error)
 }
+
+// stripeBatch is how many pushes one claim of the Stripe destination takes.
+const stripeBatch = 4096
 
 // stripeDestination is the worker of Stripe pushes: the outbox machinery
 // of every destination (claims, leases, backoff, dead, pause, retry), with
@@ -29,57 +34,73 @@ func (r *Relay) stripeDestination() (*destination, error) {
 	}
 	c := r.Stripe.Destination()
 	client := &stripe.Client{Base: r.Stripe.APIBase, Key: r.Stripe.APIKey.Value, HTTP: r.Client, UserAgent: r.UserAgent}
-	d := &destination{relay: r, cfg: c, kick: make(chan struct{}, 1), stripe: client, secrets: client.Secrets()}
+	// A claim takes what a busy second gathers: its pushes go as one meter
+	// event per customer and meter (Plan), then the worker waits an
+	// interval.
+	d := &destination{relay: r, cfg: c, kick: make(chan struct{}, 1), stripe: client, secrets: client.Secrets(),
+		batch: stripeBatch, linger: r.Stripe.Interval.Duration}
 	if c.RateLimit != nil {
 		d.limiter = newLimiter(c.RateLimit)
 	}
 	return d, nil
 }
 
-// deliverPushes attempts claimed pushes. Stripe takes one call at a time per
-// customer and meter: the pushes of one pair go one after another, the
-// pairs Concurrency at a time.
+// deliverPushes attempts claimed pushes as stripe.Plan groups them: the
+// pushes of one customer, meter and period pending together go as one meter
+// event, and every send new to this batch is stored before its request
+// (planSends), so a retry or a restart sends the same event under the same
+// identifier. Stripe takes one call at a time per customer and meter: the
+// sends of one pair go one after another, the pairs Concurrency at a time.
 func (d *destination) deliverPushes(ctx context.Context, claims []schema.OutboxClaim, ids []int64, rec *record) *record {
 	r := d.relay
-	pushes, err := r.Pushes.StripePushesOf(ctx, ids)
-	if err != nil {
-		rec.released = ids
-		r.Log.Warn("forward", "destination", d.cfg.Name, "error", "read pushes: "+err.Error())
+	release := func(what string, err error) *record {
+		rec.released = ids // try again later
+		r.Log.Warn("forward", "destination", d.cfg.Name, "error", what+": "+err.Error())
 		rec.finish(d, r.Now())
 		return rec
 	}
+	pushes, err := r.Pushes.StripePushesOf(ctx, ids)
+	if err != nil {
+		return release("read pushes", err)
+	}
 	outs := make([]outcome, len(claims))
 	times := make([]time.Time, len(claims))
-	groups := map[[2]string][]int{}
-	var order [][2]string
+	claimOf := make(map[int64]int, len(claims)) // push id → claim
+	claimed := make([]schema.StripePush, 0, len(claims))
 	for i, c := range claims {
 		p, ok := pushes[c.ID]
 		if !ok {
 			outs[i], times[i] = outcome{err: "push not found"}, r.Now()
 			continue
 		}
-		k := [2]string{p.CustomerID, p.Meter}
-		if _, seen := groups[k]; !seen {
-			order = append(order, k)
+		claimOf[p.ID] = i
+		claimed = append(claimed, p)
+	}
+	pairs, err := stripe.Plan(claimed, r.Now())
+	if err != nil {
+		return release("plan sends", err)
+	}
+	if plan := newPlan(pairs, r.Now()); plan != nil {
+		if err := r.Writer.Submit(context.WithoutCancel(ctx), plan); err != nil {
+			return release("store sends", err)
 		}
-		groups[k] = append(groups[k], i)
 	}
 	sem := make(chan struct{}, d.cfg.Concurrency)
 	var wg sync.WaitGroup
-	for _, k := range order {
+	for _, sends := range pairs {
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			for _, i := range groups[k] {
-				if d.limiter != nil {
-					if err := d.limiter.Wait(ctx); err != nil {
-						outs[i] = outcome{canceled: true}
-						continue
-					}
+			for _, s := range sends {
+				o, at := outcome{canceled: true}, r.Now()
+				if d.limiter == nil || d.limiter.Wait(ctx) == nil {
+					at = r.Now()
+					o = d.send(ctx, s)
 				}
-				times[i] = r.Now()
-				outs[i] = d.push(ctx, pushes[claims[i].ID], times[i])
+				for _, p := range s.Pushes {
+					outs[claimOf[p.ID]], times[claimOf[p.ID]] = o, at
+				}
 			}
 		}()
 	}
@@ -95,28 +116,76 @@ func (d *destination) deliverPushes(ctx context.Context, claims []schema.OutboxC
 	return rec
 }
 
-// push sends one meter event. A timestamp outside Stripe's window is never
-// sent with another time: the push is dead with the reason, and so is one
-// whose customer has no Stripe customer (link it, then stripe retry).
+// planSends is the op that stores a batch's new sends, and the new time of
+// the sends Stripe's window passed, before their requests.
+type planSends struct {
+	sends []stripe.Send
+	now   int64
+}
+
+// newPlan is the op storing what pairs changed, nil when nothing did.
+func newPlan(pairs [][]stripe.Send, now time.Time) *planSends {
+	plan := &planSends{now: now.UnixMilli()}
+	for _, sends := range pairs {
+		for _, s := range sends {
+			if s.New || s.Restamp {
+				plan.sends = append(plan.sends, s)
+			}
+		}
+	}
+	if len(plan.sends) == 0 {
+		return nil
+	}
+	return plan
+}
+
+// Apply implements custody.Op.
+func (p *planSends) Apply(ctx context.Context, tx *custody.Tx) error {
+	b := tx.Batch()
+	for _, s := range p.sends {
+		var err error
+		if s.New {
+			err = b.InsertStripeSend(ctx, s.StripeSend, s.IDs(), p.now)
+		} else {
+			err = b.RestampStripeSend(ctx, s.Identifier, s.Timestamp)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// send makes one request: a meter event, or a cancel. A push whose customer
+// has no Stripe customer is dead with the reason (link it, then stripe
+// retry). A send's time is inside Stripe's window: Plan stamps a push
+// outside it with the time it is sent (carried).
 //
 // A cancel (a void within Stripe's 24 hours, stripe.Sync.Row) is sent as a
 // meter event adjustment, under the push's identifier as its idempotency
-// key. When Stripe refuses it (400: the 24 hours have passed, or it never
-// received the event), the push is sent as the compensating value instead:
-// both take the same whole number off Stripe's sum.
-func (d *destination) push(ctx context.Context, p schema.StripePush, now time.Time) outcome {
-	if p.Cancels != "" {
-		tctx, cancel := context.WithTimeout(ctx, d.cfg.Timeout.Duration)
-		res := d.stripe.CancelMeterEvent(tctx, p.EventName, p.Cancels, p.Identifier)
-		cancel()
-		if !res.Permanent || res.Status != http.StatusBadRequest {
-			return d.outcomeOf(ctx, res)
+// key, when the push it cancels was sent alone. When that push went out in
+// a sum with others, or Stripe refuses the cancel (400: the 24 hours have
+// passed, or it never received the event), the push is sent as the
+// compensating value instead: both take the same whole number off
+// Stripe's sum.
+func (d *destination) send(ctx context.Context, s stripe.Send) outcome {
+	p := s.Pushes[0]
+	if s.Cancel() {
+		target, sent, err := d.relay.Pushes.StripeSendOf(ctx, p.Cancels)
+		if err != nil {
+			return outcome{err: "read the send of " + p.Cancels + ": " + err.Error()}
 		}
-		d.relay.Log.Info("forward", "destination", d.cfg.Name, "push", p.Identifier,
-			"note", "Stripe refused the cancel of "+p.Cancels+" ("+res.Err+"): sending the compensating value")
-	}
-	if err := stripe.CheckWindow(p.Timestamp, now); err != nil {
-		return outcome{err: err.Error(), permanent: true}
+		// A push sent before sends were stored (migration 0027) went alone.
+		if !sent || target.Count == 1 {
+			tctx, cancel := context.WithTimeout(ctx, d.cfg.Timeout.Duration)
+			res := d.stripe.CancelMeterEvent(tctx, p.EventName, p.Cancels, p.Identifier)
+			cancel()
+			if !res.Permanent || res.Status != http.StatusBadRequest {
+				return d.outcomeOf(ctx, res)
+			}
+			d.relay.Log.Info("forward", "destination", d.cfg.Name, "push", p.Identifier,
+				"note", "Stripe refused the cancel of "+p.Cancels+" ("+res.Err+"): sending the compensating value")
+		}
 	}
 	customer := p.StripeCustomer
 	if customer == "" {
@@ -131,8 +200,8 @@ func (d *destination) push(ctx context.Context, p schema.StripePush, now time.Ti
 	}
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.Timeout.Duration)
 	defer cancel()
-	return d.outcomeOf(ctx, d.stripe.SendMeterEvent(ctx, stripe.MeterEvent{EventName: p.EventName, Identifier: p.Identifier, Customer: customer,
-		Value: p.Value, Timestamp: p.Timestamp}))
+	return d.outcomeOf(ctx, d.stripe.SendMeterEvent(ctx, stripe.MeterEvent{EventName: p.EventName, Identifier: s.Identifier, Customer: customer,
+		Value: s.Value, Timestamp: s.Timestamp}))
 }
 
 // outcomeOf is what Stripe's answer res means for the push: a transport

@@ -67,15 +67,16 @@ func (c *clockedStripe) total(customer string) string {
 }
 
 // usage sends quantities for cus_1 as evt_0, evt_1, …, one after another,
-// and waits for their pushes to be delivered: Stripe then holds want.
+// each once the push before was delivered, so each push is a meter event
+// of its own (one a void can cancel): Stripe then holds want.
 func (c *clockedStripe) usage(t *testing.T, want string, quantities ...string) {
 	t.Helper()
 	for i, q := range quantities {
 		if r := c.e.Send(fmt.Sprintf("evt_%d", i), testenv.UsageBody("cus_1", "api_requests", q)); r.Code != 200 {
 			t.Fatalf("send: %d", r.Code)
 		}
+		eventually(t, 10*time.Second, "the usage's push delivered", func() bool { return pushCount(c.e, "delivered") == i+1 })
 	}
-	eventually(t, 10*time.Second, "the usage's pushes delivered", func() bool { return pushCount(c.e, "delivered") == len(quantities) })
 	if got := c.total("cus_1"); got != want {
 		t.Fatalf("Stripe holds %s, want %s", got, want)
 	}
@@ -239,4 +240,118 @@ func statusAgrees(t *testing.T, e *testenv.Env, want string) {
 	if err != nil || len(lines) != 1 || lines[0].State != stripe.StateAgrees || lines[0].Acknowledged != want || lines[0].Ledger != want {
 		t.Errorf("status: %+v, %v; want it to agree at %s", lines, err, want)
 	}
+}
+
+// A credit to a month past Stripe's 35 days (the issue's adjust on the 6th
+// of December of October's usage): its push is carried, sent stamped when
+// it is sent and counted in Stripe's December, never dead for its age;
+// stripe status shows October agreeing with the credit carried out, and
+// December with it carried in.
+func TestStripeCreditToAClosedMonthIsCarried(t *testing.T) {
+	fake := fakestripe.Serve(t, stripeKey)
+	e := testenv.New(t, testenv.Options{Now: time.Date(2026, 10, 20, 12, 0, 0, 0, time.UTC),
+		Edits: []func(*config.Config){stripeConfig(fake.URL, ledger.StripeStream, "1")}})
+	fake.Mu.Lock()
+	fake.Now = e.Clock.Now
+	fake.Mu.Unlock()
+	c := &clockedStripe{e: e, fake: fake}
+	c.startRelay(t)
+	body := []byte(`{"type":"usage.recorded","data":{"customer":"cus_1","meter":"api_requests","quantity":40000,"occurred_at":"2026-10-15T10:00:00Z"}}`)
+	if r := e.Send("evt_oct", body); r.Code != 200 {
+		t.Fatalf("send: %d", r.Code)
+	}
+	eventually(t, 10*time.Second, "October's push delivered", func() bool { return pushCount(e, "delivered") == 1 })
+
+	e.Clock.Set(time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC))
+	a := ledger.Adjustment{Customer: "cus_1", Meter: "api_requests", Quantity: mustRowQuantity(t, "-20000"),
+		Reason: "half of October was a load test", OccurredAt: time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)}
+	if err := e.Writer.Submit(context.Background(), custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
+		r, err := a.Row(ctx, tx.Batch(), tx.Now())
+		if err != nil {
+			return err
+		}
+		return tx.Append(ctx, r)
+	})); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the credit's push delivered", func() bool { return pushCount(e, "delivered") == 2 })
+	if n := pushCount(e, "dead"); n != 0 {
+		t.Errorf("%d dead pushes, want none", n)
+	}
+	if got := c.total("cus_1"); got != "20000" {
+		t.Errorf("Stripe holds %s, want 20000", got)
+	}
+	var credit fakestripe.Event
+	for _, ev := range fake.Snapshot() {
+		if ev.Value == "-20000" {
+			credit = ev
+		}
+	}
+	if want := e.Clock.Now().Unix(); credit.Timestamp < want-60 || credit.Timestamp > want {
+		t.Errorf("the credit reached Stripe as %+v, want it stamped now (%d)", credit, want)
+	}
+	oct, _ := ledger.MonthPeriod("2026-10", time.UTC)
+	lines, err := stripe.Status(context.Background(), e.DB, e.Config.Meters, oct, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lines) != 1 || lines[0].Ledger != "20000" || lines[0].Pushed != "20000" || lines[0].Acknowledged != "20000" ||
+		lines[0].Carried != "-20000" || lines[0].State != stripe.StateAgrees {
+		t.Errorf("October: %+v, want ledger, pushed and acked 20000, -20000 carried, agreeing", lines)
+	}
+	dec, _ := ledger.MonthPeriod("2026-12", time.UTC)
+	if lines, err = stripe.Status(context.Background(), e.DB, e.Config.Meters, dec, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(lines) != 1 || lines[0].CarriedIn != "-20000" || lines[0].State != stripe.StateAgrees {
+		t.Errorf("December: %+v, want -20000 carried in, agreeing", lines)
+	}
+}
+
+// A void within Stripe's 24 hours of a push that reached Stripe in a sum
+// with others is not a cancel (that would take the whole sum back): it is
+// the compensating value, and Stripe is not asked to cancel.
+func TestStripeVoidOfASummedPushIsTheCompensatingValue(t *testing.T) {
+	c := newClockedStripe(t)
+	c.fake.Mu.Lock()
+	c.fake.Gate = make(chan struct{}) // the first call waits: the next two gather behind it
+	c.fake.Mu.Unlock()
+	c.startRelay(t)
+	for i, q := range []string{"1", "2", "3"} {
+		if r := c.e.Send(fmt.Sprintf("evt_%d", i), testenv.UsageBody("cus_1", "api_requests", q)); r.Code != 200 {
+			t.Fatalf("send: %d", r.Code)
+		}
+		if i == 0 {
+			eventually(t, 10*time.Second, "the first push in flight", func() bool {
+				c.fake.Mu.Lock()
+				defer c.fake.Mu.Unlock()
+				return len(c.fake.Seen) == 1
+			})
+		}
+	}
+	close(c.fake.Gate)
+	eventually(t, 10*time.Second, "the pushes delivered", func() bool { return pushCount(c.e, "delivered") == 3 })
+	if n := c.e.Int(`SELECT COUNT(*) FROM stripe_sends WHERE pushes = 2`); n != 2 {
+		t.Fatalf("%d pushes sent in a sum of two, want evt_1's and evt_2's", n)
+	}
+	c.void(t, "evt_1")
+	eventually(t, 10*time.Second, "the void's push delivered", func() bool { return pushCount(c.e, "delivered") >= 4 && pushCount(c.e, "pending") == 0 })
+	c.fake.Mu.Lock()
+	cancels, refused := c.fake.Cancels, c.fake.Refused[400]
+	c.fake.Mu.Unlock()
+	if cancels != 0 || refused != 0 {
+		t.Errorf("Stripe took %d cancels and refused %d calls, want neither", cancels, refused)
+	}
+	if got := c.total("cus_1"); got != "4" {
+		t.Errorf("Stripe holds %s, want 4 (1 + 3)", got)
+	}
+}
+
+func mustRowQuantity(t *testing.T, s string) ledger.Total {
+	t.Helper()
+	q, err := ledger.ParseRowQuantity(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
 }

@@ -72,8 +72,10 @@ func TestStripeStreamCarriesTheRemainder(t *testing.T) {
 	if got := fake.Totals()[[2]string{"cus_1", "api_requests"}]; got == nil || got.Cmp(big.NewInt(2)) != 0 {
 		t.Errorf("Stripe holds %v for cus_1, want 2 (1.75 rounded once)", got)
 	}
-	if n := len(fake.Snapshot()); n != 7 {
-		t.Errorf("Stripe holds %d events, want one per usage row (7)", n)
+	// The pushes the relay found pending together went as one meter event
+	// (stripe.Plan): at most one per push, each stored as a send first.
+	if n, sends := len(fake.Snapshot()), e.Int(`SELECT COUNT(DISTINCT identifier) FROM stripe_sends`); n == 0 || n > 7 || n != sends {
+		t.Errorf("Stripe holds %d events for %d sends, want as many, between 1 and 7", n, sends)
 	}
 	if n := e.Int(`SELECT COUNT(DISTINCT identifier) FROM stripe_pushes`); n != 7 {
 		t.Errorf("%d identifiers, want 7", n)
@@ -126,7 +128,9 @@ func TestStripeCloseModePushesTheLine(t *testing.T) {
 // In close mode, a meter priced by model is invoiced on a line per model,
 // and each line is pushed under its own identifier: gpt-4o's 1.0 pushes 1,
 // o1-mini's 0.5 brings the period's running total to 1.5, which pushes 1
-// more, so Stripe holds the ledger's 1.5 rounded once (2), in two events.
+// more, so Stripe holds the ledger's 1.5 rounded once (2). Pending
+// together, the two pushes reach Stripe as one meter event of 2, under an
+// identifier of its own.
 func TestStripeCloseModePushesEachModelsLine(t *testing.T) {
 	fake := fakestripe.Serve(t, stripeKey)
 	e, _, _ := stripeEnv(t, fake.URL, ledger.StripeClose, "1", func(c *config.Config) {
@@ -165,8 +169,13 @@ func TestStripeCloseModePushesEachModelsLine(t *testing.T) {
 	if got := fake.Totals()[[2]string{"cus_1", "api_requests"}]; got == nil || got.Cmp(big.NewInt(2)) != 0 {
 		t.Errorf("Stripe holds %v for cus_1, want 2 (1.5 rounded once)", got)
 	}
-	if n := e.Int(`SELECT COUNT(DISTINCT identifier) FROM stripe_pushes`); n != 2 || len(fake.Snapshot()) != 2 {
-		t.Errorf("%d identifiers and %d events in Stripe, want one per line (2)", n, len(fake.Snapshot()))
+	if n := e.Int(`SELECT COUNT(DISTINCT identifier) FROM stripe_pushes`); n != 2 || len(fake.Snapshot()) != 1 {
+		t.Errorf("%d identifiers and %d events in Stripe, want one per line (2) and one event carrying both", n, len(fake.Snapshot()))
+	}
+	var sent string
+	e.DB.Read.QueryRow(`SELECT identifier FROM stripe_sends WHERE pushes = 2 LIMIT 1`).Scan(&sent)
+	if _, ok := fake.Snapshot()[sent]; !ok {
+		t.Errorf("Stripe's event is not the stored send %q: %v", sent, fake.Snapshot())
 	}
 }
 
@@ -197,24 +206,52 @@ func TestStripeDuplicateAfterLostReplyIsDelivered(t *testing.T) {
 	}
 }
 
-// Usage older than Stripe's 35 days is never sent with another time: its
-// push is dead with the reason, and Stripe is not called.
-func TestStripeOldTimestampIsDeadWithTheReason(t *testing.T) {
+// Usage older than Stripe's 35 days is not dead for its age: it is sent
+// stamped when it is sent (carried), counts in Stripe's current period,
+// and stripe status shows it carried out of its own month and agreeing.
+func TestStripeOldTimestampIsCarried(t *testing.T) {
 	fake := fakestripe.Serve(t, stripeKey)
 	e, _, _ := stripeEnv(t, fake.URL, ledger.StripeStream, "1")
-	old := time.Now().Add(-40 * 24 * time.Hour).UTC().Format(time.RFC3339)
-	body := fmt.Appendf(nil, `{"type":"usage.recorded","data":{"customer":"cus_1","meter":"api_requests","quantity":3,"occurred_at":%q}}`, old)
+	at := time.Now().Add(-40 * 24 * time.Hour).UTC()
+	body := fmt.Appendf(nil, `{"type":"usage.recorded","data":{"customer":"cus_1","meter":"api_requests","quantity":3,"occurred_at":%q}}`, at.Format(time.RFC3339))
+	before := time.Now().Unix()
 	if r := e.Send("evt_old", body); r.Code != 200 {
 		t.Fatalf("send: %d", r.Code)
 	}
-	eventually(t, 10*time.Second, "the push dead", func() bool { return pushCount(e, "dead") == 1 })
-	var reason string
-	e.DB.Read.QueryRow(`SELECT last_error FROM outbox WHERE destination = 'stripe'`).Scan(&reason)
-	if !strings.Contains(reason, "more than 35 days ago") {
-		t.Errorf("dead with %q, want the 35-day window named", reason)
+	eventually(t, 10*time.Second, "the push delivered", func() bool { return pushCount(e, "delivered") == 1 })
+	events := fake.Snapshot()
+	if len(events) != 1 {
+		t.Fatalf("Stripe holds %d events, want 1", len(events))
 	}
-	if fake.Calls != 0 {
-		t.Errorf("Stripe was called %d times for an event outside its window", fake.Calls)
+	for _, ev := range events {
+		if ev.Value != "3" || ev.Timestamp < before || ev.Timestamp > time.Now().Unix() {
+			t.Errorf("Stripe holds %+v, want 3 stamped when sent (at or after %d)", ev, before)
+		}
+	}
+	if n := e.Int(`SELECT COUNT(*) FROM stripe_sends WHERE carried = 1 AND timestamp >= ?`, before); n != 1 {
+		t.Errorf("%d sends stored as carried, want 1", n)
+	}
+	p, err := ledger.MonthPeriod(at.Format("2006-01"), time.UTC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := stripe.Status(context.Background(), e.DB, e.Config.Meters, p, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lines) != 1 || lines[0].Ledger != "3" || lines[0].Pushed != "3" || lines[0].Acknowledged != "3" || lines[0].Carried != "3" ||
+		lines[0].State != stripe.StateAgrees {
+		t.Errorf("status of %s: %+v, want ledger, pushed, acked and carried 3, agreeing", p.Label, lines)
+	}
+	now, err := ledger.MonthPeriod(time.Now().UTC().Format("2006-01"), time.UTC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lines, err = stripe.Status(context.Background(), e.DB, e.Config.Meters, now, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(lines) != 1 || lines[0].CarriedIn != "3" || lines[0].Ledger != "0" || lines[0].State != stripe.StateAgrees {
+		t.Errorf("status of %s: %+v, want 3 carried in, agreeing", now.Label, lines)
 	}
 }
 

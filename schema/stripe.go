@@ -9,8 +9,12 @@ import (
 	"github.com/jmoiron/sqlx"
 )
 
-// versionStripe is the migration that created stripe_pushes.
-const versionStripe = 18
+// versionStripe is the migration that created stripe_pushes;
+// versionStripeSends the one that created stripe_sends.
+const (
+	versionStripe      = 18
+	versionStripeSends = 27
+)
 
 // StripePush is one meter event sent to Stripe (docs/stripe.md): what it
 // covers in the ledger, the running totals of its customer, meter and
@@ -39,10 +43,63 @@ type StripePush struct {
 	// meter event. Value is then what the cancel takes off Stripe's sum.
 	Cancels string `db:"cancels"`
 
-	OutboxID  int64  `db:"outbox_id"`
-	Status    string `db:"status"`
-	Attempts  int    `db:"attempts"`
-	LastError string `db:"last_error"`
+	OutboxID   int64  `db:"outbox_id"`
+	Status     string `db:"status"`
+	Attempts   int    `db:"attempts"`
+	LastStatus int    `db:"last_status"` // the last attempt's HTTP status; 0: no answer, or no request
+	LastError  string `db:"last_error"`
+
+	// Send is the meter event that carries the push (reads only; its
+	// Identifier "" until the relay first sends it).
+	Send StripeSend `db:"send"`
+}
+
+// StripeSend is one meter event the relay sends (migration 0027): one push
+// under the push's own identifier, or the sum of several pushes of one
+// customer, meter and period. It is stored, one row per push it carries,
+// before its request, so every resend is the same event.
+type StripeSend struct {
+	Identifier string `db:"identifier"`
+	Value      string `db:"value"`
+	Count      int    `db:"pushes"`    // how many pushes it carries
+	Timestamp  int64  `db:"timestamp"` // unix seconds
+	// Carried is 1 when the pushes' own time was outside Stripe's window:
+	// Timestamp is then the time the send was first made.
+	Carried int `db:"carried"`
+}
+
+// InsertStripeSend stores s as the send of pushes (their ids), before the
+// relay makes its request.
+func (b Batch) InsertStripeSend(ctx context.Context, s StripeSend, pushes []int64, now int64) error {
+	for _, id := range pushes {
+		if _, err := b.tx.ExecContext(ctx, `INSERT INTO stripe_sends (push_id, identifier, value, pushes, timestamp, carried, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?)`, id, s.Identifier, s.Value, s.Count, s.Timestamp, s.Carried, now); err != nil {
+			return fmt.Errorf("insert send %s of push %d: %w", s.Identifier, id, err)
+		}
+	}
+	return nil
+}
+
+// RestampStripeSend moves the time of send identifier to timestamp and
+// marks it carried: Stripe's window passed it before it was delivered.
+func (b Batch) RestampStripeSend(ctx context.Context, identifier string, timestamp int64) error {
+	if _, err := b.tx.ExecContext(ctx, `UPDATE stripe_sends SET timestamp = ?, carried = 1 WHERE identifier = ?`, timestamp, identifier); err != nil {
+		return fmt.Errorf("restamp send %s: %w", identifier, err)
+	}
+	return nil
+}
+
+// StripeSendOf is the send that carried the push with identifier (ok
+// false: none yet), read when a void would cancel that push's meter event:
+// only a push sent alone can be cancelled.
+func (db *DB) StripeSendOf(ctx context.Context, identifier string) (StripeSend, bool, error) {
+	var s StripeSend
+	err := db.Read.GetContext(ctx, &s, `SELECT s.identifier, s.value, s.pushes, s.timestamp, s.carried
+		FROM stripe_pushes p JOIN stripe_sends s ON s.push_id = p.id WHERE p.identifier = ?`, identifier)
+	if err == sql.ErrNoRows {
+		return s, false, nil
+	}
+	return s, err == nil, err
 }
 
 // pushTx is what both a writer batch and a close's transaction offer.
@@ -125,15 +182,25 @@ func (b Batch) LastStripeCustomer(ctx context.Context, customer string) (string,
 	return s, err
 }
 
-// pushColumns are a push's and its message's columns; pushColumnsBefore0023
-// those of a database older than migration 0023, where a push cancels
-// nothing (a read-only open of one).
-const pushColumns = `p.id, p.identifier, p.source, COALESCE(p.ledger_id, 0) AS ledger_id, COALESCE(p.invoice_id, 0) AS invoice_id,
+// pushFrom reads a push with its message and its send from the tables of
+// a database at schema version v: one older than migration 0027 has no
+// sends, one older than 0023 no cancels (a read-only open of one).
+func pushFrom(v int) string {
+	cols := `p.id, p.identifier, p.source, COALESCE(p.ledger_id, 0) AS ledger_id, COALESCE(p.invoice_id, 0) AS invoice_id,
 	COALESCE(p.line_no, 0) AS line_no, p.customer_id, p.meter, p.event_name,
 	p.stripe_customer, p.period_start, p.quantity, p.total, p.value, p.pushed, p.timestamp, p.created_at, p.cancels,
-	o.id AS outbox_id, o.status, o.attempts, o.last_error`
-
-var pushColumnsBefore0023 = strings.Replace(pushColumns, "p.cancels,", "'' AS cancels,", 1)
+	o.id AS outbox_id, o.status, o.attempts, o.last_status, o.last_error`
+	from := ` FROM stripe_pushes p JOIN outbox o ON o.push_id = p.id`
+	if v < versionStripeInvoiceStates {
+		cols = strings.Replace(cols, "p.cancels,", "'' AS cancels,", 1)
+	}
+	if v < versionStripeSends {
+		return `SELECT ` + cols + `, '' AS "send.identifier", '' AS "send.value", 0 AS "send.pushes", 0 AS "send.timestamp", 0 AS "send.carried"` + from
+	}
+	return `SELECT ` + cols + `, COALESCE(s.identifier, '') AS "send.identifier", COALESCE(s.value, '') AS "send.value",
+	COALESCE(s.pushes, 0) AS "send.pushes", COALESCE(s.timestamp, 0) AS "send.timestamp", COALESCE(s.carried, 0) AS "send.carried"` +
+		from + ` LEFT JOIN stripe_sends s ON s.push_id = p.id`
+}
 
 // StripePushesOf reads the pushes of outbox messages ids, by outbox id
 // (pushes never change: the read pool serves them). The relay reads them,
@@ -143,7 +210,7 @@ func (db *DB) StripePushesOf(ctx context.Context, ids []int64) (map[int64]Stripe
 	if len(ids) == 0 {
 		return out, nil
 	}
-	q, args, err := sqlx.In(`SELECT `+pushColumns+` FROM outbox o JOIN stripe_pushes p ON p.id = o.push_id WHERE o.id IN (?)`, ids)
+	q, args, err := sqlx.In(pushFrom(versionStripeSends)+` WHERE o.id IN (?)`, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -179,20 +246,31 @@ func (db *DB) StripePushes(ctx context.Context, f StripePushFilter) ([]StripePus
 	if f.Status != "" {
 		where, args = append(where, "o.status = ?"), append(args, f.Status)
 	}
-	read := func(cols string) ([]StripePush, error) {
-		var out []StripePush
-		err := db.Read.SelectContext(ctx, &out, `SELECT `+cols+` FROM stripe_pushes p JOIN outbox o ON o.push_id = p.id
-			WHERE `+strings.Join(where, " AND ")+` ORDER BY p.id`, args...)
-		return out, err
+	v, err := schemaVersion(ctx, db.Read)
+	if err != nil || v < versionStripe {
+		return nil, err
 	}
-	out, err := read(pushColumns)
-	switch {
-	case err == nil || !predates(ctx, db.Read, versionStripeInvoiceStates):
-		return out, err
-	case predates(ctx, db.Read, versionStripe):
-		return nil, nil
+	var out []StripePush
+	err = db.Read.SelectContext(ctx, &out, pushFrom(v)+` WHERE `+strings.Join(where, " AND ")+` ORDER BY p.id`, args...)
+	return out, err
+}
+
+// StripeCarriedInto lists the pushes of customer ("": all) that were
+// carried into [from, to) (unix seconds): sent stamped in it because their
+// own time was outside Stripe's window, so Stripe counts them in that
+// period rather than their own.
+func (db *DB) StripeCarriedInto(ctx context.Context, from, to int64, customer string) ([]StripePush, error) {
+	v, err := schemaVersion(ctx, db.Read)
+	if err != nil || v < versionStripeSends {
+		return nil, err
 	}
-	return read(pushColumnsBefore0023)
+	where, args := `s.carried = 1 AND s.timestamp >= ? AND s.timestamp < ?`, []any{from, to}
+	if customer != "" {
+		where, args = where+` AND p.customer_id = ?`, append(args, customer)
+	}
+	var out []StripePush
+	err = db.Read.SelectContext(ctx, &out, pushFrom(v)+` WHERE `+where+` ORDER BY p.id`, args...)
+	return out, err
 }
 
 // LatestExternalIDs is the external_ids (a JSON object) of customer's latest

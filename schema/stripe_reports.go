@@ -25,11 +25,14 @@ type StripeReport struct {
 	CreatedAt  int64  `db:"created_at"`
 }
 
-// StripePushID is the id of the push with Stripe identifier id (0: none),
-// read in the batch that links a report to it.
+// StripePushID is the id of the push with Stripe identifier id, or the
+// first push of the send with that identifier (a meter event carrying
+// several pushes), 0 when none, read in the batch that links a report to
+// it.
 func (b Batch) StripePushID(ctx context.Context, identifier string) (int64, error) {
 	var id int64
-	err := b.tx.QueryRowContext(ctx, `SELECT id FROM stripe_pushes WHERE identifier = ?`, identifier).Scan(&id)
+	err := b.tx.QueryRowContext(ctx, `SELECT id FROM stripe_pushes WHERE identifier = ?
+		UNION ALL SELECT MIN(push_id) FROM stripe_sends WHERE identifier = ? HAVING COUNT(*) > 0 LIMIT 1`, identifier, identifier).Scan(&id)
 	if err == sql.ErrNoRows {
 		return 0, nil
 	}

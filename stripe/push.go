@@ -298,3 +298,22 @@ func (s *Sync) OnClose(now func() time.Time) func(ctx context.Context, tx *schem
 		return s.Close(ctx, tx, invoices, now().UnixMilli())
 	}
 }
+
+// Reach says where a ledger row of meter m, dated occurredAt (unix ms),
+// reaches Stripe when it is written at now: the correction commands print
+// it. "" when the meter is not pushed.
+func Reach(m *ledger.StripeMeter, occurredAt int64, now time.Time) string {
+	if m == nil {
+		return ""
+	}
+	at := time.UnixMilli(occurredAt).UTC()
+	if m.Mode == ledger.StripeClose {
+		return fmt.Sprintf("pushed to Stripe (%s) with the invoice of its month when that is closed; a month already closed bills it as a late line of the next close",
+			m.EventName)
+	}
+	if err := CheckWindow(at.Unix(), now); err != nil {
+		return fmt.Sprintf("pushed to Stripe (%s) stamped when it is sent: %s is outside Stripe's window, so Stripe counts it in its period of that day, not the row's (stripe status: CARRIED)",
+			m.EventName, at.Format(time.RFC3339))
+	}
+	return fmt.Sprintf("pushed to Stripe (%s) stamped %s, in Stripe's period holding that time", m.EventName, at.Format(time.RFC3339))
+}

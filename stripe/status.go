@@ -20,6 +20,7 @@ const ExternalID = "stripe"
 type StatusStore interface {
 	ledger.UsageSource
 	StripePushes(ctx context.Context, f schema.StripePushFilter) ([]schema.StripePush, error)
+	StripeCarriedInto(ctx context.Context, from, to int64, customer string) ([]schema.StripePush, error)
 	LatestExternalIDs(ctx context.Context, customer string) (string, error)
 	StripeReportsOf(ctx context.Context, from, to int64) ([]schema.StripeReport, error)
 }
@@ -33,8 +34,13 @@ const (
 
 // StatusLine compares, for one customer, meter and period, the ledger's
 // total (in Stripe's whole units: × multiplier, rounded once), what was
-// pushed, what Stripe acknowledged, what is pending and what is dead, and
-// with Remote what Stripe's event summaries say.
+// pushed (sent to Stripe, whatever it answered), what Stripe acknowledged,
+// what is pending and what is dead, and with Remote what Stripe's event
+// summaries say. Carried is what of the period reached Stripe stamped in a
+// later period, because its own time was outside Stripe's window (a credit
+// to a closed month); CarriedIn what of earlier periods reached Stripe
+// stamped in this one. Stripe's own sum for the period is Ledger − Carried
+// + CarriedIn.
 type StatusLine struct {
 	Customer       string `json:"customer"`
 	StripeCustomer string `json:"stripe_customer,omitempty"`
@@ -49,6 +55,8 @@ type StatusLine struct {
 	Pending        int    `json:"pending"`
 	Dead           int    `json:"dead"`
 	DeadValue      string `json:"dead_value"`
+	Carried        string `json:"carried"`
+	CarriedIn      string `json:"carried_in"`
 	// Reported counts the pushes Stripe reported errors for after it took
 	// them (v1.billing.meter.error_report_triggered, …); ReportError is the
 	// latest report's code and message.
@@ -78,7 +86,7 @@ func Status(ctx context.Context, db StatusStore, meters []ledger.Meter, period l
 		}
 		m := pushedMeters[meter]
 		l := &StatusLine{Customer: c, Meter: meter, EventName: m.Stripe.EventName, Mode: m.Stripe.Mode, Period: period.Label,
-			Quantity: "0", Ledger: "0", Pushed: "0", Acknowledged: "0", DeadValue: "0"}
+			Quantity: "0", Ledger: "0", Pushed: "0", Acknowledged: "0", DeadValue: "0", Carried: "0", CarriedIn: "0"}
 		lines[k] = l
 		return l
 	}
@@ -114,8 +122,17 @@ func Status(ctx context.Context, db StatusStore, meters []ledger.Meter, period l
 		if p.StripeCustomer != "" {
 			l.StripeCustomer = p.StripeCustomer
 		}
-		if err := addTo(&l.Pushed, p.Value); err != nil {
-			return nil, err
+		if p.Status == schema.OutboxDelivered || p.LastStatus != 0 {
+			// Sent: Stripe answered. A push dead before any request (a
+			// customer with no Stripe customer) was never pushed.
+			if err := addTo(&l.Pushed, p.Value); err != nil {
+				return nil, err
+			}
+		}
+		if p.Send.Carried == 1 {
+			if err := addTo(&l.Carried, p.Value); err != nil {
+				return nil, err
+			}
 		}
 		switch p.Status {
 		case schema.OutboxDelivered:
@@ -128,6 +145,18 @@ func Status(ctx context.Context, db StatusStore, meters []ledger.Meter, period l
 			l.Pending++
 		}
 		if err != nil {
+			return nil, err
+		}
+	}
+	in, err := db.StripeCarriedInto(ctx, period.Start.Unix(), period.End.Unix(), customer)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range in {
+		if _, ok := pushedMeters[p.Meter]; !ok || (p.PeriodStart >= period.Start.UnixMilli() && p.PeriodStart < period.End.UnixMilli()) {
+			continue
+		}
+		if err := addTo(&get(p.CustomerID, p.Meter).CarriedIn, p.Value); err != nil {
 			return nil, err
 		}
 	}
@@ -254,7 +283,11 @@ func readRemote(ctx context.Context, c *Client, lines []StatusLine, period ledge
 			}
 		}
 		l.Remote = total
-		if !equal(total, l.Ledger) {
+		want, err := stripeSum(*l)
+		if err != nil {
+			return err
+		}
+		if !equal(total, want) {
 			l.State = StateDiffers
 		}
 	}
@@ -304,4 +337,28 @@ func equal(a, b string) bool {
 	x, err1 := pricing.ParseDecimal(a)
 	y, err2 := pricing.ParseDecimal(b)
 	return err1 == nil && err2 == nil && x.Cmp(y) == 0
+}
+
+// stripeSum is what Stripe should count in l's period: the ledger's total,
+// without what was carried to a later period, with what was carried in.
+func stripeSum(l StatusLine) (string, error) {
+	sum, err := pricing.ParseDecimal(l.Ledger)
+	if err != nil {
+		return "", err
+	}
+	out, err := pricing.ParseDecimal(l.Carried)
+	if err != nil {
+		return "", err
+	}
+	in, err := pricing.ParseDecimal(l.CarriedIn)
+	if err != nil {
+		return "", err
+	}
+	if sum, err = pricing.Sub(sum, out); err != nil {
+		return "", err
+	}
+	if sum, err = pricing.Add(sum, in); err != nil {
+		return "", err
+	}
+	return sum.String(), nil
 }

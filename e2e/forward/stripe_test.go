@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,6 +34,7 @@ func TestStripeSync(t *testing.T) {
 	bin := testenv.Binary(t)
 	testenv.Parallel(t, bin, []testenv.Case{
 		{Name: "kill -9 while pushing under load", Run: testStripeKill9},
+		{Name: "kill -9 while a sum is in flight", Run: testStripeKillInFlight},
 		{Name: "link, status and retry beside serve", Run: testStripeLinkRetry},
 	})
 }
@@ -106,6 +108,7 @@ func testStripeKill9(t *testing.T, bin string) {
 		return [...]fakestripe.Failure{fakestripe.None, fakestripe.None, fakestripe.LostReply, fakestripe.None, fakestripe.None,
 			fakestripe.Down, fakestripe.None, fakestripe.None, fakestripe.Throttle}[n%9]
 	}
+	fake.Latency = 100 * time.Millisecond // calls in flight when serve is killed
 	stripeE2EConfig(t, dir, fake.URL, "identity")
 	env := []string{"STRIPE_API_KEY=" + e2eStripeKey}
 	cmd, stderr, url := testenv.StartServe(t, bin, dir, env)
@@ -142,9 +145,30 @@ func testStripeKill9(t *testing.T, bin string) {
 		lines, _, err = stripeStatus(t, bin, dir, env, "--period", now.UTC().Format("2006-01"))
 		return err == nil
 	})
+	// Pushes pending together went as one meter event: every event Stripe
+	// holds is a send stored before its request, each once.
 	events := fake.Snapshot()
-	if len(events) != n {
-		t.Errorf("Stripe holds %d events, want one per usage row (%d)", len(events), n)
+	db := e2e.OpenRO(t, filepath.Join(dir, "data", "hookledger.db"))
+	var sends []string
+	rows, err := db.Query(`SELECT DISTINCT identifier FROM stripe_sends`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		rows.Scan(&id)
+		sends = append(sends, id)
+	}
+	if err := rows.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if len(events) != len(sends) || len(events) == 0 || len(events) > n {
+		t.Errorf("Stripe holds %d events for %d sends of %d usage rows", len(events), len(sends), n)
+	}
+	for _, id := range sends {
+		if _, ok := events[id]; !ok {
+			t.Errorf("send %s is not at Stripe", id)
+		}
 	}
 	totals := fake.Totals()
 	if len(lines) != 5 {
@@ -167,6 +191,66 @@ func testStripeKill9(t *testing.T, bin string) {
 			t.Errorf("serve log shows a panic or the API key:\n%s", log)
 		}
 	}
+}
+
+// kill -9 of serve while a sum of pushes is in flight to Stripe: the sum
+// was stored before its request, so serve restarted sends the same meter
+// event under the same identifier, Stripe answers that it has it, and
+// holds it once.
+func testStripeKillInFlight(t *testing.T, bin string) {
+	dir := t.TempDir()
+	fake := fakestripe.Serve(t, e2eStripeKey)
+	stripeE2EConfig(t, dir, fake.URL, "identity")
+	env := []string{"STRIPE_API_KEY=" + e2eStripeKey}
+	cmd, _, url := testenv.StartServe(t, bin, dir, env)
+	if out, err := testenv.Run(bin, dir, env, "forward", "pause", "stripe"); err != nil {
+		t.Fatalf("forward pause: %v\n%s", err, out)
+	}
+	now := time.Now()
+	for i := range 5 {
+		sendUsage(t, func() string { return url }, fmt.Sprintf("evt_%d", i), "cus_1", "2", now)
+	}
+	fake.Mu.Lock()
+	fake.Gate = make(chan struct{})
+	fake.Mu.Unlock()
+	if out, err := testenv.Run(bin, dir, env, "forward", "resume", "stripe"); err != nil {
+		t.Fatalf("forward resume: %v\n%s", err, out)
+	}
+	var first string
+	testenv.Eventually(t, 45*time.Second, "the sum in flight", func() bool {
+		fake.Mu.Lock()
+		defer fake.Mu.Unlock()
+		if len(fake.Seen) > 0 {
+			first = fake.Seen[0]
+		}
+		return first != ""
+	})
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	db := e2e.OpenRO(t, filepath.Join(dir, "data", "hookledger.db"))
+	var pushes int
+	if err := db.QueryRow(`SELECT COUNT(*) FROM stripe_sends WHERE identifier = ?`, first).Scan(&pushes); err != nil || pushes != 5 {
+		t.Fatalf("the call in flight sent %s, stored for %d pushes (%v), want the sum of all 5", first, pushes, err)
+	}
+	close(fake.Gate) // Stripe takes the event; serve, killed, never hears
+	cmd2, _, _ := testenv.StartServe(t, bin, dir, env)
+	testenv.Eventually(t, 45*time.Second, "stripe status agrees", func() bool {
+		_, _, err := stripeStatus(t, bin, dir, env, "--period", now.UTC().Format("2006-01"))
+		return err == nil
+	})
+	fake.Mu.Lock()
+	seen := slices.Clone(fake.Seen)
+	fake.Mu.Unlock()
+	if n := strings.Count(strings.Join(seen, " "), first); n != 2 || len(fake.Snapshot()) != 1 {
+		t.Errorf("calls %v, Stripe holds %d events: want %s sent twice, held once", seen, len(fake.Snapshot()), first)
+	}
+	if got := fake.Totals()[[2]string{"cus_1", "api_requests"}]; got == nil || got.Int64() != 10 {
+		t.Errorf("Stripe holds %v for cus_1, want 10", got)
+	}
+	cmd2.Process.Signal(os.Interrupt)
+	cmd2.Wait()
 }
 
 // A customer without a Stripe customer: its push is dead with what to do,

@@ -122,6 +122,7 @@ func adjust(c *cli.Context) error {
 	if row == nil {
 		return errors.New("adjust: no row was written")
 	}
+	noteStripe(c, cfg, []*ledger.Row{row})
 	header := []string{"id", "kind", "customer", "meter", "quantity", "reason", "ref", "occurred_at", "recorded_at", "event_id"}
 	rec := []string{strconv.FormatInt(row.ID, 10), row.Kind, row.Customer, row.Meter, row.Quantity.String(), row.Reason, row.Ref,
 		time.UnixMilli(row.OccurredAt).UTC().Format(time.RFC3339Nano), time.UnixMilli(row.RecordedAt).UTC().Format(time.RFC3339Nano), row.EventID}

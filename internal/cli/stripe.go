@@ -30,7 +30,11 @@ func stripeStatusCommand() *cli.Command {
 		Name:  "status",
 		Usage: "per customer and meter: the ledger's total, pushed, acknowledged, pending and dead (exit 3 when they differ)",
 		Description: "LEDGER is the period's ledger total in Stripe's units (× multiplier, rounded once); PUSHED the whole\n" +
-			"numbers pushed for it, ACKED those Stripe acknowledged; REPORTED the pushes Stripe reported errors\n" +
+			"numbers sent to Stripe for it (a push dead before any request is not), ACKED those Stripe acknowledged;\n" +
+			"CARRIED what of them Stripe counts in a later period: a push whose own time was outside Stripe's\n" +
+			"window (more than 35 days old: a credit to a closed month, late usage) is sent stamped when it is\n" +
+			"sent, and counts in Stripe's period of that day (--format json also has carried_in, what earlier\n" +
+			"periods carried into this one). REPORTED the pushes Stripe reported errors\n" +
 			"for after taking them (its v1.billing.meter.error_report_triggered and no_meter_found events, received\n" +
 			"by a provider with the stripe scheme). A line agrees when ACKED is LEDGER and nothing is pending, dead\n" +
 			"or reported; any other line differs, and the command exits 3, as it does when a report of the period\n" +
@@ -87,14 +91,14 @@ func stripeStatusCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			header := []string{"customer", "meter", "period", "mode", "ledger", "pushed", "acked", "pending", "dead", "reported"}
+			header := []string{"customer", "meter", "period", "mode", "ledger", "pushed", "acked", "pending", "dead", "carried", "reported"}
 			if remote != nil {
 				header = append(header, "stripe")
 			}
 			header = append(header, "state")
 			var rows [][]string
 			for _, l := range lines {
-				row := []string{l.Customer, l.Meter, l.Period, l.Mode, l.Ledger, l.Pushed, l.Acknowledged, fmt.Sprint(l.Pending), fmt.Sprint(l.Dead), fmt.Sprint(l.Reported)}
+				row := []string{l.Customer, l.Meter, l.Period, l.Mode, l.Ledger, l.Pushed, l.Acknowledged, fmt.Sprint(l.Pending), fmt.Sprint(l.Dead), l.Carried, fmt.Sprint(l.Reported)}
 				if remote != nil {
 					row = append(row, l.Remote)
 				}
@@ -135,8 +139,8 @@ func stripeRetryCommand() *cli.Command {
 		Name:  "retry",
 		Usage: "push dead pushes again, under the same identifiers",
 		Description: "Every dead push (--since: only those pending since that long ago or that RFC 3339 time) is due\n" +
-			"at once, with a fresh max_attempts and max_age. Its identifier stays, so Stripe counts it once. A push\n" +
-			"dead because its timestamp left Stripe's 35 days dies again: stripe status keeps showing it.",
+			"at once, with a fresh max_attempts and max_age. Its identifier stays, so Stripe counts it once; one whose\n" +
+			"time Stripe's 35 days have passed meanwhile is carried: stamped when it is sent (stripe status).",
 		Flags: append(configFlags(),
 			&cli.StringFlag{Name: "since", Usage: "only pushes pending since this long ago (e.g. 24h, 7d) or this RFC 3339 time"},
 			formatFlag()),

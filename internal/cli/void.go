@@ -20,6 +20,7 @@ import (
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/schema"
+	"github.com/hookledger/hookledger/stripe"
 )
 
 // Corrections: void and amend. Both go through a writer of this process, as
@@ -150,6 +151,7 @@ func voidAction(c *cli.Context) error {
 	if err := w.Submit(c.Context, op); err != nil {
 		return err
 	}
+	noteStripe(c, cfg, op.Rows)
 	return writeLedgerRows(c, op.Rows)
 }
 
@@ -212,7 +214,9 @@ func amendAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	return writeLedgerRows(c, append(op.Voids, rowPointers(ledger.StoredRows(rows))...))
+	written := append(op.Voids, rowPointers(ledger.StoredRows(rows))...)
+	noteStripe(c, cfg, written)
+	return writeLedgerRows(c, written)
 }
 
 // voidPreview shows what voiding v would change, and writes nothing: the
@@ -318,6 +322,25 @@ func rowPointers(rs []ledger.Row) []*ledger.Row {
 		out[i] = &rs[i]
 	}
 	return out
+}
+
+// noteStripe says on stderr where each row written reaches Stripe, for the
+// rows of meters pushed there (stripe.Reach): a correction of a closed
+// month lands in Stripe's current period.
+func noteStripe(c *cli.Context, cfg *config.Config, rows []*ledger.Row) {
+	if cfg.Stripe == nil {
+		return
+	}
+	meters := map[string]*ledger.StripeMeter{}
+	for _, m := range cfg.Meters {
+		meters[m.Name] = m.Stripe
+	}
+	now := time.Now()
+	for _, r := range rows {
+		if s := stripe.Reach(meters[r.Meter], r.OccurredAt, now); s != "" {
+			fmt.Fprintf(c.App.ErrWriter, "row %d: %s\n", r.ID, s)
+		}
+	}
 }
 
 func writeLedgerRows(c *cli.Context, rows []*ledger.Row) error {

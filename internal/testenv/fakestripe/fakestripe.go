@@ -50,10 +50,19 @@ type Stripe struct {
 
 	Mu sync.Mutex
 	// Fail decides each call's failure by its number (1, 2, …); nil: none.
-	Fail   func(n int) Failure
-	Now    func() time.Time
-	Events map[string]Event // by identifier
-	Calls  int
+	Fail func(n int) Failure
+	// Latency is how long each call takes before it is answered (Stripe
+	// answers a VM in about 150 ms); the calls overlap as Stripe's do.
+	Latency time.Duration
+	// Gate, when set, holds every meter event call until it is closed
+	// (the call's identifier is in Seen first): a request in flight.
+	Gate chan struct{}
+	// Seen are the identifiers of the meter event calls, in the order
+	// they arrived, repeats included.
+	Seen []string
+	Now     func() time.Time
+	Events  map[string]Event // by identifier
+	Calls   int
 	// Refused counts the calls answered with an error other than a
 	// duplicate, by status.
 	Refused    map[int]int
@@ -79,6 +88,18 @@ func Serve(t testing.TB, key string) *Stripe {
 }
 
 func (s *Stripe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.Mu.Lock()
+	latency, gate := s.Latency, s.Gate
+	if r.Method == http.MethodPost && r.URL.Path == "/v1/billing/meter_events" && r.ParseForm() == nil {
+		s.Seen = append(s.Seen, r.PostForm.Get("identifier"))
+	}
+	s.Mu.Unlock()
+	if latency > 0 {
+		time.Sleep(latency) // the network and Stripe's work, outside the lock
+	}
+	if gate != nil {
+		<-gate
+	}
 	if r.Header.Get("Authorization") != "Bearer "+s.Key {
 		s.answer(w, http.StatusUnauthorized, "Invalid API Key provided", "")
 		return
