@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -41,12 +43,16 @@ type steadyResult struct {
 	tail            time.Duration // from the load's end to the last delivery
 	left            int           // messages not delivered drainWait after the load (tail is then unknown)
 	samples         int
+	limit           string // hookledger_forward_concurrency_limit after the load ("": not exported)
 }
 
 func (r steadyResult) String() string {
 	tail := fmt.Sprintf("last delivery %5.2f s after the load", r.tail.Seconds())
 	if r.left > 0 {
 		tail = fmt.Sprintf("%d not delivered %s after the load", r.left, drainWait)
+	}
+	if r.limit != "" {
+		tail += ", concurrency limit " + r.limit
 	}
 	return fmt.Sprintf("sent %5.0f/s  delivered %5.0f/s  backlog max %6d  oldest pending p50 %5.2f s  p99 %5.2f s  max %5.2f s  (%d samples)  %s",
 		r.sentPerSec, r.deliveredPerSec, r.backlogMax, r.oldestP50, r.oldestP99, r.oldestMax, r.samples, tail)
@@ -152,6 +158,7 @@ func steady(ctx context.Context, h *harness.Harness, name string, rate float64, 
 	}
 	end := time.Now()
 	delivered, _, _ := a.count()
+	res.limit = concurrencyLimit(adminAddr)
 	res.sentPerSec = load.RPS
 	res.deliveredPerSec = float64(delivered) / end.Sub(begin).Seconds()
 	// A relay that fell behind is not waited for long: what is left after
@@ -171,6 +178,25 @@ func steady(ctx context.Context, h *harness.Harness, name string, rate float64, 
 		res.oldestMax = ages[len(ages)-1]
 	}
 	return res, nil
+}
+
+var limitSeries = regexp.MustCompile(`(?m)^hookledger_forward_concurrency_limit\{destination="app"\} (\S+)$`)
+
+// concurrencyLimit reads the app destination's concurrency limit from the
+// metrics; "" when serve does not export it (a build before it).
+func concurrencyLimit(addr string) string {
+	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if m := limitSeries.FindSubmatch(b); m != nil {
+		return string(m[1])
+	}
+	return ""
 }
 
 // destinationStatus reads the app destination's line of `forward status`
@@ -244,10 +270,13 @@ func runSteady(ctx context.Context, h *harness.Harness, base string, keep bool, 
 			}
 			return harness.Median(xs)
 		}
-		fmt.Printf("medians  %-4s  sent %5.0f/s  delivered %5.0f/s  backlog max %6.0f  oldest pending p50 %5.2f s  p99 %5.2f s  max %5.2f s  last delivery %5.2f s after the load\n",
+		tail := fmt.Sprintf("last delivery %5.2f s after the load", med(func(r steadyResult) float64 { return r.tail.Seconds() }))
+		if left := med(func(r steadyResult) float64 { return float64(r.left) }); left > 0 {
+			tail = fmt.Sprintf("%.0f not delivered %s after the load", left, drainWait)
+		}
+		fmt.Printf("medians  %-4s  sent %5.0f/s  delivered %5.0f/s  backlog max %6.0f  oldest pending p50 %5.2f s  p99 %5.2f s  max %5.2f s  %s\n",
 			s.name, med(func(r steadyResult) float64 { return r.sentPerSec }), med(func(r steadyResult) float64 { return r.deliveredPerSec }),
 			med(func(r steadyResult) float64 { return float64(r.backlogMax) }), med(func(r steadyResult) float64 { return r.oldestP50 }),
-			med(func(r steadyResult) float64 { return r.oldestP99 }), med(func(r steadyResult) float64 { return r.oldestMax }),
-			med(func(r steadyResult) float64 { return r.tail.Seconds() }))
+			med(func(r steadyResult) float64 { return r.oldestP99 }), med(func(r steadyResult) float64 { return r.oldestMax }), tail)
 	}
 }
