@@ -47,7 +47,9 @@ func exported(t *testing.T) map[string]map[string]bool {
 	m.SetReplicationStatus(func() (time.Duration, time.Time, bool) { return time.Second, time.Now(), true })
 	m.SetTLSCertificate(time.Now().Add(time.Hour))
 	m.TLSReload(nil)
-	m.WatchForward(db, []string{"app"}, nil).ObserveAttempt("app", "delivered", time.Millisecond)
+	fwd := m.WatchForward(db, []string{"app"}, nil)
+	fwd.ObserveAttempt("app", "delivered", time.Millisecond)
+	fwd.SetConcurrencyLimit("app", 8)
 	m.WatchInvoicing().ObserveClose("closed")
 	mfs, err := m.Registry.Gather()
 	if err != nil {
