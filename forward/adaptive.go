@@ -25,8 +25,8 @@ import (
 //
 // A slow answer that is still a 2xx holds the limit where it is: a
 // destination whose latency climbs with its load stops being pushed
-// harder. Retry-After and the destination's backoff are applied as before
-// (record); the limit only says how many requests may overlap.
+// harder. Retry-After and the destination's backoff are record's to apply,
+// whatever the limit: it only says how many requests may overlap.
 //
 // Its methods are safe for concurrent use: acquire from the worker that
 // dispatches a batch, release from each request's goroutine.
