@@ -287,3 +287,53 @@ func TestRateLimitCapsAdaptiveConcurrency(t *testing.T) {
 		t.Errorf("%d requests in flight under a rate limit of 50/s with 20 ms answers, want at most 2", m)
 	}
 }
+
+// A relay closed while its batch waits for a slot releases every message
+// of the batch, the one in flight and those never sent: no attempt is
+// recorded, and the next relay delivers them all.
+func TestCloseWhileWaitingForASlot(t *testing.T) {
+	unblock := make(chan struct{})
+	var arrived atomic.Int64
+	a := newApp(t)
+	a.set(func(w http.ResponseWriter, r *http.Request) {
+		arrived.Add(1)
+		select {
+		case <-unblock:
+		case <-r.Context().Done():
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	t.Cleanup(func() { close(unblock) })
+	d := destination("app", a.srv.URL, oldSecret)
+	d.Timeout.Duration = time.Minute
+	d.Concurrency, d.MaxConcurrency = 1, 1
+	e := testenv.New(t, testenv.Options{RealTime: true, Edits: []func(*config.Config){func(c *config.Config) {
+		c.Destinations = []config.Destination{d}
+	}}})
+	for i := range 3 {
+		if r := e.Send(fmt.Sprintf("evt_%d", i), testenv.UsageBody("cus_1", "api_requests", "1")); r.Code != 200 {
+			t.Fatalf("send: %d", r.Code)
+		}
+	}
+	open := func() *forward.Relay {
+		r := &forward.Relay{DB: e.DB, Writer: e.Writer, Destinations: []config.Destination{d}, Log: slog.New(slog.DiscardHandler),
+			Poll: 50 * time.Millisecond, Sole: true}
+		if err := r.Open(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	r := open()
+	testenv.Eventually(t, 10*time.Second, "the first request in flight, the others waiting for its slot", func() bool { return arrived.Load() == 1 })
+	r.Close()
+	if n := e.Int(`SELECT COUNT(*) FROM outbox_attempts`); n != 0 {
+		t.Errorf("%d attempts recorded after a close, want none", n)
+	}
+	if n := e.Int(`SELECT COUNT(*) FROM outbox WHERE status = 'pending' AND attempts = 0 AND next_attempt_at <= ?`, time.Now().UnixMilli()); n != 3 {
+		t.Errorf("%d messages pending and due with no attempt after the close, want 3", n)
+	}
+	a.ok()
+	r = open()
+	t.Cleanup(r.Close)
+	testenv.Eventually(t, 10*time.Second, "all three delivered by the next relay", func() bool { return outboxCount(e, "delivered") == 3 })
+}
