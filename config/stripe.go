@@ -15,6 +15,20 @@ import (
 // forward pause stripe …).
 const StripeDestination = "stripe"
 
+// StripeInvoicesDestination is the outbox destination of the invoices sent
+// to Stripe (stripe.invoices): its own worker, backoff and pause, so a slow
+// invoice never holds the meter events back.
+const StripeInvoicesDestination = "stripe-invoices"
+
+// Collection methods of a Stripe invoice.
+const (
+	ChargeAutomatically = "charge_automatically"
+	SendInvoice         = "send_invoice"
+)
+
+// DefaultDaysUntilDue is how long a send_invoice invoice gives the customer.
+const DefaultDaysUntilDue = 30
+
 // Customer mappings: how hookledger's customer id becomes Stripe's.
 const (
 	StripeIdentity = "identity" // the same id (hookledger's customers are cus_… already)
@@ -25,12 +39,15 @@ const (
 const DefaultStripeAPIBase = "https://api.stripe.com"
 
 // Defaults of the Stripe sync's pace (docs/stripe.md): a customer and meter
-// are pushed at most once an interval, and the calls of all of them at
-// most DefaultStripeRate a second, a tenth of what Stripe's meter events
-// take (1,000/s) and its API's default limit for other calls (100/s).
+// are pushed at most once an interval; the calls of all of them go at most
+// DefaultStripeRate a second (a tenth of what Stripe's meter events take,
+// 1,000/s; its limit for its other endpoints, 100/s), DefaultStripeConcurrency
+// customers and meters at once (each pair one call at a time, as Stripe
+// asks).
 const (
-	DefaultStripeInterval = time.Second
-	DefaultStripeRate     = 100
+	DefaultStripeInterval    = time.Second
+	DefaultStripeRate        = 100
+	DefaultStripeConcurrency = 16
 )
 
 // Stripe is the billing sync to Stripe (docs/stripe.md): each meter with
@@ -51,6 +68,9 @@ type Stripe struct {
 	// most: what they gathered meanwhile goes as one meter event. Default
 	// DefaultStripeInterval.
 	Interval Duration `yaml:"interval"`
+	// Invoices, when enabled, makes every closed, priced invoice a Stripe
+	// invoice: Stripe charges the money hookledger computed.
+	Invoices *StripeInvoices `yaml:"invoices"`
 
 	Timeout     Duration   `yaml:"timeout"`
 	MaxAttempts int        `yaml:"max_attempts"`
@@ -59,6 +79,30 @@ type Stripe struct {
 	MaxBackoff  Duration   `yaml:"max_backoff"`
 	Concurrency int        `yaml:"concurrency"`
 	RateLimit   *RateLimit `yaml:"rate_limit"`
+}
+
+// StripeInvoices is stripe.invoices (docs/stripe.md#invoices-when-hookledger-prices).
+type StripeInvoices struct {
+	Enabled bool `yaml:"enabled"`
+	// CollectionMethod is charge_automatically (default: Stripe charges
+	// the customer's default payment method) or send_invoice (Stripe
+	// emails the invoice, due DaysUntilDue days later).
+	CollectionMethod string `yaml:"collection_method"`
+	DaysUntilDue     int    `yaml:"days_until_due"`
+	// Finalize (default true) finalizes each invoice once its items are
+	// in; false leaves it a draft for a person to review and finalize.
+	Finalize *bool `yaml:"finalize"`
+}
+
+// InvoicesOn reports whether closed invoices are sent to Stripe.
+func (s *Stripe) InvoicesOn() bool { return s != nil && s.Invoices != nil && s.Invoices.Enabled }
+
+// InvoicesDestination is the outbox destination the relay sends invoices
+// through: the delivery keys of stripe:, under its own name.
+func (s *Stripe) InvoicesDestination() Destination {
+	d := s.Destination()
+	d.Name = StripeInvoicesDestination
+	return d
 }
 
 // Destination is the outbox destination the relay delivers pushes through.
@@ -91,7 +135,7 @@ func (c *Config) StripeMeters() map[string]ledger.StripeMeter {
 // the meters.
 func (c *Config) resolveStripe(dir string) error {
 	s := c.Stripe
-	pushed := false
+	pushed := s.InvoicesOn()
 	events, ids := map[string]string{}, map[string]string{}
 	for i, m := range c.Meters {
 		if m.Stripe == nil {
@@ -117,8 +161,8 @@ func (c *Config) resolveStripe(dir string) error {
 		return nil
 	}
 	for _, d := range c.Destinations {
-		if d.Name == StripeDestination {
-			return errAt("destinations", "the destination name %q is the Stripe sync's", StripeDestination)
+		if d.Name == StripeDestination || d.Name == StripeInvoicesDestination {
+			return errAt("destinations", "the destination name %q is the Stripe sync's", d.Name)
 		}
 	}
 	if err := s.APIKey.read(dir, "stripe.api_key"); c.leaveOut(err) {
@@ -153,6 +197,9 @@ func (c *Config) resolveStripe(dir string) error {
 				return errAt(fmt.Sprintf("meters[%d].stripe.mode", i), "close mode needs stripe.customers identity or link (a line has no event to read %s in)", s.Customers)
 			}
 		}
+		if s.InvoicesOn() {
+			return errAt("stripe.invoices", "invoices need stripe.customers identity or link (an invoice has no event to read %s in)", s.Customers)
+		}
 	}
 	if err := s.Interval.Check(); err != nil {
 		return errAt("stripe.interval", "%v", err)
@@ -163,8 +210,14 @@ func (c *Config) resolveStripe(dir string) error {
 	case s.Interval.Duration > time.Hour:
 		return errAt("stripe.interval", "%s: at most 1h (usage waits that long to reach Stripe)", s.Interval.Duration)
 	}
+	if err := s.Invoices.resolve(); err != nil {
+		return err
+	}
 	if s.RateLimit == nil {
 		s.RateLimit = &RateLimit{PerSecond: DefaultStripeRate, Burst: DefaultStripeRate / 10}
+	}
+	if s.Concurrency == 0 {
+		s.Concurrency = DefaultStripeConcurrency
 	}
 	d := s.Destination()
 	if err := d.delivery("stripe"); err != nil {
@@ -178,12 +231,40 @@ func (c *Config) resolveStripe(dir string) error {
 	return nil
 }
 
+// resolve checks stripe.invoices and fills its defaults.
+func (inv *StripeInvoices) resolve() error {
+	if inv == nil {
+		return nil
+	}
+	switch inv.CollectionMethod {
+	case "":
+		inv.CollectionMethod = ChargeAutomatically
+	case ChargeAutomatically, SendInvoice:
+	default:
+		return errAt("stripe.invoices.collection_method", "%q is not charge_automatically or send_invoice", inv.CollectionMethod)
+	}
+	switch {
+	case inv.DaysUntilDue < 0 || inv.DaysUntilDue > 365:
+		return errAt("stripe.invoices.days_until_due", "%d: between 1 and 365 days", inv.DaysUntilDue)
+	case inv.DaysUntilDue == 0:
+		inv.DaysUntilDue = DefaultDaysUntilDue
+	}
+	if inv.Finalize == nil {
+		on := true
+		inv.Finalize = &on
+	}
+	return nil
+}
+
 // OutboxDestinations are the destinations with outbox messages: those of
 // destinations: and, when configured, Stripe's.
 func (c *Config) OutboxDestinations() []Destination {
 	ds := append([]Destination(nil), c.Destinations...)
 	if c.Stripe != nil {
 		ds = append(ds, c.Stripe.Destination())
+		if c.Stripe.InvoicesOn() {
+			ds = append(ds, c.Stripe.InvoicesDestination())
+		}
 	}
 	return ds
 }

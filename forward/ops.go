@@ -23,6 +23,7 @@ type ReadStore interface {
 	ListOutbox(ctx context.Context, f schema.OutboxFilter) ([]schema.OutboxRow, error)
 	// A push's message has no receipt: List reads what it bills.
 	StripePushesOf(ctx context.Context, ids []int64) (map[int64]schema.StripePush, error)
+	StripeInvoicePushesOf(ctx context.Context, ids []int64) (map[int64]schema.StripeInvoicePush, error)
 	GetLedgerRow(ctx context.Context, id int64) (*schema.LedgerRow, error)
 	ReceiptsByEventID(ctx context.Context, providers []string, eventID string) ([]schema.ReceiptSummary, error)
 }
@@ -126,10 +127,11 @@ type Push struct {
 	Customer string `json:"customer"`
 	Meter    string `json:"meter"`
 	// Kind is the ledger row's: usage, adjustment or void; line for a
-	// close-mode push of an invoice line.
+	// close-mode push of an invoice line; invoice for an invoice sent to
+	// Stripe (stripe.invoices).
 	Kind string `json:"kind"`
 	// Ledger names what the push bills as `hookledger dispute` takes it:
-	// row:ID, or invoice:ID/LINE.
+	// row:ID, invoice:ID/LINE, or invoice:ID.
 	Ledger string `json:"ledger"`
 	// Reason and Ref are an adjustment's or a void's: why, and what it
 	// corrects (event:P/ID, row:ID or invoice:ID).
@@ -140,12 +142,18 @@ type Push struct {
 	Cancels string `json:"cancels,omitempty"`
 }
 
+// KindInvoice is the Kind of an invoice sent to Stripe.
+const KindInvoice = "invoice"
+
 // Whose is the push for people: "adjustment row:9: reason (ref invoice:3)".
 func (p *Push) Whose() string {
 	if p == nil {
 		return ""
 	}
 	s := p.Kind + " " + p.Ledger
+	if p.Kind == KindInvoice {
+		s = p.Ledger // invoice:ID says it all
+	}
 	if p.Reason != "" {
 		s += ": " + p.Reason
 	}
@@ -207,7 +215,15 @@ func pushesOf(ctx context.Context, db ReadStore, rows []schema.OutboxRow, out []
 	if err != nil {
 		return fmt.Errorf("read the pushes of the messages: %w", err)
 	}
+	invoices, err := db.StripeInvoicePushesOf(ctx, ids)
+	if err != nil {
+		return fmt.Errorf("read the invoice pushes of the messages: %w", err)
+	}
 	for i, r := range rows {
+		if inv, ok := invoices[r.ID]; ok && r.ReceiptID == 0 {
+			out[i].Push = &Push{Customer: inv.CustomerID, Kind: KindInvoice, Ledger: fmt.Sprintf("invoice:%d", inv.InvoiceID)}
+			continue
+		}
 		p, ok := pushes[r.ID]
 		if r.ReceiptID != 0 || !ok {
 			continue

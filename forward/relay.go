@@ -121,15 +121,24 @@ type destination struct {
 	signer  *Signer
 	secrets *redact.Secrets // what its requests send: scrubbed from what record stores
 	limiter *rate.Limiter   // nil: no rate limit
-	stripe  *stripe.Client  // set for the Stripe destination: it sends pushes, not events
-	limit   *adaptive       // requests in flight, concurrency to max_concurrency; nil for Stripe (its own, fixed)
-	kick    chan struct{}
-	held    bool // the last step found the destination paused or backed off (the worker's own)
+	stripe  *stripe.Client  // set for Stripe's destinations: they send pushes and invoices, not events
+	// deliverAll, when set, attempts a claimed batch instead of POSTing events
+	// (Stripe's destinations: deliverPushes, deliverInvoices).
+	deliverAll func(ctx context.Context, claims []schema.OutboxClaim, ids []int64, rec *record) *record
+	limit      *adaptive // requests in flight, concurrency to max_concurrency; nil for Stripe (its own, fixed)
+	kick       chan struct{}
+	held       bool // the last step found the destination paused or backed off (the worker's own)
 	// batch is how many due messages one claim takes, linger how long the
 	// worker waits after a batch that was not full (Relay's BatchSize and
 	// Linger; the Stripe destination's are its own).
 	batch  int
 	linger time.Duration
+	// paced: the linger counts from the batch's start, not its end (Stripe's
+	// interval: a customer and meter are pushed at most once a linger,
+	// and a batch that took longer than one waits no more).
+	paced bool
+	// lingering: the last step ended in a linger, which kicks do not cut.
+	lingering bool
 }
 
 // Open starts one worker per destination.
@@ -172,11 +181,11 @@ func (r *Relay) Open(ctx context.Context) error {
 		r.dests = append(r.dests, d)
 	}
 	if r.Stripe != nil {
-		d, err := r.stripeDestination()
+		ds, err := r.stripeDestinations()
 		if err != nil {
 			return err
 		}
-		r.dests = append(r.dests, d)
+		r.dests = append(r.dests, ds...)
 	}
 	// A state row per destination, so status lists a destination later
 	// removed from the config, with the messages it kept.
@@ -287,7 +296,7 @@ func (d *destination) run(ctx context.Context) {
 		}
 		t := time.NewTimer(wait)
 		kick := d.kick
-		if wait == d.relay.Linger || wait == d.linger || held {
+		if wait == d.relay.Linger || d.lingering || held {
 			kick = nil // let the next batch fill, or the backoff run out
 		}
 		select {
@@ -305,6 +314,8 @@ func (d *destination) run(ctx context.Context) {
 // the next.
 func (d *destination) step(ctx context.Context) (time.Duration, error) {
 	r := d.relay
+	began := time.Now()
+	d.lingering = false
 	st, err := r.DB.DestinationState(ctx, d.cfg.Name)
 	if err != nil {
 		return 0, fmt.Errorf("read state: %w", err)
@@ -337,7 +348,7 @@ func (d *destination) step(ctx context.Context) (time.Duration, error) {
 			return min(at.Sub(now), r.Poll), nil
 		}
 		probe = true
-	} else if r.Busy != nil && now.Sub(at) < r.YieldFor && r.Busy() {
+	} else if r.Busy != nil && !d.paced && now.Sub(at) < r.YieldFor && r.Busy() {
 		return r.Linger, nil // the receiver first; the oldest message has waited less than YieldFor
 	}
 	// While the destination fails, one message probes it; the rest wait,
@@ -361,6 +372,10 @@ func (d *destination) step(ctx context.Context) (time.Duration, error) {
 	results.observe(r.Observe)
 	d.observeLimit()
 	if len(claims) < limit {
+		d.lingering = true
+		if d.paced {
+			return max(d.linger-time.Since(began), time.Millisecond), nil
+		}
 		return d.linger, nil
 	}
 	return 0, nil
@@ -376,8 +391,8 @@ func (d *destination) deliver(ctx context.Context, claims []schema.OutboxClaim, 
 		ids[i] = c.ID
 	}
 	rec := &record{dest: d.cfg.Name, state: st}
-	if d.stripe != nil {
-		return d.deliverPushes(ctx, claims, ids, rec)
+	if d.deliverAll != nil {
+		return d.deliverAll(ctx, claims, ids, rec)
 	}
 	bodies, err := r.DB.OutboxBodies(ctx, ids)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/schema"
 	"github.com/hookledger/hookledger/stripe"
@@ -16,33 +17,45 @@ import (
 type PushStore interface {
 	StripePushesOf(ctx context.Context, ids []int64) (map[int64]schema.StripePush, error)
 	StripeSendOf(ctx context.Context, identifier string) (schema.StripeSend, bool, error)
+	StripeInvoicePushesOf(ctx context.Context, ids []int64) (map[int64]schema.StripeInvoicePush, error)
 	LatestExternalIDs(ctx context.Context, customer string) (string, error)
 }
 
 // stripeBatch is how many pushes one claim of the Stripe destination takes.
 const stripeBatch = 4096
 
-// stripeDestination is the worker of Stripe pushes: the outbox machinery
-// of every destination (claims, leases, backoff, dead, pause, retry), with
-// a meter event instead of a signed POST as its attempt.
-func (r *Relay) stripeDestination() (*destination, error) {
+// stripeDestinations are the workers of Stripe: the outbox machinery of
+// every destination (claims, leases, backoff, dead, pause, retry), with
+// calls to Stripe's API instead of a signed POST as their attempts. One
+// sends the meter pushes; with stripe.invoices, another the invoices, so a
+// slow invoice never holds a meter event back.
+func (r *Relay) stripeDestinations() ([]*destination, error) {
 	if r.Pushes == nil {
 		return nil, fmt.Errorf("stripe: the relay has no push store")
 	}
 	if r.Stripe.APIKey.Value == "" {
 		return nil, fmt.Errorf("stripe: api_key is not set")
 	}
-	c := r.Stripe.Destination()
 	client := &stripe.Client{Base: r.Stripe.APIBase, Key: r.Stripe.APIKey.Value, HTTP: r.Client, UserAgent: r.UserAgent}
+	worker := func(c config.Destination) *destination {
+		d := &destination{relay: r, cfg: c, kick: make(chan struct{}, 1), stripe: client, secrets: client.Secrets()}
+		if c.RateLimit != nil {
+			d.limiter = newLimiter(c.RateLimit)
+		}
+		return d
+	}
 	// A claim takes what a busy second gathers: its pushes go as one meter
 	// event per customer and meter (Plan), then the worker waits an
 	// interval.
-	d := &destination{relay: r, cfg: c, kick: make(chan struct{}, 1), stripe: client, secrets: client.Secrets(),
-		batch: stripeBatch, linger: r.Stripe.Interval.Duration}
-	if c.RateLimit != nil {
-		d.limiter = newLimiter(c.RateLimit)
+	pushes := worker(r.Stripe.Destination())
+	pushes.batch, pushes.linger, pushes.paced, pushes.deliverAll = stripeBatch, r.Stripe.Interval.Duration, true, pushes.deliverPushes
+	ds := []*destination{pushes}
+	if r.Stripe.InvoicesOn() {
+		invoices := worker(r.Stripe.InvoicesDestination())
+		invoices.deliverAll = invoices.deliverInvoices
+		ds = append(ds, invoices)
 	}
-	return d, nil
+	return ds, nil
 }
 
 // deliverPushes attempts claimed pushes as stripe.Plan groups them: the

@@ -88,3 +88,22 @@ func (c Currency) places(x Decimal) (Decimal, error) {
 	}
 	return out.unsignedZero(), nil
 }
+
+// MinorUnits is amount x in c's minor units, a whole number ("12.34" USD is
+// "1234", "1234" JPY is "1234", "1.234" KWD is "1234"): what Stripe's
+// amounts are. An amount finer than the minor unit is an error, never
+// rounded: amounts are rounded once, by Round.
+func (c Currency) MinorUnits(x Decimal) (string, error) {
+	if c.code == "" {
+		return "", fmt.Errorf("minor units: no currency")
+	}
+	var out apd.Decimal
+	if _, err := exact.Quantize(&out, &x.d, int32(-c.scale)); err != nil {
+		return "", fmt.Errorf("%s in %s: not whole minor units: %w", x, c, err)
+	}
+	// out's coefficient at exponent -scale is the amount in minor units.
+	minor := apd.New(0, 0)
+	minor.Coeff.Set(&out.Coeff)
+	minor.Negative = out.Negative && out.Coeff.Sign() != 0
+	return minor.Text('f'), nil
+}

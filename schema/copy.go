@@ -22,7 +22,7 @@ var copyTables = []string{
 	"receipts", "delivery_attempts", "metered_usage", "replays",
 	"period_closes", "invoices", "invoice_lines", "close_seals",
 	"reconcile_checkpoints", "redelivery_requests", "prune_runs",
-	"stripe_pushes", "stripe_sends", "stripe_reports", "stripe_invoice_states", "outbox", "outbox_attempts", "forward_destinations",
+	"stripe_pushes", "stripe_sends", "stripe_reports", "stripe_invoice_states", "stripe_invoice_pushes", "stripe_invoice_results", "outbox", "outbox_attempts", "forward_destinations",
 	"api_keys",
 	"customers", "plan_assignments",
 	"usage_state", "usage_state_zone", "limit_overrides", "threshold_crossings", "spend_overrides", "spend_crossings",

@@ -203,14 +203,18 @@ func pushFrom(v int) string {
 }
 
 // StripePushesOf reads the pushes of outbox messages ids, by outbox id
-// (pushes never change: the read pool serves them). The relay reads them,
-// on a database serve has migrated.
+// (pushes never change: the read pool serves them): the relay, and
+// forward list, on a database of any version.
 func (db *DB) StripePushesOf(ctx context.Context, ids []int64) (map[int64]StripePush, error) {
 	out := make(map[int64]StripePush, len(ids))
 	if len(ids) == 0 {
 		return out, nil
 	}
-	q, args, err := sqlx.In(pushFrom(versionStripeSends)+` WHERE o.id IN (?)`, ids)
+	v, err := schemaVersion(ctx, db.Read)
+	if err != nil {
+		return nil, err
+	}
+	q, args, err := sqlx.In(pushFrom(v)+` WHERE o.id IN (?)`, ids)
 	if err != nil {
 		return nil, err
 	}

@@ -133,7 +133,12 @@ func (db *DB) StripeInvoiceStatesOf(ctx context.Context, ids []int64) (states ma
 		for _, r := range rows {
 			states[r.InvoiceID] = append(states[r.InvoiceID], r)
 		}
-		q, args, err = sqlx.In(`SELECT DISTINCT invoice_id FROM stripe_pushes WHERE invoice_id IS NOT NULL AND invoice_id IN (?)`, chunk)
+		// Pushed: a close-mode line, or the invoice itself (stripe.invoices).
+		sent, sentArgs := `SELECT DISTINCT invoice_id FROM stripe_pushes WHERE invoice_id IS NOT NULL AND invoice_id IN (?)`, []any{chunk}
+		if !predates(ctx, db.Read, versionStripeInvoicePushes) {
+			sent, sentArgs = sent+` UNION SELECT invoice_id FROM stripe_invoice_pushes WHERE invoice_id IN (?)`, append(sentArgs, chunk)
+		}
+		q, args, err = sqlx.In(sent, sentArgs...)
 		if err != nil {
 			return nil, nil, err
 		}

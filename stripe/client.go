@@ -116,6 +116,16 @@ func (c *Client) do(ctx context.Context, method, path string, form url.Values) R
 }
 
 func (c *Client) doWith(ctx context.Context, method, path string, form url.Values, idempotencyKey string) Result {
+	return c.call(ctx, method, path, form, idempotencyKey, nil)
+}
+
+// objectLimit is how much of an object Stripe returns call reads to decode
+// it (an invoice with its first lines is a few KiB).
+const objectLimit = 4 << 20
+
+// call makes one request and, when v is set and Stripe answers 2xx, decodes
+// the answer into v (a body that does not decode is an error, retried).
+func (c *Client) call(ctx context.Context, method, path string, form url.Values, idempotencyKey string, v any) Result {
 	sent := c.Secrets()
 	var body io.Reader
 	if form != nil {
@@ -154,10 +164,19 @@ func (c *Client) doWith(ctx context.Context, method, path string, form url.Value
 	}
 	defer resp.Body.Close()
 	// Past the KiB kept, so that a key straddling it is scrubbed whole.
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, int64(bodyKeep+sent.Slack())))
+	limit := int64(bodyKeep + sent.Slack())
+	if v != nil {
+		limit = objectLimit
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, limit))
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	r := Result{Status: resp.StatusCode, Body: sent.Cut(b, bodyKeep), Latency: time.Since(start)}
 	if r.Status >= 200 && r.Status < 300 {
+		if v != nil {
+			if err := json.Unmarshal(b, v); err != nil {
+				r.Err = sent.String(fmt.Sprintf("%s %s: the answer does not decode: %v", method, strings.SplitN(path, "?", 2)[0], err))
+			}
+		}
 		return r
 	}
 	var ae apiError

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/hookledger/hookledger/config"
@@ -53,6 +54,10 @@ type InvoiceEvent struct {
 	// differ (a subscription invoice's look back one period: the usage
 	// period too).
 	Periods [][2]int64
+	// Invoice is the hookledger invoice the Stripe invoice's metadata
+	// names (MetaInvoice: one hookledger sent, stripe.invoices), 0 when
+	// none.
+	Invoice int64
 }
 
 // ParseInvoiceEvent reads a Stripe invoice event (ok false: not one).
@@ -84,19 +89,33 @@ func ParseInvoiceEvent(eventType string, body []byte) (InvoiceEvent, bool) {
 		add(l.Get("period.start").Int(), l.Get("period.end").Int())
 	}
 	add(inv.Get("period_start").Int(), inv.Get("period_end").Int())
+	if id, err := strconv.ParseInt(inv.Get("metadata."+MetaInvoice).String(), 10, 64); err == nil && id > 0 {
+		e.Invoice = id
+	}
 	return e, true
 }
 
 // linkInvoice appends an invoice event's state to every hookledger invoice
-// it bills: those of the customers its Stripe customer maps to (customers:
-// identity, or the registry's link, which both link and a path read when
-// pushing a close's lines) with a close-mode push whose timestamp is in one
-// of its periods, Stripe counting a meter event in the invoice line whose
-// period holds it. One that bills none is kept unlinked, never dropped.
+// it bills. A Stripe invoice hookledger sent (stripe.invoices) names its
+// invoice in its metadata. Otherwise (Stripe made it from meter events)
+// those are the invoices of the customers its Stripe customer maps to
+// (customers: identity, or the registry's link, which both link and a path
+// read when pushing a close's lines) with a close-mode push whose
+// timestamp is in one of its periods, Stripe counting a meter event in the
+// invoice line whose period holds it. One that bills none is kept
+// unlinked, never dropped.
 func linkInvoice(ctx context.Context, tx *custody.Tx, customers string, e InvoiceEvent, receiptID int64) error {
 	b := tx.Batch()
 	var ids []int64
-	if e.StripeCustomer != "" {
+	if e.Invoice > 0 {
+		ok, err := b.InvoiceExists(ctx, e.Invoice)
+		if err != nil {
+			return err
+		}
+		if ok {
+			ids = []int64{e.Invoice}
+		}
+	} else if e.StripeCustomer != "" {
 		ours := []string{e.StripeCustomer}
 		if customers != config.StripeIdentity {
 			var err error

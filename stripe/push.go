@@ -36,18 +36,21 @@ type Sync struct {
 	// Loc is the zone whose calendar months are the periods a stream
 	// push's remainder is carried in (invoicing.tz; default UTC).
 	Loc *time.Location
+	// Invoices, when enabled, sends every closed invoice with money to
+	// charge to Stripe as an invoice (CloseInvoices).
+	Invoices *config.StripeInvoices
 }
 
-// NewSync is the sync cfg configures, or nil when no meter is pushed.
+// NewSync is the sync cfg configures, or nil when nothing goes to Stripe.
 func NewSync(cfg *config.Config) *Sync {
-	if cfg.Stripe == nil || len(cfg.StripeMeters()) == 0 {
+	if cfg.Stripe == nil || (len(cfg.StripeMeters()) == 0 && !cfg.Stripe.InvoicesOn()) {
 		return nil
 	}
 	loc := cfg.Invoicing.Location
 	if loc == nil {
 		loc = time.UTC
 	}
-	return &Sync{Meters: cfg.StripeMeters(), Customers: cfg.Stripe.Customers, Loc: loc}
+	return &Sync{Meters: cfg.StripeMeters(), Customers: cfg.Stripe.Customers, Loc: loc, Invoices: cfg.Stripe.Invoices}
 }
 
 // Pusher is s.Row as custody's Pusher, or nil for a nil s.
@@ -285,8 +288,8 @@ func monthStart(ms int64, loc *time.Location) int64 {
 	return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, loc).UnixMilli()
 }
 
-// OnClose is s.Close as a close's hook (ledger.CloseRequest.OnClose), nil
-// for a nil s.
+// OnClose is s.Close and s.CloseInvoices as a close's hook
+// (ledger.CloseRequest.OnClose), nil for a nil s.
 func (s *Sync) OnClose(now func() time.Time) func(ctx context.Context, tx *schema.CloseTx, invoices []ledger.Invoice) error {
 	if s == nil {
 		return nil
@@ -295,7 +298,11 @@ func (s *Sync) OnClose(now func() time.Time) func(ctx context.Context, tx *schem
 		now = time.Now
 	}
 	return func(ctx context.Context, tx *schema.CloseTx, invoices []ledger.Invoice) error {
-		return s.Close(ctx, tx, invoices, now().UnixMilli())
+		at := now().UnixMilli()
+		if err := s.Close(ctx, tx, invoices, at); err != nil {
+			return err
+		}
+		return s.CloseInvoices(ctx, tx, invoices, at)
 	}
 }
 

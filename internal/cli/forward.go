@@ -212,7 +212,10 @@ func forwardRetryCommand() *cli.Command {
 
 // retryMessages retries what sel selects, with --since, and prints how many
 // (forward retry, stripe retry).
-func retryMessages(c *cli.Context, sel schema.OutboxRetry) error {
+// retryMessages makes the dead messages sel selects due again, of
+// sel.Destination and of each of more (stripe retry: the pushes and the
+// invoices).
+func retryMessages(c *cli.Context, sel schema.OutboxRetry, more ...string) error {
 	if s := c.String("since"); s != "" {
 		t, err := parseSince(s, time.Now())
 		if err != nil {
@@ -225,9 +228,14 @@ func retryMessages(c *cli.Context, sel schema.OutboxRetry) error {
 		return err
 	}
 	defer closeCustody(db, w)
-	n, err := forward.Retry(c.Context, w, sel, time.Now())
-	if err != nil {
-		return err
+	var n int64
+	for _, dest := range append([]string{sel.Destination}, more...) {
+		sel.Destination = dest
+		m, err := forward.Retry(c.Context, w, sel, time.Now())
+		if err != nil {
+			return err
+		}
+		n += m
 	}
 	return writeRecords(c.App.Writer, c.String("format"), []string{"retried"}, [][]string{{fmt.Sprint(n)}},
 		map[string]int64{"retried": n})

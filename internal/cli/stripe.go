@@ -21,7 +21,7 @@ func stripeCommand() *cli.Command {
 		Description: "Meters with stripe: settings are pushed to Stripe as meter events through the outbox (docs/stripe.md):\n" +
 			"stream meters with every ledger row, close meters with every invoice line. The pushes are an outbox\n" +
 			"destination named stripe: forward status, list, attempts, pause and resume work on it too.",
-		Subcommands: []*cli.Command{stripeStatusCommand(), stripeRetryCommand()},
+		Subcommands: []*cli.Command{stripeStatusCommand(), stripeInvoicesCommand(), stripeRetryCommand()},
 	}
 }
 
@@ -39,7 +39,9 @@ func stripeStatusCommand() *cli.Command {
 			"by a provider with the stripe scheme). A line agrees when ACKED is LEDGER and nothing is pending, dead\n" +
 			"or reported; any other line differs, and the command exits 3, as it does when a report of the period\n" +
 			"names no push of this ledger (listed on stderr). With --remote, STRIPE is what Stripe's event\n" +
-			"summaries say for the period, compared too. A close meter's period is open until its invoice is closed.",
+			"summaries say for the period, compared too. A close meter's period is open until its invoice is closed.\n" +
+			"With stripe.invoices, the table is followed by the period's invoices sent to Stripe (stripe invoices),\n" +
+			"and an invoice that differs exits 3 too.",
 		Flags: append(configFlags(),
 			&cli.StringFlag{Name: "period", Usage: "the month, YYYY-MM in invoicing.tz (default: the last month while it holds usage and is not closed for all customers, else this month)"},
 			&cli.StringFlag{Name: "customer", Usage: "only this customer"},
@@ -104,10 +106,14 @@ func stripeStatusCommand() *cli.Command {
 				}
 				rows = append(rows, append(row, l.State))
 			}
-			if err := writeRecords(c.App.Writer, c.String("format"), header, rows, lines); err != nil {
-				return err
+			// Invoices alone (no meter pushed): their table only.
+			metersPushed := len(cfg.StripeMeters()) > 0
+			if metersPushed || c.String("format") != "table" {
+				if err := writeRecords(c.App.Writer, c.String("format"), header, rows, lines); err != nil {
+					return err
+				}
 			}
-			if len(lines) == 0 && c.String("format") == "table" {
+			if len(lines) == 0 && metersPushed && c.String("format") == "table" {
 				// An empty table names no month: say which one is empty.
 				fmt.Fprintf(c.App.ErrWriter, "nothing pushed or to push for %s (--period YYYY-MM for another month)\n", period.Label)
 			}
@@ -117,6 +123,25 @@ func stripeStatusCommand() *cli.Command {
 			}
 			for _, r := range unlinked {
 				fmt.Fprintf(c.App.ErrWriter, "Stripe reported (no push of ours named): %s\n", stripe.ReportText(r))
+			}
+			invoicesDiffer := false
+			if cfg.Stripe.InvoicesOn() {
+				invs, err := stripe.InvoiceStatus(c.Context, db, period, c.String("customer"))
+				if err != nil {
+					return err
+				}
+				if c.String("format") == "table" && len(invs) > 0 {
+					if metersPushed {
+						fmt.Fprintln(c.App.Writer)
+					}
+					if err := writeInvoiceLines(c, invs); err != nil {
+						return err
+					}
+				}
+				invoicesDiffer = stripe.InvoicesDiffer(invs)
+			}
+			if invoicesDiffer && !stripe.Differs(lines) && len(unlinked) == 0 {
+				return problem(errors.New("an invoice in Stripe differs from hookledger's (pending, dead, or another amount due: hookledger stripe invoices)"))
 			}
 			if stripe.Differs(lines) || len(unlinked) > 0 {
 				for _, l := range lines {
@@ -134,18 +159,108 @@ func stripeStatusCommand() *cli.Command {
 	}
 }
 
+func stripeInvoicesCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "invoices",
+		Usage: "per invoice sent to Stripe: hookledger's total beside Stripe's amount due (exit 3 when they differ)",
+		Description: "With stripe.invoices, every closed invoice with money to charge is sent to Stripe as an invoice\n" +
+			"(docs/stripe.md). TOTAL is hookledger's, TOTAL_MINOR the same in the currency's minor units, SENT the\n" +
+			"push's state (pending, delivered, dead), STRIPE_INVOICE, NUMBER, STRIPE_STATUS and AMOUNT_DUE what\n" +
+			"Stripe answered once the invoice was complete. An invoice agrees when it was delivered and Stripe's\n" +
+			"amount_due is TOTAL_MINOR; any other differs, and the command exits 3.",
+		Flags: append(configFlags(),
+			&cli.StringFlag{Name: "period", Usage: "the month, YYYY-MM in invoicing.tz (default: the last month while it holds usage and is not closed for all customers, else this month)"},
+			&cli.StringFlag{Name: "customer", Usage: "only this customer"},
+			formatFlag()),
+		Action: func(c *cli.Context) error {
+			cfg, err := commandConfig(c)
+			if err != nil {
+				return err
+			}
+			if !cfg.Stripe.InvoicesOn() {
+				return errors.New("stripe.invoices is not enabled in the config: no invoice is sent to Stripe")
+			}
+			loc := cfg.Invoicing.Location
+			if loc == nil {
+				loc = time.UTC
+			}
+			db, err := openDB(c.Context, cfg.DBPath(), schema.Options{ReadOnly: true, MustExist: true})
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			var period ledger.Period
+			if month := c.String("period"); month != "" {
+				if period, err = ledger.MonthPeriod(month, loc); err != nil {
+					return usageErrorf(c, "--period: %v", err)
+				}
+			} else if period, _, err = ledger.ClosingMonth(c.Context, db, time.Now(), loc); err != nil {
+				return err
+			}
+			lines, err := stripe.InvoiceStatus(c.Context, db, period, c.String("customer"))
+			if err != nil {
+				return err
+			}
+			if err := writeInvoiceLines(c, lines); err != nil {
+				return err
+			}
+			if len(lines) == 0 && c.String("format") == "table" {
+				fmt.Fprintf(c.App.ErrWriter, "no invoice of %s was sent to Stripe (--period YYYY-MM for another month)\n", period.Label)
+			}
+			if stripe.InvoicesDiffer(lines) {
+				for _, l := range lines {
+					if l.LastError != "" && l.Sent != schema.OutboxDelivered {
+						fmt.Fprintf(c.App.ErrWriter, "invoice %d (%s): %s, last: %s\n", l.Invoice, l.Customer, l.Sent, l.LastError)
+					}
+				}
+				return problem(errors.New("an invoice in Stripe differs from hookledger's (pending, dead, or another amount due)"))
+			}
+			return nil
+		},
+	}
+}
+
+// writeInvoiceLines writes the invoices sent to Stripe as the command's
+// format asks.
+func writeInvoiceLines(c *cli.Context, lines []stripe.InvoiceLine) error {
+	header := []string{"invoice", "customer", "period", "currency", "total", "total_minor", "sent", "stripe_invoice", "number",
+		"stripe_status", "amount_due", "state"}
+	rows := make([][]string, 0, len(lines))
+	for _, l := range lines {
+		rows = append(rows, []string{fmt.Sprint(l.Invoice), l.Customer, l.Period, l.Currency, l.Total, l.TotalMinor, l.Sent,
+			dash(l.Stripe.StripeInvoice), dash(l.Stripe.Number), dash(l.Stripe.Status), dash(l.Stripe.AmountDue), l.State})
+	}
+	return writeRecords(c.App.Writer, c.String("format"), header, rows, lines)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
 func stripeRetryCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "retry",
-		Usage: "push dead pushes again, under the same identifiers",
-		Description: "Every dead push (--since: only those pending since that long ago or that RFC 3339 time) is due\n" +
-			"at once, with a fresh max_attempts and max_age. Its identifier stays, so Stripe counts it once; one whose\n" +
-			"time Stripe's 35 days have passed meanwhile is carried: stamped when it is sent (stripe status).",
+		Usage: "push dead pushes and invoices again, under the same identifiers",
+		Description: "Every dead push and invoice (--since: only those pending since that long ago or that RFC 3339 time) is\n" +
+			"due at once, with a fresh max_attempts and max_age. Its identifier stays, so Stripe counts it once; one\n" +
+			"whose time Stripe's 35 days have passed meanwhile is carried: stamped when it is sent (stripe status). An\n" +
+			"invoice finds the Stripe invoice an earlier attempt made, by its metadata, and completes it.",
 		Flags: append(configFlags(),
 			&cli.StringFlag{Name: "since", Usage: "only pushes pending since this long ago (e.g. 24h, 7d) or this RFC 3339 time"},
 			formatFlag()),
 		Action: func(c *cli.Context) error {
-			return retryMessages(c, schema.OutboxRetry{Destination: config.StripeDestination})
+			cfg, err := commandConfig(c)
+			if err != nil {
+				return err
+			}
+			var more []string
+			if cfg.Stripe.InvoicesOn() {
+				more = append(more, config.StripeInvoicesDestination)
+			}
+			return retryMessages(c, schema.OutboxRetry{Destination: config.StripeDestination}, more...)
 		},
 	}
 }

@@ -16,7 +16,7 @@ import (
 
 // forwardYield is how long the relay holds messages back while serve is busy
 // taking webhooks (docs/forwarding.md).
-const forwardYield = 5 * time.Second
+const forwardYield = 2 * time.Second
 
 // busyWriter tells whether the writer is near its capacity: the batches it
 // committed lately held busyBatch items or more on average (a moving

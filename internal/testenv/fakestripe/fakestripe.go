@@ -54,15 +54,19 @@ type Stripe struct {
 	// Latency is how long each call takes before it is answered (Stripe
 	// answers a VM in about 150 ms); the calls overlap as Stripe's do.
 	Latency time.Duration
-	// Gate, when set, holds every meter event call until it is closed
-	// (the call's identifier is in Seen first): a request in flight.
-	Gate chan struct{}
+	// Gate, when set, holds calls until it is closed: every meter event
+	// call (its identifier is in Seen first), or with HoldAt only the call
+	// that arrives HoldAt-th. A request in flight.
+	Gate   chan struct{}
+	HoldAt int
+	// Arrived counts the calls as they arrive, before any is held.
+	Arrived int
 	// Seen are the identifiers of the meter event calls, in the order
 	// they arrived, repeats included.
-	Seen []string
-	Now     func() time.Time
-	Events  map[string]Event // by identifier
-	Calls   int
+	Seen   []string
+	Now    func() time.Time
+	Events map[string]Event // by identifier
+	Calls  int
 	// Refused counts the calls answered with an error other than a
 	// duplicate, by status.
 	Refused    map[int]int
@@ -71,16 +75,25 @@ type Stripe struct {
 	Cancels int
 	// replies are the answers given per Idempotency-Key.
 	replies map[string]reply
+	// invoices are the invoices created, in creation order (invoices.go).
+	invoices []*Invoice
 }
 
 type reply struct {
 	status int
 	body   []byte
+	at     time.Time // Stripe keeps an idempotency key 24 hours
+}
+
+// New is a fake Stripe accepting key, to serve (an http.Handler) where the
+// caller likes: a benchmark's own server.
+func New(key string) *Stripe {
+	return &Stripe{Key: key, Now: time.Now, Events: map[string]Event{}, Refused: map[int]int{}}
 }
 
 // Serve starts a fake Stripe on loopback accepting key.
 func Serve(t testing.TB, key string) *Stripe {
-	s := &Stripe{Key: key, Now: time.Now, Events: map[string]Event{}, Refused: map[int]int{}}
+	s := New(key)
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
 	s.URL = srv.URL
@@ -89,9 +102,14 @@ func Serve(t testing.TB, key string) *Stripe {
 
 func (s *Stripe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.Mu.Lock()
-	latency, gate := s.Latency, s.Gate
-	if r.Method == http.MethodPost && r.URL.Path == "/v1/billing/meter_events" && r.ParseForm() == nil {
+	s.Arrived++
+	meterEvent := r.Method == http.MethodPost && r.URL.Path == "/v1/billing/meter_events" && r.ParseForm() == nil
+	if meterEvent {
 		s.Seen = append(s.Seen, r.PostForm.Get("identifier"))
+	}
+	latency, gate := s.Latency, s.Gate
+	if (s.HoldAt == 0 && !meterEvent) || (s.HoldAt != 0 && s.HoldAt != s.Arrived) {
+		gate = nil
 	}
 	s.Mu.Unlock()
 	if latency > 0 {
@@ -106,6 +124,9 @@ func (s *Stripe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.Method == http.MethodPost && r.URL.Path == "/v1/billing/meter_event_adjustments" {
 		s.adjust(w, r)
+		return
+	}
+	if s.invoiceCall(w, r) {
 		return
 	}
 	if r.Method != http.MethodPost || r.URL.Path != "/v1/billing/meter_events" {
@@ -232,8 +253,18 @@ func (s *Stripe) adjust(w http.ResponseWriter, r *http.Request) {
 	if failed {
 		return
 	}
+	s.idempotent(w, r, f, func(w http.ResponseWriter) {
+		s.cancel(w, r.PostForm.Get("event_name"), r.PostForm.Get("type"), r.PostForm.Get("cancel[identifier]"))
+	})
+}
+
+// idempotent answers a POST the way Stripe does with its Idempotency-Key:
+// a key seen less than 24 hours ago gets the first answer again; otherwise
+// do answers, and its answer is kept under the key. A lost reply (f) does
+// the work, keeps the answer, then says 500. Call it under Mu, after call.
+func (s *Stripe) idempotent(w http.ResponseWriter, r *http.Request, f Failure, do func(w http.ResponseWriter)) {
 	key := r.Header.Get("Idempotency-Key")
-	if rep, ok := s.replies[key]; ok && key != "" {
+	if rep, ok := s.replies[key]; ok && key != "" && s.Now().Before(rep.at.Add(24*time.Hour)) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Idempotent-Replayed", "true")
 		w.WriteHeader(rep.status)
@@ -241,12 +272,12 @@ func (s *Stripe) adjust(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec := httptest.NewRecorder()
-	s.cancel(rec, r.PostForm.Get("event_name"), r.PostForm.Get("type"), r.PostForm.Get("cancel[identifier]"))
+	do(rec)
 	if key != "" {
 		if s.replies == nil {
 			s.replies = map[string]reply{}
 		}
-		s.replies[key] = reply{rec.Code, rec.Body.Bytes()}
+		s.replies[key] = reply{rec.Code, rec.Body.Bytes(), s.Now()}
 	}
 	if f == LostReply {
 		s.answer(w, http.StatusInternalServerError, "An error occurred", "true")

@@ -1,0 +1,229 @@
+// Command stripebench measures the Stripe rail in stream mode
+// (BENCHMARKS.md, "Stripe keeps up"): serve at full webhook speed with one
+// meter pushed to a fake Stripe that answers every call after
+// -stripe-latency, as a VM's distance from Stripe's API. It reports serve's
+// requests per second, how long each ledger row took to reach Stripe
+// (the push written to Stripe's acknowledgement, p50/p99/max), the calls
+// Stripe got per second, and how long after the load's end the last push
+// was acknowledged; every round checks that Stripe's totals are the
+// ledger's. Each round also runs serve without the meter pushed, in
+// alternating order, as the reference.
+//
+//	go run ./bench/cmd/stripebench -rounds 3 -n 20000 -customers 100
+package main
+
+import (
+	"context"
+	"database/sql"
+	"flag"
+	"fmt"
+	"math/big"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/hookledger/hookledger/bench/cmd/internal/harness"
+	"github.com/hookledger/hookledger/internal/testenv/fakestripe"
+	"github.com/hookledger/hookledger/schema"
+)
+
+const stripeKey = "sk_test_stripebench0123456789"
+
+func main() {
+	binary := flag.String("binary", "", "hookledger binary (default: build one)")
+	rounds := flag.Int("rounds", 3, "rounds")
+	events := flag.Int("n", 20000, "events per round")
+	conns := flag.Int("k", 32, "connections")
+	customers := flag.Int("customers", 100, "customers the events are spread over")
+	latency := flag.Duration("stripe-latency", 150*time.Millisecond, "how long the fake Stripe takes to answer a call")
+	keep := flag.Bool("keep", false, "keep the temporary directory")
+	flag.Parse()
+	ctx := context.Background()
+	h, err := harness.New(ctx, "", "hookledger-stripebench-", *binary, *keep)
+	if err != nil {
+		fail(err)
+	}
+	defer h.Close()
+	harness.PrintMachine(os.Stdout)
+	fmt.Printf("serve, one meter pushed in stream mode (default interval and rate limit), Stripe answering in %s; %d events over %d customers, %d connections\n",
+		*latency, *events, *customers, *conns)
+	var rps, ref, p50, p99, calls []float64
+	for r := 1; r <= *rounds; r++ {
+		for _, pushed := range [][]bool{{true, false}, {false, true}}[r%2] {
+			res, err := round(ctx, h, fmt.Sprintf("round%d-%v", r, pushed), *events, *conns, *customers, *latency, pushed)
+			if err != nil {
+				fail(err)
+			}
+			if !pushed {
+				fmt.Printf("round %d, reference (no meter pushed): %5.0f req/s\n", r, res.rps)
+				ref = append(ref, res.rps)
+				continue
+			}
+			fmt.Printf("round %d: %s\n", r, res)
+			rps, p50, p99, calls = append(rps, res.rps), append(p50, res.lagP50.Seconds()), append(p99, res.lagP99.Seconds()), append(calls, res.callsPerSec)
+		}
+	}
+	fmt.Printf("median: %.0f req/s (reference %.0f, %.2fx), Stripe lag p50 %.2f s, p99 %.2f s, %.1f calls/s\n",
+		harness.Median(rps), harness.Median(ref), harness.Median(rps)/harness.Median(ref), harness.Median(p50), harness.Median(p99), harness.Median(calls))
+}
+
+type result struct {
+	rps                    float64
+	pushes                 int
+	lagP50, lagP99, lagMax time.Duration
+	calls                  int
+	callsPerSec            float64 // over the load and its drain
+	tail                   time.Duration
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("%5.0f req/s, %d pushes, lag p50 %5.2f s p99 %5.2f s max %5.2f s, %d calls (%.1f/s), last ack %5.2f s after the load",
+		r.rps, r.pushes, r.lagP50.Seconds(), r.lagP99.Seconds(), r.lagMax.Seconds(), r.calls, r.callsPerSec, r.tail.Seconds())
+}
+
+func round(ctx context.Context, h *harness.Harness, name string, n, k, customers int, latency time.Duration, pushed bool) (result, error) {
+	var res result
+	dir := filepath.Join(h.Dir, name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return res, err
+	}
+	fake := fakestripe.New(stripeKey)
+	fake.Latency = latency
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	const runID = "sb"
+	push := "    stripe: {event_name: requests, mode: stream}\n"
+	if !pushed {
+		push = ""
+	}
+	cfg := filepath.Join(dir, "hookledger.yml")
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, `data: %s
+providers:
+  - name: default
+    scheme: standard
+    secrets: [%q]
+stripe:
+  api_key: %s
+  api_base: %s
+  customers: identity
+meters:
+  - name: bench_%s
+%susage:
+  - type: usage.recorded
+    customer: data.customer
+    meter: data.meter
+    quantity: data.quantity
+    occurred_at: data.occurred_at
+`, filepath.Join(dir, "data"), h.Secret(), stripeKey, srv.URL, runID, push), 0o600); err != nil {
+		return res, err
+	}
+	proc, err := h.Start(ctx, "serve", dir, filepath.Join(dir, "serve.log"), "serve", "--config", cfg, "--no-replication")
+	if err != nil {
+		return res, err
+	}
+	defer proc.Stop()
+	begin := time.Now()
+	load, err := h.Load(ctx, proc.URL, k, n, 0, "--customers", fmt.Sprint(customers), "--run-id", runID)
+	if err != nil {
+		return res, err
+	}
+	end := time.Now()
+	res.rps = load.RPS
+	if !pushed {
+		return res, nil
+	}
+	db, err := schema.ReadOnlyPool(filepath.Join(dir, "data", "hookledger.db"))
+	if err != nil {
+		return res, err
+	}
+	defer db.Close()
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		var pending int
+		if err := db.QueryRow(`SELECT COUNT(*) FROM outbox WHERE destination = 'stripe' AND status != 'delivered'`).Scan(&pending); err != nil {
+			return res, err
+		}
+		if pending == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return res, fmt.Errorf("%d pushes not acknowledged 5 minutes after the load", pending)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	lags, last, err := lagsOf(db)
+	if err != nil {
+		return res, err
+	}
+	res.pushes = len(lags)
+	slices.Sort(lags)
+	if len(lags) > 0 {
+		res.lagP50, res.lagP99, res.lagMax = lags[len(lags)/2], lags[len(lags)*99/100], lags[len(lags)-1]
+	}
+	res.tail = max(0, time.UnixMilli(last).Sub(end))
+	fake.Mu.Lock()
+	res.calls = fake.Calls
+	fake.Mu.Unlock()
+	res.callsPerSec = float64(res.calls) / time.UnixMilli(last).Sub(begin).Seconds()
+	return res, checkTotals(db, fake)
+}
+
+// lagsOf is each push's time from being written to being acknowledged, and
+// the last acknowledgement (unix ms).
+func lagsOf(db *sql.DB) ([]time.Duration, int64, error) {
+	rows, err := db.Query(`SELECT o.delivered_at - p.created_at, o.delivered_at FROM stripe_pushes p JOIN outbox o ON o.push_id = p.id`)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rows.Close()
+	var out []time.Duration
+	var last int64
+	for rows.Next() {
+		var lag, at int64
+		if err := rows.Scan(&lag, &at); err != nil {
+			return nil, 0, err
+		}
+		out, last = append(out, time.Duration(lag)*time.Millisecond), max(last, at)
+	}
+	return out, last, rows.Err()
+}
+
+// checkTotals compares what Stripe holds per customer with the ledger's
+// total, rounded once.
+func checkTotals(db *sql.DB, fake *fakestripe.Stripe) error {
+	rows, err := db.Query(`SELECT customer_id, pushed FROM stripe_pushes p WHERE id = (SELECT MAX(id) FROM stripe_pushes l
+		WHERE l.customer_id = p.customer_id AND l.period_start = p.period_start)`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	want := map[string]*big.Int{}
+	for rows.Next() {
+		var c, pushed string
+		if err := rows.Scan(&c, &pushed); err != nil {
+			return err
+		}
+		v, ok := new(big.Int).SetString(pushed, 10)
+		if !ok {
+			return fmt.Errorf("pushed %q for %s", pushed, c)
+		}
+		if want[c] == nil {
+			want[c] = new(big.Int)
+		}
+		want[c].Add(want[c], v)
+	}
+	got := fake.Totals()
+	for c, w := range want {
+		if g := got[[2]string{c, "requests"}]; g == nil || g.Cmp(w) != 0 {
+			return fmt.Errorf("the fake Stripe holds %v for %s, the ledger pushed %s", g, c, w)
+		}
+	}
+	return rows.Err()
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "stripebench:", err)
+	os.Exit(1)
+}

@@ -1,0 +1,183 @@
+package stripe
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/pricing"
+	"github.com/hookledger/hookledger/schema"
+)
+
+// Metadata keys hookledger sets on the invoices and items it sends, and
+// reads back: an invoice event links to its hookledger invoice by
+// MetaInvoice, and a relay finds what an earlier attempt created by
+// MetaPush (the invoice) and MetaItem (its items).
+const (
+	MetaInvoice = "hookledger_invoice"
+	MetaPush    = "hookledger_push"
+	MetaDigest  = "hookledger_digest"
+	MetaItem    = "hookledger_item"
+	MetaLine    = "hookledger_line"
+)
+
+// MaxInvoiceItems is how many items Stripe takes on one invoice.
+const MaxInvoiceItems = 250
+
+// InvoiceItemPush is one item of an invoice sent to Stripe, frozen at the
+// close: a priced line, the plan's fee, or the minimum's true-up.
+type InvoiceItemPush struct {
+	Key         string `json:"key"`    // line:N, fee or minimum: unique on the invoice
+	Amount      string `json:"amount"` // in the currency's minor units
+	Description string `json:"description"`
+	PeriodStart int64  `json:"period_start"` // unix seconds
+	PeriodEnd   int64  `json:"period_end"`
+	Line        int64  `json:"line,omitempty"`
+	Digest      string `json:"digest,omitempty"` // the line's digest, hex
+}
+
+// InvoicePush is what sending inv to Stripe takes, as the close freezes it:
+// one item per priced line (its rounded amount), the fee and the true-up
+// as items of their own, all in the currency's minor units, which add up
+// to the invoice's total. ok false: nothing to send (no plan priced it, or
+// its total is zero or below: Stripe would have nothing to charge).
+// identity says the customer id is Stripe's own (customers: identity).
+func InvoicePush(inv ledger.Invoice, identity bool, opts *config.StripeInvoices) (schema.StripeInvoicePush, bool, error) {
+	m := inv.Money
+	if m.Total == "" {
+		return schema.StripeInvoicePush{}, false, nil
+	}
+	cur, err := pricing.ParseCurrency(m.Currency)
+	if err != nil {
+		return schema.StripeInvoicePush{}, false, fmt.Errorf("invoice %d: %w", inv.ID, err)
+	}
+	total, err := pricing.ParseDecimal(m.Total)
+	if err != nil {
+		return schema.StripeInvoicePush{}, false, fmt.Errorf("invoice %d: total: %w", inv.ID, err)
+	}
+	if total.Sign() <= 0 {
+		return schema.StripeInvoicePush{}, false, nil
+	}
+	start, end := inv.PeriodStart/1000, inv.PeriodEnd/1000
+	var items []InvoiceItemPush
+	sum := pricing.NewDecimal(0, 0)
+	add := func(key, amount, description string, from, to, line int64) error {
+		a, err := pricing.ParseDecimal(amount)
+		if err != nil {
+			return fmt.Errorf("invoice %d: %s: amount %q: %w", inv.ID, key, amount, err)
+		}
+		if sum, err = pricing.Add(sum, a); err != nil {
+			return err
+		}
+		minor, err := cur.MinorUnits(a)
+		if err != nil {
+			return fmt.Errorf("invoice %d: %s: %w", inv.ID, key, err)
+		}
+		items = append(items, InvoiceItemPush{Key: key, Amount: minor, Description: description, PeriodStart: from, PeriodEnd: to, Line: line})
+		return nil
+	}
+	for _, l := range inv.Lines {
+		if l.Money.Amount == "" {
+			continue // a meter the plan does not price charges nothing
+		}
+		if err := add("line:"+strconv.FormatInt(l.LineNo, 10), l.Money.Amount, lineText(l), l.PeriodStart/1000, l.PeriodEnd/1000, l.LineNo); err != nil {
+			return schema.StripeInvoicePush{}, false, err
+		}
+		items[len(items)-1].Digest = hex.EncodeToString(l.Digest)
+	}
+	if nonZero(m.Fee) {
+		if err := add("fee", m.Fee, fmt.Sprintf("Plan %s, %s", m.Plan, inv.Period), start, end, 0); err != nil {
+			return schema.StripeInvoicePush{}, false, err
+		}
+	}
+	if nonZero(m.TrueUp) {
+		if err := add("minimum", m.TrueUp, fmt.Sprintf("Plan %s minimum, %s", m.Plan, inv.Period), start, end, 0); err != nil {
+			return schema.StripeInvoicePush{}, false, err
+		}
+	}
+	if sum.Cmp(total) != 0 {
+		return schema.StripeInvoicePush{}, false, fmt.Errorf("invoice %d: its items add up to %s, its total is %s", inv.ID, sum, total)
+	}
+	totalMinor, err := cur.MinorUnits(total)
+	if err != nil {
+		return schema.StripeInvoicePush{}, false, fmt.Errorf("invoice %d: %w", inv.ID, err)
+	}
+	b, err := json.Marshal(items)
+	if err != nil {
+		return schema.StripeInvoicePush{}, false, err
+	}
+	digest := hex.EncodeToString(inv.Digest)
+	p := schema.StripeInvoicePush{InvoiceID: inv.ID, Identifier: Identifier("invoice", strconv.FormatInt(inv.ID, 10), digest),
+		CustomerID: inv.Customer, Currency: cur.String(), Total: m.Total, TotalMinor: totalMinor, Items: string(b),
+		CollectionMethod: opts.CollectionMethod}
+	if identity {
+		p.StripeCustomer = inv.Customer
+	}
+	if p.CollectionMethod == config.SendInvoice {
+		p.DaysUntilDue = opts.DaysUntilDue
+	}
+	if opts.Finalize == nil || *opts.Finalize {
+		p.Finalize = 1
+	}
+	return p, true, nil
+}
+
+// lineText is an item's description: the meter, the period, the dimension
+// value, the quantity and the price version that priced it.
+func lineText(l ledger.InvoiceLine) string {
+	var b strings.Builder
+	b.WriteString(l.Meter)
+	if l.Dimensions != "" {
+		var dims map[string]string
+		if json.Unmarshal([]byte(l.Dimensions), &dims) == nil {
+			for _, k := range slices.Sorted(maps.Keys(dims)) {
+				fmt.Fprintf(&b, " %s=%s", k, dims[k])
+			}
+		}
+	}
+	fmt.Fprintf(&b, ", %s", l.Period)
+	if l.Late {
+		b.WriteString(" (late usage)")
+	}
+	fmt.Fprintf(&b, ": %s", l.Quantity)
+	if l.Unit != "" {
+		fmt.Fprintf(&b, " %s", l.Unit)
+	}
+	if l.Money.PlanVersion != "" {
+		fmt.Fprintf(&b, " at %s", l.Money.PlanVersion)
+	}
+	return b.String()
+}
+
+func nonZero(amount string) bool {
+	d, err := pricing.ParseDecimal(amount)
+	return err == nil && d.Sign() != 0
+}
+
+// CloseInvoices writes the push of each of invoices that has money to
+// charge, in the close's transaction (stripe.invoices).
+func (s *Sync) CloseInvoices(ctx context.Context, tx *schema.CloseTx, invoices []ledger.Invoice, now int64) error {
+	if s == nil || s.Invoices == nil || !s.Invoices.Enabled {
+		return nil
+	}
+	for _, inv := range invoices {
+		p, ok, err := InvoicePush(inv, s.Customers == config.StripeIdentity, s.Invoices)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		if err := tx.InsertStripeInvoicePush(ctx, p, config.StripeInvoicesDestination, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}

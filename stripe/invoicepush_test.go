@@ -1,0 +1,79 @@
+package stripe
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/ledger"
+)
+
+func TestInvoicePush(t *testing.T) {
+	off := false
+	send := &config.StripeInvoices{Enabled: true, CollectionMethod: config.SendInvoice, DaysUntilDue: 14, Finalize: &off}
+	inv := ledger.Invoice{ID: 7, Customer: "cus_1", Period: "2026-11", PeriodStart: 1793491200000, PeriodEnd: 1796083200000,
+		Digest: []byte{0xab, 0xcd},
+		Lines: []ledger.InvoiceLine{
+			{LineNo: 1, Meter: "api_requests", Period: "2026-11", Dimensions: `{"model":"gpt-4o"}`, Quantity: ledger.RowQuantity(40000, 0),
+				Money: ledger.LineMoney{Amount: "12.34", PlanVersion: "pro@2026-01-01"}, PeriodStart: 1793491200000, PeriodEnd: 1796083200000},
+			{LineNo: 2, Meter: "storage_gb", Period: "2026-11", Quantity: ledger.RowQuantity(3, 0)}, // unpriced: no item
+			{LineNo: 3, Meter: "api_requests", Period: "2026-10", Late: true, Quantity: ledger.RowQuantity(-1000, 0),
+				Money: ledger.LineMoney{Amount: "-0.30", PlanVersion: "pro@2026-01-01"}, PeriodStart: 1790812800000, PeriodEnd: 1793491200000},
+		},
+		Money: ledger.InvoiceMoney{Plan: "pro", Currency: "USD", Fee: "10.00", TrueUp: "0.01", Total: "22.05"}}
+	p, ok, err := InvoicePush(inv, true, send)
+	if err != nil || !ok {
+		t.Fatalf("push: %v, %v", ok, err)
+	}
+	var items []InvoiceItemPush
+	if err := json.Unmarshal([]byte(p.Items), &items); err != nil {
+		t.Fatal(err)
+	}
+	var keys, amounts []string
+	for _, it := range items {
+		keys, amounts = append(keys, it.Key), append(amounts, it.Amount)
+	}
+	if strings.Join(keys, " ") != "line:1 line:3 fee minimum" || strings.Join(amounts, " ") != "1234 -30 1000 1" {
+		t.Errorf("items %v of %v, want lines 1 and 3, the fee and the minimum: 1234 -30 1000 1", keys, amounts)
+	}
+	if p.TotalMinor != "2205" || p.Currency != "USD" || p.StripeCustomer != "cus_1" || p.DaysUntilDue != 14 || p.Finalize != 0 ||
+		p.CollectionMethod != config.SendInvoice || !strings.HasPrefix(p.Identifier, "hl_") {
+		t.Errorf("push %+v", p)
+	}
+	if d := items[0].Description; d != "api_requests model=gpt-4o, 2026-11: 40000 at pro@2026-01-01" {
+		t.Errorf("line 1 described as %q", d)
+	}
+	if d := items[1].Description; !strings.Contains(d, "2026-10 (late usage)") || items[1].PeriodStart != 1790812800 {
+		t.Errorf("the late line described as %q from %d, want its own period", d, items[1].PeriodStart)
+	}
+	if items[0].Digest == "" && inv.Lines[0].Digest != nil {
+		t.Error("line 1's item has no digest")
+	}
+
+	// Linked customers: the Stripe customer is read when sent.
+	if p, _, _ := InvoicePush(inv, false, send); p.StripeCustomer != "" {
+		t.Errorf("a linked customer's push names %q", p.StripeCustomer)
+	}
+	// Nothing to charge, or nothing priced: not sent.
+	for _, total := range []string{"0.00", "-5.00", ""} {
+		z := inv
+		z.Money.Total = total
+		if _, ok, err := InvoicePush(z, true, send); ok || err != nil {
+			t.Errorf("total %q: sent %v, %v; want not sent", total, ok, err)
+		}
+	}
+	// Items that do not add up to the total are a fault, never sent.
+	bad := inv
+	bad.Money.Total = "22.06"
+	if _, _, err := InvoicePush(bad, true, send); err == nil || !strings.Contains(err.Error(), "add up to 22.05") {
+		t.Errorf("items not adding up: %v", err)
+	}
+	// An amount finer than the currency's minor unit is refused, not rounded.
+	jpy := inv
+	jpy.Money.Currency, jpy.Money.Total, jpy.Money.Fee, jpy.Money.TrueUp = "JPY", "1.5", "0", "0"
+	jpy.Lines = []ledger.InvoiceLine{{LineNo: 1, Meter: "api_requests", Money: ledger.LineMoney{Amount: "1.5"}}}
+	if _, _, err := InvoicePush(jpy, true, send); err == nil {
+		t.Error("1.5 JPY was sent")
+	}
+}
