@@ -31,6 +31,9 @@ import (
 
 const stripeKey = "sk_test_stripebench0123456789"
 
+// drain is how long a round waits for the last push after the load.
+var drain *time.Duration
+
 func main() {
 	binary := flag.String("binary", "", "hookledger binary (default: build one)")
 	rounds := flag.Int("rounds", 3, "rounds")
@@ -39,6 +42,7 @@ func main() {
 	customers := flag.Int("customers", 100, "customers the events are spread over")
 	latency := flag.Duration("stripe-latency", 150*time.Millisecond, "how long the fake Stripe takes to answer a call")
 	keep := flag.Bool("keep", false, "keep the temporary directory")
+	drain = flag.Duration("drain", 5*time.Minute, "how long to wait for the last push after the load")
 	flag.Parse()
 	ctx := context.Background()
 	h, err := harness.New(ctx, "", "hookledger-stripebench-", *binary, *keep)
@@ -139,7 +143,7 @@ meters:
 		return res, err
 	}
 	defer db.Close()
-	deadline := time.Now().Add(5 * time.Minute)
+	deadline := time.Now().Add(*drain)
 	for {
 		var pending int
 		if err := db.QueryRow(`SELECT COUNT(*) FROM outbox WHERE destination = 'stripe' AND status != 'delivered'`).Scan(&pending); err != nil {
@@ -149,7 +153,7 @@ meters:
 			break
 		}
 		if time.Now().After(deadline) {
-			return res, fmt.Errorf("%d pushes not acknowledged 5 minutes after the load", pending)
+			return res, fmt.Errorf("%d pushes not acknowledged %s after the load (%.0f req/s)", pending, *drain, res.rps)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
