@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/internal/writer"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/schema"
 )
@@ -51,7 +52,7 @@ const PrefillChunk = 100_000
 //     times as much and took 1.8 times as long, its last chunks 2.5 times.)
 //     The WAL then peaks at about the indexes' size plus a chunk's rows.
 func Prefill(ctx context.Context, db *schema.DB, provider string, ids IDs, n int, now time.Time, progress *atomic.Int64) error {
-	w := custody.NewWriter(db)
+	w := writer.New(db, nil) // a bulk loader: no configuration, no hooks
 	if err := w.Open(ctx); err != nil {
 		return err
 	}

@@ -16,8 +16,8 @@ import (
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/console"
 	"github.com/hookledger/hookledger/dispute"
+	"github.com/hookledger/hookledger/internal/seed"
 	"github.com/hookledger/hookledger/ledger"
-	"github.com/hookledger/hookledger/ledger/seed"
 	"github.com/hookledger/hookledger/schema"
 )
 

@@ -13,8 +13,8 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/internal/seed"
 	"github.com/hookledger/hookledger/ledger"
-	"github.com/hookledger/hookledger/ledger/seed"
 	"github.com/hookledger/hookledger/pricing"
 	"github.com/hookledger/hookledger/schema"
 )

@@ -43,11 +43,12 @@ type StripePush struct {
 	// meter event. Value is then what the cancel takes off Stripe's sum.
 	Cancels string `db:"cancels"`
 
-	OutboxID   int64  `db:"outbox_id"`
-	Status     string `db:"status"`
-	Attempts   int    `db:"attempts"`
-	LastStatus int    `db:"last_status"` // the last attempt's HTTP status; 0: no answer, or no request
-	LastError  string `db:"last_error"`
+	OutboxID    int64  `db:"outbox_id"`
+	Status      string `db:"status"`
+	Attempts    int    `db:"attempts"`
+	LastStatus  int    `db:"last_status"` // the last attempt's HTTP status; 0: no answer, or no request
+	LastError   string `db:"last_error"`
+	DeliveredAt int64  `db:"delivered_at"` // unix ms; 0 until Stripe acknowledged it
 
 	// Send is the meter event that carries the push (reads only; its
 	// Identifier "" until the relay first sends it).
@@ -189,7 +190,7 @@ func pushFrom(v int) string {
 	cols := `p.id, p.identifier, p.source, COALESCE(p.ledger_id, 0) AS ledger_id, COALESCE(p.invoice_id, 0) AS invoice_id,
 	COALESCE(p.line_no, 0) AS line_no, p.customer_id, p.meter, p.event_name,
 	p.stripe_customer, p.period_start, p.quantity, p.total, p.value, p.pushed, p.timestamp, p.created_at, p.cancels,
-	o.id AS outbox_id, o.status, o.attempts, o.last_status, o.last_error`
+	o.id AS outbox_id, o.status, o.attempts, o.last_status, o.last_error, COALESCE(o.delivered_at, 0) AS delivered_at`
 	from := ` FROM stripe_pushes p JOIN outbox o ON o.push_id = p.id`
 	if v < versionStripeInvoiceStates {
 		cols = strings.Replace(cols, "p.cancels,", "'' AS cancels,", 1)

@@ -11,10 +11,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hookledger/hookledger/custody"
-	"github.com/hookledger/hookledger/entitle"
-	"github.com/hookledger/hookledger/forward"
+	"github.com/hookledger/hookledger/internal/writer"
 	"github.com/hookledger/hookledger/ledger"
-	"github.com/hookledger/hookledger/stripe"
 )
 
 func adjustCommand() *cli.Command {
@@ -92,12 +90,10 @@ func adjust(c *cli.Context) error {
 	}
 	// Through a writer of our own, so the row joins the hash chain exactly as
 	// webhook rows do, serialized with a running server by SQLite's lock.
-	w := custody.NewWriter(db)
 	// An adjustment is usage too: one that crosses a threshold raises its
-	// alert, routed to the destinations, in the adjustment's transaction.
-	w.Push = stripe.NewSync(cfg).Pusher() // a correction of a stream meter is pushed too
-	w.Route = forward.Router(cfg.Destinations)
-	w.Limits = entitle.NewPolicy(cfg.Catalog, cfg.Customers.DefaultPlan)
+	// alert, routed to the destinations, and a stream meter's is pushed to
+	// Stripe, in the adjustment's transaction.
+	w := writer.New(db, cfg)
 	if err := w.Open(c.Context); err != nil {
 		return err
 	}

@@ -9,11 +9,9 @@ import (
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
-	"github.com/hookledger/hookledger/entitle"
-	"github.com/hookledger/hookledger/forward"
+	"github.com/hookledger/hookledger/internal/writer"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/schema"
-	"github.com/hookledger/hookledger/stripe"
 )
 
 // Only serve, migrate and restore create a database. Every other command
@@ -58,15 +56,10 @@ func openCustody(ctx context.Context, cfg *config.Config, readOnly bool) (*schem
 		db.Close()
 		return nil, nil, err
 	}
-	w := custody.NewWriter(db)
-	// reconcile inserts new receipts from this process: they get their
-	// outbox rows here as in serve, and serve's relay delivers them.
-	w.Route = forward.Router(cfg.Destinations)
-	w.Push = stripe.NewSync(cfg).Pusher() // its ledger rows' Stripe pushes, as in serve
-	w.Receipt = stripe.Reports(cfg)       // and a reconciled Stripe error report's links
-	// A replay or a reconciled event that crosses a threshold raises its
-	// alert here, in its own transaction, as it would in serve.
-	w.Limits = entitle.NewPolicy(cfg.Catalog, cfg.Customers.DefaultPlan)
+	// The writer serve has, with every hook: a reconciled event's outbox
+	// rows (serve's relay delivers them), a row's Stripe push, a threshold
+	// alert, each in its own transaction as in serve.
+	w := writer.New(db, cfg)
 	if err := w.Open(ctx); err != nil {
 		db.Close()
 		return nil, nil, err

@@ -7,8 +7,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/hookledger/hookledger/internal/seed"
 	"github.com/hookledger/hookledger/ledger"
-	"github.com/hookledger/hookledger/ledger/seed"
 )
 
 func devCommand() *cli.Command {

@@ -28,11 +28,11 @@ import (
 	"github.com/hookledger/hookledger/forward"
 	"github.com/hookledger/hookledger/health"
 	"github.com/hookledger/hookledger/internal/durable"
+	"github.com/hookledger/hookledger/internal/writer"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/metrics"
 	"github.com/hookledger/hookledger/receiver"
 	"github.com/hookledger/hookledger/schema"
-	"github.com/hookledger/hookledger/stripe"
 )
 
 // Operating thresholds.
@@ -222,7 +222,7 @@ func (s *Server) start(ctx context.Context) error {
 	names := append(providerNames(s.providers), receiver.APIProvider) // the ingest API's events (ingest.go)
 	met := metrics.New(metrics.Options{Providers: names, Version: s.Version, Commit: s.Commit})
 	storageErrs := newStorageErrorLog(log, met)
-	w := custody.NewWriter(s.db)
+	w := writer.New(s.db, cfg) // every product hook: outbox routes, Stripe pushes and reports, alerts
 	// Before Open: the writer goroutine reads these. The relay (forward.go)
 	// yields while the writer group-commits (busy), and is kicked after
 	// every commit that wrote outbox rows, so a new message leaves at once;
@@ -242,11 +242,7 @@ func (s *Server) start(ctx context.Context) error {
 	w.OnStorageError = storageErrs.Observe
 	w.Replicate = s.repl.AckFunc() // ACK-after-replica mode; nil replies after COMMIT
 	w.Admit = s.repl.AdmitFunc()   // the WAL bound while Litestream cannot capture it; nil when not replicating
-	w.Route = forward.Router(cfg.Destinations)
-	w.Push = stripe.NewSync(cfg).Pusher() // the pushes of stream meters, in their rows' transactions
-	w.Receipt = stripe.Reports(cfg)       // Stripe's error reports, linked to the pushes they name
-	limits := entitle.NewPolicy(cfg.Catalog, cfg.Customers.DefaultPlan)
-	w.Limits = limits // threshold alerts, decided in the writer's transactions
+	limits := w.Limits
 	if err := w.Open(ctx); err != nil {
 		return err
 	}

@@ -18,11 +18,10 @@ import (
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/entitle"
-	"github.com/hookledger/hookledger/forward"
+	"github.com/hookledger/hookledger/internal/writer"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/receiver"
 	"github.com/hookledger/hookledger/schema"
-	"github.com/hookledger/hookledger/stripe"
 )
 
 // Secret is the Standard Webhooks secret (base64 after whsec_) of the
@@ -136,13 +135,8 @@ func (e *Env) Reopen() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := custody.NewWriter(db)
+	w := writer.New(db, e.Config)
 	w.Now = e.now
-	if e.Config != nil {
-		w.Route = forward.Router(e.Config.Destinations)
-		w.Push = stripe.NewSync(e.Config).Pusher()
-		w.Receipt = stripe.Reports(e.Config)
-	}
 	if e.opts.Writer != nil {
 		e.opts.Writer(w)
 	}

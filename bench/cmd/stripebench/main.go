@@ -14,7 +14,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"flag"
 	"fmt"
 	"math/big"
@@ -138,16 +137,20 @@ meters:
 	if !pushed {
 		return res, nil
 	}
-	db, err := schema.ReadOnlyPool(filepath.Join(dir, "data", "hookledger.db"))
+	db, err := schema.Open(ctx, filepath.Join(dir, "data", "hookledger.db"), schema.Options{ReadOnly: true, MustExist: true})
 	if err != nil {
 		return res, err
 	}
 	defer db.Close()
 	deadline := time.Now().Add(*drain)
 	for {
-		var pending int
-		if err := db.QueryRow(`SELECT COUNT(*) FROM outbox WHERE destination = 'stripe' AND status != 'delivered'`).Scan(&pending); err != nil {
+		sum, err := db.OutboxSummary(ctx, []string{"stripe"})
+		if err != nil {
 			return res, err
+		}
+		var pending int64
+		for _, d := range sum {
+			pending += d.Pending + d.Dead
 		}
 		if pending == 0 {
 			break
@@ -157,9 +160,14 @@ meters:
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	lags, last, err := lagsOf(db)
+	pushes, err := db.StripePushes(ctx, schema.StripePushFilter{})
 	if err != nil {
 		return res, err
+	}
+	var lags []time.Duration
+	var last int64
+	for _, p := range pushes {
+		lags, last = append(lags, time.Duration(p.DeliveredAt-p.CreatedAt)*time.Millisecond), max(last, p.DeliveredAt)
 	}
 	res.pushes = len(lags)
 	slices.Sort(lags)
@@ -171,52 +179,31 @@ meters:
 	res.calls = fake.Calls
 	fake.Mu.Unlock()
 	res.callsPerSec = float64(res.calls) / time.UnixMilli(last).Sub(begin).Seconds()
-	return res, checkTotals(db, fake)
+	return res, checkTotals(pushes, fake)
 }
 
-// lagsOf is each push's time from being written to being acknowledged, and
-// the last acknowledgement (unix ms).
-func lagsOf(db *sql.DB) ([]time.Duration, int64, error) {
-	rows, err := db.Query(`SELECT o.delivered_at - p.created_at, o.delivered_at FROM stripe_pushes p JOIN outbox o ON o.push_id = p.id`)
-	if err != nil {
-		return nil, 0, err
+// checkTotals compares what Stripe holds per customer with the whole
+// numbers the ledger pushed: each customer's last push of each period
+// carries the period's sum.
+func checkTotals(pushes []schema.StripePush, fake *fakestripe.Stripe) error {
+	type key struct {
+		customer string
+		period   int64
 	}
-	defer rows.Close()
-	var out []time.Duration
-	var last int64
-	for rows.Next() {
-		var lag, at int64
-		if err := rows.Scan(&lag, &at); err != nil {
-			return nil, 0, err
-		}
-		out, last = append(out, time.Duration(lag)*time.Millisecond), max(last, at)
+	lastOf := map[key]string{}
+	for _, p := range pushes { // in push order: the last one stays
+		lastOf[key{p.CustomerID, p.PeriodStart}] = p.Pushed
 	}
-	return out, last, rows.Err()
-}
-
-// checkTotals compares what Stripe holds per customer with the ledger's
-// total, rounded once.
-func checkTotals(db *sql.DB, fake *fakestripe.Stripe) error {
-	rows, err := db.Query(`SELECT customer_id, pushed FROM stripe_pushes p WHERE id = (SELECT MAX(id) FROM stripe_pushes l
-		WHERE l.customer_id = p.customer_id AND l.period_start = p.period_start)`)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
 	want := map[string]*big.Int{}
-	for rows.Next() {
-		var c, pushed string
-		if err := rows.Scan(&c, &pushed); err != nil {
-			return err
-		}
+	for k, pushed := range lastOf {
 		v, ok := new(big.Int).SetString(pushed, 10)
 		if !ok {
-			return fmt.Errorf("pushed %q for %s", pushed, c)
+			return fmt.Errorf("pushed %q for %s", pushed, k.customer)
 		}
-		if want[c] == nil {
-			want[c] = new(big.Int)
+		if want[k.customer] == nil {
+			want[k.customer] = new(big.Int)
 		}
-		want[c].Add(want[c], v)
+		want[k.customer].Add(want[k.customer], v)
 	}
 	got := fake.Totals()
 	for c, w := range want {
@@ -224,7 +211,7 @@ func checkTotals(db *sql.DB, fake *fakestripe.Stripe) error {
 			return fmt.Errorf("the fake Stripe holds %v for %s, the ledger pushed %s", g, c, w)
 		}
 	}
-	return rows.Err()
+	return nil
 }
 
 func fail(err error) {

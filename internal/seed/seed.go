@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/internal/writer"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/schema"
 )
@@ -111,7 +112,7 @@ func Run(ctx context.Context, db *schema.DB, o Options) error {
 	if err := db.GrowWriteCache(ctx, 512<<10); err != nil {
 		return fmt.Errorf("seed: %w", err)
 	}
-	w := custody.NewWriter(db)
+	w := writer.New(db, nil) // a bulk loader: no configuration, no hooks
 	if err := w.Open(ctx); err != nil {
 		return err
 	}

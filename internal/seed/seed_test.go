@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookledger/hookledger/internal/seed"
 	"github.com/hookledger/hookledger/ledger"
-	"github.com/hookledger/hookledger/ledger/seed"
 	"github.com/hookledger/hookledger/schema"
 )
 
