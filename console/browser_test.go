@@ -243,7 +243,7 @@ func TestBrowser(t *testing.T) {
 	err = e.Writer.Submit(context.Background(), custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
 		at := e.Now().UnixMilli()
 		why := "Post \"http://127.0.0.1:9/hooks/analytics-warehouse-eu-west-1/ingest/v2/events?source=hookledger&batch=" + strings.Repeat("x", 80) + "\": dial tcp 127.0.0.1:9: connect: connection refused"
-		return tx.Batch().RecordOutboxResults(ctx, []schema.OutboxResult{{ID: msgs[0].ID, Status: schema.OutboxPending,
+		return tx.Outbox().RecordOutboxResults(ctx, []schema.OutboxResult{{ID: msgs[0].ID, Status: schema.OutboxPending,
 			AttemptedAt: at, NextAttemptAt: at + 60_000, Error: why}})
 	}))
 	if err != nil {

@@ -271,7 +271,7 @@ func adjust(t *testing.T, e *env, customer, quantity, ref string) {
 		t.Fatal(err)
 	}
 	err = e.Writer.Submit(t.Context(), custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
-		r, err := a.Row(ctx, tx.Batch(), tx.Now())
+		r, err := a.Row(ctx, tx.Refs(), tx.Now())
 		if err != nil {
 			return err
 		}

@@ -127,7 +127,7 @@ func TestPostgresFailedHeldBackWritesAreNotTheNextOpsFault(t *testing.T) {
 	opErr := make(chan error, 1)
 	go func() {
 		opErr <- e.Writer.Submit(ctx, custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
-			_, err := tx.Batch().GetReceipt(ctx, "default", "msg_0") // a statement: msg_3's receipt is sent first
+			_, err := tx.Stripe().LastStripeCustomer(ctx, "cus_1") // a statement: msg_3's receipt is sent first
 			return err
 		}))
 	}()
@@ -209,7 +209,7 @@ func TestPostgresCommitWithUnknownOutcomeRunsOnce(t *testing.T) {
 	defer w.Close()
 	adjust := custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
 		a := ledger.Adjustment{Customer: "cus_1", Meter: "api_requests", Quantity: ledger.TotalOf(1_000_000), Reason: "credit"}
-		r, err := a.Row(ctx, tx.Batch(), tx.Now())
+		r, err := a.Row(ctx, tx.Refs(), tx.Now())
 		if err != nil {
 			return err
 		}

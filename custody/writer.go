@@ -494,10 +494,6 @@ func (b *Tx) Outboxed() { b.outboxed = true }
 // Now is the batch time in unix milliseconds: the recorded_at of its rows.
 func (b *Tx) Now() int64 { return b.now }
 
-// Batch is the transaction's typed writes for the ops beside the hot path
-// (reconcile checkpoints, redelivery requests, retention, adjustments' refs).
-func (b *Tx) Batch() schema.Batch { return b.b }
-
 // Append adds a row to the ledger's hash chain.
 func (b *Tx) Append(ctx context.Context, r *ledger.Row) error { return b.AppendEvent(ctx, r, nil) }
 

@@ -154,7 +154,7 @@ func (e *env) adjust(a ledger.Adjustment) *ledger.Row {
 	e.T.Helper()
 	var row *ledger.Row
 	err := e.Writer.Submit(context.Background(), custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
-		r, err := a.Row(ctx, tx.Batch(), tx.Now())
+		r, err := a.Row(ctx, tx.Refs(), tx.Now())
 		if err != nil {
 			return err
 		}

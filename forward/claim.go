@@ -32,9 +32,9 @@ func (d *destination) claim(ctx context.Context, now time.Time, limit int, probe
 	err := d.relay.Writer.Submit(ctx, custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
 		var err error
 		if probe {
-			claims, err = tx.Batch().ClaimProbe(ctx, d.cfg.Name, now.UnixMilli(), lease)
+			claims, err = tx.Outbox().ClaimProbe(ctx, d.cfg.Name, now.UnixMilli(), lease)
 		} else {
-			claims, err = tx.Batch().ClaimOutbox(ctx, d.cfg.Name, now.UnixMilli(), lease, limit)
+			claims, err = tx.Outbox().ClaimOutbox(ctx, d.cfg.Name, now.UnixMilli(), lease, limit)
 		}
 		return err
 	}))
@@ -77,7 +77,7 @@ func (d *destination) hold(ctx context.Context, claims []schema.OutboxClaim, unt
 			}
 			next := now.Add(d.lease()).UnixMilli()
 			err := r.Writer.Submit(ctx, custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
-				_, err := tx.Batch().RenewClaims(ctx, ids, until, next)
+				_, err := tx.Outbox().RenewClaims(ctx, ids, until, next)
 				return err
 			}))
 			if err != nil {

@@ -261,7 +261,7 @@ func Retry(ctx context.Context, w Submitter, r schema.OutboxRetry, now time.Time
 	var n int64
 	err := w.Submit(ctx, custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
 		var err error
-		n, err = tx.Batch().RetryOutbox(ctx, r, now.UnixMilli())
+		n, err = tx.Outbox().RetryOutbox(ctx, r, now.UnixMilli())
 		return err
 	}))
 	if errors.Is(err, schema.ErrNotFound) {
@@ -277,7 +277,7 @@ func Retry(ctx context.Context, w Submitter, r schema.OutboxRetry, now time.Time
 // destination keeps receiving messages; none is attempted until it resumes.
 func SetPaused(ctx context.Context, w Submitter, name string, paused bool, now time.Time) error {
 	return w.Submit(ctx, custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
-		return tx.Batch().SetPaused(ctx, name, paused, now.UnixMilli())
+		return tx.Outbox().SetPaused(ctx, name, paused, now.UnixMilli())
 	}))
 }
 
@@ -287,7 +287,7 @@ func Purge(ctx context.Context, w Submitter, destination string, before time.Tim
 	var n int64
 	err := w.Submit(ctx, custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
 		var err error
-		n, err = tx.Batch().PurgeDead(ctx, destination, before.UnixMilli())
+		n, err = tx.Outbox().PurgeDead(ctx, destination, before.UnixMilli())
 		return err
 	}))
 	return n, err

@@ -193,13 +193,13 @@ func (r *Relay) Open(ctx context.Context) error {
 		now := r.Now().UnixMilli()
 		if err := r.Writer.Submit(ctx, custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
 			for _, d := range r.dests {
-				if err := tx.Batch().EnsureDestination(ctx, d.cfg.Name, now); err != nil {
+				if err := tx.Outbox().EnsureDestination(ctx, d.cfg.Name, now); err != nil {
 					return err
 				}
 			}
 			if r.Sole {
 				for _, d := range r.dests {
-					if _, err := tx.Batch().ReleaseClaims(ctx, d.cfg.Name, now); err != nil {
+					if _, err := tx.Outbox().ReleaseClaims(ctx, d.cfg.Name, now); err != nil {
 						return err
 					}
 				}
@@ -530,7 +530,7 @@ func (rec *record) finish(d *destination, at time.Time) {
 
 // Apply implements custody.Op.
 func (rec *record) Apply(ctx context.Context, tx *custody.Tx) error {
-	b := tx.Batch()
+	b := tx.Outbox()
 	if err := b.RecordOutboxResults(ctx, rec.results); err != nil {
 		return err
 	}

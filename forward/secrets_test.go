@@ -281,10 +281,10 @@ func TestOldRowsAreShownRedacted(t *testing.T) {
 				rs = append(rs, schema.OutboxResult{ID: m.ID, Status: schema.OutboxDead, AttemptedAt: now, NextAttemptAt: now,
 					StatusCode: 400, Response: []byte(echo), Error: "HTTP 400: Bearer " + stripeKey})
 			}
-			if err := tx.Batch().RecordOutboxResults(ctx, rs); err != nil {
+			if err := tx.Outbox().RecordOutboxResults(ctx, rs); err != nil {
 				return err
 			}
-			return tx.Batch().SaveBackoff(ctx, schema.DestinationState{Name: "app", Failures: 1, LastError: "HTTP 400: " + newSecret, UpdatedAt: now})
+			return tx.Outbox().SaveBackoff(ctx, schema.DestinationState{Name: "app", Failures: 1, LastError: "HTTP 400: " + newSecret, UpdatedAt: now})
 		}))
 		if err != nil {
 			t.Fatal(err)

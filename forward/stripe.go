@@ -154,7 +154,7 @@ func newPlan(pairs [][]stripe.Send, now time.Time) *planSends {
 
 // Apply implements custody.Op.
 func (p *planSends) Apply(ctx context.Context, tx *custody.Tx) error {
-	b := tx.Batch()
+	b := tx.Stripe()
 	for _, s := range p.sends {
 		var err error
 		if s.New {

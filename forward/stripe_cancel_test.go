@@ -266,7 +266,7 @@ func TestStripeCreditToAClosedMonthIsCarried(t *testing.T) {
 	a := ledger.Adjustment{Customer: "cus_1", Meter: "api_requests", Quantity: mustRowQuantity(t, "-20000"),
 		Reason: "half of October was a load test", OccurredAt: time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)}
 	if err := e.Writer.Submit(context.Background(), custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
-		r, err := a.Row(ctx, tx.Batch(), tx.Now())
+		r, err := a.Row(ctx, tx.Refs(), tx.Now())
 		if err != nil {
 			return err
 		}

@@ -90,7 +90,7 @@ type saveInvoices struct {
 // Apply implements custody.Op.
 func (s *saveInvoices) Apply(ctx context.Context, tx *custody.Tx) error {
 	for i, id := range s.pushes {
-		if err := tx.Batch().InsertStripeInvoiceResult(ctx, id, s.results[i], s.now); err != nil {
+		if err := tx.Stripe().InsertStripeInvoiceResult(ctx, id, s.results[i], s.now); err != nil {
 			return err
 		}
 	}

@@ -20,7 +20,7 @@ func (e *env) adjust(a ledger.Adjustment) (*ledger.Row, error) {
 	}
 	var out *ledger.Row
 	err := e.Writer.Submit(e.ctx, custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
-		r, err := a.Row(ctx, tx.Batch(), tx.Now())
+		r, err := a.Row(ctx, tx.Refs(), tx.Now())
 		if err != nil {
 			return err
 		}

@@ -71,7 +71,7 @@ func (e *env) op(rows ...row) custody.Op {
 		if r.adjust {
 			a := ledger.Adjustment{Customer: r.customer, Meter: r.meter, Quantity: r.qty, Reason: "test correction", OccurredAt: r.at}
 			ops = append(ops, func(ctx context.Context, tx *custody.Tx) error {
-				lr, err := a.Row(ctx, tx.Batch(), tx.Now())
+				lr, err := a.Row(ctx, tx.Refs(), tx.Now())
 				if err != nil {
 					return err
 				}

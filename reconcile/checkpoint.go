@@ -44,7 +44,7 @@ func LoadCheckpoint(ctx context.Context, db CheckpointReader, provider string) (
 // saveCheckpoint is the writer op that stores cp.
 func saveCheckpoint(cp Checkpoint) custody.Op {
 	return custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
-		err := tx.Batch().SaveCheckpoint(ctx, schema.Checkpoint{Provider: cp.Provider, WindowStart: cp.WindowStart, WindowEnd: cp.WindowEnd,
+		err := tx.Reconcile().SaveCheckpoint(ctx, schema.Checkpoint{Provider: cp.Provider, WindowStart: cp.WindowStart, WindowEnd: cp.WindowEnd,
 			Cursor: cp.Cursor, Pages: cp.Pages, CompletedThrough: cp.CompletedThrough, UpdatedAt: tx.Now()})
 		if err != nil {
 			return fmt.Errorf("save checkpoint %s: %w", cp.Provider, err)
@@ -57,7 +57,7 @@ func saveCheckpoint(cp Checkpoint) custody.Op {
 // no later run asks again for the same event.
 func recordRedelivery(provider string, e Event, code int) custody.Op {
 	return custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
-		err := tx.Batch().RecordRedelivery(ctx, schema.Redelivery{Provider: provider, EventID: e.ID, DeliveryID: e.DeliveryID,
+		err := tx.Reconcile().RecordRedelivery(ctx, schema.Redelivery{Provider: provider, EventID: e.ID, DeliveryID: e.DeliveryID,
 			RequestedAt: tx.Now(), StatusCode: code})
 		if err != nil {
 			return fmt.Errorf("record redelivery request %s/%s: %w", provider, e.ID, err)

@@ -98,7 +98,7 @@ func Prune(ctx context.Context, db RetentionStore, w *custody.Writer, p Retentio
 			return rep, fmt.Errorf("count failed receipts: %w", err)
 		}
 		ms := cut.UnixMilli()
-		n, err := pruneEach(ctx, db, w, tampered, dryRun, ms, schema.PruneBodies, func(ctx context.Context, b schema.Batch, _ []int64) error {
+		n, err := pruneEach(ctx, db, w, tampered, dryRun, ms, schema.PruneBodies, func(ctx context.Context, b custody.Retention, _ []int64) error {
 			return b.MarkBodiesPruned(ctx, ms)
 		})
 		rep.BodiesPruned = n
@@ -110,7 +110,7 @@ func Prune(ctx context.Context, db RetentionStore, w *custody.Writer, p Retentio
 		cut := now.Add(-p.Keys).UTC()
 		rep.KeysBefore = &cut
 		// delivery_attempts and replays go with their receipt.
-		n, err := pruneEach(ctx, db, w, tampered, dryRun, cut.UnixMilli(), schema.PruneKeys, func(ctx context.Context, b schema.Batch, changed []int64) error {
+		n, err := pruneEach(ctx, db, w, tampered, dryRun, cut.UnixMilli(), schema.PruneKeys, func(ctx context.Context, b custody.Retention, changed []int64) error {
 			return b.MarkReceiptsPruned(ctx, slices.Max(changed))
 		})
 		rep.KeysDeleted = n
@@ -123,7 +123,7 @@ func Prune(ctx context.Context, db RetentionStore, w *custody.Writer, p Retentio
 			var n int64 // reported only once the delete has committed
 			err = w.Submit(ctx, custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
 				var err error
-				n, err = tx.Batch().DeleteRedeliveryRequests(ctx, cut.UnixMilli())
+				n, err = tx.Retention().DeleteRedeliveryRequests(ctx, cut.UnixMilli())
 				return err
 			}))
 			if err == nil {
@@ -155,7 +155,7 @@ func recordPrune(rep *PruneReport, now time.Time) custody.Op {
 	run := schema.PruneRun{PrunedAt: now.UnixMilli(), PayloadBefore: ms(rep.PayloadBefore), KeysBefore: ms(rep.KeysBefore),
 		BodiesPruned: rep.BodiesPruned, KeysDeleted: rep.KeysDeleted}
 	return custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
-		return tx.Batch().RecordPrune(ctx, run)
+		return tx.Retention().RecordPrune(ctx, run)
 	})
 }
 
@@ -167,7 +167,7 @@ func recordPrune(rep *PruneReport, now time.Time) custody.Op {
 // runs in the same transaction with the ids changed, if any: it records how
 // far the prune went (verify must tell retention from a deletion).
 func pruneEach(ctx context.Context, db RetentionStore, w *custody.Writer, tampered map[int64]bool, dryRun bool, cut int64, prune schema.Prune,
-	then func(ctx context.Context, b schema.Batch, changed []int64) error) (int64, error) {
+	then func(ctx context.Context, b custody.Retention, changed []int64) error) (int64, error) {
 	var total int64
 	for _, status := range []string{string(custody.StatusApplied), string(custody.StatusIgnored)} {
 		if dryRun {
@@ -184,7 +184,7 @@ func pruneEach(ctx context.Context, db RetentionStore, w *custody.Writer, tamper
 				kept []int64
 			)
 			if err := w.Submit(ctx, custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
-				b := tx.Batch()
+				b := tx.Retention()
 				changed, bad, err := b.PruneReceipts(ctx, prune, ids, cut)
 				if err != nil {
 					return err
@@ -221,7 +221,7 @@ func pruneDelivered(ctx context.Context, db RetentionStore, w *custody.Writer, d
 		var n int64
 		if err := w.Submit(ctx, custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
 			var err error
-			n, err = tx.Batch().PruneDelivered(ctx, cut, pruneBatch)
+			n, err = tx.Retention().PruneDelivered(ctx, cut, pruneBatch)
 			return err
 		})); err != nil {
 			return total, err

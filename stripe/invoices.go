@@ -105,7 +105,7 @@ func ParseInvoiceEvent(eventType string, body []byte) (InvoiceEvent, bool) {
 // invoice line whose period holds it. One that bills none is kept
 // unlinked, never dropped.
 func linkInvoice(ctx context.Context, tx *custody.Tx, customers string, e InvoiceEvent, receiptID int64) error {
-	b := tx.Batch()
+	b := tx.Stripe()
 	var ids []int64
 	if e.Invoice > 0 {
 		ok, err := b.InvoiceExists(ctx, e.Invoice)

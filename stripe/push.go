@@ -93,7 +93,7 @@ func (s *Sync) Row(ctx context.Context, tx *custody.Tx, r *ledger.Row, body []by
 	if r.Kind == ledger.KindUsage {
 		source = SourceUsage
 	}
-	b := tx.Batch()
+	b := tx.Stripe()
 	customer := ""
 	switch s.Customers {
 	case config.StripeIdentity:
@@ -226,7 +226,7 @@ const CancelWindow = 24 * time.Hour
 // the remainder the voided push had carried. That difference is pushed at
 // once, as a meter event of its own in the same transaction, so the sum
 // Stripe keeps stays the ledger's total rounded once.
-func cancel(ctx context.Context, b schema.Batch, p schema.StripePush, r *ledger.Row, factor pricing.Decimal, now int64) (done bool, err error) {
+func cancel(ctx context.Context, b custody.Stripe, p schema.StripePush, r *ledger.Row, factor pricing.Decimal, now int64) (done bool, err error) {
 	var rowID int64
 	if _, err := fmt.Sscanf(r.Ref, "row:%d", &rowID); err != nil || rowID <= 0 {
 		return false, nil

@@ -58,7 +58,7 @@ func Reports(cfg *config.Config) custody.ReceiptHook {
 		if d.EventType != EventMeterErrors && d.EventType != EventNoMeterFound {
 			return nil
 		}
-		b := tx.Batch()
+		b := tx.Stripe()
 		for _, r := range ParseReport(d.EventType, d.Body) {
 			var err error
 			switch {
@@ -114,7 +114,7 @@ var stripeCustomerID = regexp.MustCompile(`\bcus_[A-Za-z0-9]+`)
 // (stripe.meter_id) and, when its message names a Stripe customer, of that
 // customer (the customers it maps to, or the pushes that name it), so
 // stripe status counts it on that customer's and meter's line. 0: none.
-func reportPush(ctx context.Context, b schema.Batch, customers, meter, message string) (int64, error) {
+func reportPush(ctx context.Context, b custody.Stripe, customers, meter, message string) (int64, error) {
 	cus := stripeCustomerID.FindString(message)
 	if cus == "" {
 		return b.LatestStripePush(ctx, meter, nil, "")

@@ -99,7 +99,7 @@ func adjust(c *cli.Context) error {
 	}
 	var row *ledger.Row
 	err = w.Submit(c.Context, custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
-		r, err := a.Row(ctx, tx.Batch(), tx.Now())
+		r, err := a.Row(ctx, tx.Refs(), tx.Now())
 		if err != nil {
 			return err
 		}

@@ -107,7 +107,7 @@ meters:
 		old := fmt.Sprintf(`{"Authorization":"Bearer %s","secret":"%s","admin":"%s","url":"%s"}`, stripeKey, destSecret, adminToken, destURL)
 		err = e.Writer.Submit(ctx, custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
 			now := time.Now().UnixMilli()
-			return tx.Batch().RecordOutboxResults(ctx, []schema.OutboxResult{{ID: msgs[0].ID, Status: schema.OutboxDead,
+			return tx.Outbox().RecordOutboxResults(ctx, []schema.OutboxResult{{ID: msgs[0].ID, Status: schema.OutboxDead,
 				AttemptedAt: now, NextAttemptAt: now, StatusCode: 400, Response: []byte(old), Error: "HTTP 400: " + old}})
 		}))
 		if err != nil {

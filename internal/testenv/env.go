@@ -369,10 +369,10 @@ func (e *Env) PruneBody(provider, eventID string) {
 	}
 	before := rc.ReceivedAt + 1
 	err = e.Writer.Submit(context.Background(), custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
-		if pruned, _, err := tx.Batch().PruneReceipts(ctx, schema.PruneBodies, []int64{rc.ID}, before); err != nil || len(pruned) != 1 {
+		if pruned, _, err := tx.Retention().PruneReceipts(ctx, schema.PruneBodies, []int64{rc.ID}, before); err != nil || len(pruned) != 1 {
 			return fmt.Errorf("prune %s/%s: %v (pruned %v)", provider, eventID, err, pruned)
 		}
-		return tx.Batch().MarkBodiesPruned(ctx, before)
+		return tx.Retention().MarkBodiesPruned(ctx, before)
 	}))
 	if err != nil {
 		e.T.Fatal(err)

@@ -14,12 +14,12 @@ import (
 	"github.com/hookledger/hookledger/pricing"
 )
 
-// The writer is built in one place: no package but custody (its own tests)
-// and this one calls custody.NewWriter, so no command can build a writer
-// that quietly leaves a hook out.
-func TestOneConstructor(t *testing.T) {
+// sourceFiles parses every Go file of the module outside the directories
+// skip names (relative to the module's root), tests included when tests is
+// set, and calls fn with each file's path and syntax tree.
+func sourceFiles(t *testing.T, tests bool, skip []string, fn func(rel string, f *ast.File)) {
+	t.Helper()
 	root := filepath.Join("..", "..")
-	var callers []string
 	parsed := 0
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -28,26 +28,21 @@ func TestOneConstructor(t *testing.T) {
 		if d.IsDir() && (d.Name() == ".git" || d.Name() == "testdata" || d.Name() == "node_modules") {
 			return filepath.SkipDir
 		}
-		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || (!tests && strings.HasSuffix(path, "_test.go")) {
 			return nil
 		}
 		rel, _ := filepath.Rel(root, path)
-		if strings.HasPrefix(rel, "custody"+string(filepath.Separator)) || strings.HasPrefix(rel, filepath.Join("internal", "writer")) {
-			return nil
+		for _, dir := range skip {
+			if strings.HasPrefix(rel, dir+string(filepath.Separator)) {
+				return nil
+			}
 		}
 		f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
 		if err != nil {
 			return err
 		}
 		parsed++
-		ast.Inspect(f, func(n ast.Node) bool {
-			if sel, ok := n.(*ast.SelectorExpr); ok && sel.Sel.Name == "NewWriter" {
-				if id, ok := sel.X.(*ast.Ident); ok && id.Name == "custody" {
-					callers = append(callers, rel)
-				}
-			}
-			return true
-		})
+		fn(rel, f)
 		return nil
 	})
 	if err != nil {
@@ -56,8 +51,40 @@ func TestOneConstructor(t *testing.T) {
 	if parsed < 100 {
 		t.Fatalf("read %d files of the module, want all of them", parsed)
 	}
-	if len(callers) > 0 {
+}
+
+// uses lists the files of the module that name pkg.name.
+func uses(t *testing.T, tests bool, skip []string, pkg, name string) []string {
+	var out []string
+	sourceFiles(t, tests, skip, func(rel string, f *ast.File) {
+		ast.Inspect(f, func(n ast.Node) bool {
+			if sel, ok := n.(*ast.SelectorExpr); ok && sel.Sel.Name == name {
+				if id, ok := sel.X.(*ast.Ident); ok && id.Name == pkg {
+					out = append(out, rel)
+					return false
+				}
+			}
+			return true
+		})
+	})
+	return out
+}
+
+// The writer is built in one place: no package but custody and this one
+// calls custody.NewWriter, so no command can build a writer that quietly
+// leaves a hook out.
+func TestOneConstructor(t *testing.T) {
+	if callers := uses(t, false, []string{"custody", filepath.Join("internal", "writer")}, "custody", "NewWriter"); len(callers) > 0 {
 		t.Errorf("custody.NewWriter called outside internal/writer: %v (use writer.New)", callers)
+	}
+}
+
+// One write path in the code: no package but schema and custody holds the
+// storage batch (schema.Batch); the others write through custody's typed
+// operations (custody/ops.go), tests included.
+func TestOnlyCustodyHoldsTheBatch(t *testing.T) {
+	if holders := uses(t, true, []string{"schema", "custody"}, "schema", "Batch"); len(holders) > 0 {
+		t.Errorf("schema.Batch named outside schema and custody: %v (use custody's typed operations)", holders)
 	}
 }
 
