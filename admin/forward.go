@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/forward"
-	"github.com/hookledger/hookledger/internal/redact"
+	"github.com/hookledger/hookledger/redact"
 	"github.com/hookledger/hookledger/schema"
 )
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/internal/testenv"
+	"github.com/hookledger/hookledger/internal/writer"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/receiver"
 	"github.com/hookledger/hookledger/schema"
@@ -261,7 +262,7 @@ func TestVerifyFindsEveryEventExactlyOnce(t *testing.T) {
 			srv, db := hookledger(t)
 			// Other events around the run's, in the same index: verify must
 			// count only the run's.
-			if err := Prefill(context.Background(), db, "default", ids, 500, time.Now(), nil); err != nil {
+			if err := prefill(t, db, ids, 500); err != nil {
 				t.Fatal(err)
 			}
 			l := testLoad(t, srv.URL+"/webhooks/default", 300, 0.2)
@@ -379,7 +380,7 @@ func testPrefill(t *testing.T, ids IDs) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if err := Prefill(context.Background(), db, "default", ids, 250, time.Now(), nil); err != nil {
+	if err := prefill(t, db, ids, 250); err != nil {
 		t.Fatal(err)
 	}
 	// check asserts 250 receipts, attempts and usage rows and their exact usage sum.
@@ -429,7 +430,7 @@ func testPrefill(t *testing.T, ids IDs) {
 	if ids == Random {
 		first = slices.Min(want[:10])
 	}
-	if err := Prefill(context.Background(), db, "default", ids, 10, time.Now(), nil); err == nil || !strings.Contains(err.Error(), "insert receipt "+first+":") {
+	if err := prefill(t, db, ids, 10); err == nil || !strings.Contains(err.Error(), "insert receipt "+first+":") {
 		t.Fatalf("error %v, want a duplicate-receipt failure", err)
 	}
 	check("after the refused second prefill")
@@ -455,4 +456,15 @@ func TestPercentile(t *testing.T) {
 	if got := Percentile(nil, 50); got != 0 {
 		t.Errorf("p50 of nothing = %v, want 0", got)
 	}
+}
+
+// prefill prefills db with n events of provider default, through a bulk
+// loader's writer.
+func prefill(t *testing.T, db *schema.DB, ids IDs, n int) error {
+	t.Helper()
+	w := writer.New(db, nil)
+	if err := w.Open(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return Prefill(context.Background(), db, w, "default", ids, n, time.Now(), nil)
 }

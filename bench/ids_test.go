@@ -92,7 +92,7 @@ func TestPlanWithRandomIDs(t *testing.T) {
 // (schema splits them): only the run's events count, wherever they are.
 func TestVerifyLooksUpManyRandomIDs(t *testing.T) {
 	e := testenv.New(t, testenv.Options{NoServer: true})
-	if err := Prefill(context.Background(), e.DB, "default", Random, 30, time.Now(), nil); err != nil {
+	if err := prefill(t, e.DB, Random, 30); err != nil {
 		t.Fatal(err)
 	}
 	ids := make([]string, 25_000) // the 30 prefilled ones among ids stored nowhere

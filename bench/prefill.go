@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/custody"
-	"github.com/hookledger/hookledger/internal/writer"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/schema"
 )
@@ -51,12 +50,12 @@ const PrefillChunk = 100_000
 //     tenth of the size, 1,000,000 events in chunks of 10,000, wrote 4.6
 //     times as much and took 1.8 times as long, its last chunks 2.5 times.)
 //     The WAL then peaks at about the indexes' size plus a chunk's rows.
-func Prefill(ctx context.Context, db *schema.DB, provider string, ids IDs, n int, now time.Time, progress *atomic.Int64) error {
-	w := writer.New(db, nil) // a bulk loader: no configuration, no hooks
-	if err := w.Open(ctx); err != nil {
-		return err
-	}
-	defer w.Close()
+//
+// w is an open writer of db without hooks (writer.New with no
+// configuration: a bulk loader's); Prefill closes it when the last chunk
+// has committed, then folds the WAL into the database.
+func Prefill(ctx context.Context, db *schema.DB, w *custody.Writer, provider string, ids IDs, n int, now time.Time, progress *atomic.Int64) error {
+	defer w.Close() // after an error; a second Close does nothing
 	chunk := PrefillChunk
 	if ids == Random {
 		chunk = max(chunk, n/10)

@@ -19,8 +19,8 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 
+	"github.com/hookledger/hookledger/durable"
 	"github.com/hookledger/hookledger/entitle"
-	"github.com/hookledger/hookledger/internal/durable"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/payload"
 	"github.com/hookledger/hookledger/pricing"

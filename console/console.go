@@ -56,9 +56,9 @@ import (
 	"github.com/hookledger/hookledger/dispute"
 	"github.com/hookledger/hookledger/entitle"
 	"github.com/hookledger/hookledger/forward"
-	"github.com/hookledger/hookledger/internal/redact"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
+	"github.com/hookledger/hookledger/redact"
 	"github.com/hookledger/hookledger/schema"
 	"github.com/hookledger/hookledger/stripe"
 )

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/hookledger/hookledger/internal/csvout"
+	"github.com/hookledger/hookledger/csvout"
 	"github.com/hookledger/hookledger/ledger"
 )
 

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hookledger/hookledger/internal/redact"
+	"github.com/hookledger/hookledger/redact"
 	"github.com/hookledger/hookledger/schema"
 	"github.com/hookledger/hookledger/scheme"
 )

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/custody"
-	"github.com/hookledger/hookledger/internal/redact"
 	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/redact"
 	"github.com/hookledger/hookledger/schema"
 )
 

@@ -26,7 +26,7 @@ import (
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
-	"github.com/hookledger/hookledger/internal/redact"
+	"github.com/hookledger/hookledger/redact"
 	"github.com/hookledger/hookledger/schema"
 	"github.com/hookledger/hookledger/stripe"
 )

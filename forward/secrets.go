@@ -4,7 +4,7 @@ import (
 	"strings"
 
 	"github.com/hookledger/hookledger/config"
-	"github.com/hookledger/hookledger/internal/redact"
+	"github.com/hookledger/hookledger/redact"
 	"github.com/hookledger/hookledger/stripe"
 )
 

@@ -12,9 +12,9 @@ import (
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/forward"
 	"github.com/hookledger/hookledger/internal/testenv"
-	"github.com/hookledger/hookledger/internal/testenv/fakestripe"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/stripe"
+	"github.com/hookledger/hookledger/stripe/fakestripe"
 )
 
 // clockedStripe is a stream-mode ledger on a test clock (from the day after

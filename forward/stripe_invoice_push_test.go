@@ -12,10 +12,10 @@ import (
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/forward"
 	"github.com/hookledger/hookledger/internal/testenv"
-	"github.com/hookledger/hookledger/internal/testenv/fakestripe"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
 	"github.com/hookledger/hookledger/stripe"
+	"github.com/hookledger/hookledger/stripe/fakestripe"
 )
 
 // invoicePlans price api_requests in three currencies with a fee and a

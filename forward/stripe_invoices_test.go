@@ -13,9 +13,9 @@ import (
 	"github.com/hookledger/hookledger/admin"
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/internal/testenv"
-	"github.com/hookledger/hookledger/internal/testenv/fakestripe"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/stripe"
+	"github.com/hookledger/hookledger/stripe/fakestripe"
 )
 
 // November 2026 in UTC, the month testenv.UsageBody's usage is in: the

@@ -9,8 +9,8 @@ import (
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/internal/testenv"
-	"github.com/hookledger/hookledger/internal/testenv/fakestripe"
 	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/stripe/fakestripe"
 )
 
 // Stream mode keeps up: 21 customers sending 50 events a second each to a

@@ -14,10 +14,10 @@ import (
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/forward"
 	"github.com/hookledger/hookledger/internal/testenv"
-	"github.com/hookledger/hookledger/internal/testenv/fakestripe"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
 	"github.com/hookledger/hookledger/stripe"
+	"github.com/hookledger/hookledger/stripe/fakestripe"
 )
 
 const stripeKey = "sk_test_51HookledgerSecretKeyThatMustNeverLeak"

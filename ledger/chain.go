@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/hookledger/hookledger/ledger/chainhash"
+	"github.com/hookledger/hookledger/chainhash"
 )
 
 // Row kinds in metered_usage.

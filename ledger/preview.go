@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hookledger/hookledger/ledger/chainhash"
+	"github.com/hookledger/hookledger/chainhash"
 	"github.com/hookledger/hookledger/schema"
 )
 

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/hookledger/hookledger/ledger/chainhash"
+	"github.com/hookledger/hookledger/chainhash"
 	"github.com/hookledger/hookledger/schema"
 )
 

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/hookledger/hookledger/ledger/chainhash"
+	"github.com/hookledger/hookledger/chainhash"
 	"github.com/hookledger/hookledger/schema"
 )
 

@@ -2,18 +2,19 @@ package ledger_test
 
 import (
 	"fmt"
-	"github.com/hookledger/hookledger/internal/testenv"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hookledger/hookledger/internal/testenv"
+
 	"github.com/jmoiron/sqlx"
 	_ "modernc.org/sqlite"
 
+	"github.com/hookledger/hookledger/chainhash"
 	"github.com/hookledger/hookledger/ledger"
-	"github.com/hookledger/hookledger/ledger/chainhash"
 	"github.com/hookledger/hookledger/schema"
 )
 

@@ -14,7 +14,7 @@ import (
 
 	"github.com/cenkalti/backoff/v5"
 
-	"github.com/hookledger/hookledger/internal/redact"
+	"github.com/hookledger/hookledger/redact"
 )
 
 // Retry bounds how hard a source retries one request. 429 (waiting as long as

@@ -1,7 +1,7 @@
 package replication
 
 import (
-	"github.com/hookledger/hookledger/internal/durable"
+	"github.com/hookledger/hookledger/durable"
 
 	"context"
 	"encoding/json"

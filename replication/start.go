@@ -11,7 +11,7 @@ import (
 	"github.com/benbjohnson/litestream/file"
 	"github.com/cenkalti/backoff/v5"
 
-	"github.com/hookledger/hookledger/internal/durable"
+	"github.com/hookledger/hookledger/durable"
 )
 
 // Check compares the local database's replication position (LocalTXID) with

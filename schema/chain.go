@@ -10,7 +10,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/hookledger/hookledger/ledger/chainhash"
+	"github.com/hookledger/hookledger/chainhash"
 )
 
 // The two hash chains (ledger rows and receipts) and the one-row chain_head

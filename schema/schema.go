@@ -4,7 +4,7 @@
 package schema
 
 import (
-	"github.com/hookledger/hookledger/internal/durable"
+	"github.com/hookledger/hookledger/durable"
 
 	"context"
 	"database/sql"

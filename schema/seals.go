@@ -7,7 +7,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/hookledger/hookledger/ledger/chainhash"
+	"github.com/hookledger/hookledger/chainhash"
 )
 
 // Close seals (migration 0026): every close's count and digest of the

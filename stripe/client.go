@@ -17,7 +17,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hookledger/hookledger/internal/redact"
+	"github.com/hookledger/hookledger/redact"
 )
 
 // Stripe's window for a meter event's timestamp (POST /v1/billing/meter_events).

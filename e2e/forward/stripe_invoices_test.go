@@ -10,8 +10,8 @@ import (
 
 	"github.com/hookledger/hookledger/e2e/internal/e2e"
 	"github.com/hookledger/hookledger/internal/testenv"
-	"github.com/hookledger/hookledger/internal/testenv/fakestripe"
 	"github.com/hookledger/hookledger/stripe"
+	"github.com/hookledger/hookledger/stripe/fakestripe"
 )
 
 // invoiceCalls is how many calls one invoice of three items takes when

@@ -24,8 +24,8 @@ import (
 
 	"github.com/hookledger/hookledger/e2e/internal/e2e"
 	"github.com/hookledger/hookledger/internal/testenv"
-	"github.com/hookledger/hookledger/internal/testenv/fakestripe"
 	"github.com/hookledger/hookledger/stripe"
+	"github.com/hookledger/hookledger/stripe/fakestripe"
 )
 
 const e2eStripeKey = "sk_test_51E2eKeyThatNoLogOrOutputMayShow"

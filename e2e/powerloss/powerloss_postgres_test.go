@@ -16,7 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/hookledger/hookledger/internal/durable"
+	"github.com/hookledger/hookledger/durable"
 	"github.com/hookledger/hookledger/internal/powerloss"
 	"github.com/hookledger/hookledger/internal/testenv"
 )

@@ -24,6 +24,7 @@ import (
 	"github.com/hookledger/hookledger/bench"
 	"github.com/hookledger/hookledger/ingest"
 	"github.com/hookledger/hookledger/internal/server"
+	"github.com/hookledger/hookledger/internal/writer"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/receiver"
 	"github.com/hookledger/hookledger/schema"
@@ -343,10 +344,14 @@ func prefill(c *cli.Context) error {
 		return err
 	}
 	defer db.Close()
+	w := writer.New(db, nil) // a bulk loader's: no configuration, no hooks
+	if err := w.Open(ctx); err != nil {
+		return err
+	}
 	start := time.Now()
 	var done atomic.Int64
 	stopBar := progress(n, "prefill", &done)
-	err = bench.Prefill(ctx, db, c.String("provider"), ids, n, start, &done)
+	err = bench.Prefill(ctx, db, w, c.String("provider"), ids, n, start, &done)
 	stopBar()
 	if err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 	"github.com/hookledger/hookledger/bench"
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/internal/testenv"
+	"github.com/hookledger/hookledger/internal/writer"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/receiver"
 	"github.com/hookledger/hookledger/schema"
@@ -192,7 +193,11 @@ func TestBenchPrefillPostgres(t *testing.T) {
 // (a SQLite file, for --data; bench's own tests run Verify on both backends).
 func TestBenchVerifiesRandomIDs(t *testing.T) {
 	e := testenv.New(t, testenv.Options{RealTime: true, Backend: "sqlite"})
-	if err := bench.Prefill(context.Background(), e.DB, "default", bench.Random, 200, time.Now(), nil); err != nil {
+	w := writer.New(e.DB, nil)
+	if err := w.Open(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := bench.Prefill(context.Background(), e.DB, w, "default", bench.Random, 200, time.Now(), nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, batch := range []string{"0", "25"} {

@@ -11,7 +11,7 @@ import (
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/forward"
-	"github.com/hookledger/hookledger/internal/redact"
+	"github.com/hookledger/hookledger/redact"
 	"github.com/hookledger/hookledger/schema"
 )
 

@@ -5,7 +5,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/hookledger/hookledger/internal/durable"
+	"github.com/hookledger/hookledger/durable"
 	"github.com/hookledger/hookledger/schema"
 )
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/hookledger/hookledger/internal/csvout"
+	"github.com/hookledger/hookledger/csvout"
 )
 
 // formatFlag values.

@@ -24,8 +24,8 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/bench/cmd/internal/harness"
-	"github.com/hookledger/hookledger/internal/testenv/fakestripe"
 	"github.com/hookledger/hookledger/schema"
+	"github.com/hookledger/hookledger/stripe/fakestripe"
 )
 
 const stripeKey = "sk_test_stripebench0123456789"
