@@ -281,7 +281,7 @@ func (s *Server) finishEvents(w http.ResponseWriter, r *http.Request, a *attempt
 	if res.reason != "" {
 		attrs = append(attrs, slog.String("reason", res.reason))
 	}
-	s.Log.LogAttrs(r.Context(), slog.LevelInfo, "api events", attrs...)
+	s.Log.LogAttrs(r.Context(), slog.LevelDebug, "api events", attrs...) // summed up once a minute, as deliveries are
 	if res.close {
 		w.Header().Set("Connection", "close")
 	}

@@ -287,7 +287,9 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, a *attempt, res 
 	if res.reason != "" {
 		attrs = append(attrs, slog.String("reason", res.reason))
 	}
-	s.Log.LogAttrs(r.Context(), slog.LevelInfo, "delivery", attrs...)
+	// At debug: serve sums the deliveries up once a minute at info
+	// (internal/server/summary.go), so the log grows with time, not traffic.
+	s.Log.LogAttrs(r.Context(), slog.LevelDebug, "delivery", attrs...)
 	if s.Observe != nil {
 		s.Observe(Observation{Provider: a.provider, Outcome: res.outcome, Reason: res.reason, Code: res.code, Latency: latency})
 	}

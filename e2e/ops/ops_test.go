@@ -222,7 +222,8 @@ func opsRun(t *testing.T, bin string) *opsServer {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := opsConfig(t, dir, "admin:\n  listen: 127.0.0.1:0\n")
-	s := opsStart(t, bin, dir, []string{"HOOKLEDGER_ADMIN_TOKEN=" + opsAdminToken}, "--config", cfg)
+	// At debug: a line per delivery attempt, beside the summary.
+	s := opsStart(t, bin, dir, []string{"HOOKLEDGER_ADMIN_TOKEN=" + opsAdminToken, "HOOKLEDGER_LOG_LEVEL=debug"}, "--config", cfg)
 	if s.admin == "" {
 		t.Fatalf("admin listener not started:\n%s", s.logs)
 	}
@@ -450,6 +451,26 @@ func opsLogsNeverHoldSecretsOrBodies(t *testing.T, bin string) {
 	if byReq["req-7"]["reason"] != "bad_signature" || byReq["req-8"]["reason"] != "timestamp_out_of_tolerance" {
 		t.Errorf("reasons: %v / %v", byReq["req-7"]["reason"], byReq["req-8"]["reason"])
 	}
+
+	// The summary, logged when serve stops (the minute had not passed):
+	// one line per provider, adding up to the attempts, refusals summed by
+	// reason at warn.
+	requests, refused := 0, ""
+	for _, l := range opsLogLines(t, logs) {
+		if l["msg"] != "deliveries" {
+			continue
+		}
+		requests += int(l["requests"].(float64))
+		if r, ok := l["reasons"].(string); ok {
+			refused += r + " "
+			if l["level"] != "WARN" {
+				t.Errorf("a summary with refusals at %v: %v", l["level"], l)
+			}
+		}
+	}
+	if requests != len(opsScript) || !strings.Contains(refused, "bad_signature:") || !strings.Contains(refused, "timestamp_out_of_tolerance:") {
+		t.Errorf("the summaries count %d requests (want %d), refusals %q", requests, len(opsScript), refused)
+	}
 }
 
 func opsServeStartupRefusals(t *testing.T, bin string) {
@@ -472,6 +493,8 @@ func opsServeStartupRefusals(t *testing.T, bin string) {
 			[]string{`--log-level "loud": want debug, info, warn or error`}},
 		{"bad log format from env", "", []string{"HOOKLEDGER_LOG_FORMAT=xml"}, nil,
 			[]string{`--log-format "xml": want json, text or auto`}},
+		{"negative log summary", "", nil, []string{"--log-summary", "-1m"},
+			[]string{"--log-summary -1m0s: a duration, 0 for never"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -546,7 +569,10 @@ func opsLogLevelAndFormat(t *testing.T, bin string) {
 			t.Fatalf("bad signature: %d", code)
 		}
 		s.stop(t)
-		if logs := s.logs.String(); logs != "" {
+		// Only the summary of the refusal, at warn: no info line.
+		logs := s.logs.String()
+		if strings.Count(logs, "\n") != 1 || !strings.Contains(logs, `"level":"WARN","msg":"deliveries","provider":"acme"`) ||
+			!strings.Contains(logs, `"reasons":"bad_signature:1"`) {
 			t.Errorf("--log-level warn logged:\n%s", logs)
 		}
 	})
@@ -560,7 +586,7 @@ func opsLogLevelAndFormat(t *testing.T, bin string) {
 		}
 		s.stop(t)
 		logs := s.logs.String()
-		for _, want := range []string{"level=INFO msg=serving addr=" + addr, "level=INFO msg=delivery provider=acme request_id=req-1 signature=valid", "outcome=inserted status=200"} {
+		for _, want := range []string{"level=INFO msg=serving addr=" + addr, "level=DEBUG msg=delivery provider=acme request_id=req-1 signature=valid", "level=INFO msg=deliveries provider=acme", "outcome=inserted status=200"} {
 			if !strings.Contains(logs, want) {
 				t.Errorf("text logs lack %q:\n%s", want, logs)
 			}

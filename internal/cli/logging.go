@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
@@ -15,7 +16,9 @@ import (
 func logFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: []string{"HOOKLEDGER_LOG_LEVEL"},
-			Usage: "minimum log level: debug, info, warn or error (info logs one line per delivery attempt)"},
+			Usage: "minimum log level: debug, info, warn or error (debug adds one line per delivery attempt; info sums them up every --log-summary)"},
+		&cli.DurationFlag{Name: "log-summary", Value: time.Minute, EnvVars: []string{"HOOKLEDGER_LOG_SUMMARY"},
+			Usage: "how often to log the deliveries, one line per provider (requests, outcomes, refusals by reason, slowest reply); 0: never"},
 		&cli.StringFlag{Name: "log-format", Value: "auto", EnvVars: []string{"HOOKLEDGER_LOG_FORMAT"},
 			Usage: "log format: json, text, or auto (text when stderr is a terminal, else JSON for journald and log shippers)"},
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -57,13 +58,18 @@ func serve(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if c.Duration("log-summary") < 0 {
+		return usageErrorf(c, "--log-summary %s: a duration, 0 for never", c.Duration("log-summary"))
+	}
 	s := &server.Server{
 		Config:  cfg,
 		TLSCert: c.String("tls-cert"), TLSKey: c.String("tls-key"),
 		Replication: repl,
 		Version:     build.Version, Commit: build.Commit,
-		Log:    log,
-		Banner: c.App.ErrWriter,
+		Log: log,
+		// 0 turns the summary off; Server reads 0 as its default.
+		LogSummary: cmp.Or(c.Duration("log-summary"), -1),
+		Banner:     c.App.ErrWriter,
 	}
 	// The signal handler stays installed until Close has returned: a second
 	// Ctrl-C during shutdown does not cut the final commits or replica sync.

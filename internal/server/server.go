@@ -9,6 +9,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -68,6 +69,10 @@ type Server struct {
 	// ShutdownTimeout bounds the wait for in-flight requests in Close.
 	// Default DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
+	// LogSummary is how often the deliveries are logged, one line per
+	// provider (summary.go); each delivery's own line is at debug.
+	// Default DefaultLogSummary; negative: never.
+	LogSummary time.Duration
 
 	// Set by Open, in its order; Close undoes them in its own.
 	certs          *certReloader
@@ -78,6 +83,7 @@ type Server struct {
 	ln, aln        net.Listener // webhook and admin (nil unless admin tokens) listeners
 	db             *schema.DB
 	stopHeadLog    func()
+	stopSummary    func()
 	writer         *custody.Writer
 	relay          *forward.Relay // nil without destinations
 	stopBackground func()
@@ -264,6 +270,9 @@ func (s *Server) start(ctx context.Context) error {
 	kick.Store(relay)
 
 	tally := console.NewTally(time.Now()) // the console's rejected and duplicate counts (console.go)
+	summary := &deliverySummary{}
+	every := cmp.Or(s.LogSummary, DefaultLogSummary)
+	s.stopSummary = startSummary(log, summary, every)
 	// Entitlement checks (the ingest API's), the admin API's customer usage
 	// and the console's customer page answer from one Checker.
 	checker := &entitle.Checker{DB: s.db, Policy: limits}
@@ -277,6 +286,7 @@ func (s *Server) start(ctx context.Context) error {
 		Observe: func(o receiver.Observation) {
 			met.ObserveDelivery(o.Provider, o.Outcome, o.Reason, o.Latency)
 			tally.Observe(o.Outcome, time.Now())
+			summary.Observe(o)
 		},
 		// Bounded input (receiver/body.go): in-flight body budget and body
 		// deadline; the listener (bind) caps connections, checks framing and
@@ -389,6 +399,10 @@ func (s *Server) Close() error {
 	if s.opened {
 		err = shutdownHTTP(s.Log, s.servers, s.ShutdownTimeout)
 		s.opened = false
+	}
+	if s.stopSummary != nil {
+		s.stopSummary() // the last, partial interval: no delivery comes after the drain
+		s.stopSummary = nil
 	}
 	if s.stopBackground != nil {
 		s.stopBackground()
