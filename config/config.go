@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -391,7 +392,9 @@ func lineOf(file *ast.File, path string) int {
 
 var providerName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
 
-// resolve fills defaults, reads secret files and validates everything.
+// resolve fills defaults, reads secret files and validates everything,
+// section by section, in the order their references need (a usage mapping
+// names providers and meters; Stripe's settings are the meters').
 func (c *Config) resolve(dir string) error {
 	if c.Listen == "" {
 		c.Listen = DefaultListen
@@ -406,9 +409,23 @@ func (c *Config) resolve(dir string) error {
 	default:
 		return errAt("durability", "%q is not one of %s, %s", c.Durability, DurabilityLocal, DurabilityReplica)
 	}
-	if err := c.resolveDatabase(dir); err != nil {
-		return err
+	for _, step := range []func(dir string) error{
+		c.resolveDatabase, c.resolveProviders, c.resolveAdmin, c.resolveMeters, c.resolveUsage,
+		func(string) error { return c.resolvePlans() }, func(string) error { return c.resolveLimits() },
+		c.resolveDestinations, c.resolveStripe,
+		func(string) error { return c.resolveIngest() }, func(string) error { return c.resolveInvoicing() },
+		c.resolveRetention,
+	} {
+		if err := step(dir); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+// resolveProviders checks providers: names (the URL path), schemes and
+// their options, secrets (read from their files), tolerance and bounds.
+func (c *Config) resolveProviders(dir string) error {
 	if len(c.Providers) == 0 {
 		return errAt("providers", "at least one provider is required")
 	}
@@ -426,48 +443,63 @@ func (c *Config) resolve(dir string) error {
 			return errAt(at+".name", "provider %q is defined twice", p.Name)
 		}
 		seen[p.Name] = true
-		s, err := scheme.New(p.Scheme, p.HMAC)
-		if err != nil {
-			return errAt(at+".scheme", "%v", err) // an unknown name comes with the supported ones
-		}
-		if p.Scheme != "hmac" && p.HMAC != (scheme.HMACOptions{}) {
-			return errAt(at+".hmac", "only the hmac scheme takes hmac options")
-		}
-		if len(p.Secrets) == 0 {
-			return errAt(at+".secrets", "at least one secret is required")
-		}
-		resolved := p.Secrets[:0:0]
-		for j := range p.Secrets {
-			sec := &p.Secrets[j]
-			sat := fmt.Sprintf("%s.secrets[%d]", at, j)
-			if err := sec.read(dir, sat); c.leaveOut(err) {
-				continue
-			} else if err != nil {
-				return err
-			}
-			if _, err := s.Key(sec.Value); err != nil {
-				return errAt(sat, "not a valid %s secret: %v", p.Scheme, err)
-			}
-			resolved = append(resolved, *sec)
-		}
-		p.Secrets = resolved
-		if err := p.Tolerance.Check(); err != nil {
-			return errAt(at+".tolerance", "%v", err)
-		}
-		if p.Tolerance.Duration == 0 {
-			p.Tolerance.Duration = DefaultTolerance
-		}
-		if p.MaxBody == 0 {
-			p.MaxBody = DefaultMaxBody
-		} else if p.MaxBody < 0 {
-			return errAt(at+".max_body", "must be positive")
-		}
-		if p.MaxDepth == 0 {
-			p.MaxDepth = DefaultMaxDepth
-		} else if p.MaxDepth < 0 || p.MaxDepth > payload.MaxDepthLimit {
-			return errAt(at+".max_depth", "must be between 1 and %d, got %d", payload.MaxDepthLimit, p.MaxDepth)
+		if err := c.resolveProvider(dir, at, p); err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// resolveProvider checks one provider's scheme, secrets and bounds.
+func (c *Config) resolveProvider(dir, at string, p *Provider) error {
+	s, err := scheme.New(p.Scheme, p.HMAC)
+	if err != nil {
+		return errAt(at+".scheme", "%v", err) // an unknown name comes with the supported ones
+	}
+	if p.Scheme != "hmac" && p.HMAC != (scheme.HMACOptions{}) {
+		return errAt(at+".hmac", "only the hmac scheme takes hmac options")
+	}
+	if len(p.Secrets) == 0 {
+		return errAt(at+".secrets", "at least one secret is required")
+	}
+	resolved := p.Secrets[:0:0]
+	for j := range p.Secrets {
+		sec := &p.Secrets[j]
+		sat := fmt.Sprintf("%s.secrets[%d]", at, j)
+		if err := sec.read(dir, sat); c.leaveOut(err) {
+			continue
+		} else if err != nil {
+			return err
+		}
+		if _, err := s.Key(sec.Value); err != nil {
+			return errAt(sat, "not a valid %s secret: %v", p.Scheme, err)
+		}
+		resolved = append(resolved, *sec)
+	}
+	p.Secrets = resolved
+	if err := p.Tolerance.Check(); err != nil {
+		return errAt(at+".tolerance", "%v", err)
+	}
+	if p.Tolerance.Duration == 0 {
+		p.Tolerance.Duration = DefaultTolerance
+	}
+	switch {
+	case p.MaxBody == 0:
+		p.MaxBody = DefaultMaxBody
+	case p.MaxBody < 0:
+		return errAt(at+".max_body", "must be positive")
+	}
+	switch {
+	case p.MaxDepth == 0:
+		p.MaxDepth = DefaultMaxDepth
+	case p.MaxDepth < 0 || p.MaxDepth > payload.MaxDepthLimit:
+		return errAt(at+".max_depth", "must be between 1 and %d, got %d", payload.MaxDepthLimit, p.MaxDepth)
+	}
+	return nil
+}
+
+// resolveAdmin reads the admin tokens (a variable or a file each).
+func (c *Config) resolveAdmin(dir string) error {
 	tokens := c.Admin.Tokens[:0:0]
 	for i := range c.Admin.Tokens {
 		if err := c.Admin.Tokens[i].read(dir, fmt.Sprintf("admin.tokens[%d]", i)); c.leaveOut(err) {
@@ -478,6 +510,11 @@ func (c *Config) resolve(dir string) error {
 		tokens = append(tokens, c.Admin.Tokens[i])
 	}
 	c.Admin.Tokens = tokens
+	return nil
+}
+
+// resolveMeters checks the declared meters: each valid, each once.
+func (c *Config) resolveMeters(string) error {
 	meters := map[string]bool{}
 	for i := range c.Meters {
 		at := fmt.Sprintf("meters[%d]", i)
@@ -490,63 +527,66 @@ func (c *Config) resolve(dir string) error {
 		}
 		meters[c.Meters[i].Name] = true
 	}
-	for i, m := range c.Usage {
+	return nil
+}
+
+// resolveUsage checks the usage mappings against the providers and meters
+// they name, and fills their event-time window.
+func (c *Config) resolveUsage(string) error {
+	for i := range c.Usage {
+		m := &c.Usage[i]
 		at := fmt.Sprintf("usage[%d]", i)
-		if m.Provider != "" && !seen[m.Provider] && !isAPIScope(m.Provider) {
+		if m.Provider != "" && !c.hasProvider(m.Provider) && !isAPIScope(m.Provider) {
 			return errAt(at+".provider", "no provider named %q (an API key's events: api:KEYNAME)", m.Provider)
 		}
 		if err := m.Validate(); err != nil {
 			key, msg, _ := strings.Cut(err.Error(), ": ")
 			return errAt(at+"."+key, "%s", msg)
 		}
-		if err := resolveWindow(&c.Usage[i].MaxFuture, DefaultMaxFuture); err != nil {
+		if err := resolveWindow(&m.MaxFuture, DefaultMaxFuture); err != nil {
 			return errAt(at+".max_future", "%v", err)
 		}
-		if err := resolveWindow(&c.Usage[i].MaxPast, DefaultMaxPast); err != nil {
+		if err := resolveWindow(&m.MaxPast, DefaultMaxPast); err != nil {
 			return errAt(at+".max_past", "%v", err)
 		}
-		if len(meters) > 0 && m.Meter.Value != "" && !meters[m.Meter.Value] {
+		if err := c.usageProperties(at, *m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// usageProperties checks that mapping m names a declared meter and
+// extracts every property its meter keeps: a meter read from the event may
+// be any declared meter, so such a mapping extracts every dimension, or
+// rows it maps would all group (and price) under the empty value
+// unnoticed.
+func (c *Config) usageProperties(at string, m ledger.Mapping) error {
+	if m.Meter.Value != "" {
+		if len(c.Meters) > 0 && !slices.ContainsFunc(c.Meters, func(mt Meter) bool { return mt.Name == m.Meter.Value }) {
 			return errAt(at+".meter", "meter %q is not declared under meters", m.Meter.Value)
 		}
-		if m.Meter.Value != "" {
-			for _, p := range ledger.NewMeters(c.Meters).Get(m.Meter.Value).Properties {
-				if _, ok := m.Properties[p]; !ok {
-					return errAt(at+".properties", "meter %q keeps property %q: add properties.%s (a JSON path)", m.Meter.Value, p, p)
-				}
+		for _, p := range ledger.NewMeters(c.Meters).Get(m.Meter.Value).Properties {
+			if _, ok := m.Properties[p]; !ok {
+				return errAt(at+".properties", "meter %q keeps property %q: add properties.%s (a JSON path)", m.Meter.Value, p, p)
 			}
-		} else {
-			// A meter read from the event may be any declared meter, so
-			// the mapping extracts every dimension: otherwise rows it maps
-			// would all group (and price) under the empty value unnoticed.
-			for _, mt := range c.Meters {
-				for _, d := range mt.Dimensions {
-					if _, ok := m.Properties[d]; !ok {
-						return errAt(at+".properties", "the meter comes from %s and may be %q, whose dimension %q this mapping does not extract: add properties.%s (a JSON path)",
-							m.Meter.Path, mt.Name, d, d)
-					}
-				}
+		}
+		return nil
+	}
+	for _, mt := range c.Meters {
+		for _, d := range mt.Dimensions {
+			if _, ok := m.Properties[d]; !ok {
+				return errAt(at+".properties", "the meter comes from %s and may be %q, whose dimension %q this mapping does not extract: add properties.%s (a JSON path)",
+					m.Meter.Path, mt.Name, d, d)
 			}
 		}
 	}
-	if err := c.resolvePlans(); err != nil {
-		return err
-	}
-	if err := c.resolveLimits(); err != nil {
-		return err
-	}
-	if err := c.resolveDestinations(dir); err != nil {
-		return err
-	}
-	if err := c.resolveStripe(dir); err != nil {
-		return err
-	}
-	if err := c.resolveIngest(); err != nil {
-		return err
-	}
-	if err := c.resolveInvoicing(); err != nil {
-		return err
-	}
-	return c.resolveRetention(dir)
+	return nil
+}
+
+// hasProvider reports whether a provider of that name is configured.
+func (c *Config) hasProvider(name string) bool {
+	return slices.ContainsFunc(c.Providers, func(p Provider) bool { return p.Name == name })
 }
 
 // Default is the zero-config setup: one Standard Webhooks provider named

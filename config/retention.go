@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"net/url"
 	"path/filepath"
@@ -148,6 +149,8 @@ func (c *Config) resolveRetention(dir string) error {
 	return nil
 }
 
+// resolve checks a provider's reconcile: section: its source (the
+// scheme's default), the windows, and what the source needs.
 func (rc *Reconcile) resolve(p *Provider, dir, at string, keys time.Duration) error {
 	if rc.Source == "" {
 		r, ok := p.signatureScheme().(scheme.Reconcilable)
@@ -156,6 +159,35 @@ func (rc *Reconcile) resolve(p *Provider, dir, at string, keys time.Duration) er
 		}
 		rc.Source = r.ReconcileSource()
 	}
+	if err := rc.resolveWindows(at, keys); err != nil {
+		return err
+	}
+	switch rc.Source {
+	case "stripe":
+		if err := rc.resolveURL(at, DefaultStripeBaseURL); err != nil {
+			return err
+		}
+		if len(rc.Types) > 20 {
+			return errAt(at+".types", "Stripe filters on at most 20 event types; list fewer, or none to reconcile every type")
+		}
+		return rc.resolveKey(dir, at)
+	case "github":
+		if err := rc.resolveURL(at, DefaultGitHubBaseURL); err != nil {
+			return err
+		}
+		if err := rc.resolveGitHub(at); err != nil {
+			return err
+		}
+		return rc.resolveKey(dir, at)
+	case "file":
+		return rc.resolveFile(dir, at)
+	}
+	return errAt(at+".source", "%q is not one of stripe, github, file", rc.Source)
+}
+
+// resolveWindows checks window, overlap and interval, and that the window
+// stays within the dedupe keys' retention.
+func (rc *Reconcile) resolveWindows(at string, keys time.Duration) error {
 	for _, d := range []struct {
 		key string
 		d   Duration
@@ -170,78 +202,67 @@ func (rc *Reconcile) resolve(p *Provider, dir, at string, keys time.Duration) er
 	if rc.Overlap.Duration == 0 {
 		rc.Overlap.Duration = DefaultReconcileOverlap
 	}
-	if rc.Overlap.Duration < MinReconcileOverlap {
+	switch {
+	case rc.Overlap.Duration < MinReconcileOverlap:
 		return errAt(at+".overlap", "%s is too short: consecutive windows must overlap by more than the clock skew "+
 			"between this host and the provider (at least %s)", rc.Overlap.Duration, MinReconcileOverlap)
-	}
-	if rc.Overlap.Duration >= rc.Window.Duration {
+	case rc.Overlap.Duration >= rc.Window.Duration:
 		return errAt(at+".overlap", "must be shorter than the window (%s)", rc.Window.Duration)
-	}
-	if keys > 0 && rc.Window.Duration > keys {
+	case keys > 0 && rc.Window.Duration > keys:
 		return errAt(at+".window", "%s is longer than retention.keys (%s): reconciling events whose ids were already "+
 			"forgotten would insert them again", days(rc.Window.Duration), days(keys))
 	}
-	needKey := func() error {
-		if rc.APIKey.Value == "" && rc.APIKey.File == "" && !rc.APIKey.bad {
-			return errAt(at+".api_key", "required for the %s source", rc.Source)
-		}
-		return rc.APIKey.read(dir, at+".api_key")
+	return nil
+}
+
+// resolveKey reads the source's API key, which it requires.
+func (rc *Reconcile) resolveKey(dir, at string) error {
+	if rc.APIKey.Value == "" && rc.APIKey.File == "" && !rc.APIKey.bad {
+		return errAt(at+".api_key", "required for the %s source", rc.Source)
 	}
-	checkURL := func(def string) error {
-		if rc.BaseURL == "" {
-			rc.BaseURL = def
-		}
-		u, err := url.Parse(rc.BaseURL)
-		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			return errAt(at+".base_url", "%q is not an http(s) URL", rc.BaseURL)
-		}
-		return nil
+	return rc.APIKey.read(dir, at+".api_key")
+}
+
+// resolveURL checks base_url (default def).
+func (rc *Reconcile) resolveURL(at, def string) error {
+	if rc.BaseURL == "" {
+		rc.BaseURL = def
 	}
-	switch rc.Source {
-	case "stripe":
-		if err := checkURL(DefaultStripeBaseURL); err != nil {
-			return err
-		}
-		if len(rc.Types) > 20 {
-			return errAt(at+".types", "Stripe filters on at most 20 event types; list fewer, or none to reconcile every type")
-		}
-		return needKey()
-	case "github":
-		if err := checkURL(DefaultGitHubBaseURL); err != nil {
-			return err
-		}
-		switch {
-		case rc.Repo != "" && rc.Org != "":
-			return errAt(at+".org", "set repo or org, not both")
-		case rc.Repo != "" && !repoName.MatchString(rc.Repo):
-			return errAt(at+".repo", "%q is not owner/name", rc.Repo)
-		case rc.Org != "" && !orgName.MatchString(rc.Org):
-			return errAt(at+".org", "%q is not an organization name", rc.Org)
-		case rc.Repo == "" && rc.Org == "":
-			return errAt(at+".repo", "required for the github source: owner/name of the repository whose hook to reconcile (or org)")
-		case rc.HookID <= 0:
-			return errAt(at+".hook_id", "required for the github source: the webhook's numeric id")
-		}
-		return needKey()
-	case "file":
-		if rc.File == "" {
-			return errAt(at+".file", "required for the file source: a JSONL file with one raw event per line")
-		}
-		if !filepath.IsAbs(rc.File) {
-			rc.File = filepath.Join(dir, rc.File)
-		}
-		if rc.IDPath == "" {
-			rc.IDPath = "id"
-		}
-		if rc.TypePath == "" {
-			rc.TypePath = "type"
-		}
-		if rc.TimePath == "" {
-			rc.TimePath = "created"
-		}
-		return nil
+	u, err := url.Parse(rc.BaseURL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return errAt(at+".base_url", "%q is not an http(s) URL", rc.BaseURL)
 	}
-	return errAt(at+".source", "%q is not one of stripe, github, file", rc.Source)
+	return nil
+}
+
+// resolveGitHub checks the repository or organization and the hook.
+func (rc *Reconcile) resolveGitHub(at string) error {
+	switch {
+	case rc.Repo != "" && rc.Org != "":
+		return errAt(at+".org", "set repo or org, not both")
+	case rc.Repo != "" && !repoName.MatchString(rc.Repo):
+		return errAt(at+".repo", "%q is not owner/name", rc.Repo)
+	case rc.Org != "" && !orgName.MatchString(rc.Org):
+		return errAt(at+".org", "%q is not an organization name", rc.Org)
+	case rc.Repo == "" && rc.Org == "":
+		return errAt(at+".repo", "required for the github source: owner/name of the repository whose hook to reconcile (or org)")
+	case rc.HookID <= 0:
+		return errAt(at+".hook_id", "required for the github source: the webhook's numeric id")
+	}
+	return nil
+}
+
+// resolveFile checks the file source: the file (relative to the
+// configuration) and the paths of an event's id, type and time.
+func (rc *Reconcile) resolveFile(dir, at string) error {
+	if rc.File == "" {
+		return errAt(at+".file", "required for the file source: a JSONL file with one raw event per line")
+	}
+	if !filepath.IsAbs(rc.File) {
+		rc.File = filepath.Join(dir, rc.File)
+	}
+	rc.IDPath, rc.TypePath, rc.TimePath = cmp.Or(rc.IDPath, "id"), cmp.Or(rc.TypePath, "type"), cmp.Or(rc.TimePath, "created")
+	return nil
 }
 
 // days prints a duration in whole days when it is one ("30d"), else as Go does.

@@ -132,27 +132,12 @@ func (c *Config) StripeMeters() map[string]ledger.StripeMeter {
 }
 
 // resolveStripe validates stripe: and the meters' stripe settings, after
-// the meters.
+// the meters, section by section.
 func (c *Config) resolveStripe(dir string) error {
 	s := c.Stripe
-	pushed := s.InvoicesOn()
-	events, ids := map[string]string{}, map[string]string{}
-	for i, m := range c.Meters {
-		if m.Stripe == nil {
-			continue
-		}
-		pushed = true
-		if other, ok := events[m.Stripe.EventName]; ok {
-			// Stripe keeps one meter per event name.
-			return errAt(fmt.Sprintf("meters[%d].stripe.event_name", i), "%q is meter %s's event name too", m.Stripe.EventName, other)
-		}
-		events[m.Stripe.EventName] = m.Name
-		if id := m.Stripe.MeterID; id != "" {
-			if other, ok := ids[id]; ok {
-				return errAt(fmt.Sprintf("meters[%d].stripe.meter_id", i), "%q is meter %s's meter id too", id, other)
-			}
-			ids[id] = m.Name
-		}
+	pushed, err := c.stripeMeters()
+	if err != nil {
+		return err
 	}
 	if s == nil {
 		if pushed {
@@ -170,6 +155,41 @@ func (c *Config) resolveStripe(dir string) error {
 	} else if err != nil {
 		return err
 	}
+	for _, step := range []func() error{s.resolveBase, c.resolveCustomers, s.resolvePace, s.Invoices.resolve, s.resolveDelivery} {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stripeMeters checks the meters' stripe settings: Stripe keeps one meter
+// per event name and per meter id. pushed says whether anything goes to
+// Stripe (a meter, or invoices).
+func (c *Config) stripeMeters() (pushed bool, err error) {
+	pushed = c.Stripe.InvoicesOn()
+	events, ids := map[string]string{}, map[string]string{}
+	for i, m := range c.Meters {
+		if m.Stripe == nil {
+			continue
+		}
+		pushed = true
+		if other, ok := events[m.Stripe.EventName]; ok {
+			return false, errAt(fmt.Sprintf("meters[%d].stripe.event_name", i), "%q is meter %s's event name too", m.Stripe.EventName, other)
+		}
+		events[m.Stripe.EventName] = m.Name
+		if id := m.Stripe.MeterID; id != "" {
+			if other, ok := ids[id]; ok {
+				return false, errAt(fmt.Sprintf("meters[%d].stripe.meter_id", i), "%q is meter %s's meter id too", id, other)
+			}
+			ids[id] = m.Name
+		}
+	}
+	return pushed, nil
+}
+
+// resolveBase checks stripe.api_base (default Stripe's API).
+func (s *Stripe) resolveBase() error {
 	if s.APIBase == "" {
 		s.APIBase = DefaultStripeAPIBase
 	}
@@ -182,25 +202,38 @@ func (c *Config) resolveStripe(dir string) error {
 		return errAt("stripe.api_base", "%q is not an http or https URL", s.APIBase)
 	}
 	s.APIBase = strings.TrimRight(s.APIBase, "/")
+	return nil
+}
+
+// resolveCustomers checks stripe.customers: a JSON path needs an event to
+// read it in, which an invoice line (close mode) and an invoice do not
+// have.
+func (c *Config) resolveCustomers() error {
+	s := c.Stripe
 	switch {
 	case s.Customers == "":
 		return errAt("stripe.customers", "required: identity, link, or a JSON path in the event (e.g. data.object.customer)")
 	case s.Customers == StripeIdentity || s.Customers == StripeLink:
-	default:
-		// Read with payload.Get, as the mappings' paths are.
-		if err := payload.CheckPath(s.Customers); err != nil {
-			return errAt("stripe.customers", "%q is not identity, link or a JSON path: %v", s.Customers, err)
-		}
-		for i, m := range c.Meters {
-			if m.Stripe != nil && m.Stripe.Mode == ledger.StripeClose {
-				// A line has no event to read the path in.
-				return errAt(fmt.Sprintf("meters[%d].stripe.mode", i), "close mode needs stripe.customers identity or link (a line has no event to read %s in)", s.Customers)
-			}
-		}
-		if s.InvoicesOn() {
-			return errAt("stripe.invoices", "invoices need stripe.customers identity or link (an invoice has no event to read %s in)", s.Customers)
+		return nil
+	}
+	// Read with payload.Get, as the mappings' paths are.
+	if err := payload.CheckPath(s.Customers); err != nil {
+		return errAt("stripe.customers", "%q is not identity, link or a JSON path: %v", s.Customers, err)
+	}
+	for i, m := range c.Meters {
+		if m.Stripe != nil && m.Stripe.Mode == ledger.StripeClose {
+			return errAt(fmt.Sprintf("meters[%d].stripe.mode", i), "close mode needs stripe.customers identity or link (a line has no event to read %s in)", s.Customers)
 		}
 	}
+	if s.InvoicesOn() {
+		return errAt("stripe.invoices", "invoices need stripe.customers identity or link (an invoice has no event to read %s in)", s.Customers)
+	}
+	return nil
+}
+
+// resolvePace checks stripe.interval and fills the pace's defaults: the
+// interval, the rate limit, the concurrency.
+func (s *Stripe) resolvePace() error {
 	if err := s.Interval.Check(); err != nil {
 		return errAt("stripe.interval", "%v", err)
 	}
@@ -210,15 +243,18 @@ func (c *Config) resolveStripe(dir string) error {
 	case s.Interval.Duration > time.Hour:
 		return errAt("stripe.interval", "%s: at most 1h (usage waits that long to reach Stripe)", s.Interval.Duration)
 	}
-	if err := s.Invoices.resolve(); err != nil {
-		return err
-	}
 	if s.RateLimit == nil {
 		s.RateLimit = &RateLimit{PerSecond: DefaultStripeRate, Burst: DefaultStripeRate / 10}
 	}
 	if s.Concurrency == 0 {
 		s.Concurrency = DefaultStripeConcurrency
 	}
+	return nil
+}
+
+// resolveDelivery checks the delivery keys a destination has, with their
+// defaults, and Stripe's 35 days.
+func (s *Stripe) resolveDelivery() error {
 	d := s.Destination()
 	if err := d.delivery("stripe"); err != nil {
 		return err

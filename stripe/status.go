@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -71,115 +72,40 @@ type StatusLine struct {
 // customer, or all for ""). remote, when set, also reads Stripe's event
 // summaries for each line.
 func Status(ctx context.Context, db StatusStore, meters []ledger.Meter, period ledger.Period, customer string, remote *Client) ([]StatusLine, error) {
-	pushedMeters := map[string]ledger.Meter{}
+	t := &tally{period: period, meters: map[string]ledger.Meter{}, lines: map[lineKey]*StatusLine{}}
 	for _, m := range meters {
 		if m.Stripe != nil {
-			pushedMeters[m.Name] = m
+			t.meters[m.Name] = m
 		}
-	}
-	type key struct{ customer, meter string }
-	lines := map[key]*StatusLine{}
-	get := func(c, meter string) *StatusLine {
-		k := key{c, meter}
-		if l := lines[k]; l != nil {
-			return l
-		}
-		m := pushedMeters[meter]
-		l := &StatusLine{Customer: c, Meter: meter, EventName: m.Stripe.EventName, Mode: m.Stripe.Mode, Period: period.Label,
-			Quantity: "0", Ledger: "0", Pushed: "0", Acknowledged: "0", DeadValue: "0", Carried: "0", CarriedIn: "0"}
-		lines[k] = l
-		return l
 	}
 	rep, err := ledger.Query(ctx, db, ledger.UsageQuery{From: period.Start, To: period.End, Customer: customer,
 		Meters: ledger.NewMeters(meters), GroupBy: ledger.DefaultGroupBy})
 	if err != nil {
 		return nil, err
 	}
-	for _, u := range rep.Lines {
-		m, ok := pushedMeters[u.Meter]
-		if !ok {
-			continue
-		}
-		l := get(u.Customer, u.Meter)
-		q := u.Quantity.Decimal()
-		units, err := pricing.Whole(q, m.Stripe.Factor())
-		if err != nil {
-			return nil, err
-		}
-		l.Quantity, l.Ledger = q.String(), units.String()
+	if err := t.ledger(rep.Lines); err != nil {
+		return nil, err
 	}
 	pushes, err := db.StripePushes(ctx, schema.StripePushFilter{From: period.Start.UnixMilli(), To: period.End.UnixMilli(), Customer: customer})
 	if err != nil {
 		return nil, err
 	}
-	byID := make(map[int64]schema.StripePush, len(pushes))
-	for _, p := range pushes {
-		byID[p.ID] = p
-		if _, ok := pushedMeters[p.Meter]; !ok {
-			continue // a meter no longer pushed: its pushes stay in forward status
-		}
-		l := get(p.CustomerID, p.Meter)
-		if p.StripeCustomer != "" {
-			l.StripeCustomer = p.StripeCustomer
-		}
-		if p.Status == schema.OutboxDelivered || p.LastStatus != 0 {
-			// Sent: Stripe answered. A push dead before any request (a
-			// customer with no Stripe customer) was never pushed.
-			if err := addTo(&l.Pushed, p.Value); err != nil {
-				return nil, err
-			}
-		}
-		if p.Send.Carried == 1 {
-			if err := addTo(&l.Carried, p.Value); err != nil {
-				return nil, err
-			}
-		}
-		switch p.Status {
-		case schema.OutboxDelivered:
-			err = addTo(&l.Acknowledged, p.Value)
-		case schema.OutboxDead:
-			l.Dead++
-			l.LastError = p.LastError
-			err = addTo(&l.DeadValue, p.Value)
-		default:
-			l.Pending++
-		}
-		if err != nil {
-			return nil, err
-		}
+	if err := t.pushes(pushes); err != nil {
+		return nil, err
 	}
 	in, err := db.StripeCarriedInto(ctx, period.Start.Unix(), period.End.Unix(), customer)
 	if err != nil {
 		return nil, err
 	}
-	for _, p := range in {
-		if _, ok := pushedMeters[p.Meter]; !ok || (p.PeriodStart >= period.Start.UnixMilli() && p.PeriodStart < period.End.UnixMilli()) {
-			continue
-		}
-		if err := addTo(&get(p.CustomerID, p.Meter).CarriedIn, p.Value); err != nil {
-			return nil, err
-		}
+	if err := t.carriedIn(in); err != nil {
+		return nil, err
 	}
 	reports, err := db.StripeReportsOf(ctx, period.Start.UnixMilli(), period.End.UnixMilli())
 	if err != nil {
 		return nil, err
 	}
-	reported := map[int64]bool{}
-	for _, r := range reports {
-		p, ok := byID[r.PushID]
-		if !ok {
-			continue // unlinked (Unlinked), or a meter no longer pushed
-		}
-		if _, ok := pushedMeters[p.Meter]; !ok {
-			continue
-		}
-		l := get(p.CustomerID, p.Meter)
-		if !reported[p.ID] {
-			reported[p.ID] = true
-			l.Reported++
-		}
-		l.ReportError = ReportText(r)
-	}
+	t.reports(pushes, reports)
+	lines := t.lines
 	out := make([]StatusLine, 0, len(lines))
 	for _, l := range lines {
 		if l.StripeCustomer == "" {
@@ -361,4 +287,119 @@ func stripeSum(l StatusLine) (string, error) {
 		return "", err
 	}
 	return sum.String(), nil
+}
+
+// tally builds the status lines of a period, one per customer and pushed
+// meter, from what the ledger, the pushes and Stripe's reports say.
+type tally struct {
+	period ledger.Period
+	meters map[string]ledger.Meter // the pushed meters, by name
+	lines  map[lineKey]*StatusLine
+}
+
+type lineKey struct{ customer, meter string }
+
+// line is customer's line of meter, made when first needed.
+func (t *tally) line(customer, meter string) *StatusLine {
+	k := lineKey{customer, meter}
+	if l := t.lines[k]; l != nil {
+		return l
+	}
+	m := t.meters[meter]
+	l := &StatusLine{Customer: customer, Meter: meter, EventName: m.Stripe.EventName, Mode: m.Stripe.Mode, Period: t.period.Label,
+		Quantity: "0", Ledger: "0", Pushed: "0", Acknowledged: "0", DeadValue: "0", Carried: "0", CarriedIn: "0"}
+	t.lines[k] = l
+	return l
+}
+
+// ledger sets each line's ledger total, in Stripe's whole units.
+func (t *tally) ledger(usage []ledger.UsageLine) error {
+	for _, u := range usage {
+		m, ok := t.meters[u.Meter]
+		if !ok {
+			continue
+		}
+		l := t.line(u.Customer, u.Meter)
+		q := u.Quantity.Decimal()
+		units, err := pricing.Whole(q, m.Stripe.Factor())
+		if err != nil {
+			return err
+		}
+		l.Quantity, l.Ledger = q.String(), units.String()
+	}
+	return nil
+}
+
+// pushes adds the period's pushes: what was sent (Stripe answered; a push
+// dead before any request was never pushed), acknowledged, carried to a
+// later period, pending and dead.
+func (t *tally) pushes(pushes []schema.StripePush) error {
+	for _, p := range pushes {
+		if _, ok := t.meters[p.Meter]; !ok {
+			continue // a meter no longer pushed: its pushes stay in forward status
+		}
+		l := t.line(p.CustomerID, p.Meter)
+		if p.StripeCustomer != "" {
+			l.StripeCustomer = p.StripeCustomer
+		}
+		var err error
+		if p.Status == schema.OutboxDelivered || p.LastStatus != 0 {
+			err = errors.Join(err, addTo(&l.Pushed, p.Value))
+		}
+		if p.Send.Carried == 1 {
+			err = errors.Join(err, addTo(&l.Carried, p.Value))
+		}
+		switch p.Status {
+		case schema.OutboxDelivered:
+			err = errors.Join(err, addTo(&l.Acknowledged, p.Value))
+		case schema.OutboxDead:
+			l.Dead++
+			l.LastError = p.LastError
+			err = errors.Join(err, addTo(&l.DeadValue, p.Value))
+		default:
+			l.Pending++
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// carriedIn adds what pushes of earlier periods brought into this one.
+func (t *tally) carriedIn(pushes []schema.StripePush) error {
+	for _, p := range pushes {
+		if _, ok := t.meters[p.Meter]; !ok || t.period.Contains(p.PeriodStart) {
+			continue
+		}
+		if err := addTo(&t.line(p.CustomerID, p.Meter).CarriedIn, p.Value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// reports counts the pushes Stripe reported errors for, and keeps the
+// latest report's text.
+func (t *tally) reports(pushes []schema.StripePush, reports []schema.StripeReport) {
+	byID := make(map[int64]schema.StripePush, len(pushes))
+	for _, p := range pushes {
+		byID[p.ID] = p
+	}
+	reported := map[int64]bool{}
+	for _, r := range reports {
+		p, ok := byID[r.PushID]
+		if !ok {
+			continue // unlinked (Unlinked), or a meter no longer pushed
+		}
+		if _, ok := t.meters[p.Meter]; !ok {
+			continue
+		}
+		l := t.line(p.CustomerID, p.Meter)
+		if !reported[p.ID] {
+			reported[p.ID] = true
+			l.Reported++
+		}
+		l.ReportError = ReportText(r)
+	}
 }

@@ -47,116 +47,151 @@ func stripeStatusCommand() *cli.Command {
 			&cli.StringFlag{Name: "customer", Usage: "only this customer"},
 			&cli.BoolFlag{Name: "remote", Usage: "also read Stripe's event summaries (GET /v1/billing/meters/{id}/event_summaries)"},
 			formatFlag()),
-		Action: func(c *cli.Context) error {
-			cfg, err := commandConfig(c)
-			if err != nil {
-				return err
-			}
-			if cfg.Stripe == nil {
-				return errors.New("no stripe: in the config: nothing is pushed to Stripe")
-			}
-			loc := cfg.Invoicing.Location
-			if loc == nil {
-				loc = time.UTC
-			}
-			var period ledger.Period
-			if month := c.String("period"); month != "" {
-				if period, err = ledger.MonthPeriod(month, loc); err != nil {
-					return usageErrorf(c, "--period: %v", err)
-				}
-			}
-			var remote *stripe.Client
-			if c.Bool("remote") {
-				if cfg.Stripe.APIKey.Value == "" {
-					return errors.New("--remote needs stripe.api_key")
-				}
-				remote = &stripe.Client{Base: cfg.Stripe.APIBase, Key: cfg.Stripe.APIKey.Value, HTTP: forward.DefaultClient()}
-			}
-			db, err := openDB(c.Context, cfg.DBPath(), schema.Options{ReadOnly: true, MustExist: true})
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			if period.Label == "" {
-				// The month that just ended until it is closed: the rule of
-				// every view about closing (the console's too).
-				var previous bool
-				if period, previous, err = ledger.ClosingMonth(c.Context, db, time.Now(), loc); err != nil {
-					return err
-				}
-				if previous {
-					fmt.Fprintf(c.App.ErrWriter, "%s, the last month, until it is closed (--period %s for this month)\n",
-						period.Label, period.End.Format("2006-01"))
-				}
-			}
-			lines, err := stripe.Status(c.Context, db, cfg.Meters, period, c.String("customer"), remote)
-			if err != nil {
-				return err
-			}
-			header := []string{"customer", "meter", "period", "mode", "ledger", "pushed", "acked", "pending", "dead", "carried", "reported"}
-			if remote != nil {
-				header = append(header, "stripe")
-			}
-			header = append(header, "state")
-			var rows [][]string
-			for _, l := range lines {
-				row := []string{l.Customer, l.Meter, l.Period, l.Mode, l.Ledger, l.Pushed, l.Acknowledged, fmt.Sprint(l.Pending), fmt.Sprint(l.Dead), l.Carried, fmt.Sprint(l.Reported)}
-				if remote != nil {
-					row = append(row, l.Remote)
-				}
-				rows = append(rows, append(row, l.State))
-			}
-			// Invoices alone (no meter pushed): their table only.
-			metersPushed := len(cfg.StripeMeters()) > 0
-			if metersPushed || c.String("format") != "table" {
-				if err := writeRecords(c.App.Writer, c.String("format"), header, rows, lines); err != nil {
-					return err
-				}
-			}
-			if len(lines) == 0 && metersPushed && c.String("format") == "table" {
-				// An empty table names no month: say which one is empty.
-				fmt.Fprintf(c.App.ErrWriter, "nothing pushed or to push for %s (--period YYYY-MM for another month)\n", period.Label)
-			}
-			unlinked, err := stripe.Unlinked(c.Context, db, period)
-			if err != nil {
-				return err
-			}
-			for _, r := range unlinked {
-				fmt.Fprintf(c.App.ErrWriter, "Stripe reported (no push of ours named): %s\n", stripe.ReportText(r))
-			}
-			invoicesDiffer := false
-			if cfg.Stripe.InvoicesOn() {
-				invs, err := stripe.InvoiceStatus(c.Context, db, period, c.String("customer"))
-				if err != nil {
-					return err
-				}
-				if c.String("format") == "table" && len(invs) > 0 {
-					if metersPushed {
-						fmt.Fprintln(c.App.Writer)
-					}
-					if err := writeInvoiceLines(c, invs); err != nil {
-						return err
-					}
-				}
-				invoicesDiffer = stripe.InvoicesDiffer(invs)
-			}
-			if invoicesDiffer && !stripe.Differs(lines) && len(unlinked) == 0 {
-				return problem(errors.New("an invoice in Stripe differs from hookledger's (pending, dead, or another amount due: hookledger stripe invoices)"))
-			}
-			if stripe.Differs(lines) || len(unlinked) > 0 {
-				for _, l := range lines {
-					if l.State == stripe.StateDiffers && l.LastError != "" {
-						fmt.Fprintf(c.App.ErrWriter, "%s %s: %d dead, last: %s\n", l.Customer, l.Meter, l.Dead, l.LastError)
-					}
-					if l.Reported > 0 {
-						fmt.Fprintf(c.App.ErrWriter, "%s %s: Stripe reported errors for %d pushes, last: %s\n", l.Customer, l.Meter, l.Reported, l.ReportError)
-					}
-				}
-				return problem(errors.New("the ledger and Stripe differ (pending, dead or reported pushes: hookledger forward list --destination stripe)"))
-			}
-			return nil
-		},
+		Action: stripeStatus,
 	}
+}
+
+// stripeStatus is stripe status: the meters' lines, then the invoices'
+// (stripe.invoices), exit 3 when anything differs.
+func stripeStatus(c *cli.Context) error {
+	cfg, err := commandConfig(c)
+	if err != nil {
+		return err
+	}
+	if cfg.Stripe == nil {
+		return errors.New("no stripe: in the config: nothing is pushed to Stripe")
+	}
+	period, loc, err := periodFlag(c, cfg)
+	if err != nil {
+		return err
+	}
+	var remote *stripe.Client
+	if c.Bool("remote") {
+		if cfg.Stripe.APIKey.Value == "" {
+			return errors.New("--remote needs stripe.api_key")
+		}
+		remote = &stripe.Client{Base: cfg.Stripe.APIBase, Key: cfg.Stripe.APIKey.Value, HTTP: forward.DefaultClient()}
+	}
+	db, err := openDB(c.Context, cfg.DBPath(), schema.Options{ReadOnly: true, MustExist: true})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if period, err = orClosingMonth(c, db, period, loc); err != nil {
+		return err
+	}
+	lines, err := stripe.Status(c.Context, db, cfg.Meters, period, c.String("customer"), remote)
+	if err != nil {
+		return err
+	}
+	// Invoices alone (no meter pushed): their table only.
+	metersPushed := len(cfg.StripeMeters()) > 0
+	if metersPushed || c.String("format") != "table" {
+		if err := writeStatusLines(c, lines, remote != nil); err != nil {
+			return err
+		}
+	}
+	if len(lines) == 0 && metersPushed && c.String("format") == "table" {
+		// An empty table names no month: say which one is empty.
+		fmt.Fprintf(c.App.ErrWriter, "nothing pushed or to push for %s (--period YYYY-MM for another month)\n", period.Label)
+	}
+	unlinked, err := stripe.Unlinked(c.Context, db, period)
+	if err != nil {
+		return err
+	}
+	for _, r := range unlinked {
+		fmt.Fprintf(c.App.ErrWriter, "Stripe reported (no push of ours named): %s\n", stripe.ReportText(r))
+	}
+	invoicesDiffer := false
+	if cfg.Stripe.InvoicesOn() {
+		invs, err := stripe.InvoiceStatus(c.Context, db, period, c.String("customer"))
+		if err != nil {
+			return err
+		}
+		if c.String("format") == "table" && len(invs) > 0 {
+			if metersPushed {
+				fmt.Fprintln(c.App.Writer)
+			}
+			if err := writeInvoiceLines(c, invs); err != nil {
+				return err
+			}
+		}
+		invoicesDiffer = stripe.InvoicesDiffer(invs)
+	}
+	if stripe.Differs(lines) || len(unlinked) > 0 {
+		explainStatus(c, lines)
+		return problem(errors.New("the ledger and Stripe differ (pending, dead or reported pushes: hookledger forward list --destination stripe)"))
+	}
+	if invoicesDiffer {
+		return problem(errors.New("an invoice in Stripe differs from hookledger's (pending, dead, or another amount due: hookledger stripe invoices)"))
+	}
+	return nil
+}
+
+// writeStatusLines writes the meters' status lines as --format asks.
+func writeStatusLines(c *cli.Context, lines []stripe.StatusLine, remote bool) error {
+	header := []string{"customer", "meter", "period", "mode", "ledger", "pushed", "acked", "pending", "dead", "carried", "reported"}
+	if remote {
+		header = append(header, "stripe")
+	}
+	header = append(header, "state")
+	rows := make([][]string, 0, len(lines))
+	for _, l := range lines {
+		row := []string{l.Customer, l.Meter, l.Period, l.Mode, l.Ledger, l.Pushed, l.Acknowledged, fmt.Sprint(l.Pending), fmt.Sprint(l.Dead), l.Carried, fmt.Sprint(l.Reported)}
+		if remote {
+			row = append(row, l.Remote)
+		}
+		rows = append(rows, append(row, l.State))
+	}
+	return writeRecords(c.App.Writer, c.String("format"), header, rows, lines)
+}
+
+// explainStatus says on stderr why the lines that differ do.
+func explainStatus(c *cli.Context, lines []stripe.StatusLine) {
+	for _, l := range lines {
+		if l.State == stripe.StateDiffers && l.LastError != "" {
+			fmt.Fprintf(c.App.ErrWriter, "%s %s: %d dead, last: %s\n", l.Customer, l.Meter, l.Dead, l.LastError)
+		}
+		if l.Reported > 0 {
+			fmt.Fprintf(c.App.ErrWriter, "%s %s: Stripe reported errors for %d pushes, last: %s\n", l.Customer, l.Meter, l.Reported, l.ReportError)
+		}
+	}
+}
+
+// periodFlag is --period, a month in invoicing.tz (Label "" when not
+// given), and that zone.
+func periodFlag(c *cli.Context, cfg *config.Config) (ledger.Period, *time.Location, error) {
+	loc := cfg.Invoicing.Location
+	if loc == nil {
+		loc = time.UTC
+	}
+	month := c.String("period")
+	if month == "" {
+		return ledger.Period{}, loc, nil
+	}
+	p, err := ledger.MonthPeriod(month, loc)
+	if err != nil {
+		return p, loc, usageErrorf(c, "--period: %v", err)
+	}
+	return p, loc, nil
+}
+
+// orClosingMonth is period, or without one the month that just ended until
+// it is closed (saying so on stderr), else this month: the rule of every
+// view about closing (the console's too).
+func orClosingMonth(c *cli.Context, db *schema.DB, period ledger.Period, loc *time.Location) (ledger.Period, error) {
+	if period.Label != "" {
+		return period, nil
+	}
+	period, previous, err := ledger.ClosingMonth(c.Context, db, time.Now(), loc)
+	if err != nil {
+		return period, err
+	}
+	if previous {
+		fmt.Fprintf(c.App.ErrWriter, "%s, the last month, until it is closed (--period %s for this month)\n",
+			period.Label, period.End.Format("2006-01"))
+	}
+	return period, nil
 }
 
 func stripeInvoicesCommand() *cli.Command {
@@ -180,21 +215,16 @@ func stripeInvoicesCommand() *cli.Command {
 			if !cfg.Stripe.InvoicesOn() {
 				return errors.New("stripe.invoices is not enabled in the config: no invoice is sent to Stripe")
 			}
-			loc := cfg.Invoicing.Location
-			if loc == nil {
-				loc = time.UTC
+			period, loc, err := periodFlag(c, cfg)
+			if err != nil {
+				return err
 			}
 			db, err := openDB(c.Context, cfg.DBPath(), schema.Options{ReadOnly: true, MustExist: true})
 			if err != nil {
 				return err
 			}
 			defer db.Close()
-			var period ledger.Period
-			if month := c.String("period"); month != "" {
-				if period, err = ledger.MonthPeriod(month, loc); err != nil {
-					return usageErrorf(c, "--period: %v", err)
-				}
-			} else if period, _, err = ledger.ClosingMonth(c.Context, db, time.Now(), loc); err != nil {
+			if period, err = orClosingMonth(c, db, period, loc); err != nil {
 				return err
 			}
 			lines, err := stripe.InvoiceStatus(c.Context, db, period, c.String("customer"))
