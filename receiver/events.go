@@ -259,14 +259,14 @@ func (s *Server) finishEvents(w http.ResponseWriter, r *http.Request, a *attempt
 			s.Observe(Observation{Provider: APIProvider, Outcome: res.outcome, Reason: res.reason, Code: res.code, Latency: latency})
 		}
 		for _, e := range res.events {
-			outcome := e.Outcome
+			outcome, stored := e.Outcome, ""
 			switch outcome {
 			case string(custody.StatusApplied), string(custody.StatusIgnored), string(custody.StatusFailed):
-				outcome = string(custody.OutcomeInserted)
+				outcome, stored = string(custody.OutcomeInserted), e.Outcome
 			case EventNotStored:
 				outcome = OutcomeRejected
 			}
-			s.Observe(Observation{Provider: APIProvider, Outcome: outcome, Reason: e.Reason, Code: res.code, Latency: latency})
+			s.Observe(Observation{Provider: APIProvider, Outcome: outcome, Reason: e.Reason, Stored: stored, Code: res.code, Latency: latency})
 		}
 	}
 	attrs := append(append(a.attrs, res.attrs...), slog.Int("events", n), slog.Int("status", res.code),
@@ -282,6 +282,9 @@ func (s *Server) finishEvents(w http.ResponseWriter, r *http.Request, a *attempt
 		attrs = append(attrs, slog.String("reason", res.reason))
 	}
 	s.Log.LogAttrs(r.Context(), slog.LevelDebug, "api events", attrs...) // summed up once a minute, as deliveries are
+	if res.code >= http.StatusBadRequest {
+		s.refused(r, APIProvider, "api events", attrs)
+	}
 	if res.close {
 		w.Header().Set("Connection", "close")
 	}

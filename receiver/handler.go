@@ -34,6 +34,8 @@ type Submitter interface {
 // security contract: nothing is parsed before the signature over the raw bytes
 // checks out, and nothing is acknowledged before it is committed.
 type Server struct {
+	refusals refusalLog // which refusals are logged at warn (refusals.go)
+
 	Providers map[string]*Provider
 	Mapper    *ledger.Mapper
 	// Custody stores each authenticated delivery before the reply.
@@ -60,6 +62,7 @@ type Observation struct {
 	Provider string
 	Outcome  string // a custody.Outcome, or rejected or url_verification
 	Reason   string // why a delivery was rejected
+	Stored   string // the new receipt's status (applied, ignored, failed); "" when none was stored
 	Code     int
 	Latency  time.Duration
 }
@@ -108,6 +111,7 @@ type result struct {
 	body    any // reply, or the Slack challenge
 	outcome string
 	reason  string // a rejection's short stable label (logs, metrics)
+	stored  string // the new receipt's status, "" when none was stored
 	attrs   []slog.Attr
 	close   bool // ask the client to close the connection (a body not read to its end)
 	// The ingest API's: the events' outcomes, and a 429's Retry-After.
@@ -270,7 +274,11 @@ func (s *Server) submit(ctx context.Context, d *custody.Delivery) *result {
 		mapErr = d.Error
 		attrs = append(attrs, slog.String("mapping_error", mapErr))
 	}
-	return &result{code: http.StatusOK, outcome: string(d.Outcome), attrs: attrs, body: reply{
+	stored := ""
+	if d.Outcome == custody.OutcomeInserted {
+		stored = string(d.StoredStatus)
+	}
+	return &result{code: http.StatusOK, outcome: string(d.Outcome), stored: stored, attrs: attrs, body: reply{
 		Accepted:  true,
 		Duplicate: d.Outcome != custody.OutcomeInserted,
 		Status:    d.StoredStatus,
@@ -288,10 +296,14 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, a *attempt, res 
 		attrs = append(attrs, slog.String("reason", res.reason))
 	}
 	// At debug: serve sums the deliveries up once a minute at info
-	// (internal/server/summary.go), so the log grows with time, not traffic.
+	// (internal/server/summary.go), so the log grows with time, not traffic;
+	// a refusal is logged at warn too, a few a source (refusals.go).
 	s.Log.LogAttrs(r.Context(), slog.LevelDebug, "delivery", attrs...)
+	if res.code >= http.StatusBadRequest {
+		s.refused(r, a.provider, "delivery", attrs)
+	}
 	if s.Observe != nil {
-		s.Observe(Observation{Provider: a.provider, Outcome: res.outcome, Reason: res.reason, Code: res.code, Latency: latency})
+		s.Observe(Observation{Provider: a.provider, Outcome: res.outcome, Reason: res.reason, Stored: res.stored, Code: res.code, Latency: latency})
 	}
 	if res.close {
 		w.Header().Set("Connection", "close")

@@ -569,10 +569,12 @@ func opsLogLevelAndFormat(t *testing.T, bin string) {
 			t.Fatalf("bad signature: %d", code)
 		}
 		s.stop(t)
-		// Only the summary of the refusal, at warn: no info line.
+		// The refusal as it happened and the summary of it, at warn: no
+		// info line.
 		logs := s.logs.String()
-		if strings.Count(logs, "\n") != 1 || !strings.Contains(logs, `"level":"WARN","msg":"deliveries","provider":"acme"`) ||
-			!strings.Contains(logs, `"reasons":"bad_signature:1"`) {
+		if strings.Count(logs, "\n") != 2 || !strings.Contains(logs, `"level":"WARN","msg":"delivery refused","provider":"acme"`) ||
+			!strings.Contains(logs, `"reason":"bad_signature","source":"127.0.0.1"`) ||
+			!strings.Contains(logs, `"level":"WARN","msg":"deliveries","provider":"acme"`) || !strings.Contains(logs, `"reasons":"bad_signature:1"`) {
 			t.Errorf("--log-level warn logged:\n%s", logs)
 		}
 	})

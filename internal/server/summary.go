@@ -20,8 +20,9 @@ import (
 const DefaultLogSummary = time.Minute
 
 // deliverySummary counts the deliveries of each provider between two of its
-// lines: what arrived, what was stored, what was refused and why, and the
-// slowest reply.
+// lines: what arrived, what was stored (and stored failed: a mapping to
+// fix), what was refused and why, and how long the replies took (p99 and
+// the slowest).
 type deliverySummary struct {
 	mu    sync.Mutex
 	now   map[string]*providerTally
@@ -31,8 +32,42 @@ type deliverySummary struct {
 type providerTally struct {
 	requests int
 	outcomes map[string]int // inserted, duplicate, payload_mismatch, rejected, …
+	failed   int            // new receipts stored failed (their mapping did not apply)
 	reasons  map[string]int // why deliveries were rejected
 	slowest  time.Duration
+	latency  [latencyBuckets]int
+}
+
+// The replies' latencies are counted in buckets growing by a quarter from
+// 100 µs (the last one holds everything above 90 s): the p99 a summary
+// logs is its bucket's upper bound, at most a quarter above the true one,
+// in constant memory however many deliveries a minute holds.
+const (
+	latencyBuckets = 64
+	latencyFirst   = 100 * time.Microsecond
+	latencyGrowth  = 1.25
+)
+
+// bucketOf is the bucket of d.
+func bucketOf(d time.Duration) int {
+	b, bound := 0, float64(latencyFirst)
+	for b < latencyBuckets-1 && float64(d) > bound {
+		b++
+		bound *= latencyGrowth
+	}
+	return b
+}
+
+// p99 is the upper bound of the bucket holding the 99th percentile.
+func (t *providerTally) p99() time.Duration {
+	want, seen, bound := (t.requests*99+99)/100, 0, float64(latencyFirst)
+	for b := range t.latency {
+		if seen += t.latency[b]; seen >= want {
+			return min(time.Duration(bound), t.slowest)
+		}
+		bound *= latencyGrowth
+	}
+	return t.slowest
 }
 
 // Observe counts one delivery (receiver.Server.Observe).
@@ -52,10 +87,14 @@ func (s *deliverySummary) Observe(o receiver.Observation) {
 	}
 	t.requests++
 	t.outcomes[o.Outcome]++
+	if o.Stored == "failed" {
+		t.failed++
+	}
 	if o.Reason != "" {
 		t.reasons[o.Reason]++
 	}
 	t.slowest = max(t.slowest, o.Latency)
+	t.latency[bucketOf(o.Latency)]++
 }
 
 // flush logs what was counted since the first delivery after the last
@@ -72,12 +111,15 @@ func (s *deliverySummary) flush(log *slog.Logger) {
 		for _, o := range slices.Sorted(maps.Keys(t.outcomes)) {
 			attrs = append(attrs, o, t.outcomes[o])
 		}
+		if t.failed > 0 {
+			attrs = append(attrs, "failed", t.failed)
+		}
 		level := slog.LevelInfo
 		if len(t.reasons) > 0 {
 			level = slog.LevelWarn
 			attrs = append(attrs, "reasons", reasonText(t.reasons))
 		}
-		attrs = append(attrs, "slowest_ms", float64(t.slowest.Microseconds())/1000)
+		attrs = append(attrs, "p99_ms", float64(t.p99().Microseconds())/1000, "slowest_ms", float64(t.slowest.Microseconds())/1000)
 		log.Log(context.Background(), level, "deliveries", attrs...)
 	}
 }

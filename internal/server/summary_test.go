@@ -22,7 +22,7 @@ func TestDeliverySummary(t *testing.T) {
 	for _, o := range []receiver.Observation{
 		{Provider: "acme", Outcome: "inserted", Code: 200, Latency: 2 * time.Millisecond},
 		{Provider: "acme", Outcome: "duplicate", Code: 200, Latency: 9 * time.Millisecond},
-		{Provider: "acme", Outcome: "inserted", Code: 200, Latency: time.Millisecond},
+		{Provider: "acme", Outcome: "inserted", Stored: "failed", Code: 200, Latency: time.Millisecond},
 		{Provider: "shop", Outcome: "rejected", Reason: "bad_signature", Code: 401, Latency: time.Millisecond},
 		{Provider: "shop", Outcome: "rejected", Reason: "queue_full", Code: 503, Latency: 3 * time.Millisecond},
 		{Provider: "shop", Outcome: "rejected", Reason: "bad_signature", Code: 401, Latency: time.Millisecond},
@@ -44,7 +44,7 @@ func TestDeliverySummary(t *testing.T) {
 	}
 	acme, shop := lines[0], lines[1]
 	if acme["provider"] != "acme" || acme["level"] != "INFO" || acme["requests"] != 3.0 || acme["inserted"] != 2.0 ||
-		acme["duplicate"] != 1.0 || acme["slowest_ms"] != 9.0 || acme["reasons"] != nil {
+		acme["duplicate"] != 1.0 || acme["failed"] != 1.0 || acme["slowest_ms"] != 9.0 || acme["p99_ms"] != 9.0 || acme["reasons"] != nil {
 		t.Errorf("acme: %v", acme)
 	}
 	if shop["provider"] != "shop" || shop["level"] != "WARN" || shop["requests"] != 4.0 || shop["rejected"] != 3.0 ||
@@ -76,5 +76,35 @@ func TestStartSummary(t *testing.T) {
 	stop() // the partial interval: acme's one delivery, counted before
 	if !strings.Contains(buf.String(), "msg=deliveries provider=acme") || !strings.Contains(buf.String(), "requests=1 inserted=1") {
 		t.Errorf("stop logged:\n%s", buf.String())
+	}
+}
+
+// The p99 is its bucket's upper bound, never above the slowest, at most a
+// quarter above the true one.
+func TestSummaryP99(t *testing.T) {
+	var tally providerTally
+	for i := range 1000 {
+		d := time.Millisecond
+		if i >= 985 {
+			d = 40 * time.Millisecond // the slowest 1.5%
+		}
+		tally.requests++
+		tally.slowest = max(tally.slowest, d)
+		tally.latency[bucketOf(d)]++
+	}
+	if p := tally.p99(); p < 40*time.Millisecond || p > 50*time.Millisecond {
+		t.Errorf("p99 %s, want 40 ms (its bucket's bound, at most a quarter above)", p)
+	}
+	var fast providerTally
+	for range 100 {
+		fast.requests++
+		fast.slowest = 2 * time.Millisecond
+		fast.latency[bucketOf(2*time.Millisecond)]++
+	}
+	if p := fast.p99(); p != 2*time.Millisecond {
+		t.Errorf("p99 %s of replies of 2 ms, want 2 ms (never above the slowest)", p)
+	}
+	if b := bucketOf(time.Hour); b != latencyBuckets-1 {
+		t.Errorf("an hour in bucket %d, want the last", b)
 	}
 }
