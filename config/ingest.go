@@ -3,6 +3,8 @@ package config
 import (
 	"strings"
 	"time"
+
+	"github.com/hookledger/hookledger/ledger"
 )
 
 // Ingest bounds the first-party ingest API (POST /v1/events, docs/ingest.md).
@@ -28,7 +30,7 @@ const (
 // APIScopePrefix starts the provider of the ingest API's events ("api:" and
 // the API key's name). A usage mapping may select on it like on a provider;
 // keys are created at run time, so the name is not checked against them.
-const APIScopePrefix = "api:"
+const APIScopePrefix = ledger.APIScopePrefix
 
 // isAPIScope reports whether a mapping's provider names an API key's scope.
 func isAPIScope(p string) bool {

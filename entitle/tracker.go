@@ -248,3 +248,28 @@ func (t *Tracker) Flush(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Fits says whether a row of quantity q of customer's meter at (unix ms)
+// stays within the customer's hard limit, read with the batch's own rows:
+// used is the period's usage before it, l the limit in force that day (ok
+// false: none; a soft limit never refuses). It reads what Add reads, so a
+// consume decided here and the row it appends see the same totals
+// (custody.Consume). ErrNotBuilt: the usage state is not kept yet.
+func (t *Tracker) Fits(ctx context.Context, customer, meter string, at int64, q ledger.Total) (fits bool, used ledger.Total, l Limit, ok bool, err error) {
+	if built, err := t.ready(ctx); err != nil || !built {
+		if err == nil {
+			err = ErrNotBuilt
+		}
+		return false, used, l, false, err
+	}
+	start, end := ledger.MonthOf(at, t.loc)
+	s, err := t.state(ctx, ledger.StateKey{Customer: customer, Meter: meter, PeriodStart: start}, end)
+	if err != nil {
+		return false, used, l, false, err
+	}
+	if l, ok, err = t.limit(ctx, customer, meter, Day(at, t.loc)); err != nil {
+		return false, s.used, l, false, err
+	}
+	fits = !ok || l.Kind == pricing.LimitSoft || s.used.Plus(q).Cmp(l.Value) <= 0
+	return fits, s.used, l, ok, nil
+}

@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/hookledger/hookledger/ledger"
 )
 
 // KeyPrefix starts every API key, so a leaked one is recognisable (secret
@@ -24,7 +26,7 @@ const KeyPrefix = "hl_"
 // name cannot contain ':' (config's provider names are [a-z0-9_-]), so an API
 // scope never collides with a webhook provider, whatever keys are created
 // later or providers configured later.
-const ScopePrefix = "api:"
+const ScopePrefix = ledger.APIScopePrefix
 
 // keyBytes is the key's randomness: 256 bits, so the SHA-256 stored is as
 // hard to invert as the key is to guess, and no slow hash is needed.

@@ -190,6 +190,13 @@ func (m *Mapper) Map(provider, eventType string, body []byte, receivedAt time.Ti
 // MapWith is Map with the values used where a mapping's path finds nothing
 // (def: see Defaults).
 func (m *Mapper) MapWith(provider, eventType string, body []byte, def Defaults) (rows []UsageRow, matched bool, err error) {
+	if eventType == ConsumeType && strings.HasPrefix(provider, APIScopePrefix) {
+		row, err := m.consumeRow(body) // built in: hookledger wrote the body (consume.go)
+		if err != nil {
+			return nil, true, err
+		}
+		return []UsageRow{row}, true, nil
+	}
 	for _, mp := range m.byType[eventType] {
 		if mp.Provider != "" && mp.Provider != provider {
 			continue

@@ -82,6 +82,7 @@ func (s *Server) Routes(mux *http.ServeMux) {
 			mux.HandleFunc("GET /v1/entitlements/{customer}/{meter}", s.serveEntitlement)
 			mux.HandleFunc("GET /v1/entitlements/{customer}", s.serveEntitlements)
 			mux.HandleFunc("GET /v1/spend/{customer}", s.serveSpend)
+			mux.HandleFunc("POST /v1/entitlements/{customer}/{meter}/consume", s.serveConsume)
 		}
 	}
 }
