@@ -351,7 +351,7 @@ func TestFullQueueAnswers503WithRetryAfter(t *testing.T) {
 func TestMappingOutcomes(t *testing.T) {
 	testenv.EachBackend(t, func(t *testing.T, backend string) {
 		e := newEnv(t, backend)
-		var logs bytes.Buffer // one JSON delivery line per request; the handler logs before it replies
+		var logs bytes.Buffer                                                                             // one JSON delivery line per request; the handler logs before it replies
 		e.Server.Log = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})) // each delivery's line is at debug
 		cases := []struct {
 			name, body string
