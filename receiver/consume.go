@@ -141,7 +141,7 @@ func (s *Server) finishConsume(w http.ResponseWriter, r *http.Request, a *attemp
 	}
 	s.Log.LogAttrs(r.Context(), slog.LevelDebug, "consume", attrs...)
 	if res.code >= http.StatusBadRequest {
-		s.refused(r, APIProvider, "consume", attrs)
+		s.refused(r, APIProvider, "consume refused", attrs)
 	}
 	if s.Observe != nil {
 		outcome := res.outcome

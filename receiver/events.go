@@ -282,8 +282,15 @@ func (s *Server) finishEvents(w http.ResponseWriter, r *http.Request, a *attempt
 		attrs = append(attrs, slog.String("reason", res.reason))
 	}
 	s.Log.LogAttrs(r.Context(), slog.LevelDebug, "api events", attrs...) // summed up once a minute, as deliveries are
-	if res.code >= http.StatusBadRequest {
-		s.refused(r, APIProvider, "api events", attrs)
+	failed := 0
+	if rep, ok := res.body.(EventsReply); ok {
+		failed = rep.Counts[string(custody.StatusFailed)]
+	}
+	switch {
+	case res.code >= http.StatusBadRequest:
+		s.refused(r, APIProvider, "api events refused", attrs)
+	case failed > 0:
+		s.refused(r, APIProvider, "api events failed to map", attrs)
 	}
 	if res.close {
 		w.Header().Set("Connection", "close")

@@ -300,8 +300,11 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, a *attempt, res 
 	// (internal/server/summary.go), so the log grows with time, not traffic;
 	// a refusal is logged at warn too, a few a source (refusals.go).
 	s.Log.LogAttrs(r.Context(), slog.LevelDebug, "delivery", attrs...)
-	if res.code >= http.StatusBadRequest {
-		s.refused(r, a.provider, "delivery", attrs)
+	switch {
+	case res.code >= http.StatusBadRequest:
+		s.refused(r, a.provider, "delivery refused", attrs)
+	case res.stored == string(custody.StatusFailed):
+		s.refused(r, a.provider, "delivery failed to map", attrs) // kept for replay once the mapping is fixed
 	}
 	if s.Observe != nil {
 		s.Observe(Observation{Provider: a.provider, Outcome: res.outcome, Reason: res.reason, Stored: res.stored, Code: res.code, Latency: latency})

@@ -60,7 +60,8 @@ func (l *refusalLog) allow(key string, now time.Time) (ok bool, suppressed int) 
 	return true, suppressed
 }
 
-// refused logs a refused request at warn, a few a source (refusalEvery).
+// refused logs a refused request, or one whose event was kept failed (its
+// mapping did not apply), at warn as msg, a few a source (refusalEvery).
 func (s *Server) refused(r *http.Request, provider, msg string, attrs []slog.Attr) {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
@@ -74,5 +75,5 @@ func (s *Server) refused(r *http.Request, provider, msg string, attrs []slog.Att
 	if suppressed > 0 {
 		attrs = append(attrs, slog.Int("suppressed", suppressed))
 	}
-	s.Log.LogAttrs(r.Context(), slog.LevelWarn, msg+" refused", attrs...)
+	s.Log.LogAttrs(r.Context(), slog.LevelWarn, msg, attrs...)
 }
