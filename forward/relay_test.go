@@ -112,17 +112,6 @@ func env(t *testing.T, dests ...config.Destination) (*testenv.Env, *forward.Rela
 	return e, r
 }
 
-// eventually polls cond until it holds or d passes.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("after %s: %s", d, what)
-}
-
 func outboxCount(e *testenv.Env, status string) int {
 	return e.Int(`SELECT COUNT(*) FROM outbox WHERE status = ?`, status)
 }
@@ -136,7 +125,7 @@ func TestForwardedSignatureVerifiesWithSvix(t *testing.T) {
 	if r := e.Send("evt_sig", body); r.Code != 200 {
 		t.Fatalf("send: %d", r.Code)
 	}
-	eventually(t, 5*time.Second, "the event was not forwarded", func() bool { return len(a.received()) == 1 })
+	testenv.Eventually(t, 5*time.Second, "the event was not forwarded", func() bool { return len(a.received()) == 1 })
 	got := a.received()[0]
 	if string(got.body) != string(body) {
 		t.Errorf("forwarded body %q, want the raw body %q", got.body, body)
@@ -160,7 +149,7 @@ func TestForwardedSignatureVerifiesWithSvix(t *testing.T) {
 			t.Errorf("%s = %q, want %q", h, v, want)
 		}
 	}
-	eventually(t, 5*time.Second, "the message is not delivered", func() bool { return outboxCount(e, "delivered") == 1 })
+	testenv.Eventually(t, 5*time.Second, "the message is not delivered", func() bool { return outboxCount(e, "delivered") == 1 })
 	if n := e.Int(`SELECT COUNT(*) FROM outbox_attempts WHERE status_code = 204`); n != 1 {
 		t.Errorf("%d attempts recorded with 204, want 1", n)
 	}
@@ -198,7 +187,7 @@ func TestOutboxRowsPerNewReceipt(t *testing.T) {
 	if n := e.Int(`SELECT COUNT(*) FROM outbox o JOIN receipts r ON r.id = o.receipt_id WHERE r.event_id = 'evt_good'`); n != 2 {
 		t.Errorf("evt_good: %d outbox rows, want 2 (one per destination; the duplicate adds none)", n)
 	}
-	eventually(t, 5*time.Second, "not everything was delivered", func() bool { return outboxCount(e, "delivered") == 5 })
+	testenv.Eventually(t, 5*time.Second, "not everything was delivered", func() bool { return outboxCount(e, "delivered") == 5 })
 	count, _ := a.byEvent()
 	if count["evt_bad"] != 1 || count["evt_other"] != 1 || count["evt_good"] != 1 {
 		t.Errorf("destination all received %v, want each event once", count)
@@ -237,7 +226,7 @@ func TestOutageBacklogDrains(t *testing.T) {
 	attempts := func() int { return e.Int(`SELECT COUNT(*) FROM outbox_attempts`) }
 	// 1. Connection refused: the destination backs off; one probe at a time.
 	send(0)
-	eventually(t, 5*time.Second, "no refused attempt recorded", func() bool {
+	testenv.Eventually(t, 5*time.Second, "no refused attempt recorded", func() bool {
 		return e.Int(`SELECT COUNT(*) FROM outbox_attempts WHERE status_code = 0 AND error LIKE '%refused%'`) >= 2
 	})
 	relay.Close()
@@ -257,7 +246,7 @@ func TestOutageBacklogDrains(t *testing.T) {
 	}
 	defer relay.Close()
 	send(n / 4)
-	eventually(t, 5*time.Second, "no 500 recorded", func() bool {
+	testenv.Eventually(t, 5*time.Second, "no 500 recorded", func() bool {
 		return e.Int(`SELECT COUNT(*) FROM outbox_attempts WHERE status_code = 500 AND response = ?`, []byte("boom")) >= 2
 	})
 	a.set(func(w http.ResponseWriter, r *http.Request) {
@@ -266,7 +255,7 @@ func TestOutageBacklogDrains(t *testing.T) {
 		w.WriteHeader(http.StatusTooManyRequests)
 	})
 	send(n / 2)
-	eventually(t, 5*time.Second, "no 429 recorded", func() bool {
+	testenv.Eventually(t, 5*time.Second, "no 429 recorded", func() bool {
 		return e.Int(`SELECT COUNT(*) FROM outbox_attempts WHERE status_code = 429`) >= 1
 	})
 	// Retry-After: 1 holds the whole destination back about a second, not
@@ -285,7 +274,7 @@ func TestOutageBacklogDrains(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	})
 	send(3 * n / 4)
-	eventually(t, 5*time.Second, "no timeout recorded", func() bool {
+	testenv.Eventually(t, 5*time.Second, "no timeout recorded", func() bool {
 		return e.Int(`SELECT COUNT(*) FROM outbox_attempts WHERE error LIKE 'timeout%'`) >= 1
 	})
 	if dead := outboxCount(e, "dead"); dead != 0 {
@@ -297,7 +286,7 @@ func TestOutageBacklogDrains(t *testing.T) {
 	// Recovery: the backlog drains, each event at least once, under one id.
 	close(release)
 	a.ok()
-	eventually(t, 10*time.Second, "the backlog did not drain", func() bool { return outboxCount(e, "delivered") == n })
+	testenv.Eventually(t, 10*time.Second, "the backlog did not drain", func() bool { return outboxCount(e, "delivered") == n })
 	count, ids := a.byEvent()
 	for i := range n {
 		if count[evtID(i)] == 0 || len(ids[evtID(i)]) != 1 {
@@ -328,7 +317,7 @@ func TestDeadMessageRetried(t *testing.T) {
 	if r := e.Send("evt_dead", testenv.UsageBody("cus_1", "api_requests", "1")); r.Code != 200 {
 		t.Fatalf("send: %d", r.Code)
 	}
-	eventually(t, 5*time.Second, "the message did not die", func() bool { return outboxCount(e, "dead") == 1 })
+	testenv.Eventually(t, 5*time.Second, "the message did not die", func() bool { return outboxCount(e, "dead") == 1 })
 	if n := e.Int(`SELECT attempts FROM outbox`); n != 3 {
 		t.Errorf("dead after %d attempts, want max_attempts = 3", n)
 	}
@@ -346,7 +335,7 @@ func TestDeadMessageRetried(t *testing.T) {
 		t.Fatalf("retry: %d %v", n, err)
 	}
 	relay.Kick()
-	eventually(t, 5*time.Second, "the retried message was not delivered", func() bool { return outboxCount(e, "delivered") == 1 })
+	testenv.Eventually(t, 5*time.Second, "the retried message was not delivered", func() bool { return outboxCount(e, "delivered") == 1 })
 	time.Sleep(200 * time.Millisecond)
 	if got := a.received(); len(got) != 4 || got[3].header.Get("Webhook-Id") != msgs[0].MessageID {
 		t.Errorf("%d requests, want 3 failed and 1 delivered under the same webhook-id", len(got))
@@ -367,7 +356,7 @@ func TestMaxAge(t *testing.T) {
 	d.MaxAge.Duration = 400 * time.Millisecond
 	e, _ := env(t, d)
 	e.Send("evt_age", testenv.UsageBody("cus_1", "api_requests", "1"))
-	eventually(t, 5*time.Second, "the message did not die of age", func() bool { return outboxCount(e, "dead") == 1 })
+	testenv.Eventually(t, 5*time.Second, "the message did not die of age", func() bool { return outboxCount(e, "dead") == 1 })
 	var created, last int64
 	if err := e.DB.Read.QueryRow(`SELECT pending_since, last_attempt_at FROM outbox`).Scan(&created, &last); err != nil {
 		t.Fatal(err)
@@ -401,7 +390,7 @@ func TestPauseResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	relay.Kick()
-	eventually(t, 5*time.Second, "not delivered after resume", func() bool { return outboxCount(e, "delivered") == 5 })
+	testenv.Eventually(t, 5*time.Second, "not delivered after resume", func() bool { return outboxCount(e, "delivered") == 5 })
 	if err := forward.CheckDestination(ctx, e.DB, []string{"app"}, "nope"); err == nil {
 		t.Error("an unknown destination passed the check")
 	}
@@ -428,7 +417,7 @@ func TestSlowDestinationIsolated(t *testing.T) {
 	if worst > 2*time.Second {
 		t.Errorf("the slowest webhook took %s while a destination hangs", worst)
 	}
-	eventually(t, 3*time.Second, "the fast destination was held up by the slow one", func() bool {
+	testenv.Eventually(t, 3*time.Second, "the fast destination was held up by the slow one", func() bool {
 		return e.Int(`SELECT COUNT(*) FROM outbox WHERE destination = 'fast' AND status = 'delivered'`) == n
 	})
 	if n := e.Int(`SELECT COUNT(*) FROM outbox WHERE destination = 'slow' AND status = 'delivered'`); n != 0 {
@@ -454,14 +443,14 @@ func TestRelayYieldsToABusyReceiver(t *testing.T) {
 	defer relay.Close()
 	start := time.Now()
 	e.Send(evtID(1), testenv.UsageBody("cus_1", "api_requests", "1"))
-	eventually(t, 5*time.Second, "not delivered while busy", func() bool { return len(a.received()) == 1 })
+	testenv.Eventually(t, 5*time.Second, "not delivered while busy", func() bool { return len(a.received()) == 1 })
 	if waited := a.received()[0].at.Sub(start); waited < 600*time.Millisecond {
 		t.Errorf("delivered %v after the event while the receiver was busy, want about YieldFor (700ms)", waited)
 	}
 	busy.Store(false)
 	start = time.Now()
 	e.Send(evtID(2), testenv.UsageBody("cus_1", "api_requests", "1"))
-	eventually(t, 5*time.Second, "not delivered when idle", func() bool { return len(a.received()) == 2 })
+	testenv.Eventually(t, 5*time.Second, "not delivered when idle", func() bool { return len(a.received()) == 2 })
 	if waited := a.received()[1].at.Sub(start); waited > 500*time.Millisecond {
 		t.Errorf("delivered %v after the event with the receiver idle, want at once", waited)
 	}

@@ -202,7 +202,7 @@ func TestEchoedSecretsAreNotStored(t *testing.T) {
 			if res := e.Send("evt_echo", testenv.UsageBody("cus_1", "api_requests", "1")); res.Code != 200 {
 				t.Fatalf("send: %d", res.Code)
 			}
-			eventually(t, 15*time.Second, "four failed attempts", func() bool {
+			testenv.Eventually(t, 15*time.Second, "four failed attempts", func() bool {
 				return e.Int(`SELECT COUNT(*) FROM outbox_attempts WHERE status_code = 400`) >= 4
 			})
 			r.Close()
@@ -233,7 +233,7 @@ func TestEchoedSecretsAreNotStored(t *testing.T) {
 					t.Fatalf("send: %d", res.Code)
 				}
 			}
-			eventually(t, 15*time.Second, "both pushes dead (400)", func() bool { return pushCount(e, "dead") == 2 })
+			testenv.Eventually(t, 15*time.Second, "both pushes dead (400)", func() bool { return pushCount(e, "dead") == 2 })
 			r.Close()
 			stored := storedTexts(t, e)
 			if !slices.ContainsFunc(stored, func(s string) bool {

@@ -75,7 +75,7 @@ func (c *clockedStripe) usage(t *testing.T, want string, quantities ...string) {
 		if r := c.e.Send(fmt.Sprintf("evt_%d", i), testenv.UsageBody("cus_1", "api_requests", q)); r.Code != 200 {
 			t.Fatalf("send: %d", r.Code)
 		}
-		eventually(t, 10*time.Second, "the usage's push delivered", func() bool { return pushCount(c.e, "delivered") == i+1 })
+		testenv.Eventually(t, 10*time.Second, "the usage's push delivered", func() bool { return pushCount(c.e, "delivered") == i+1 })
 	}
 	if got := c.total("cus_1"); got != want {
 		t.Fatalf("Stripe holds %s, want %s", got, want)
@@ -95,7 +95,7 @@ func TestStripeVoidWithin24HoursCancels(t *testing.T) {
 	// Voiding the first takes its 1 back; the ledger's 0.6 rounds to 1:
 	// the cancel goes with a push of the remainder, 1.
 	c.void(t, "evt_0")
-	eventually(t, 10*time.Second, "the void's pushes delivered", func() bool { return pushCount(c.e, "delivered") == 4 })
+	testenv.Eventually(t, 10*time.Second, "the void's pushes delivered", func() bool { return pushCount(c.e, "delivered") == 4 })
 	var cancels string
 	c.e.DB.Read.QueryRow(`SELECT cancels FROM stripe_pushes WHERE source = 'adjustment' AND cancels != ''`).Scan(&cancels)
 	var voided string
@@ -131,7 +131,7 @@ func TestStripeVoidAfter24HoursCompensates(t *testing.T) {
 	c.usage(t, "3", "1", "2")
 	c.e.Clock.Add(25 * time.Hour)
 	c.void(t, "evt_1")
-	eventually(t, 10*time.Second, "the void's push delivered", func() bool { return pushCount(c.e, "delivered") == 3 })
+	testenv.Eventually(t, 10*time.Second, "the void's push delivered", func() bool { return pushCount(c.e, "delivered") == 3 })
 	if n := c.e.Int(`SELECT COUNT(*) FROM stripe_pushes WHERE cancels != ''`); n != 0 {
 		t.Errorf("%d cancels, want none after 24 hours", n)
 	}
@@ -169,7 +169,7 @@ func TestStripeCancelRefusedIsSentAsTheCompensatingValue(t *testing.T) {
 	}
 	c.e.Clock.Add(25 * time.Hour)
 	c.startRelay(t)
-	eventually(t, 10*time.Second, "the void's pushes delivered", func() bool { return pushCount(c.e, "pending") == 0 })
+	testenv.Eventually(t, 10*time.Second, "the void's pushes delivered", func() bool { return pushCount(c.e, "pending") == 0 })
 	if n := pushCount(c.e, "dead"); n != 0 {
 		t.Errorf("%d dead pushes, want none", n)
 	}
@@ -203,13 +203,13 @@ func TestStripeCancelWhoseReplyWasLostIsDeliveredOnce(t *testing.T) {
 	c.fake.Mu.Unlock()
 	c.e.Clock.Add(time.Hour)
 	c.void(t, "evt_1")
-	eventually(t, 10*time.Second, "the cancel sent", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the cancel sent", func() bool {
 		c.fake.Mu.Lock()
 		defer c.fake.Mu.Unlock()
 		return c.fake.Calls >= lost
 	})
 	// The retry is due after the destination's backoff on the relay's clock.
-	eventually(t, 10*time.Second, "the void's push delivered", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the void's push delivered", func() bool {
 		c.e.Clock.Add(10 * time.Second)
 		return pushCount(c.e, "delivered") == 3
 	})
@@ -260,7 +260,7 @@ func TestStripeCreditToAClosedMonthIsCarried(t *testing.T) {
 	if r := e.Send("evt_oct", body); r.Code != 200 {
 		t.Fatalf("send: %d", r.Code)
 	}
-	eventually(t, 10*time.Second, "October's push delivered", func() bool { return pushCount(e, "delivered") == 1 })
+	testenv.Eventually(t, 10*time.Second, "October's push delivered", func() bool { return pushCount(e, "delivered") == 1 })
 
 	e.Clock.Set(time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC))
 	a := ledger.Adjustment{Customer: "cus_1", Meter: "api_requests", Quantity: mustRowQuantity(t, "-20000"),
@@ -274,7 +274,7 @@ func TestStripeCreditToAClosedMonthIsCarried(t *testing.T) {
 	})); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the credit's push delivered", func() bool { return pushCount(e, "delivered") == 2 })
+	testenv.Eventually(t, 10*time.Second, "the credit's push delivered", func() bool { return pushCount(e, "delivered") == 2 })
 	if n := pushCount(e, "dead"); n != 0 {
 		t.Errorf("%d dead pushes, want none", n)
 	}
@@ -322,7 +322,7 @@ func TestStripeVoidOfASummedPushIsTheCompensatingValue(t *testing.T) {
 			t.Fatalf("send: %d", r.Code)
 		}
 		if i == 0 {
-			eventually(t, 10*time.Second, "the first push in flight", func() bool {
+			testenv.Eventually(t, 10*time.Second, "the first push in flight", func() bool {
 				c.fake.Mu.Lock()
 				defer c.fake.Mu.Unlock()
 				return len(c.fake.Seen) == 1
@@ -330,12 +330,12 @@ func TestStripeVoidOfASummedPushIsTheCompensatingValue(t *testing.T) {
 		}
 	}
 	close(c.fake.Gate)
-	eventually(t, 10*time.Second, "the pushes delivered", func() bool { return pushCount(c.e, "delivered") == 3 })
+	testenv.Eventually(t, 10*time.Second, "the pushes delivered", func() bool { return pushCount(c.e, "delivered") == 3 })
 	if n := c.e.Int(`SELECT COUNT(*) FROM stripe_sends WHERE pushes = 2`); n != 2 {
 		t.Fatalf("%d pushes sent in a sum of two, want evt_1's and evt_2's", n)
 	}
 	c.void(t, "evt_1")
-	eventually(t, 10*time.Second, "the void's push delivered", func() bool { return pushCount(c.e, "delivered") >= 4 && pushCount(c.e, "pending") == 0 })
+	testenv.Eventually(t, 10*time.Second, "the void's push delivered", func() bool { return pushCount(c.e, "delivered") >= 4 && pushCount(c.e, "pending") == 0 })
 	c.fake.Mu.Lock()
 	cancels, refused := c.fake.Cancels, c.fake.Refused[400]
 	c.fake.Mu.Unlock()

@@ -45,7 +45,7 @@ func TestStripeStreamKeepsUpWithManyCustomers(t *testing.T) {
 	}
 	wg.Wait()
 	sent := time.Now()
-	eventually(t, 20*time.Second, "every push delivered within 20 s of the last event", func() bool {
+	testenv.Eventually(t, 20*time.Second, "every push delivered within 20 s of the last event", func() bool {
 		return pushCount(e, "delivered") == events
 	})
 	t.Logf("%d events sent in %s, all at Stripe %s after the last, in %d calls",

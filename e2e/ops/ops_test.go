@@ -543,17 +543,14 @@ func opsNonLoopbackAdminWithToken(t *testing.T, bin string) {
 // opsWaitHealthy polls /healthz (used when logs cannot announce the address).
 func opsWaitHealthy(t *testing.T, s *opsServer, url string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if resp, err := http.Get(url + "/healthz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
+	testenv.Eventually(t, 20*time.Second, "serve healthy", func() bool {
+		resp, err := http.Get(url + "/healthz")
+		if err != nil {
+			return false
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("serve did not become healthy:\n%s", s.logs)
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
 }
 
 func opsLogLevelAndFormat(t *testing.T, bin string) {
@@ -739,16 +736,14 @@ func opsHTTPSEndToEndAndReloadOnSIGHUP(t *testing.T, bin string) {
 
 func waitLog(t *testing.T, s *opsServer, msg string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	testenv.Eventually(t, 10*time.Second, "the log line "+msg, func() bool {
 		for _, l := range opsLogLines(t, s.logs.String()) {
 			if m, _ := l["msg"].(string); strings.HasPrefix(m, msg) {
-				return
+				return true
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("no log line %q:\n%s", msg, s.logs)
+		return false
+	})
 }
 
 // opsChainHeadAnchors: serve logs the chain head as anchors at start and at

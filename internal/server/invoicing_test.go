@@ -502,10 +502,7 @@ func TestBackgroundStartsScheduledCloses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for e.Count("period_closes") == 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.Eventually(t, 30*time.Second, "the scheduled close", func() bool { return e.Count("period_closes") > 0 })
 	stop()
 	now := time.Now().UTC()
 	want := duePeriods(nil, now, time.UTC, config.DefaultInvoicingGrace)
