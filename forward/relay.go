@@ -435,15 +435,7 @@ func (d *destination) deliver(ctx context.Context, claims []schema.OutboxClaim, 
 		}()
 	}
 	wg.Wait()
-	for i, c := range claims {
-		if outs[i].canceled {
-			rec.released = append(rec.released, c.ID)
-			continue
-		}
-		rec.add(d, c, outs[i], times[i])
-	}
-	rec.finish(d, r.Now())
-	return rec
+	return rec.settle(d, claims, outs, times)
 }
 
 // record is the op that stores a batch's attempts, their messages' new
@@ -504,6 +496,21 @@ func (rec *record) add(d *destination, c schema.OutboxClaim, o outcome, at time.
 	}
 	rec.results = append(rec.results, res)
 	rec.observed = append(rec.observed, Attempt{Destination: d.cfg.Name, Outcome: outcome, Latency: o.latency})
+}
+
+// settle records the outcome of each claim (outs[i] at times[i]): a claim
+// whose attempt the closing relay abandoned is released, due again with no
+// attempt counted; then finish decides the destination's backoff.
+func (rec *record) settle(d *destination, claims []schema.OutboxClaim, outs []outcome, times []time.Time) *record {
+	for i, c := range claims {
+		if outs[i].canceled {
+			rec.released = append(rec.released, c.ID)
+			continue
+		}
+		rec.add(d, c, outs[i], times[i])
+	}
+	rec.finish(d, d.relay.Now())
+	return rec
 }
 
 // finish decides the destination's backoff: a batch in which nothing was

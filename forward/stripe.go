@@ -118,15 +118,7 @@ func (d *destination) deliverPushes(ctx context.Context, claims []schema.OutboxC
 		}()
 	}
 	wg.Wait()
-	for i, c := range claims {
-		if outs[i].canceled {
-			rec.released = append(rec.released, c.ID)
-			continue
-		}
-		rec.add(d, c, outs[i], times[i])
-	}
-	rec.finish(d, r.Now())
-	return rec
+	return rec.settle(d, claims, outs, times)
 }
 
 // planSends is the op that stores a batch's new sends, and the new time of

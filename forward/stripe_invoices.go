@@ -68,15 +68,7 @@ func (d *destination) deliverInvoices(ctx context.Context, claims []schema.Outbo
 			return rec
 		}
 	}
-	for i, c := range claims {
-		if outs[i].canceled {
-			rec.released = append(rec.released, c.ID)
-			continue
-		}
-		rec.add(d, c, outs[i], times[i])
-	}
-	rec.finish(d, r.Now())
-	return rec
+	return rec.settle(d, claims, outs, times)
 }
 
 // saveInvoices is the op that appends what Stripe answered for the invoices
