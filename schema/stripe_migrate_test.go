@@ -8,9 +8,9 @@ import (
 // A database as the release before invoices to Stripe left it (version 26:
 // a forwarded message and a Stripe push, each with an attempt) migrates
 // through 0027 and 0028 keeping every outbox row, id and attempt: 0028
-// rebuilds the outbox. The rebuilt table takes a message of each of its
-// kinds and refuses one of none or two, or one naming no invoice push; the relay's reads see the old
-// push with no send yet.
+// rebuilds the outbox. The rebuilt table refuses a message of no kind, of
+// two, or naming no invoice push; the relay's reads see the old push with
+// no send yet.
 func TestStripeSendsAndInvoicesMigrationKeepsTheOutbox(t *testing.T) {
 	ctx := context.Background()
 	path, old := openAt(t, 26)
