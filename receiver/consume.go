@@ -56,16 +56,16 @@ func (s *Server) serveConsume(w http.ResponseWriter, r *http.Request) {
 		if rej.code == http.StatusUnauthorized {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="hookledger"`)
 		}
-		s.finishConsume(w, r, a, rej)
+		s.finish(w, r, a, rej)
 		return
 	}
 	if ok, wait := s.API.Keys.Allow(key); !ok {
 		res := apiReject(http.StatusTooManyRequests, "rate_limited", fmt.Sprintf("API key %q is over its rate limit (%g requests/s)", key.Name, key.RateLimit), nil)
 		w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
-		s.finishConsume(w, r, a, res)
+		s.finish(w, r, a, res)
 		return
 	}
-	s.finishConsume(w, r, a, s.consume(r, a, key.Name, key.ID, key.Prefix))
+	s.finish(w, r, a, s.consume(r, a, key.Name, key.ID, key.Prefix))
 }
 
 // consume reads, checks and submits one consume.
@@ -127,31 +127,4 @@ func (s *Server) consume(r *http.Request, a *attempt, keyName string, keyID int6
 		out.outcome, out.stored = string(custody.OutcomeDuplicate), ""
 	}
 	return out
-}
-
-// finishConsume logs the consume at debug (a refusal of the request at
-// warn, a few a source), observes it as an event of the ingest API and
-// answers.
-func (s *Server) finishConsume(w http.ResponseWriter, r *http.Request, a *attempt, res *result) {
-	latency := time.Since(a.start)
-	attrs := append(append(a.attrs, res.attrs...), slog.String("outcome", res.outcome), slog.Int("status", res.code),
-		slog.Float64("latency_ms", float64(latency.Microseconds())/1000))
-	if res.reason != "" {
-		attrs = append(attrs, slog.String("reason", res.reason))
-	}
-	s.Log.LogAttrs(r.Context(), slog.LevelDebug, "consume", attrs...)
-	if res.code >= http.StatusBadRequest {
-		s.refused(r, APIProvider, "consume refused", attrs)
-	}
-	if s.Observe != nil {
-		outcome := res.outcome
-		if res.code >= http.StatusBadRequest {
-			outcome = OutcomeRejected
-		}
-		s.Observe(Observation{Provider: APIProvider, Outcome: outcome, Reason: res.reason, Stored: res.stored, Code: res.code, Latency: latency})
-	}
-	if res.code == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", "1")
-	}
-	writeJSON(w, res.code, res.body)
 }
