@@ -43,7 +43,7 @@ func stripeStatusCommand() *cli.Command {
 			"With stripe.invoices, the table is followed by the period's invoices sent to Stripe (stripe invoices),\n" +
 			"and an invoice that differs exits 3 too.",
 		Flags: append(configFlags(),
-			&cli.StringFlag{Name: "period", Usage: "the month, YYYY-MM in invoicing.tz (default: the last month while it holds usage and is not closed for all customers, else this month)"},
+			closingPeriodFlag(),
 			&cli.StringFlag{Name: "customer", Usage: "only this customer"},
 			&cli.BoolFlag{Name: "remote", Usage: "also read Stripe's event summaries (GET /v1/billing/meters/{id}/event_summaries)"},
 			formatFlag()),
@@ -61,10 +61,6 @@ func stripeStatus(c *cli.Context) error {
 	if cfg.Stripe == nil {
 		return errors.New("no stripe: in the config: nothing is pushed to Stripe")
 	}
-	period, loc, err := periodFlag(c, cfg)
-	if err != nil {
-		return err
-	}
 	var remote *stripe.Client
 	if c.Bool("remote") {
 		if cfg.Stripe.APIKey.Value == "" {
@@ -72,14 +68,11 @@ func stripeStatus(c *cli.Context) error {
 		}
 		remote = &stripe.Client{Base: cfg.Stripe.APIBase, Key: cfg.Stripe.APIKey.Value, HTTP: forward.DefaultClient()}
 	}
-	db, err := openDB(c.Context, cfg.DBPath(), schema.Options{ReadOnly: true, MustExist: true})
+	db, period, err := openPeriod(c, cfg)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	if period, err = orClosingMonth(c, db, period, loc); err != nil {
-		return err
-	}
 	lines, err := stripe.Status(c.Context, db, cfg.Meters, period, c.String("customer"), remote)
 	if err != nil {
 		return err
@@ -158,40 +151,40 @@ func explainStatus(c *cli.Context, lines []stripe.StatusLine) {
 	}
 }
 
-// periodFlag is --period, a month in invoicing.tz (Label "" when not
-// given), and that zone.
-func periodFlag(c *cli.Context, cfg *config.Config) (ledger.Period, *time.Location, error) {
-	loc := cfg.Invoicing.Location
-	if loc == nil {
-		loc = time.UTC
-	}
-	month := c.String("period")
-	if month == "" {
-		return ledger.Period{}, loc, nil
-	}
-	p, err := ledger.MonthPeriod(month, loc)
-	if err != nil {
-		return p, loc, usageErrorf(c, "--period: %v", err)
-	}
-	return p, loc, nil
+// closingPeriodFlag is --period of the views about a month's closing.
+func closingPeriodFlag() cli.Flag {
+	return &cli.StringFlag{Name: "period", Usage: "the month, YYYY-MM in invoicing.tz (default: the last month while it holds usage and is not closed for all customers, else this month)"}
 }
 
-// orClosingMonth is period, or without one the month that just ended until
-// it is closed (saying so on stderr), else this month: the rule of every
-// view about closing (the console's too).
-func orClosingMonth(c *cli.Context, db *schema.DB, period ledger.Period, loc *time.Location) (ledger.Period, error) {
-	if period.Label != "" {
-		return period, nil
+// openPeriod opens the database read-only and reads --period, a month in
+// invoicing.tz, or without one the month that just ended until it is
+// closed (saying so on stderr), else this month: the rule of every view
+// about closing (ledger.ClosingMonth; the console's too).
+func openPeriod(c *cli.Context, cfg *config.Config) (*schema.DB, ledger.Period, error) {
+	loc, err := zoneOf(c, cfg)
+	if err != nil {
+		return nil, ledger.Period{}, err
+	}
+	var period ledger.Period
+	if month := c.String("period"); month != "" {
+		if period, err = ledger.MonthPeriod(month, loc); err != nil {
+			return nil, period, usageErrorf(c, "--period: %v", err)
+		}
+	}
+	db, err := openDB(c.Context, cfg.DBPath(), schema.Options{ReadOnly: true, MustExist: true})
+	if err != nil || period.Label != "" {
+		return db, period, err
 	}
 	period, previous, err := ledger.ClosingMonth(c.Context, db, time.Now(), loc)
 	if err != nil {
-		return period, err
+		db.Close()
+		return nil, period, err
 	}
 	if previous {
 		fmt.Fprintf(c.App.ErrWriter, "%s, the last month, until it is closed (--period %s for this month)\n",
 			period.Label, period.End.Format("2006-01"))
 	}
-	return period, nil
+	return db, period, nil
 }
 
 func stripeInvoicesCommand() *cli.Command {
@@ -204,7 +197,7 @@ func stripeInvoicesCommand() *cli.Command {
 			"Stripe answered once the invoice was complete. An invoice agrees when it was delivered and Stripe's\n" +
 			"amount_due is TOTAL_MINOR; any other differs, and the command exits 3.",
 		Flags: append(configFlags(),
-			&cli.StringFlag{Name: "period", Usage: "the month, YYYY-MM in invoicing.tz (default: the last month while it holds usage and is not closed for all customers, else this month)"},
+			closingPeriodFlag(),
 			&cli.StringFlag{Name: "customer", Usage: "only this customer"},
 			formatFlag()),
 		Action: func(c *cli.Context) error {
@@ -215,18 +208,11 @@ func stripeInvoicesCommand() *cli.Command {
 			if !cfg.Stripe.InvoicesOn() {
 				return errors.New("stripe.invoices is not enabled in the config: no invoice is sent to Stripe")
 			}
-			period, loc, err := periodFlag(c, cfg)
-			if err != nil {
-				return err
-			}
-			db, err := openDB(c.Context, cfg.DBPath(), schema.Options{ReadOnly: true, MustExist: true})
+			db, period, err := openPeriod(c, cfg)
 			if err != nil {
 				return err
 			}
 			defer db.Close()
-			if period, err = orClosingMonth(c, db, period, loc); err != nil {
-				return err
-			}
 			lines, err := stripe.InvoiceStatus(c.Context, db, period, c.String("customer"))
 			if err != nil {
 				return err
