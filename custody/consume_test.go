@@ -32,7 +32,11 @@ func consume(t *testing.T, e *env, key, customer, meter, body string) (int, rece
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	var r receiver.ConsumeReply
-	json.Unmarshal(b, &r)
+	if resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(b, &r); err != nil {
+			t.Errorf("a consume's answer does not decode: %v\n%s", err, b)
+		}
+	}
 	return resp.StatusCode, r, string(b)
 }
 
@@ -187,8 +191,14 @@ func BenchmarkConsumeAt1000PerSecond(b *testing.B) {
 			start := time.Now()
 			resp, err := http.DefaultClient.Do(req)
 			d := time.Since(start)
-			if err != nil || resp.StatusCode != 200 {
+			if err != nil {
 				b.Errorf("consume %d: %v", i, err)
+				return
+			}
+			if resp.StatusCode != 200 {
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				b.Errorf("consume %d: %d %s", i, resp.StatusCode, body)
 				return
 			}
 			io.Copy(io.Discard, resp.Body)

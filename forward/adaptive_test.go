@@ -204,6 +204,12 @@ func (l *limits) observe(_ string, n int) {
 	l.seen = append(l.seen, n)
 }
 
+func (l *limits) first() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.seen[0]
+}
+
 func (l *limits) last() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -252,8 +258,8 @@ func TestRelayAdaptsConcurrency(t *testing.T) {
 	if h := l.highest(); h <= 2 || h > 16 {
 		t.Errorf("the highest limit reported %d, want from 3 to 16", h)
 	}
-	if l.seen[0] != 2 {
-		t.Errorf("the relay opened at limit %d, want concurrency (2)", l.seen[0])
+	if first := l.first(); first != 2 {
+		t.Errorf("the relay opened at limit %d, want concurrency (2)", first)
 	}
 
 	a.throttle.Store(true)

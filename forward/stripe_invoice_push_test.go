@@ -184,8 +184,10 @@ func TestStripeInvoicesAreCreatedOnce(t *testing.T) {
 			t.Errorf("%s: metadata %v, want the hookledger invoice %d", c, inv.Metadata, invs[c].ID)
 		}
 		var due string
-		e.DB.Read.QueryRow(`SELECT r.amount_due FROM stripe_invoice_results r JOIN stripe_invoice_pushes p ON p.id = r.push_id
-			WHERE p.customer_id = ? ORDER BY r.id DESC LIMIT 1`, c).Scan(&due)
+		if err := e.DB.Read.QueryRow(`SELECT r.amount_due FROM stripe_invoice_results r JOIN stripe_invoice_pushes p ON p.id = r.push_id
+			WHERE p.customer_id = ? ORDER BY r.id DESC LIMIT 1`, c).Scan(&due); err != nil {
+			t.Errorf("%s: Stripe's answer not kept: %v", c, err)
+		}
 		if due != w.total {
 			t.Errorf("%s: Stripe's amount due kept as %q, want %s", c, due, w.total)
 		}
@@ -201,9 +203,14 @@ func TestStripeInvoicesAreCreatedOnce(t *testing.T) {
 	if len(lines) != 3 || stripe.InvoicesDiffer(lines) {
 		t.Errorf("invoice status %+v, want 3 agreeing", lines)
 	}
+	// The failures did happen: more calls than the 7 each invoice takes
+	// when none fails, lost replies and outages among them.
 	fake.Mu.Lock()
-	t.Logf("%d calls, refused %v", fake.Calls, fake.Refused)
+	calls, lost, down := fake.Calls, fake.Refused[500], fake.Refused[503]
 	fake.Mu.Unlock()
+	if calls <= 3*7 || lost == 0 || down == 0 {
+		t.Errorf("%d calls, %d lost replies, %d outages: want more than 21 calls and both kinds of failure", calls, lost, down)
+	}
 }
 
 // A relay down for more than Stripe's 24 hours of idempotency keys, after

@@ -24,8 +24,10 @@ func TestStripeStreamKeepsUpWithManyCustomers(t *testing.T) {
 	fake := fakestripe.Serve(t, stripeKey)
 	fake.Latency = 150 * time.Millisecond
 	e, _, _ := stripeEnv(t, fake.URL, ledger.StripeStream, "1", func(c *config.Config) {
+		// Stripe's defaults (config resolves them; this configuration is
+		// built in code): the interval and the pairs at once.
 		c.Stripe.Interval.Duration = config.DefaultStripeInterval
-		c.Stripe.Concurrency = config.DefaultForwardConcurrency
+		c.Stripe.Concurrency = config.DefaultStripeConcurrency
 	})
 	const customers, events = 21, 2600
 	start := time.Now()

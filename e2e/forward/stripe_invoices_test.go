@@ -67,7 +67,8 @@ customers:
 	}
 	env := []string{"STRIPE_API_KEY=" + e2eStripeKey}
 	cmd, _, url := testenv.StartServe(t, bin, dir, env)
-	month := time.Now().UTC().AddDate(0, -1, 0)
+	now := time.Now().UTC()
+	month := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC).AddDate(0, -1, 0) // last month, whatever today's day
 	sendUsage(t, func() string { return url }, "evt_1", "cus_1", "10000", time.Date(month.Year(), month.Month(), 10, 12, 0, 0, 0, time.UTC))
 	if out, err := testenv.Run(bin, dir, env, "invoice", "close", "--period", month.Format("2006-01"), "--all"); err != nil {
 		t.Fatalf("invoice close: %v\n%s", err, out)
