@@ -17,6 +17,7 @@ import (
 type PushStore interface {
 	StripePushesOf(ctx context.Context, ids []int64) (map[int64]schema.StripePush, error)
 	StripeSendOf(ctx context.Context, identifier string) (schema.StripeSend, bool, error)
+	DeliveredSends(ctx context.Context, identifiers []string) (map[string]bool, error)
 	StripeInvoicePushesOf(ctx context.Context, ids []int64) (map[int64]schema.StripeInvoicePush, error)
 	LatestExternalIDs(ctx context.Context, customer string) (string, error)
 }
@@ -98,6 +99,22 @@ func (d *destination) deliverPushes(ctx context.Context, claims []schema.OutboxC
 			return release("store sends", err)
 		}
 	}
+	// A stored send one of whose pushes was delivered reached Stripe: the
+	// pushes of it claimed now (retried apart from the rest of their sum)
+	// are settled without a request, which Stripe, past its 24 hours of
+	// identifiers, would count a second time.
+	var stored []string
+	for _, sends := range pairs {
+		for _, s := range sends {
+			if !s.New {
+				stored = append(stored, s.Identifier)
+			}
+		}
+	}
+	took, err := r.Pushes.DeliveredSends(ctx, stored)
+	if err != nil {
+		return release("read sends", err)
+	}
 	sem := make(chan struct{}, d.cfg.Concurrency)
 	var wg sync.WaitGroup
 	for _, sends := range pairs {
@@ -107,7 +124,10 @@ func (d *destination) deliverPushes(ctx context.Context, claims []schema.OutboxC
 			defer func() { <-sem; wg.Done() }()
 			for _, s := range sends {
 				o, at := outcome{canceled: true}, r.Now()
-				if d.limiter == nil || d.limiter.Wait(ctx) == nil {
+				switch {
+				case took[s.Identifier]:
+					o = outcome{acked: true}
+				case d.limiter == nil || d.limiter.Wait(ctx) == nil:
 					at = r.Now()
 					o = d.send(ctx, s)
 				}

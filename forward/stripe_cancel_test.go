@@ -355,3 +355,49 @@ func mustRowQuantity(t *testing.T, s string) ledger.Total {
 	}
 	return q
 }
+
+// A push retried apart from the rest of its sum (its sum reached Stripe,
+// its own message was left dead): it is settled as delivered without a
+// request, since Stripe, past its 24 hours of identifiers, would count the
+// whole sum again.
+func TestStripeRetryOfPartOfASumSendsNothing(t *testing.T) {
+	c := newClockedStripe(t)
+	c.fake.Mu.Lock()
+	c.fake.Gate = make(chan struct{}) // the first call waits: the next two gather behind it
+	c.fake.Mu.Unlock()
+	c.startRelay(t)
+	for i, q := range []string{"1", "2", "3"} {
+		if r := c.e.Send(fmt.Sprintf("evt_%d", i), testenv.UsageBody("cus_1", "api_requests", q)); r.Code != 200 {
+			t.Fatalf("send: %d", r.Code)
+		}
+		if i == 0 {
+			testenv.Eventually(t, 10*time.Second, "the first push in flight", func() bool {
+				c.fake.Mu.Lock()
+				defer c.fake.Mu.Unlock()
+				return len(c.fake.Seen) == 1
+			})
+		}
+	}
+	close(c.fake.Gate)
+	testenv.Eventually(t, 10*time.Second, "the pushes delivered", func() bool { return pushCount(c.e, "delivered") == 3 })
+	var sum string
+	if err := c.e.DB.Read.QueryRow(`SELECT identifier FROM stripe_sends WHERE pushes = 2 LIMIT 1`).Scan(&sum); err != nil {
+		t.Fatalf("no sum of two: %v", err)
+	}
+	// One push of the sum is made due again, as a retry of it alone is.
+	c.e.DB.Write.MustExec(`UPDATE outbox SET status = 'pending', next_attempt_at = 0, delivered_at = NULL
+		WHERE push_id = (SELECT MAX(push_id) FROM stripe_sends WHERE identifier = ?)`, sum)
+	c.relay.Kick()
+	testenv.Eventually(t, 10*time.Second, "the retried push settled", func() bool { return pushCount(c.e, "delivered") == 3 })
+	c.fake.Mu.Lock()
+	calls := 0
+	for _, id := range c.fake.Seen {
+		if id == sum {
+			calls++
+		}
+	}
+	c.fake.Mu.Unlock()
+	if calls != 1 || c.total("cus_1") != "6" {
+		t.Errorf("the sum was sent %d times and Stripe holds %s, want once and 6", calls, c.total("cus_1"))
+	}
+}

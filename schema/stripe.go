@@ -90,6 +90,29 @@ func (b Batch) RestampStripeSend(ctx context.Context, identifier string, timesta
 	return nil
 }
 
+// DeliveredSends says which of the sends identifiers Stripe took already:
+// one of their pushes was delivered (the relay, before sending a stored
+// send again for pushes retried apart from the rest of their sum).
+func (db *DB) DeliveredSends(ctx context.Context, identifiers []string) (map[string]bool, error) {
+	out := map[string]bool{}
+	if len(identifiers) == 0 {
+		return out, nil
+	}
+	q, args, err := sqlx.In(`SELECT DISTINCT s.identifier FROM stripe_sends s JOIN outbox o ON o.push_id = s.push_id
+		WHERE s.identifier IN (?) AND o.status = 'delivered'`, identifiers)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	if err := db.Read.SelectContext(ctx, &ids, q, args...); err != nil {
+		return nil, err
+	}
+	for _, id := range ids {
+		out[id] = true
+	}
+	return out, nil
+}
+
 // StripeSendOf is the send that carried the push with identifier (ok
 // false: none yet), read when a void would cancel that push's meter event:
 // only a push sent alone can be cancelled.
