@@ -401,3 +401,29 @@ func TestStripeRetryOfPartOfASumSendsNothing(t *testing.T) {
 		t.Errorf("the sum was sent %d times and Stripe holds %s, want once and 6", calls, c.total("cus_1"))
 	}
 }
+
+// A push from ahead of Stripe's window (an hour in the future) is stamped
+// when it is sent, in its own month still: status counts nothing carried
+// out of the month, nor into it, so --remote expects Stripe to hold the
+// ledger's total for it.
+func TestStripeFuturePushStaysInItsMonth(t *testing.T) {
+	c := newClockedStripe(t) // 2026-11-30 12:00 UTC
+	c.startRelay(t)
+	body := []byte(`{"type":"usage.recorded","data":{"customer":"cus_1","meter":"api_requests","quantity":5,"occurred_at":"2026-11-30T13:00:00Z"}}`)
+	if r := c.e.Send("evt_ahead", body); r.Code != 200 {
+		t.Fatalf("send: %d", r.Code)
+	}
+	testenv.Eventually(t, 10*time.Second, "the push delivered", func() bool { return pushCount(c.e, "delivered") == 1 })
+	if n := c.e.Int(`SELECT COUNT(*) FROM stripe_sends WHERE carried = 1`); n != 1 {
+		t.Fatalf("%d carried sends, want the one stamped now", n)
+	}
+	nov, _ := ledger.MonthPeriod("2026-11", time.UTC)
+	lines, err := stripe.Status(context.Background(), c.e.DB, c.e.Config.Meters, nov, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lines) != 1 || lines[0].Ledger != "5" || lines[0].Acknowledged != "5" || lines[0].Carried != "0" || lines[0].CarriedIn != "0" ||
+		lines[0].State != stripe.StateAgrees {
+		t.Errorf("November: %+v, want 5 acknowledged, nothing carried out or in", lines)
+	}
+}

@@ -97,13 +97,12 @@ func (c Currency) MinorUnits(x Decimal) (string, error) {
 	if c.code == "" {
 		return "", fmt.Errorf("minor units: no currency")
 	}
-	var out apd.Decimal
-	if _, err := exact.Quantize(&out, &x.d, int32(-c.scale)); err != nil {
-		return "", fmt.Errorf("%s in %s: not whole minor units: %w", x, c, err)
+	out, err := c.places(x) // exact: whole minor units or an error, never rounded
+	if err != nil {
+		return "", err
 	}
-	// out's coefficient at exponent -scale is the amount in minor units.
-	minor := apd.New(0, 0)
-	minor.Coeff.Set(&out.Coeff)
-	minor.Negative = out.Negative && out.Coeff.Sign() != 0
+	// Its coefficient at exponent -scale is the amount in minor units.
+	minor := apd.NewWithBigInt(&out.d.Coeff, 0)
+	minor.Negative = out.d.Negative
 	return minor.Text('f'), nil
 }

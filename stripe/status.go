@@ -346,7 +346,9 @@ func (t *tally) pushes(pushes []schema.StripePush) error {
 		if p.Status == schema.OutboxDelivered || p.LastStatus != 0 {
 			err = errors.Join(err, addTo(&l.Pushed, p.Value))
 		}
-		if p.Send.Carried == 1 {
+		if p.Send.Carried == 1 && !t.period.Contains(p.Send.Timestamp*1000) {
+			// Stamped in a later period (stamped now but still in its own
+			// month, a push from ahead of Stripe's window counts here).
 			err = errors.Join(err, addTo(&l.Carried, p.Value))
 		}
 		switch p.Status {
