@@ -11,6 +11,7 @@ import (
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/schema"
 	"github.com/hookledger/hookledger/stripe"
+	"golang.org/x/time/rate"
 )
 
 // PushStore is what the Stripe destination reads (*schema.DB).
@@ -38,12 +39,14 @@ func (r *Relay) stripeDestinations() ([]*destination, error) {
 		return nil, fmt.Errorf("stripe: api_key is not set")
 	}
 	client := &stripe.Client{Base: r.Stripe.APIBase, Key: r.Stripe.APIKey.Value, HTTP: r.Client, UserAgent: r.UserAgent}
+	// One rate limit for both: stripe.rate_limit caps the calls to Stripe,
+	// meter events and invoices together.
+	var limiter *rate.Limiter
+	if rl := r.Stripe.RateLimit; rl != nil {
+		limiter = newLimiter(rl)
+	}
 	worker := func(c config.Destination) *destination {
-		d := &destination{relay: r, cfg: c, kick: make(chan struct{}, 1), stripe: client, secrets: client.Secrets()}
-		if c.RateLimit != nil {
-			d.limiter = newLimiter(c.RateLimit)
-		}
-		return d
+		return &destination{relay: r, cfg: c, kick: make(chan struct{}, 1), stripe: client, secrets: client.Secrets(), limiter: limiter}
 	}
 	// A claim takes what a busy second gathers: its pushes go as one meter
 	// event per customer and meter (Plan), then the worker waits an

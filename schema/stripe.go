@@ -234,16 +234,26 @@ func (db *DB) StripePushesOf(ctx context.Context, ids []int64) (map[int64]Stripe
 	if len(ids) == 0 {
 		return out, nil
 	}
-	v, err := schemaVersion(ctx, db.Read)
-	if err != nil {
-		return nil, err
+	read := func(v int) ([]StripePush, error) {
+		q, args, err := sqlx.In(pushFrom(v)+` WHERE o.id IN (?)`, ids)
+		if err != nil {
+			return nil, err
+		}
+		var rows []StripePush
+		err = db.Read.SelectContext(ctx, &rows, q, args...)
+		return rows, err
 	}
-	q, args, err := sqlx.In(pushFrom(v)+` WHERE o.id IN (?)`, ids)
-	if err != nil {
-		return nil, err
+	// The current schema first: the relay reads every batch so, and asks
+	// the version only of a database that refuses the query (forward
+	// list on an older one, read-only).
+	rows, err := read(versionStripeSends)
+	if err != nil && predates(ctx, db.Read, versionStripeSends) {
+		var v int
+		if v, err = schemaVersion(ctx, db.Read); err == nil {
+			rows, err = read(v)
+		}
 	}
-	var rows []StripePush
-	if err := db.Read.SelectContext(ctx, &rows, q, args...); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	for _, r := range rows {

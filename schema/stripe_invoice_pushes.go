@@ -109,7 +109,7 @@ const invoicePushFrom = `SELECT p.id, p.invoice_id, p.identifier, p.customer_id,
 // outbox id (the relay).
 func (db *DB) StripeInvoicePushesOf(ctx context.Context, ids []int64) (map[int64]StripeInvoicePush, error) {
 	out := make(map[int64]StripeInvoicePush, len(ids))
-	if len(ids) == 0 || predates(ctx, db.Read, versionStripeInvoicePushes) {
+	if len(ids) == 0 {
 		return out, nil
 	}
 	q, args, err := sqlx.In(invoicePushFrom+` WHERE o.id IN (?)`, ids)
@@ -118,6 +118,9 @@ func (db *DB) StripeInvoicePushesOf(ctx context.Context, ids []int64) (map[int64
 	}
 	var rows []StripeInvoicePush
 	if err := db.Read.SelectContext(ctx, &rows, q, args...); err != nil {
+		if predates(ctx, db.Read, versionStripeInvoicePushes) {
+			return out, nil // a database before invoice pushes has none
+		}
 		return nil, err
 	}
 	for _, r := range rows {

@@ -116,6 +116,9 @@ func (db *DB) StripeInvoiceStatesOf(ctx context.Context, ids []int64) (states ma
 	}
 	// A few hundred ids a query: invoice list reads every invoice, and
 	// both backends bound a statement's parameters.
+	// Pushed: a close-mode line, or the invoice itself (stripe.invoices;
+	// asked once, not per chunk).
+	invoicePushes := !predates(ctx, db.Read, versionStripeInvoicePushes)
 	for chunk := range slices.Chunk(ids, 500) {
 		q, args, err := sqlx.In(`SELECT id, receipt_id, stripe_event, event_type, state, event_created, stripe_invoice, stripe_customer,
 			period_start, period_end, COALESCE(invoice_id, 0) AS invoice_id, created_at
@@ -133,9 +136,8 @@ func (db *DB) StripeInvoiceStatesOf(ctx context.Context, ids []int64) (states ma
 		for _, r := range rows {
 			states[r.InvoiceID] = append(states[r.InvoiceID], r)
 		}
-		// Pushed: a close-mode line, or the invoice itself (stripe.invoices).
 		sent, sentArgs := `SELECT DISTINCT invoice_id FROM stripe_pushes WHERE invoice_id IS NOT NULL AND invoice_id IN (?)`, []any{chunk}
-		if !predates(ctx, db.Read, versionStripeInvoicePushes) {
+		if invoicePushes {
 			sent, sentArgs = sent+` UNION SELECT invoice_id FROM stripe_invoice_pushes WHERE invoice_id IN (?)`, append(sentArgs, chunk)
 		}
 		q, args, err = sqlx.In(sent, sentArgs...)
