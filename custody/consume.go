@@ -28,9 +28,12 @@ type Consume struct {
 	// The answer, set by Apply.
 	Allowed   bool
 	Duplicate bool
-	Used      ledger.Total // the period's usage after the consume
-	Limit     entitle.Limit
-	HasLimit  bool
+	// Conflict is set when the id was consumed for another customer or
+	// meter (customer/meter): nothing is written or answered of it.
+	Conflict string
+	Used     ledger.Total // the period's usage after the consume
+	Limit    entitle.Limit
+	HasLimit bool
 }
 
 // Apply implements Op.
@@ -44,6 +47,11 @@ func (c *Consume) Apply(ctx context.Context, tx *Tx) error {
 	stored, err := tx.b.GetReceipt(ctx, d.Provider, d.EventID)
 	switch {
 	case err == nil:
+		// (A body retention pruned says nothing: the id answers as it is.)
+		if customer, meter := ledger.ConsumeOf(stored.Body); stored.Body != nil && (customer != row.Customer || meter != row.Meter) {
+			c.Conflict = customer + "/" + meter
+			return nil
+		}
 		c.Duplicate, c.Allowed = true, stored.EventType == ledger.ConsumeType && stored.Status == string(StatusApplied)
 		_, c.Used, c.Limit, c.HasLimit, err = tx.usage.Fits(ctx, row.Customer, row.Meter, at, ledger.Total{})
 		return err

@@ -129,8 +129,17 @@ func TestConsumeAnswers(t *testing.T) {
 			t.Errorf("repeat of %s: %d %s, want the first's answer (allowed %v)", c.id, code, body, c.allowed)
 		}
 	}
+	// The id is one consume of one customer and meter: used for another
+	// customer, it is refused whole.
+	if code, _, body := consume(t, e, key, "cus_2", "api_requests", `{"id":"first","quantity":"60"}`); code != 409 ||
+		!strings.Contains(body, `"reason":"id_conflict"`) || !strings.Contains(body, "cus_1/api_requests") {
+		t.Errorf("first's id for cus_2: %d %s, want 409 naming cus_1/api_requests", code, body)
+	}
 	if n := e.Count("receipts"); n != receipts {
 		t.Errorf("repeats stored %d receipts, want none", n-receipts)
+	}
+	if rows := e.Int(`SELECT COUNT(*) FROM metered_usage WHERE customer_id = 'cus_2'`); rows != 0 {
+		t.Errorf("%d rows for cus_2, want none", rows)
 	}
 	code, r, body = consume(t, e, key, "cus_1", "api_requests", `{"id":"third","quantity":"40"}`)
 	if code != 200 || !r.Allowed || r.Used != "100" || r.Remaining != "0" {

@@ -51,6 +51,11 @@ func ConsumeBody(typ, id, customer, meter string, q Total, at time.Time) []byte 
 	return b
 }
 
+// ConsumeOf is the customer and meter a consume's body names.
+func ConsumeOf(body []byte) (customer, meter string) {
+	return payload.Get(body, "subject").String(), payload.Get(body, "data.meter").String()
+}
+
 // consumeRow is the usage row of a consume's body.
 func (m *Mapper) consumeRow(body []byte) (UsageRow, error) {
 	var r UsageRow

@@ -117,6 +117,9 @@ func (s *Server) consume(r *http.Request, a *attempt, keyName string, keyID int6
 		}
 		return apiReject(http.StatusServiceUnavailable, "storage_error", "not stored, retry later", err)
 	}
+	if op.Conflict != "" {
+		return apiReject(http.StatusConflict, "id_conflict", fmt.Sprintf("id %q was consumed for %s: an id is one consume of one customer and meter", req.ID, op.Conflict), nil)
+	}
 	reply := ConsumeReply{ID: req.ID, Customer: customer, Meter: meter, Allowed: op.Allowed, Duplicate: op.Duplicate, Used: op.Used.String()}
 	if op.HasLimit {
 		reply.Limit, reply.Kind, reply.Remaining = op.Limit.Value.String(), op.Limit.Kind, op.Limit.Remaining(op.Used).String()

@@ -18,7 +18,7 @@ func logFlags() []cli.Flag {
 		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: []string{"HOOKLEDGER_LOG_LEVEL"},
 			Usage: "minimum log level: debug, info, warn or error (debug adds one line per delivery attempt; info sums them up every --log-summary)"},
 		&cli.DurationFlag{Name: "log-summary", Value: time.Minute, EnvVars: []string{"HOOKLEDGER_LOG_SUMMARY"},
-			Usage: "how often to log the deliveries, one line per provider (requests, outcomes, refusals by reason, slowest reply); 0: never"},
+			Usage: "how often to log the deliveries, one line per provider (requests, outcomes, failed receipts, refusals by reason, p99 and slowest reply); 0: never"},
 		&cli.StringFlag{Name: "log-format", Value: "auto", EnvVars: []string{"HOOKLEDGER_LOG_FORMAT"},
 			Usage: "log format: json, text, or auto (text when stderr is a terminal, else JSON for journald and log shippers)"},
 	}

@@ -41,7 +41,8 @@ func stripeStatusCommand() *cli.Command {
 			"names no push of this ledger (listed on stderr). With --remote, STRIPE is what Stripe's event\n" +
 			"summaries say for the period, compared too. A close meter's period is open until its invoice is closed.\n" +
 			"With stripe.invoices, the table is followed by the period's invoices sent to Stripe (stripe invoices),\n" +
-			"and an invoice that differs exits 3 too.",
+			"and an invoice that differs exits 3 too; --format json and csv hold the meters' lines only (the\n" +
+			"invoices' are stripe invoices --format json).",
 		Flags: append(configFlags(),
 			closingPeriodFlag(),
 			&cli.StringFlag{Name: "customer", Usage: "only this customer"},
