@@ -296,7 +296,7 @@ func (d *destination) run(ctx context.Context) {
 		}
 		t := time.NewTimer(wait)
 		kick := d.kick
-		if wait == d.relay.Linger || d.lingering || held {
+		if d.lingering || held {
 			kick = nil // let the next batch fill, or the backoff run out
 		}
 		select {
@@ -349,6 +349,7 @@ func (d *destination) step(ctx context.Context) (time.Duration, error) {
 		}
 		probe = true
 	} else if r.Busy != nil && !d.paced && now.Sub(at) < r.YieldFor && r.Busy() {
+		d.lingering = true
 		return r.Linger, nil // the receiver first; the oldest message has waited less than YieldFor
 	}
 	// While the destination fails, one message probes it; the rest wait,
@@ -441,6 +442,9 @@ func (d *destination) deliver(ctx context.Context, claims []schema.OutboxClaim, 
 // record is the op that stores a batch's attempts, their messages' new
 // status and the destination's backoff, in one transaction.
 type record struct {
+	// also, when set, writes what the batch's answers said beside its
+	// outcomes, in their transaction (Stripe's invoices: saveInvoices).
+	also     custody.Op
 	dest     string
 	state    schema.DestinationState // as the batch began; finish updates it
 	results  []schema.OutboxResult
@@ -537,6 +541,11 @@ func (rec *record) finish(d *destination, at time.Time) {
 
 // Apply implements custody.Op.
 func (rec *record) Apply(ctx context.Context, tx *custody.Tx) error {
+	if rec.also != nil {
+		if err := rec.also.Apply(ctx, tx); err != nil {
+			return err
+		}
+	}
 	b := tx.Outbox()
 	if err := b.RecordOutboxResults(ctx, rec.results); err != nil {
 		return err

@@ -23,8 +23,8 @@ const createdSlack = 24 * time.Hour
 
 // deliverInvoices attempts claimed invoice pushes, Concurrency at a time:
 // each one is a few calls (stripe.invoices). What Stripe answered for each
-// invoice completed is stored (saveInvoices) before the messages are
-// recorded delivered.
+// invoice completed (saveInvoices) is stored in the transaction that
+// records its message delivered.
 func (d *destination) deliverInvoices(ctx context.Context, claims []schema.OutboxClaim, ids []int64, rec *record) *record {
 	r := d.relay
 	pushes, err := r.Pushes.StripeInvoicePushesOf(ctx, ids)
@@ -60,13 +60,7 @@ func (d *destination) deliverInvoices(ctx context.Context, claims []schema.Outbo
 		}
 	}
 	if len(save.pushes) > 0 {
-		if err := r.Writer.Submit(context.WithoutCancel(ctx), save); err != nil {
-			// Sent again later: found by its metadata, not created twice.
-			rec.released = ids
-			r.Log.Warn("forward", "destination", d.cfg.Name, "error", "store Stripe's invoices: "+err.Error())
-			rec.finish(d, r.Now())
-			return rec
-		}
+		rec.also = save // in the transaction that records the deliveries
 	}
 	return rec.settle(d, claims, outs, times)
 }

@@ -31,11 +31,8 @@ type StripeReport struct {
 // it.
 func (b Batch) StripePushID(ctx context.Context, identifier string) (int64, error) {
 	var id int64
-	err := b.tx.QueryRowContext(ctx, `SELECT id FROM stripe_pushes WHERE identifier = ?
-		UNION ALL SELECT MIN(push_id) FROM stripe_sends WHERE identifier = ? HAVING COUNT(*) > 0 LIMIT 1`, identifier, identifier).Scan(&id)
-	if err == sql.ErrNoRows {
-		return 0, nil
-	}
+	err := b.tx.QueryRowContext(ctx, `SELECT COALESCE((SELECT id FROM stripe_pushes WHERE identifier = ?),
+		(SELECT MIN(push_id) FROM stripe_sends WHERE identifier = ?), 0)`, identifier, identifier).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("read the push %s: %w", identifier, err)
 	}
