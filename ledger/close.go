@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/hookledger/hookledger/chainhash"
 	"github.com/hookledger/hookledger/schema"
 )
 
@@ -170,6 +171,17 @@ func closeTx(ctx context.Context, tx closeStore, req CloseRequest) (*CloseResult
 		}
 		cutoff = max(cutoff, headRecorded+1)
 	}
+	// Grants count in the close as its rows do: recorded before the cutoff,
+	// which is kept above the credit chain's end (and a grant written after
+	// the close is recorded no earlier than its cutoff, custody.GrantCredit).
+	lastCredit, err := tx.LastCredit(ctx)
+	if errors.Is(err, schema.ErrNoCredits) && req.Preview {
+		lastCredit, err = schema.CreditEntry{RowHash: chainhash.Genesis}, nil // a read-only preview of a database from before credits
+	}
+	if err != nil {
+		return nil, fmt.Errorf("close: %w", err)
+	}
+	cutoff = max(cutoff, lastCredit.RecordedAt+1)
 	scope := req.Customer
 	closed := schema.PeriodClose{Customer: scope, Period: p.Label, TZ: p.Zone, PeriodStart: start, PeriodEnd: end,
 		GraceMS: req.Grace.Milliseconds(), Cutoff: cutoff, LedgerHead: head.LastID, ClosedAt: now.UnixMilli()}
@@ -193,6 +205,10 @@ func closeTx(ctx context.Context, tx closeStore, req CloseRequest) (*CloseResult
 		}
 	}
 
+	credits, err := readCloseCredits(ctx, tx, scope, lastCredit, cutoff)
+	if err != nil {
+		return nil, err
+	}
 	prices := newPricer(ctx, req.Pricing, tx)
 	split := prices.splitBy()
 	lines, err := periodLines(ctx, tx, req, head.LastID, skip, split)
@@ -244,6 +260,9 @@ func closeTx(ctx context.Context, tx closeStore, req CloseRequest) (*CloseResult
 		if err := prices.price(&inv); err != nil {
 			return nil, fmt.Errorf("close %s: %w", p.Label, err)
 		}
+		if err := credits.apply(&inv); err != nil {
+			return nil, fmt.Errorf("close %s: %w", p.Label, err)
+		}
 		inv.Digest = invoiceDigest(&inv)
 		if err := tx.InsertInvoice(ctx, inv.record()); err != nil {
 			return nil, fmt.Errorf("close: insert invoice for %s: %w", c, err)
@@ -252,6 +271,9 @@ func closeTx(ctx context.Context, tx closeStore, req CloseRequest) (*CloseResult
 			if err := tx.InsertInvoiceLine(ctx, inv.Lines[i].record()); err != nil {
 				return nil, fmt.Errorf("close: insert invoice line for %s: %w", c, err)
 			}
+		}
+		if err := credits.burn(ctx, tx, &inv); err != nil {
+			return nil, err
 		}
 		res.Invoices = append(res.Invoices, inv)
 	}

@@ -57,7 +57,12 @@ func invoiceDigest(inv *Invoice) []byte {
 	// dimension, dimprice.go): v3's encoding plus each line's dimensions, so
 	// the value a line bills is covered. No invoice before 0022 has one,
 	// and an invoice without one keeps the version it would have had.
-	wide, dimensional := false, false
+	// v5 is an invoice prepaid credits paid (credits.go): v4's encoding
+	// (every line's dimensions, decimal quantities) plus what each grant
+	// gave and the amount due. No invoice before credits has any, and an
+	// invoice without them keeps the version it would have had.
+	credited := len(inv.Credits) > 0
+	wide, dimensional := false, credited
 	for _, l := range inv.Lines {
 		wide = wide || l.Quantity.big != nil
 		dimensional = dimensional || l.Dimensions != ""
@@ -66,6 +71,8 @@ func invoiceDigest(inv *Invoice) []byte {
 	priced := inv.Money.Currency != "" || wide
 	c := newCanon()
 	switch {
+	case credited:
+		c.str("hookledger-invoice-v5")
 	case dimensional:
 		c.str("hookledger-invoice-v4")
 	case wide:
@@ -132,6 +139,16 @@ func invoiceDigest(inv *Invoice) []byte {
 		c.str(m.Fee)
 		c.str(m.TrueUp)
 		c.str(m.Total)
+	}
+	if credited {
+		c.int(int64(len(inv.Credits)))
+		for _, cr := range inv.Credits {
+			c.str(cr.Grant)
+			c.str(cr.Amount)
+			c.str(cr.Balance)
+		}
+		c.str(inv.Money.Credits)
+		c.str(inv.Money.AmountDue)
 	}
 	return c.sum()
 }

@@ -26,6 +26,9 @@ type Invoice struct {
 	Digest      []byte
 	Lines       []InvoiceLine
 	Money       InvoiceMoney // zero when no plan priced the invoice
+	// Credits are what prepaid grants gave it at its close, in the burn
+	// order (credits.go); nil when none did.
+	Credits []InvoiceCredit
 	// Stripe is what billing sync knows of the invoice in Stripe (nil:
 	// nothing). The invoice reads leave it nil; stripe.WithStates fills it.
 	// It is no part of the frozen invoice or its digest.
@@ -92,29 +95,33 @@ func (inv Invoice) MarshalJSON() ([]byte, error) {
 		lines = []InvoiceLine{}
 	}
 	return json.Marshal(struct {
-		ID          int64          `json:"id"`
-		CloseID     int64          `json:"close_id"`
-		Customer    string         `json:"customer"`
-		Period      string         `json:"period"`
-		TZ          string         `json:"tz"`
-		PeriodStart time.Time      `json:"period_start"`
-		PeriodEnd   time.Time      `json:"period_end"`
-		Cutoff      time.Time      `json:"cutoff"`
-		LedgerHead  int64          `json:"ledger_head"`
-		ClosedAt    time.Time      `json:"closed_at"`
-		Digest      string         `json:"digest"`
-		Plan        string         `json:"plan,omitempty"`
-		Currency    string         `json:"currency,omitempty"`
-		Fee         string         `json:"fee,omitempty"`
-		TrueUp      string         `json:"true_up,omitempty"`
-		Total       string         `json:"total,omitempty"`
-		PriceDigest string         `json:"price_digest,omitempty"`
-		Prices      jsonRaw        `json:"prices,omitempty"`
-		Lines       []InvoiceLine  `json:"lines"`
-		Stripe      *StripeInvoice `json:"stripe,omitempty"`
+		ID          int64           `json:"id"`
+		CloseID     int64           `json:"close_id"`
+		Customer    string          `json:"customer"`
+		Period      string          `json:"period"`
+		TZ          string          `json:"tz"`
+		PeriodStart time.Time       `json:"period_start"`
+		PeriodEnd   time.Time       `json:"period_end"`
+		Cutoff      time.Time       `json:"cutoff"`
+		LedgerHead  int64           `json:"ledger_head"`
+		ClosedAt    time.Time       `json:"closed_at"`
+		Digest      string          `json:"digest"`
+		Plan        string          `json:"plan,omitempty"`
+		Currency    string          `json:"currency,omitempty"`
+		Fee         string          `json:"fee,omitempty"`
+		TrueUp      string          `json:"true_up,omitempty"`
+		Total       string          `json:"total,omitempty"`
+		Credits     string          `json:"credits,omitempty"`
+		AmountDue   string          `json:"amount_due,omitempty"`
+		Grants      []InvoiceCredit `json:"credit_grants,omitempty"`
+		PriceDigest string          `json:"price_digest,omitempty"`
+		Prices      jsonRaw         `json:"prices,omitempty"`
+		Lines       []InvoiceLine   `json:"lines"`
+		Stripe      *StripeInvoice  `json:"stripe,omitempty"`
 	}{inv.ID, inv.CloseID, inv.Customer, inv.Period, inv.TZ, msTime(inv.PeriodStart, inv.TZ), msTime(inv.PeriodEnd, inv.TZ),
 		time.UnixMilli(inv.Cutoff).UTC(), inv.LedgerHead, time.UnixMilli(inv.ClosedAt).UTC(), hex.EncodeToString(inv.Digest),
-		inv.Money.Plan, inv.Money.Currency, inv.Money.Fee, inv.Money.TrueUp, inv.Money.Total, hex.EncodeToString(inv.Money.PriceDigest),
+		inv.Money.Plan, inv.Money.Currency, inv.Money.Fee, inv.Money.TrueUp, inv.Money.Total,
+		inv.Money.Credits, inv.Money.AmountDue, inv.Credits, hex.EncodeToString(inv.Money.PriceDigest),
 		jsonRaw(inv.Money.Snapshot), lines, inv.Stripe})
 }
 
@@ -169,7 +176,13 @@ func listInvoices(ctx context.Context, src InvoiceSource, f InvoiceFilter, withL
 			invs[i] = invoiceOf(&recs[i])
 		}
 	}
-	if !withLines || len(invs) == 0 {
+	if len(invs) == 0 {
+		return invs, nil
+	}
+	if err := loadCredits(ctx, src, invs); err != nil {
+		return nil, err
+	}
+	if !withLines {
 		return invs, nil
 	}
 	idx := make(map[int64]int, len(invs))
@@ -209,5 +222,25 @@ func GetInvoice(ctx context.Context, src InvoiceSource, id int64) (*Invoice, err
 	if inv.Lines, err = invoiceLines(ctx, src, id, id); err != nil {
 		return nil, err
 	}
-	return &inv, nil
+	one := []Invoice{inv}
+	if err := loadCredits(ctx, src, one); err != nil {
+		return nil, err
+	}
+	return &one[0], nil
+}
+
+// loadCredits puts on each of invs (in id order) what grants gave it.
+func loadCredits(ctx context.Context, src InvoiceSource, invs []Invoice) error {
+	byInvoice, err := invoiceCredits(ctx, src, invs[0].ID, invs[len(invs)-1].ID)
+	if err != nil {
+		return fmt.Errorf("read invoice credits: %w", err)
+	}
+	for i := range invs {
+		if cs := byInvoice[invs[i].ID]; len(cs) > 0 {
+			if err := setCredits(&invs[i], cs); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

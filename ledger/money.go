@@ -24,6 +24,10 @@ type InvoiceMoney struct {
 	Fee         string // rounded, like every amount here
 	TrueUp      string // minimum − (fee + the period's own line amounts), when positive
 	Total       string // fee + line amounts + true-up
+	// What prepaid grants gave the invoice (their sum) and what is left to
+	// pay; both "" when no grant gave anything (credits.go).
+	Credits   string
+	AmountDue string
 }
 
 // LineMoney is one line's amount. A line whose meter the plan does not

@@ -31,6 +31,7 @@ type InvoiceSource interface {
 	Invoices(ctx context.Context, f schema.InvoiceFilter) ([]schema.Invoice, error)
 	GetInvoice(ctx context.Context, id int64) (*schema.Invoice, error)
 	InvoiceLinesBetween(ctx context.Context, fromID, toID int64) ([]schema.InvoiceLine, error)
+	creditReader
 	SnapshotSource
 }
 
@@ -146,6 +147,7 @@ type closeStore interface {
 	InsertInvoiceLine(ctx context.Context, l schema.InvoiceLine) error
 	LastCloseSeal(ctx context.Context) (int64, []byte, error)
 	InsertCloseSeal(ctx context.Context, s chainhash.CloseSeal) error
+	creditStore
 }
 
 // RefResolver resolves what an adjustment's ref names, inside the writer's

@@ -57,6 +57,7 @@ func newApp() *cli.App {
 			invoiceCommand(),
 			planCommand(),
 			customersCommand(),
+			creditsCommand(),
 			limitsCommand(),
 			alertsCommand(),
 			adjustCommand(),

@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -219,6 +220,11 @@ func invoiceList(c *cli.Context) error {
 	if priced {
 		header = slices.Insert(header, 8, "total", "currency")
 	}
+	// Credits and the amount due only when a grant paid some invoice.
+	credited := slices.ContainsFunc(invs, func(inv ledger.Invoice) bool { return inv.Money.Credits != "" })
+	if credited {
+		header = slices.Insert(header, 10, "credits", "amount_due")
+	}
 	// The Stripe state only when billing sync pushed some invoice (close
 	// mode) or Stripe billed one.
 	synced := slices.ContainsFunc(invs, func(inv ledger.Invoice) bool { return inv.Stripe != nil })
@@ -238,6 +244,13 @@ func invoiceList(c *cli.Context) error {
 			strconv.Itoa(len(inv.Lines)), strconv.Itoa(late), hex.EncodeToString(inv.Digest)}
 		if priced {
 			rows[i] = slices.Insert(rows[i], 8, orDash(inv.Money.Total), orDash(inv.Money.Currency))
+		}
+		if credited {
+			due := inv.Money.AmountDue
+			if due == "" {
+				due = inv.Money.Total
+			}
+			rows[i] = slices.Insert(rows[i], 10, orDash(inv.Money.Credits), orDash(due))
 		}
 		if synced {
 			state := "-"
@@ -353,6 +366,10 @@ func writeInvoiceHeader(w io.Writer, inv *ledger.Invoice) {
 		fmt.Fprintf(tw, "fee\t%s %s\n", m.Fee, m.Currency)
 		fmt.Fprintf(tw, "true-up\t%s %s\n", m.TrueUp, m.Currency)
 		fmt.Fprintf(tw, "total\t%s %s\n", m.Total, m.Currency)
+		if m.Credits != "" {
+			fmt.Fprintf(tw, "credits\t%s %s (%s)\n", m.Credits, m.Currency, creditsText(inv.Credits))
+			fmt.Fprintf(tw, "amount due\t%s %s\n", m.AmountDue, m.Currency)
+		}
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
@@ -424,7 +441,11 @@ func writeLines(w io.Writer, format string, invs []ledger.Invoice) error {
 func writeMoney(w io.Writer, invs []ledger.Invoice) {
 	for _, inv := range invs {
 		if m := inv.Money; m.Currency != "" {
-			fmt.Fprintf(w, "invoice %d (%s, plan %s): fee %s, true-up %s, total %s %s\n", inv.ID, inv.Customer, m.Plan, m.Fee, m.TrueUp, m.Total, m.Currency)
+			fmt.Fprintf(w, "invoice %d (%s, plan %s): fee %s, true-up %s, total %s %s", inv.ID, inv.Customer, m.Plan, m.Fee, m.TrueUp, m.Total, m.Currency)
+			if m.Credits != "" {
+				fmt.Fprintf(w, ", credits %s (%s), amount due %s %s", m.Credits, creditsText(inv.Credits), m.AmountDue, m.Currency)
+			}
+			fmt.Fprintln(w)
 		}
 	}
 }
@@ -435,4 +456,13 @@ func warnUnpriced(c *cli.Context, res *ledger.CloseResult) {
 	for _, u := range res.Unpriced {
 		fmt.Fprintf(c.App.ErrWriter, "warning: %s\n", u)
 	}
+}
+
+// creditsText names what each grant gave: "grant topup 480.00, promo 20.00".
+func creditsText(cs []ledger.InvoiceCredit) string {
+	parts := make([]string, len(cs))
+	for i, c := range cs {
+		parts[i] = "grant " + c.Grant + " " + c.Amount
+	}
+	return strings.Join(parts, ", ")
 }
