@@ -96,7 +96,9 @@ func (r ledgerReads) CreditEntries(ctx context.Context, f CreditFilter) ([]Credi
 }
 
 // LastCredit reads the end of the credit chain.
-func (r ledgerReads) LastCredit(ctx context.Context) (CreditEntry, error) { return lastCredit(ctx, r.q) }
+func (r ledgerReads) LastCredit(ctx context.Context) (CreditEntry, error) {
+	return lastCredit(ctx, r.q)
+}
 
 // CreditEntries: see ledgerReads; on the read pool.
 func (db *DB) CreditEntries(ctx context.Context, f CreditFilter) ([]CreditEntry, error) {
