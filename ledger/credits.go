@@ -594,3 +594,102 @@ func (g Grant) MarshalJSON() ([]byte, error) {
 		RecordedAt  string  `json:"recorded_at"`
 	}{fields(g), rfc3339(g.EffectiveAt), expires, rfc3339(g.RecordedAt)})
 }
+
+// CreditStanding is a customer's credit at one instant (GET
+// /v1/customers/{id}/credits): each grant with what it has left, what the
+// open period's usage would draw from it if the period closed now (the
+// burns of its draft invoice, from the preview's own pricing), and what
+// would remain; and the same summed per currency, over the grants that are
+// active.
+type CreditStanding struct {
+	Customer   string           `json:"customer"`
+	At         string           `json:"at"`     // RFC 3339
+	Period     string           `json:"period"` // the open period drawn from ("" when no draft)
+	Currencies []CurrencyCredit `json:"currencies"`
+	Grants     []GrantStanding  `json:"grants"`
+}
+
+// CurrencyCredit is one currency's active credit of a customer.
+type CurrencyCredit struct {
+	Currency  string `json:"currency"`
+	Balance   string `json:"balance"`   // what the active grants have left
+	Drawn     string `json:"drawn"`     // what the open period's draft would take
+	Available string `json:"available"` // balance − drawn
+}
+
+// GrantStanding is one grant in a CreditStanding.
+type GrantStanding struct {
+	Grant     *Grant `json:"grant"`
+	Drawn     string `json:"drawn"`
+	Available string `json:"available"`
+}
+
+// Standing is customer's credit at now, drawn by draft (the open period's
+// draft invoice, from Preview; nil: nothing drawn).
+func Standing(ctx context.Context, src creditReader, customer string, now time.Time, draft *Invoice) (*CreditStanding, error) {
+	grants, err := Grants(ctx, src, customer, now.UnixMilli())
+	if err != nil {
+		return nil, err
+	}
+	st := &CreditStanding{Customer: customer, At: now.UTC().Format(time.RFC3339), Currencies: []CurrencyCredit{}, Grants: []GrantStanding{}}
+	drawn := map[string]pricing.Decimal{}
+	if draft != nil {
+		st.Period = draft.Period
+		for _, c := range draft.Credits {
+			d, err := pricing.ParseDecimal(c.Amount)
+			if err != nil {
+				return nil, err
+			}
+			drawn[c.Grant] = d
+		}
+	}
+	type sums struct{ balance, drawn pricing.Decimal }
+	byCur := map[string]*sums{}
+	var order []string
+	for _, g := range grants {
+		bal, d := g.balance, drawn[g.ID]
+		if g.Status != "active" {
+			bal = pricing.NewDecimal(0, 0)
+		}
+		avail, err := pricing.Sub(bal, d)
+		if err == nil {
+			avail, err = g.cur.Amount(avail)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("credits: grant %s: %w", g.ID, err)
+		}
+		dd, _ := g.cur.Amount(d)
+		st.Grants = append(st.Grants, GrantStanding{Grant: g, Drawn: dd.String(), Available: avail.String()})
+		if g.Status != "active" {
+			continue
+		}
+		s := byCur[g.Currency]
+		if s == nil {
+			s = &sums{pricing.NewDecimal(0, 0), pricing.NewDecimal(0, 0)}
+			byCur[g.Currency], order = s, append(order, g.Currency)
+		}
+		if s.balance, err = pricing.Add(s.balance, bal); err != nil {
+			return nil, err
+		}
+		if s.drawn, err = pricing.Add(s.drawn, d); err != nil {
+			return nil, err
+		}
+	}
+	slices.Sort(order)
+	for _, code := range order {
+		s := byCur[code]
+		cur, err := pricing.ParseCurrency(code)
+		if err != nil {
+			return nil, err
+		}
+		avail, err := pricing.Sub(s.balance, s.drawn)
+		if err != nil {
+			return nil, err
+		}
+		b, _ := cur.Amount(s.balance)
+		d, _ := cur.Amount(s.drawn)
+		a, _ := cur.Amount(avail)
+		st.Currencies = append(st.Currencies, CurrencyCredit{Currency: code, Balance: b.String(), Drawn: d.String(), Available: a.String()})
+	}
+	return st, nil
+}
