@@ -45,9 +45,11 @@ type InvoiceItemPush struct {
 
 // InvoicePush is what sending inv to Stripe takes, as the close freezes it:
 // one item per priced line (its rounded amount), the fee and the true-up
-// as items of their own, all in the currency's minor units, which add up
-// to the invoice's total. ok false: nothing to send (no plan priced it, or
-// its total is zero or below: Stripe would have nothing to charge).
+// as items of their own, and the prepaid credits it applied as one
+// negative item, all in the currency's minor units, which add up to the
+// invoice's amount due (its total when no credit paid it). ok false:
+// nothing to send (no plan priced it, or its amount due is zero or below:
+// Stripe would have nothing to charge).
 // identity says the customer id is Stripe's own (customers: identity).
 func InvoicePush(inv ledger.Invoice, identity bool, opts *config.StripeInvoices) (schema.StripeInvoicePush, bool, error) {
 	m := inv.Money
@@ -58,9 +60,13 @@ func InvoicePush(inv ledger.Invoice, identity bool, opts *config.StripeInvoices)
 	if err != nil {
 		return schema.StripeInvoicePush{}, false, fmt.Errorf("invoice %d: %w", inv.ID, err)
 	}
-	total, err := pricing.ParseDecimal(m.Total)
+	due := m.Total
+	if m.AmountDue != "" {
+		due = m.AmountDue
+	}
+	total, err := pricing.ParseDecimal(due)
 	if err != nil {
-		return schema.StripeInvoicePush{}, false, fmt.Errorf("invoice %d: total: %w", inv.ID, err)
+		return schema.StripeInvoicePush{}, false, fmt.Errorf("invoice %d: amount due: %w", inv.ID, err)
 	}
 	if total.Sign() <= 0 {
 		return schema.StripeInvoicePush{}, false, nil
@@ -102,8 +108,17 @@ func InvoicePush(inv ledger.Invoice, identity bool, opts *config.StripeInvoices)
 			return schema.StripeInvoicePush{}, false, err
 		}
 	}
+	if m.Credits != "" {
+		var grants []string
+		for _, c := range inv.Credits {
+			grants = append(grants, c.Grant+" "+c.Amount)
+		}
+		if err := add("credits", "-"+m.Credits, fmt.Sprintf("Prepaid credits applied, %s: %s", inv.Period, strings.Join(grants, ", ")), start, end, 0); err != nil {
+			return schema.StripeInvoicePush{}, false, err
+		}
+	}
 	if sum.Cmp(total) != 0 {
-		return schema.StripeInvoicePush{}, false, fmt.Errorf("invoice %d: its items add up to %s, its total is %s", inv.ID, sum, total)
+		return schema.StripeInvoicePush{}, false, fmt.Errorf("invoice %d: its items add up to %s, its amount due is %s", inv.ID, sum, total)
 	}
 	totalMinor, err := cur.MinorUnits(total)
 	if err != nil {
@@ -115,7 +130,7 @@ func InvoicePush(inv ledger.Invoice, identity bool, opts *config.StripeInvoices)
 	}
 	digest := hex.EncodeToString(inv.Digest)
 	p := schema.StripeInvoicePush{InvoiceID: inv.ID, Identifier: Identifier("invoice", strconv.FormatInt(inv.ID, 10), digest),
-		CustomerID: inv.Customer, Currency: cur.String(), Total: m.Total, TotalMinor: totalMinor, Items: string(b),
+		CustomerID: inv.Customer, Currency: cur.String(), Total: due, TotalMinor: totalMinor, Items: string(b),
 		CollectionMethod: opts.CollectionMethod}
 	if identity {
 		p.StripeCustomer = inv.Customer

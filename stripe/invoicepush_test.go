@@ -76,4 +76,27 @@ func TestInvoicePush(t *testing.T) {
 	if _, _, err := InvoicePush(jpy, true, send); err == nil {
 		t.Error("1.5 JPY was sent")
 	}
+
+	// Credits: one negative item; the items add up to the amount due, which
+	// is what Stripe is asked to charge. Fully paid by credits: not sent.
+	cr := inv
+	cr.Credits = []ledger.InvoiceCredit{{Grant: "topup", Amount: "20.00", Balance: "0.00"}, {Grant: "promo", Amount: "1.05", Balance: "3.95"}}
+	cr.Money.Credits, cr.Money.AmountDue = "21.05", "1.00"
+	p, ok, err = InvoicePush(cr, true, send)
+	if err != nil || !ok {
+		t.Fatalf("push with credits: %v, %v", ok, err)
+	}
+	items = nil
+	if err := json.Unmarshal([]byte(p.Items), &items); err != nil {
+		t.Fatal(err)
+	}
+	last := items[len(items)-1]
+	if last.Key != "credits" || last.Amount != "-2105" || !strings.Contains(last.Description, "topup 20.00, promo 1.05") ||
+		p.Total != "1.00" || p.TotalMinor != "100" {
+		t.Errorf("credits item %+v, push total %s (%s minor): want -2105 and an amount due of 1.00 (100)", last, p.Total, p.TotalMinor)
+	}
+	cr.Money.Credits, cr.Money.AmountDue = "22.05", "0.00"
+	if _, ok, err := InvoicePush(cr, true, send); ok || err != nil {
+		t.Errorf("an invoice credits paid whole: sent %v, %v; want not sent", ok, err)
+	}
 }
