@@ -197,6 +197,7 @@ func (b *builder) addInvoice(inv *ledger.Invoice) *invoiceAcc {
 			Digest: hex.EncodeToString(inv.Digest), DigestRecomputed: hex.EncodeToString(recomputed),
 			DigestOK: bytes.Equal(recomputed, inv.Digest), Money: moneyOf(inv), Lines: []LineView{}},
 			inv: inv, before: map[int64]string{}, breakdowns: ledger.Breakdowns(inv)}
+		acc.view.Credits = b.creditsOf(inv)
 		b.invoices[inv.ID] = acc
 	}
 	return acc
@@ -408,13 +409,34 @@ func (b *builder) summarize() {
 	}
 }
 
+// creditsOf is what each prepaid grant gave inv, with the grant as it was
+// made (nil when none gave anything). A grant the credit ledger no longer
+// holds is shown by its id alone: verify's credits check says why.
+func (b *builder) creditsOf(inv *ledger.Invoice) []CreditView {
+	if len(inv.Credits) == 0 {
+		return nil
+	}
+	grants, err := ledger.Grants(b.ctx, b.q, inv.Customer, inv.ClosedAt)
+	byID := map[string]*ledger.Grant{}
+	if err == nil {
+		for _, g := range grants {
+			byID[g.ID] = g
+		}
+	}
+	out := make([]CreditView, len(inv.Credits))
+	for i, c := range inv.Credits {
+		out[i] = CreditView{Grant: c.Grant, Amount: c.Amount, BalanceAfter: c.Balance, Granted: byID[c.Grant]}
+	}
+	return out
+}
+
 // moneyOf is what inv charges, for the trace; empty when no plan priced it.
 func moneyOf(inv *ledger.Invoice) Money {
 	m := inv.Money
 	if m.Currency == "" {
 		return Money{}
 	}
-	return Money{Plan: m.Plan, Currency: m.Currency, Fee: m.Fee, TrueUp: m.TrueUp, Total: m.Total,
+	return Money{Plan: m.Plan, Currency: m.Currency, Fee: m.Fee, TrueUp: m.TrueUp, Total: m.Total, CreditsApplied: m.Credits, AmountDue: m.AmountDue,
 		PriceDigest: hex.EncodeToString(m.PriceDigest), Prices: rawJSON(m.Snapshot)}
 }
 

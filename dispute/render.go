@@ -117,6 +117,18 @@ func (p *printer) invoice(inv InvoiceView) {
 		p.kv("plan", "%s, prices sha256 %s", inv.Plan, inv.PriceDigest)
 		p.kv("money", "fee %s, true-up %s, total %s %s", inv.Fee, inv.TrueUp, inv.Total, inv.Currency)
 	}
+	if inv.CreditsApplied != "" {
+		p.kv("credits", "%s %s applied, amount due %s %s", inv.CreditsApplied, inv.Currency, inv.AmountDue, inv.Currency)
+		for _, c := range inv.Credits {
+			if g := c.Granted; g != nil {
+				p.kv("", "grant %s gave %s (%s left) of %s %s, %s, priority %d", c.Grant, c.Amount, c.BalanceAfter,
+					g.Amount, g.Currency, g.Category, g.Priority)
+				p.wrap(fmt.Sprintf("  %-11s", "")+"granted by "+g.Actor+": ", fmt.Sprintf("  %-11s  ", ""), g.Reason)
+			} else {
+				p.kv("", "grant %s gave %s (%s left)", c.Grant, c.Amount, c.BalanceAfter)
+			}
+		}
+	}
 	switch {
 	case len(inv.MoneyProblems) > 0:
 		p.kv("", "recomputed from the prices: MISMATCH")

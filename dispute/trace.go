@@ -51,7 +51,9 @@ type InvoiceView struct {
 	DigestRecomputed string    `json:"digest_recomputed"`
 	DigestOK         bool      `json:"digest_ok"`
 	Money
-	Lines []LineView `json:"lines"`
+	// Credits are the prepaid grants behind the invoice (nil: none paid it).
+	Credits []CreditView `json:"credits,omitempty"`
+	Lines   []LineView   `json:"lines"`
 }
 
 // Money is what a priced invoice charges, as frozen at its close, with the
@@ -64,6 +66,11 @@ type Money struct {
 	Fee      string `json:"fee,omitempty"`
 	TrueUp   string `json:"true_up,omitempty"` // up to the plan's minimum
 	Total    string `json:"total,omitempty"`
+	// CreditsApplied is what prepaid grants gave the invoice, AmountDue
+	// what is left to pay (both "" when no grant gave anything); the
+	// invoice's Credits say which grants.
+	CreditsApplied string `json:"credits_applied,omitempty"`
+	AmountDue      string `json:"amount_due,omitempty"`
 	// PriceDigest is the SHA-256 the invoice stores of Prices: the plan
 	// versions that priced it, canonical JSON, byte for byte as stored (the
 	// bundle holds them as a file of their own).
@@ -74,6 +81,15 @@ type Money struct {
 	// no plan priced (which must then carry no amount at all).
 	MoneyOK       *bool    `json:"money_ok,omitempty"`
 	MoneyProblems []string `json:"money_problems,omitempty"`
+}
+
+// CreditView is what one prepaid grant gave an invoice, frozen at its
+// close, and the grant as it was made (who granted it, why, its dates).
+type CreditView struct {
+	Grant        string        `json:"grant"`
+	Amount       string        `json:"amount"`
+	BalanceAfter string        `json:"balance_after"`
+	Granted      *ledger.Grant `json:"granted,omitempty"`
 }
 
 // LineView is an invoice line beside its recomputation from the ledger.
