@@ -168,6 +168,23 @@ func TestCreditBurnOrder(t *testing.T) {
 		}
 		e.Exec(tc.undo)
 	}
+
+	// A truncated tail of the credit chain is caught by its anchor.
+	anchors, err := ledger.LoadAnchors(e.ctx, e.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !e.DB.Postgres() {
+		e.Exec(`DROP TRIGGER credit_entries_no_delete`)
+	}
+	e.Exec(`DELETE FROM credit_entries WHERE id = (SELECT MAX(id) FROM credit_entries)`)
+	rep, err = ledger.Verify(e.ctx, e.DB, anchors...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if found := problems(rep); !strings.Contains(found, "anchored entries were deleted") {
+		t.Errorf("after the last credit entry was deleted, verify with the anchors found:\n%s", found)
+	}
 }
 
 // A grant's id is its idempotency key: 32 concurrent grants with one id

@@ -72,8 +72,8 @@ func ParseAnchor(s string) (Anchor, error) {
 		return Anchor{}, fmt.Errorf("anchor %q: want chain:id:hash, e.g. ledger:42:<64 hex digits>", s)
 	}
 	a := Anchor{Chain: parts[0]}
-	if a.Chain != ChainLedger && a.Chain != ChainReceipts && a.Chain != ChainCloses {
-		return Anchor{}, fmt.Errorf("anchor %q: chain %q is not %s, %s or %s", s, a.Chain, ChainLedger, ChainReceipts, ChainCloses)
+	if a.Chain != ChainLedger && a.Chain != ChainReceipts && a.Chain != ChainCloses && a.Chain != ChainCredits {
+		return Anchor{}, fmt.Errorf("anchor %q: chain %q is not %s, %s, %s or %s", s, a.Chain, ChainLedger, ChainReceipts, ChainCloses, ChainCredits)
 	}
 	id, err := strconv.ParseInt(parts[1], 10, 64)
 	if err != nil || id < 0 {
@@ -143,11 +143,16 @@ func verifyAnchors(ctx context.Context, db VerifySource, anchors []Anchor) (Chec
 			table, rowHash = "receipts", db.ReceiptRowHash
 		case ChainCloses:
 			table, rowHash = "close_seals", db.CloseSealHash
+		case ChainCredits:
+			table, rowHash = "credit_entries", db.CreditRowHash
 		}
 		stored, err := rowHash(ctx, a.ID)
 		switch {
 		case a.ID == 0 && bytes.Equal(a.Hash, GenesisHash):
 			// The anchor of an empty chain: nothing to pin yet.
+		case errors.Is(err, schema.ErrNoCredits):
+			c.Notes = append(c.Notes, fmt.Sprintf("anchor %s: the database predates credits; not checked", a))
+			continue
 		case errors.Is(err, schema.ErrNotSealed):
 			c.Notes = append(c.Notes, fmt.Sprintf("anchor %s: the database predates close seals; not checked", a))
 			continue
@@ -162,6 +167,12 @@ func verifyAnchors(ctx context.Context, db VerifySource, anchors []Anchor) (Chec
 				return c, lerr
 			}
 			c.add(Problem{Table: table, ID: a.ID, Msg: fmt.Sprintf("anchor %s: close %d's seal is missing (the last seal is close %d's): closes and their invoices were deleted", a, a.ID, last)})
+		case err != nil && a.Chain == ChainCredits:
+			last, lerr := db.LastCredit(ctx)
+			if lerr != nil {
+				return c, lerr
+			}
+			c.add(Problem{Table: table, ID: a.ID, Msg: fmt.Sprintf("anchor %s: credit entry %d is missing (the last is %d): anchored entries were deleted", a, a.ID, last.ID)})
 		case err != nil:
 			last := head.Ledger.LastID
 			if a.Chain == ChainReceipts {

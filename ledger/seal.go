@@ -128,9 +128,11 @@ func idList(invs []chainhash.SealedInvoice) string {
 	return " (" + strings.Join(ids, ", ") + ")"
 }
 
-// LoadAnchors is every chain's end as an anchor: the ledger, the receipts
-// and the closes. The closes' end is the last seal (closes:0:<genesis> when
-// nothing was closed yet); a database older than seals has none.
+// LoadAnchors is every chain's end as an anchor: the ledger, the receipts,
+// the closes and the credits. The closes' end is the last seal
+// (closes:0:<genesis> when nothing was closed yet), the credits' the last
+// entry (credits:0:<genesis> when none); a database older than seals, or
+// than credits, has no such anchor.
 func LoadAnchors(ctx context.Context, src AnchorSource) ([]Anchor, error) {
 	h, err := LoadHead(ctx, src)
 	if err != nil {
@@ -144,6 +146,14 @@ func LoadAnchors(ctx context.Context, src AnchorSource) ([]Anchor, error) {
 		return nil, err
 	default:
 		as = append(as, Anchor{Chain: ChainCloses, ID: id, Hash: hash})
+	}
+	last, err := src.LastCredit(ctx)
+	switch {
+	case errors.Is(err, schema.ErrNoCredits):
+	case err != nil:
+		return nil, err
+	default:
+		as = append(as, Anchor{Chain: ChainCredits, ID: last.ID, Hash: last.RowHash})
 	}
 	return as, nil
 }

@@ -117,12 +117,15 @@ type sealSource interface {
 	SealedInvoices(ctx context.Context) (map[int64][]chainhash.SealedInvoice, error)
 	LastCloseSeal(ctx context.Context) (int64, []byte, error)
 	CloseSealHash(ctx context.Context, closeID int64) ([]byte, error)
+	LastCredit(ctx context.Context) (schema.CreditEntry, error)
+	CreditRowHash(ctx context.Context, id int64) ([]byte, error)
 }
 
 // AnchorSource is what reading every chain's end needs (LoadAnchors).
 type AnchorSource interface {
 	HeadSource
 	LastCloseSeal(ctx context.Context) (int64, []byte, error)
+	LastCredit(ctx context.Context) (schema.CreditEntry, error)
 }
 
 // CloseStore runs a close in one write transaction (*schema.DB).

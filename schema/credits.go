@@ -151,3 +151,13 @@ func (b Batch) CreditsDue(ctx context.Context, now int64) ([]string, error) {
 	}
 	return ids, nil
 }
+
+// CreditRowHash reads the row_hash of credit entry id (ErrNotFound: none).
+func (db *DB) CreditRowHash(ctx context.Context, id int64) ([]byte, error) {
+	var h []byte
+	err := db.Read.QueryRowxContext(ctx, `SELECT row_hash FROM credit_entries WHERE id = ?`, id).Scan(&h)
+	if err != nil && !errors.Is(notFound(err), ErrNotFound) && predates(ctx, db.Read, versionCredits) {
+		return nil, ErrNoCredits
+	}
+	return h, notFound(err)
+}

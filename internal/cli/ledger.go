@@ -16,9 +16,10 @@ func ledgerCommand() *cli.Command {
 		Usage: "inspect the ledger's hash chains",
 		Subcommands: []*cli.Command{{
 			Name:  "head",
-			Usage: "print where the ledger, receipts and closes hash chains end, as anchors for `verify --anchor`",
+			Usage: "print where the ledger, receipts, closes and credits hash chains end, as anchors for `verify --anchor`",
 			Description: "Prints the last row of each hash chain: the ledger (metered_usage id), the receipts\n" +
-				"(receipts id) and the closes (period_closes id, sealed with the count and digest of its invoices),\n" +
+				"(receipts id), the closes (period_closes id, sealed with the count and digest of its invoices)\n" +
+				"and the credits (credit_entries id: grants, burns, voids, expiries),\n" +
 				"each with its row hash and as an anchor chain:id:hash. Keep the anchors outside\n" +
 				"the machine (serve also logs them every 5 minutes and at shutdown): `verify --anchor` or\n" +
 				"`verify --anchors FILE` later fails if an anchored row was deleted or the chain rewritten.\n" +

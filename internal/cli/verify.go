@@ -30,7 +30,7 @@ func verifyCommand() *cli.Command {
 			"Reads only; safe while `serve` runs.",
 		Flags: append(configFlags(), formatFlag(),
 			&cli.StringSliceFlag{Name: "anchor", EnvVars: []string{"HOOKLEDGER_ANCHOR"},
-				Usage: "an `ANCHOR` that must still hold: chain:id:hash (ledger:ID:HASH, receipts:ID:HASH or closes:ID:HASH) from hookledger ledger head; repeatable"},
+				Usage: "an `ANCHOR` that must still hold: chain:id:hash (ledger:ID:HASH, receipts:ID:HASH, closes:ID:HASH or credits:ID:HASH) from hookledger ledger head; repeatable"},
 			&cli.StringFlag{Name: "anchors", EnvVars: []string{"HOOKLEDGER_ANCHORS"},
 				Usage: "a `FILE` of anchors: every chain:id:hash in it, e.g. kept serve log lines or hookledger ledger head output"},
 		),
