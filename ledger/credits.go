@@ -55,8 +55,10 @@ type Grant struct {
 	ExpiresAt   int64  `json:"-"`       // 0: never
 	Amount      string `json:"amount"`  // granted
 	Balance     string `json:"balance"` // left to give
-	// Status is active, voided or expired (an expiry row was written), or
-	// expired when the expiry has passed before its row was.
+	// Status is active, voided or expired (a void or an expiry row was
+	// written). The views (Grants) also say expired when the expiry has
+	// passed before its row was written, scheduled before it takes effect,
+	// and spent when it has nothing left.
 	Status     string `json:"status"`
 	Reason     string `json:"reason"`
 	Actor      string `json:"actor"`
@@ -358,8 +360,13 @@ func Grants(ctx context.Context, src creditReader, customer string, now int64) (
 		return nil, err
 	}
 	for _, g := range grants {
-		if g.Status == "active" && g.ExpiresAt != 0 && g.ExpiresAt <= now {
+		switch {
+		case g.Status == "active" && g.ExpiresAt != 0 && g.ExpiresAt <= now:
 			g.Status = "expired"
+		case g.Status == "active" && g.EffectiveAt > now:
+			g.Status = "scheduled"
+		case g.Status == "active" && g.balance.Sign() == 0:
+			g.Status = "spent"
 		}
 	}
 	return grants, nil
