@@ -26,12 +26,13 @@ type CustomerStore interface {
 	// The closed invoices and their state in Stripe (invoices.go).
 	ledger.InvoiceSource
 	stripe.InvoiceStore
+	CreditReader // the credit ledger (credits.go)
 }
 
-// Customers holds the customer registry, plan and invoice-preview
-// endpoints: the same reads and actions as `hookledger customers`, `plan`
-// and `invoice preview`, from the same ledger functions. JSON in and out;
-// amounts are decimal strings. Register them with Routes.
+// Customers holds the customer registry, plan, invoice-preview and credits
+// endpoints: the same reads and actions as `hookledger customers`, `plan`,
+// `invoice preview` and `credits grant`, from the same ledger functions.
+// JSON in and out; amounts are decimal strings. Register them with Routes.
 type Customers struct {
 	DB          CustomerStore
 	Catalog     *pricing.Catalog // the declared plans (config plans:)
@@ -47,6 +48,9 @@ type Customers struct {
 	// Entitlements, when set, adds limits to GET /v1/customers/{id}/usage
 	// (customerusage.go).
 	Entitlements Entitlements
+	// Writer runs POST /v1/customers/{id}/credits's grants (credits.go):
+	// serve's writer. Without one a grant is refused (503).
+	Writer Submitter
 }
 
 // Routes registers the endpoints on mux.
@@ -58,6 +62,8 @@ func (c *Customers) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/customers/{id}/plan", c.assign)
 	mux.HandleFunc("GET /v1/customers/{id}/invoice/preview", c.preview)
 	mux.HandleFunc("GET /v1/customers/{id}/usage", c.usage)
+	mux.HandleFunc("POST /v1/customers/{id}/credits", c.grant)
+	mux.HandleFunc("GET /v1/customers/{id}/credits", c.credits)
 	mux.HandleFunc("GET /v1/invoices", c.invoices)
 	mux.HandleFunc("GET /v1/invoices/{id}", c.invoice)
 }

@@ -2,10 +2,10 @@
 // directory, binds the listeners and starts everything in one order; Run
 // serves until its context ends; Close stops everything in one explicit order
 // (see Close). Its parts have their own files: background.go (periodic
-// reconcile and prune), invoicing.go (scheduled invoice closes),
-// replication.go (Litestream), tls.go (the certificate and its reload on
-// SIGHUP), headlog.go (chain-head anchors), logging.go (rate-limited
-// storage and replication errors).
+// reconcile, prune and credit expiry), invoicing.go (scheduled invoice
+// closes), replication.go (Litestream), tls.go (the certificate and its
+// reload on SIGHUP), headlog.go (chain-head anchors), logging.go
+// (rate-limited storage and replication errors).
 package server
 
 import (
@@ -308,8 +308,8 @@ func (s *Server) start(ctx context.Context) error {
 	ready.Add("migrations", health.Migrated(s.db))
 	ready.Add("disk", health.Disk(cfg.Data, minFreeDisk))
 	s.repl.Register(ready, met) // "replication" check (advisory unless ACK-after-replica); metrics
-	// Periodic reconcile, prune and scheduled closes (background.go,
-	// invoicing.go): Close stops them before the writer.
+	// Periodic reconcile, prune, credit expiry and scheduled closes
+	// (background.go, invoicing.go): Close stops them before the writer.
 	if s.stopBackground, err = startBackground(ctx, log, cfg, s.db, w, mapper, srv.HandlerVersion, met); err != nil {
 		return err
 	}
@@ -328,11 +328,12 @@ func (s *Server) start(ctx context.Context) error {
 	s.adm.Mux.Handle("GET /metrics", met.Handler())
 	s.adm.Mux.Handle("GET /readyz", ready.DetailHandler()) // with each failing check's error
 	forwardRoutes(s.adm, cfg, s.db, w, s.relay)            // forward status/list/retry/pause and GET /v1/events (forward.go)
-	// Customers, plans and invoice previews. Their writes (the registry) and
-	// the preview's rolled-back close take the write connection between the
-	// writer's batches, as the CLI's take the write lock.
+	// Customers, plans, invoice previews and credits. Their registry writes
+	// and the preview's rolled-back close take the write connection between
+	// the writer's batches, as the CLI's take the write lock; a credit grant
+	// is an operation of the writer (custody.GrantCredit).
 	(&admin.Customers{DB: s.db, Catalog: cfg.Catalog, DefaultPlan: cfg.Customers.DefaultPlan, Meters: ledger.NewMeters(cfg.Meters),
-		Zone: cfg.Invoicing.Location, Now: time.Now, Entitlements: checker}).Routes(s.adm.Mux)
+		Zone: cfg.Invoicing.Location, Now: time.Now, Entitlements: checker, Writer: w}).Routes(s.adm.Mux)
 	// The web console, GET /ui/ (console.go).
 	if err := s.mountConsole(tally, checker); err != nil {
 		return err
@@ -371,11 +372,11 @@ func (s *Server) Run(ctx context.Context) error {
 //     for in-flight handlers, and each handler waits for its batch to
 //     commit, so every acknowledged event is durable before the writer
 //     closes.
-//  2. Stop the background jobs (reconcile, prune, scheduled invoice
-//     closes): reconcile and prune submit to the writer, so they stop
-//     before it; a close in progress is cancelled and rolls back (the next
-//     start closes that period), so none holds the write connection when
-//     the writer and the database close.
+//  2. Stop the background jobs (reconcile, prune, credit expiry, scheduled
+//     invoice closes): reconcile, prune and expiry submit to the writer, so
+//     they stop before it; a close in progress is cancelled and rolls back
+//     (the next start closes that period), so none holds the write
+//     connection when the writer and the database close.
 //     2a. Stop the forwarding relay: it submits its claims and outcomes to the
 //     writer, so it stops before it. Requests in flight are abandoned and
 //     their messages released (due again, no attempt counted); outcomes
