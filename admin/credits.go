@@ -87,7 +87,7 @@ func (c *Customers) grant(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !op.Duplicate {
-		forwardJSON(w, http.StatusCreated, GrantAnswer{Grant: grantOf(op.Entry)})
+		forwardJSON(w, http.StatusCreated, GrantAnswer{Grant: ledger.GrantView(op.Entry, c.Now().UnixMilli())})
 		return
 	}
 	// A repeat wrote nothing: show the grant as it stands now (its balance
@@ -97,7 +97,7 @@ func (c *Customers) grant(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, err)
 		return
 	}
-	g := grantOf(op.Entry)
+	g := ledger.GrantView(op.Entry, c.Now().UnixMilli())
 	for _, x := range gs {
 		if x.ID == op.Entry.GrantID {
 			g = x
@@ -160,15 +160,6 @@ func (c *Customers) grantFailed(w http.ResponseWriter, op *custody.GrantCredit, 
 	default:
 		c.fail(w, err)
 	}
-}
-
-// grantOf is a grant's row as the credits views show it.
-func grantOf(e schema.CreditEntry) *ledger.Grant {
-	gs, err := ledger.GrantsOf([]schema.CreditEntry{e})
-	if err != nil || len(gs) == 0 {
-		return nil
-	}
-	return gs[0]
 }
 
 // credits answers GET /v1/customers/{id}/credits: the customer's credit

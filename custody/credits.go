@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hookledger/hookledger/ledger"
@@ -78,8 +79,11 @@ func (v *VoidCredit) Apply(ctx context.Context, tx *Tx) error {
 	if g.Status != "active" {
 		return fmt.Errorf("%w: grant %s is already %s", ledger.ErrBadGrant, v.GrantID, g.Status)
 	}
-	if v.Reason == "" || v.Actor == "" {
+	if strings.TrimSpace(v.Reason) == "" || strings.TrimSpace(v.Actor) == "" {
 		return fmt.Errorf("%w: a void needs a reason and an actor", ledger.ErrBadGrant)
+	}
+	if err := ledger.CheckTexts(ledger.Text{Field: "reason", Value: v.Reason}, ledger.Text{Field: "actor", Value: v.Actor}); err != nil {
+		return fmt.Errorf("%w: %v", ledger.ErrBadGrant, err)
 	}
 	v.Entry = endEntry(g, ledger.CreditVoided, v.Reason, v.Actor, tx.now)
 	return appendCredit(ctx, tx, &v.Entry)
@@ -94,6 +98,7 @@ type ExpireCredits struct {
 
 // Apply implements Op.
 func (x *ExpireCredits) Apply(ctx context.Context, tx *Tx) error {
+	x.Entries = nil // an op may run twice (the writer's isolated pass)
 	ids, err := tx.b.CreditsDue(ctx, tx.now)
 	if err != nil || len(ids) == 0 {
 		return err

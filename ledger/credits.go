@@ -360,16 +360,35 @@ func Grants(ctx context.Context, src creditReader, customer string, now int64) (
 		return nil, err
 	}
 	for _, g := range grants {
-		switch {
-		case g.Status == "active" && g.ExpiresAt != 0 && g.ExpiresAt <= now:
-			g.Status = "expired"
-		case g.Status == "active" && g.EffectiveAt > now:
-			g.Status = "scheduled"
-		case g.Status == "active" && g.balance.Sign() == 0:
-			g.Status = "spent"
-		}
+		g.viewAt(now)
 	}
 	return grants, nil
+}
+
+// viewAt sets the status the views show at now: expired once the expiry
+// has passed (before its row is written), scheduled before it takes
+// effect, spent when it has nothing left.
+func (g *Grant) viewAt(now int64) {
+	switch {
+	case g.Status != "active":
+	case g.ExpiresAt != 0 && g.ExpiresAt <= now:
+		g.Status = "expired"
+	case g.EffectiveAt > now:
+		g.Status = "scheduled"
+	case g.balance.Sign() == 0:
+		g.Status = "spent"
+	}
+}
+
+// GrantView is a grant's row just written (or found, a duplicate) as the
+// views show it at now; nil if the row is not a grant's.
+func GrantView(e schema.CreditEntry, now int64) *Grant {
+	gs, err := GrantsOf([]schema.CreditEntry{e})
+	if err != nil || len(gs) == 0 {
+		return nil
+	}
+	gs[0].viewAt(now)
+	return gs[0]
 }
 
 // Due lists the grants in grants whose expiry has passed at now with no
@@ -535,6 +554,9 @@ func (r GrantRequest) Entry(now int64) (schema.CreditEntry, error) {
 	}
 	if strings.TrimSpace(r.Actor) == "" {
 		return bad("an actor is required: say who grants it")
+	}
+	if err := CheckTexts(Text{"reason", r.Reason}, Text{"actor", r.Actor}); err != nil {
+		return bad("%v", err)
 	}
 	return schema.CreditEntry{Kind: CreditGranted, GrantID: r.ID, Customer: r.Customer, Currency: cur.String(),
 		Amount: amt.String(), Balance: amt.String(), Category: r.Category, Priority: r.Priority,

@@ -10,7 +10,6 @@ import (
 
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/ledger"
-	"github.com/hookledger/hookledger/schema"
 )
 
 func creditsCommand() *cli.Command {
@@ -132,7 +131,7 @@ func creditsGrant(c *cli.Context) error {
 		return writeRecords(c.App.Writer, c.String("format"), nil, nil, struct {
 			Duplicate bool          `json:"duplicate"`
 			Grant     *ledger.Grant `json:"grant"`
-		}{op.Duplicate, grantOf(op.Entry)})
+		}{op.Duplicate, ledger.GrantView(op.Entry, time.Now().UnixMilli())})
 	}
 	e := op.Entry
 	verb := "granted"
@@ -142,15 +141,6 @@ func creditsGrant(c *cli.Context) error {
 	fmt.Fprintf(c.App.Writer, "grant %s %s: %s %s to %s (%s, priority %d, effective %s, %s)\n", e.GrantID, verb, e.Amount, e.Currency,
 		e.Customer, e.Category, e.Priority, msUTC(e.EffectiveAt), expiresText(e.ExpiresAt))
 	return nil
-}
-
-// grantOf is a grant just written, as the views show it.
-func grantOf(e schema.CreditEntry) *ledger.Grant {
-	gs, err := ledger.GrantsOf([]schema.CreditEntry{e})
-	if err != nil || len(gs) == 0 {
-		return nil
-	}
-	return gs[0]
 }
 
 func msUTC(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339) }
