@@ -60,6 +60,11 @@ type CloseResult struct {
 	// Unpriced is the new invoices' usage no price bills (the pricing
 	// knows nothing of an earlier close's): each a warning, not an error.
 	Unpriced []Unpriced `json:"unpriced,omitempty"`
+	// Held is late usage the close left pending because its period was
+	// priced in another currency than the invoice it would go on (one
+	// invoice has one currency): the close made every invoice it could,
+	// and invoice close exits 3 to say so.
+	Held []HeldLate `json:"held,omitempty"`
 }
 
 // Close freezes the period's invoices in one write transaction (holding the
@@ -247,6 +252,23 @@ func closeTx(ctx context.Context, tx closeStore, req CloseRequest) (*CloseResult
 	res := &CloseResult{Cutoff: cutoff, Head: head.LastID, Invoices: make([]Invoice, 0, len(customers))}
 	for _, c := range customers {
 		ls := byCustomer[c]
+		if prices != nil {
+			var held []HeldLate
+			if ls, held, err = prices.holdForeign(c, start, p.Zone, p.Label, ls); err != nil {
+				return nil, fmt.Errorf("close %s: %w", p.Label, err)
+			}
+			res.Held = append(res.Held, held...)
+			if len(ls) == 0 && len(held) > 0 {
+				// Only late usage held back: an invoice only if its plan charges anyway.
+				v, err := prices.versionFor(c, start, p.Zone)
+				if err != nil {
+					return nil, fmt.Errorf("close %s: %w", p.Label, err)
+				}
+				if !charges(v) {
+					continue
+				}
+			}
+		}
 		slices.SortFunc(ls, func(a, b InvoiceLine) int {
 			return cmp.Or(cmpBool(a.Late, b.Late), cmp.Compare(a.PeriodStart, b.PeriodStart), cmp.Compare(a.Meter, b.Meter),
 				cmp.Compare(a.Dimensions, b.Dimensions))

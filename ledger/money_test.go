@@ -131,7 +131,11 @@ func TestCloseWithPrices(t *testing.T) {
 
 // A late line for a period whose plan priced it in another currency than
 // the invoice's own cannot be added up: the close refuses, naming both.
-func TestCloseRefusesMixedCurrencies(t *testing.T) {
+// One customer's change of currency does not stop the close for anyone:
+// late usage priced in another currency than the invoice it would go on
+// stays pending, reported; the customer's own usage and every other
+// customer are invoiced, and the next close reports it again.
+func TestCloseHoldsLateUsageOfAnotherCurrency(t *testing.T) {
 	e := newEnv(t)
 	plans := []pricing.Plan{
 		{Name: "us", Currency: "USD", EffectiveFrom: "2026-01-01", Prices: []pricing.Price{{Meter: "api", Model: pricing.Unit, Unit: dec("1")}}},
@@ -148,13 +152,45 @@ func TestCloseRefusesMixedCurrencies(t *testing.T) {
 	e.write(row{customer: "c1", meter: "api", qty: q("1"), at: ts("2026-06-10T00:00:00Z")})
 	e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-06", "UTC"), All: true, Meters: invMeters, Now: at("2026-07-02T00:00:00Z"), Pricing: pr})
 	e.setClock(ts("2026-07-20T00:00:00Z"))
-	e.write(row{customer: "c1", meter: "api", qty: q("1"), at: ts("2026-06-11T00:00:00Z")})
-	_, err := ledger.Close(e.ctx, e.DB, ledger.CloseRequest{Period: month(t, "2026-07", "UTC"), All: true, Meters: invMeters, Now: at("2026-08-02T00:00:00Z"), Pricing: pr})
-	if err == nil || !strings.Contains(err.Error(), "late usage of 2026-06 is priced in USD") {
-		t.Fatalf("close: %v", err)
+	e.write(
+		row{customer: "c1", meter: "api", qty: q("3"), at: ts("2026-06-11T00:00:00Z")}, // late June, priced in USD
+		row{customer: "c1", meter: "api", qty: q("5"), at: ts("2026-07-11T00:00:00Z")}, // July, in EUR
+		row{customer: "c2", meter: "api", qty: q("7"), at: ts("2026-07-12T00:00:00Z")},
+	)
+	july := e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-07", "UTC"), All: true, Meters: invMeters, Now: at("2026-08-02T00:00:00Z"), Pricing: pr})
+	got := byCustomer(july.Invoices)
+	if s := amounts(got["c1"]); s != "api 2026-07=5.00 | fee 0.00 true-up 0.00 total 5.00 EUR" {
+		t.Errorf("c1's July: %s", s)
 	}
-	if n := e.Count("invoices"); n != 1 {
-		t.Errorf("%d invoices after the refused close, want 1 (June's)", n)
+	if s := amounts(got["c2"]); s != "api 2026-07=7.00 | fee 0.00 true-up 0.00 total 7.00 USD" {
+		t.Errorf("c2's July: %s", s)
+	}
+	if len(july.Held) != 1 || july.Held[0].Customer != "c1" || july.Held[0].Period != "2026-06" || july.Held[0].Quantity.String() != "3" ||
+		july.Held[0].Currency != "USD" || july.Held[0].InvoiceCurrency != "EUR" {
+		t.Fatalf("held: %+v, want c1's 3 late units of June in USD", july.Held)
+	}
+	if s := july.Held[0].String(); !strings.Contains(s, `late usage of 2026-06 (api 3) is priced in USD, its 2026-07 invoice in EUR`) {
+		t.Errorf("held reads %q", s)
+	}
+	// Still pending: the next close holds it again, and verify is clean.
+	e.setClock(ts("2026-08-20T00:00:00Z"))
+	aug := e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-08", "UTC"), All: true, Meters: invMeters, Now: at("2026-09-02T00:00:00Z"), Pricing: pr})
+	if len(aug.Held) != 1 || len(aug.Invoices) != 0 {
+		t.Errorf("August: %d invoices, held %+v; want none and the same late usage held", len(aug.Invoices), aug.Held)
+	}
+	late, err := ledger.LateUsage(e.ctx, e.DB, "c1", invMeters)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(late) != 1 || late[0].Period != "2026-06" || late[0].Quantity.String() != "3" {
+		t.Errorf("usage late: %+v, want June's 3 units pending", late)
+	}
+	rep, err := ledger.Verify(e.ctx, e.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.First() != nil {
+		t.Fatalf("verify: %s", problems(rep))
 	}
 }
 

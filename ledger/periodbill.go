@@ -110,6 +110,58 @@ func (p *pricer) billedFor(customer string, start, end int64) (*billedPeriod, er
 // lateVersion is the version that prices late usage of customer's closed
 // period [start, end): the one that priced the period, else the one in
 // force on its first day (nil, nil: no plan).
+// HeldLate is late usage a close left pending: its period was priced in
+// Currency, the invoice it would go on is in InvoiceCurrency, and one
+// invoice has one currency. It stays pending late usage (usage late lists
+// it) and every close reports it again until an invoice in its currency
+// can take it.
+type HeldLate struct {
+	Customer        string `json:"customer"`
+	Meter           string `json:"meter"`
+	Dimensions      string `json:"dimensions,omitempty"`
+	Period          string `json:"period"` // the late usage's own period
+	Quantity        Total  `json:"quantity"`
+	Currency        string `json:"currency"`
+	InvoicePeriod   string `json:"invoice_period"`
+	InvoiceCurrency string `json:"invoice_currency"`
+}
+
+func (h HeldLate) String() string {
+	meter := h.Meter
+	if h.Dimensions != "" {
+		meter += " " + DimensionLabel(h.Dimensions)
+	}
+	return fmt.Sprintf("customer %q: late usage of %s (%s %s) is priced in %s, its %s invoice in %s: one invoice has one currency, so it stays pending late usage (hookledger usage late lists it); the customer's other usage is invoiced",
+		h.Customer, h.Period, meter, h.Quantity, h.Currency, h.InvoicePeriod, h.InvoiceCurrency)
+}
+
+// holdForeign splits lines (customer's, for the period starting at start,
+// labelled label) into those its invoice bills and the late lines priced in another
+// currency than the invoice's, which the close leaves pending (HeldLate).
+func (p *pricer) holdForeign(customer string, start int64, tz, label string, lines []InvoiceLine) ([]InvoiceLine, []HeldLate, error) {
+	own, err := p.versionFor(customer, start, tz)
+	if err != nil || own == nil {
+		return lines, nil, err
+	}
+	kept := make([]InvoiceLine, 0, len(lines))
+	var held []HeldLate
+	for _, l := range lines {
+		if l.Late {
+			v, err := p.lateVersion(customer, l.PeriodStart, l.PeriodEnd, l.TZ)
+			if err != nil {
+				return nil, nil, err
+			}
+			if v != nil && v.Currency != own.Currency {
+				held = append(held, HeldLate{Customer: customer, Meter: l.Meter, Dimensions: l.Dimensions, Period: l.Period,
+					Quantity: l.Quantity, Currency: v.Currency, InvoicePeriod: label, InvoiceCurrency: own.Currency})
+				continue
+			}
+		}
+		kept = append(kept, l)
+	}
+	return kept, held, nil
+}
+
 func (p *pricer) lateVersion(customer string, start, end int64, tz string) (*pricing.Plan, error) {
 	b, err := p.billedFor(customer, start, end)
 	if err != nil {

@@ -140,7 +140,13 @@ func invoiceClose(c *cli.Context) error {
 		fmt.Fprintf(c.App.Writer, "%s %s for %s: cutoff %s, ledger head %d, %d invoice(s)\n\n", what, period, scope,
 			time.UnixMilli(res.Cutoff).UTC().Format(time.RFC3339Nano), res.Head, len(res.Invoices))
 	}
-	return writeLines(c.App.Writer, format, res.Invoices)
+	if err := writeLines(c.App.Writer, format, res.Invoices); err != nil {
+		return err
+	}
+	if len(res.Held) > 0 && !res.Existing {
+		return problem(fmt.Errorf("%d late line(s) held back, priced in another currency than their invoice: every other invoice was made", len(res.Held)))
+	}
+	return nil
 }
 
 func invoicePreview(c *cli.Context) error {
@@ -451,10 +457,14 @@ func writeMoney(w io.Writer, invs []ledger.Invoice) {
 }
 
 // warnUnpriced says on stderr what usage of the invoices no price bills
-// (ledger.Unpriced); JSON carries it as "unpriced" too.
+// (ledger.Unpriced), and what late usage the close held back in another
+// currency (ledger.HeldLate); JSON carries them as "unpriced" and "held" too.
 func warnUnpriced(c *cli.Context, res *ledger.CloseResult) {
 	for _, u := range res.Unpriced {
 		fmt.Fprintf(c.App.ErrWriter, "warning: %s\n", u)
+	}
+	for _, h := range res.Held {
+		fmt.Fprintf(c.App.ErrWriter, "warning: %s\n", h)
 	}
 }
 

@@ -30,3 +30,45 @@ customers:
 		t.Errorf("%d invoices of 5.00, want the fee-only invoice", n)
 	}
 }
+
+// A customer moved from a USD plan to a EUR one: its late usage of the USD
+// month is held back (stderr names it, exit 3), and the close still makes
+// every invoice, the customer's EUR one included.
+func TestInvoiceCloseHoldsLateUsageOfAnotherCurrency(t *testing.T) {
+	e := newCLIEnv(t)
+	e.appendConfig(`plans:
+  - {name: us, currency: USD, effective_from: 2026-01-01, prices: [{meter: api, model: unit, unit: "1"}], unpriced: free}
+  - {name: eu, currency: EUR, effective_from: 2026-01-01, prices: [{meter: api, model: unit, unit: "1"}], unpriced: free}
+customers:
+  default_plan: us
+`)
+	e.write(t0("2026-10-20T00:00:00Z"), usageEvent{customer: "c1", meter: "api", qty: "2", at: t0("2026-10-03T10:00:00Z")})
+	run := func(args ...string) (string, string, error) {
+		var out, errOut bytes.Buffer
+		app := newApp()
+		app.Writer, app.ErrWriter = &out, &errOut
+		err := app.Run(append([]string{"hookledger"}, args...))
+		return out.String(), errOut.String(), err
+	}
+	if _, stderr, err := run("invoice", "close", "--config", e.config, "--period", "2026-10", "--all"); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if _, stderr, err := run("plan", "assign", "--config", e.config, "c1", "eu", "--from", "2026-11-01"); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	e.write(t0("2026-11-20T00:00:00Z"),
+		usageEvent{customer: "c1", meter: "api", qty: "3", at: t0("2026-10-04T10:00:00Z")}, // late October, USD
+		usageEvent{customer: "c1", meter: "api", qty: "5", at: t0("2026-11-04T10:00:00Z")},
+		usageEvent{customer: "c2", meter: "api", qty: "7", at: t0("2026-11-05T10:00:00Z")})
+	out, stderr, err := run("invoice", "close", "--config", e.config, "--period", "2026-11", "--all")
+	if exitStatus(err) != exitProblem {
+		t.Fatalf("exit %d (%v), want 3\n%s%s", exitStatus(err), err, out, stderr)
+	}
+	want := `warning: customer "c1": late usage of 2026-10 (api 3) is priced in USD, its 2026-11 invoice in EUR`
+	if !strings.Contains(stderr, want) {
+		t.Errorf("stderr lacks %q:\n%s", want, stderr)
+	}
+	if n := e.count(`SELECT COUNT(*) FROM invoices WHERE period = '2026-11' AND ((customer_id = 'c1' AND total = '5.00' AND currency = 'EUR') OR (customer_id = 'c2' AND total = '7.00'))`); n != 2 {
+		t.Errorf("%d of the two November invoices made (c1 5.00 EUR, c2 7.00 USD)\n%s", n, out)
+	}
+}
