@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -60,11 +61,6 @@ type CloseResult struct {
 	// Unpriced is the new invoices' usage no price bills (the pricing
 	// knows nothing of an earlier close's): each a warning, not an error.
 	Unpriced []Unpriced `json:"unpriced,omitempty"`
-	// Held is late usage the close left pending because its period was
-	// priced in another currency than the invoice it would go on (one
-	// invoice has one currency): the close made every invoice it could,
-	// and invoice close exits 3 to say so.
-	Held []HeldLate `json:"held,omitempty"`
 }
 
 // Close freezes the period's invoices in one write transaction (holding the
@@ -250,25 +246,10 @@ func closeTx(ctx context.Context, tx closeStore, req CloseRequest) (*CloseResult
 		return nil, fmt.Errorf("close: %w", err)
 	}
 	res := &CloseResult{Cutoff: cutoff, Head: head.LastID, Invoices: make([]Invoice, 0, len(customers))}
-	for _, c := range customers {
-		ls := byCustomer[c]
-		if prices != nil {
-			var held []HeldLate
-			if ls, held, err = prices.holdForeign(c, start, p.Zone, p.Label, ls); err != nil {
-				return nil, fmt.Errorf("close %s: %w", p.Label, err)
-			}
-			res.Held = append(res.Held, held...)
-			if len(ls) == 0 && len(held) > 0 {
-				// Only late usage held back: an invoice only if its plan charges anyway.
-				v, err := prices.versionFor(c, start, p.Zone)
-				if err != nil {
-					return nil, fmt.Errorf("close %s: %w", p.Label, err)
-				}
-				if !charges(v) {
-					continue
-				}
-			}
-		}
+	// write numbers, prices, credits and stores one invoice of customer c.
+	// lateOnly is an invoice of late usage in another currency than the
+	// customer's invoice (foreignLate).
+	write := func(c string, ls []InvoiceLine, lateOnly bool) error {
 		slices.SortFunc(ls, func(a, b InvoiceLine) int {
 			return cmp.Or(cmpBool(a.Late, b.Late), cmp.Compare(a.PeriodStart, b.PeriodStart), cmp.Compare(a.Meter, b.Meter),
 				cmp.Compare(a.Dimensions, b.Dimensions))
@@ -279,25 +260,51 @@ func closeTx(ctx context.Context, tx closeStore, req CloseRequest) (*CloseResult
 		for i := range inv.Lines {
 			inv.Lines[i].InvoiceID, inv.Lines[i].LineNo = inv.ID, int64(i+1)
 		}
-		if err := prices.price(&inv); err != nil {
-			return nil, fmt.Errorf("close %s: %w", p.Label, err)
+		price := prices.price
+		if lateOnly {
+			price = prices.priceLateOnly
+		}
+		if err := price(&inv); err != nil {
+			return fmt.Errorf("close %s: %w", p.Label, err)
 		}
 		if err := credits.apply(&inv); err != nil {
-			return nil, fmt.Errorf("close %s: %w", p.Label, err)
+			return fmt.Errorf("close %s: %w", p.Label, err)
 		}
 		inv.Digest = invoiceDigest(&inv)
 		if err := tx.InsertInvoice(ctx, inv.record()); err != nil {
-			return nil, fmt.Errorf("close: insert invoice for %s: %w", c, err)
+			return fmt.Errorf("close: insert invoice for %s: %w", c, err)
 		}
 		for i := range inv.Lines {
 			if err := tx.InsertInvoiceLine(ctx, inv.Lines[i].record()); err != nil {
-				return nil, fmt.Errorf("close: insert invoice line for %s: %w", c, err)
+				return fmt.Errorf("close: insert invoice line for %s: %w", c, err)
 			}
 		}
 		if err := credits.burn(ctx, tx, &inv); err != nil {
-			return nil, err
+			return err
 		}
 		res.Invoices = append(res.Invoices, inv)
+		return nil
+	}
+	for _, c := range customers {
+		ls := byCustomer[c]
+		var foreign map[string][]InvoiceLine
+		if prices != nil {
+			if ls, foreign, err = prices.foreignLate(c, start, p.Zone, ls); err != nil {
+				return nil, fmt.Errorf("close %s: %w", p.Label, err)
+			}
+		}
+		// The customer's invoice, unless all it had was late usage of
+		// another currency and its plan charges nothing of its own.
+		if len(ls) > 0 || len(foreign) == 0 || prices.charges(c, start, p.Zone) {
+			if err := write(c, ls, false); err != nil {
+				return nil, err
+			}
+		}
+		for _, cur := range slices.Sorted(maps.Keys(foreign)) {
+			if err := write(c, foreign[cur], true); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if prices != nil {
 		res.Unpriced = prices.unpriced

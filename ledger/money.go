@@ -232,22 +232,12 @@ func (p *pricer) price(inv *Invoice) error {
 				return fmt.Errorf("customer %q: late usage of %s is priced in %s (plan %q from %s), the invoice in %s: one invoice has one currency",
 					inv.Customer, l.Period, v.Currency, v.Name, v.EffectiveFrom, own.Currency)
 			}
-			if i := slices.IndexFunc(used, func(u *pricing.Plan) bool { return versionKey(u) == versionKey(v) }); i < 0 {
-				used = append(used, v)
-			} else if used[i] != v {
-				// One label, two contents (storedVersion): a snapshot holds one.
-				stored := v
-				if p.origin[stored] == 0 {
-					stored = used[i]
-				}
-				return fmt.Errorf("customer %q: %w", inv.Customer, frozenError(stored, p.origin[stored]))
-			}
-			b, err := p.billedFor(inv.Customer, l.PeriodStart, l.PeriodEnd)
-			if err != nil {
+			if used, err = p.use(used, v, inv.Customer); err != nil {
 				return err
 			}
-			billed := b.amounts[lineKeyOf(l.Meter, l.Dimensions)]
-			carry = &billed
+			if carry, err = p.carry(inv.Customer, l); err != nil {
+				return err
+			}
 		}
 		if err := priceLine(l, v, carry); err != nil {
 			return fmt.Errorf("customer %q: %w", inv.Customer, err)
@@ -260,6 +250,100 @@ func (p *pricer) price(inv *Invoice) error {
 	digest := snap.digest // each invoice its own copy
 	inv.Money = InvoiceMoney{Plan: own.Name, Currency: own.Currency, Snapshot: snap.json, PriceDigest: digest[:]}
 	return settle(inv, own)
+}
+
+// use adds v to the versions an invoice of customer's is priced with.
+func (p *pricer) use(used []*pricing.Plan, v *pricing.Plan, customer string) ([]*pricing.Plan, error) {
+	i := slices.IndexFunc(used, func(u *pricing.Plan) bool { return versionKey(u) == versionKey(v) })
+	switch {
+	case i < 0:
+		return append(used, v), nil
+	case used[i] != v:
+		// One label, two contents (storedVersion): a snapshot holds one.
+		stored := v
+		if p.origin[stored] == 0 {
+			stored = used[i]
+		}
+		return nil, fmt.Errorf("customer %q: %w", customer, frozenError(stored, p.origin[stored]))
+	}
+	return used, nil
+}
+
+// carry is what late line l's period billed before it for its meter (and
+// dimension value), rounded: what the line's amount carries.
+func (p *pricer) carry(customer string, l *InvoiceLine) (*pricing.Decimal, error) {
+	b, err := p.billedFor(customer, l.PeriodStart, l.PeriodEnd)
+	if err != nil {
+		return nil, err
+	}
+	billed := b.amounts[lineKeyOf(l.Meter, l.Dimensions)]
+	return &billed, nil
+}
+
+// priceLateOnly prices an invoice of late usage only, in another currency
+// than the customer's invoice of the period (foreignLate): each line with
+// the version that priced its period, at the margin and carrying the
+// period's rounding, as on any invoice. Late lines count toward neither a
+// fee nor a minimum, so it has neither: its fee and true-up are empty (what
+// marks such an invoice, lateOnly) and its total is the sum of its lines.
+// Its plan is the version of its first line.
+func (p *pricer) priceLateOnly(inv *Invoice) error {
+	var used []*pricing.Plan
+	for i := range inv.Lines {
+		l := &inv.Lines[i]
+		v, err := p.lateVersion(inv.Customer, l.PeriodStart, l.PeriodEnd, l.TZ)
+		if err != nil {
+			return err
+		}
+		if v == nil || len(used) > 0 && v.Currency != used[0].Currency {
+			return fmt.Errorf("customer %q: late usage of %s does not belong on invoice %d, of late usage in one currency", inv.Customer, l.Period, inv.ID)
+		}
+		if used, err = p.use(used, v, inv.Customer); err != nil {
+			return err
+		}
+		carry, err := p.carry(inv.Customer, l)
+		if err != nil {
+			return err
+		}
+		if err := priceLine(l, v, carry); err != nil {
+			return fmt.Errorf("customer %q: %w", inv.Customer, err)
+		}
+	}
+	snap, err := p.snapshot(used)
+	if err != nil {
+		return err
+	}
+	digest := snap.digest
+	inv.Money = InvoiceMoney{Plan: used[0].Name, Currency: used[0].Currency, Snapshot: snap.json, PriceDigest: digest[:]}
+	return settleLateOnly(inv, used[0].CurrencyOf())
+}
+
+// lateOnly reports whether inv is an invoice of late usage in another
+// currency (priceLateOnly): priced, with no fee.
+func lateOnly(inv *Invoice) bool { return inv.Money.Currency != "" && inv.Money.Fee == "" }
+
+// settleLateOnly totals an invoice of late usage only: the sum of its
+// lines' rounded amounts, with no fee and no true-up.
+func settleLateOnly(inv *Invoice, cur pricing.Currency) error {
+	total := pricing.NewDecimal(0, 0)
+	for _, l := range inv.Lines {
+		if l.Money.Amount == "" {
+			continue
+		}
+		a, err := pricing.ParseDecimal(l.Money.Amount)
+		if err == nil {
+			total, err = pricing.Add(total, a)
+		}
+		if err != nil {
+			return fmt.Errorf("line %d: amount: %w", l.LineNo, err)
+		}
+	}
+	total, err := cur.Amount(total)
+	if err != nil {
+		return err
+	}
+	inv.Money.Fee, inv.Money.TrueUp, inv.Money.Total = "", "", total.String()
+	return nil
 }
 
 // snapshot is snapshot(used), made once per close for each set of
@@ -450,7 +534,17 @@ func checkMoney(inv *Invoice, before map[int64]string) []string {
 				l.LineNo, meterLabel(*l), l.Period, l.Money.Amount, l.Money.AmountPrecise, stored.Amount, stored.AmountPrecise))
 		}
 	}
-	if err := settle(&recomputed, own); err != nil {
+	if lateOnly(inv) {
+		for _, l := range inv.Lines {
+			if !l.Late {
+				msgs = append(msgs, fmt.Sprintf("line %d bills its own period on an invoice of late usage only (no fee)", l.LineNo))
+			}
+		}
+		err = settleLateOnly(&recomputed, own.CurrencyOf())
+	} else {
+		err = settle(&recomputed, own)
+	}
+	if err != nil {
 		return append(msgs, err.Error())
 	}
 	if m := recomputed.Money; m.Fee != inv.Money.Fee || m.TrueUp != inv.Money.TrueUp || m.Total != inv.Money.Total {

@@ -132,13 +132,14 @@ func TestCloseWithPrices(t *testing.T) {
 // A late line for a period whose plan priced it in another currency than
 // the invoice's own cannot be added up: the close refuses, naming both.
 // One customer's change of currency does not stop the close for anyone:
-// late usage priced in another currency than the invoice it would go on
-// stays pending, reported; the customer's own usage and every other
-// customer are invoiced, and the next close reports it again.
-func TestCloseHoldsLateUsageOfAnotherCurrency(t *testing.T) {
+// late usage priced in another currency than the customer's invoice now
+// goes on an invoice of its own in that currency (no fee, no minimum), the
+// customer's own usage and every other customer are invoiced, and verify
+// is clean.
+func TestCloseInvoicesLateUsageOfAnotherCurrencyApart(t *testing.T) {
 	e := newEnv(t)
 	plans := []pricing.Plan{
-		{Name: "us", Currency: "USD", EffectiveFrom: "2026-01-01", Prices: []pricing.Price{{Meter: "api", Model: pricing.Unit, Unit: dec("1")}}},
+		{Name: "us", Currency: "USD", EffectiveFrom: "2026-01-01", Fee: dec("10.00"), Prices: []pricing.Price{{Meter: "api", Model: pricing.Unit, Unit: dec("1")}}},
 		{Name: "eu", Currency: "EUR", EffectiveFrom: "2026-01-01", Prices: []pricing.Price{{Meter: "api", Model: pricing.Unit, Unit: dec("1")}}},
 	}
 	for i := range plans {
@@ -158,32 +159,33 @@ func TestCloseHoldsLateUsageOfAnotherCurrency(t *testing.T) {
 		row{customer: "c2", meter: "api", qty: q("7"), at: ts("2026-07-12T00:00:00Z")},
 	)
 	july := e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-07", "UTC"), All: true, Meters: invMeters, Now: at("2026-08-02T00:00:00Z"), Pricing: pr})
-	got := byCustomer(july.Invoices)
-	if s := amounts(got["c1"]); s != "api 2026-07=5.00 | fee 0.00 true-up 0.00 total 5.00 EUR" {
-		t.Errorf("c1's July: %s", s)
+	var got []string
+	for _, inv := range july.Invoices {
+		got = append(got, inv.Customer+": "+amounts(inv))
 	}
-	if s := amounts(got["c2"]); s != "api 2026-07=7.00 | fee 0.00 true-up 0.00 total 7.00 USD" {
-		t.Errorf("c2's July: %s", s)
+	want := []string{
+		"c1: api 2026-07=5.00 | fee 0.00 true-up 0.00 total 5.00 EUR",
+		// June's 3 late units at June's USD price, with no fee: late lines count toward neither.
+		"c1: api 2026-06*=3.00 | fee  true-up  total 3.00 USD",
+		"c2: api 2026-07=7.00 | fee 10.00 true-up 0.00 total 17.00 USD",
 	}
-	if len(july.Held) != 1 || july.Held[0].Customer != "c1" || july.Held[0].Period != "2026-06" || july.Held[0].Quantity.String() != "3" ||
-		july.Held[0].Currency != "USD" || july.Held[0].InvoiceCurrency != "EUR" {
-		t.Fatalf("held: %+v, want c1's 3 late units of June in USD", july.Held)
-	}
-	if s := july.Held[0].String(); !strings.Contains(s, `late usage of 2026-06 (api 3) is priced in USD, its 2026-07 invoice in EUR`) {
-		t.Errorf("held reads %q", s)
-	}
-	// Still pending: the next close holds it again, and verify is clean.
-	e.setClock(ts("2026-08-20T00:00:00Z"))
-	aug := e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-08", "UTC"), All: true, Meters: invMeters, Now: at("2026-09-02T00:00:00Z"), Pricing: pr})
-	if len(aug.Held) != 1 || len(aug.Invoices) != 0 {
-		t.Errorf("August: %d invoices, held %+v; want none and the same late usage held", len(aug.Invoices), aug.Held)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("July's invoices:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	late, err := ledger.LateUsage(e.ctx, e.DB, "c1", invMeters)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(late) != 1 || late[0].Period != "2026-06" || late[0].Quantity.String() != "3" {
-		t.Errorf("usage late: %+v, want June's 3 units pending", late)
+	if len(late) != 0 {
+		t.Errorf("usage late: %+v, want nothing pending", late)
+	}
+	// August: nothing is left over, nothing is billed twice.
+	e.setClock(ts("2026-08-20T00:00:00Z"))
+	aug := e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-08", "UTC"), All: true, Meters: invMeters, Now: at("2026-09-02T00:00:00Z"), Pricing: pr})
+	for _, inv := range aug.Invoices {
+		if len(inv.Lines) > 0 {
+			t.Errorf("August bills %s: %s", inv.Customer, amounts(inv))
+		}
 	}
 	rep, err := ledger.Verify(e.ctx, e.DB)
 	if err != nil {
@@ -191,6 +193,20 @@ func TestCloseHoldsLateUsageOfAnotherCurrency(t *testing.T) {
 	}
 	if rep.First() != nil {
 		t.Fatalf("verify: %s", problems(rep))
+	}
+	// The late-only invoice's total is recomputed like any: an edited one is caught.
+	if e.DB.Postgres() {
+		e.Exec(`ALTER TABLE invoices DISABLE TRIGGER invoices_no_change`)
+	} else {
+		e.Exec(`DROP TRIGGER invoices_no_update`)
+	}
+	e.Exec(`UPDATE invoices SET total = '30.00' WHERE total = '3.00' AND currency = 'USD'`)
+	rep, err = ledger.Verify(e.ctx, e.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := problems(rep); !strings.Contains(s, "fee, true-up and total recompute to , , 3.00 USD; invoice says , , 30.00") {
+		t.Errorf("verify after the late-only invoice's total was edited:\n%s", s)
 	}
 }
 

@@ -107,44 +107,19 @@ func (p *pricer) billedFor(customer string, start, end int64) (*billedPeriod, er
 	return b, nil
 }
 
-// lateVersion is the version that prices late usage of customer's closed
-// period [start, end): the one that priced the period, else the one in
-// force on its first day (nil, nil: no plan).
-// HeldLate is late usage a close left pending: its period was priced in
-// Currency, the invoice it would go on is in InvoiceCurrency, and one
-// invoice has one currency. It stays pending late usage (usage late lists
-// it) and every close reports it again until an invoice in its currency
-// can take it.
-type HeldLate struct {
-	Customer        string `json:"customer"`
-	Meter           string `json:"meter"`
-	Dimensions      string `json:"dimensions,omitempty"`
-	Period          string `json:"period"` // the late usage's own period
-	Quantity        Total  `json:"quantity"`
-	Currency        string `json:"currency"`
-	InvoicePeriod   string `json:"invoice_period"`
-	InvoiceCurrency string `json:"invoice_currency"`
-}
-
-func (h HeldLate) String() string {
-	meter := h.Meter
-	if h.Dimensions != "" {
-		meter += " " + DimensionLabel(h.Dimensions)
-	}
-	return fmt.Sprintf("customer %q: late usage of %s (%s %s) is priced in %s, its %s invoice in %s: one invoice has one currency, so it stays pending late usage (hookledger usage late lists it); the customer's other usage is invoiced",
-		h.Customer, h.Period, meter, h.Quantity, h.Currency, h.InvoicePeriod, h.InvoiceCurrency)
-}
-
-// holdForeign splits lines (customer's, for the period starting at start,
-// labelled label) into those its invoice bills and the late lines priced in another
-// currency than the invoice's, which the close leaves pending (HeldLate).
-func (p *pricer) holdForeign(customer string, start int64, tz, label string, lines []InvoiceLine) ([]InvoiceLine, []HeldLate, error) {
+// foreignLate splits lines (customer's, for the period starting at start)
+// into those of the customer's invoice and, by currency, the late lines
+// priced in another currency than that invoice's: the customer moved to a
+// plan in another currency after the late usage's period was closed. Each
+// such currency gets an invoice of its own (priceLateOnly), since one
+// invoice has one currency.
+func (p *pricer) foreignLate(customer string, start int64, tz string, lines []InvoiceLine) ([]InvoiceLine, map[string][]InvoiceLine, error) {
 	own, err := p.versionFor(customer, start, tz)
 	if err != nil || own == nil {
 		return lines, nil, err
 	}
 	kept := make([]InvoiceLine, 0, len(lines))
-	var held []HeldLate
+	var foreign map[string][]InvoiceLine
 	for _, l := range lines {
 		if l.Late {
 			v, err := p.lateVersion(customer, l.PeriodStart, l.PeriodEnd, l.TZ)
@@ -152,16 +127,31 @@ func (p *pricer) holdForeign(customer string, start int64, tz, label string, lin
 				return nil, nil, err
 			}
 			if v != nil && v.Currency != own.Currency {
-				held = append(held, HeldLate{Customer: customer, Meter: l.Meter, Dimensions: l.Dimensions, Period: l.Period,
-					Quantity: l.Quantity, Currency: v.Currency, InvoicePeriod: label, InvoiceCurrency: own.Currency})
+				if foreign == nil {
+					foreign = map[string][]InvoiceLine{}
+				}
+				foreign[v.Currency] = append(foreign[v.Currency], l)
 				continue
 			}
 		}
 		kept = append(kept, l)
 	}
-	return kept, held, nil
+	return kept, foreign, nil
 }
 
+// charges reports whether customer's plan for the period starting at
+// start charges a fee or a minimum (a nil pricer: no).
+func (p *pricer) charges(customer string, start int64, tz string) bool {
+	if p == nil {
+		return false
+	}
+	v, err := p.versionFor(customer, start, tz)
+	return err == nil && charges(v)
+}
+
+// lateVersion is the version that prices late usage of customer's closed
+// period [start, end): the one that priced the period, else the one in
+// force on its first day (nil, nil: no plan).
 func (p *pricer) lateVersion(customer string, start, end int64, tz string) (*pricing.Plan, error) {
 	b, err := p.billedFor(customer, start, end)
 	if err != nil {

@@ -359,6 +359,11 @@ func checkInvoiceLines(ctx context.Context, db VerifySource, inv *Invoice) ([]st
 			}
 		}
 	}
+	if lateOnly(inv) {
+		// An invoice of late usage in another currency: the period's own
+		// rows are on the customer's invoice of the period (coverage).
+		return msgs, nil
+	}
 	f := schema.LedgerFilter{Customer: inv.Customer, From: inv.PeriodStart, To: inv.PeriodEnd, ThroughID: inv.LedgerHead}
 	meters, err := db.LedgerMeters(ctx, f)
 	if err != nil {

@@ -16,7 +16,6 @@ type Invoicing struct {
 	closes        *prometheus.CounterVec
 	lastClose     prometheus.Gauge
 	closedThrough prometheus.Gauge
-	heldLate      prometheus.Gauge
 }
 
 // WatchInvoicing registers the scheduled-close metrics. Call it once, only
@@ -39,15 +38,11 @@ func (m *Metrics) WatchInvoicing() *Invoicing {
 			Namespace: Namespace, Subsystem: "invoice", Name: "closed_through_timestamp_seconds",
 			Help: "End of the latest period closed for all customers, as Unix time; 0 before the first. Behind by more than a period plus the grace: closes are failing.",
 		}),
-		heldLate: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: Namespace, Subsystem: "invoice", Name: "held_late_lines",
-			Help: "Late lines the latest scheduled close held back because their period was priced in another currency than the invoice they would go on; they stay pending (hookledger usage late). Above 0: an operator must act.",
-		}),
 	}
 	for _, o := range InvoiceCloseOutcomes {
 		in.closes.WithLabelValues(o)
 	}
-	m.Registry.MustRegister(in.closes, in.lastClose, in.closedThrough, in.heldLate)
+	m.Registry.MustRegister(in.closes, in.lastClose, in.closedThrough)
 	return in
 }
 
@@ -69,13 +64,4 @@ func (in *Invoicing) SetLatest(closedAt, periodEnd time.Time) {
 	}
 	in.lastClose.Set(float64(closedAt.UnixMilli()) / 1000)
 	in.closedThrough.Set(float64(periodEnd.UnixMilli()) / 1000)
-}
-
-// SetHeld records how many late lines the latest scheduled close held back
-// (ledger.HeldLate).
-func (in *Invoicing) SetHeld(n int) {
-	if in == nil {
-		return
-	}
-	in.heldLate.Set(float64(n))
 }

@@ -140,13 +140,7 @@ func invoiceClose(c *cli.Context) error {
 		fmt.Fprintf(c.App.Writer, "%s %s for %s: cutoff %s, ledger head %d, %d invoice(s)\n\n", what, period, scope,
 			time.UnixMilli(res.Cutoff).UTC().Format(time.RFC3339Nano), res.Head, len(res.Invoices))
 	}
-	if err := writeLines(c.App.Writer, format, res.Invoices); err != nil {
-		return err
-	}
-	if len(res.Held) > 0 && !res.Existing {
-		return problem(fmt.Errorf("%d late line(s) held back, priced in another currency than their invoice: every other invoice was made", len(res.Held)))
-	}
-	return nil
+	return writeLines(c.App.Writer, format, res.Invoices)
 }
 
 func invoicePreview(c *cli.Context) error {
@@ -369,8 +363,12 @@ func writeInvoiceHeader(w io.Writer, inv *ledger.Invoice) {
 	fmt.Fprintf(tw, "digest\t%s\n", hex.EncodeToString(inv.Digest))
 	if m := inv.Money; m.Currency != "" {
 		fmt.Fprintf(tw, "plan\t%s (prices sha256 %s)\n", m.Plan, hex.EncodeToString(m.PriceDigest))
-		fmt.Fprintf(tw, "fee\t%s %s\n", m.Fee, m.Currency)
-		fmt.Fprintf(tw, "true-up\t%s %s\n", m.TrueUp, m.Currency)
+		if m.Fee == "" {
+			fmt.Fprintf(tw, "fee\tnone: late usage only, in the currency that priced its period\n")
+		} else {
+			fmt.Fprintf(tw, "fee\t%s %s\n", m.Fee, m.Currency)
+			fmt.Fprintf(tw, "true-up\t%s %s\n", m.TrueUp, m.Currency)
+		}
 		fmt.Fprintf(tw, "total\t%s %s\n", m.Total, m.Currency)
 		if m.Credits != "" {
 			fmt.Fprintf(tw, "credits\t%s %s (%s)\n", m.Credits, m.Currency, creditsText(inv.Credits))
@@ -447,7 +445,11 @@ func writeLines(w io.Writer, format string, invs []ledger.Invoice) error {
 func writeMoney(w io.Writer, invs []ledger.Invoice) {
 	for _, inv := range invs {
 		if m := inv.Money; m.Currency != "" {
-			fmt.Fprintf(w, "invoice %d (%s, plan %s): fee %s, true-up %s, total %s %s", inv.ID, inv.Customer, m.Plan, m.Fee, m.TrueUp, m.Total, m.Currency)
+			if m.Fee == "" {
+				fmt.Fprintf(w, "invoice %d (%s, plan %s): late usage only, total %s %s", inv.ID, inv.Customer, m.Plan, m.Total, m.Currency)
+			} else {
+				fmt.Fprintf(w, "invoice %d (%s, plan %s): fee %s, true-up %s, total %s %s", inv.ID, inv.Customer, m.Plan, m.Fee, m.TrueUp, m.Total, m.Currency)
+			}
 			if m.Credits != "" {
 				fmt.Fprintf(w, ", credits %s (%s), amount due %s %s", m.Credits, creditsText(inv.Credits), m.AmountDue, m.Currency)
 			}
@@ -457,14 +459,10 @@ func writeMoney(w io.Writer, invs []ledger.Invoice) {
 }
 
 // warnUnpriced says on stderr what usage of the invoices no price bills
-// (ledger.Unpriced), and what late usage the close held back in another
-// currency (ledger.HeldLate); JSON carries them as "unpriced" and "held" too.
+// (ledger.Unpriced); JSON carries it as "unpriced" too.
 func warnUnpriced(c *cli.Context, res *ledger.CloseResult) {
 	for _, u := range res.Unpriced {
 		fmt.Fprintf(c.App.ErrWriter, "warning: %s\n", u)
-	}
-	for _, h := range res.Held {
-		fmt.Fprintf(c.App.ErrWriter, "warning: %s\n", h)
 	}
 }
 

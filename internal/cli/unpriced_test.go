@@ -32,9 +32,9 @@ customers:
 }
 
 // A customer moved from a USD plan to a EUR one: its late usage of the USD
-// month is held back (stderr names it, exit 3), and the close still makes
-// every invoice, the customer's EUR one included.
-func TestInvoiceCloseHoldsLateUsageOfAnotherCurrency(t *testing.T) {
+// month goes on an invoice of its own in USD, beside its EUR invoice, and
+// the close makes every invoice (exit 0).
+func TestInvoiceCloseInvoicesLateUsageOfAnotherCurrencyApart(t *testing.T) {
 	e := newCLIEnv(t)
 	e.appendConfig(`plans:
   - {name: us, currency: USD, effective_from: 2026-01-01, prices: [{meter: api, model: unit, unit: "1"}], unpriced: free}
@@ -61,14 +61,23 @@ customers:
 		usageEvent{customer: "c1", meter: "api", qty: "5", at: t0("2026-11-04T10:00:00Z")},
 		usageEvent{customer: "c2", meter: "api", qty: "7", at: t0("2026-11-05T10:00:00Z")})
 	out, stderr, err := run("invoice", "close", "--config", e.config, "--period", "2026-11", "--all")
-	if exitStatus(err) != exitProblem {
-		t.Fatalf("exit %d (%v), want 3\n%s%s", exitStatus(err), err, out, stderr)
+	if err != nil {
+		t.Fatalf("%v\n%s%s", err, out, stderr)
 	}
-	want := `warning: customer "c1": late usage of 2026-10 (api 3) is priced in USD, its 2026-11 invoice in EUR`
-	if !strings.Contains(stderr, want) {
-		t.Errorf("stderr lacks %q:\n%s", want, stderr)
+	for _, want := range []string{
+		"invoice 2 (c1, plan eu): fee 0.00, true-up 0.00, total 5.00 EUR",
+		"invoice 3 (c1, plan us): late usage only, total 3.00 USD",
+		"invoice 4 (c2, plan us): fee 0.00, true-up 0.00, total 7.00 USD",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("invoice close lacks %q:\n%s", want, out)
+		}
 	}
-	if n := e.count(`SELECT COUNT(*) FROM invoices WHERE period = '2026-11' AND ((customer_id = 'c1' AND total = '5.00' AND currency = 'EUR') OR (customer_id = 'c2' AND total = '7.00'))`); n != 2 {
-		t.Errorf("%d of the two November invoices made (c1 5.00 EUR, c2 7.00 USD)\n%s", n, out)
+	if n := e.count(`SELECT COUNT(*) FROM invoices WHERE period = '2026-11' AND customer_id = 'c1'`); n != 2 {
+		t.Errorf("%d November invoices of c1, want 2 (EUR and USD)", n)
+	}
+	out, _, err = run("invoice", "show", "--config", e.config, "3")
+	if err != nil || !strings.Contains(out, "none: late usage only, in the currency that priced its period") {
+		t.Errorf("invoice show 3: %v\n%s", err, out)
 	}
 }

@@ -127,12 +127,7 @@ func (s *invoiceScheduler) close(ctx context.Context, p ledger.Period) error {
 	for _, u := range res.Unpriced {
 		s.Log.Warn("scheduled close", append(attrs, "unpriced", u.String())...)
 	}
-	if !res.Existing {
-		s.Metrics.SetHeld(len(res.Held))
-	}
-	for _, h := range res.Held {
-		s.Log.Warn("scheduled close", append(attrs, "held", h.String())...)
-	}
+
 	if _, err := s.latestClose(ctx); err != nil && ctx.Err() == nil {
 		s.Log.Warn("scheduled close", "error", err.Error())
 	}
