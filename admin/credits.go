@@ -189,11 +189,13 @@ func (c *Customers) credits(w http.ResponseWriter, r *http.Request) {
 	}
 	// A month already closed (Existing) draws nothing more: its burns are
 	// in the grants' balances.
-	var draft *ledger.Invoice
-	if !res.Existing && len(res.Invoices) == 1 {
-		draft = &res.Invoices[0]
+	var drafts []*ledger.Invoice
+	for i := range res.Invoices {
+		if !res.Existing {
+			drafts = append(drafts, &res.Invoices[i])
+		}
 	}
-	st, err := ledger.Standing(r.Context(), c.DB, id, now, draft)
+	st, err := ledger.Standing(r.Context(), c.DB, id, now, drafts...)
 	if err != nil {
 		c.fail(w, err)
 		return

@@ -657,23 +657,29 @@ type GrantStanding struct {
 	Available string `json:"available"`
 }
 
-// Standing is customer's credit at now, drawn by draft (the open period's
-// draft invoice, from Preview; nil: nothing drawn).
-func Standing(ctx context.Context, src creditReader, customer string, now time.Time, draft *Invoice) (*CreditStanding, error) {
+// Standing is customer's credit at now, drawn by drafts (the open
+// period's draft invoices, from Preview: the customer's and any of late
+// usage in another currency; none or nil: nothing drawn).
+func Standing(ctx context.Context, src creditReader, customer string, now time.Time, drafts ...*Invoice) (*CreditStanding, error) {
 	grants, err := Grants(ctx, src, customer, now.UnixMilli())
 	if err != nil {
 		return nil, err
 	}
 	st := &CreditStanding{Customer: customer, At: now.UTC().Format(time.RFC3339), Currencies: []CurrencyCredit{}, Grants: []GrantStanding{}}
 	drawn := map[string]pricing.Decimal{}
-	if draft != nil {
+	for _, draft := range drafts {
+		if draft == nil {
+			continue
+		}
 		st.Period = draft.Period
 		for _, c := range draft.Credits {
 			d, err := pricing.ParseDecimal(c.Amount)
+			if err == nil {
+				drawn[c.Grant], err = pricing.Add(drawn[c.Grant], d)
+			}
 			if err != nil {
 				return nil, err
 			}
-			drawn[c.Grant] = d
 		}
 	}
 	type sums struct{ balance, drawn pricing.Decimal }

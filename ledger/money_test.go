@@ -148,15 +148,18 @@ func TestCloseInvoicesLateUsageOfAnotherCurrencyApart(t *testing.T) {
 		}
 	}
 	cat, _ := pricing.NewCatalog(plans)
-	pr := &ledger.Pricing{Catalog: cat, Plans: ledger.NewPlans("us", []ledger.PlanAssignment{{Customer: "c1", Plan: "eu", EffectiveFrom: "2026-07-01"}})}
+	pr := &ledger.Pricing{Catalog: cat, Plans: ledger.NewPlans("us", []ledger.PlanAssignment{
+		{Customer: "c1", Plan: "eu", EffectiveFrom: "2026-07-01"}, {Customer: "c3", Plan: "eu", EffectiveFrom: "2026-07-01"}})}
 	e.setClock(ts("2026-06-20T00:00:00Z"))
-	e.write(row{customer: "c1", meter: "api", qty: q("1"), at: ts("2026-06-10T00:00:00Z")})
+	e.write(row{customer: "c1", meter: "api", qty: q("1"), at: ts("2026-06-10T00:00:00Z")},
+		row{customer: "c3", meter: "api", qty: q("1"), at: ts("2026-06-10T00:00:00Z")})
 	e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-06", "UTC"), All: true, Meters: invMeters, Now: at("2026-07-02T00:00:00Z"), Pricing: pr})
 	e.setClock(ts("2026-07-20T00:00:00Z"))
 	e.write(
 		row{customer: "c1", meter: "api", qty: q("3"), at: ts("2026-06-11T00:00:00Z")}, // late June, priced in USD
 		row{customer: "c1", meter: "api", qty: q("5"), at: ts("2026-07-11T00:00:00Z")}, // July, in EUR
 		row{customer: "c2", meter: "api", qty: q("7"), at: ts("2026-07-12T00:00:00Z")},
+		row{customer: "c3", meter: "api", qty: q("4"), at: ts("2026-06-12T00:00:00Z")}, // c3: late June only, no July usage
 	)
 	july := e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-07", "UTC"), All: true, Meters: invMeters, Now: at("2026-08-02T00:00:00Z"), Pricing: pr})
 	var got []string
@@ -168,6 +171,8 @@ func TestCloseInvoicesLateUsageOfAnotherCurrencyApart(t *testing.T) {
 		// June's 3 late units at June's USD price, with no fee: late lines count toward neither.
 		"c1: api 2026-06*=3.00 | fee  true-up  total 3.00 USD",
 		"c2: api 2026-07=7.00 | fee 10.00 true-up 0.00 total 17.00 USD",
+		// c3's plan charges nothing of its own in July: only the late-only invoice.
+		"c3: api 2026-06*=4.00 | fee  true-up  total 4.00 USD",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("July's invoices:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -179,13 +184,18 @@ func TestCloseInvoicesLateUsageOfAnotherCurrencyApart(t *testing.T) {
 	if len(late) != 0 {
 		t.Errorf("usage late: %+v, want nothing pending", late)
 	}
-	// August: nothing is left over, nothing is billed twice.
+	// August: nothing is left over, nothing is billed twice; c3's late
+	// July usage is priced by July's plan (eu, in EUR), not by the version
+	// of its July invoice of late June usage.
 	e.setClock(ts("2026-08-20T00:00:00Z"))
+	e.write(row{customer: "c3", meter: "api", qty: q("2"), at: ts("2026-07-20T00:00:00Z")})
 	aug := e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-08", "UTC"), All: true, Meters: invMeters, Now: at("2026-09-02T00:00:00Z"), Pricing: pr})
+	got = nil
 	for _, inv := range aug.Invoices {
-		if len(inv.Lines) > 0 {
-			t.Errorf("August bills %s: %s", inv.Customer, amounts(inv))
-		}
+		got = append(got, inv.Customer+": "+amounts(inv))
+	}
+	if s := strings.Join(got, "\n"); s != "c3: api 2026-07*=2.00 | fee 0.00 true-up 0.00 total 2.00 EUR" {
+		t.Errorf("August's invoices:\n%s", s)
 	}
 	rep, err := ledger.Verify(e.ctx, e.DB)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/hookledger/hookledger/pricing"
 	"github.com/hookledger/hookledger/schema"
@@ -79,11 +80,15 @@ func (p *pricer) billedFor(customer string, start, end int64) (*billedPeriod, er
 			return nil, err
 		}
 	}
+	// The period's own invoice, not one of late usage in another currency
+	// (whose version priced an earlier period).
+	own := slices.IndexFunc(invs, func(inv schema.Invoice) bool { return inv.Currency == "" || inv.Fee != "" })
 	switch {
-	case len(invs) > 0:
-		b.fixed, b.invoice = true, invs[0].ID
-		if invs[0].PriceSnapshot != "" {
-			if b.version, err = p.storedVersion(invs[0].ID, invs[0].PriceSnapshot, ""); err != nil {
+	case own >= 0:
+		inv := invs[own]
+		b.fixed, b.invoice = true, inv.ID
+		if inv.PriceSnapshot != "" {
+			if b.version, err = p.storedVersion(inv.ID, inv.PriceSnapshot, ""); err != nil {
 				return nil, err
 			}
 		}

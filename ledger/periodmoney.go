@@ -65,7 +65,9 @@ func checkPeriodMoney(invs []Invoice) []Problem {
 				}
 			}
 		}
-		owns[customerPeriod{inv.Customer, inv.PeriodStart, inv.PeriodEnd}] = versionKey(vs[""])
+		if !lateOnly(&inv) { // an invoice of late usage in another currency priced an earlier period
+			owns[customerPeriod{inv.Customer, inv.PeriodStart, inv.PeriodEnd}] = versionKey(vs[""])
+		}
 	}
 
 	type periodLine struct {
