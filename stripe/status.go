@@ -24,6 +24,8 @@ type StatusStore interface {
 	StripeCarriedInto(ctx context.Context, from, to int64, customer string) ([]schema.StripePush, error)
 	LatestExternalIDs(ctx context.Context, customer string) (string, error)
 	StripeReportsOf(ctx context.Context, from, to int64) ([]schema.StripeReport, error)
+	StateZone(ctx context.Context) (schema.StateZone, bool, error)
+	UsageStates(ctx context.Context, customer string, at int64) ([]schema.UsageState, error)
 }
 
 // States of a status line.
@@ -78,12 +80,11 @@ func Status(ctx context.Context, db StatusStore, meters []ledger.Meter, period l
 			t.meters[m.Name] = m
 		}
 	}
-	rep, err := ledger.Query(ctx, db, ledger.UsageQuery{From: period.Start, To: period.End, Customer: customer,
-		Meters: ledger.NewMeters(meters), GroupBy: ledger.DefaultGroupBy})
+	totals, err := ledgerTotals(ctx, db, t.meters, period, customer)
 	if err != nil {
 		return nil, err
 	}
-	if err := t.ledger(rep.Lines); err != nil {
+	if err := t.ledger(totals); err != nil {
 		return nil, err
 	}
 	pushes, err := db.StripePushes(ctx, schema.StripePushFilter{From: period.Start.UnixMilli(), To: period.End.UnixMilli(), Customer: customer})
@@ -132,6 +133,66 @@ func Status(ctx context.Context, db StatusStore, meters []ledger.Meter, period l
 		}
 	}
 	return out, nil
+}
+
+// ledgerTotals is the period's total per customer of each pushed meter.
+// When serve keeps the usage state in the period's zone, the period is one
+// of its months and every pushed meter sums, the state answers without a
+// scan: it holds each month's exact sum of every row, written in the rows'
+// own transactions (verify checks it against the ledger). Otherwise the
+// period's rows are read (ledger.Query).
+func ledgerTotals(ctx context.Context, db StatusStore, meters map[string]ledger.Meter, period ledger.Period, customer string) ([]ledger.UsageLine, error) {
+	if lines, ok, err := stateTotals(ctx, db, meters, period, customer); err != nil || ok {
+		return lines, err
+	}
+	ms := make([]ledger.Meter, 0, len(meters))
+	for _, m := range meters {
+		ms = append(ms, m)
+	}
+	rep, err := ledger.Query(ctx, db, ledger.UsageQuery{From: period.Start, To: period.End, Customer: customer,
+		Meters: ledger.NewMeters(ms), GroupBy: ledger.DefaultGroupBy})
+	if err != nil {
+		return nil, err
+	}
+	return rep.Lines, nil
+}
+
+// stateTotals is ledgerTotals from the usage state; ok false when the
+// state cannot answer for period and meters.
+func stateTotals(ctx context.Context, db StatusStore, meters map[string]ledger.Meter, period ledger.Period, customer string) ([]ledger.UsageLine, bool, error) {
+	for _, m := range meters {
+		if m.Aggregation != ledger.AggSum {
+			return nil, false, nil
+		}
+	}
+	z, built, err := db.StateZone(ctx)
+	if err != nil || !built || z.Zone != period.Zone {
+		return nil, false, err
+	}
+	loc, err := ledger.LoadZone(period.Zone)
+	if err != nil {
+		return nil, false, nil
+	}
+	if start, end := ledger.MonthOf(period.Start.UnixMilli(), loc); start != period.Start.UnixMilli() || end != period.End.UnixMilli() {
+		return nil, false, nil
+	}
+	states, err := db.UsageStates(ctx, customer, period.Start.UnixMilli())
+	if err != nil {
+		return nil, false, err
+	}
+	var lines []ledger.UsageLine
+	for _, s := range states {
+		m, ok := meters[s.Meter]
+		if !ok || s.PeriodStart != period.Start.UnixMilli() {
+			continue
+		}
+		q, err := ledger.ParseTotal(s.Used)
+		if err != nil {
+			return nil, false, fmt.Errorf("usage state of %s/%s: %w", s.Customer, s.Meter, err)
+		}
+		lines = append(lines, ledger.UsageLine{Customer: s.Customer, Meter: s.Meter, Aggregation: m.Aggregation, Quantity: q})
+	}
+	return lines, true, nil
 }
 
 // Differs reports whether any line does not agree (an open close-mode
