@@ -39,3 +39,33 @@ func TestCLIReferenceIsCurrent(t *testing.T) {
 		}
 	}
 }
+
+// The README's commands table names every command (and every subcommand
+// of one it lists), so a new command cannot be left out of it.
+func TestREADMEListsEveryCommand(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table []string
+	for _, l := range strings.Split(string(readme), "\n") {
+		if strings.HasPrefix(l, "| `") {
+			table = append(table, strings.SplitN(l, "|", 3)[1])
+		}
+	}
+	rows := strings.Join(table, "\n")
+	for _, c := range newApp().Commands {
+		if c.Hidden || c.Name == "help" || c.Name == "docs" {
+			continue
+		}
+		if !strings.Contains(rows, "`"+c.Name) {
+			t.Errorf("README.md's commands table lacks %q", c.Name)
+			continue
+		}
+		for _, sub := range c.Subcommands {
+			if !sub.Hidden && !strings.Contains(rows, "`"+sub.Name+"`") && !strings.Contains(rows, "`"+c.Name+" "+sub.Name) {
+				t.Errorf("README.md's commands table lacks %q %q", c.Name, sub.Name)
+			}
+		}
+	}
+}
