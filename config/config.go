@@ -74,6 +74,8 @@ type Config struct {
 	Ingest Ingest  `yaml:"ingest"` // see ingest.go
 	// Invoicing lets serve close periods itself (invoicing.go).
 	Invoicing Invoicing `yaml:"invoicing"`
+	// Credits watches prepaid credit: its alerts (credits.go).
+	Credits Credits `yaml:"credits"`
 	// Durability is when a delivery is acknowledged: "local" (default) once
 	// its commit is on local disk, "replica" once Litestream's replica holds
 	// it too (needs litestream.yml; same as serve --ack-after-replica), or on
@@ -100,6 +102,10 @@ type Config struct {
 
 	// lenient is LoadSecretsOptional's mode: unresolvable secrets are left out.
 	lenient bool
+
+	// The plans' limits of kind credit, while resolve checks them (credits.go).
+	creditLimits      []creditLimit
+	creditLimitValues map[[2]int]bool
 
 	unsavedSecret string // see DefaultUnsaved
 }
@@ -251,6 +257,7 @@ func parse(src []byte, dir string, lenient bool) (*Config, error) {
 		if err := decode(file.Docs[0].Body, c); err != nil {
 			return nil, err
 		}
+		c.noteCreditLimitValues(file)
 	}
 	if c.Listen == "" {
 		c.Listen, c.ListenDefaulted = FileDefaultListen, true
@@ -411,7 +418,8 @@ func (c *Config) resolve(dir string) error {
 	}
 	for _, step := range []func(dir string) error{
 		c.resolveDatabase, c.resolveProviders, c.resolveAdmin, c.resolveMeters, c.resolveUsage,
-		func(string) error { return c.resolvePlans() }, func(string) error { return c.resolveLimits() },
+		c.setAsideCreditLimits, func(string) error { return c.resolvePlans() }, c.resolveCredits,
+		func(string) error { return c.resolveLimits() },
 		c.resolveDestinations, c.resolveStripe,
 		func(string) error { return c.resolveIngest() }, func(string) error { return c.resolveInvoicing() },
 		c.resolveRetention,

@@ -43,7 +43,7 @@ func (c *Config) resolvePlans() error {
 			// Spend is priced from the month's sum of each priced meter
 			// (the usage state), which is the invoice's quantity only for
 			// a sum meter.
-			if agg := aggregation[pr.Meter]; p.Spend != nil && agg != "" && agg != ledger.AggSum {
+			if agg := aggregation[pr.Meter]; p.Spend != nil && spendPriceable(&pr, agg) == "meter" {
 				return errAt(fmt.Sprintf("%s.prices[%d].meter", at, j), "meter %q aggregates by %s: a plan version with spend prices only sum meters (spend is priced from each meter's month total)", pr.Meter, agg)
 			}
 			// A price by dimension splits the meter's usage by a value its
@@ -57,7 +57,7 @@ func (c *Config) resolvePlans() error {
 			}
 			// Spend is priced from the usage state, one total per meter: a
 			// price by dimension would need each value's own total.
-			if p.Spend != nil && pr.By != "" {
+			if p.Spend != nil && spendPriceable(&pr, aggregation[pr.Meter]) == "by" {
 				return errAt(fmt.Sprintf("%s.prices[%d].by", at, j), "a plan version with spend cannot price meter %q by %s yet: spend is priced from each meter's month total, not each value's (drop spend from this version, or price the meter without by)", pr.Meter, pr.By)
 			}
 		}
@@ -93,4 +93,20 @@ func (c *Config) resolvePlans() error {
 		return errAt("customers.default_plan", "no plan named %q under plans", d)
 	}
 	return nil
+}
+
+// spendPriceable is the key of price pr (of a meter aggregating by agg)
+// that keeps spend from being priced from the usage state, one total per
+// customer, meter and month ("" when none does): "meter" for a meter that
+// does not aggregate by sum (the month's sum is not its invoice quantity),
+// "by" for a price by dimension (it needs each value's total). Spend, a
+// limit of kind credit and the credit alerts price a month so.
+func spendPriceable(pr *pricing.Price, agg ledger.Aggregation) string {
+	switch {
+	case agg != "" && agg != ledger.AggSum:
+		return "meter"
+	case pr.By != "":
+		return "by"
+	}
+	return ""
 }

@@ -49,6 +49,17 @@ func (b *Tx) spendAlert(ctx context.Context, c entitle.SpendCrossing) error {
 		})
 }
 
+// creditAlert records credit crossing c (credit_crossings' unique key makes
+// it once per grant and threshold) and, if it is new, raises its alert
+// (raise), of type credits.balance_low or credits.depleted.
+func (b *Tx) creditAlert(ctx context.Context, c entitle.CreditCrossing) error {
+	return b.raise(ctx, entitle.CreditAlertEventID(c.Grant.Grant.ID, c.Threshold), c.Type(),
+		func(receiptID int64) (bool, []byte, error) {
+			inserted, err := b.b.InsertCreditCrossing(ctx, entitle.CreditRecord(c, receiptID, b.now))
+			return inserted, entitle.CreditAlertBody(c, time.UnixMilli(b.now)), err
+		})
+}
+
 // raise records a crossing with record, given the id its alert's receipt
 // will have, and, if the crossing is new, raises the alert record returns
 // the body of: a receipt of provider hookledger applied through the one

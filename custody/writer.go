@@ -372,6 +372,7 @@ func (w *Writer) apply(batch []*job, errs []error, isolate bool) (failed bool, e
 			if errs[i], txErr = btx.isolated(ctx, j.op); txErr != nil {
 				return false, w.storageError("savepoint", txErr) // the savepoint could not be undone: commit nothing
 			}
+			btx.after(j.op)
 			w.opFailed(j.op, errs[i])
 		default:
 			if errs[i] = j.op.Apply(ctx, btx); errs[i] != nil {
@@ -388,6 +389,7 @@ func (w *Writer) apply(batch []*job, errs []error, isolate bool) (failed bool, e
 				w.opFailed(j.op, errs[i]) // final: the isolated pass skips it
 				return true, nil
 			}
+			btx.after(j.op)
 		}
 	}
 	if err := btx.usage.Flush(ctx); err != nil {
@@ -499,10 +501,10 @@ func (b *Tx) Append(ctx context.Context, r *ledger.Row) error { return b.AppendE
 
 // AppendEvent adds a row mapped from event body (nil for an adjustment or a
 // void) to the ledger's hash chain, counts it in the usage state, raises the
-// alerts of the usage and spend thresholds it crossed and writes what it pushes
-// (Writer.Push): every ledger row (usage, adjustment, void, replay) is
-// appended here, so none can skip them, and all of it commits with the row
-// or not at all.
+// alerts of the usage, spend and credit thresholds it crossed and writes
+// what it pushes (Writer.Push): every ledger row (usage, adjustment, void,
+// replay) is appended here, so none can skip them, and all of it commits
+// with the row or not at all.
 func (b *Tx) AppendEvent(ctx context.Context, r *ledger.Row, body []byte) error {
 	h, err := b.chainHead(ctx)
 	if err != nil {
@@ -529,10 +531,29 @@ func (b *Tx) AppendEvent(ctx context.Context, r *ledger.Row, body []byte) error 
 			return err
 		}
 	}
+	drawn, err := b.usage.Credits(ctx, r, b.now)
+	if err != nil {
+		return fmt.Errorf("credits: %w", err)
+	}
+	for _, c := range drawn {
+		if err := b.creditAlert(ctx, c); err != nil {
+			return err
+		}
+	}
 	if b.push != nil {
 		return b.push(ctx, b, r, body)
 	}
 	return nil
+}
+
+// after is what the batch does after op: an op that wrote the credit
+// ledger (a grant, a void, an expiry) changed the balances the batch read,
+// so the rows after it read them again (entitle.Tracker.ForgetCredits).
+func (b *Tx) after(op Op) {
+	switch op.(type) {
+	case *GrantCredit, *VoidCredit, *ExpireCredits:
+		b.usage.ForgetCredits()
+	}
 }
 
 // RebuildUsageState recomputes the usage state from the whole ledger in

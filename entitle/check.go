@@ -50,6 +50,10 @@ type Entitlement struct {
 	AsOf      string     `json:"as_of"`
 	LastRowID int64      `json:"last_row_id"`
 	Source    *LimitJSON `json:"source,omitempty"` // where the limit comes from
+	// Credit is the customer's credit as the month's spend draws it, for
+	// a limit of kind credit (no Limit, no Remaining): Allowed while
+	// credit is available.
+	Credit *CreditCheck `json:"credit,omitempty"`
 }
 
 // Reply is the answer for several meters of one customer and its spend:
@@ -100,13 +104,17 @@ func (c *Checker) Reply(ctx context.Context, customer string, meters []string, s
 		return Reply{}, err
 	}
 	p := periodOf(at, loc)
+	credit, err := c.credit(ctx, customer, meters, p, in, at)
+	if err != nil {
+		return Reply{}, err
+	}
 	r := Reply{Entitlements: make([]Entitlement, 0, len(meters))}
 	for _, meter := range meters {
 		var s schema.UsageState // none: no usage in the period yet
 		if i := slices.IndexFunc(in.States, func(s schema.UsageState) bool { return s.Meter == meter }); i >= 0 {
 			s = in.States[i]
 		}
-		e, err := c.entitlement(customer, meter, p, s, in)
+		e, err := c.entitlement(customer, meter, p, s, in, credit)
 		if err != nil {
 			return Reply{}, err
 		}
@@ -137,8 +145,9 @@ func periodOf(at time.Time, loc *time.Location) period {
 }
 
 // entitlement is the answer for one meter: s is its usage state in the
-// period (zero: no usage yet).
-func (c *Checker) entitlement(customer, meter string, p period, s schema.UsageState, in schema.CheckReads) (Entitlement, error) {
+// period (zero: no usage yet), credit the customer's credit (nil unless a
+// meter asked has a limit of kind credit).
+func (c *Checker) entitlement(customer, meter string, p period, s schema.UsageState, in schema.CheckReads, credit *CreditCheck) (Entitlement, error) {
 	e := Entitlement{Customer: customer, Meter: meter, Allowed: true, PeriodStart: p.start, PeriodEnd: p.end, AsOf: p.asOf,
 		LastRowID: s.LastRowID}
 	if s.Used != "" {
@@ -147,12 +156,51 @@ func (c *Checker) entitlement(customer, meter string, p period, s schema.UsageSt
 			return Entitlement{}, fmt.Errorf("usage state %s/%s: used %q: %w", customer, meter, s.Used, err)
 		}
 	}
-	if l, ok := c.Policy.Resolve(customer, meter, p.day, in.Assignments, in.LimitOverrides); ok {
+	l, ok := c.Policy.Resolve(customer, meter, p.day, in.Assignments, in.LimitOverrides)
+	switch {
+	case ok && l.Kind == LimitCredit:
+		e.Kind, e.Credit, e.Allowed = l.Kind, credit, credit.Allowed()
+	case ok:
 		v, rem := l.Value, l.Remaining(e.Used)
 		e.Limit, e.Remaining, e.Kind, e.Allowed = &v, &rem, l.Kind, l.Allowed(e.Used)
 		e.Source = limitJSON(l)
 	}
 	return e, nil
+}
+
+// CreditReader reads what a check of a credit limit needs beside its
+// CheckReads (*schema.DB).
+type CreditReader interface {
+	CreditReads(ctx context.Context, customer string, at int64) (schema.CreditReads, error)
+}
+
+// credit is customer's credit at the instant at, drawn by the month of p,
+// when one of meters has a limit of kind credit (nil otherwise): one more
+// group of reads, the month's usage state and the credit ledger, made only
+// for such a check.
+func (c *Checker) credit(ctx context.Context, customer string, meters []string, p period, in schema.CheckReads, at time.Time) (*CreditCheck, error) {
+	if !slices.ContainsFunc(meters, func(m string) bool {
+		l, ok := c.Policy.Resolve(customer, m, p.day, in.Assignments, in.LimitOverrides)
+		return ok && l.Kind == LimitCredit
+	}) {
+		return nil, nil
+	}
+	v := c.Policy.creditVersion(customer, p.firstDay, p.day, in.Assignments)
+	if v == nil {
+		return nil, fmt.Errorf("credit limit of %s: no plan version", customer) // a credit limit comes from a version
+	}
+	cr, ok := c.DB.(CreditReader)
+	if !ok {
+		return nil, errors.New("credit limit: this checker cannot read the credit ledger")
+	}
+	reads, err := cr.CreditReads(ctx, customer, at.UnixMilli())
+	if errors.Is(err, schema.ErrNoCredits) {
+		reads, err = schema.CreditReads{}, nil // a database from before credits (read-only): none
+	}
+	if err != nil {
+		return nil, err
+	}
+	return creditOf(v, customer, reads, at.UnixMilli())
 }
 
 func (c *Checker) now() time.Time {

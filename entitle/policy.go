@@ -20,6 +20,8 @@ import (
 type Policy struct {
 	Catalog     *pricing.Catalog // nil: no plans
 	DefaultPlan string
+	// CreditAlerts are the credit alerts (credits.go); none by default.
+	CreditAlerts CreditAlerts
 
 	alerting map[string]bool // meters with alert thresholds in some plan version
 	spending bool            // some plan version has spend alerts (spend.go)
@@ -52,7 +54,7 @@ func (p *Policy) Alerting(meter string) bool { return p != nil && p.alerting[met
 // Limit is the limit in force for one customer's meter.
 type Limit struct {
 	Value      ledger.Total
-	Kind       string              // pricing.LimitHard or LimitSoft
+	Kind       string              // pricing.LimitHard, LimitSoft, or LimitCredit (no Value: credits.go)
 	Thresholds []pricing.Threshold // the plan's alerts on the meter
 	Plan       string              // the plan version it comes from (name@date), if any
 	Override   int64               // the override that set Value, if any
@@ -86,7 +88,7 @@ func (p *Policy) Resolve(customer, meter string, day pricing.Date, assignments [
 		switch {
 		case o.Kind != "":
 			l.Kind = o.Kind
-		case l.Kind == "":
+		case l.Kind == "", l.Kind == LimitCredit: // a quantity replaces a credit limit: hard unless it says
 			l.Kind = pricing.LimitHard
 		}
 		found = true

@@ -135,15 +135,11 @@ func (t *Tracker) Spend(ctx context.Context, r *ledger.Row) ([]SpendCrossing, er
 	if !slices.ContainsFunc(l.Thresholds, func(th pricing.Threshold) bool { return !fired[th.Spelling] }) {
 		return nil, nil // every threshold fired this month: nothing to price
 	}
-	totals := map[string]pricing.Decimal{}
-	for _, pr := range l.Version.Prices {
-		s, err := t.state(ctx, ledger.StateKey{Customer: r.Customer, Meter: pr.Meter, PeriodStart: start}, end)
-		if err != nil {
-			return nil, err
-		}
-		totals[pr.Meter] = s.used.Decimal()
+	used, err := t.monthTotals(ctx, r.Customer, start, end, l.Version)
+	if err != nil {
+		return nil, err
 	}
-	spent, err := l.Version.Spent(totals)
+	spent, err := spentOf(l.Version, used)
 	if err != nil {
 		return nil, fmt.Errorf("spend of %s: %w", r.Customer, err)
 	}

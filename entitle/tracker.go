@@ -21,6 +21,8 @@ type Store interface {
 	LimitOverrides(ctx context.Context, customer, meter string) ([]schema.LimitOverride, error)
 	FiredSpendThresholds(ctx context.Context, customer string, periodStart int64) ([]string, error)
 	SpendOverrides(ctx context.Context, customer string) ([]schema.SpendOverride, error)
+	CreditEntries(ctx context.Context, f schema.CreditFilter) ([]schema.CreditEntry, error)
+	FiredCreditThresholds(ctx context.Context, customer string) ([]schema.FiredCredit, error)
 }
 
 // Tracker keeps the usage state current inside one write batch: every row
@@ -48,6 +50,8 @@ type Tracker struct {
 
 	spendOverrides map[string][]schema.SpendOverride // by customer
 	spendFired     map[spendKey]map[string]bool      // read once per customer and month
+
+	credits map[string]*customerCredit // by customer (credits.go); nil until a credit is read
 }
 
 type state struct {
@@ -252,7 +256,8 @@ func (t *Tracker) Flush(ctx context.Context) error {
 // Fits says whether a row of quantity q of customer's meter at (unix ms)
 // stays within the customer's hard limit, read with the batch's own rows:
 // used is the period's usage before it, l the limit in force that day (ok
-// false: none; a soft limit never refuses). It reads what Add reads, so a
+// false: none; a soft limit never refuses; a limit of kind credit is
+// CreditFits' to decide, by money, not quantity). It reads what Add reads, so a
 // consume decided here and the row it appends see the same totals
 // (custody.Consume). ErrNotBuilt: the usage state is not kept yet.
 func (t *Tracker) Fits(ctx context.Context, customer, meter string, at int64, q ledger.Total) (fits bool, used ledger.Total, l Limit, ok bool, err error) {
@@ -270,6 +275,6 @@ func (t *Tracker) Fits(ctx context.Context, customer, meter string, at int64, q 
 	if l, ok, err = t.limit(ctx, customer, meter, Day(at, t.loc)); err != nil {
 		return false, s.used, l, false, err
 	}
-	fits = !ok || l.Kind == pricing.LimitSoft || s.used.Plus(q).Cmp(l.Value) <= 0
+	fits = !ok || l.Kind == pricing.LimitSoft || l.Kind == LimitCredit || s.used.Plus(q).Cmp(l.Value) <= 0
 	return fits, s.used, l, ok, nil
 }

@@ -26,6 +26,7 @@ var copyTables = []string{
 	"api_keys",
 	"customers", "plan_assignments",
 	"usage_state", "usage_state_zone", "limit_overrides", "threshold_crossings", "spend_overrides", "spend_crossings",
+	"credit_entries", "credit_crossings",
 	"chain_head",
 }
 

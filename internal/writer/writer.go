@@ -6,9 +6,9 @@
 // The hooks are the product's effects that must commit with what causes
 // them (DESIGN.md, invariant 7): a new event's outbox messages (forward), a
 // ledger row's Stripe push and an event's Stripe reports (stripe), a usage
-// row's threshold alerts (entitle). The process's own hooks (metrics, the
-// relay's kick, replication's acknowledgement and admission) are serve's,
-// set on the writer New returns.
+// row's threshold and credit alerts (entitle). The process's own hooks
+// (metrics, the relay's kick, replication's acknowledgement and admission)
+// are serve's, set on the writer New returns.
 package writer
 
 import (
@@ -32,5 +32,6 @@ func New(db *schema.DB, cfg *config.Config) *custody.Writer {
 	w.Push = stripe.NewSync(cfg).Pusher()                                // a stream meter's row is pushed to Stripe
 	w.Receipt = stripe.Reports(cfg)                                      // Stripe's error reports, linked to the pushes they name
 	w.Limits = entitle.NewPolicy(cfg.Catalog, cfg.Customers.DefaultPlan) // threshold alerts, decided in the row's transaction
+	w.Limits.CreditAlerts = cfg.CreditAlerts()                           // credit alerts, decided there too
 	return w
 }
