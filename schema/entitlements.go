@@ -204,6 +204,28 @@ func (db *DB) UsageStates(ctx context.Context, customer string, at int64) ([]Usa
 	return ss, nil
 }
 
+// MonthUsageStates reads the usage_state rows of the month starting at
+// start, of customer ("" for every customer), by customer and meter:
+// through the month's index (migration 0032), not a scan.
+func (db *DB) MonthUsageStates(ctx context.Context, customer string, start int64) ([]UsageState, error) {
+	where, args := whereEqual(equal{"customer_id", customer})
+	if where == "" {
+		where = " WHERE"
+	} else {
+		where += " AND"
+	}
+	var ss []UsageState
+	err := sqlx.SelectContext(ctx, db.Read, &ss, `SELECT `+usageStateCols+` FROM usage_state`+where+` period_start = ?
+		ORDER BY customer_id, meter`, append(args, start)...)
+	if err != nil {
+		if predates(ctx, db.Read, versionEntitlements) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("read usage state: %w", err)
+	}
+	return ss, nil
+}
+
 // usageStatesQuery reads the usage_state rows of customer ("" for every
 // customer) whose period contains the instant at (0: every period), by
 // customer, meter and period.

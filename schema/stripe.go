@@ -345,3 +345,23 @@ func (b Batch) PushOfRow(ctx context.Context, ledgerID int64) (StripePush, bool,
 	}
 	return p, true, nil
 }
+
+// AllExternalIDs is the external_ids of every registered customer's latest
+// registry row, by customer: one read where a status of many customers
+// would otherwise ask once per customer.
+func (db *DB) AllExternalIDs(ctx context.Context) (map[string]string, error) {
+	rows, err := db.Read.QueryxContext(ctx, `SELECT customer_id, external_ids FROM customers ORDER BY id`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var c, ext string
+		if err := rows.Scan(&c, &ext); err != nil {
+			return nil, err
+		}
+		out[c] = ext // the latest row wins
+	}
+	return out, rows.Err()
+}

@@ -22,10 +22,10 @@ type StatusStore interface {
 	ledger.UsageSource
 	StripePushes(ctx context.Context, f schema.StripePushFilter) ([]schema.StripePush, error)
 	StripeCarriedInto(ctx context.Context, from, to int64, customer string) ([]schema.StripePush, error)
-	LatestExternalIDs(ctx context.Context, customer string) (string, error)
+	AllExternalIDs(ctx context.Context) (map[string]string, error)
 	StripeReportsOf(ctx context.Context, from, to int64) ([]schema.StripeReport, error)
 	StateZone(ctx context.Context) (schema.StateZone, bool, error)
-	UsageStates(ctx context.Context, customer string, at int64) ([]schema.UsageState, error)
+	MonthUsageStates(ctx context.Context, customer string, start int64) ([]schema.UsageState, error)
 }
 
 // States of a status line.
@@ -108,9 +108,15 @@ func Status(ctx context.Context, db StatusStore, meters []ledger.Meter, period l
 	t.reports(pushes, reports)
 	lines := t.lines
 	out := make([]StatusLine, 0, len(lines))
+	var linked map[string]string // the registry's external ids, read once
 	for _, l := range lines {
 		if l.StripeCustomer == "" {
-			if l.StripeCustomer, err = linkedCustomer(ctx, db, l.Customer); err != nil {
+			if linked == nil {
+				if linked, err = db.AllExternalIDs(ctx); err != nil {
+					return nil, err
+				}
+			}
+			if l.StripeCustomer, err = linkedCustomer(linked, l.Customer); err != nil {
 				return nil, err
 			}
 		}
@@ -176,14 +182,14 @@ func stateTotals(ctx context.Context, db StatusStore, meters map[string]ledger.M
 	if start, end := ledger.MonthOf(period.Start.UnixMilli(), loc); start != period.Start.UnixMilli() || end != period.End.UnixMilli() {
 		return nil, false, nil
 	}
-	states, err := db.UsageStates(ctx, customer, period.Start.UnixMilli())
+	states, err := db.MonthUsageStates(ctx, customer, period.Start.UnixMilli())
 	if err != nil {
 		return nil, false, err
 	}
 	var lines []ledger.UsageLine
 	for _, s := range states {
 		m, ok := meters[s.Meter]
-		if !ok || s.PeriodStart != period.Start.UnixMilli() {
+		if !ok {
 			continue
 		}
 		q, err := ledger.ParseTotal(s.Used)
@@ -281,10 +287,12 @@ func readRemote(ctx context.Context, c *Client, lines []StatusLine, period ledge
 	return nil
 }
 
-func linkedCustomer(ctx context.Context, db StatusStore, customer string) (string, error) {
-	ext, err := db.LatestExternalIDs(ctx, customer)
-	if err != nil || ext == "" {
-		return "", err
+// linkedCustomer is the Stripe customer the registry links customer to
+// (linked: every customer's latest external ids), "" when none.
+func linkedCustomer(linked map[string]string, customer string) (string, error) {
+	ext := linked[customer]
+	if ext == "" {
+		return "", nil
 	}
 	id, err := CustomerOf(ext)
 	if err != nil {
