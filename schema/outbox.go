@@ -360,7 +360,13 @@ func (db *DB) OutboxSummary(ctx context.Context, names []string) ([]DestinationS
 	err := db.View(ctx, func(rt *ReadTx) error {
 		tx := rt.tx
 		var known []string
-		if err := tx.SelectContext(ctx, &known, `SELECT name FROM forward_destinations UNION SELECT DISTINCT destination FROM outbox`); err != nil {
+		// The outbox's destinations by a skip scan of its index: one probe per
+		// destination, not a read of every message (10,000,000 of them take
+		// seconds).
+		if err := tx.SelectContext(ctx, &known, `WITH RECURSIVE d(name) AS (
+				SELECT MIN(destination) FROM outbox
+				UNION ALL SELECT (SELECT MIN(destination) FROM outbox WHERE destination > d.name) FROM d WHERE d.name IS NOT NULL)
+			SELECT name FROM forward_destinations UNION SELECT name FROM d WHERE name IS NOT NULL`); err != nil {
 			if predates(ctx, tx, versionOutbox) {
 				known = nil
 			} else {
