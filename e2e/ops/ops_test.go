@@ -778,8 +778,8 @@ func opsChainHeadAnchors(t *testing.T, bin string) {
 	}
 	last := heads[1]
 	slices.Sort(infoAnchors)
-	// Every anchor the line carries (closes, ledger, receipts) is a metric.
-	want := []string{fmt.Sprint(last["closes"]), fmt.Sprint(last["ledger"]), fmt.Sprint(last["receipts"])}
+	// Every anchor the line carries (closes, credits, ledger, receipts) is a metric.
+	want := []string{fmt.Sprint(last["closes"]), fmt.Sprint(last["credits"]), fmt.Sprint(last["ledger"]), fmt.Sprint(last["receipts"])}
 	if slices.Sort(want); !slices.Equal(infoAnchors, want) {
 		t.Errorf("metrics anchors %v, shutdown line %v", infoAnchors, want)
 	}

@@ -13,7 +13,7 @@ import (
 // webhooks, against a line every five minutes in the journal.
 const headLogInterval = 5 * time.Minute
 
-// logHead logs every chain's end (ledger, receipts, closes) as anchors, one
+// logHead logs every chain's end (ledger, receipts, closes, credits) as anchors, one
 // line that `verify --anchors` reads as it is.
 func logHead(ctx context.Context, log *slog.Logger, db ledger.AnchorSource) {
 	as, err := ledger.LoadAnchors(ctx, db)
