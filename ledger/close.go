@@ -61,6 +61,90 @@ type CloseResult struct {
 	// Unpriced is the new invoices' usage no price bills (the pricing
 	// knows nothing of an earlier close's): each a warning, not an error.
 	Unpriced []Unpriced `json:"unpriced,omitempty"`
+	// Excluded are the customers a close for all customers could not
+	// invoice, and why (for an existing close, those still not invoiced
+	// since): the period stays open for each until a close of theirs
+	// alone makes their invoice. invoice close exits 3 when there are any.
+	Excluded []Excluded `json:"excluded,omitempty"`
+}
+
+// Excluded is a customer a close for all customers could not invoice.
+type Excluded struct {
+	Customer string `json:"customer"`
+	Error    string `json:"error"`
+}
+
+func (x Excluded) String() string {
+	return fmt.Sprintf("customer %q was not invoiced: %s; the period stays open for them: fix that, then close it for them alone (invoice close --customer %s)", x.Customer, x.Error, x.Customer)
+}
+
+// OpenExclusion is a customer a close for all customers could not
+// invoice, still not invoiced for that period by a close of their own.
+type OpenExclusion struct {
+	Excluded
+	Period Period
+}
+
+// ExclusionSource reads the closes and what they could not invoice (*schema.DB).
+type ExclusionSource interface {
+	PeriodCloses(ctx context.Context, scope string) ([]schema.PeriodClose, error)
+	CloseExclusions(ctx context.Context) ([]schema.CloseExclusion, error)
+}
+
+// OpenExclusions lists every customer a close for all customers could not
+// invoice and no close of theirs has since, oldest period first: what
+// serve's scheduled close tries again, and what its metric counts.
+func OpenExclusions(ctx context.Context, db ExclusionSource) ([]OpenExclusion, error) {
+	xs, err := db.CloseExclusions(ctx)
+	if err != nil || len(xs) == 0 {
+		return nil, err
+	}
+	closes, err := db.PeriodCloses(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	byID := map[int64]schema.PeriodClose{}
+	for _, c := range closes {
+		byID[c.ID] = c
+	}
+	var out []OpenExclusion
+	for _, x := range xs {
+		all, ok := byID[x.CloseID]
+		if !ok {
+			continue
+		}
+		closedSince := slices.ContainsFunc(closes, func(c schema.PeriodClose) bool {
+			return c.Customer == x.Customer && c.PeriodStart == all.PeriodStart && c.PeriodEnd == all.PeriodEnd
+		})
+		if closedSince {
+			continue
+		}
+		out = append(out, OpenExclusion{Excluded: Excluded{Customer: x.Customer, Error: x.Error},
+			Period: Period{Label: all.Period, Zone: all.TZ, Start: msTime(all.PeriodStart, all.TZ), End: msTime(all.PeriodEnd, all.TZ)}})
+	}
+	return out, nil
+}
+
+// openExclusions are the customers close all (a close for all customers)
+// could not invoice and that no close of their own has invoiced since.
+func openExclusions(ctx context.Context, tx closeStore, all schema.PeriodClose, closes []schema.PeriodClose) ([]Excluded, error) {
+	xs, err := tx.CloseExclusions(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("close: read the customers earlier closes did not invoice: %w", err)
+	}
+	var out []Excluded
+	for _, x := range xs {
+		if x.CloseID != all.ID {
+			continue
+		}
+		closedSince := slices.ContainsFunc(closes, func(c schema.PeriodClose) bool {
+			return c.Customer == x.Customer && c.PeriodStart == all.PeriodStart && c.PeriodEnd == all.PeriodEnd
+		})
+		if !closedSince {
+			out = append(out, Excluded{Customer: x.Customer, Error: x.Error})
+		}
+	}
+	return out, nil
 }
 
 // Close freezes the period's invoices in one write transaction (holding the
@@ -135,6 +219,17 @@ func closeTx(ctx context.Context, tx closeStore, req CloseRequest) (*CloseResult
 			own = &closes[i]
 		}
 	}
+	// A close for all customers that could not invoice this customer left
+	// the period open for them: closing them alone now makes their invoice.
+	var open []Excluded
+	if allClose != nil && (req.All || own == nil) {
+		if open, err = openExclusions(ctx, tx, *allClose, closes); err != nil {
+			return nil, err
+		}
+		if !req.All && slices.ContainsFunc(open, func(x Excluded) bool { return x.Customer == req.Customer }) {
+			allClose = nil
+		}
+	}
 	if own == nil && allClose == nil && !req.leaveGaps {
 		if err := refuseGaps(ctx, tx, req); err != nil {
 			return nil, err
@@ -154,7 +249,11 @@ func closeTx(ctx context.Context, tx closeStore, req CloseRequest) (*CloseResult
 		if own == nil && len(invs) > 0 { // invoiced by the close for all
 			prior = &schema.PeriodClose{Cutoff: invs[0].Cutoff, LedgerHead: invs[0].LedgerHead}
 		}
-		return &CloseResult{Existing: true, Cutoff: prior.Cutoff, Head: prior.LedgerHead, Invoices: invs}, nil
+		res := &CloseResult{Existing: true, Cutoff: prior.Cutoff, Head: prior.LedgerHead, Invoices: invs}
+		if req.All {
+			res.Excluded = open
+		}
+		return res, nil
 	}
 
 	// The moment of closing. The close holds the write lock: no row can
@@ -246,17 +345,16 @@ func closeTx(ctx context.Context, tx closeStore, req CloseRequest) (*CloseResult
 		return nil, fmt.Errorf("close: %w", err)
 	}
 	res := &CloseResult{Cutoff: cutoff, Head: head.LastID, Invoices: make([]Invoice, 0, len(customers))}
-	// write numbers, prices, credits and stores one invoice of customer c.
-	// lateOnly is an invoice of late usage in another currency than the
-	// customer's invoice (foreignLate).
-	write := func(c string, ls []InvoiceLine, lateOnly bool) error {
+	// prepare numbers, prices and credits one invoice of customer c (id
+	// id); lateOnly is an invoice of late usage in another currency than
+	// the customer's invoice (foreignLate). It stores nothing.
+	prepare := func(c string, ls []InvoiceLine, lateOnly bool, id int64) (Invoice, error) {
 		slices.SortFunc(ls, func(a, b InvoiceLine) int {
 			return cmp.Or(cmpBool(a.Late, b.Late), cmp.Compare(a.PeriodStart, b.PeriodStart), cmp.Compare(a.Meter, b.Meter),
 				cmp.Compare(a.Dimensions, b.Dimensions))
 		})
-		inv := Invoice{ID: nextID, CloseID: closeID, Customer: c, Period: p.Label, TZ: p.Zone, PeriodStart: start, PeriodEnd: end,
+		inv := Invoice{ID: id, CloseID: closeID, Customer: c, Period: p.Label, TZ: p.Zone, PeriodStart: start, PeriodEnd: end,
 			Cutoff: cutoff, LedgerHead: head.LastID, ClosedAt: now.UnixMilli(), Lines: ls}
-		nextID++
 		for i := range inv.Lines {
 			inv.Lines[i].InvoiceID, inv.Lines[i].LineNo = inv.ID, int64(i+1)
 		}
@@ -265,45 +363,76 @@ func closeTx(ctx context.Context, tx closeStore, req CloseRequest) (*CloseResult
 			price = prices.priceLateOnly
 		}
 		if err := price(&inv); err != nil {
-			return fmt.Errorf("close %s: %w", p.Label, err)
+			return Invoice{}, err
 		}
 		if err := credits.apply(&inv); err != nil {
-			return fmt.Errorf("close %s: %w", p.Label, err)
+			return Invoice{}, err
 		}
 		inv.Digest = invoiceDigest(&inv)
-		if err := tx.InsertInvoice(ctx, inv.record()); err != nil {
-			return fmt.Errorf("close: insert invoice for %s: %w", c, err)
-		}
-		for i := range inv.Lines {
-			if err := tx.InsertInvoiceLine(ctx, inv.Lines[i].record()); err != nil {
-				return fmt.Errorf("close: insert invoice line for %s: %w", c, err)
-			}
-		}
-		if err := credits.burn(ctx, tx, &inv); err != nil {
-			return err
-		}
-		res.Invoices = append(res.Invoices, inv)
-		return nil
+		return inv, nil
 	}
-	for _, c := range customers {
+	// invoicesOf prepares customer c's invoices: its own, unless all it
+	// had was late usage of another currency and its plan charges nothing
+	// of its own, and one per other currency its late usage is priced in.
+	invoicesOf := func(c string) ([]Invoice, error) {
 		ls := byCustomer[c]
 		var foreign map[string][]InvoiceLine
 		if prices != nil {
+			var err error
 			if ls, foreign, err = prices.foreignLate(c, start, p.Zone, ls); err != nil {
-				return nil, fmt.Errorf("close %s: %w", p.Label, err)
-			}
-		}
-		// The customer's invoice, unless all it had was late usage of
-		// another currency and its plan charges nothing of its own.
-		if len(ls) > 0 || len(foreign) == 0 || prices.charges(c, start, p.Zone) {
-			if err := write(c, ls, false); err != nil {
 				return nil, err
 			}
+		}
+		var invs []Invoice
+		if len(ls) > 0 || len(foreign) == 0 || prices.charges(c, start, p.Zone) {
+			inv, err := prepare(c, ls, false, nextID)
+			if err != nil {
+				return nil, err
+			}
+			invs = append(invs, inv)
 		}
 		for _, cur := range slices.Sorted(maps.Keys(foreign)) {
-			if err := write(c, foreign[cur], true); err != nil {
+			inv, err := prepare(c, foreign[cur], true, nextID+int64(len(invs)))
+			if err != nil {
 				return nil, err
 			}
+			invs = append(invs, inv)
+		}
+		return invs, nil
+	}
+	for _, c := range customers {
+		invs, err := invoicesOf(c)
+		if err != nil {
+			// One customer the close cannot invoice does not stop a close
+			// for all: it is recorded, with why, and the period stays open
+			// for them (openExclusions). A plan version changed after it
+			// priced a closed invoice is the configuration's fault, not the
+			// customer's: it stops the close whole, as LoadPricing does.
+			if !req.All || ctx.Err() != nil || errors.Is(err, ErrFrozenVersion) {
+				return nil, fmt.Errorf("close %s: %w", p.Label, err)
+			}
+			x := Excluded{Customer: c, Error: err.Error()}
+			if err := tx.InsertCloseExclusion(ctx, schema.CloseExclusion{CloseID: closeID, Customer: c, Error: x.Error}); err != nil {
+				return nil, fmt.Errorf("close: %w", err)
+			}
+			res.Excluded = append(res.Excluded, x)
+			continue
+		}
+		nextID += int64(len(invs))
+		for i := range invs {
+			inv := &invs[i]
+			if err := tx.InsertInvoice(ctx, inv.record()); err != nil {
+				return nil, fmt.Errorf("close: insert invoice for %s: %w", c, err)
+			}
+			for i := range inv.Lines {
+				if err := tx.InsertInvoiceLine(ctx, inv.Lines[i].record()); err != nil {
+					return nil, fmt.Errorf("close: insert invoice line for %s: %w", c, err)
+				}
+			}
+			if err := credits.burn(ctx, tx, inv); err != nil {
+				return nil, err
+			}
+			res.Invoices = append(res.Invoices, *inv)
 		}
 	}
 	if prices != nil {

@@ -56,6 +56,14 @@ func verifyCoverage(ctx context.Context, db VerifySource) (CheckResult, error) {
 			own[k] = cl.ID
 		}
 	}
+	xs, err := db.CloseExclusions(ctx)
+	if err != nil {
+		return c, err
+	}
+	excluded := map[closeCustomer]bool{}
+	for _, x := range xs {
+		excluded[closeCustomer{x.CloseID, x.Customer}] = true
+	}
 	for _, cl := range closes {
 		if cl.LedgerHead == 0 {
 			continue // the ledger was empty: nothing to bill
@@ -67,6 +75,9 @@ func verifyCoverage(ctx context.Context, db VerifySource) (CheckResult, error) {
 		for _, x := range customers {
 			if id, ok := own[periodCustomer{cl.PeriodStart, cl.PeriodEnd, x}]; cl.Customer == "" && ok && id < cl.ID {
 				continue // closed for x before: the close for all skipped x
+			}
+			if excluded[closeCustomer{cl.ID, x}] {
+				continue // the close could not invoice x and left the period open for them (close_exclusions)
 			}
 			c.Checked++
 			if !invoiced[closeCustomer{cl.ID, x}] {

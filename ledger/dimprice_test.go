@@ -160,7 +160,9 @@ func (e *env) allowInvoiceEdits() {
 }
 
 // A model with no card and no default is refused at close, naming the
-// customer, the meter and the value; nothing is written.
+// customer, the meter and the value: a close of that customer writes
+// nothing; a close for all invoices everyone else and leaves the period
+// open for that customer (Excluded).
 func TestCloseRefusesValueWithoutCard(t *testing.T) {
 	e := newEnv(t)
 	defer e.Close()
@@ -169,13 +171,19 @@ func TestCloseRefusesValueWithoutCard(t *testing.T) {
 		row{customer: "c1", meter: "tokens", qty: q("1000"), at: ts("2026-10-03T00:00:00Z"), props: model("gpt-4o")},
 		row{customer: "c7", meter: "tokens", qty: q("5"), at: ts("2026-10-04T00:00:00Z"), props: model("llama-3")},
 	)
-	_, err := ledger.Close(e.ctx, e.DB, ledger.CloseRequest{Period: month(t, "2026-10", "UTC"), All: true, Meters: tokenMeters,
+	want := `customer "c7": meter "tokens" has usage with model "llama-3" in 2026-10, and plan "ai" from 2026-10-01 has no rate card for it and no default`
+	_, err := ledger.Close(e.ctx, e.DB, ledger.CloseRequest{Period: month(t, "2026-10", "UTC"), Customer: "c7", Meters: tokenMeters,
 		Now: at("2026-11-02T00:00:00Z"), Pricing: tokenPricing(t, false)})
-	if err == nil || !strings.Contains(err.Error(), `customer "c7": meter "tokens" has usage with model "llama-3" in 2026-10, and plan "ai" from 2026-10-01 has no rate card for it and no default`) {
-		t.Fatalf("close: %v", err)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("close of c7: %v", err)
 	}
 	if n, m := e.Count("invoices"), e.Count("period_closes"); n != 0 || m != 0 {
 		t.Errorf("the refused close wrote %d invoices and %d closes", n, m)
+	}
+	res, err := ledger.Close(e.ctx, e.DB, ledger.CloseRequest{Period: month(t, "2026-10", "UTC"), All: true, Meters: tokenMeters,
+		Now: at("2026-11-02T00:00:00Z"), Pricing: tokenPricing(t, false)})
+	if err != nil || len(res.Invoices) != 1 || res.Invoices[0].Customer != "c1" || len(res.Excluded) != 1 || !strings.Contains(res.Excluded[0].Error, want) {
+		t.Fatalf("close for all: %v, %+v; want c1 invoiced and c7 excluded with why", err, res)
 	}
 }
 

@@ -16,6 +16,7 @@ type closedPeriod struct {
 	label, tz  string
 	start, end int64
 	allHead    int64            // head of a close for all customers; -1 if none
+	excluded   map[string]bool  // customers the close for all could not invoice: not closed by it
 	invoiced   map[string]int64 // customer -> head of the close that closed or invoiced them
 	lateBilled map[string]int64 // customer -> highest through_id of late lines billed
 }
@@ -37,7 +38,7 @@ func (cp *closedPeriod) closedAt(customer string) (int64, bool) {
 	if head, ok := cp.invoiced[customer]; ok {
 		return head, true
 	}
-	return cp.allHead, cp.allHead >= 0
+	return cp.allHead, cp.allHead >= 0 && !cp.excluded[customer]
 }
 
 // minCoverage is the lowest coverage of any customer: late rows have higher ids.
@@ -67,7 +68,7 @@ func closedPeriods(ctx context.Context, q closedSource, scope string) ([]*closed
 		cp := byKey[k]
 		if cp == nil {
 			cp = &closedPeriod{label: label, tz: tz, start: start, end: end, allHead: -1,
-				invoiced: map[string]int64{}, lateBilled: map[string]int64{}}
+				excluded: map[string]bool{}, invoiced: map[string]int64{}, lateBilled: map[string]int64{}}
 			byKey[k] = cp
 		}
 		return cp
@@ -76,10 +77,19 @@ func closedPeriods(ctx context.Context, q closedSource, scope string) ([]*closed
 	if err != nil {
 		return nil, fmt.Errorf("read closed periods: %w", err)
 	}
+	xs, err := q.CloseExclusions(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read the customers closes did not invoice: %w", err)
+	}
 	for _, c := range closes {
 		cp := get(c.Period, c.TZ, c.PeriodStart, c.PeriodEnd)
 		if c.Customer == "" {
 			cp.allHead = c.LedgerHead
+			for _, x := range xs {
+				if x.CloseID == c.ID {
+					cp.excluded[x.Customer] = true
+				}
+			}
 		} else {
 			cp.invoiced[c.Customer] = max(cp.invoiced[c.Customer], c.LedgerHead)
 		}

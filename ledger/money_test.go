@@ -278,3 +278,75 @@ func TestLateLineOfAnotherPlanSameDate(t *testing.T) {
 		t.Errorf("verify: %s", problems(rep))
 	}
 }
+
+// A close for all customers that cannot invoice one customer (here its plan
+// is no longer declared) invoices every other one and records the
+// customer, with why; the period stays open for them (their usage is not
+// late, verify is clean), and once that is fixed a close of theirs alone
+// makes their invoice.
+func TestCloseForAllExcludesACustomerItCannotInvoice(t *testing.T) {
+	e := newEnv(t)
+	declare := func(plans ...pricing.Plan) *pricing.Catalog {
+		for i := range plans {
+			if err := plans[i].Validate(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cat, err := pricing.NewCatalog(plans)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cat
+	}
+	us := pricing.Plan{Name: "us", Currency: "USD", EffectiveFrom: "2026-01-01", Prices: []pricing.Price{{Meter: "api", Model: pricing.Unit, Unit: dec("1")}}}
+	legacy := pricing.Plan{Name: "legacy", Currency: "USD", EffectiveFrom: "2026-01-01", Prices: []pricing.Price{{Meter: "api", Model: pricing.Unit, Unit: dec("2")}}}
+	as := []ledger.PlanAssignment{{Customer: "c1", Plan: "legacy", EffectiveFrom: "2026-01-01"}}
+	broken := &ledger.Pricing{Catalog: declare(us), Plans: ledger.NewPlans("us", as)} // legacy left out of the configuration
+	e.setClock(ts("2026-06-20T00:00:00Z"))
+	e.write(row{customer: "c1", meter: "api", qty: q("3"), at: ts("2026-06-10T00:00:00Z")},
+		row{customer: "c2", meter: "api", qty: q("5"), at: ts("2026-06-11T00:00:00Z")})
+	june := month(t, "2026-06", "UTC")
+	res := e.closePeriod(t, ledger.CloseRequest{Period: june, All: true, Meters: invMeters, Now: at("2026-07-02T00:00:00Z"), Pricing: broken})
+	if len(res.Invoices) != 1 || res.Invoices[0].Customer != "c2" || res.Invoices[0].Money.Total != "5.00" {
+		t.Fatalf("the close made %+v, want c2's invoice of 5.00", res.Invoices)
+	}
+	if len(res.Excluded) != 1 || res.Excluded[0].Customer != "c1" || !strings.Contains(res.Excluded[0].Error, `plan "legacy" is not declared`) {
+		t.Fatalf("excluded %+v, want c1 with why", res.Excluded)
+	}
+	if late, err := ledger.LateUsage(e.ctx, e.DB, "", invMeters); err != nil || len(late) != 0 {
+		t.Errorf("usage late: %+v, %v; want none: June stays open for c1", late, err)
+	}
+	rep, err := ledger.Verify(e.ctx, e.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.First() != nil {
+		t.Fatalf("verify with c1 excluded: %s", problems(rep))
+	}
+	// The close again for all: existing, and it names c1 still open.
+	again := e.closePeriod(t, ledger.CloseRequest{Period: june, All: true, Meters: invMeters, Now: at("2026-07-03T00:00:00Z"), Pricing: broken})
+	if !again.Existing || len(again.Excluded) != 1 || again.Excluded[0].Customer != "c1" {
+		t.Errorf("close for all again: existing %v, excluded %+v; want existing with c1 still open", again.Existing, again.Excluded)
+	}
+	// legacy declared again: c1's own close makes its invoice of June.
+	fixed := &ledger.Pricing{Catalog: declare(us, legacy), Plans: ledger.NewPlans("us", as)}
+	own := e.closePeriod(t, ledger.CloseRequest{Period: june, Customer: "c1", Meters: invMeters, Now: at("2026-07-04T00:00:00Z"), Pricing: fixed})
+	if own.Existing || len(own.Invoices) != 1 || own.Invoices[0].Money.Total != "6.00" {
+		t.Fatalf("c1's close: existing %v, %+v; want a new invoice of 3 × 2.00", own.Existing, own.Invoices)
+	}
+	if again := e.closePeriod(t, ledger.CloseRequest{Period: june, All: true, Meters: invMeters, Now: at("2026-07-05T00:00:00Z"), Pricing: fixed}); len(again.Excluded) != 0 {
+		t.Errorf("after c1's close, the close for all still names %+v", again.Excluded)
+	}
+	// Usage of June recorded now is late for both, on their July invoices.
+	e.setClock(ts("2026-07-10T00:00:00Z"))
+	e.write(row{customer: "c1", meter: "api", qty: q("1"), at: ts("2026-06-12T00:00:00Z")})
+	late, err := ledger.LateUsage(e.ctx, e.DB, "", invMeters)
+	if err != nil || len(late) != 1 || late[0].Customer != "c1" || late[0].Quantity.String() != "1" {
+		t.Errorf("usage late: %+v, %v; want c1's 1", late, err)
+	}
+	if rep, err = ledger.Verify(e.ctx, e.DB); err != nil {
+		t.Fatal(err)
+	} else if rep.First() != nil {
+		t.Fatalf("verify: %s", problems(rep))
+	}
+}

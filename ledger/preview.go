@@ -79,5 +79,8 @@ func (p *previewTx) InsertPeriodClose(ctx context.Context, _ schema.PeriodClose)
 
 func (*previewTx) InsertInvoice(context.Context, schema.Invoice) error         { return nil }
 func (*previewTx) InsertCreditEntry(context.Context, schema.CreditEntry) error { return nil }
+func (*previewTx) InsertCloseExclusion(context.Context, schema.CloseExclusion) error {
+	return nil
+}
 func (*previewTx) InsertInvoiceLine(context.Context, schema.InvoiceLine) error { return nil }
 func (*previewTx) InsertCloseSeal(context.Context, chainhash.CloseSeal) error  { return nil }

@@ -40,6 +40,7 @@ type InvoiceSource interface {
 type closedSource interface {
 	UsageSource
 	PeriodCloses(ctx context.Context, scope string) ([]schema.PeriodClose, error)
+	CloseExclusions(ctx context.Context) ([]schema.CloseExclusion, error)
 	InvoiceHeads(ctx context.Context, scope string) ([]schema.InvoiceHead, error)
 	LateCoverage(ctx context.Context, scope string) ([]schema.LateCoverage, error)
 }
@@ -150,6 +151,7 @@ type closeStore interface {
 	InsertInvoiceLine(ctx context.Context, l schema.InvoiceLine) error
 	LastCloseSeal(ctx context.Context) (int64, []byte, error)
 	InsertCloseSeal(ctx context.Context, s chainhash.CloseSeal) error
+	InsertCloseExclusion(ctx context.Context, e schema.CloseExclusion) error
 	creditStore
 }
 

@@ -16,6 +16,7 @@ type Invoicing struct {
 	closes        *prometheus.CounterVec
 	lastClose     prometheus.Gauge
 	closedThrough prometheus.Gauge
+	excluded      prometheus.Gauge
 }
 
 // WatchInvoicing registers the scheduled-close metrics. Call it once, only
@@ -38,11 +39,15 @@ func (m *Metrics) WatchInvoicing() *Invoicing {
 			Namespace: Namespace, Subsystem: "invoice", Name: "closed_through_timestamp_seconds",
 			Help: "End of the latest period closed for all customers, as Unix time; 0 before the first. Behind by more than a period plus the grace: closes are failing.",
 		}),
+		excluded: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: Namespace, Subsystem: "invoice", Name: "excluded_customers",
+			Help: "Customers a close for all customers could not invoice and no close of theirs has since (each tried again at every check); above 0, the WARN scheduled close lines say why.",
+		}),
 	}
 	for _, o := range InvoiceCloseOutcomes {
 		in.closes.WithLabelValues(o)
 	}
-	m.Registry.MustRegister(in.closes, in.lastClose, in.closedThrough)
+	m.Registry.MustRegister(in.closes, in.lastClose, in.closedThrough, in.excluded)
 	return in
 }
 
@@ -64,4 +69,13 @@ func (in *Invoicing) SetLatest(closedAt, periodEnd time.Time) {
 	}
 	in.lastClose.Set(float64(closedAt.UnixMilli()) / 1000)
 	in.closedThrough.Set(float64(periodEnd.UnixMilli()) / 1000)
+}
+
+// SetExcluded records how many customers closes for all could not invoice
+// and are still not invoiced (ledger.OpenExclusions).
+func (in *Invoicing) SetExcluded(n int) {
+	if in == nil {
+		return
+	}
+	in.excluded.Set(float64(n))
 }

@@ -271,3 +271,41 @@ func (lr ledgerReads) ScanPeriod(ctx context.Context, s PeriodScan, fn func(*Per
 	}
 	return rows.Err()
 }
+
+// versionCloseExclusions is the migration that created close_exclusions.
+const versionCloseExclusions = 33
+
+// CloseExclusion is a customer a close for all customers could not invoice,
+// and why (close_exclusions, migration 0033).
+type CloseExclusion struct {
+	CloseID  int64  `db:"close_id"`
+	Customer string `db:"customer_id"`
+	Error    string `db:"error"`
+}
+
+// InsertCloseExclusion records, in the close's transaction, that it could
+// not invoice e.Customer.
+func (tx *CloseTx) InsertCloseExclusion(ctx context.Context, e CloseExclusion) error {
+	_, err := tx.tx.ExecContext(ctx, `INSERT INTO close_exclusions (close_id, customer_id, error) VALUES (?, ?, ?)`,
+		e.CloseID, e.Customer, e.Error)
+	if err != nil {
+		return fmt.Errorf("record that close %d did not invoice %s: %w", e.CloseID, e.Customer, err)
+	}
+	return nil
+}
+
+// CloseExclusions reads every customer a close for all customers could not
+// invoice, by close and customer; none on a database from before 0033.
+func (r ledgerReads) CloseExclusions(ctx context.Context) ([]CloseExclusion, error) {
+	var out []CloseExclusion
+	err := sqlx.SelectContext(ctx, r.q, &out, `SELECT close_id, customer_id, error FROM close_exclusions ORDER BY close_id, customer_id`)
+	if err != nil && predates(ctx, r.q, versionCloseExclusions) {
+		return nil, nil
+	}
+	return out, err
+}
+
+// CloseExclusions: see ledgerReads; on the read pool.
+func (db *DB) CloseExclusions(ctx context.Context) ([]CloseExclusion, error) {
+	return db.reads().CloseExclusions(ctx)
+}

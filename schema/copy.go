@@ -20,7 +20,7 @@ import (
 // table cannot be forgotten by copy.
 var copyTables = []string{
 	"receipts", "delivery_attempts", "metered_usage", "replays",
-	"period_closes", "invoices", "invoice_lines", "close_seals",
+	"period_closes", "close_exclusions", "invoices", "invoice_lines", "close_seals",
 	"reconcile_checkpoints", "redelivery_requests", "prune_runs",
 	"stripe_pushes", "stripe_sends", "stripe_reports", "stripe_invoice_states", "stripe_invoice_pushes", "stripe_invoice_results", "outbox", "outbox_attempts", "forward_destinations",
 	"api_keys",

@@ -140,7 +140,13 @@ func invoiceClose(c *cli.Context) error {
 		fmt.Fprintf(c.App.Writer, "%s %s for %s: cutoff %s, ledger head %d, %d invoice(s)\n\n", what, period, scope,
 			time.UnixMilli(res.Cutoff).UTC().Format(time.RFC3339Nano), res.Head, len(res.Invoices))
 	}
-	return writeLines(c.App.Writer, format, res.Invoices)
+	if err := writeLines(c.App.Writer, format, res.Invoices); err != nil {
+		return err
+	}
+	if len(res.Excluded) > 0 {
+		return problem(fmt.Errorf("%d customer(s) not invoiced (the reasons are above): every other invoice was made", len(res.Excluded)))
+	}
+	return nil
 }
 
 func invoicePreview(c *cli.Context) error {
@@ -459,10 +465,14 @@ func writeMoney(w io.Writer, invs []ledger.Invoice) {
 }
 
 // warnUnpriced says on stderr what usage of the invoices no price bills
-// (ledger.Unpriced); JSON carries it as "unpriced" too.
+// (ledger.Unpriced) and which customers a close for all could not invoice
+// (ledger.Excluded); JSON carries them as "unpriced" and "excluded" too.
 func warnUnpriced(c *cli.Context, res *ledger.CloseResult) {
 	for _, u := range res.Unpriced {
 		fmt.Fprintf(c.App.ErrWriter, "warning: %s\n", u)
+	}
+	for _, x := range res.Excluded {
+		fmt.Fprintf(c.App.ErrWriter, "error: %s\n", x)
 	}
 }
 

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"os"
 	"strings"
 	"testing"
 )
@@ -79,5 +80,64 @@ customers:
 	out, _, err = run("invoice", "show", "--config", e.config, "3")
 	if err != nil || !strings.Contains(out, "none: late usage only, in the currency that priced its period") {
 		t.Errorf("invoice show 3: %v\n%s", err, out)
+	}
+}
+
+// A customer whose plan is no longer declared: invoice close --all makes
+// every other invoice, names the customer and why on stderr and exits 3;
+// with the plan declared again, a close of that customer alone invoices it.
+func TestInvoiceCloseAllExcludesACustomerItCannotInvoice(t *testing.T) {
+	e := newCLIEnv(t)
+	base, err := os.ReadFile(e.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plans := `plans:
+  - {name: us, currency: USD, effective_from: 2026-01-01, prices: [{meter: api, model: unit, unit: "1"}], unpriced: free}
+  - {name: legacy, currency: USD, effective_from: 2026-01-01, prices: [{meter: api, model: unit, unit: "2"}], unpriced: free}
+customers:
+  default_plan: us
+`
+	e.appendConfig(plans)
+	run := func(args ...string) (string, string, error) {
+		var out, errOut bytes.Buffer
+		app := newApp()
+		app.Writer, app.ErrWriter = &out, &errOut
+		err := app.Run(append([]string{"hookledger"}, args...))
+		return out.String(), errOut.String(), err
+	}
+	e.write(t0("2026-10-20T00:00:00Z"), usageEvent{customer: "c1", meter: "api", qty: "3", at: t0("2026-10-03T10:00:00Z")},
+		usageEvent{customer: "c2", meter: "api", qty: "5", at: t0("2026-10-04T10:00:00Z")})
+	if _, stderr, err := run("plan", "assign", "--config", e.config, "c1", "legacy", "--from", "2026-01-01"); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	// legacy taken out of the configuration.
+	if err := os.WriteFile(e.config, append(base, strings.ReplaceAll(plans, `  - {name: legacy, currency: USD, effective_from: 2026-01-01, prices: [{meter: api, model: unit, unit: "2"}], unpriced: free}
+`, "")...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, err := run("invoice", "close", "--config", e.config, "--period", "2026-10", "--all")
+	if exitStatus(err) != exitProblem {
+		t.Fatalf("exit %d (%v), want 3\n%s%s", exitStatus(err), err, out, stderr)
+	}
+	want := `error: customer "c1" was not invoiced: customer "c1": no such plan version: plan "legacy" is not declared`
+	if !strings.Contains(stderr, want) || !strings.Contains(out, "invoice 1 (c2, plan us)") {
+		t.Errorf("stderr lacks %q, or stdout c2's invoice:\n%s%s", want, out, stderr)
+	}
+	if n := e.count(`SELECT COUNT(*) FROM invoices`); n != 1 {
+		t.Errorf("%d invoices, want c2's", n)
+	}
+	// Declared again: c1's own close.
+	if err := os.WriteFile(e.config, append(base, plans...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, stderr, err = run("invoice", "close", "--config", e.config, "--period", "2026-10", "--customer", "c1"); err != nil {
+		t.Fatalf("%v\n%s%s", err, out, stderr)
+	}
+	if !strings.Contains(out, "invoice 2 (c1, plan legacy): fee 0.00, true-up 0.00, total 6.00 USD") {
+		t.Errorf("c1's close:\n%s", out)
+	}
+	if out, _, err = run("verify", "--config", e.config); err != nil {
+		t.Errorf("verify: %v\n%s", err, out)
 	}
 }

@@ -65,6 +65,43 @@ func (s *invoiceScheduler) check(ctx context.Context) {
 			return
 		}
 	}
+	s.retryExcluded(ctx)
+}
+
+// retryExcluded tries again to invoice each customer a close for all could
+// not (ledger.OpenExclusions), each in a close of its own: a fix (the plan
+// declared again, …) takes effect at the next check. It sets the metric to
+// how many are still not invoiced.
+func (s *invoiceScheduler) retryExcluded(ctx context.Context) {
+	open, err := ledger.OpenExclusions(ctx, s.DB)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.Log.Warn("scheduled close", "error", err.Error())
+		}
+		return
+	}
+	cfg := s.Config
+	left := 0
+	for _, x := range open {
+		attrs := []any{"period", x.Period.Label, "tz", x.Period.Zone, "customer", x.Customer}
+		pr, _, err := ledger.LoadPricing(ctx, s.DB, cfg.Catalog, cfg.Customers.DefaultPlan)
+		var res *ledger.CloseResult
+		if err == nil {
+			res, err = ledger.Close(ctx, s.DB, ledger.CloseRequest{Period: x.Period, Customer: x.Customer, Grace: cfg.Invoicing.Grace.Duration,
+				Meters: ledger.NewMeters(cfg.Meters), Now: s.Now, Pricing: pr, OnClose: stripe.NewSync(cfg).OnClose(s.Now)})
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			left++
+			s.Log.Warn("scheduled close", append(attrs, "outcome", "excluded", "error", err.Error(),
+				"hint", "the customer's period stays open; it is tried again at the next check")...)
+			continue
+		}
+		s.Log.Info("scheduled close", append(attrs, "outcome", "closed", "invoices", len(res.Invoices), "totals", invoiceTotals(res.Invoices))...)
+	}
+	s.Metrics.SetExcluded(left)
 }
 
 // latestClose is the close for all customers with the latest period end
@@ -126,6 +163,9 @@ func (s *invoiceScheduler) close(ctx context.Context, p ledger.Period) error {
 		"ledger_head", res.Head)...)
 	for _, u := range res.Unpriced {
 		s.Log.Warn("scheduled close", append(attrs, "unpriced", u.String())...)
+	}
+	for _, x := range res.Excluded {
+		s.Log.Warn("scheduled close", append(attrs, "outcome", "excluded", "customer", x.Customer, "error", x.Error)...)
 	}
 
 	if _, err := s.latestClose(ctx); err != nil && ctx.Err() == nil {

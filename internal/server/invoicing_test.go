@@ -19,6 +19,7 @@ import (
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/metrics"
+	"github.com/hookledger/hookledger/pricing"
 	"github.com/hookledger/hookledger/schema"
 )
 
@@ -515,4 +516,56 @@ func TestBackgroundStartsScheduledCloses(t *testing.T) {
 	if !strings.Contains(e.logs.String(), `"msg":"background job","job":"invoice close monthly in UTC after 72h0m0s","every":"10m0s"`) {
 		t.Errorf("job not announced:\n%s", e.logs.String())
 	}
+}
+
+// A customer the scheduled close cannot invoice (its plan is not declared
+// any more) does not hold up everyone else's invoices: the close invoices
+// them, logs the customer and why, and counts it in
+// hookledger_invoice_excluded_customers; every later check tries the
+// customer again, and once the plan is declared again its invoice is made.
+func TestScheduledCloseExcludesACustomerItCannotInvoice(t *testing.T) {
+	testenv.EachBackend(t, func(t *testing.T, backend string) {
+		e := newSchedEnv(t, backend, "UTC")
+		ctx := context.Background()
+		e.at("2026-10-20T00:00:00Z")
+		e.use("cus_1", 100, "2026-10-10T10:00:00Z")
+		e.use("cus_2", 50, "2026-10-11T10:00:00Z")
+		// cus_1 on "legacy", which the configuration does not declare (as after
+		// the plan was taken out of hookledger.yml).
+		if err := ledger.AddCustomer(ctx, e.DB, ledger.Customer{ID: "cus_1", RecordedAt: e.Now()}, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.DB.RegistryTx(ctx, func(tx *schema.RegistryTx) error {
+			_, err := tx.InsertPlanAssignment(ctx, schema.PlanAssignment{CustomerID: "cus_1", Plan: "legacy", EffectiveFrom: "2026-01-01", RecordedAt: e.Now().UnixMilli()})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		inv := e.met.WatchInvoicing()
+		e.at("2026-11-05T00:00:00Z")
+		e.scheduler(inv).check(ctx)
+		equal(t, "invoices", e.invoices(), []string{"2026-10 cus_2 10.50 EUR"})
+		if got := metric(t, e.met, "hookledger_invoice_excluded_customers"); got != 1 {
+			t.Errorf("excluded customers = %v, want 1", got)
+		}
+		want := `"outcome":"excluded","customer":"cus_1","error":"customer \"cus_1\": no such plan version: plan \"legacy\" is not declared"`
+		if !strings.Contains(e.logs.String(), want) {
+			t.Errorf("the log lacks %s:\n%s", want, e.logs)
+		}
+		// legacy declared again: the next check makes cus_1's invoice.
+		legacy := pricing.Plan{Name: "legacy", Currency: "EUR", EffectiveFrom: "2026-01-01", Prices: []pricing.Price{{Meter: "api_requests", Model: pricing.Unit, Unit: &[]pricing.Decimal{pricing.MustDecimal("0.02")}[0]}}}
+		if err := legacy.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		cat, err := pricing.NewCatalog([]pricing.Plan{*e.Config.Catalog.Versions("pro")[0], legacy})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Config.Catalog = cat
+		e.scheduler(inv).check(ctx)
+		equal(t, "invoices after the fix", e.invoices(), []string{"2026-10 cus_2 10.50 EUR", "2026-10 cus_1 2.00 EUR"})
+		if got := metric(t, e.met, "hookledger_invoice_excluded_customers"); got != 0 {
+			t.Errorf("excluded customers after the fix = %v, want 0", got)
+		}
+	})
 }
