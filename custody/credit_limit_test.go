@@ -130,7 +130,8 @@ func TestCreditConsumeRefusedPastTheBalance(t *testing.T) {
 
 		key, _ := e.CreateKey("app", 0, 0)
 		code, r, body := consume(t, e, key, "cus_1", "api_requests", `{"id":"req_3","quantity":"1"}`)
-		if code != 200 || r.Allowed || r.Duplicate || r.Used != "10000" || r.Limit != "" || r.Kind != "" || r.Remaining != "" {
+		if code != 200 || r.Allowed || r.Duplicate || r.Used != "10000" || r.Limit != "" || r.Kind != "credit" || r.Remaining != "" ||
+			r.Credit == nil || r.Credit.Spent.String() != "100.00" || r.Credit.Available.String() != "0.00" {
 			t.Errorf("consume over HTTP past the balance: %d %s", code, body)
 		}
 		code, r, body = consume(t, e, key, "cus_1", "api_requests", `{"id":"req_2","quantity":"1"}`)

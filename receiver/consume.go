@@ -34,7 +34,8 @@ type ConsumeRequest struct {
 }
 
 // ConsumeReply is a consume's answer: whether it was recorded, the
-// period's usage after it, and the limit (absent: none).
+// period's usage after it, and the limit (absent: none); under a limit of
+// kind credit, the customer's credit after it instead (kind "credit").
 type ConsumeReply struct {
 	ID        string `json:"id"`
 	Customer  string `json:"customer"`
@@ -45,6 +46,9 @@ type ConsumeReply struct {
 	Limit     string `json:"limit,omitempty"`
 	Kind      string `json:"kind,omitempty"`
 	Remaining string `json:"remaining,omitempty"`
+	// Credit is the month's spend and the credit it draws, after the
+	// consume, under a limit of kind credit.
+	Credit *entitle.CreditCheck `json:"credit,omitempty"`
 }
 
 func (s *Server) serveConsume(w http.ResponseWriter, r *http.Request) {
@@ -121,7 +125,10 @@ func (s *Server) consume(r *http.Request, a *attempt, keyName string, keyID int6
 		return apiReject(http.StatusConflict, "id_conflict", fmt.Sprintf("id %q was consumed for %s: an id is one consume of one customer and meter", req.ID, op.Conflict), nil)
 	}
 	reply := ConsumeReply{ID: req.ID, Customer: customer, Meter: meter, Allowed: op.Allowed, Duplicate: op.Duplicate, Used: op.Used.String()}
-	if op.HasLimit {
+	switch {
+	case op.Credit != nil:
+		reply.Kind, reply.Credit = entitle.LimitCredit, op.Credit
+	case op.HasLimit:
 		reply.Limit, reply.Kind, reply.Remaining = op.Limit.Value.String(), op.Limit.Kind, op.Limit.Remaining(op.Used).String()
 	}
 	out := &result{code: http.StatusOK, body: reply, outcome: string(d.Outcome), stored: string(d.StoredStatus),

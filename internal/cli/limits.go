@@ -158,11 +158,15 @@ func limitsList(c *cli.Context) error {
 	for _, name := range cfg.Catalog.Names() {
 		for _, v := range cfg.Catalog.Versions(name) {
 			for _, l := range v.Limits {
-				q, err := ledger.ParseTotal(l.Limit.String())
-				if err != nil {
-					return err
+				limit := "" // a credit limit has no quantity: the customer's credit balance is the limit
+				if l.Kind != entitle.LimitCredit {
+					q, err := ledger.ParseTotal(l.Limit.String())
+					if err != nil {
+						return err
+					}
+					limit = q.String()
 				}
-				out = append(out, limitRow{Source: v.Name + "@" + string(v.EffectiveFrom), Meter: l.Meter, Limit: q.String(), Kind: l.Kind,
+				out = append(out, limitRow{Source: v.Name + "@" + string(v.EffectiveFrom), Meter: l.Meter, Limit: limit, Kind: l.Kind,
 					Alerts: orEmpty(l.Alerts), From: string(v.EffectiveFrom)})
 			}
 			if sp := v.Spend; sp != nil {
