@@ -57,9 +57,8 @@ type GrantAnswer struct {
 // 200 with the grant as it stands now for a repeat of the same id and
 // body, 409 for the id of another grant.
 func (c *Customers) grant(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if err := ledger.CheckIdentifier(id); err != nil {
-		forwardError(w, http.StatusBadRequest, "bad_customer", fmt.Sprintf("customer id %q %v", id, err))
+	id, ok := customerID(w, r)
+	if !ok {
 		return
 	}
 	var body NewGrant
@@ -167,9 +166,8 @@ func (c *Customers) grantFailed(w http.ResponseWriter, op *custody.GrantCredit, 
 // month in Zone) would draw if it closed now: the credits its preview's
 // draft invoice applies.
 func (c *Customers) credits(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if err := ledger.CheckIdentifier(id); err != nil {
-		forwardError(w, http.StatusBadRequest, "bad_customer", fmt.Sprintf("customer id %q %v", id, err))
+	id, ok := customerID(w, r)
+	if !ok {
 		return
 	}
 	loc := c.Zone

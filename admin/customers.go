@@ -68,6 +68,17 @@ func (c *Customers) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/invoices/{id}", c.invoice)
 }
 
+// customerID is the customer {id} of r's path; false when it is not a
+// customer id, with the 400 answered.
+func customerID(w http.ResponseWriter, r *http.Request) (string, bool) {
+	id := r.PathValue("id")
+	if err := ledger.CheckIdentifier(id); err != nil {
+		forwardError(w, http.StatusBadRequest, "bad_customer", fmt.Sprintf("customer id %q %v", id, err))
+		return "", false
+	}
+	return id, true
+}
+
 // maxRequestBody bounds a customer or plan request's JSON.
 const maxRequestBody = 64 << 10
 
@@ -102,9 +113,8 @@ func (c *Customers) list(w http.ResponseWriter, r *http.Request) {
 // show answers GET /v1/customers/{id}: the registry history, the plan
 // assignments and the plan today (`hookledger customers show --format json`).
 func (c *Customers) show(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if err := ledger.CheckIdentifier(id); err != nil {
-		forwardError(w, http.StatusBadRequest, "bad_customer", fmt.Sprintf("customer id %q %v", id, err))
+	id, ok := customerID(w, r)
+	if !ok {
 		return
 	}
 	v, err := ledger.ViewCustomer(r.Context(), c.DB, c.DefaultPlan, id, c.today())
@@ -207,9 +217,8 @@ func (c *Customers) assign(w http.ResponseWriter, r *http.Request) {
 // that rolls back). For a period already closed it is the closed invoice,
 // with existing true.
 func (c *Customers) preview(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if err := ledger.CheckIdentifier(id); err != nil {
-		forwardError(w, http.StatusBadRequest, "bad_customer", fmt.Sprintf("customer id %q %v", id, err))
+	id, ok := customerID(w, r)
+	if !ok {
 		return
 	}
 	q := r.URL.Query()

@@ -3,7 +3,6 @@ package admin
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"slices"
 	"time"
@@ -49,9 +48,8 @@ type CustomerUsage struct {
 // limit, the quantity and amount an invoice preview computes, and the
 // limit, remaining and allowed an entitlement check answers.
 func (c *Customers) usage(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if err := ledger.CheckIdentifier(id); err != nil {
-		forwardError(w, http.StatusBadRequest, "bad_customer", fmt.Sprintf("customer id %q %v", id, err))
+	id, ok := customerID(w, r)
+	if !ok {
 		return
 	}
 	loc := c.Zone

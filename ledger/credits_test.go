@@ -12,13 +12,9 @@ import (
 	"github.com/hookledger/hookledger/schema"
 )
 
-// flatPricing is two fee-only USD plans: flat480 (the default) and flat80.
-func flatPricing(t *testing.T, as ...ledger.PlanAssignment) *ledger.Pricing {
+// catalogOf validates plans and makes them a catalog.
+func catalogOf(t *testing.T, plans ...pricing.Plan) *pricing.Catalog {
 	t.Helper()
-	plans := []pricing.Plan{
-		{Name: "flat480", Currency: "USD", EffectiveFrom: "2026-01-01", Fee: dec("480.00")},
-		{Name: "flat80", Currency: "USD", EffectiveFrom: "2026-01-01", Fee: dec("80.00")},
-	}
 	for i := range plans {
 		if err := plans[i].Validate(); err != nil {
 			t.Fatal(err)
@@ -28,6 +24,15 @@ func flatPricing(t *testing.T, as ...ledger.PlanAssignment) *ledger.Pricing {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cat
+}
+
+// flatPricing is two fee-only USD plans: flat480 (the default) and flat80.
+func flatPricing(t *testing.T, as ...ledger.PlanAssignment) *ledger.Pricing {
+	t.Helper()
+	cat := catalogOf(t,
+		pricing.Plan{Name: "flat480", Currency: "USD", EffectiveFrom: "2026-01-01", Fee: dec("480.00")},
+		pricing.Plan{Name: "flat80", Currency: "USD", EffectiveFrom: "2026-01-01", Fee: dec("80.00")})
 	return &ledger.Pricing{Catalog: cat, Plans: ledger.NewPlans("flat480", as)}
 }
 

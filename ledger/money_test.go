@@ -138,16 +138,9 @@ func TestCloseWithPrices(t *testing.T) {
 // is clean.
 func TestCloseInvoicesLateUsageOfAnotherCurrencyApart(t *testing.T) {
 	e := newEnv(t)
-	plans := []pricing.Plan{
-		{Name: "us", Currency: "USD", EffectiveFrom: "2026-01-01", Fee: dec("10.00"), Prices: []pricing.Price{{Meter: "api", Model: pricing.Unit, Unit: dec("1")}}},
-		{Name: "eu", Currency: "EUR", EffectiveFrom: "2026-01-01", Prices: []pricing.Price{{Meter: "api", Model: pricing.Unit, Unit: dec("1")}}},
-	}
-	for i := range plans {
-		if err := plans[i].Validate(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cat, _ := pricing.NewCatalog(plans)
+	cat := catalogOf(t,
+		pricing.Plan{Name: "us", Currency: "USD", EffectiveFrom: "2026-01-01", Fee: dec("10.00"), Prices: []pricing.Price{{Meter: "api", Model: pricing.Unit, Unit: dec("1")}}},
+		pricing.Plan{Name: "eu", Currency: "EUR", EffectiveFrom: "2026-01-01", Prices: []pricing.Price{{Meter: "api", Model: pricing.Unit, Unit: dec("1")}}})
 	pr := &ledger.Pricing{Catalog: cat, Plans: ledger.NewPlans("us", []ledger.PlanAssignment{
 		{Customer: "c1", Plan: "eu", EffectiveFrom: "2026-07-01"}, {Customer: "c3", Plan: "eu", EffectiveFrom: "2026-07-01"}})}
 	e.setClock(ts("2026-06-20T00:00:00Z"))
@@ -286,22 +279,10 @@ func TestLateLineOfAnotherPlanSameDate(t *testing.T) {
 // makes their invoice.
 func TestCloseForAllExcludesACustomerItCannotInvoice(t *testing.T) {
 	e := newEnv(t)
-	declare := func(plans ...pricing.Plan) *pricing.Catalog {
-		for i := range plans {
-			if err := plans[i].Validate(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		cat, err := pricing.NewCatalog(plans)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cat
-	}
 	us := pricing.Plan{Name: "us", Currency: "USD", EffectiveFrom: "2026-01-01", Prices: []pricing.Price{{Meter: "api", Model: pricing.Unit, Unit: dec("1")}}}
 	legacy := pricing.Plan{Name: "legacy", Currency: "USD", EffectiveFrom: "2026-01-01", Prices: []pricing.Price{{Meter: "api", Model: pricing.Unit, Unit: dec("2")}}}
 	as := []ledger.PlanAssignment{{Customer: "c1", Plan: "legacy", EffectiveFrom: "2026-01-01"}}
-	broken := &ledger.Pricing{Catalog: declare(us), Plans: ledger.NewPlans("us", as)} // legacy left out of the configuration
+	broken := &ledger.Pricing{Catalog: catalogOf(t, us), Plans: ledger.NewPlans("us", as)} // legacy left out of the configuration
 	e.setClock(ts("2026-06-20T00:00:00Z"))
 	e.write(row{customer: "c1", meter: "api", qty: q("3"), at: ts("2026-06-10T00:00:00Z")},
 		row{customer: "c2", meter: "api", qty: q("5"), at: ts("2026-06-11T00:00:00Z")})
@@ -329,7 +310,7 @@ func TestCloseForAllExcludesACustomerItCannotInvoice(t *testing.T) {
 		t.Errorf("close for all again: existing %v, excluded %+v; want existing with c1 still open", again.Existing, again.Excluded)
 	}
 	// legacy declared again: c1's own close makes its invoice of June.
-	fixed := &ledger.Pricing{Catalog: declare(us, legacy), Plans: ledger.NewPlans("us", as)}
+	fixed := &ledger.Pricing{Catalog: catalogOf(t, us, legacy), Plans: ledger.NewPlans("us", as)}
 	own := e.closePeriod(t, ledger.CloseRequest{Period: june, Customer: "c1", Meters: invMeters, Now: at("2026-07-04T00:00:00Z"), Pricing: fixed})
 	if own.Existing || len(own.Invoices) != 1 || own.Invoices[0].Money.Total != "6.00" {
 		t.Fatalf("c1's close: existing %v, %+v; want a new invoice of 3 × 2.00", own.Existing, own.Invoices)
