@@ -102,6 +102,7 @@ func TestParseAnchors(t *testing.T) {
 		`{"time":"2026-11-01T00:05:00Z","level":"INFO","msg":"chain head","ledger":"ledger:13:` + h + `","receipts":"receipts:31:` + h + `"}`,
 		`CHAIN     ID  ANCHOR`,
 		`ledger    14  ledger:14:` + h,
+		`credits   3   credits:3:` + h,
 		``,
 		`level=INFO msg="prune receipts: deleted 3"`,
 	}, "\n")
@@ -113,7 +114,7 @@ func TestParseAnchors(t *testing.T) {
 	for _, a := range as {
 		got = append(got, a.String())
 	}
-	want := "ledger:12:" + h + " receipts:30:" + h + " ledger:13:" + h + " receipts:31:" + h + " ledger:14:" + h
+	want := "ledger:12:" + h + " receipts:30:" + h + " ledger:13:" + h + " receipts:31:" + h + " ledger:14:" + h + " credits:3:" + h
 	if strings.Join(got, " ") != want {
 		t.Fatalf("anchors:\n%s\nwant\n%s", strings.Join(got, " "), want)
 	}

@@ -88,7 +88,7 @@ func ParseAnchor(s string) (Anchor, error) {
 
 // anchorToken finds anchors inside other text: serve's log lines (text or
 // JSON) and `ledger head` output carry them as one word.
-var anchorToken = regexp.MustCompile(`\b(?:ledger|receipts|closes):[0-9]+:[0-9A-Za-z]*`)
+var anchorToken = regexp.MustCompile(`\b(?:ledger|receipts|closes|credits):[0-9]+:[0-9A-Za-z]*`)
 
 // ParseAnchors reads every anchor in r, one or more per line, so a file of
 // serve's log lines or of `ledger head` output can be used as it is; lines
