@@ -162,9 +162,11 @@ func (c *Customers) grantFailed(w http.ResponseWriter, op *custody.GrantCredit, 
 }
 
 // credits answers GET /v1/customers/{id}/credits: the customer's credit
-// now, per grant and per currency, with what the open period (the current
-// month in Zone) would draw if it closed now: the credits its preview's
-// draft invoice applies.
+// now, per grant and per currency, with what the open period would draw if
+// it closed now: the credits its preview's draft invoices apply. The open
+// period is the month a close is about (ledger.ClosingMonth): the month
+// that just ended until it is closed for all customers, then the current
+// one.
 func (c *Customers) credits(w http.ResponseWriter, r *http.Request) {
 	id, ok := customerID(w, r)
 	if !ok {
@@ -175,7 +177,7 @@ func (c *Customers) credits(w http.ResponseWriter, r *http.Request) {
 		loc = time.UTC
 	}
 	now := c.Now()
-	period, err := ledger.MonthPeriod(now.In(loc).Format("2006-01"), loc)
+	period, _, err := ledger.ClosingMonth(r.Context(), c.DB, now, loc)
 	if err != nil {
 		c.fail(w, err)
 		return

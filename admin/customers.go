@@ -22,7 +22,8 @@ import (
 // CustomerStore is what the customer endpoints read and write (*schema.DB).
 type CustomerStore interface {
 	ledger.RegistryStore
-	ledger.PreviewStore // invoice preview: one read-only snapshot
+	ledger.PreviewStore  // invoice preview: one read-only snapshot
+	ledger.ClosingSource // the month a close is about (the credit standing's draft)
 	// The closed invoices and their state in Stripe (invoices.go).
 	ledger.InvoiceSource
 	stripe.InvoiceStore
