@@ -7,6 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
 )
@@ -75,6 +76,25 @@ func planAssign(c *cli.Context) error {
 		return err
 	}
 	fmt.Fprintf(c.App.Writer, "customer %q is on plan %q from %s (assignment %d)\n", a.Customer, a.Plan, a.EffectiveFrom, a.ID)
+	return noteMidPeriod(c, cfg, a)
+}
+
+// noteMidPeriod says on stderr what an assignment from a day inside a
+// month does to that month: its invoice is priced by the plan in force on
+// its first day, so the new plan prices usage from the next month, while
+// limits switch on the day (docs/invoicing.md, "Which version").
+func noteMidPeriod(c *cli.Context, cfg *config.Config, a ledger.PlanAssignment) error {
+	loc, err := zoneOf(c, cfg)
+	if err != nil {
+		return err
+	}
+	day, err := time.ParseInLocation(time.DateOnly, string(a.EffectiveFrom), loc)
+	if err != nil || day.Day() == 1 {
+		return nil
+	}
+	first := time.Date(day.Year(), day.Month(), 1, 0, 0, 0, 0, loc)
+	fmt.Fprintf(c.App.ErrWriter, "note: %s is inside the month %s (%s): its invoice is priced by the plan in force on %s, so %q prices usage from %s; its limits apply from %s\n",
+		a.EffectiveFrom, first.Format("2006-01"), loc, first.Format(time.DateOnly), a.Plan, first.AddDate(0, 1, 0).Format(time.DateOnly), a.EffectiveFrom)
 	return nil
 }
 

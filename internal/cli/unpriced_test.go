@@ -141,3 +141,27 @@ customers:
 		t.Errorf("verify: %v\n%s", err, out)
 	}
 }
+
+// plan assign from a day inside a month says what that does to the month:
+// its invoice keeps the plan of its first day; a first day says nothing.
+func TestPlanAssignNotesAMidMonthDay(t *testing.T) {
+	e := newCLIEnv(t)
+	e.appendConfig(`plans:
+  - {name: us, currency: USD, effective_from: 2026-01-01, prices: [{meter: api, model: unit, unit: "1"}], unpriced: free}
+`)
+	e.write(t0("2026-10-20T00:00:00Z"), usageEvent{customer: "c1", meter: "api", qty: "1", at: t0("2026-10-03T10:00:00Z")})
+	for _, tc := range []struct{ from, want string }{
+		{"2026-12-16", `note: 2026-12-16 is inside the month 2026-12 (UTC): its invoice is priced by the plan in force on 2026-12-01, so "us" prices usage from 2027-01-01; its limits apply from 2026-12-16`},
+		{"2027-01-01", ""},
+	} {
+		var out, errOut bytes.Buffer
+		app := newApp()
+		app.Writer, app.ErrWriter = &out, &errOut
+		if err := app.Run([]string{"hookledger", "plan", "assign", "--config", e.config, "c1", "us", "--from", tc.from}); err != nil {
+			t.Fatalf("%v\n%s", err, errOut.String())
+		}
+		if got := strings.TrimSpace(errOut.String()); got != tc.want {
+			t.Errorf("--from %s: stderr %q, want %q", tc.from, got, tc.want)
+		}
+	}
+}
