@@ -183,7 +183,8 @@ func checkLine(ctx context.Context, src lineSource, l InvoiceLine, keepRows bool
 		c.Problem = err.Error()
 		return c, nil
 	}
-	f := schema.LedgerFilter{Customer: l.Customer, Meter: l.Meter, From: l.PeriodStart, To: l.PeriodEnd, AfterID: l.AfterID, ThroughID: l.ThroughID}
+	from, to := l.window() // its part of a split period, else its period
+	f := schema.LedgerFilter{Customer: l.Customer, Meter: l.Meter, From: from, To: to, AfterID: l.AfterID, ThroughID: l.ThroughID}
 	err = src.ScanLedger(ctx, f, func(rec *schema.LedgerRow) error {
 		if !only.keeps(rec.Properties) {
 			return nil
@@ -202,7 +203,7 @@ func checkLine(ctx context.Context, src lineSource, l InvoiceLine, keepRows bool
 	}
 	c.UsageRows, c.Adjustments, c.MaxID = got.rows, got.adjustments, la.maxID()
 	c.Digest = rowsDigest(la.rows)
-	exact, before, err := aggregateDelta(ctx, src, l.Customer, m, only, l.PeriodStart, l.PeriodEnd, l.AfterID, l.ThroughID)
+	exact, before, err := aggregateDelta(ctx, src, l.Customer, m, only, from, to, l.AfterID, l.ThroughID)
 	if err != nil {
 		return nil, fmt.Errorf("recompute invoice %d line %d: %w", l.InvoiceID, l.LineNo, err)
 	}

@@ -311,7 +311,8 @@ func closeTx(ctx context.Context, tx closeStore, req CloseRequest) (*CloseResult
 	}
 	prices := newPricer(ctx, req.Pricing, tx)
 	split := prices.splitBy()
-	lines, err := periodLines(ctx, tx, req, head.LastID, skip, split)
+	partsOf := func(c string) ([]part, error) { return prices.partsOf(c, start, end, p.Zone) }
+	lines, err := periodLines(ctx, tx, req, head.LastID, skip, split, partsOf)
 	if err != nil {
 		return nil, err
 	}
@@ -351,7 +352,7 @@ func closeTx(ctx context.Context, tx closeStore, req CloseRequest) (*CloseResult
 	prepare := func(c string, ls []InvoiceLine, lateOnly bool, id int64) (Invoice, error) {
 		slices.SortFunc(ls, func(a, b InvoiceLine) int {
 			return cmp.Or(cmpBool(a.Late, b.Late), cmp.Compare(a.PeriodStart, b.PeriodStart), cmp.Compare(a.Meter, b.Meter),
-				cmp.Compare(a.Dimensions, b.Dimensions))
+				cmp.Compare(a.Dimensions, b.Dimensions), cmp.Compare(a.PartStart, b.PartStart))
 		})
 		inv := Invoice{ID: id, CloseID: closeID, Customer: c, Period: p.Label, TZ: p.Zone, PeriodStart: start, PeriodEnd: end,
 			Cutoff: cutoff, LedgerHead: head.LastID, ClosedAt: now.UnixMilli(), Lines: ls}

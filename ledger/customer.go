@@ -331,6 +331,16 @@ func (p *Plans) On(customer string, day pricing.Date) (string, *PlanAssignment) 
 	return p.Default, nil
 }
 
+// Changes are the days customer's assignments take effect, in order: where
+// a period may split at a change of plan (parts.go).
+func (p *Plans) Changes(customer string) []pricing.Date {
+	var days []pricing.Date
+	for _, a := range p.byCust[customer] {
+		days = append(days, a.EffectiveFrom)
+	}
+	return days
+}
+
 // CustomerToday is a registered customer as it is now, with its plan on a
 // day: a row of customers list and of the admin API's GET /v1/customers.
 type CustomerToday struct {

@@ -61,8 +61,12 @@ func invoiceDigest(inv *Invoice) []byte {
 	// (every line's dimensions, decimal quantities) plus what each grant
 	// gave and the amount due. No invoice before credits has any, and an
 	// invoice without them keeps the version it would have had.
-	credited := len(inv.Credits) > 0
-	wide, dimensional := false, credited
+	// v6 is an invoice whose period is split at a plan change (parts.go):
+	// v5's encoding plus each line's part bounds and the parts. No invoice
+	// before 0034 is split, and an invoice that is not keeps the version it
+	// would have had.
+	credited, split := len(inv.Credits) > 0, len(inv.Parts) > 0
+	wide, dimensional := false, credited || split
 	for _, l := range inv.Lines {
 		wide = wide || l.Quantity.big != nil
 		dimensional = dimensional || l.Dimensions != ""
@@ -71,6 +75,8 @@ func invoiceDigest(inv *Invoice) []byte {
 	priced := inv.Money.Currency != "" || wide
 	c := newCanon()
 	switch {
+	case split:
+		c.str("hookledger-invoice-v6")
 	case credited:
 		c.str("hookledger-invoice-v5")
 	case dimensional:
@@ -99,6 +105,10 @@ func invoiceDigest(inv *Invoice) []byte {
 		c.str(l.Meter)
 		if dimensional {
 			c.str(l.Dimensions)
+		}
+		if split {
+			c.int(l.PartStart)
+			c.int(l.PartEnd)
 		}
 		c.str(string(l.Aggregation))
 		c.str(l.Property)
@@ -140,7 +150,10 @@ func invoiceDigest(inv *Invoice) []byte {
 		c.str(m.TrueUp)
 		c.str(m.Total)
 	}
-	if credited {
+	if split {
+		c.str(inv.partsJSON())
+	}
+	if credited || split {
 		c.int(int64(len(inv.Credits)))
 		for _, cr := range inv.Credits {
 			c.str(cr.Grant)

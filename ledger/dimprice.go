@@ -91,7 +91,7 @@ func (p *pricer) splitBy() splitter {
 		var v *pricing.Plan
 		var err error
 		if late {
-			v, err = p.lateVersion(customer, start, end, tz)
+			v, err = p.lateVersion(customer, start, end, tz, 0) // a dimension's split is the period's first version's
 		} else {
 			v, err = p.versionFor(customer, start, tz)
 		}

@@ -29,6 +29,8 @@ type Invoice struct {
 	// Credits are what prepaid grants gave it at its close, in the burn
 	// order (credits.go); nil when none did.
 	Credits []InvoiceCredit
+	// Parts is the period split at a plan change (parts.go); nil: one part.
+	Parts []InvoicePart
 	// Stripe is what billing sync knows of the invoice in Stripe (nil:
 	// nothing). The invoice reads leave it nil; stripe.WithStates fills it.
 	// It is no part of the frozen invoice or its digest.
@@ -50,27 +52,30 @@ type StripeInvoice struct {
 // its Period names that earlier period and its Quantity is the change to
 // that period's total.
 type InvoiceLine struct {
-	InvoiceID   int64
-	LineNo      int64
-	Customer    string
-	Meter       string
-	Dimensions  string // a line of one dimension value: {"model":"gpt-4o"} (dimprice.go); "" for a meter's one line
-	Aggregation Aggregation
-	Property    string
-	Unit        string
-	Late        bool
-	Period      string
-	TZ          string
-	PeriodStart int64
-	PeriodEnd   int64
-	AfterID     int64 // covers rows with AfterID < id <= ThroughID
-	ThroughID   int64 //
-	Quantity    Total
-	Rows        int64
-	Adjustments int64
-	MaxID       int64 // highest ledger id covered
-	Digest      []byte
-	Money       LineMoney
+	InvoiceID  int64
+	LineNo     int64
+	Customer   string
+	Meter      string
+	Dimensions string // a line of one dimension value: {"model":"gpt-4o"} (dimprice.go); "" for a meter's one line
+	// PartStart and PartEnd bound the part of a split period the line bills
+	// (parts.go); both 0: the whole period.
+	PartStart, PartEnd int64
+	Aggregation        Aggregation
+	Property           string
+	Unit               string
+	Late               bool
+	Period             string
+	TZ                 string
+	PeriodStart        int64
+	PeriodEnd          int64
+	AfterID            int64 // covers rows with AfterID < id <= ThroughID
+	ThroughID          int64 //
+	Quantity           Total
+	Rows               int64
+	Adjustments        int64
+	MaxID              int64 // highest ledger id covered
+	Digest             []byte
+	Money              LineMoney
 }
 
 // Close errors a caller branches on.
@@ -114,6 +119,7 @@ func (inv Invoice) MarshalJSON() ([]byte, error) {
 		Credits     string          `json:"credits,omitempty"`
 		AmountDue   string          `json:"amount_due,omitempty"`
 		Grants      []InvoiceCredit `json:"credit_grants,omitempty"`
+		Parts       []partJSON      `json:"parts,omitempty"`
 		PriceDigest string          `json:"price_digest,omitempty"`
 		Prices      jsonRaw         `json:"prices,omitempty"`
 		Lines       []InvoiceLine   `json:"lines"`
@@ -121,7 +127,7 @@ func (inv Invoice) MarshalJSON() ([]byte, error) {
 	}{inv.ID, inv.CloseID, inv.Customer, inv.Period, inv.TZ, msTime(inv.PeriodStart, inv.TZ), msTime(inv.PeriodEnd, inv.TZ),
 		time.UnixMilli(inv.Cutoff).UTC(), inv.LedgerHead, time.UnixMilli(inv.ClosedAt).UTC(), hex.EncodeToString(inv.Digest),
 		inv.Money.Plan, inv.Money.Currency, inv.Money.Fee, inv.Money.TrueUp, inv.Money.Total,
-		inv.Money.Credits, inv.Money.AmountDue, inv.Credits, hex.EncodeToString(inv.Money.PriceDigest),
+		inv.Money.Credits, inv.Money.AmountDue, inv.Credits, partsView(inv), hex.EncodeToString(inv.Money.PriceDigest),
 		jsonRaw(inv.Money.Snapshot), lines, inv.Stripe})
 }
 
@@ -151,9 +157,11 @@ func (l InvoiceLine) MarshalJSON() ([]byte, error) {
 		Precise     string      `json:"amount_precise,omitempty"`
 		Amount      string      `json:"amount,omitempty"`
 		Charge      jsonRaw     `json:"charge,omitempty"`
+		PartStart   *time.Time  `json:"part_start,omitempty"`
+		PartEnd     *time.Time  `json:"part_end,omitempty"`
 	}{l.LineNo, l.Meter, jsonRaw(l.Dimensions), l.Aggregation, l.Property, l.Unit, l.Late, l.Period, l.TZ, msTime(l.PeriodStart, l.TZ), msTime(l.PeriodEnd, l.TZ),
 		l.AfterID, l.ThroughID, l.Quantity, l.Rows, l.Adjustments, l.MaxID, hex.EncodeToString(l.Digest),
-		beforeIfLate(l), l.Money.PlanVersion, l.Money.AmountPrecise, l.Money.Amount, jsonRaw(l.Money.Charge)})
+		beforeIfLate(l), l.Money.PlanVersion, l.Money.AmountPrecise, l.Money.Amount, jsonRaw(l.Money.Charge), partTime(l.PartStart, l.PartEnd, l.TZ), partTime(l.PartEnd, l.PartEnd, l.TZ)})
 }
 
 // InvoiceFilter selects invoices; zero fields do not filter.
@@ -174,6 +182,9 @@ func listInvoices(ctx context.Context, src InvoiceSource, f InvoiceFilter, withL
 		invs = make([]Invoice, len(recs))
 		for i := range recs {
 			invs[i] = invoiceOf(&recs[i])
+			if err := invoiceParts(&invs[i], &recs[i]); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if len(invs) == 0 {
@@ -219,6 +230,9 @@ func GetInvoice(ctx context.Context, src InvoiceSource, id int64) (*Invoice, err
 		return nil, fmt.Errorf("read invoice %d: %w", id, err)
 	}
 	inv := invoiceOf(rec)
+	if err := invoiceParts(&inv, rec); err != nil {
+		return nil, err
+	}
 	if inv.Lines, err = invoiceLines(ctx, src, id, id); err != nil {
 		return nil, err
 	}

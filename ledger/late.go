@@ -15,10 +15,11 @@ import (
 type closedPeriod struct {
 	label, tz  string
 	start, end int64
-	allHead    int64            // head of a close for all customers; -1 if none
-	excluded   map[string]bool  // customers the close for all could not invoice: not closed by it
-	invoiced   map[string]int64 // customer -> head of the close that closed or invoiced them
-	lateBilled map[string]int64 // customer -> highest through_id of late lines billed
+	allHead    int64                    // head of a close for all customers; -1 if none
+	excluded   map[string]bool          // customers the close for all could not invoice: not closed by it
+	parts      map[string][]InvoicePart // customer -> the parts of its invoice of the period, when split
+	invoiced   map[string]int64         // customer -> head of the close that closed or invoiced them
+	lateBilled map[string]int64         // customer -> highest through_id of late lines billed
 }
 
 // coverage is the highest ledger id billed for customer's usage in the
@@ -68,7 +69,7 @@ func closedPeriods(ctx context.Context, q closedSource, scope string) ([]*closed
 		cp := byKey[k]
 		if cp == nil {
 			cp = &closedPeriod{label: label, tz: tz, start: start, end: end, allHead: -1,
-				excluded: map[string]bool{}, invoiced: map[string]int64{}, lateBilled: map[string]int64{}}
+				excluded: map[string]bool{}, parts: map[string][]InvoicePart{}, invoiced: map[string]int64{}, lateBilled: map[string]int64{}}
 			byKey[k] = cp
 		}
 		return cp
@@ -101,6 +102,11 @@ func closedPeriods(ctx context.Context, q closedSource, scope string) ([]*closed
 	for _, inv := range invs {
 		cp := get(inv.Period, inv.TZ, inv.PeriodStart, inv.PeriodEnd)
 		cp.invoiced[inv.Customer] = max(cp.invoiced[inv.Customer], inv.LedgerHead)
+		if inv.Parts != "" {
+			if cp.parts[inv.Customer], err = decodeParts(inv.Parts); err != nil {
+				return nil, fmt.Errorf("invoice of %s for %s: %w", inv.Customer, inv.Period, err)
+			}
+		}
 	}
 	billed, err := q.LateCoverage(ctx, scope)
 	if err != nil {
@@ -134,7 +140,10 @@ func lateLines(ctx context.Context, q closedSource, scope string, head, invoiceS
 	if err != nil {
 		return nil, err
 	}
-	type key struct{ customer, meter, dims string }
+	type key struct {
+		customer, meter, dims string
+		part                  int // its part of a split period (0: the period)
+	}
 	type splitKey struct{ customer, meter string }
 	var lines []InvoiceLine
 	for _, cp := range periods {
@@ -150,7 +159,7 @@ func lateLines(ctx context.Context, q closedSource, scope string, head, invoiceS
 		var splitErr error
 		f := schema.LedgerFilter{From: cp.start, To: cp.end, Customer: scope, AfterID: floor, ThroughID: head, NoIndex: noIndex}
 		add := func(r lateRow) {
-			k := key{r.customer, r.meter, ""}
+			k := key{r.customer, r.meter, "", partOfRow(cp.parts[r.customer], r.occ)}
 			if split != nil {
 				dim, ok := by[splitKey{r.customer, r.meter}]
 				if !ok {
@@ -203,14 +212,19 @@ func lateLines(ctx context.Context, q closedSource, scope string, head, invoiceS
 			if err != nil {
 				return nil, err
 			}
-			delta, before, err := aggregateDelta(ctx, q, k.customer, m, only, cp.start, cp.end, cov, head)
+			l := InvoiceLine{Customer: k.customer, Meter: k.meter, Dimensions: k.dims, Aggregation: m.Aggregation, Property: m.Property, Unit: m.Unit,
+				Late: true, Period: cp.label, TZ: cp.tz, PeriodStart: cp.start, PeriodEnd: cp.end, AfterID: cov, ThroughID: head,
+				Rows: la.agg.rows, Adjustments: la.agg.adjustments, MaxID: la.maxID(), Digest: rowsDigest(la.rows)}
+			if parts := cp.parts[k.customer]; parts != nil {
+				l.PartStart, l.PartEnd = parts[k.part].Start, parts[k.part].End
+			}
+			from, to := l.window()
+			delta, before, err := aggregateDelta(ctx, q, k.customer, m, only, from, to, cov, head)
 			if err != nil {
 				return nil, err
 			}
-			lines = append(lines, InvoiceLine{Customer: k.customer, Meter: k.meter, Dimensions: k.dims, Aggregation: m.Aggregation, Property: m.Property, Unit: m.Unit,
-				Late: true, Period: cp.label, TZ: cp.tz, PeriodStart: cp.start, PeriodEnd: cp.end, AfterID: cov, ThroughID: head,
-				Quantity: delta, Rows: la.agg.rows, Adjustments: la.agg.adjustments, MaxID: la.maxID(), Digest: rowsDigest(la.rows),
-				Money: LineMoney{BilledBefore: before.String()}})
+			l.Quantity, l.Money = delta, LineMoney{BilledBefore: before.String()}
+			lines = append(lines, l)
 		}
 	}
 	return lines, nil
@@ -292,4 +306,15 @@ func LateUsage(ctx context.Context, q LateSource, customer string, meters Meters
 		return cmp.Or(cmp.Compare(a.Customer, b.Customer), cmp.Compare(a.Period, b.Period), cmp.Compare(a.Meter, b.Meter))
 	})
 	return out, nil
+}
+
+// partOfRow is the index of the part of a split period (parts; nil: not
+// split) a row with event time occurred belongs to.
+func partOfRow(parts []InvoicePart, occurred int64) int {
+	for i, pt := range parts {
+		if occurred >= pt.Start && occurred < pt.End {
+			return i
+		}
+	}
+	return 0
 }

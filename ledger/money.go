@@ -204,11 +204,26 @@ func (p *pricer) price(inv *Invoice) error {
 	if err != nil {
 		return err
 	}
-	for _, l := range inv.Lines {
-		if !l.Late && (own == nil || own.Price(l.Meter) == nil && !own.BillsUnpricedFree()) {
+	parts, err := p.partsOf(inv.Customer, inv.PeriodStart, inv.PeriodEnd, inv.TZ)
+	if err != nil {
+		return err
+	}
+	// versionOf is the version that prices own line l: its part's.
+	versionOf := func(l *InvoiceLine) *pricing.Plan {
+		for _, pt := range parts {
+			if pt.start == l.PartStart && l.PartEnd != 0 {
+				return pt.version
+			}
+		}
+		return own
+	}
+	for i := range inv.Lines {
+		l := &inv.Lines[i]
+		v := versionOf(l)
+		if !l.Late && (v == nil || v.Price(l.Meter) == nil && !v.BillsUnpricedFree()) {
 			u := Unpriced{Customer: inv.Customer, Meter: l.Meter, Period: inv.Period}
-			if own != nil {
-				u.Plan = own.Name + "@" + string(own.EffectiveFrom)
+			if v != nil {
+				u.Plan = v.Name + "@" + string(v.EffectiveFrom)
 			}
 			p.unpriced = append(p.unpriced, u)
 		}
@@ -217,11 +232,20 @@ func (p *pricer) price(inv *Invoice) error {
 		return nil
 	}
 	used := []*pricing.Plan{own}
+	for _, pt := range parts {
+		if pt.version.Currency != own.Currency {
+			return fmt.Errorf("customer %q changes plan inside %s from %s (%s) to %s (%s): one invoice has one currency: assign a plan in another currency from the first day of a period",
+				inv.Customer, inv.Period, versionKey(own), own.Currency, versionKey(pt.version), pt.version.Currency)
+		}
+		if used, err = p.use(used, pt.version, inv.Customer); err != nil {
+			return err
+		}
+	}
 	for i := range inv.Lines {
 		l := &inv.Lines[i]
-		v, carry := own, (*pricing.Decimal)(nil)
+		v, carry := versionOf(l), (*pricing.Decimal)(nil)
 		if l.Late {
-			if v, err = p.lateVersion(inv.Customer, l.PeriodStart, l.PeriodEnd, l.TZ); err != nil {
+			if v, err = p.lateVersion(inv.Customer, l.PeriodStart, l.PeriodEnd, l.TZ, l.PartStart); err != nil {
 				return err
 			}
 			if v == nil {
@@ -249,7 +273,70 @@ func (p *pricer) price(inv *Invoice) error {
 	}
 	digest := snap.digest // each invoice its own copy
 	inv.Money = InvoiceMoney{Plan: own.Name, Currency: own.Currency, Snapshot: snap.json, PriceDigest: digest[:]}
+	if parts != nil {
+		return settleParts(inv, parts)
+	}
 	return settle(inv, own)
+}
+
+// settleParts totals inv, whose period is split into parts: each part's
+// version settles it (its fee and minimum prorated by the part's share of
+// the period's time, its own lines' amounts), frozen as inv.Parts; late
+// lines add to the total and to no part.
+func settleParts(inv *Invoice, parts []part) error {
+	var fees, trueUps, usage, late []pricing.Decimal
+	inv.Parts = make([]InvoicePart, len(parts))
+	for i, pt := range parts {
+		var own []pricing.Decimal
+		for _, l := range inv.Lines {
+			if l.Late || l.PartStart != pt.start || l.Money.Amount == "" {
+				continue
+			}
+			a, err := pricing.ParseDecimal(l.Money.Amount)
+			if err != nil {
+				return fmt.Errorf("line %d: amount: %w", l.LineNo, err)
+			}
+			own = append(own, a)
+		}
+		s, err := pt.version.SettlePart(pt.end-pt.start, inv.PeriodEnd-inv.PeriodStart, own)
+		if err != nil {
+			return fmt.Errorf("customer %q: %w", inv.Customer, err)
+		}
+		inv.Parts[i] = InvoicePart{Start: pt.start, End: pt.end, Version: versionKey(pt.version), Fee: s.Fee.String(), TrueUp: s.TrueUp.String()}
+		fees, trueUps, usage = append(fees, s.Fee), append(trueUps, s.TrueUp), append(usage, s.Usage)
+	}
+	for _, l := range inv.Lines {
+		if !l.Late || l.Money.Amount == "" {
+			continue
+		}
+		a, err := pricing.ParseDecimal(l.Money.Amount)
+		if err != nil {
+			return fmt.Errorf("line %d: amount: %w", l.LineNo, err)
+		}
+		late = append(late, a)
+	}
+	cur := parts[0].version.CurrencyOf()
+	sum := func(xs []pricing.Decimal) (pricing.Decimal, error) {
+		x, err := pricing.Sum(xs...)
+		if err != nil {
+			return pricing.Decimal{}, err
+		}
+		return cur.Amount(x)
+	}
+	fee, err := sum(fees)
+	if err != nil {
+		return err
+	}
+	trueUp, err := sum(trueUps)
+	if err != nil {
+		return err
+	}
+	total, err := sum(append(append(append(fees, trueUps...), usage...), late...))
+	if err != nil {
+		return err
+	}
+	inv.Money.Fee, inv.Money.TrueUp, inv.Money.Total = fee.String(), trueUp.String(), total.String()
+	return nil
 }
 
 // use adds v to the versions an invoice of customer's is priced with.
@@ -276,7 +363,7 @@ func (p *pricer) carry(customer string, l *InvoiceLine) (*pricing.Decimal, error
 	if err != nil {
 		return nil, err
 	}
-	billed := b.amounts[lineKeyOf(l.Meter, l.Dimensions)]
+	billed := b.amounts[lineKeyOf(l.Meter, l.Dimensions, l.PartStart)]
 	return &billed, nil
 }
 
@@ -291,7 +378,7 @@ func (p *pricer) priceLateOnly(inv *Invoice) error {
 	var used []*pricing.Plan
 	for i := range inv.Lines {
 		l := &inv.Lines[i]
-		v, err := p.lateVersion(inv.Customer, l.PeriodStart, l.PeriodEnd, l.TZ)
+		v, err := p.lateVersion(inv.Customer, l.PeriodStart, l.PeriodEnd, l.TZ, l.PartStart)
 		if err != nil {
 			return err
 		}
@@ -541,6 +628,19 @@ func checkMoney(inv *Invoice, before map[int64]string) []string {
 			}
 		}
 		err = settleLateOnly(&recomputed, own.CurrencyOf())
+	} else if len(inv.Parts) > 0 {
+		var parts []part
+		for _, pt := range inv.Parts {
+			v := versions[pt.Version]
+			if v == nil {
+				return append(msgs, fmt.Sprintf("its part from %s is priced with version %s, which the snapshot does not hold",
+					msTime(pt.Start, inv.TZ).Format(time.RFC3339), pt.Version))
+			}
+			parts = append(parts, part{start: pt.Start, end: pt.End, version: v})
+		}
+		if err = settleParts(&recomputed, parts); err == nil && recomputed.partsJSON() != inv.partsJSON() {
+			msgs = append(msgs, fmt.Sprintf("its parts recompute to %s, invoice says %s", recomputed.partsJSON(), inv.partsJSON()))
+		}
 	} else {
 		err = settle(&recomputed, own)
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/hookledger/hookledger/pricing"
 	"github.com/hookledger/hookledger/schema"
@@ -41,12 +42,16 @@ type billedPeriod struct {
 	// day, and fixes it.
 	fixed   bool
 	version *pricing.Plan
+	parts   map[int64]*pricing.Plan    // a split period's version of each part, by its start
 	invoice int64                      // the invoice that fixed it
 	amounts map[string]pricing.Decimal // rounded amounts billed, by lineKeyOf
 }
 
-// lineKeyOf is the key of a period's line: its meter and dimension value.
-func lineKeyOf(meter, dims string) string { return meter + "\x00" + dims }
+// lineKeyOf is the key of a period's line: its meter, dimension value and
+// part (its start; 0 when the period is not split).
+func lineKeyOf(meter, dims string, part int64) string {
+	return meter + "\x00" + dims + "\x00" + strconv.FormatInt(part, 10)
+}
 
 // billedFor reads what customer's period [start, end) has billed, once per close.
 func (p *pricer) billedFor(customer string, start, end int64) (*billedPeriod, error) {
@@ -75,7 +80,7 @@ func (p *pricer) billedFor(customer string, start, end int64) (*billedPeriod, er
 		if err != nil {
 			return nil, fmt.Errorf("invoice %d line %d: amount: %w", l.InvoiceID, l.LineNo, err)
 		}
-		key := lineKeyOf(l.Meter, l.Dimensions)
+		key := lineKeyOf(l.Meter, l.Dimensions, l.PartStart)
 		if b.amounts[key], err = pricing.Add(b.amounts[key], a); err != nil {
 			return nil, err
 		}
@@ -90,6 +95,20 @@ func (p *pricer) billedFor(customer string, start, end int64) (*billedPeriod, er
 		if inv.PriceSnapshot != "" {
 			if b.version, err = p.storedVersion(inv.ID, inv.PriceSnapshot, ""); err != nil {
 				return nil, err
+			}
+			parts, err := decodeParts(inv.Parts)
+			if err != nil {
+				return nil, fmt.Errorf("invoice %d: %w", inv.ID, err)
+			}
+			for _, pt := range parts {
+				v, err := p.storedVersion(inv.ID, inv.PriceSnapshot, pt.Version)
+				if err != nil {
+					return nil, err
+				}
+				if b.parts == nil {
+					b.parts = map[int64]*pricing.Plan{}
+				}
+				b.parts[pt.Start] = v
 			}
 		}
 	default:
@@ -127,7 +146,7 @@ func (p *pricer) foreignLate(customer string, start int64, tz string, lines []In
 	var foreign map[string][]InvoiceLine
 	for _, l := range lines {
 		if l.Late {
-			v, err := p.lateVersion(customer, l.PeriodStart, l.PeriodEnd, l.TZ)
+			v, err := p.lateVersion(customer, l.PeriodStart, l.PeriodEnd, l.TZ, l.PartStart)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -157,10 +176,13 @@ func (p *pricer) charges(customer string, start int64, tz string) bool {
 // lateVersion is the version that prices late usage of customer's closed
 // period [start, end): the one that priced the period, else the one in
 // force on its first day (nil, nil: no plan).
-func (p *pricer) lateVersion(customer string, start, end int64, tz string) (*pricing.Plan, error) {
+func (p *pricer) lateVersion(customer string, start, end int64, tz string, part int64) (*pricing.Plan, error) {
 	b, err := p.billedFor(customer, start, end)
 	if err != nil {
 		return nil, err
+	}
+	if v, ok := b.parts[part]; ok {
+		return v, nil // the part of a split period: its own version
 	}
 	if b.fixed {
 		return b.version, nil

@@ -33,7 +33,7 @@ func checkPeriodMoney(invs []Invoice) []Problem {
 		invoice int64
 	}
 	labels := map[string]seen{}
-	owns := map[customerPeriod]string{} // the versionKey of each period's own invoice
+	owns := map[customerPeriod]map[int64]string{} // the versionKey of each period's own invoice, by part (0: not split)
 	parsed := map[string]map[string]*pricing.Plan{}
 	for _, inv := range invs {
 		if inv.Money.Snapshot == "" {
@@ -66,13 +66,18 @@ func checkPeriodMoney(invs []Invoice) []Problem {
 			}
 		}
 		if !lateOnly(&inv) { // an invoice of late usage in another currency priced an earlier period
-			owns[customerPeriod{inv.Customer, inv.PeriodStart, inv.PeriodEnd}] = versionKey(vs[""])
+			byPart := map[int64]string{0: versionKey(vs[""])}
+			for _, pt := range inv.Parts {
+				byPart[pt.Start] = pt.Version
+			}
+			owns[customerPeriod{inv.Customer, inv.PeriodStart, inv.PeriodEnd}] = byPart
 		}
 	}
 
 	type periodLine struct {
 		customerPeriod
-		key string
+		key  string
+		part int64
 	}
 	type billedLine struct {
 		inv  int64
@@ -81,7 +86,7 @@ func checkPeriodMoney(invs []Invoice) []Problem {
 	byLine := map[periodLine][]billedLine{}
 	for _, inv := range invs {
 		for _, l := range inv.Lines {
-			k := periodLine{customerPeriod{inv.Customer, l.PeriodStart, l.PeriodEnd}, lineKeyOf(l.Meter, l.Dimensions)}
+			k := periodLine{customerPeriod{inv.Customer, l.PeriodStart, l.PeriodEnd}, lineKeyOf(l.Meter, l.Dimensions, l.PartStart), l.PartStart}
 			byLine[k] = append(byLine[k], billedLine{inv.ID, l})
 		}
 	}
@@ -107,7 +112,7 @@ func checkPeriodMoney(invs []Invoice) []Problem {
 					problem(b.inv, "line %d (%s %s) carries %s billed before it, but the period's earlier lines billed %s",
 						l.LineNo, meterLabel(l), l.Period, m.Carry.Billed, billed)
 				}
-				if own, ok := owns[k.customerPeriod]; ok && own != l.Money.PlanVersion {
+				if own, ok := owns[k.customerPeriod][k.part]; ok && own != l.Money.PlanVersion {
 					problem(b.inv, "late line %d (%s %s) is priced with %s, but the period's own invoice was priced with %s: late usage of a closed period is priced by the version that priced it",
 						l.LineNo, meterLabel(l), l.Period, l.Money.PlanVersion, own)
 				}

@@ -35,14 +35,18 @@ func periodRange(ctx context.Context, tx closeStore, f schema.LedgerFilter) (lo,
 }
 
 // lineSet holds one customer's line accumulators, one per meter, or for a
-// meter priced by a dimension one per value (dimprice.go).
+// meter priced by a dimension one per value (dimprice.go), and in a period
+// split at a plan change one per part as well (parts.go).
 type lineSet struct {
 	customer string
 	skip     bool // already invoiced for this period
 	meters   []string
 	dims     []string // per accumulator: its line's dimensions, "" for a meter's one line
+	parts    []int    // per accumulator: its part's index
 	accs     []*lineAcc
 	by       map[string]string // meter -> the dimension its price splits it by ("" none), as meters appear
+	split    []part            // the customer's parts; nil: one
+	bounds   []int64           // where its parts after the first start
 }
 
 // lineDims is the dimensions of the line a row of meter with properties
@@ -70,18 +74,28 @@ func (set *lineSet) lineDims(split splitter, meter, props []byte, start, end int
 	return dimensionsOf(by, DimensionValue(string(props), by)), nil
 }
 
-// acc is the accumulator of meter's line with dimensions dims, made with
-// newAcc when the set has none yet.
-func (set *lineSet) acc(meter []byte, dims string, newAcc func(meter string) *lineAcc) *lineAcc {
+// acc is the accumulator of meter's line with dimensions dims in part
+// (0 when the period is not split), made with newAcc when the set has none
+// yet.
+func (set *lineSet) acc(meter []byte, dims string, part int, newAcc func(meter string, part int) *lineAcc) *lineAcc {
 	for i, m := range set.meters {
-		if m == string(meter) && set.dims[i] == dims {
+		if m == string(meter) && set.dims[i] == dims && set.parts[i] == part {
 			return set.accs[i]
 		}
 	}
 	m := string(meter)
-	la := newAcc(m)
-	set.meters, set.dims, set.accs = append(set.meters, m), append(set.dims, dims), append(set.accs, la)
+	la := newAcc(m, part)
+	set.meters, set.dims, set.parts, set.accs = append(set.meters, m), append(set.dims, dims), append(set.parts, part), append(set.accs, la)
 	return la
+}
+
+// window is the event time part of the set bills: the part's, or the
+// period [from, to) when the period is not split.
+func (set *lineSet) window(part int, from, to int64) (int64, int64) {
+	if set.split == nil {
+		return from, to
+	}
+	return set.split[part].start, set.split[part].end
 }
 
 // hashArena hands out 32-byte row hashes from large blocks, so keeping
@@ -96,8 +110,11 @@ func (a *hashArena) copy(b []byte) []byte {
 	return a.block[len(a.block)-len(b) : len(a.block) : len(a.block)]
 }
 
-// periodLines bills the period's rows up to the ledger head, per customer and meter.
-func periodLines(ctx context.Context, tx closeStore, req CloseRequest, head int64, skip map[string]bool, split splitter) ([]InvoiceLine, error) {
+// periodLines bills the period's rows up to the ledger head, per customer and
+// meter, and per part for a customer whose period splits at a plan change
+// (partsOf; nil: none does).
+func periodLines(ctx context.Context, tx closeStore, req CloseRequest, head int64, skip map[string]bool, split splitter,
+	partsOf func(customer string) ([]part, error)) ([]InvoiceLine, error) {
 	p := req.Period
 	if head == 0 {
 		return nil, nil
@@ -117,20 +134,32 @@ func periodLines(ctx context.Context, tx closeStore, req CloseRequest, head int6
 	sets := map[string]*lineSet{}
 	var order []*lineSet
 	var arena hashArena
-	newAcc := func(m string) *lineAcc {
-		return &lineAcc{agg: newAggregate(req.Meters.Get(m).spec()).window(f.From, f.To)}
+	newSet := func(c string) *lineSet {
+		set := &lineSet{customer: c, skip: skip[c]}
+		sets[c] = set
+		if !set.skip {
+			order = append(order, set)
+			// A customer whose parts cannot be worked out (a plan not
+			// declared) is left whole here: pricing its invoice meets the
+			// same error and reports it (a close for all excludes it).
+			if parts, err := partsOf(c); err == nil && parts != nil {
+				set.split, set.bounds = parts, boundaries(parts)
+			}
+		}
+		return set
+	}
+	newAccOf := func(set *lineSet) func(m string, part int) *lineAcc {
+		return func(m string, part int) *lineAcc {
+			from, to := set.window(part, f.From, f.To)
+			return &lineAcc{agg: newAggregate(req.Meters.Get(m).spec()).window(from, to)}
+		}
 	}
 	scan := periodScan(req.Meters, f, lo, hi, ranged)
 	scan.Properties = scan.Properties || split != nil // a line per dimension value reads the value
 	err := tx.ScanPeriod(ctx, scan, func(r *schema.PeriodRow) error {
 		set := sets[string(r.Customer)] // no allocation for the lookup
 		if set == nil {
-			c := string(r.Customer)
-			set = &lineSet{customer: c, skip: skip[c]}
-			sets[c] = set
-			if !set.skip {
-				order = append(order, set)
-			}
+			set = newSet(string(r.Customer))
 		}
 		if set.skip {
 			return nil
@@ -139,7 +168,11 @@ func periodLines(ctx context.Context, tx closeStore, req CloseRequest, head int6
 		if err != nil {
 			return err
 		}
-		la := set.acc(r.Meter, dims, newAcc)
+		part := 0
+		if set.bounds != nil {
+			part = partIndex(set.bounds, r.OccurredAt)
+		}
+		la := set.acc(r.Meter, dims, part, newAccOf(set))
 		kind := KindUsage
 		switch {
 		case r.Adjustment:
@@ -151,7 +184,15 @@ func periodLines(ctx context.Context, tx closeStore, req CloseRequest, head int6
 		if la.agg.spec.readsProperties() {
 			pr = string(r.Properties)
 		}
-		la.add(kind, r.ID, RowQuantity(r.Quantity, int(r.Decimals)), r.OccurredAt, pr, arena.copy(r.RowHash))
+		q := RowQuantity(r.Quantity, int(r.Decimals))
+		la.add(kind, r.ID, q, r.OccurredAt, pr, arena.copy(r.RowHash))
+		if la.agg.spec.agg == AggTimeWeighted {
+			// A gauge's last report in a part carries into the parts after
+			// it, as one before the period carries into the period.
+			for j := part + 1; j < len(set.split); j++ {
+				set.acc(r.Meter, dims, j, newAccOf(set)).agg.add(kind, r.ID, q, r.OccurredAt, pr)
+			}
+		}
 		return nil
 	})
 	if err != nil {
@@ -172,11 +213,7 @@ func periodLines(ctx context.Context, tx closeStore, req CloseRequest, head int6
 		err := ledgerScan(ctx, tx, cf, true, func(id int64, kind, c, _ string, qty Total, occ int64, props string, _ []byte) {
 			set := sets[c]
 			if set == nil {
-				set = &lineSet{customer: c, skip: skip[c]}
-				sets[c] = set
-				if !set.skip {
-					order = append(order, set)
-				}
+				set = newSet(c)
 			}
 			if set.skip {
 				return
@@ -186,7 +223,9 @@ func periodLines(ctx context.Context, tx closeStore, req CloseRequest, head int6
 				splitErr = cmp.Or(splitErr, err)
 				return
 			}
-			set.acc([]byte(name), dims, newAcc).agg.add(kind, id, qty, occ, props) // before the window: carried, not covered
+			for part := range max(1, len(set.split)) { // before the window: carried into every part, not covered
+				set.acc([]byte(name), dims, part, newAccOf(set)).agg.add(kind, id, qty, occ, props)
+			}
 		})
 		if err = cmp.Or(err, splitErr); err != nil {
 			return nil, fmt.Errorf("close %s: %w", p.Label, err)
@@ -196,10 +235,14 @@ func periodLines(ctx context.Context, tx closeStore, req CloseRequest, head int6
 	for _, set := range order {
 		for i, la := range set.accs {
 			m := req.Meters.Get(set.meters[i])
-			lines = append(lines, InvoiceLine{Customer: set.customer, Meter: m.Name, Dimensions: set.dims[i], Aggregation: m.Aggregation, Property: m.Property, Unit: m.Unit,
+			l := InvoiceLine{Customer: set.customer, Meter: m.Name, Dimensions: set.dims[i], Aggregation: m.Aggregation, Property: m.Property, Unit: m.Unit,
 				Period: p.Label, TZ: p.Zone, PeriodStart: p.Start.UnixMilli(), PeriodEnd: p.End.UnixMilli(), AfterID: 0, ThroughID: head,
 				Quantity: la.agg.value(), Rows: la.agg.rows, Adjustments: la.agg.adjustments, MaxID: la.maxID(), Digest: rowsDigest(la.rows),
-				Money: LineMoney{BilledBefore: "0"}})
+				Money: LineMoney{BilledBefore: "0"}}
+			if set.split != nil {
+				l.PartStart, l.PartEnd = set.split[set.parts[i]].start, set.split[set.parts[i]].end
+			}
+			lines = append(lines, l)
 		}
 	}
 	return lines, nil

@@ -208,12 +208,22 @@ func invoiceOf(inv *schema.Invoice) Invoice {
 			Fee: inv.Fee, TrueUp: inv.TrueUp, Total: inv.Total}}
 }
 
+// invoiceParts reads a stored invoice's parts onto inv.
+func invoiceParts(inv *Invoice, rec *schema.Invoice) error {
+	parts, err := decodeParts(rec.Parts)
+	if err != nil {
+		return fmt.Errorf("invoice %d: %w", rec.ID, err)
+	}
+	inv.Parts = parts
+	return nil
+}
+
 func (inv *Invoice) record() schema.Invoice {
 	return schema.Invoice{ID: inv.ID, CloseID: inv.CloseID, Customer: inv.Customer, Period: inv.Period, TZ: inv.TZ,
 		PeriodStart: inv.PeriodStart, PeriodEnd: inv.PeriodEnd, Cutoff: inv.Cutoff, LedgerHead: inv.LedgerHead,
 		ClosedAt: inv.ClosedAt, Digest: inv.Digest,
 		Plan: inv.Money.Plan, Currency: inv.Money.Currency, PriceSnapshot: inv.Money.Snapshot, PriceDigest: nonNil(inv.Money.PriceDigest),
-		Fee: inv.Money.Fee, TrueUp: inv.Money.TrueUp, Total: inv.Money.Total}
+		Fee: inv.Money.Fee, TrueUp: inv.Money.TrueUp, Total: inv.Money.Total, Parts: inv.partsJSON()}
 }
 
 func lineOf(l *schema.InvoiceLine) (InvoiceLine, error) {
@@ -227,7 +237,7 @@ func lineOf(l *schema.InvoiceLine) (InvoiceLine, error) {
 	return InvoiceLine{InvoiceID: l.InvoiceID, LineNo: l.LineNo, Customer: l.Customer, Meter: l.Meter, Dimensions: l.Dimensions,
 		Aggregation: Aggregation(l.Aggregation), Property: l.Property, Unit: l.Unit, Late: l.Late, Period: l.Period, TZ: l.TZ,
 		PeriodStart: l.PeriodStart, PeriodEnd: l.PeriodEnd, AfterID: l.AfterID, ThroughID: l.ThroughID,
-		Quantity: q, Rows: l.Rows, Adjustments: l.Adjustments, MaxID: l.MaxID, Digest: l.Digest,
+		Quantity: q, Rows: l.Rows, Adjustments: l.Adjustments, MaxID: l.MaxID, Digest: l.Digest, PartStart: l.PartStart, PartEnd: l.PartEnd,
 		Money: LineMoney{BilledBefore: l.BilledBefore, PlanVersion: l.PlanVersion, AmountPrecise: l.AmountPrecise, Amount: l.Amount, Charge: l.Charge}}, nil
 }
 
@@ -259,7 +269,8 @@ func (l *InvoiceLine) record() schema.InvoiceLine {
 		Aggregation: string(l.Aggregation), Property: l.Property, Unit: l.Unit, Late: l.Late, Period: l.Period, TZ: l.TZ,
 		PeriodStart: l.PeriodStart, PeriodEnd: l.PeriodEnd, AfterID: l.AfterID, ThroughID: l.ThroughID,
 		Quantity: q, QuantityWide: wide, Rows: l.Rows, Adjustments: l.Adjustments, MaxID: l.MaxID, Digest: l.Digest,
-		BilledBefore: l.Money.BilledBefore, PlanVersion: l.Money.PlanVersion, AmountPrecise: l.Money.AmountPrecise, Amount: l.Money.Amount, Charge: l.Money.Charge}
+		BilledBefore: l.Money.BilledBefore, PlanVersion: l.Money.PlanVersion, AmountPrecise: l.Money.AmountPrecise, Amount: l.Money.Amount, Charge: l.Money.Charge,
+		PartStart: l.PartStart, PartEnd: l.PartEnd}
 }
 
 // nonNil stores an absent digest as empty bytes: the column is NOT NULL.

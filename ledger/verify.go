@@ -276,6 +276,7 @@ func billedTwice(invs []Invoice) map[lineKey]Problem {
 	type key struct {
 		customer, meter, dims string
 		start, end            int64
+		part                  int64 // a split period's lines bill their parts' rows
 	}
 	type span struct {
 		lineKey
@@ -285,7 +286,7 @@ func billedTwice(invs []Invoice) map[lineKey]Problem {
 	spans := map[key][]span{}
 	for _, inv := range invs {
 		for _, l := range inv.Lines {
-			k := key{l.Customer, l.Meter, l.Dimensions, l.PeriodStart, l.PeriodEnd}
+			k := key{l.Customer, l.Meter, l.Dimensions, l.PeriodStart, l.PeriodEnd, l.PartStart}
 			spans[k] = append(spans[k], span{lineKey{inv.ID, l.LineNo}, l.Period, l.AfterID, l.ThroughID})
 		}
 	}
@@ -331,6 +332,7 @@ func checkInvoiceLines(ctx context.Context, db VerifySource, inv *Invoice) ([]st
 	var msgs []string
 	own := map[string]bool{}       // meters with a line of the period
 	ownLine := map[string]bool{}   // meter and dimensions of each such line
+	ownPart := map[string]bool{}   // meter and part of each such line
 	byValue := map[string]string{} // meter -> the dimension its lines bill it by
 	for i, l := range inv.Lines {
 		switch {
@@ -345,15 +347,16 @@ func checkInvoiceLines(ctx context.Context, db VerifySource, inv *Invoice) ([]st
 		}
 		if !l.Late {
 			name, _, err := lineDimension(l.Dimensions)
+			part := l.Meter + "\x00" + fmt.Sprint(l.PartStart) // a split period's lines bill a meter once per part
 			switch by, seen := byValue[l.Meter]; {
 			case err != nil:
 				msgs = append(msgs, fmt.Sprintf("line %d: %v", l.LineNo, err))
-			case ownLine[l.Meter+"\x00"+l.Dimensions]:
+			case ownLine[l.Meter+"\x00"+l.Dimensions+"\x00"+fmt.Sprint(l.PartStart)]:
 				msgs = append(msgs, fmt.Sprintf("line %d bills meter %q%s for %s a second time", l.LineNo, l.Meter, labelled(l.Dimensions), inv.Period))
-			case own[l.Meter] && (!seen || by != name):
+			case ownPart[part] && (!seen || by != name):
 				msgs = append(msgs, fmt.Sprintf("line %d bills meter %q%s for %s beside a line of the meter by another dimension", l.LineNo, l.Meter, labelled(l.Dimensions), inv.Period))
 			}
-			own[l.Meter], ownLine[l.Meter+"\x00"+l.Dimensions] = true, true
+			own[l.Meter], ownPart[part], ownLine[l.Meter+"\x00"+l.Dimensions+"\x00"+fmt.Sprint(l.PartStart)] = true, true, true
 			if name != "" {
 				byValue[l.Meter] = name
 			}
@@ -382,7 +385,7 @@ func checkInvoiceLines(ctx context.Context, db VerifySource, inv *Invoice) ([]st
 		mf := f
 		mf.Meter = m
 		err := db.ScanLedger(ctx, mf, func(rec *schema.LedgerRow) error {
-			if dims := dimensionsOf(by, DimensionValue(rec.Properties, by)); !ownLine[m+"\x00"+dims] {
+			if dims := dimensionsOf(by, DimensionValue(rec.Properties, by)); !ownLine[m+"\x00"+dims+"\x00"+fmt.Sprint(inv.partStartOf(rec.OccurredAt))] {
 				missing[dims] = true
 			}
 			return nil

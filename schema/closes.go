@@ -155,7 +155,7 @@ func (r ledgerReads) NextCloseID(ctx context.Context) (int64, error) {
 func (tx *CloseTx) InsertInvoice(ctx context.Context, inv Invoice) error {
 	if tx.insInv == nil {
 		st, err := tx.tx.PreparexContext(ctx, `INSERT INTO invoices
-		(`+invoiceColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		(`+invoiceColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 		if err != nil {
 			return err
 		}
@@ -163,7 +163,7 @@ func (tx *CloseTx) InsertInvoice(ctx context.Context, inv Invoice) error {
 	}
 	_, err := tx.insInv.ExecContext(ctx, inv.ID, inv.CloseID, inv.Customer, inv.Period, inv.TZ, inv.PeriodStart, inv.PeriodEnd,
 		inv.Cutoff, inv.LedgerHead, inv.ClosedAt, inv.Digest,
-		inv.Plan, inv.Currency, inv.PriceSnapshot, inv.PriceDigest, inv.Fee, inv.TrueUp, inv.Total)
+		inv.Plan, inv.Currency, inv.PriceSnapshot, inv.PriceDigest, inv.Fee, inv.TrueUp, inv.Total, inv.Parts)
 	return err
 }
 
@@ -171,7 +171,7 @@ func (tx *CloseTx) InsertInvoice(ctx context.Context, inv Invoice) error {
 func (tx *CloseTx) InsertInvoiceLine(ctx context.Context, l InvoiceLine) error {
 	if tx.insLine == nil {
 		st, err := tx.tx.PreparexContext(ctx, `INSERT INTO invoice_lines
-		(`+lineColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		(`+lineColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 		if err != nil {
 			return err
 		}
@@ -179,7 +179,7 @@ func (tx *CloseTx) InsertInvoiceLine(ctx context.Context, l InvoiceLine) error {
 	}
 	_, err := tx.insLine.ExecContext(ctx, l.InvoiceID, l.LineNo, l.Customer, l.Meter, l.Aggregation, l.Property, l.Unit,
 		l.Late, l.Period, l.TZ, l.PeriodStart, l.PeriodEnd, l.AfterID, l.ThroughID, l.Quantity, l.QuantityWide, l.Rows, l.Adjustments,
-		l.MaxID, l.Digest, l.BilledBefore, l.PlanVersion, l.AmountPrecise, l.Amount, l.Charge, l.Dimensions)
+		l.MaxID, l.Digest, l.BilledBefore, l.PlanVersion, l.AmountPrecise, l.Amount, l.Charge, l.Dimensions, l.PartStart, l.PartEnd)
 	return err
 }
 

@@ -35,6 +35,9 @@ func invoicesErr(ctx context.Context, q sqlx.QueryerContext, err error) error {
 	if err != nil && !predates(ctx, q, versionWideQuantities) && predates(ctx, q, versionLineDimensions) {
 		return fmt.Errorf("%w (the database predates invoice lines by dimension: run hookledger migrate, which keeps every invoice as it is)", err)
 	}
+	if err != nil && !predates(ctx, q, versionLineDimensions) && predates(ctx, q, versionInvoiceParts) {
+		return fmt.Errorf("%w (the database predates invoices split at a plan change: run hookledger migrate, which keeps every invoice as it is)", err)
+	}
 	return wideErr(ctx, q, err)
 }
 
@@ -43,6 +46,10 @@ const versionInvoiceMoney = 12
 
 // versionLineDimensions is the migration that added invoice_lines.dimensions.
 const versionLineDimensions = 22
+
+// versionInvoiceParts is the migration that added invoices.parts and the
+// lines' part bounds.
+const versionInvoiceParts = 34
 
 // Invoice is one invoices row.
 type Invoice struct {
@@ -65,6 +72,9 @@ type Invoice struct {
 	Fee           string `db:"fee"`
 	TrueUp        string `db:"true_up"`
 	Total         string `db:"total"`
+	// Parts is the period split at a plan change, JSON ("": one part;
+	// migration 0034).
+	Parts string `db:"parts"`
 }
 
 // InvoiceLine is one invoice_lines row. Quantity is in micro-units; a
@@ -98,6 +108,10 @@ type InvoiceLine struct {
 	AmountPrecise string `db:"amount_precise"`
 	Amount        string `db:"amount"` // rounded to the currency's minor unit
 	Charge        string `db:"charge"` // the price's breakdown, JSON
+	// The part of a split period the line bills (migration 0034); 0 and 0:
+	// the whole period.
+	PartStart int64 `db:"part_start"`
+	PartEnd   int64 `db:"part_end"`
 }
 
 // InvoiceFilter selects invoices; zero fields do not filter.
@@ -108,11 +122,11 @@ type InvoiceFilter struct {
 }
 
 const invoiceColumns = `id, close_id, customer_id, period, tz, period_start, period_end, cutoff, ledger_head, closed_at, digest,
-	plan, currency, price_snapshot, price_digest, fee, true_up, total`
+	plan, currency, price_snapshot, price_digest, fee, true_up, total, parts`
 
 const lineColumns = `invoice_id, line_no, customer_id, meter, aggregation, property, unit, late, period, tz,
 	period_start, period_end, after_id, through_id, quantity, quantity_wide, row_count, adjustments, max_id, digest,
-	billed_before, plan_version, amount_precise, amount, charge, dimensions`
+	billed_before, plan_version, amount_precise, amount, charge, dimensions, part_start, part_end`
 
 func invoices(ctx context.Context, q sqlx.QueryerContext, f InvoiceFilter) ([]Invoice, error) {
 	query := `SELECT ` + invoiceColumns + ` FROM invoices WHERE 1=1`
@@ -176,11 +190,12 @@ type InvoiceHead struct {
 	PeriodStart int64  `db:"period_start"`
 	PeriodEnd   int64  `db:"period_end"`
 	LedgerHead  int64  `db:"ledger_head"`
+	Parts       string `db:"parts"` // its period split at a plan change (migration 0034)
 }
 
 // invoiceHeads reads every invoice's head, of customer scope only unless scope is "".
 func invoiceHeads(ctx context.Context, q sqlx.QueryerContext, scope string) ([]InvoiceHead, error) {
-	query := `SELECT customer_id, period, tz, period_start, period_end, ledger_head FROM invoices`
+	query := `SELECT customer_id, period, tz, period_start, period_end, ledger_head, parts FROM invoices`
 	var args []any
 	if scope != "" {
 		query, args = query+` WHERE customer_id = ?`, append(args, scope)

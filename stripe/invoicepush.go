@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/ledger"
@@ -98,14 +99,33 @@ func InvoicePush(inv ledger.Invoice, identity bool, opts *config.StripeInvoices)
 		}
 		items[len(items)-1].Digest = hex.EncodeToString(l.Digest)
 	}
-	if nonZero(m.Fee) {
-		if err := add("fee", m.Fee, fmt.Sprintf("Plan %s, %s", m.Plan, inv.Period), start, end, 0); err != nil {
-			return schema.StripeInvoicePush{}, false, err
+	if len(inv.Parts) > 0 {
+		// A period split at a plan change: each part's prorated fee and
+		// true-up as items of their own, for the part's dates.
+		for i, pt := range inv.Parts {
+			plan, _, _ := strings.Cut(pt.Version, "@")
+			days := fmt.Sprintf("%s, %s to %s", inv.Period, time.UnixMilli(pt.Start).UTC().Format(time.DateOnly), time.UnixMilli(pt.End).UTC().Format(time.DateOnly))
+			if nonZero(pt.Fee) {
+				if err := add(fmt.Sprintf("fee:%d", i+1), pt.Fee, fmt.Sprintf("Plan %s, %s", plan, days), pt.Start/1000, pt.End/1000, 0); err != nil {
+					return schema.StripeInvoicePush{}, false, err
+				}
+			}
+			if nonZero(pt.TrueUp) {
+				if err := add(fmt.Sprintf("minimum:%d", i+1), pt.TrueUp, fmt.Sprintf("Plan %s minimum, %s", plan, days), pt.Start/1000, pt.End/1000, 0); err != nil {
+					return schema.StripeInvoicePush{}, false, err
+				}
+			}
 		}
-	}
-	if nonZero(m.TrueUp) {
-		if err := add("minimum", m.TrueUp, fmt.Sprintf("Plan %s minimum, %s", m.Plan, inv.Period), start, end, 0); err != nil {
-			return schema.StripeInvoicePush{}, false, err
+	} else {
+		if nonZero(m.Fee) {
+			if err := add("fee", m.Fee, fmt.Sprintf("Plan %s, %s", m.Plan, inv.Period), start, end, 0); err != nil {
+				return schema.StripeInvoicePush{}, false, err
+			}
+		}
+		if nonZero(m.TrueUp) {
+			if err := add("minimum", m.TrueUp, fmt.Sprintf("Plan %s minimum, %s", m.Plan, inv.Period), start, end, 0); err != nil {
+				return schema.StripeInvoicePush{}, false, err
+			}
 		}
 	}
 	if m.Credits != "" {

@@ -99,4 +99,28 @@ func TestInvoicePush(t *testing.T) {
 	if _, ok, err := InvoicePush(cr, true, send); ok || err != nil {
 		t.Errorf("an invoice credits paid whole: sent %v, %v; want not sent", ok, err)
 	}
+
+	// A period split at a plan change: each part's fee and true-up are items.
+	sp := inv
+	sp.Money.Fee, sp.Money.TrueUp, sp.Money.Total = "20.00", "1.00", "33.04"
+	sp.Credits, sp.Money.Credits, sp.Money.AmountDue = nil, "", ""
+	sp.Parts = []ledger.InvoicePart{
+		{Start: 1793491200000, End: 1794787200000, Version: "basic@2026-01-01", Fee: "5.00", TrueUp: "1.00"},
+		{Start: 1794787200000, End: 1796083200000, Version: "pro@2026-01-01", Fee: "15.00", TrueUp: "0.00"}}
+	p, ok, err = InvoicePush(sp, true, send)
+	if err != nil || !ok {
+		t.Fatalf("push of a split period: %v, %v", ok, err)
+	}
+	items = nil
+	if err := json.Unmarshal([]byte(p.Items), &items); err != nil {
+		t.Fatal(err)
+	}
+	keys, amounts = nil, nil
+	for _, it := range items {
+		keys, amounts = append(keys, it.Key), append(amounts, it.Amount)
+	}
+	if strings.Join(keys, " ") != "line:1 line:3 fee:1 minimum:1 fee:2" || strings.Join(amounts, " ") != "1234 -30 500 100 1500" ||
+		items[2].Description != "Plan basic, 2026-11, 2026-11-01 to 2026-11-16" || items[4].PeriodStart != 1794787200 {
+		t.Errorf("items of a split period: %v %v %+v", keys, amounts, items)
+	}
 }

@@ -375,6 +375,9 @@ func writeInvoiceHeader(w io.Writer, inv *ledger.Invoice) {
 			fmt.Fprintf(tw, "fee\t%s %s\n", m.Fee, m.Currency)
 			fmt.Fprintf(tw, "true-up\t%s %s\n", m.TrueUp, m.Currency)
 		}
+		for _, pt := range inv.Parts {
+			fmt.Fprintf(tw, "part\t%s: %s, fee %s, true-up %s %s\n", partDays(pt, inv.TZ), pt.Version, pt.Fee, pt.TrueUp, m.Currency)
+		}
 		fmt.Fprintf(tw, "total\t%s %s\n", m.Total, m.Currency)
 		if m.Credits != "" {
 			fmt.Fprintf(tw, "credits\t%s %s (%s)\n", m.Credits, m.Currency, creditsText(inv.Credits))
@@ -412,6 +415,12 @@ func lineRecords(invs []ledger.Invoice) ([]string, [][]string) {
 	if dimensional {
 		header = slices.Insert(header, 4, "dimension")
 	}
+	// A part column only when a period was split at a plan change: the
+	// days of its part ("11-16 to 12-01"), "-" for a line of a whole period.
+	split := slices.ContainsFunc(invs, func(inv ledger.Invoice) bool { return inv.Parts != nil })
+	if split {
+		header = slices.Insert(header, 5, "part")
+	}
 	var rows [][]string
 	for _, inv := range invs {
 		for _, l := range inv.Lines {
@@ -427,6 +436,9 @@ func lineRecords(invs []ledger.Invoice) ([]string, [][]string) {
 			}
 			if dimensional {
 				row = slices.Insert(row, 4, orDash(ledger.DimensionLabel(l.Dimensions)))
+			}
+			if split {
+				row = slices.Insert(row, 5, orDash(ledger.PartLabel(l)))
 			}
 			rows = append(rows, row)
 		}
@@ -460,6 +472,9 @@ func writeMoney(w io.Writer, invs []ledger.Invoice) {
 				fmt.Fprintf(w, ", credits %s (%s), amount due %s %s", m.Credits, creditsText(inv.Credits), m.AmountDue, m.Currency)
 			}
 			fmt.Fprintln(w)
+			for _, pt := range inv.Parts {
+				fmt.Fprintf(w, "  part %s: %s, fee %s, true-up %s %s\n", partDays(pt, inv.TZ), pt.Version, pt.Fee, pt.TrueUp, m.Currency)
+			}
 		}
 	}
 }
@@ -483,4 +498,10 @@ func creditsText(cs []ledger.InvoiceCredit) string {
 		parts[i] = "grant " + c.Grant + " " + c.Amount
 	}
 	return strings.Join(parts, ", ")
+}
+
+// partDays names a part of a split period by its bounds in tz: "2026-11-16
+// to 2026-12-01" (the end exclusive, as periods are).
+func partDays(pt ledger.InvoicePart, tz string) string {
+	return ledgerTime(pt.Start, tz)[:10] + " to " + ledgerTime(pt.End, tz)[:10]
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
+	"github.com/hookledger/hookledger/schema"
 )
 
 func planCommand() *cli.Command {
@@ -70,31 +71,48 @@ func planAssign(c *cli.Context) error {
 		return err
 	}
 	defer db.Close()
-	a, err := ledger.AssignPlan(c.Context, db, ledger.PlanAssignment{Customer: args[0], Plan: args[1], EffectiveFrom: from,
-		RecordedAt: time.Now().UTC(), Note: c.String("note")}, cfg.Catalog)
+	asked := ledger.PlanAssignment{Customer: args[0], Plan: args[1], EffectiveFrom: from, RecordedAt: time.Now().UTC(), Note: c.String("note")}
+	if err := previewChange(c, cfg, db, asked); err != nil {
+		return err
+	}
+	a, err := ledger.AssignPlan(c.Context, db, asked, cfg.Catalog)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(c.App.Writer, "customer %q is on plan %q from %s (assignment %d)\n", a.Customer, a.Plan, a.EffectiveFrom, a.ID)
-	return noteMidPeriod(c, cfg, a)
+	return nil
 }
 
-// noteMidPeriod says on stderr what an assignment from a day inside a
-// month does to that month: its invoice is priced by the plan in force on
-// its first day, so the new plan prices usage from the next month, while
-// limits switch on the day (docs/invoicing.md, "Which version").
-func noteMidPeriod(c *cli.Context, cfg *config.Config, a ledger.PlanAssignment) error {
+// previewChange prints, before an assignment from a day inside a month is
+// stored, what it does to that month: the draft invoice split at the
+// change, each part's plan version and prorated fee, beside the draft
+// without it. An assignment on a month's first day, or one that changes no
+// price, prints nothing.
+func previewChange(c *cli.Context, cfg *config.Config, db *schema.DB, a ledger.PlanAssignment) error {
 	loc, err := zoneOf(c, cfg)
 	if err != nil {
 		return err
 	}
-	day, err := time.ParseInLocation(time.DateOnly, string(a.EffectiveFrom), loc)
-	if err != nil || day.Day() == 1 {
+	pr, _, err := ledger.LoadPricing(c.Context, db, cfg.Catalog, cfg.Customers.DefaultPlan)
+	if err != nil {
+		return err
+	}
+	// An assignment the preview cannot price (a plan not declared) is left
+	// to AssignPlan, which refuses it with the reason.
+	p, err := ledger.PreviewChange(c.Context, db, pr, a, ledger.NewMeters(cfg.Meters), loc, time.Now)
+	if err != nil || p == nil {
 		return nil
 	}
-	first := time.Date(day.Year(), day.Month(), 1, 0, 0, 0, 0, loc)
-	fmt.Fprintf(c.App.ErrWriter, "note: %s is inside the month %s (%s): its invoice is priced by the plan in force on %s, so %q prices usage from %s; its limits apply from %s\n",
-		a.EffectiveFrom, first.Format("2006-01"), loc, first.Format(time.DateOnly), a.Plan, first.AddDate(0, 1, 0).Format(time.DateOnly), a.EffectiveFrom)
+	w, m := c.App.Writer, p.After.Money
+	fmt.Fprintf(w, "%s (%s) splits at %s: usage is priced by event time, each plan's fee and minimum prorated by its part:\n", p.Period.Label, p.Period.Zone, a.EffectiveFrom)
+	for _, pt := range p.After.Parts {
+		fmt.Fprintf(w, "  part %s: %s, fee %s, true-up %s %s\n", partDays(pt, p.After.TZ), pt.Version, pt.Fee, pt.TrueUp, m.Currency)
+	}
+	fmt.Fprintf(w, "  the draft of %s with the change: total %s %s", p.Period.Label, m.Total, m.Currency)
+	if p.Before != nil && p.Before.Money.Currency != "" {
+		fmt.Fprintf(w, " (without it: %s %s)", p.Before.Money.Total, p.Before.Money.Currency)
+	}
+	fmt.Fprintln(w)
 	return nil
 }
 

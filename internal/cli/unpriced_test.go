@@ -142,26 +142,37 @@ customers:
 	}
 }
 
-// plan assign from a day inside a month says what that does to the month:
-// its invoice keeps the plan of its first day; a first day says nothing.
-func TestPlanAssignNotesAMidMonthDay(t *testing.T) {
+// plan assign from a day inside a month prints, before it stores it, what
+// it does to the month: the draft split at the change, each part's plan
+// and prorated fee, beside the draft without it; a month's first day, or
+// the same plan, prints nothing of the kind.
+func TestPlanAssignPreviewsAMidMonthChange(t *testing.T) {
 	e := newCLIEnv(t)
 	e.appendConfig(`plans:
-  - {name: us, currency: USD, effective_from: 2026-01-01, prices: [{meter: api, model: unit, unit: "1"}], unpriced: free}
+  - {name: us, currency: USD, effective_from: 2026-01-01, fee: "31.00", prices: [{meter: api, model: unit, unit: "1"}], unpriced: free}
+  - {name: big, currency: USD, effective_from: 2026-01-01, fee: "62.00", prices: [{meter: api, model: unit, unit: "1"}], unpriced: free}
+customers:
+  default_plan: us
 `)
 	e.write(t0("2026-10-20T00:00:00Z"), usageEvent{customer: "c1", meter: "api", qty: "1", at: t0("2026-10-03T10:00:00Z")})
-	for _, tc := range []struct{ from, want string }{
-		{"2026-12-16", `note: 2026-12-16 is inside the month 2026-12 (UTC): its invoice is priced by the plan in force on 2026-12-01, so "us" prices usage from 2027-01-01; its limits apply from 2026-12-16`},
-		{"2027-01-01", ""},
+	for _, tc := range []struct{ plan, from, want string }{
+		// 31.00 for 15 of 31 days, 62.00 for 16: 15.00 and 32.00.
+		{"big", "2026-12-16", "2026-12 (UTC) splits at 2026-12-16: usage is priced by event time, each plan's fee and minimum prorated by its part:\n" +
+			"  part 2026-12-01 to 2026-12-16: us@2026-01-01, fee 15.00, true-up 0.00 USD\n" +
+			"  part 2026-12-16 to 2027-01-01: big@2026-01-01, fee 32.00, true-up 0.00 USD\n" +
+			"  the draft of 2026-12 with the change: total 47.00 USD (without it: 31.00 USD)\n" +
+			`customer "c1" is on plan "big" from 2026-12-16 (assignment 1)`},
+		{"big", "2027-01-01", `customer "c1" is on plan "big" from 2027-01-01 (assignment 2)`},
+		{"big", "2027-01-20", `customer "c1" is on plan "big" from 2027-01-20 (assignment 3)`}, // the same plan: nothing splits
 	} {
 		var out, errOut bytes.Buffer
 		app := newApp()
 		app.Writer, app.ErrWriter = &out, &errOut
-		if err := app.Run([]string{"hookledger", "plan", "assign", "--config", e.config, "c1", "us", "--from", tc.from}); err != nil {
+		if err := app.Run([]string{"hookledger", "plan", "assign", "--config", e.config, "c1", tc.plan, "--from", tc.from}); err != nil {
 			t.Fatalf("%v\n%s", err, errOut.String())
 		}
-		if got := strings.TrimSpace(errOut.String()); got != tc.want {
-			t.Errorf("--from %s: stderr %q, want %q", tc.from, got, tc.want)
+		if got := strings.TrimSpace(out.String()); got != tc.want {
+			t.Errorf("--from %s:\n%s\nwant\n%s", tc.from, got, tc.want)
 		}
 	}
 }
