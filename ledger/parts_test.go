@@ -77,6 +77,23 @@ func TestPlanChangeInsideAMonth(t *testing.T) {
 		t.Errorf("December's late lines: %s", s)
 	}
 	verifyClean(t, e)
+
+	// A part's fee edited in the database is caught: by the digest and by
+	// the recomputation of the parts from the stored versions.
+	if e.DB.Postgres() {
+		e.Exec(`ALTER TABLE invoices DISABLE TRIGGER invoices_no_change`)
+	} else {
+		e.Exec(`DROP TRIGGER invoices_no_update`)
+	}
+	e.Exec(`UPDATE invoices SET parts = replace(parts, '"fee":"15.00"', '"fee":"1.50"') WHERE parts <> ''`)
+	rep, err := ledger.Verify(e.ctx, e.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := problems(rep)
+	if !strings.Contains(found, "stored digest does not match") || !strings.Contains(found, `its parts recompute to`) {
+		t.Errorf("verify after a part's fee was edited:\n%s", found)
+	}
 }
 
 // A change on the period's first day splits nothing: the period is priced

@@ -30,6 +30,10 @@ func planCommand() *cli.Command {
 				Name:      "assign",
 				Usage:     "put a customer on a plan from a date",
 				ArgsUsage: "CUSTOMER PLAN",
+				Description: "An assignment is appended, never edited. From a day inside a month it splits that month's invoice\n" +
+					"at the change: usage is priced by event time, each plan's fee and minimum prorated by its part.\n" +
+					"Before storing such an assignment, plan assign prints the month's draft split at the change beside\n" +
+					"the draft without it. An assignment into a closed period is refused. See docs/invoicing.md.",
 				Flags: append(configFlags(),
 					&cli.StringFlag{Name: "from", Required: true, Usage: "the first day on the plan, YYYY-MM-DD (in the invoices' time zone)"},
 					&cli.StringFlag{Name: "note", Usage: "why (kept with the assignment)"},
