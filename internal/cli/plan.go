@@ -101,11 +101,14 @@ func previewChange(c *cli.Context, cfg *config.Config, db *schema.DB, a ledger.P
 	if err != nil {
 		return err
 	}
-	// An assignment the preview cannot price (a plan not declared) is left
-	// to AssignPlan, which refuses it with the reason.
+	if cfg.Catalog == nil || !cfg.Catalog.Has(a.Plan) {
+		return nil // AssignPlan refuses it, naming the plans there are
+	}
+	// A change the month's invoice cannot take (a plan in another
+	// currency inside it) is refused here, before it is stored.
 	p, err := ledger.PreviewChange(c.Context, db, pr, a, ledger.NewMeters(cfg.Meters), loc, time.Now)
 	if err != nil || p == nil {
-		return nil
+		return err
 	}
 	w, m := c.App.Writer, p.After.Money
 	fmt.Fprintf(w, "%s (%s) splits at %s: usage is priced by event time, each plan's fee and minimum prorated by its part:\n", p.Period.Label, p.Period.Zone, a.EffectiveFrom)

@@ -151,6 +151,7 @@ func TestPlanAssignPreviewsAMidMonthChange(t *testing.T) {
 	e.appendConfig(`plans:
   - {name: us, currency: USD, effective_from: 2026-01-01, fee: "31.00", prices: [{meter: api, model: unit, unit: "1"}], unpriced: free}
   - {name: big, currency: USD, effective_from: 2026-01-01, fee: "62.00", prices: [{meter: api, model: unit, unit: "1"}], unpriced: free}
+  - {name: eu, currency: EUR, effective_from: 2026-01-01, fee: "10.00", prices: [{meter: api, model: unit, unit: "1"}], unpriced: free}
 customers:
   default_plan: us
 `)
@@ -174,5 +175,17 @@ customers:
 		if got := strings.TrimSpace(out.String()); got != tc.want {
 			t.Errorf("--from %s:\n%s\nwant\n%s", tc.from, got, tc.want)
 		}
+	}
+	// A plan in another currency from a day inside a month is refused before
+	// it is stored: one invoice has one currency.
+	var out, errOut bytes.Buffer
+	app := newApp()
+	app.Writer, app.ErrWriter = &out, &errOut
+	err := app.Run([]string{"hookledger", "plan", "assign", "--config", e.config, "c1", "eu", "--from", "2027-02-10"})
+	if err == nil || !strings.Contains(err.Error(), `changes plan inside 2027-02 from big@2026-01-01 (USD) to eu@2026-01-01 (EUR): one invoice has one currency`) {
+		t.Errorf("a change of currency inside a month: %v", err)
+	}
+	if n := e.count(`SELECT COUNT(*) FROM plan_assignments`); n != 3 {
+		t.Errorf("%d assignments after the refusal, want 3", n)
 	}
 }
