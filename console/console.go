@@ -312,6 +312,7 @@ func mustParse() map[string]*template.Template {
 		"traceURL": traceURL,
 		"external": externalIDs,
 		"add":      func(a, b int) int { return a + b },
+		"part":     ledger.PartLabel, // a split month's part of a line, "" for a whole period
 		// Stripe's times are unix seconds.
 		"unix":        func(sec int64) template.HTML { return stampMillis(sec * 1000) },
 		"stripeEvent": stripe.InvoiceEventText,
