@@ -3,6 +3,7 @@ package custody_test
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/hookledger/hookledger/custody"
@@ -111,6 +112,29 @@ func TestCreditAlertsFireOnceAtTheirThresholds(t *testing.T) {
 		}
 		if n := e.Int(`SELECT COUNT(*) FROM outbox o JOIN receipts r ON r.id = o.receipt_id WHERE r.provider = 'hookledger' AND o.destination = 'app'`); n != 3 {
 			t.Errorf("%d outbox messages for credit alerts, want 3", n)
+		}
+
+		// verify checks each crossing against the ledgers: clean as written,
+		// and a recorded balance edited behind their back is reported.
+		rep, err := ledger.Verify(t.Context(), e.DB)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := rep.First(); p != nil {
+			t.Fatalf("verify: %v", p)
+		}
+		if e.DB.Postgres() {
+			e.Exec(`ALTER TABLE credit_crossings DISABLE TRIGGER credit_crossings_no_update`)
+		} else {
+			e.Exec(`DROP TRIGGER credit_crossings_no_update`)
+		}
+		e.Exec(`UPDATE credit_crossings SET balance = '90.00', drawn = '65.00' WHERE threshold = '25%'`)
+		if rep, err = ledger.Verify(t.Context(), e.DB); err != nil {
+			t.Fatal(err)
+		}
+		if p := rep.First(); p == nil || p.Table != "credit_crossings" ||
+			!strings.Contains(p.Msg, "records a balance of 90.00, the credit ledger says grant g1 had 100.00 then") {
+			t.Errorf("verify after a crossing's balance was edited: %v", p)
 		}
 	})
 }

@@ -120,6 +120,7 @@ type sealSource interface {
 	CloseSealHash(ctx context.Context, closeID int64) ([]byte, error)
 	LastCredit(ctx context.Context) (schema.CreditEntry, error)
 	CreditRowHash(ctx context.Context, id int64) ([]byte, error)
+	CreditCrossings(ctx context.Context, customer string, limit int) ([]schema.CreditCrossing, error)
 }
 
 // AnchorSource is what reading every chain's end needs (LoadAnchors).

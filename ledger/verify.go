@@ -82,7 +82,7 @@ func Verify(ctx context.Context, db VerifySource, anchors ...Anchor) (*VerifyRep
 	for _, check := range []func(context.Context, VerifySource) (CheckResult, error){
 		verifyIntegrity, verifyChain, verifyReceipts, verifyInvoices,
 		verifyReceiptChain, verifyHead, verifyBodies, verifyStatuses, verifyVoids, verifyUsageState, verifySpendCrossings,
-		verifySeals, verifyCredits, verifyCoverage,
+		verifySeals, verifyCredits, verifyCreditCrossings, verifyCoverage,
 		func(ctx context.Context, db VerifySource) (CheckResult, error) {
 			return verifyAnchors(ctx, db, anchors)
 		},

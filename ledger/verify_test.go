@@ -61,7 +61,7 @@ func TestVerifyIntactDatabase(t *testing.T) {
 	if p := rep.First(); p != nil {
 		t.Fatalf("intact database: %v", p)
 	}
-	if len(rep.Checks) != 15 || rep.Checks[1].Checked != 5 || rep.Checks[2].Checked != 5 || rep.Checks[3].Checked != 1 || rep.Checks[11].Checked != 1 || rep.Checks[13].Checked != 1 {
+	if len(rep.Checks) != 16 || rep.Checks[1].Checked != 5 || rep.Checks[2].Checked != 5 || rep.Checks[3].Checked != 1 || rep.Checks[11].Checked != 1 || rep.Checks[14].Checked != 1 {
 		t.Fatalf("checks: %+v", rep.Checks)
 	}
 }

@@ -84,8 +84,8 @@ func TestPostgresVerifyAsNonSuperuser(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &rep); err != nil {
 			t.Fatalf("%v\n%s", err, out)
 		}
-		if len(rep.Checks) != 15 {
-			t.Fatalf("%d checks ran, want 15:\n%s", len(rep.Checks), out)
+		if len(rep.Checks) != 16 {
+			t.Fatalf("%d checks ran, want 16:\n%s", len(rep.Checks), out)
 		}
 		for _, c := range rep.Checks {
 			if len(c.Problems) > 0 {
