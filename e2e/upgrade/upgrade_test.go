@@ -119,6 +119,38 @@ func TestPreviousReleaseMigratesAndVerifies(t *testing.T) {
 				}
 			}
 		}
+		// 0029–0034: the credit ledger, credit crossings and close
+		// exclusions exist, empty; every old invoice is one part, every old
+		// line bills its whole period, and the invoices kept their rows
+		// through 0031's rebuild (compared whole above).
+		if got := dumpRows(t, db, `SELECT (SELECT COUNT(*) FROM credit_entries), (SELECT COUNT(*) FROM credit_crossings),
+			(SELECT COUNT(*) FROM close_exclusions), (SELECT COUNT(*) FROM invoices WHERE parts <> ''),
+			(SELECT COUNT(*) FROM invoice_lines WHERE part_start <> 0 OR part_end <> 0)`); got != "[0 0 0 0 0]\n" {
+			t.Errorf("credits, crossings, exclusions, split invoices and lines after 0029–0034: %s", got)
+		}
+		// 0031: an invoice is unique per customer, period and currency: a
+		// copy of an old invoice in another currency is taken, one in its own
+		// currency refused (in a transaction rolled back).
+		copyOf := func(currency string) string {
+			return `INSERT INTO invoices (id, close_id, customer_id, period, tz, period_start, period_end, cutoff, ledger_head, closed_at, digest, currency)
+				SELECT (SELECT MAX(id) + 1 FROM invoices), close_id, customer_id, period, tz, period_start, period_end, cutoff, ledger_head, closed_at, digest, ` +
+				currency + ` FROM invoices WHERE id = (SELECT MIN(id) FROM invoices)`
+		}
+		tx, err := db.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(copyOf("'XTS'")); err != nil {
+			t.Errorf("an old invoice's copy in another currency after 0031: %v", err)
+		}
+		if _, err := tx.Exec(copyOf("currency")); err == nil {
+			t.Error("an old invoice's copy in its own currency was taken after 0031")
+		}
+		tx.Rollback()
+		run("credits", "grant", "cus_2", "25.00", "--currency", "USD", "--id", "upgrade-1", "--reason", "after the upgrade")
+		if got := dumpRows(t, db, `SELECT id, kind, grant_id, amount, balance FROM credit_entries`); got != "[1 grant upgrade-1 25.00 25.00]\n" {
+			t.Errorf("a grant on the upgraded ledger: %s", got)
+		}
 		run("limits", "set", "cus_2", "--spend", "100.00", "--from", "2026-01-01")
 		if got := dumpRows(t, db, `SELECT customer_id, limit_value, effective_from FROM spend_overrides`); got != "[cus_2 100.00 2026-01-01]\n" {
 			t.Errorf("spend override on the upgraded ledger: %s", got)
