@@ -237,3 +237,9 @@ func (p *Plans) with(a PlanAssignment) *Plans {
 	out.byCust[a.Customer] = append(slices.Clone(p.byCust[a.Customer]), a)
 	return out
 }
+
+// PartDays names a part of a split period by its days in tz: "2026-11-16
+// to 2026-12-01" (the end exclusive, as periods are).
+func PartDays(pt InvoicePart, tz string) string {
+	return msTime(pt.Start, tz).Format(time.DateOnly) + " to " + msTime(pt.End, tz).Format(time.DateOnly)
+}

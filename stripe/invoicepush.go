@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/ledger"
@@ -104,7 +103,7 @@ func InvoicePush(inv ledger.Invoice, identity bool, opts *config.StripeInvoices)
 		// true-up as items of their own, for the part's dates.
 		for i, pt := range inv.Parts {
 			plan, _, _ := strings.Cut(pt.Version, "@")
-			days := fmt.Sprintf("%s, %s to %s", inv.Period, time.UnixMilli(pt.Start).UTC().Format(time.DateOnly), time.UnixMilli(pt.End).UTC().Format(time.DateOnly))
+			days := fmt.Sprintf("%s, %s", inv.Period, ledger.PartDays(pt, inv.TZ))
 			if nonZero(pt.Fee) {
 				if err := add(fmt.Sprintf("fee:%d", i+1), pt.Fee, fmt.Sprintf("Plan %s, %s", plan, days), pt.Start/1000, pt.End/1000, 0); err != nil {
 					return schema.StripeInvoicePush{}, false, err

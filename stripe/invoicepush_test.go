@@ -123,4 +123,17 @@ func TestInvoicePush(t *testing.T) {
 		items[2].Description != "Plan basic, 2026-11, 2026-11-01 to 2026-11-16" || items[4].PeriodStart != 1794787200 {
 		t.Errorf("items of a split period: %v %v %+v", keys, amounts, items)
 	}
+	// The part's days are the invoice's zone's: Berlin's 16 November begins
+	// at 23:00 UTC on the 15th.
+	berlin := sp
+	berlin.TZ = "Europe/Berlin"
+	berlin.Parts = []ledger.InvoicePart{
+		{Start: 1793487600000, End: 1794783600000, Version: "basic@2026-01-01", Fee: "5.00", TrueUp: "1.00"},
+		{Start: 1794783600000, End: 1796079600000, Version: "pro@2026-01-01", Fee: "15.00", TrueUp: "0.00"}}
+	if p, _, err = InvoicePush(berlin, true, send); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(p.Items, "Plan pro, 2026-11, 2026-11-16 to 2026-12-01") {
+		t.Errorf("a Berlin part's days: %s", p.Items)
+	}
 }

@@ -376,7 +376,7 @@ func writeInvoiceHeader(w io.Writer, inv *ledger.Invoice) {
 			fmt.Fprintf(tw, "true-up\t%s %s\n", m.TrueUp, m.Currency)
 		}
 		for _, pt := range inv.Parts {
-			fmt.Fprintf(tw, "part\t%s: %s, fee %s, true-up %s %s\n", partDays(pt, inv.TZ), pt.Version, pt.Fee, pt.TrueUp, m.Currency)
+			fmt.Fprintf(tw, "part\t%s: %s, fee %s, true-up %s %s\n", ledger.PartDays(pt, inv.TZ), pt.Version, pt.Fee, pt.TrueUp, m.Currency)
 		}
 		fmt.Fprintf(tw, "total\t%s %s\n", m.Total, m.Currency)
 		if m.Credits != "" {
@@ -473,7 +473,7 @@ func writeMoney(w io.Writer, invs []ledger.Invoice) {
 			}
 			fmt.Fprintln(w)
 			for _, pt := range inv.Parts {
-				fmt.Fprintf(w, "  part %s: %s, fee %s, true-up %s %s\n", partDays(pt, inv.TZ), pt.Version, pt.Fee, pt.TrueUp, m.Currency)
+				fmt.Fprintf(w, "  part %s: %s, fee %s, true-up %s %s\n", ledger.PartDays(pt, inv.TZ), pt.Version, pt.Fee, pt.TrueUp, m.Currency)
 			}
 		}
 	}
@@ -498,10 +498,4 @@ func creditsText(cs []ledger.InvoiceCredit) string {
 		parts[i] = "grant " + c.Grant + " " + c.Amount
 	}
 	return strings.Join(parts, ", ")
-}
-
-// partDays names a part of a split period by its bounds in tz: "2026-11-16
-// to 2026-12-01" (the end exclusive, as periods are).
-func partDays(pt ledger.InvoicePart, tz string) string {
-	return ledgerTime(pt.Start, tz)[:10] + " to " + ledgerTime(pt.End, tz)[:10]
 }

@@ -113,7 +113,7 @@ func previewChange(c *cli.Context, cfg *config.Config, db *schema.DB, a ledger.P
 	w, m := c.App.Writer, p.After.Money
 	fmt.Fprintf(w, "%s (%s) splits at %s: usage is priced by event time, each plan's fee and minimum prorated by its part:\n", p.Period.Label, p.Period.Zone, a.EffectiveFrom)
 	for _, pt := range p.After.Parts {
-		fmt.Fprintf(w, "  part %s: %s, fee %s, true-up %s %s\n", partDays(pt, p.After.TZ), pt.Version, pt.Fee, pt.TrueUp, m.Currency)
+		fmt.Fprintf(w, "  part %s: %s, fee %s, true-up %s %s\n", ledger.PartDays(pt, p.After.TZ), pt.Version, pt.Fee, pt.TrueUp, m.Currency)
 	}
 	fmt.Fprintf(w, "  the draft of %s with the change: total %s %s", p.Period.Label, m.Total, m.Currency)
 	if p.Before != nil && p.Before.Money.Currency != "" {
