@@ -72,7 +72,9 @@ const maxProblems = 20
 // compensates exactly one usage row, once (void.go); the usage state
 // against the ledger's monthly sums (state.go); every spend crossing
 // against the spend recomputed at its row (spend.go); every close against
-// its seal and the closes' chain (seal.go); that each closed period's usage
+// its seal and the closes' chain (seal.go); the credit ledger's chain, its
+// balances and each invoice's burns (credits.go), and each credit alert
+// against the grant it crossed (creditcrossings.go); that each closed period's usage
 // is on an invoice of its close or late, never in a gap no close can fill
 // (coverage.go); and that each
 // anchor's row still exists with the anchored hash. The error is for failures

@@ -139,17 +139,15 @@ func creditsGrant(c *cli.Context) error {
 		verb = "was granted before (a duplicate: nothing written)"
 	}
 	fmt.Fprintf(c.App.Writer, "grant %s %s: %s %s to %s (%s, priority %d, effective %s, %s)\n", e.GrantID, verb, e.Amount, e.Currency,
-		e.Customer, e.Category, e.Priority, msUTC(e.EffectiveAt), expiresText(e.ExpiresAt))
+		e.Customer, e.Category, e.Priority, ledgerTime(e.EffectiveAt, "UTC"), expiresText(e.ExpiresAt))
 	return nil
 }
-
-func msUTC(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339) }
 
 func expiresText(ms int64) string {
 	if ms == 0 {
 		return "never expires"
 	}
-	return "expires " + msUTC(ms)
+	return "expires " + ledgerTime(ms, "UTC")
 }
 
 func creditsList(c *cli.Context) error {
@@ -185,10 +183,10 @@ func listGrants(c *cli.Context, customer string, burns bool) error {
 	for _, g := range gs {
 		expires := "never"
 		if g.ExpiresAt != 0 {
-			expires = msUTC(g.ExpiresAt)
+			expires = ledgerTime(g.ExpiresAt, "UTC")
 		}
 		rows = append(rows, []string{g.ID, g.Customer, g.Currency, g.Amount, g.Balance, g.Status, g.Category,
-			fmt.Sprint(g.Priority), msUTC(g.EffectiveAt), expires})
+			fmt.Sprint(g.Priority), ledgerTime(g.EffectiveAt, "UTC"), expires})
 	}
 	if err := writeRecords(c.App.Writer, c.String("format"), header, rows, gs); err != nil || !burns || c.String("format") != "table" {
 		return err
