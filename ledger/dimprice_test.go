@@ -151,12 +151,18 @@ func TestPricesByDimension(t *testing.T) {
 }
 
 // allowInvoiceEdits drops what refuses an edit of an invoice line, to tamper.
-func (e *env) allowInvoiceEdits() {
+func (e *env) allowInvoiceEdits() { e.allowEdits("invoice_lines") }
+
+// allowEdits drops what refuses an edit or a delete of table's rows, to
+// tamper: its triggers (SQLite's TABLE_no_update and TABLE_no_delete; on
+// PostgreSQL every trigger of the table's own).
+func (e *env) allowEdits(table string) {
 	if e.DB.Postgres() {
-		e.Exec(`ALTER TABLE invoice_lines DISABLE TRIGGER invoice_lines_no_change`)
-	} else {
-		e.Exec(`DROP TRIGGER invoice_lines_no_update`)
+		e.Exec(`ALTER TABLE ` + table + ` DISABLE TRIGGER USER`)
+		return
 	}
+	e.Exec(`DROP TRIGGER IF EXISTS ` + table + `_no_update`)
+	e.Exec(`DROP TRIGGER IF EXISTS ` + table + `_no_delete`)
 }
 
 // A model with no card and no default is refused at close, naming the
