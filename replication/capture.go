@@ -53,16 +53,17 @@ type capture struct {
 	known   bool      // walBase is set: a cut has succeeded
 }
 
-// startCapture runs the cut and replica-retry loops for db (from start).
+// startCapture runs the cut, replica-retry and prune loops for db (from start).
 func (r *Replicator) startCapture(db *litestream.DB) {
 	ctx, stop := context.WithCancel(context.Background())
 	r.capture.stop = stop
-	r.capture.done.Add(2)
+	r.capture.done.Add(3)
 	go func() { defer r.capture.done.Done(); r.cutLoop(ctx, db) }()
 	go func() { defer r.capture.done.Done(); r.replicaRetryLoop(ctx, db) }()
+	go func() { defer r.capture.done.Done(); r.pruneLoop(ctx, db) }()
 }
 
-// stopCapture stops both loops and waits for them (from close, before the
+// stopCapture stops the loops and waits for them (from close, before the
 // store closes).
 func (r *Replicator) stopCapture() {
 	if r.capture.stop != nil {

@@ -1,0 +1,78 @@
+package replication
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/benbjohnson/litestream"
+	"github.com/superfly/ltx"
+)
+
+// pruneEvery is how often the levels below the top are pruned: soon after
+// each compaction into the level above, whose intervals are minutes.
+const pruneEvery = time.Minute
+
+// Pruning: Litestream keeps every compacted level's files until a snapshot
+// older than the retention window is deleted, so each level holds a copy of
+// up to three windows of changes. The levels below the top repeat what the
+// level above already holds at a coarser grain, and at 30 s the first level
+// is the largest: in a 50-minute soak the replica held 5.6 GB for a 1.09 GB
+// database, 3.4 GB of it level 1. hookledger deletes a level's files once the
+// level above covers them (the top level stays under Litestream's snapshot
+// retention, L0 under its L0 retention). A restore takes, from each point
+// on, the file that reaches furthest in any level, so it never needs a
+// covered file; point-in-time restore keeps its reach and is as fine-grained
+// as the files left: L0's seconds for the last minutes, the next-to-top
+// level's interval within the top level's interval, the top level's beyond.
+// docs/backups.md has the arithmetic.
+
+// pruneLoop prunes every pruneEvery until ctx ends.
+func (r *Replicator) pruneLoop(ctx context.Context, db *litestream.DB) {
+	tick := time.NewTicker(pruneEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if err := prune(ctx, db, len(r.cfg.Levels)); err != nil && ctx.Err() == nil {
+			r.Logger.Warn("pruning the replica's covered files failed; retrying in a minute", "error", err)
+		}
+	}
+}
+
+// prune deletes, in levels 1 to top-1, the files the next level up covers.
+// Litestream keeps the newest file of a level (the next compaction reads
+// from its end), and leaves deletion to bucket lifecycle rules when its
+// retention is disabled.
+func prune(ctx context.Context, db *litestream.DB, top int) error {
+	for level := top - 1; level >= 1; level-- {
+		covered, err := maxTXID(ctx, db.Replica.Client, level+1)
+		if err != nil {
+			return err
+		}
+		if covered == 0 {
+			continue
+		}
+		if err := db.EnforceRetentionByTXID(ctx, level, covered+1); err != nil {
+			return fmt.Errorf("prune level %d: %w", level, err)
+		}
+	}
+	return nil
+}
+
+// maxTXID is the last transaction a level's files reach, 0 when it has none.
+func maxTXID(ctx context.Context, client litestream.ReplicaClient, level int) (ltx.TXID, error) {
+	itr, err := client.LTXFiles(ctx, level, 0, false)
+	if err != nil {
+		return 0, fmt.Errorf("list level %d: %w", level, err)
+	}
+	defer itr.Close()
+	var max ltx.TXID
+	for itr.Next() {
+		max = itr.Item().MaxTXID // in order of TXID
+	}
+	return max, itr.Err()
+}
