@@ -29,51 +29,78 @@ func levelFiles(t *testing.T, r *Replicator, level int) []*ltx.FileInfo {
 }
 
 // TestPruneKeepsWhatARestoreNeeds: after pruning, level 1 holds no file
-// level 2 covers but its newest, and the replica still restores the latest
-// state and a state at an earlier moment (a prefix of the rows, none written
-// after it).
+// level 2 covers but its newest, level 2 none that ends before the oldest
+// snapshot, and the replica still restores the latest state and a state at
+// an earlier moment (a prefix of the rows, none written after it). The
+// compactions and snapshots are made here, in order; Litestream's own, hourly,
+// have nothing to do after the first.
 func TestPruneKeepsWhatARestoreNeeds(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	dbPath := filepath.Join(dir, "hookledger.db")
 	cfg := writeConfig(t, dir, fmt.Sprintf(`levels:
-  - interval: 1s
-  - interval: 3s
+  - interval: 1h
+  - interval: 1h
+snapshot:
+  interval: 1h
 dbs:
   - path: %s
     %s      type: file
       path: %s
-`, dbPath, fast, filepath.Join(dir, "replica")))
+`, dbPath, slow, filepath.Join(dir, "replica")))
 	app := openApp(t, dbPath)
 	r := start(t, cfg, dbPath)
-
-	var at time.Time
-	var atRows int
-	for i := range 40 { // 8 s of commits: several level 1 files, two of level 2
-		insert(t, app, i*10, 10)
-		if i == 20 {
-			atRows, at = (i+1)*10, time.Now()
+	rows := 0
+	commit := func(levels ...int) {
+		insert(t, app, rows, 10)
+		rows += 10
+		if err := r.Sync(ctx); err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(200 * time.Millisecond)
+		for _, l := range levels {
+			if _, err := r.db.Compact(ctx, l); err != nil {
+				t.Fatalf("compact level %d: %v", l, err)
+			}
+		}
 	}
-	if err := r.Sync(ctx); err != nil {
+	commit(1)
+	commit(1, 2) // level 2's first file: to before the snapshot
+	commit(1)
+	if _, err := r.db.Snapshot(ctx); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "compacted into level 2 twice", func() bool { return len(levelFiles(t, r, 2)) >= 2 })
-	before := len(levelFiles(t, r, 1))
+	time.Sleep(20 * time.Millisecond) // LTX timestamps have millisecond precision
+	at, atRows := time.Now(), rows
+	time.Sleep(20 * time.Millisecond)
+	commit(1, 2)
+	commit(1)
+	commit(1, 2)
+	commit(1)
+	// Litestream's retention of snapshots: only the newest is left.
+	if _, err := r.db.EnforceSnapshotRetention(ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	l1Before, l2Before := len(levelFiles(t, r, 1)), len(levelFiles(t, r, 2))
 
 	if err := prune(ctx, r.db, len(cfg.Levels)); err != nil {
 		t.Fatal(err)
 	}
-	covered := levelFiles(t, r, 2)
+	l2 := levelFiles(t, r, 2)
 	l1 := levelFiles(t, r, 1)
 	for i, f := range l1 {
-		if i < len(l1)-1 && f.MaxTXID <= covered[len(covered)-1].MaxTXID {
-			t.Errorf("level 1 file %s–%s is covered by level 2 (to %s) and was kept", f.MinTXID, f.MaxTXID, covered[len(covered)-1].MaxTXID)
+		if f.MaxTXID <= l2[len(l2)-1].MaxTXID && i < len(l1)-1 {
+			t.Errorf("level 1 file %s–%s is covered by level 2 (to %s) and was kept", f.MinTXID, f.MaxTXID, l2[len(l2)-1].MaxTXID)
 		}
 	}
-	if len(l1) >= before {
-		t.Errorf("level 1: %d files before pruning, %d after; want fewer", before, len(l1))
+	snapshot := levelFiles(t, r, 9)[0]
+	for _, f := range l2 {
+		if f.MaxTXID < snapshot.MaxTXID {
+			t.Errorf("level 2 file %s–%s ends before the oldest snapshot (%s) and was kept", f.MinTXID, f.MaxTXID, snapshot.MaxTXID)
+		}
+	}
+	// Left: level 1's file of the last commit; level 2's two after the snapshot.
+	if len(l1) != 1 || len(l2) != 2 {
+		t.Errorf("after pruning: %d level 1 files (%d before), %d level 2 (%d before); want 1 and 2", len(l1), l1Before, len(l2), l2Before)
 	}
 
 	want, n := digest(t, dbPath)
@@ -83,8 +110,7 @@ dbs:
 		t.Errorf("latest restore: %d rows, wrong state; want %d", m, n)
 	}
 	past := mustRestore(t, cfg, RestoreOptions{OutputPath: filepath.Join(out, "past.db"), Timestamp: at})
-	_, m := digest(t, past.Path)
-	if m == 0 || m > atRows {
-		t.Errorf("restore to a moment after row %d: %d rows; want some, none written after it", atRows, m)
+	if _, m := digest(t, past.Path); m != atRows {
+		t.Errorf("restore to the snapshot's moment: %d rows; want %d", m, atRows)
 	}
 }
