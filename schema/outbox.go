@@ -377,8 +377,10 @@ func (db *DB) OutboxSummary(ctx context.Context, names []string) ([]DestinationS
 		for _, n := range append(append([]string{}, names...), known...) {
 			all[n] = true
 		}
+		// SQLite keeps the delivered messages counted (migration 0035).
+		counted := !db.Postgres() && !predates(ctx, tx, versionOutboxDelivered)
 		for n := range all {
-			s, err := summary(ctx, tx, n, known != nil)
+			s, err := summary(ctx, tx, n, known != nil, counted)
 			if err != nil {
 				return err
 			}
@@ -390,7 +392,9 @@ func (db *DB) OutboxSummary(ctx context.Context, names []string) ([]DestinationS
 	return out, err
 }
 
-func summary(ctx context.Context, tx *sqlx.Tx, name string, migrated bool) (DestinationSummary, error) {
+// summary summarises one destination's outbox; with counted, its delivered
+// messages are read from their count (migration 0035) instead of counted.
+func summary(ctx context.Context, tx *sqlx.Tx, name string, migrated, counted bool) (DestinationSummary, error) {
 	s := DestinationSummary{Name: name, State: DestinationState{Name: name}}
 	if !migrated {
 		return s, nil
@@ -399,7 +403,13 @@ func summary(ctx context.Context, tx *sqlx.Tx, name string, migrated bool) (Dest
 		status string
 		n      *int64
 	}{{OutboxPending, &s.Pending}, {OutboxDelivered, &s.Delivered}, {OutboxDead, &s.Dead}} {
-		if err := tx.GetContext(ctx, c.n, `SELECT COUNT(*) FROM outbox WHERE destination = ? AND status = ?`, name, c.status); err != nil {
+		var err error
+		if counted && c.status == OutboxDelivered {
+			err = tx.GetContext(ctx, c.n, `SELECT COALESCE(SUM(messages), 0) FROM outbox_delivered WHERE destination = ?`, name)
+		} else {
+			err = tx.GetContext(ctx, c.n, `SELECT COUNT(*) FROM outbox WHERE destination = ? AND status = ?`, name, c.status)
+		}
+		if err != nil {
 			return s, fmt.Errorf("count %s messages of %s: %w", c.status, name, err)
 		}
 	}

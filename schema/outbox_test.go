@@ -102,3 +102,78 @@ func TestOutboxReadsOnOlderDatabase(t *testing.T) {
 		t.Errorf("list: %+v %v", rows, err)
 	}
 }
+
+// 0035 counts the delivered messages a database already holds, and the count
+// follows every later delivery and delete: the relay's, retention's prune of
+// delivered messages and a pruned receipt's cascade.
+func TestOutboxDeliveredCount(t *testing.T) {
+	ctx := context.Background()
+	path, old := openAt(t, 34)
+	fillCustody(t, old) // receipts 7 and 9
+	old.MustExec(`INSERT INTO outbox (receipt_id, destination, message_id, status, created_at, pending_since, next_attempt_at, delivered_at)
+		VALUES (7, 'app', 'msg_1', 'delivered', 100, 100, 100, 100), (9, 'app', 'msg_2', 'pending', 100, 100, 100, NULL),
+		(7, 'crm', 'msg_3', 'delivered', 100, 100, 100, 100)`)
+	old.MustExec(`INSERT INTO forward_destinations (name, updated_at) VALUES ('app', 100), ('crm', 100)`)
+	old.Close()
+	db, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	counts := func(when string, want map[string]int64) {
+		t.Helper()
+		sums, err := db.OutboxSummary(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]int64{}
+		for _, s := range sums {
+			var n int64
+			if err := db.Read.GetContext(ctx, &n, `SELECT COUNT(*) FROM outbox WHERE destination = ? AND status = 'delivered'`, s.Name); err != nil {
+				t.Fatal(err)
+			}
+			if s.Delivered != n {
+				t.Errorf("%s: %s shows %d delivered, the outbox holds %d", when, s.Name, s.Delivered, n)
+			}
+			got[s.Name] = s.Delivered
+		}
+		for name, n := range want {
+			if got[name] != n {
+				t.Errorf("%s: %s has %d delivered; want %d", when, name, got[name], n)
+			}
+		}
+	}
+	counts("after the migration", map[string]int64{"app": 1, "crm": 1})
+
+	b := beginBatch(t, db)
+	claims, err := b.ClaimOutbox(ctx, "app", 200, 5000, 10)
+	if err != nil || len(claims) != 1 {
+		t.Fatalf("claim: %+v %v", claims, err)
+	}
+	if err := b.RecordOutboxResults(ctx, []OutboxResult{{ID: claims[0].ID, Status: OutboxDelivered, AttemptedAt: 300, NextAttemptAt: 300, StatusCode: 204},
+		{ID: claims[0].ID, Status: OutboxDelivered, AttemptedAt: 301, NextAttemptAt: 301, StatusCode: 204}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	counts("after a delivery (recorded twice)", map[string]int64{"app": 2, "crm": 1})
+
+	b = beginBatch(t, db)
+	if n, err := b.PruneDelivered(ctx, 150, 10); err != nil || n != 2 {
+		t.Fatalf("prune delivered: %d %v; want msg_1 and msg_3", n, err)
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	counts("after retention's prune", map[string]int64{"app": 1, "crm": 0})
+
+	b = beginBatch(t, db)
+	if ids, _, err := b.PruneReceipts(ctx, PruneKeys, []int64{9}, 1<<40); err != nil || len(ids) != 1 {
+		t.Fatalf("prune receipt 9: %v %v", ids, err)
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	counts("after a receipt's cascade", map[string]int64{"app": 0, "crm": 0})
+}

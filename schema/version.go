@@ -15,6 +15,8 @@ const (
 	// chain_head.payload_pruned_before (a column, not a table: reads that
 	// need it fall back on older databases).
 	versionPayloadPruned = 10
+	// outbox_delivered (SQLite): a destination's delivered messages counted.
+	versionOutboxDelivered = 35
 )
 
 // SchemaVersion is the newest migration applied to the database: 0 for a

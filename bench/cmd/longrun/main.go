@@ -252,16 +252,19 @@ func (r *run) compactions() ([]compaction, error) {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		var l struct {
-			Time  time.Time
-			Msg   string
-			Level int `json:"level"`
-			Size  int64
-		}
-		if !strings.Contains(sc.Text(), "compaction complete") || json.Unmarshal(sc.Bytes(), &l) != nil {
+		if !strings.Contains(sc.Text(), "compaction complete") {
 			continue
 		}
-		cs = append(cs, compaction{at: l.Time, level: l.Level, size: l.Size})
+		// Litestream's "level" attribute follows slog's own: decoded into
+		// a map, the later one wins.
+		var l map[string]any
+		if json.Unmarshal(sc.Bytes(), &l) != nil {
+			continue
+		}
+		at, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(l["time"]))
+		level, _ := l["level"].(float64)
+		size, _ := l["size"].(float64)
+		cs = append(cs, compaction{at: at, level: int(level), size: int64(size)})
 	}
 	return cs, sc.Err()
 }
