@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
+	"github.com/hookledger/hookledger/schema"
 )
 
 // freeTier is a plan "free" limiting api_requests to 100 a month (hard),
@@ -377,4 +379,44 @@ func sendTwiceConcurrently(t *testing.T, e *env, events int, q string) {
 // nthRow is the id of customer's nth ledger row (from 1).
 func nthRow(e *env, customer string, n int) int64 {
 	return int64(e.Int(`SELECT id FROM metered_usage WHERE customer_id = ? ORDER BY id LIMIT 1 OFFSET ?`, customer, n-1))
+}
+
+// The writer keeps the usage state it read from one batch to the next; a
+// commit of another connection (a command's own writer, in another process)
+// makes it read the state again rather than add to what it kept.
+func TestUsageStateCacheSeesAnotherWriter(t *testing.T) {
+	e := newLimitedEnv(t, "sqlite")
+	if r := e.Send("a", testenv.UsageBody("cus_1", "api_requests", "10")); r.Code != 200 {
+		t.Fatal(r.Code)
+	}
+	other, err := schema.Open(t.Context(), filepath.Join(e.Dir, schema.FileName), schema.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	w := custody.NewWriter(other)
+	if err := w.Open(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	q, _ := ledger.ParseRowQuantity("5")
+	a := ledger.Adjustment{Customer: "cus_1", Meter: "api_requests", Quantity: q, Reason: "from another process", Ref: "row:1"}
+	err = w.Submit(t.Context(), custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
+		r, err := a.Row(ctx, tx.Refs(), tx.Now())
+		if err != nil {
+			return err
+		}
+		return tx.Append(ctx, r)
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	if r := e.Send("b", testenv.UsageBody("cus_1", "api_requests", "1")); r.Code != 200 {
+		t.Fatal(r.Code)
+	}
+	ent, err := checker(e).Check(t.Context(), "cus_1", "api_requests")
+	if err != nil || ent.Used.String() != "16" {
+		t.Fatalf("used %v (%v); want 16: 10, the other writer's 5, then 1", ent.Used, err)
+	}
+	checkStateMatchesLedger(t, e)
 }

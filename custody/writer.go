@@ -90,7 +90,8 @@ type Writer struct {
 	Limits *entitle.Policy
 
 	db       *schema.DB
-	store    Store // set by Open
+	store    Store               // set by Open
+	states   *entitle.StateCache // the usage state across batches, for the database the writer alone changes between them
 	testHook func(*Delivery) error
 	lastNow  int64 // owned by the writer goroutine
 
@@ -153,6 +154,7 @@ func (w *Writer) Open(ctx context.Context) error {
 		return err
 	}
 	w.store = store
+	w.states = entitle.NewStateCache()
 	w.queue = make(chan *job, w.QueueSize)
 	w.done = make(chan struct{})
 	w.room = semaphore.NewWeighted(int64(w.QueueSize))
@@ -362,7 +364,14 @@ func (w *Writer) apply(batch []*job, errs []error, isolate bool) (failed bool, e
 	}
 	defer b.Rollback()
 	btx := &Tx{b: b, hook: w.testHook, now: w.clock(), route: w.Route, push: w.Push, receipt: w.Receipt}
-	btx.usage = entitle.NewTracker(b, w.Limits)
+	var states *entitle.StateCache
+	if v, ok, err := b.DataVersion(ctx); err != nil {
+		return false, w.storageError("begin", fmt.Errorf("read data_version: %w", err))
+	} else if ok {
+		w.states.Begin(v)
+		states = w.states
+	}
+	btx.usage = entitle.NewTracker(b, w.Limits, states)
 	b.Expect(expectedReceipts(batch, errs))
 	for i, j := range batch {
 		switch {
@@ -409,6 +418,7 @@ func (w *Writer) apply(batch []*job, errs []error, isolate bool) (failed bool, e
 		}
 		return false, w.storageError("commit", fmt.Errorf("commit: %w", err))
 	}
+	btx.usage.Committed()
 	if w.AfterBatch != nil {
 		w.AfterBatch(len(batch), time.Since(start))
 	}

@@ -101,6 +101,22 @@ func BenchmarkWriterBatch(b *testing.B) {
 			benchCommit(b, w, size, benchJobs(b.N, 0))
 		})
 	}
+	// As serve runs: the usage state built (serve builds it at start) and
+	// the deliveries spread over 100 customers.
+	b.Run("state/size=32", func(b *testing.B) {
+		w := benchWriter(b)
+		if _, err := w.BuildUsageState(context.Background(), "UTC"); err != nil {
+			b.Fatal(err)
+		}
+		jobs := benchJobs(b.N, 0)
+		for i, j := range jobs {
+			d := benchDelivery(fmt.Sprintf("evt_%09d", i), time.Now())
+			d.Body = fmt.Appendf(nil, `{"id":"evt_%09d","type":"usage.recorded","data":{"customer":"cus_%d","meter":"api_requests","quantity":12.5}}`, i, i%100)
+			d.Classify(benchMapper)
+			j.op = d
+		}
+		benchCommit(b, w, 32, jobs)
+	})
 	// Every delivery repeats one already stored: the duplicate path.
 	b.Run("duplicates/size=32", func(b *testing.B) {
 		w := benchWriter(b)

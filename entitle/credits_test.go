@@ -76,7 +76,7 @@ func TestCreditsCostNothingUnconfigured(t *testing.T) {
 	}
 	for _, p := range []*Policy{nil, NewPolicy(nil, ""), NewPolicy(catalog, "free")} {
 		s := &countingStore{calls: map[string]int{}}
-		tr := NewTracker(s, p)
+		tr := NewTracker(s, p, nil)
 		for range 3 {
 			cs, err := tr.Credits(t.Context(), row(5), 2_000)
 			if err != nil || cs != nil {
@@ -90,7 +90,7 @@ func TestCreditsCostNothingUnconfigured(t *testing.T) {
 	p := NewPolicy(catalog, "")
 	p.CreditAlerts.Depleted = true
 	s := &countingStore{calls: map[string]int{}}
-	tr := NewTracker(s, p)
+	tr := NewTracker(s, p, nil)
 	if cs, err := tr.Credits(t.Context(), row(-5), 2_000); err != nil || cs != nil || len(s.calls) != 0 {
 		t.Errorf("a row that decreases usage: %v %v, read %v", cs, err, s.calls)
 	}
@@ -141,35 +141,35 @@ func TestCreditsReadErrors(t *testing.T) {
 	p.CreditAlerts.Depleted = true
 	for _, read := range []string{"StateZone", "CreditEntries", "PlanAssignments", "FiredCreditThresholds", "UsageState"} {
 		s := &countingStore{calls: map[string]int{}, entries: []schema.CreditEntry{grant}, fail: read}
-		if _, err := NewTracker(s, p).Credits(t.Context(), r, now); !errors.Is(err, errRead) {
+		if _, err := NewTracker(s, p, nil).Credits(t.Context(), r, now); !errors.Is(err, errRead) {
 			t.Errorf("Credits, %s failing: %v", read, err)
 		}
 		if read == "FiredCreditThresholds" {
 			continue // a consume reads no alerts
 		}
-		if _, _, err := NewTracker(s, p).CreditFits(t.Context(), "cus_1", "api_requests", now, ledger.Total{}, now); !errors.Is(err, errRead) {
+		if _, _, err := NewTracker(s, p, nil).CreditFits(t.Context(), "cus_1", "api_requests", now, ledger.Total{}, now); !errors.Is(err, errRead) {
 			t.Errorf("CreditFits, %s failing: %v", read, err)
 		}
 	}
 	bad := grant
 	bad.Balance = "99.00" // a grant's balance is its amount
 	s := &countingStore{calls: map[string]int{}, entries: []schema.CreditEntry{bad}}
-	if _, err := NewTracker(s, p).Credits(t.Context(), r, now); err == nil || !strings.Contains(err.Error(), "run hookledger verify") {
+	if _, err := NewTracker(s, p, nil).Credits(t.Context(), r, now); err == nil || !strings.Contains(err.Error(), "run hookledger verify") {
 		t.Errorf("Credits of a credit ledger that does not add up: %v", err)
 	}
-	if _, _, err := NewTracker(s, p).CreditFits(t.Context(), "cus_1", "api_requests", now, ledger.Total{}, now); err == nil {
+	if _, _, err := NewTracker(s, p, nil).CreditFits(t.Context(), "cus_1", "api_requests", now, ledger.Total{}, now); err == nil {
 		t.Error("CreditFits of a credit ledger that does not add up: want an error")
 	}
 	// Not built: nothing to decide by; no plan version: no credit limit.
 	s = &countingStore{calls: map[string]int{}}
 	unbuilt := &unbuiltStore{s}
-	if _, _, err := NewTracker(unbuilt, p).CreditFits(t.Context(), "cus_1", "api_requests", now, ledger.Total{}, now); !errors.Is(err, ErrNotBuilt) {
+	if _, _, err := NewTracker(unbuilt, p, nil).CreditFits(t.Context(), "cus_1", "api_requests", now, ledger.Total{}, now); !errors.Is(err, ErrNotBuilt) {
 		t.Errorf("CreditFits before the state is built: %v", err)
 	}
-	if cs, err := NewTracker(unbuilt, p).Credits(t.Context(), r, now); cs != nil || err != nil {
+	if cs, err := NewTracker(unbuilt, p, nil).Credits(t.Context(), r, now); cs != nil || err != nil {
 		t.Errorf("Credits before the state is built: %v %v", cs, err)
 	}
-	if _, _, err := NewTracker(s, NewPolicy(nil, "")).CreditFits(t.Context(), "cus_1", "api_requests", now, ledger.Total{}, now); err == nil ||
+	if _, _, err := NewTracker(s, NewPolicy(nil, ""), nil).CreditFits(t.Context(), "cus_1", "api_requests", now, ledger.Total{}, now); err == nil ||
 		!strings.Contains(err.Error(), "no plan version") {
 		t.Errorf("CreditFits without a plan: %v", err)
 	}

@@ -52,6 +52,8 @@ type Tracker struct {
 	spendFired     map[spendKey]map[string]bool      // read once per customer and month
 
 	credits map[string]*customerCredit // by customer (credits.go); nil until a credit is read
+
+	cache *StateCache // across batches (cache.go); nil: none
 }
 
 type state struct {
@@ -61,11 +63,13 @@ type state struct {
 	fired map[string]bool // nil until read (only for alerting meters)
 }
 
-// NewTracker returns the tracker of one batch.
-func NewTracker(b Store, p *Policy) *Tracker {
+// NewTracker returns the tracker of one batch; cache, when not nil, holds
+// the state earlier batches committed (StateCache.Begin called for this
+// batch).
+func NewTracker(b Store, p *Policy, cache *StateCache) *Tracker {
 	return &Tracker{b: b, policy: p, states: map[ledger.StateKey]*state{}, plans: map[string][]schema.PlanAssignment{},
 		limits: map[[2]string][]schema.LimitOverride{}, spendOverrides: map[string][]schema.SpendOverride{},
-		spendFired: map[spendKey]map[string]bool{}}
+		spendFired: map[spendKey]map[string]bool{}, cache: cache}
 }
 
 // Crossing is a threshold a row crossed: the writer records it (once per
@@ -107,7 +111,7 @@ func (t *Tracker) Undo(m Mark) bool {
 // Reset forgets everything read: the state was rebuilt in the batch.
 func (t *Tracker) Reset() {
 	resets := t.resets + 1
-	*t = *NewTracker(t.b, t.policy)
+	*t = *NewTracker(t.b, t.policy, t.cache)
 	t.resets = resets
 }
 
@@ -167,6 +171,9 @@ func (t *Tracker) Add(ctx context.Context, r *ledger.Row) ([]Crossing, error) {
 // ready reads the state's zone once per batch; false: the state is not
 // built, so nothing is kept.
 func (t *Tracker) ready(ctx context.Context) (bool, error) {
+	if !t.zoneRead && t.cache != nil && t.cache.zone != nil && t.resets == 0 {
+		t.zoneRead, t.built, t.loc = true, t.cache.zone.built, t.cache.zone.loc
+	}
 	if !t.zoneRead {
 		z, ok, err := t.b.StateZone(ctx)
 		if err != nil {
@@ -185,6 +192,12 @@ func (t *Tracker) ready(ctx context.Context) (bool, error) {
 // state returns k's total, read from usage_state once per batch.
 func (t *Tracker) state(ctx context.Context, k ledger.StateKey, end int64) (*state, error) {
 	if s := t.states[k]; s != nil {
+		return s, nil
+	}
+	if c, ok := t.cachedState(k); ok {
+		s := &state{row: c.row, used: c.used}
+		t.states[k] = s
+		t.journal = append(t.journal, func() { delete(t.states, k) })
 		return s, nil
 	}
 	row, found, err := t.b.UsageState(ctx, k.Customer, k.Meter, k.PeriodStart)
@@ -235,6 +248,36 @@ func (t *Tracker) assignments(ctx context.Context, customer string) ([]schema.Pl
 		t.plans[customer] = as
 	}
 	return as, nil
+}
+
+// cachedState is k's total as the last batches committed it, when the cache
+// has it and the state was not rebuilt in this batch.
+func (t *Tracker) cachedState(k ledger.StateKey) (cachedState, bool) {
+	if t.cache == nil || t.resets > 0 {
+		return cachedState{}, false
+	}
+	c, ok := t.cache.states[k]
+	return c, ok
+}
+
+// Committed is called once the batch committed: its totals, and the zone it
+// read, are what the database holds now, for the next batches. A batch that
+// rebuilt the state leaves the cache empty.
+func (t *Tracker) Committed() {
+	c := t.cache
+	if c == nil {
+		return
+	}
+	if t.resets > 0 || len(c.states)+len(t.states) > maxCachedStates {
+		c.forget()
+		return
+	}
+	if t.zoneRead {
+		c.zone = &cachedZone{built: t.built, loc: t.loc}
+	}
+	for k, s := range t.states {
+		c.states[k] = cachedState{row: s.row, used: s.used}
+	}
 }
 
 // Flush stores every total the batch changed: one write per customer,

@@ -25,6 +25,7 @@ type Writer struct {
 type writeStmts struct {
 	insertReceipt, storedReceipt, insertAttempt, insertRow, loadHead, saveHead *sql.Stmt
 	insertOutbox                                                               *sql.Stmt // outbox.go: one per forwarded destination of a new receipt
+	usageState, saveUsageState                                                 *sql.Stmt // entitlements.go: per customer, meter and month a batch touches
 }
 
 func (s *writeStmts) each(fn func(dst **sql.Stmt, query string)) {
@@ -35,6 +36,8 @@ func (s *writeStmts) each(fn func(dst **sql.Stmt, query string)) {
 	fn(&s.loadHead, latestHeadSQL)
 	fn(&s.saveHead, saveHeadSQL)
 	fn(&s.insertOutbox, insertOutboxSQL)
+	fn(&s.usageState, usageStateSQL)
+	fn(&s.saveUsageState, saveUsageStateSQL)
 }
 
 // OpenWriter prepares the writer's statements on the write connection. Close
@@ -95,15 +98,9 @@ func (w *Writer) Begin(ctx context.Context) (Batch, error) {
 	if err != nil {
 		return Batch{}, err
 	}
-	st := &writeStmts{}
-	st.insertReceipt = tx.StmtContext(ctx, w.stmts.insertReceipt)
-	st.storedReceipt = tx.StmtContext(ctx, w.stmts.storedReceipt)
-	st.insertAttempt = tx.StmtContext(ctx, w.stmts.insertAttempt)
-	st.insertRow = tx.StmtContext(ctx, w.stmts.insertRow)
-	st.loadHead = tx.StmtContext(ctx, w.stmts.loadHead)
-	st.saveHead = tx.StmtContext(ctx, w.stmts.saveHead)
-	st.insertOutbox = tx.StmtContext(ctx, w.stmts.insertOutbox)
-	return Batch{tx: batchTx{tx: tx}, st: st}, nil
+	st := w.stmts // each bound to tx below
+	st.each(func(dst **sql.Stmt, _ string) { *dst = tx.StmtContext(ctx, *dst) })
+	return Batch{tx: batchTx{tx: tx}, st: &st}, nil
 }
 
 // Batch is the writer's batch transaction (Writer.Begin): the hot path's
@@ -181,4 +178,17 @@ func (b Batch) Isolated(ctx context.Context, fn func() error) (opErr, txErr erro
 		return opErr, fmt.Errorf("release savepoint: %w", err)
 	}
 	return opErr, nil
+}
+
+// DataVersion is SQLite's data_version on the write connection: it changes
+// when another connection has committed since it was last read, and not for
+// the connection's own commits. The writer's caches of what it wrote hold
+// while it does not change (entitle.StateCache). Not on PostgreSQL, where
+// several receivers write: ok is false there.
+func (b Batch) DataVersion(ctx context.Context) (v int64, ok bool, err error) {
+	if b.pg != nil {
+		return 0, false, nil
+	}
+	err = b.tx.tx.QueryRowContext(ctx, `PRAGMA data_version`).Scan(&v)
+	return v, err == nil, err
 }
