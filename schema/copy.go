@@ -30,6 +30,11 @@ var copyTables = []string{
 	"chain_head",
 }
 
+// sqliteOnlyTables are SQLite's own: kept from the copied tables by its
+// triggers, with nothing on PostgreSQL to copy them to (0035: each
+// destination's delivered messages, which PostgreSQL counts).
+var sqliteOnlyTables = []string{"outbox_delivered"}
+
 // ErrTargetNotEmpty means the copy's target already holds a ledger.
 var ErrTargetNotEmpty = errors.New("the target database is not empty")
 
@@ -60,7 +65,7 @@ func CopyPlan(ctx context.Context, src, dst *DB) (CopyCounts, error) {
 		return nil, err
 	}
 	for _, t := range tables {
-		if !slices.Contains(copyTables, t) {
+		if !slices.Contains(copyTables, t) && !slices.Contains(sqliteOnlyTables, t) {
 			return nil, fmt.Errorf("copy does not know the source's table %s", t)
 		}
 	}
