@@ -22,10 +22,13 @@ import (
 // the closed period up to the close's ledger head has an invoice of that
 // close (unless the customer's own earlier close of the period billed them),
 // and that no usage row lies in a gap between closed periods that no close
-// can fill (closes in two time zones whose months do not meet).
-func verifyCoverage(ctx context.Context, db VerifySource) (CheckResult, error) {
-	c := CheckResult{Name: "billing coverage"}
-	invs, err := db.Invoices(ctx, InvoiceFilter{})
+// can fill (closes in two time zones whose months do not meet). An
+// incremental verify checks the closes after the closes anchor, and the
+// rows after the ledger anchor for gaps (a gap beside a new close, every
+// row in it).
+func verifyCoverage(ctx context.Context, db VerifySource, s since) (CheckResult, error) {
+	c := CheckResult{Name: "billing coverage", From: s.from(s.rows(ChainCloses, "after"), s.rows(ChainLedger, "after"))}
+	invs, err := db.Invoices(ctx, InvoiceFilter{AfterClose: s.closes})
 	if errors.Is(err, schema.ErrNoInvoices) {
 		return c, nil // a database from before invoices existed
 	}
@@ -65,8 +68,8 @@ func verifyCoverage(ctx context.Context, db VerifySource) (CheckResult, error) {
 		excluded[closeCustomer{x.CloseID, x.Customer}] = true
 	}
 	for _, cl := range closes {
-		if cl.LedgerHead == 0 {
-			continue // the ledger was empty: nothing to bill
+		if cl.LedgerHead == 0 || cl.ID <= s.closes {
+			continue // the ledger was empty: nothing to bill; or checked by the verify that took the anchor
 		}
 		customers, err := db.PeriodCustomers(ctx, schema.LedgerFilter{Customer: cl.Customer, From: cl.PeriodStart, To: cl.PeriodEnd, ThroughID: cl.LedgerHead})
 		if err != nil {
@@ -86,7 +89,7 @@ func verifyCoverage(ctx context.Context, db VerifySource) (CheckResult, error) {
 			}
 		}
 	}
-	if err := unbillableRows(ctx, db, closes, &c); err != nil {
+	if err := unbillableRows(ctx, db, closes, s, &c); err != nil {
 		return c, err
 	}
 	return c, nil
@@ -94,13 +97,19 @@ func verifyCoverage(ctx context.Context, db VerifySource) (CheckResult, error) {
 
 // unbillableRows reports the usage rows lying in a gap between closed
 // periods that no close can fill: between the periods closed for every
-// customer, and between each customer's own closes and those.
-func unbillableRows(ctx context.Context, db VerifySource, closes []schema.PeriodClose, c *CheckResult) error {
+// customer, and between each customer's own closes and those. From s, the
+// rows after the ledger anchor, unless a close after the closes anchor
+// borders the gap.
+func unbillableRows(ctx context.Context, db VerifySource, closes []schema.PeriodClose, s since, c *CheckResult) error {
 	scopes := closeScopes(closes)
 	reported := map[int64]bool{}
 	for _, scope := range slices.Sorted(maps.Keys(scopes)) {
 		for _, g := range Gaps(scopes[scope]) {
-			err := db.ScanLedger(ctx, schema.LedgerFilter{Customer: scope, From: g.Start, To: g.End}, func(r *schema.LedgerRow) error {
+			after := s.ledger
+			if g.Before.ID > s.closes || g.After.ID > s.closes {
+				after = 0
+			}
+			err := db.ScanLedger(ctx, schema.LedgerFilter{Customer: scope, From: g.Start, To: g.End, AfterID: after}, func(r *schema.LedgerRow) error {
 				if reported[r.ID] || scope == "" && closedFor(scopes[r.Customer], r.OccurredAt) {
 					return nil // the customer's own close billed it
 				}

@@ -17,15 +17,19 @@ import (
 // was left add up to it; and what was left had reached the threshold, whose
 // amount is the one the threshold stands for on the grant. The draw itself
 // priced the month with the plan version the crossing names, which the
-// crossing does not store: that part is not recomputed.
-func verifyCreditCrossings(ctx context.Context, db VerifySource) (CheckResult, error) {
-	c := CheckResult{Name: "credit crossings"}
+// crossing does not store: that part is not recomputed. An incremental
+// verify checks the crossings of ledger rows after the anchor.
+func verifyCreditCrossings(ctx context.Context, db VerifySource, s since) (CheckResult, error) {
+	c := CheckResult{Name: "credit crossings", From: s.from("crossed by " + s.rows(ChainLedger, "after"))}
 	xs, err := db.CreditCrossings(ctx, "", 0)
 	if err != nil {
 		return c, err
 	}
 	entries := map[string][]schema.CreditEntry{}
 	for _, x := range xs {
+		if x.RowID <= s.ledger {
+			continue
+		}
 		c.Checked++
 		es, ok := entries[x.GrantID]
 		if !ok {

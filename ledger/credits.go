@@ -406,10 +406,14 @@ func Due(grants []*Grant, now int64) []*Grant {
 
 // verifyCredits walks the credit chain (each row's hash and link), replays
 // every grant's balance against the stored ones, and recomputes what each
-// closed invoice's grants gave it against its stored burns.
-func verifyCredits(ctx context.Context, db VerifySource) (CheckResult, error) {
-	c := CheckResult{Name: "credits"}
-	es, err := db.CreditEntries(ctx, schema.CreditFilter{})
+// closed invoice's grants gave it against its stored burns. An incremental
+// verify walks the chain from the anchored entry, replays the grants the
+// entries from there touch (their whole history: a grant's balance is
+// never stored apart from its entries), and recomputes the invoices of the
+// closes after the closes anchor.
+func verifyCredits(ctx context.Context, db VerifySource, s since) (CheckResult, error) {
+	c := CheckResult{Name: "credits", From: s.from(s.rows(ChainCredits, "from"), "the invoices of "+s.rows(ChainCloses, "after"))}
+	es, err := db.CreditEntries(ctx, schema.CreditFilter{AfterID: max(s.credits-1, 0)})
 	if errors.Is(err, schema.ErrNoCredits) {
 		c.Skipped = err.Error()
 		return c, nil
@@ -418,6 +422,15 @@ func verifyCredits(ctx context.Context, db VerifySource) (CheckResult, error) {
 		return c, err
 	}
 	prev := chainhash.Genesis
+	if s.credits > 0 {
+		_, hash, ok, err := db.HashBefore(ctx, "credit_entries", s.credits)
+		if err != nil {
+			return c, err
+		}
+		if ok {
+			prev = hash
+		}
+	}
 	for i := range es {
 		e := &es[i]
 		c.Checked++
@@ -429,11 +442,20 @@ func verifyCredits(ctx context.Context, db VerifySource) (CheckResult, error) {
 		}
 		prev = e.RowHash
 	}
-	_, problems := foldCredits(es)
+	replayed, customerEntries := es, creditsByCustomer(es)
+	if s.incremental {
+		if replayed, err = grantHistories(ctx, db, es); err != nil {
+			return c, err
+		}
+		customerEntries = func(customer string) ([]schema.CreditEntry, error) {
+			return db.CreditEntries(ctx, schema.CreditFilter{Customer: customer})
+		}
+	}
+	_, problems := foldCredits(replayed)
 	for _, p := range problems {
 		c.add(p)
 	}
-	invs, err := listInvoices(ctx, db, InvoiceFilter{}, false)
+	invs, err := listInvoices(ctx, db, InvoiceFilter{AfterClose: s.closes}, false)
 	if err != nil {
 		return c, err
 	}
@@ -441,9 +463,13 @@ func verifyCredits(ctx context.Context, db VerifySource) (CheckResult, error) {
 	for i := range invs {
 		inv := &invs[i]
 		known[inv.ID] = true
+		mine, err := customerEntries(inv.Customer)
+		if err != nil {
+			return c, err
+		}
 		var before []schema.CreditEntry
-		for _, e := range es {
-			if e.Customer == inv.Customer && e.RecordedAt < inv.Cutoff {
+		for _, e := range mine {
+			if e.RecordedAt < inv.Cutoff {
 				before = append(before, e)
 			}
 		}
@@ -458,11 +484,30 @@ func verifyCredits(ctx context.Context, db VerifySource) (CheckResult, error) {
 		}
 	}
 	for _, e := range es {
-		if e.Kind == CreditBurned && !known[e.InvoiceID] {
-			c.add(Problem{Table: "credit_entries", ID: e.ID, Msg: fmt.Sprintf("burn of grant %s for invoice %d, which does not exist", e.GrantID, e.InvoiceID)})
+		if e.Kind != CreditBurned || known[e.InvoiceID] {
+			continue
 		}
+		if s.incremental { // an invoice of an earlier close
+			_, err := db.GetInvoice(ctx, e.InvoiceID)
+			if err == nil {
+				continue
+			}
+			if !errors.Is(err, schema.ErrNotFound) {
+				return c, err
+			}
+		}
+		c.add(Problem{Table: "credit_entries", ID: e.ID, Msg: fmt.Sprintf("burn of grant %s for invoice %d, which does not exist", e.GrantID, e.InvoiceID)})
 	}
 	return c, nil
+}
+
+// creditsByCustomer reads a customer's entries from es, every entry.
+func creditsByCustomer(es []schema.CreditEntry) func(string) ([]schema.CreditEntry, error) {
+	by := map[string][]schema.CreditEntry{}
+	for _, e := range es {
+		by[e.Customer] = append(by[e.Customer], e)
+	}
+	return func(customer string) ([]schema.CreditEntry, error) { return by[customer], nil }
 }
 
 func creditList(cs []InvoiceCredit) string {

@@ -70,9 +70,10 @@ func SumUsageState(ctx context.Context, src UsageRowScanner, loc *time.Location)
 // (serve builds it as it starts) has nothing to check.
 //
 // It reads in one snapshot, so a row committed meanwhile is either in both
-// the state and the ledger or in neither.
-func verifyUsageState(ctx context.Context, db VerifySource) (CheckResult, error) {
-	c := CheckResult{Name: "usage state"}
+// the state and the ledger or in neither. An incremental verify checks the
+// months the ledger rows after the anchor fall in (touchedStates).
+func verifyUsageState(ctx context.Context, db VerifySource, s since) (CheckResult, error) {
+	c := CheckResult{Name: "usage state", From: s.from("the months of " + s.rows(ChainLedger, "after"))}
 	err := db.View(ctx, func(tx *schema.ReadTx) error {
 		z, built, err := tx.StateZone(ctx)
 		if err != nil {
@@ -85,11 +86,16 @@ func verifyUsageState(ctx context.Context, db VerifySource) (CheckResult, error)
 		if err != nil {
 			return err
 		}
-		want, err := SumUsageState(ctx, tx, loc)
-		if err != nil {
-			return err
+		var want map[StateKey]*StateSum
+		var states []schema.UsageState
+		if s.ledger > 0 {
+			want, states, err = touchedStates(ctx, tx, loc, s.ledger)
+		} else {
+			want, err = SumUsageState(ctx, tx, loc)
+			if err == nil {
+				states, err = tx.AllUsageStates(ctx)
+			}
 		}
-		states, err := tx.AllUsageStates(ctx)
 		if err != nil {
 			return fmt.Errorf("read usage state: %w", err)
 		}
@@ -116,4 +122,43 @@ func verifyUsageState(ctx context.Context, db VerifySource) (CheckResult, error)
 		return nil
 	})
 	return c, err
+}
+
+// touchedStates is, for each customer, meter and month a ledger row after
+// afterID falls in, what the ledger sums to there and its usage_state row
+// (if any): the part of the state that rows appended after an anchor
+// changed.
+func touchedStates(ctx context.Context, tx *schema.ReadTx, loc *time.Location, afterID int64) (map[StateKey]*StateSum, []schema.UsageState, error) {
+	keys := map[StateKey]int64{} // and the month's end
+	err := tx.ScanUsage(ctx, schema.UsageScan{Filter: schema.LedgerFilter{AfterID: afterID}}, func(r *schema.UsageRow) error {
+		start, end := MonthOf(r.OccurredAt, loc)
+		keys[StateKey{Customer: r.Customer, Meter: r.Meter, PeriodStart: start}] = end
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("read the ledger after row %d: %w", afterID, err)
+	}
+	want := map[StateKey]*StateSum{}
+	var states []schema.UsageState
+	for k, end := range keys {
+		sum := &StateSum{PeriodEnd: end}
+		f := schema.LedgerFilter{Customer: k.Customer, Meter: k.Meter, From: k.PeriodStart, To: end}
+		err := tx.ScanUsage(ctx, schema.UsageScan{Filter: f}, func(r *schema.UsageRow) error {
+			sum.Used = sum.Used.Plus(RowQuantity(r.Quantity, int(r.Decimals)))
+			sum.LastRowID = max(sum.LastRowID, r.ID)
+			return nil
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("sum %s's %s: %w", k.Customer, k.Meter, err)
+		}
+		want[k] = sum
+		st, ok, err := tx.UsageState(ctx, k.Customer, k.Meter, k.PeriodStart)
+		if err != nil {
+			return nil, nil, err
+		}
+		if ok {
+			states = append(states, st)
+		}
+	}
+	return want, states, nil
 }

@@ -89,11 +89,15 @@ type VerifySource interface {
 	LastLedgerID(ctx context.Context) (int64, error)
 	LedgerRowHash(ctx context.Context, id int64) ([]byte, error)
 	IntegrityCheck(ctx context.Context) ([]string, error)
-	CountAppliedReceipts(ctx context.Context) (int64, error)
-	AppliedWithoutUsage(ctx context.Context, limit int) ([]schema.EventKey, error)
-	UsageWithoutApplied(ctx context.Context, limit int) ([]schema.EventKey, error)
+	CountAppliedReceipts(ctx context.Context, afterID int64) (int64, error)
+	AppliedWithoutUsage(ctx context.Context, afterID int64, limit int) ([]schema.EventKey, error)
+	UsageWithoutApplied(ctx context.Context, afterID int64, limit int) ([]schema.EventKey, error)
 	VoidRows(ctx context.Context, afterID int64, limit int) ([]schema.LedgerRow, error)
 	GetLedgerRow(ctx context.Context, id int64) (*schema.LedgerRow, error)
+	// The reads an incremental verify adds (verify_since.go).
+	LedgerLinkBefore(ctx context.Context, id int64) (schema.Link, bool, error)
+	HashBefore(ctx context.Context, table string, id int64) (int64, []byte, bool, error)
+	PeriodInvoiceLines(ctx context.Context, customer string, start, end int64) ([]schema.InvoiceLine, error)
 	custodySource
 	sealSource
 	PeriodCustomers(ctx context.Context, f schema.LedgerFilter) ([]string, error)
@@ -105,17 +109,17 @@ type VerifySource interface {
 type custodySource interface {
 	HeadSource
 	ReceiptsPrunedThrough(ctx context.Context) (int64, error)
-	ScanReceiptLinks(ctx context.Context, fn func(*ReceiptLink) error) error
+	ScanReceiptLinks(ctx context.Context, afterID int64, fn func(*ReceiptLink) error) error
 	LastReceiptID(ctx context.Context) (int64, error)
 	ReceiptRowHash(ctx context.Context, id int64) ([]byte, error)
-	ScanStoredBodies(ctx context.Context, fn func(*schema.StoredBody) error) error
+	ScanStoredBodies(ctx context.Context, afterID int64, fn func(*schema.StoredBody) error) error
 	ScanReplaySteps(ctx context.Context, fn func(*schema.ReplayStep) error) error
 }
 
 // sealSource is what checking the closes' seals reads (seal.go).
 type sealSource interface {
 	SealedCloses(ctx context.Context) ([]schema.SealedClose, []chainhash.CloseSeal, error)
-	SealedInvoices(ctx context.Context) (map[int64][]chainhash.SealedInvoice, error)
+	SealedInvoices(ctx context.Context, fromClose int64) (map[int64][]chainhash.SealedInvoice, error)
 	LastCloseSeal(ctx context.Context) (int64, []byte, error)
 	CloseSealHash(ctx context.Context, closeID int64) ([]byte, error)
 	LastCredit(ctx context.Context) (schema.CreditEntry, error)

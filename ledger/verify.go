@@ -39,6 +39,9 @@ type CheckResult struct {
 	// granted. A skipped check is not a failure: verify's other checks prove
 	// the ledger without it, and the report says what was left out.
 	Skipped string `json:"skipped,omitempty"`
+	// From says what an incremental verify (VerifySince) checked, e.g.
+	// "incremental: ledger rows from 12"; empty in a full verify.
+	From string `json:"from,omitempty"`
 }
 
 // OK reports whether the check found nothing wrong.
@@ -47,6 +50,14 @@ func (c CheckResult) OK() bool { return len(c.Problems) == 0 }
 // VerifyReport is every check's result, in the order they ran.
 type VerifyReport struct {
 	Checks []CheckResult `json:"checks"`
+	// Since are the anchors an incremental verify started from.
+	Since []string `json:"since,omitempty"`
+	// Verified is where each chain ended as the verify began (LoadAnchors),
+	// when no check found a problem: every check covered the rows up to
+	// them, so a later VerifySince can start there. Anchors lists them as
+	// chain:id:hash.
+	Verified []Anchor `json:"-"`
+	Anchors  []string `json:"verified_anchors,omitempty"`
 }
 
 // First returns the first problem found, or nil if everything verified.
@@ -77,25 +88,46 @@ const maxProblems = 20
 // against the grant it crossed (creditcrossings.go); that each closed period's usage
 // is on an invoice of its close or late, never in a gap no close can fill
 // (coverage.go); and that each
-// anchor's row still exists with the anchored hash. The error is for failures
-// to read, not for findings.
+// anchor's row still exists with the anchored hash. When no check found a
+// problem, the report holds where each chain ended as the checks began
+// (Verified): the anchors a later VerifySince can start from
+// (verify_since.go). The error is for failures to read, not for findings.
 func Verify(ctx context.Context, db VerifySource, anchors ...Anchor) (*VerifyReport, error) {
 	r := &VerifyReport{}
-	for _, check := range []func(context.Context, VerifySource) (CheckResult, error){
+	return r, verify(ctx, db, r, since{}, anchors)
+}
+
+// verify runs every check from s (a full verify: from the first rows) and
+// adds their results to r, then, when none found a problem, the anchors it
+// verified up to.
+func verify(ctx context.Context, db VerifySource, r *VerifyReport, s since, anchors []Anchor) error {
+	// The chains' ends as the checks begin: each check reads at least up to
+	// them (rows committed meanwhile are read too, or not).
+	heads, err := LoadAnchors(ctx, db)
+	if err != nil && !errors.Is(err, ErrNotChained) {
+		return fmt.Errorf("verify: read the chains' ends: %w", err)
+	}
+	for _, check := range []func(context.Context, VerifySource, since) (CheckResult, error){
 		verifyIntegrity, verifyChain, verifyReceipts, verifyInvoices,
 		verifyReceiptChain, verifyHead, verifyBodies, verifyStatuses, verifyVoids, verifyUsageState, verifySpendCrossings,
 		verifySeals, verifyCredits, verifyCreditCrossings, verifyCoverage,
-		func(ctx context.Context, db VerifySource) (CheckResult, error) {
-			return verifyAnchors(ctx, db, anchors)
+		func(ctx context.Context, db VerifySource, _ since) (CheckResult, error) {
+			return verifyAnchors(ctx, db, "anchors", anchors)
 		},
 	} {
-		c, err := check(ctx, db)
+		c, err := check(ctx, db, s)
 		if err != nil {
-			return r, fmt.Errorf("verify %s: %w", c.Name, err)
+			return fmt.Errorf("verify %s: %w", c.Name, err)
 		}
 		r.Checks = append(r.Checks, c)
 	}
-	return r, nil
+	if r.First() == nil && len(heads) > 0 {
+		r.Verified = heads
+		for _, a := range heads {
+			r.Anchors = append(r.Anchors, a.String())
+		}
+	}
+	return nil
 }
 
 func (c *CheckResult) add(p Problem) {
@@ -105,8 +137,12 @@ func (c *CheckResult) add(p Problem) {
 	}
 }
 
-func verifyIntegrity(ctx context.Context, db VerifySource) (CheckResult, error) {
+func verifyIntegrity(ctx context.Context, db VerifySource, s since) (CheckResult, error) {
 	c := CheckResult{Name: "integrity_check"}
+	if s.incremental {
+		c.Skipped = "incremental verify (--since): the integrity check reads every page of the database; the full verify runs it"
+		return c, nil
+	}
 	msgs, err := db.IntegrityCheck(ctx)
 	if errors.Is(err, schema.ErrIntegritySkipped) {
 		c.Skipped = err.Error()
@@ -126,11 +162,21 @@ func verifyIntegrity(ctx context.Context, db VerifySource) (CheckResult, error) 
 
 // verifyChain recomputes every row hash from the row's contents and the
 // previous row's hash. An edited row fails its own hash; a deleted or
-// inserted row breaks the link to the next one.
-func verifyChain(ctx context.Context, db VerifySource) (CheckResult, error) {
-	c := CheckResult{Name: "hash chain"}
+// inserted row breaks the link to the next one. An incremental verify
+// walks from the anchored row, linked to the stored hash of the row before.
+func verifyChain(ctx context.Context, db VerifySource, s since) (CheckResult, error) {
+	c := CheckResult{Name: "hash chain", From: s.from(s.rows(ChainLedger, "from"))}
 	prev := genesisLink
-	err := db.ScanLedger(ctx, schema.LedgerFilter{}, func(rec *schema.LedgerRow) error {
+	if s.ledger > 0 {
+		before, ok, err := db.LedgerLinkBefore(ctx, s.ledger)
+		if err != nil {
+			return c, err
+		}
+		if ok {
+			prev = before
+		}
+	}
+	err := db.ScanLedger(ctx, schema.LedgerFilter{AfterID: max(s.ledger-1, 0)}, func(rec *schema.LedgerRow) error {
 		r := rowOf(rec)
 		c.Checked++
 		self := r.link()
@@ -151,13 +197,13 @@ func verifyChain(ctx context.Context, db VerifySource) (CheckResult, error) {
 // verifyReceipts checks custody against the ledger: an applied receipt
 // without usage rows lost its effect; a usage row without an applied receipt
 // has no authenticated event behind it.
-func verifyReceipts(ctx context.Context, db VerifySource) (CheckResult, error) {
-	c := CheckResult{Name: "receipts and usage rows"}
+func verifyReceipts(ctx context.Context, db VerifySource, s since) (CheckResult, error) {
+	c := CheckResult{Name: "receipts and usage rows", From: s.from(s.rows(ChainReceipts, "after"), s.rows(ChainLedger, "after"))}
 	var err error
-	if c.Checked, err = db.CountAppliedReceipts(ctx); err != nil {
+	if c.Checked, err = db.CountAppliedReceipts(ctx, s.receipts); err != nil {
 		return c, err
 	}
-	orphanReceipts, err := db.AppliedWithoutUsage(ctx, maxProblems)
+	orphanReceipts, err := db.AppliedWithoutUsage(ctx, s.receipts, maxProblems)
 	if err != nil {
 		return c, err
 	}
@@ -166,7 +212,7 @@ func verifyReceipts(ctx context.Context, db VerifySource) (CheckResult, error) {
 	}
 	// Rows retention may have left without their receipt are not listed
 	// (see UsageWithoutApplied).
-	orphanRows, err := db.UsageWithoutApplied(ctx, maxProblems)
+	orphanRows, err := db.UsageWithoutApplied(ctx, s.ledger, maxProblems)
 	if err != nil {
 		return c, err
 	}
@@ -179,17 +225,25 @@ func verifyReceipts(ctx context.Context, db VerifySource) (CheckResult, error) {
 // verifyInvoices recomputes every closed invoice: its digest over its stored
 // fields, and each line's rows, digest and quantity from the ledger; checks
 // that each holds the lines its close wrote, that no two lines bill the same
-// rows, and that every late line fits its invoice (lateFits).
-func verifyInvoices(ctx context.Context, db VerifySource) (CheckResult, error) {
-	c := CheckResult{Name: "invoices"}
-	invs, err := listInvoices(ctx, db, InvoiceFilter{}, true)
+// rows, and that every late line fits its invoice (lateFits). An
+// incremental verify checks the invoices of the closes after the closes
+// anchor, in full, against the other lines of their customers' periods.
+func verifyInvoices(ctx context.Context, db VerifySource, s since) (CheckResult, error) {
+	c := CheckResult{Name: "invoices", From: s.from("the invoices of " + s.rows(ChainCloses, "after"))}
+	invs, err := listInvoices(ctx, db, InvoiceFilter{AfterClose: s.closes}, true)
 	if err != nil {
 		if errors.Is(err, schema.ErrNoInvoices) {
 			return c, nil // a database from before invoices existed
 		}
 		return c, err
 	}
-	twice := billedTwice(invs)
+	all := invs // what the checks across invoices compare
+	if s.closes > 0 {
+		if all, err = invoiceNeighbours(ctx, db, invs); err != nil {
+			return c, err
+		}
+	}
+	twice := billedTwice(all)
 	var periods []*closedPeriod // read when a late line does not fit its invoice
 	for i := range invs {
 		inv := &invs[i]
@@ -237,7 +291,7 @@ func verifyInvoices(ctx context.Context, db VerifySource) (CheckResult, error) {
 	for _, p := range sortedProblems(twice) {
 		c.add(p)
 	}
-	for _, p := range checkPeriodMoney(invs) { // periodmoney.go
+	for _, p := range checkPeriodMoney(all) { // periodmoney.go
 		c.add(p)
 	}
 	return c, nil

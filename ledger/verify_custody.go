@@ -26,9 +26,11 @@ func notChained(c CheckResult) CheckResult {
 // facts and its predecessor's hash. An edited receipt fails its own hash; a
 // deleted one breaks the link to the next, unless retention deleted it (its
 // id is at or below receipts_pruned_through). An id jump whose link still
-// holds is a gap that existed when the migration chained the receipts.
-func verifyReceiptChain(ctx context.Context, db VerifySource) (CheckResult, error) {
-	c := CheckResult{Name: "receipt chain"}
+// holds is a gap that existed when the migration chained the receipts. An
+// incremental verify walks from the anchored receipt, linked to the stored
+// hash of the receipt before it.
+func verifyReceiptChain(ctx context.Context, db VerifySource, s since) (CheckResult, error) {
+	c := CheckResult{Name: "receipt chain", From: s.from(s.rows(ChainReceipts, "from"))}
 	pruned, err := db.ReceiptsPrunedThrough(ctx)
 	if errors.Is(err, ErrNotChained) {
 		return notChained(c), nil
@@ -37,7 +39,16 @@ func verifyReceiptChain(ctx context.Context, db VerifySource) (CheckResult, erro
 		return c, err
 	}
 	prevID, prev := int64(0), GenesisHash
-	err = db.ScanReceiptLinks(ctx, func(l *ReceiptLink) error {
+	if s.receipts > 0 {
+		id, hash, ok, err := db.HashBefore(ctx, "receipts", s.receipts)
+		if err != nil {
+			return c, err
+		}
+		if ok {
+			prevID, prev = id, hash
+		}
+	}
+	err = db.ScanReceiptLinks(ctx, max(s.receipts-1, 0), func(l *ReceiptLink) error {
 		c.Checked++
 		if !bytes.Equal(l.PrevHash, prev) {
 			switch {
@@ -72,9 +83,10 @@ func idRange(what string, from, to int64) string {
 
 // verifyHead compares where each chain ends with the chain head the writer
 // advanced in the same transaction: deleting the newest rows of a chain,
-// which breaks no link, leaves the head pointing past them.
-func verifyHead(ctx context.Context, db VerifySource) (CheckResult, error) {
-	c := CheckResult{Name: "chain head"}
+// which breaks no link, leaves the head pointing past them. It reads two
+// rows, so an incremental verify runs it in full too.
+func verifyHead(ctx context.Context, db VerifySource, s since) (CheckResult, error) {
+	c := CheckResult{Name: "chain head", From: s.whole("the last row of each chain")}
 	head, err := LoadHead(ctx, db)
 	if errors.Is(err, ErrNotChained) {
 		return notChained(c), nil
@@ -126,10 +138,10 @@ func verifyHead(ctx context.Context, db VerifySource) (CheckResult, error) {
 // pruning sets body to NULL and keeps body_sha256 (which the receipts chain
 // covers), so a pruned body is not checked and not a problem; a body gone
 // without a prune is one (an empty body may be stored as NULL: it hashes as
-// empty).
-func verifyBodies(ctx context.Context, db VerifySource) (CheckResult, error) {
-	c := CheckResult{Name: "receipt bodies"}
-	err := db.ScanStoredBodies(ctx, func(b *schema.StoredBody) error {
+// empty). An incremental verify checks the receipts after the anchor.
+func verifyBodies(ctx context.Context, db VerifySource, s since) (CheckResult, error) {
+	c := CheckResult{Name: "receipt bodies", From: s.from(s.rows(ChainReceipts, "after"))}
+	err := db.ScanStoredBodies(ctx, s.receipts, func(b *schema.StoredBody) error {
 		c.Checked++
 		got := sha256.Sum256(b.Body)
 		switch {
@@ -150,9 +162,10 @@ func verifyBodies(ctx context.Context, db VerifySource) (CheckResult, error) {
 // was stored with (which the receipts chain covers) to its status now: each
 // replay must start where the previous one ended, and the last must end at
 // the current status. A receipt never replayed has its current status in its
-// hash, so the receipt chain check covers it.
-func verifyStatuses(ctx context.Context, db VerifySource) (CheckResult, error) {
-	c := CheckResult{Name: "receipt status"}
+// hash, so the receipt chain check covers it. Replays are operators'
+// repairs, few and not chained: an incremental verify follows them all.
+func verifyStatuses(ctx context.Context, db VerifySource, s since) (CheckResult, error) {
+	c := CheckResult{Name: "receipt status", From: s.whole("every replay")}
 	var (
 		lastReceipt, lastReplay int64
 		lastTo, lastStatus      string

@@ -202,20 +202,43 @@ func (db *DB) ReceiptsPrunedThrough(ctx context.Context) (int64, error) {
 	return n, err
 }
 
-// ScanReceiptLinks calls fn with every receipt's link in id order (the link
-// is reused between calls).
-func (db *DB) ScanReceiptLinks(ctx context.Context, fn func(*chainhash.ReceiptLink) error) error {
-	return scanReceiptLinks(ctx, db.Read, fn)
+// ScanReceiptLinks calls fn with the link of every receipt above afterID
+// (0: every receipt) in id order (the link is reused between calls).
+func (db *DB) ScanReceiptLinks(ctx context.Context, afterID int64, fn func(*chainhash.ReceiptLink) error) error {
+	return scanReceiptLinks(ctx, db.Read, afterID, fn)
 }
 
-// scanReceiptLinks reads every receipt's link in id order. The status as
+// HashBefore is the row nearest below id in the hash chain kept in table
+// (metered_usage, receipts or credit_entries): its id and row_hash; ok is
+// false when there is none. An incremental verify links its walk of a
+// chain, from an anchored row on, to it.
+func (db *DB) HashBefore(ctx context.Context, table string, id int64) (prevID int64, hash []byte, ok bool, err error) {
+	var query string
+	switch table {
+	case "metered_usage":
+		query = `SELECT id, row_hash FROM metered_usage WHERE id < ? ORDER BY id DESC LIMIT 1`
+	case "receipts":
+		query = `SELECT id, row_hash FROM receipts WHERE id < ? ORDER BY id DESC LIMIT 1`
+	case "credit_entries":
+		query = `SELECT id, row_hash FROM credit_entries WHERE id < ? ORDER BY id DESC LIMIT 1`
+	default:
+		return 0, nil, false, fmt.Errorf("hash before: %q is not a chained table", table)
+	}
+	err = db.Read.QueryRowxContext(ctx, query, id).Scan(&prevID, &hash)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil, false, nil
+	}
+	return prevID, hash, err == nil, err
+}
+
+// scanReceiptLinks reads the link of every receipt above afterID in id order. The status as
 // first stored is the from_status of the receipt's first replay, or its
 // status if it was never replayed. The migration that chains existing
 // receipts and verify both read links here, so they cannot disagree.
-func scanReceiptLinks(ctx context.Context, q sqlx.QueryerContext, fn func(*chainhash.ReceiptLink) error) error {
+func scanReceiptLinks(ctx context.Context, q sqlx.QueryerContext, afterID int64, fn func(*chainhash.ReceiptLink) error) error {
 	rows, err := q.QueryxContext(ctx, `SELECT r.id, r.provider, r.event_id, r.event_type, r.body_sha256,
 		COALESCE((SELECT p.from_status FROM replays p WHERE p.provider = r.provider AND p.event_id = r.event_id ORDER BY p.id LIMIT 1), r.status),
-		r.source, r.received_at, r.prev_hash, r.row_hash FROM receipts r ORDER BY r.id`)
+		r.source, r.received_at, r.prev_hash, r.row_hash FROM receipts r WHERE r.id > ? ORDER BY r.id`, afterID)
 	if err != nil {
 		return fmt.Errorf("read receipts: %w", err)
 	}
@@ -263,7 +286,7 @@ func chainReceipts(ctx context.Context, tx *sqlx.Tx) error {
 	lastID, last := int64(0), chainhash.Genesis
 	// Updating rows behind the rowid-ordered cursor is safe in SQLite: the
 	// ids do not change, so no row moves ahead of the scan.
-	err = scanReceiptLinks(ctx, tx, func(l *chainhash.ReceiptLink) error {
+	err = scanReceiptLinks(ctx, tx, 0, func(l *chainhash.ReceiptLink) error {
 		l.PrevHash = last
 		l.RowHash = l.Hash(l.PrevHash)
 		if _, err := update.ExecContext(ctx, l.PrevHash, l.RowHash, l.ID); err != nil {

@@ -36,6 +36,7 @@ type CreditFilter struct {
 	Before   int64 // recorded_at < Before
 	// Burns of the invoices FromInvoice..ToInvoice (both 0: no such bound).
 	FromInvoice, ToInvoice int64
+	AfterID                int64 // id > AfterID
 }
 
 func creditEntries(ctx context.Context, q sqlx.QueryerContext, f CreditFilter) ([]CreditEntry, error) {
@@ -51,6 +52,9 @@ func creditEntries(ctx context.Context, q sqlx.QueryerContext, f CreditFilter) (
 	}
 	if f.Before != 0 {
 		query, args = query+` AND recorded_at < ?`, append(args, f.Before)
+	}
+	if f.AfterID != 0 {
+		query, args = query+` AND id > ?`, append(args, f.AfterID)
 	}
 	var out []CreditEntry
 	if err := sqlx.SelectContext(ctx, q, &out, query+` ORDER BY id`, args...); err != nil {

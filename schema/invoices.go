@@ -119,6 +119,7 @@ type InvoiceFilter struct {
 	Customer               string
 	Period                 string // label, e.g. 2026-11
 	PeriodStart, PeriodEnd int64
+	AfterClose             int64 // the invoices of closes above it (close_id > AfterClose)
 }
 
 const invoiceColumns = `id, close_id, customer_id, period, tz, period_start, period_end, cutoff, ledger_head, closed_at, digest,
@@ -139,6 +140,9 @@ func invoices(ctx context.Context, q sqlx.QueryerContext, f InvoiceFilter) ([]In
 	}
 	if f.PeriodStart != 0 || f.PeriodEnd != 0 {
 		query, args = query+` AND period_start = ? AND period_end = ?`, append(args, f.PeriodStart, f.PeriodEnd)
+	}
+	if f.AfterClose != 0 {
+		query, args = query+` AND close_id > ?`, append(args, f.AfterClose)
 	}
 	var invs []Invoice
 	if err := sqlx.SelectContext(ctx, q, &invs, query+` ORDER BY id`, args...); err != nil {

@@ -231,6 +231,11 @@ func (r ledgerReads) StateZone(ctx context.Context) (StateZone, bool, error) {
 	return z, ok, err
 }
 
+// UsageState reads one usage_state row in the snapshot (found false: none).
+func (r ledgerReads) UsageState(ctx context.Context, customer, meter string, periodStart int64) (UsageState, bool, error) {
+	return usageState(ctx, r.q, customer, meter, periodStart)
+}
+
 // AllUsageStates reads every usage_state row, by customer, meter and period.
 func (r ledgerReads) AllUsageStates(ctx context.Context) ([]UsageState, error) {
 	var ss []UsageState

@@ -118,24 +118,25 @@ func lastCloseSeal(ctx context.Context, q sqlx.QueryerContext) (int64, []byte, e
 	return s.CloseID, s.RowHash, nil
 }
 
-// SealedInvoices reads every invoice's id, close and stored digest, in id
-// order: what the seals count.
-func (r ledgerReads) SealedInvoices(ctx context.Context) (map[int64][]chainhash.SealedInvoice, error) {
-	return sealedInvoices(ctx, r.q)
+// SealedInvoices reads the id, close and stored digest of every invoice of
+// a close from fromClose on (0: every invoice), in id order: what the
+// seals count.
+func (r ledgerReads) SealedInvoices(ctx context.Context, fromClose int64) (map[int64][]chainhash.SealedInvoice, error) {
+	return sealedInvoices(ctx, r.q, fromClose)
 }
 
 // SealedInvoices: see ledgerReads; on the read pool.
-func (db *DB) SealedInvoices(ctx context.Context) (map[int64][]chainhash.SealedInvoice, error) {
-	return db.reads().SealedInvoices(ctx)
+func (db *DB) SealedInvoices(ctx context.Context, fromClose int64) (map[int64][]chainhash.SealedInvoice, error) {
+	return db.reads().SealedInvoices(ctx, fromClose)
 }
 
-func sealedInvoices(ctx context.Context, q sqlx.QueryerContext) (map[int64][]chainhash.SealedInvoice, error) {
+func sealedInvoices(ctx context.Context, q sqlx.QueryerContext, fromClose int64) (map[int64][]chainhash.SealedInvoice, error) {
 	var rows []struct {
 		ID      int64  `db:"id"`
 		CloseID int64  `db:"close_id"`
 		Digest  []byte `db:"digest"`
 	}
-	if err := sqlx.SelectContext(ctx, q, &rows, `SELECT id, close_id, digest FROM invoices ORDER BY id`); err != nil {
+	if err := sqlx.SelectContext(ctx, q, &rows, `SELECT id, close_id, digest FROM invoices WHERE close_id >= ? ORDER BY id`, fromClose); err != nil {
 		return nil, err
 	}
 	byClose := map[int64][]chainhash.SealedInvoice{}
@@ -164,7 +165,7 @@ func sealCloses(ctx context.Context, tx *sqlx.Tx) error {
 	if err != nil {
 		return err
 	}
-	invs, err := sealedInvoices(ctx, tx)
+	invs, err := sealedInvoices(ctx, tx, 0)
 	if err != nil {
 		return err
 	}

@@ -28,27 +28,41 @@ type EventKey struct {
 	EventID  string `db:"event_id"`
 }
 
-// CountAppliedReceipts counts the receipts with status applied.
-func (db *DB) CountAppliedReceipts(ctx context.Context) (int64, error) {
+// CountAppliedReceipts counts the receipts with status applied and an id
+// above afterID (0: every one).
+func (db *DB) CountAppliedReceipts(ctx context.Context, afterID int64) (int64, error) {
 	var n int64
-	err := db.Read.QueryRowxContext(ctx, `SELECT COUNT(*) FROM receipts WHERE status = 'applied'`).Scan(&n)
+	err := db.Read.QueryRowxContext(ctx, `SELECT COUNT(*) FROM receipts r WHERE `+appliedAfter(db.Read, afterID), afterID).Scan(&n)
 	return n, err
 }
 
-// AppliedWithoutUsage lists up to limit applied receipts with no usage row,
-// in id order. A receipt's rows are those that name it (receipt_id,
+// appliedAfter is the condition "receipt r is applied, its id above the
+// argument". Every receipt (afterID 0) is counted fastest in receipts_status
+// alone; from an id on, SQLite would still pick that index and read every
+// applied receipt in it, so its status is kept out of the index choice
+// (unary +) and it walks the ids from the bound. PostgreSQL plans by its
+// statistics (and has no unary + for text).
+func appliedAfter(q any, afterID int64) string {
+	if afterID > 0 && !onPostgres(q) {
+		return `+r.status = 'applied' AND r.id > ?`
+	}
+	return `r.status = 'applied' AND r.id > ?`
+}
+
+// AppliedWithoutUsage lists up to limit applied receipts above afterID
+// (0: every one) with no usage row, in id order. A receipt's rows are those that name it (receipt_id,
 // migration 0015); a row that names a receipt of another event is
 // UsageWithoutApplied's.
-func (db *DB) AppliedWithoutUsage(ctx context.Context, limit int) ([]EventKey, error) {
+func (db *DB) AppliedWithoutUsage(ctx context.Context, afterID int64, limit int) ([]EventKey, error) {
 	var out []EventKey
 	err := sqlx.SelectContext(ctx, db.Read, &out, `SELECT r.id, r.provider, r.event_id FROM receipts r
-		WHERE r.status = 'applied' AND NOT EXISTS (SELECT 1 FROM metered_usage u WHERE u.receipt_id = r.id AND u.kind = 'usage')
-		ORDER BY r.id LIMIT ?`, limit)
+		WHERE `+appliedAfter(db.Read, afterID)+` AND NOT EXISTS (SELECT 1 FROM metered_usage u WHERE u.receipt_id = r.id AND u.kind = 'usage')
+		ORDER BY r.id LIMIT ?`, afterID, limit)
 	return out, err
 }
 
-// UsageWithoutApplied lists up to limit usage rows without an applied
-// receipt, in id order: a row's receipt is the one its receipt_id names
+// UsageWithoutApplied lists up to limit usage rows above afterID (0: every
+// one) without an applied receipt, in id order: a row's receipt is the one its receipt_id names
 // (migration 0015), and it must be of the row's provider and event id, so a
 // receipt_id changed to another receipt's is listed too. Retention
 // (retention.keys) deletes old receipts on purpose, and each such prune
@@ -57,16 +71,16 @@ func (db *DB) AppliedWithoutUsage(ctx context.Context, limit int) ([]EventKey, e
 // receipts_pruned_through; or, for a row 0015 found without a receipt, none
 // of its event id at all), and is not listed. A row above it, or one whose
 // receipt exists but is not applied, is.
-func (db *DB) UsageWithoutApplied(ctx context.Context, limit int) ([]EventKey, error) {
+func (db *DB) UsageWithoutApplied(ctx context.Context, afterID int64, limit int) ([]EventKey, error) {
 	var out []EventKey
 	err := sqlx.SelectContext(ctx, db.Read, &out, keyJoins(db.Read, `SELECT u.id, u.provider, u.event_id FROM metered_usage u
-		WHERE u.kind = 'usage' AND NOT EXISTS (
+		WHERE u.id > ? AND u.kind = 'usage' AND NOT EXISTS (
 			SELECT 1 FROM receipts r WHERE r.id = u.receipt_id AND r.provider = u.provider AND r.event_id = u.event_id AND r.status = 'applied')
 		AND NOT (u.id <= (SELECT COALESCE(MAX(ledger_head_id), 0) FROM prune_runs WHERE keys_deleted > 0) AND (
 			u.receipt_id <= (SELECT receipts_pruned_through FROM chain_head WHERE id = 1)
 				AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.id = u.receipt_id)
 			OR u.receipt_id IS NULL AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.provider = u.provider AND r.event_id = u.event_id)))
-		ORDER BY u.id LIMIT ?`), limit)
+		ORDER BY u.id LIMIT ?`), afterID, limit)
 	return out, err
 }
 
@@ -77,15 +91,15 @@ type StoredBody struct {
 	BodySHA256 []byte `db:"body_sha256"`
 }
 
-// ScanStoredBodies calls fn with every receipt that still has its body and
-// every one whose body is gone without a prune of retention.payload
+// ScanStoredBodies calls fn with every receipt above afterID (0: every
+// one) that still has its body and every one whose body is gone without a prune of retention.payload
 // (prunedByRetention): its Body is nil. A pruned one is left out. In id
 // order; the value is reused between calls.
-func (db *DB) ScanStoredBodies(ctx context.Context, fn func(*StoredBody) error) error {
-	const query = `SELECT id, provider, event_id, body, body_sha256 FROM receipts WHERE `
-	rows, err := db.Read.QueryContext(ctx, query+`body IS NOT NULL OR NOT `+prunedByRetention+` ORDER BY id`)
+func (db *DB) ScanStoredBodies(ctx context.Context, afterID int64, fn func(*StoredBody) error) error {
+	const query = `SELECT id, provider, event_id, body, body_sha256 FROM receipts WHERE id > ? AND `
+	rows, err := db.Read.QueryContext(ctx, query+`(body IS NOT NULL OR NOT `+prunedByRetention+`) ORDER BY id`, afterID)
 	if err != nil && predates(ctx, db.Read, versionPayloadPruned) {
-		rows, err = db.Read.QueryContext(ctx, query+`body IS NOT NULL ORDER BY id`)
+		rows, err = db.Read.QueryContext(ctx, query+`body IS NOT NULL ORDER BY id`, afterID)
 	}
 	if err != nil {
 		return err

@@ -1,0 +1,194 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/hookledger/hookledger/schema"
+)
+
+// An incremental verify (hookledger verify --since): a full verify that
+// found nothing wrong printed the anchors it had verified up to
+// (VerifyReport.Verified); a later verify from them proves that each still
+// holds, then runs every check over what was appended after them only, in
+// time proportional to the new rows. What it does not prove is that nothing
+// at or before the anchors was edited since: that is the full verify's.
+
+// since is where every check of one verify starts, decided here for all of
+// them: on each chain, the id of the row its anchor names (the rows above it
+// are new), or 0 to check the chain from its first row (a full verify, or a
+// chain the anchors given do not name).
+type since struct {
+	incremental              bool
+	ledger, receipts, closes int64
+	credits                  int64
+	named                    map[string]bool // the chains an anchor was given for
+}
+
+// sinceOf is where a verify from anchors starts: one anchor per chain.
+func sinceOf(anchors []Anchor) (since, error) {
+	s := since{incremental: true, named: map[string]bool{}}
+	for _, a := range anchors {
+		if s.named[a.Chain] {
+			return since{}, fmt.Errorf("%w: two %s anchors (%d and %d): give one anchor per chain, as verify --save writes them",
+				ErrBadSince, a.Chain, s.id(a.Chain), a.ID)
+		}
+		s.named[a.Chain] = true
+		switch a.Chain {
+		case ChainLedger:
+			s.ledger = a.ID
+		case ChainReceipts:
+			s.receipts = a.ID
+		case ChainCloses:
+			s.closes = a.ID
+		case ChainCredits:
+			s.credits = a.ID
+		}
+	}
+	return s, nil
+}
+
+// ErrBadSince is anchors an incremental verify cannot start from.
+var ErrBadSince = errors.New("bad --since anchors")
+
+func (s since) id(chain string) int64 {
+	switch chain {
+	case ChainLedger:
+		return s.ledger
+	case ChainReceipts:
+		return s.receipts
+	case ChainCloses:
+		return s.closes
+	}
+	return s.credits
+}
+
+// chainRows names one row of each chain, and several.
+var chainRows = map[string][2]string{
+	ChainLedger:   {"ledger row", "ledger rows"},
+	ChainReceipts: {"receipt", "receipts"},
+	ChainCloses:   {"close", "closes"},
+	ChainCredits:  {"credit entry", "credit entries"},
+}
+
+// rows names what a check read of chain, from or after (rel) its anchor:
+// "ledger rows after 12", "every receipt (no receipts anchor)".
+func (s since) rows(chain, rel string) string {
+	names := chainRows[chain]
+	switch {
+	case !s.named[chain]:
+		return fmt.Sprintf("every %s (no %s anchor)", names[0], chain)
+	case s.id(chain) == 0:
+		return fmt.Sprintf("every %s (anchored at 0)", names[0])
+	}
+	return fmt.Sprintf("%s %s %d", names[1], rel, s.id(chain))
+}
+
+// from is what a check of an incremental verify covered, in the report's
+// words ("" in a full verify): parts are since.rows or a sentence.
+func (s since) from(parts ...string) string {
+	if !s.incremental {
+		return ""
+	}
+	return "incremental: " + strings.Join(parts, ", ")
+}
+
+// whole is what a check an incremental verify runs in full covered, and
+// why ("" in a full verify).
+func (s since) whole(what string) string {
+	if !s.incremental {
+		return ""
+	}
+	return "in full: " + what
+}
+
+// VerifySince is the incremental verify: it proves that each of from (the
+// anchors a verify printed, one per chain) still holds, then runs Verify's
+// checks over what was appended after them (VerifySource's rows with ids
+// above the anchors, the closes after the closes anchor with every invoice
+// they wrote, the credit entries after the credits anchor with the grants
+// they touch, the months the new ledger rows fall in); a chain with no
+// anchor in from is checked in full. SQLite's integrity_check, which reads
+// every page, is skipped. anchors are checked as Verify checks them.
+// ErrBadSince: from names a chain twice.
+func VerifySince(ctx context.Context, db VerifySource, from []Anchor, anchors ...Anchor) (*VerifyReport, error) {
+	s, err := sinceOf(from)
+	if err != nil {
+		return nil, err
+	}
+	r := &VerifyReport{}
+	for _, a := range from {
+		r.Since = append(r.Since, a.String())
+	}
+	c, err := verifyAnchors(ctx, db, "since anchors", from)
+	if err != nil {
+		return r, fmt.Errorf("verify since anchors: %w", err)
+	}
+	c.From = "each anchor --since starts from still names its row with that hash"
+	r.Checks = append(r.Checks, c)
+	return r, verify(ctx, db, r, s, anchors)
+}
+
+// invoiceNeighbours is invs (the invoices of the closes after the closes
+// anchor) and the invoices holding any other line of the same customers'
+// periods: what billedTwice and checkPeriodMoney compare a new invoice's
+// lines with.
+func invoiceNeighbours(ctx context.Context, db VerifySource, invs []Invoice) ([]Invoice, error) {
+	type customerPeriod struct {
+		customer   string
+		start, end int64
+	}
+	have := map[int64]bool{}
+	periods := map[customerPeriod]bool{}
+	for _, inv := range invs {
+		have[inv.ID] = true
+		for _, l := range inv.Lines {
+			periods[customerPeriod{l.Customer, l.PeriodStart, l.PeriodEnd}] = true
+		}
+	}
+	more := map[int64]bool{}
+	for p := range periods {
+		lines, err := db.PeriodInvoiceLines(ctx, p.customer, p.start, p.end)
+		if err != nil {
+			return nil, fmt.Errorf("read the lines of %s's period: %w", p.customer, err)
+		}
+		for _, l := range lines {
+			if !have[l.InvoiceID] {
+				more[l.InvoiceID] = true
+			}
+		}
+	}
+	out := slices.Clone(invs)
+	for _, id := range slices.Sorted(maps.Keys(more)) {
+		inv, err := GetInvoice(ctx, db, id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *inv)
+	}
+	return out, nil
+}
+
+// grantHistories is every entry of each grant an entry of es belongs to,
+// grant by grant, each in id order: what replaying those grants' balances
+// needs when es starts at the credits anchor.
+func grantHistories(ctx context.Context, db VerifySource, es []schema.CreditEntry) ([]schema.CreditEntry, error) {
+	var out []schema.CreditEntry
+	seen := map[string]bool{}
+	for _, e := range es {
+		if seen[e.GrantID] {
+			continue
+		}
+		seen[e.GrantID] = true
+		hist, err := db.CreditEntries(ctx, schema.CreditFilter{GrantID: e.GrantID})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, hist...)
+	}
+	return out, nil
+}
