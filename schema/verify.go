@@ -127,10 +127,14 @@ type ReplayStep struct {
 }
 
 // ScanReplaySteps calls fn with every replay joined to its receipt, in
-// receipt and replay order. The value is reused between calls.
+// receipt and replay order. The value is reused between calls. Replays are
+// few: CROSS JOIN makes SQLite read them and look each receipt up, where it
+// would otherwise walk every receipt (in id order, for the ORDER BY) and
+// look its replays up, a read of the whole receipts table however few
+// replays there are (PostgreSQL plans the join by its statistics).
 func (db *DB) ScanReplaySteps(ctx context.Context, fn func(*ReplayStep) error) error {
 	rows, err := db.Read.QueryContext(ctx, keyJoins(db.Read, `SELECT r.id, r.provider, r.event_id, r.status, p.id, p.from_status, p.to_status
-		FROM replays p JOIN receipts r ON r.provider = p.provider AND r.event_id = p.event_id ORDER BY r.id, p.id`))
+		FROM replays p CROSS JOIN receipts r WHERE r.provider = p.provider AND r.event_id = p.event_id ORDER BY r.id, p.id`))
 	if err != nil {
 		return err
 	}
