@@ -97,8 +97,8 @@ func (s since) from(parts ...string) string {
 	return "incremental: " + strings.Join(parts, ", ")
 }
 
-// whole is what a check an incremental verify runs in full covered, and
-// why ("" in a full verify).
+// whole says what a check an incremental verify runs in full covers ("" in
+// a full verify): the chain head and the replays, which are small.
 func (s since) whole(what string) string {
 	if !s.incremental {
 		return ""
