@@ -91,6 +91,8 @@ func BenchmarkPages(b *testing.B) {
 		{"invoices_of_period", "/ui/invoices?period=" + month},
 		{"invoices_csv", "/ui/invoices.csv?period=" + month},
 		{"invoice", "/ui/invoices/" + invID},
+		{"customers", "/ui/customers"},
+		{"customer", "/ui/customer?id=" + url.QueryEscape(cust)},
 		{"trace_of_line", "/ui/dispute?target=invoice:" + invID + "/1"},
 		{"bundle_of_line", "/ui/dispute/bundle?target=invoice:" + invID + "/1"},
 	} {
