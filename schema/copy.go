@@ -22,18 +22,13 @@ var copyTables = []string{
 	"receipts", "delivery_attempts", "metered_usage", "replays",
 	"period_closes", "close_exclusions", "invoices", "invoice_lines", "close_seals",
 	"reconcile_checkpoints", "redelivery_requests", "prune_runs",
-	"stripe_pushes", "stripe_sends", "stripe_reports", "stripe_invoice_states", "stripe_invoice_pushes", "stripe_invoice_results", "outbox", "outbox_attempts", "forward_destinations",
+	"stripe_pushes", "stripe_sends", "stripe_reports", "stripe_invoice_states", "stripe_invoice_pushes", "stripe_invoice_results", "outbox", "outbox_attempts", "outbox_delivered", "forward_destinations",
 	"api_keys",
 	"customers", "plan_assignments",
 	"usage_state", "usage_state_zone", "limit_overrides", "threshold_crossings", "spend_overrides", "spend_crossings",
 	"credit_entries", "credit_crossings",
 	"chain_head",
 }
-
-// sqliteOnlyTables are SQLite's own: kept from the copied tables by its
-// triggers, with nothing on PostgreSQL to copy them to (0035: each
-// destination's delivered messages, which PostgreSQL counts).
-var sqliteOnlyTables = []string{"outbox_delivered"}
 
 // ErrTargetNotEmpty means the copy's target already holds a ledger.
 var ErrTargetNotEmpty = errors.New("the target database is not empty")
@@ -65,7 +60,7 @@ func CopyPlan(ctx context.Context, src, dst *DB) (CopyCounts, error) {
 		return nil, err
 	}
 	for _, t := range tables {
-		if !slices.Contains(copyTables, t) && !slices.Contains(sqliteOnlyTables, t) {
+		if !slices.Contains(copyTables, t) {
 			return nil, fmt.Errorf("copy does not know the source's table %s", t)
 		}
 	}

@@ -377,8 +377,8 @@ func (db *DB) OutboxSummary(ctx context.Context, names []string) ([]DestinationS
 		for _, n := range append(append([]string{}, names...), known...) {
 			all[n] = true
 		}
-		// SQLite keeps the delivered messages counted (migration 0035).
-		counted := !db.Postgres() && !predates(ctx, tx, versionOutboxDelivered)
+		// The delivered messages are counted as they are delivered (migration 0035).
+		counted := !predates(ctx, tx, versionOutboxDelivered)
 		for n := range all {
 			s, err := summary(ctx, tx, n, known != nil, counted)
 			if err != nil {

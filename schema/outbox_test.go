@@ -3,6 +3,7 @@ package schema
 import (
 	"context"
 	"errors"
+	"os"
 	"testing"
 )
 
@@ -107,9 +108,20 @@ func TestOutboxReadsOnOlderDatabase(t *testing.T) {
 // follows every later delivery and delete: the relay's, retention's prune of
 // delivered messages and a pruned receipt's cascade.
 func TestOutboxDeliveredCount(t *testing.T) {
+	for _, backend := range []string{"sqlite", "postgres"} {
+		t.Run(backend, func(t *testing.T) {
+			if backend == "sqlite" && os.Getenv("HOOKLEDGER_TEST_BACKEND") == "postgres" {
+				t.Skip("ran in the SQLite pass")
+			}
+			testOutboxDeliveredCount(t, backend)
+		})
+	}
+}
+
+func testOutboxDeliveredCount(t *testing.T, backend string) {
 	ctx := context.Background()
-	path, old := openAt(t, 34)
-	fillCustody(t, old) // receipts 7 and 9
+	path, old := previousRelease(t, backend, versionOutboxDelivered)
+	fillPreviousRelease(t, old) // receipts 7 and 9
 	old.MustExec(`INSERT INTO outbox (receipt_id, destination, message_id, status, created_at, pending_since, next_attempt_at, delivered_at)
 		VALUES (7, 'app', 'msg_1', 'delivered', 100, 100, 100, 100), (9, 'app', 'msg_2', 'pending', 100, 100, 100, NULL),
 		(7, 'crm', 'msg_3', 'delivered', 100, 100, 100, 100)`)
@@ -129,7 +141,7 @@ func TestOutboxDeliveredCount(t *testing.T) {
 		got := map[string]int64{}
 		for _, s := range sums {
 			var n int64
-			if err := db.Read.GetContext(ctx, &n, `SELECT COUNT(*) FROM outbox WHERE destination = ? AND status = 'delivered'`, s.Name); err != nil {
+			if err := db.Read.GetContext(ctx, &n, db.Read.Rebind(`SELECT COUNT(*) FROM outbox WHERE destination = ? AND status = 'delivered'`), s.Name); err != nil {
 				t.Fatal(err)
 			}
 			if s.Delivered != n {

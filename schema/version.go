@@ -15,7 +15,7 @@ const (
 	// chain_head.payload_pruned_before (a column, not a table: reads that
 	// need it fall back on older databases).
 	versionPayloadPruned = 10
-	// outbox_delivered (SQLite): a destination's delivered messages counted.
+	// outbox_delivered: each destination's delivered messages counted.
 	versionOutboxDelivered = 35
 )
 

@@ -20,7 +20,8 @@ import (
 // the target stays empty.
 func TestCopyNamesARowItCannotMove(t *testing.T) {
 	dsn := testenv.PostgresDatabase(t)
-	e := testenv.New(t, testenv.Options{NoServer: true})
+	// The source is a SQLite ledger whatever HOOKLEDGER_TEST_BACKEND says.
+	e := testenv.New(t, testenv.Options{Backend: "sqlite", NoServer: true})
 	at := time.Date(2026, 10, 20, 10, 0, 0, 0, time.UTC)
 	for i, props := range []string{`{"model":"gpt"}`, "{\"model\":\"a\xffb\"}"} {
 		body := []byte(`{"type":"usage.recorded"}`)
