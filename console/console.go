@@ -83,6 +83,7 @@ type Store interface {
 	LedgerCustomers(ctx context.Context, after string, limit int) ([]string, error)
 	ConsoleInvoices(ctx context.Context, p schema.InvoicePage) ([]schema.InvoiceSummary, error)
 	ClosesForAll(ctx context.Context) ([]schema.PeriodClose, error)
+	HoldsUsage(ctx context.Context, from, to int64) (bool, error)
 	// The customer registry and plan assignments (customers.go).
 	CustomerHistory(ctx context.Context, customer string) ([]schema.CustomerRecord, error)
 	PlanAssignments(ctx context.Context, customer string) ([]schema.PlanAssignment, error)

@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -11,7 +10,7 @@ import (
 
 // ClosingSource is what ClosingMonth reads (*schema.DB).
 type ClosingSource interface {
-	UsageSource
+	HoldsUsage(ctx context.Context, from, to int64) (bool, error)
 	ClosesForAll(ctx context.Context) ([]schema.PeriodClose, error)
 }
 
@@ -38,15 +37,13 @@ func ClosingMonth(ctx context.Context, src ClosingSource, now time.Time, loc *ti
 			return current, false, nil
 		}
 	}
-	errFound := errors.New("found")
-	err = src.ScanUsage(ctx, schema.UsageScan{Filter: schema.LedgerFilter{From: last.UnixMilli(), To: first.UnixMilli()}},
-		func(*schema.UsageRow) error { return errFound })
+	held, err := src.HoldsUsage(ctx, last.UnixMilli(), first.UnixMilli())
 	switch {
-	case errors.Is(err, errFound):
-		p, err := MonthPeriod(last.Format("2006-01"), loc)
-		return p, err == nil, err
 	case err != nil:
 		return Period{}, false, fmt.Errorf("read the last month's usage: %w", err)
+	case held:
+		p, err := MonthPeriod(last.Format("2006-01"), loc)
+		return p, err == nil, err
 	}
 	return current, false, nil
 }

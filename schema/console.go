@@ -381,14 +381,24 @@ func (db *DB) OldestFailedReceipt(ctx context.Context) (ReceiptSummary, int64, e
 
 // LedgerCustomers lists up to limit customers with ledger rows, in order,
 // after the customer after ("" from the first). It skips from one customer
-// to the next through the (customer_id, meter, occurred_at) index: one index
-// seek per customer listed.
+// to the next through an index: one index seek per customer listed. The
+// index is the usage state's key, (customer_id, meter, period_start), once
+// the usage state is built (serve builds it at start, and the writer keeps
+// a row for every customer, meter and month it appends to): on PostgreSQL
+// the ledger's own index of customers is by hookledger_key, in no order a
+// skip can follow, and the same skip over the ledger took 38 s at
+// 10,000,000 rows. Before the state is built, the ledger's
+// (customer_id, meter, occurred_at) index serves (SQLite's, in order).
 func (db *DB) LedgerCustomers(ctx context.Context, after string, limit int) ([]string, error) {
+	table := "usage_state"
+	if _, built, err := stateZone(ctx, db.Read); err != nil || !built {
+		table = "metered_usage"
+	}
 	var out []string
 	err := sqlx.SelectContext(ctx, db.Read, &out, `WITH RECURSIVE c(id, n) AS (
-		SELECT (SELECT MIN(customer_id) FROM metered_usage WHERE customer_id > ?), 1
+		SELECT (SELECT MIN(customer_id) FROM `+table+` WHERE customer_id > ?), 1
 		UNION ALL
-		SELECT (SELECT MIN(customer_id) FROM metered_usage WHERE customer_id > c.id), c.n + 1 FROM c
+		SELECT (SELECT MIN(customer_id) FROM `+table+` WHERE customer_id > c.id), c.n + 1 FROM c
 		WHERE c.id IS NOT NULL AND c.n < ?)
 	SELECT id FROM c WHERE id IS NOT NULL`, after, limit)
 	if err != nil {

@@ -170,6 +170,16 @@ func UsageSQL(s UsageScan) (string, []any) {
 	return query + from, args
 }
 
+// HoldsUsage says whether any ledger row's event time is in [from, to)
+// (unix ms). It asks for one row: a scan of the window stopped at its first
+// row read the month's rows on PostgreSQL, whose plan for the whole window
+// was a sequential scan (0.87 s at 10,000,000 rows).
+func (db *DB) HoldsUsage(ctx context.Context, from, to int64) (bool, error) {
+	var found bool
+	err := db.Read.GetContext(ctx, &found, db.Read.Rebind(`SELECT EXISTS (SELECT 1 FROM metered_usage WHERE occurred_at >= ? AND occurred_at < ?)`), from, to)
+	return found, err
+}
+
 // versionWideQuantities is the migration that added metered_usage.decimals
 // and invoice_lines.quantity_wide.
 const versionWideQuantities = 14
