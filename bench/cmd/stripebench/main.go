@@ -10,6 +10,10 @@
 // alternating order, as the reference.
 //
 //	go run ./bench/cmd/stripebench -rounds 3 -n 20000 -customers 100
+//
+// With -features the pushed serve also prices the meter, with a soft limit
+// and a soft spend cap that alert: issue 42's "limits, spend and Stripe
+// stream sync all configured", against the mapping alone.
 package main
 
 import (
@@ -33,6 +37,25 @@ const stripeKey = "sk_test_stripebench0123456789"
 // drain is how long a round waits for the last push after the load.
 var drain *time.Duration
 
+// features, with -features: the pushed round's serve also prices the meter
+// in a plan every customer is on, with a soft limit and a soft spend cap
+// that alert (issue 42: limits, spend and Stripe stream sync all
+// configured), against a reference on the embedded default's mapping alone.
+var features *bool
+
+const featuresConfig = `plans:
+  - name: metered
+    currency: USD
+    effective_from: 2026-01-01
+    prices:
+      - {meter: bench_%[1]s, model: graduated, tiers: [{up_to: 1000, unit: "0"}, {unit: "0.001"}]}
+    limits:
+      - {meter: bench_%[1]s, limit: 100000000, period: month, kind: soft, alerts: ["80%%", "100%%"]}
+    spend: {limit: "1000000.00", period: month, kind: soft, alerts: ["500000.00", "80%%"]}
+customers:
+  default_plan: metered
+`
+
 func main() {
 	binary := flag.String("binary", "", "hookledger binary (default: build one)")
 	rounds := flag.Int("rounds", 3, "rounds")
@@ -42,6 +65,7 @@ func main() {
 	latency := flag.Duration("stripe-latency", 150*time.Millisecond, "how long the fake Stripe takes to answer a call")
 	keep := flag.Bool("keep", false, "keep the temporary directory")
 	drain = flag.Duration("drain", 5*time.Minute, "how long to wait for the last push after the load")
+	features = flag.Bool("features", false, "the pushed serve also prices the meter with a soft limit and a soft spend cap that alert (the reference: the mapping alone)")
 	flag.Parse()
 	ctx := context.Background()
 	h, err := harness.New(ctx, "", "hookledger-stripebench-", *binary, *keep)
@@ -97,9 +121,11 @@ func round(ctx context.Context, h *harness.Harness, name string, n, k, customers
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
 	const runID = "sb"
-	push := "    stripe: {event_name: requests, mode: stream}\n"
+	push, plans := "    stripe: {event_name: requests, mode: stream}\n", ""
 	if !pushed {
 		push = ""
+	} else if *features {
+		plans = fmt.Sprintf(featuresConfig, runID)
 	}
 	cfg := filepath.Join(dir, "hookledger.yml")
 	if err := os.WriteFile(cfg, fmt.Appendf(nil, `data: %s
@@ -119,7 +145,7 @@ meters:
     meter: data.meter
     quantity: data.quantity
     occurred_at: data.occurred_at
-`, filepath.Join(dir, "data"), h.Secret(), stripeKey, srv.URL, runID, push), 0o600); err != nil {
+%s`, filepath.Join(dir, "data"), h.Secret(), stripeKey, srv.URL, runID, push, plans), 0o600); err != nil {
 		return res, err
 	}
 	proc, err := h.Start(ctx, "serve", dir, filepath.Join(dir, "serve.log"), "serve", "--config", cfg, "--no-replication")
