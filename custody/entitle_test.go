@@ -264,6 +264,12 @@ func checkStateMatchesLedger(t *testing.T, e *env) {
 
 func adjust(t *testing.T, e *env, customer, quantity, ref string) {
 	t.Helper()
+	adjustWith(t, e.Writer, customer, quantity, ref)
+}
+
+// adjustWith appends an adjustment of api_requests through w.
+func adjustWith(t *testing.T, w *custody.Writer, customer, quantity, ref string) {
+	t.Helper()
 	q, err := ledger.ParseRowQuantity(quantity)
 	if err != nil {
 		t.Fatal(err)
@@ -272,7 +278,7 @@ func adjust(t *testing.T, e *env, customer, quantity, ref string) {
 	if err := a.Validate(nil); err != nil {
 		t.Fatal(err)
 	}
-	err = e.Writer.Submit(t.Context(), custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
+	err = w.Submit(t.Context(), custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
 		r, err := a.Row(ctx, tx.Refs(), tx.Now())
 		if err != nil {
 			return err
@@ -398,18 +404,7 @@ func TestUsageStateCacheSeesAnotherWriter(t *testing.T) {
 	if err := w.Open(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	q, _ := ledger.ParseRowQuantity("5")
-	a := ledger.Adjustment{Customer: "cus_1", Meter: "api_requests", Quantity: q, Reason: "from another process", Ref: "row:1"}
-	err = w.Submit(t.Context(), custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
-		r, err := a.Row(ctx, tx.Refs(), tx.Now())
-		if err != nil {
-			return err
-		}
-		return tx.Append(ctx, r)
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	adjustWith(t, w, "cus_1", "5", "row:1")
 	w.Close()
 	if r := e.Send("b", testenv.UsageBody("cus_1", "api_requests", "1")); r.Code != 200 {
 		t.Fatal(r.Code)
