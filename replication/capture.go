@@ -58,9 +58,12 @@ func (r *Replicator) startCapture(db *litestream.DB) {
 	ctx, stop := context.WithCancel(context.Background())
 	r.capture.stop = stop
 	r.capture.done.Add(3)
-	go func() { defer r.capture.done.Done(); r.cutLoop(ctx, db) }()
+	go func() {
+		defer r.capture.done.Done()
+		every(ctx, r.cfg.DB.MonitorInterval, func() { _ = r.cut(ctx, db) })
+	}()
 	go func() { defer r.capture.done.Done(); r.replicaRetryLoop(ctx, db) }()
-	go func() { defer r.capture.done.Done(); r.pruneLoop(ctx, db) }()
+	go func() { defer r.capture.done.Done(); every(ctx, pruneEvery, func() { r.prune(ctx, db) }) }()
 }
 
 // stopCapture stops the loops and waits for them (from close, before the
@@ -73,8 +76,9 @@ func (r *Replicator) stopCapture() {
 	}
 }
 
-func (r *Replicator) cutLoop(ctx context.Context, db *litestream.DB) {
-	tick := time.NewTicker(r.cfg.DB.MonitorInterval)
+// every runs fn every d until ctx ends (the cut and prune loops).
+func every(ctx context.Context, d time.Duration, fn func()) {
+	tick := time.NewTicker(d)
 	defer tick.Stop()
 	for {
 		select {
@@ -82,7 +86,7 @@ func (r *Replicator) cutLoop(ctx context.Context, db *litestream.DB) {
 			return
 		case <-tick.C:
 		}
-		_ = r.cut(ctx, db)
+		fn()
 	}
 }
 

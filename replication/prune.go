@@ -30,28 +30,20 @@ const pruneEvery = time.Minute
 // minutes, the next-to-top level's interval within the top level's, the top
 // level's beyond. docs/backups.md has the arithmetic.
 
-// pruneLoop prunes every pruneEvery until ctx ends.
-func (r *Replicator) pruneLoop(ctx context.Context, db *litestream.DB) {
-	tick := time.NewTicker(pruneEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		if err := prune(ctx, db, len(r.cfg.Levels)); err != nil && ctx.Err() == nil {
-			r.Logger.Warn("pruning the replica's covered files failed; retrying in a minute", "error", err)
-		}
+// prune prunes the replica (the capture runs it every pruneEvery); a
+// failure is logged and tried again at the next.
+func (r *Replicator) prune(ctx context.Context, db *litestream.DB) {
+	if err := pruneLevels(ctx, db, len(r.cfg.Levels)); err != nil && ctx.Err() == nil {
+		r.Logger.Warn("pruning the replica's covered files failed; retrying in a minute", "error", err)
 	}
 }
 
-// prune deletes, in levels 1 to top-1, the files the next level up covers,
+// pruneLevels deletes, in levels 1 to top-1, the files the next level up covers,
 // and in the top level those that end before the oldest snapshot.
 // Litestream keeps the newest file of a level (the next compaction reads
 // from its end), and leaves deletion to bucket lifecycle rules when its
 // retention is disabled.
-func prune(ctx context.Context, db *litestream.DB, top int) error {
+func pruneLevels(ctx context.Context, db *litestream.DB, top int) error {
 	oldest, err := oldestSnapshot(ctx, db.Replica.Client)
 	if err != nil {
 		return err

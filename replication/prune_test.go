@@ -82,7 +82,7 @@ dbs:
 	}
 	l1Before, l2Before := len(levelFiles(t, r, 1)), len(levelFiles(t, r, 2))
 
-	if err := prune(ctx, r.db, len(cfg.Levels)); err != nil {
+	if err := pruneLevels(ctx, r.db, len(cfg.Levels)); err != nil {
 		t.Fatal(err)
 	}
 	l2 := levelFiles(t, r, 2)
