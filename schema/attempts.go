@@ -52,7 +52,7 @@ func (b Batch) InsertAttempt(ctx context.Context, a Attempt) error {
 		b.pg.attempts = append(b.pg.attempts, a)
 		return nil
 	}
-	_, err := b.st.insertAttempt.ExecContext(ctx, a.Provider, a.EventID, a.ReceivedAt, a.RemoteAddr, a.UserAgent, a.RequestID,
+	_, err := b.tx.ExecContext(ctx, insertAttemptSQL, a.Provider, a.EventID, a.ReceivedAt, a.RemoteAddr, a.UserAgent, a.RequestID,
 		a.BodySHA256, a.SignatureHeaders, signatureAge(a.SignatureAgeMS), a.Outcome, a.StatusCode)
 	return err
 }

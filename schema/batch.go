@@ -5,70 +5,99 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/jmoiron/sqlx"
 )
 
-// Writer is the single write connection's side of storage: the statements
-// custody's writer runs for every delivery, prepared once (DB.OpenWriter),
-// and the batch transactions it begins on them. Only one Writer may run at a
-// time: the write pool has one connection, and SQLite one write lock.
+// Writer is the single write connection's side of storage: the batch
+// transactions custody's writer begins on it, and on SQLite the statements
+// those batches run, prepared once each on the write connection (stmtCache).
+// Only one Writer may run at a time: the write pool has one connection, and
+// SQLite one write lock.
 type Writer struct {
 	db    *sqlx.DB
-	stmts writeStmts
+	stmts *stmtCache // nil on PostgreSQL, where pgx prepares each statement once per connection
 }
 
-// writeStmts are the hot path's statements: per delivery a receipt insert
-// (holding the attempt that inserted it) and its usage rows, or, for a
-// duplicate, the stored receipt's lookup and an attempt row; per batch one
-// read and one update of the chain head.
-type writeStmts struct {
-	insertReceipt, storedReceipt, insertAttempt, insertRow, loadHead, saveHead *sql.Stmt
-	insertOutbox                                                               *sql.Stmt // outbox.go: one per forwarded destination of a new receipt
-	usageState, saveUsageState                                                 *sql.Stmt // entitlements.go: per customer, meter and month a batch touches
+// stmtCache holds the SQLite writer's statements, prepared once each on the
+// write connection, by text. SQLite parses and plans a statement that is not
+// prepared every time it runs, and on the writer that cost more than the
+// run: the usage state's read, the Stripe pushes' inserts and the limit and
+// spend reads ran per row or per customer of every batch (more than a
+// quarter of the writer's CPU with limits, spend and Stripe configured).
+//
+// A statement a batch runs that is not prepared yet runs unprepared and is
+// counted; the second time, it is prepared at the next Begin, while no batch
+// holds the write pool's one connection (a prepare inside the batch would
+// wait for it). At most maxWriterStmts are kept: a text built per call (a
+// list of placeholders) then cannot crowd the memory.
+type stmtCache struct {
+	mu       sync.Mutex
+	prepared map[string]*sql.Stmt
+	seen     map[string]int // texts run unprepared, and how often
 }
 
-func (s *writeStmts) each(fn func(dst **sql.Stmt, query string)) {
-	fn(&s.insertReceipt, insertReceiptSQL)
-	fn(&s.storedReceipt, storedReceiptSQL)
-	fn(&s.insertAttempt, insertAttemptSQL)
-	fn(&s.insertRow, insertLedgerRowSQL)
-	fn(&s.loadHead, latestHeadSQL)
-	fn(&s.saveHead, saveHeadSQL)
-	fn(&s.insertOutbox, insertOutboxSQL)
-	fn(&s.usageState, usageStateSQL)
-	fn(&s.saveUsageState, saveUsageStateSQL)
+const maxWriterStmts = 256
+
+// lookup returns q prepared, or nil after counting it.
+func (c *stmtCache) lookup(q string) *sql.Stmt {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s, ok := c.prepared[q]; ok {
+		return s
+	}
+	if len(c.seen) < 4*maxWriterStmts {
+		c.seen[q]++
+	}
+	return nil
 }
 
-// OpenWriter prepares the writer's statements on the write connection. Close
-// the Writer before the DB.
+// prepare prepares on db the texts batches ran twice or more. One that does
+// not prepare is forgotten: it failed when it ran too, and the batch that
+// ran it said so.
+func (c *stmtCache) prepare(ctx context.Context, db *sqlx.DB) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for q, n := range c.seen {
+		if n < 2 {
+			continue
+		}
+		delete(c.seen, q)
+		if len(c.prepared) >= maxWriterStmts {
+			continue
+		}
+		if s, err := db.PrepareContext(ctx, q); err == nil {
+			c.prepared[q] = s
+		}
+	}
+}
+
+// OpenWriter opens the writer's side of the database. Close the Writer
+// before the DB.
 func (db *DB) OpenWriter(ctx context.Context) (*Writer, error) {
 	if db.Write == nil {
 		return nil, errors.New("schema: the database is open read-only")
 	}
 	w := &Writer{db: db.Write}
-	var err error
-	w.stmts.each(func(dst **sql.Stmt, query string) {
-		if err == nil {
-			*dst, err = db.Write.PrepareContext(ctx, forBackend(db.Write, query))
-		}
-	})
-	if err != nil {
-		w.Close()
-		return nil, fmt.Errorf("prepare: %w", err)
+	if !onPostgres(db.Write) {
+		w.stmts = &stmtCache{prepared: map[string]*sql.Stmt{}, seen: map[string]int{}}
 	}
 	return w, nil
 }
 
 // Close closes the prepared statements.
 func (w *Writer) Close() error {
+	if w.stmts == nil {
+		return nil
+	}
+	w.stmts.mu.Lock()
+	defer w.stmts.mu.Unlock()
 	var errs []error
-	w.stmts.each(func(dst **sql.Stmt, _ string) {
-		if *dst != nil {
-			errs = append(errs, (*dst).Close())
-			*dst = nil
-		}
-	})
+	for q, s := range w.stmts.prepared {
+		errs = append(errs, s.Close())
+		delete(w.stmts.prepared, q)
+	}
 	return errors.Join(errs...)
 }
 
@@ -77,7 +106,8 @@ func (w *Writer) Close() error {
 // lock before its first read (the chain head), and no other connection can
 // move the head or commit until it ends; nor can a read-then-write ever
 // fail to upgrade its lock halfway. Because the pool has a single
-// connection, binding the statements reuses what OpenWriter prepared.
+// connection, binding a prepared statement to the batch reuses what was
+// prepared on it.
 //
 // On PostgreSQL Begin sends nothing: the batch begins its transaction with
 // its first statement, and first locks the chain head's row (and reads it,
@@ -86,7 +116,7 @@ func (w *Writer) Close() error {
 // head first: a batch that locked a relay's rows before the head could
 // deadlock with one that holds the head and wants those rows.
 func (w *Writer) Begin(ctx context.Context) (Batch, error) {
-	if onPostgres(w.db) {
+	if w.stmts == nil {
 		c, err := w.db.Connx(ctx)
 		if err != nil {
 			return Batch{}, err
@@ -94,25 +124,23 @@ func (w *Writer) Begin(ctx context.Context) (Batch, error) {
 		pg := &pgBatch{conn: c, known: map[receiptKey]storedReceipt{}, absent: map[receiptKey]bool{}}
 		return Batch{tx: batchTx{pg: pg}, pg: pg}, nil // pgbatch.go: it begins with its first statement
 	}
+	w.stmts.prepare(ctx, w.db)
 	tx, err := w.db.BeginTxx(ctx, nil)
 	if err != nil {
 		return Batch{}, err
 	}
-	st := w.stmts // each bound to tx below
-	st.each(func(dst **sql.Stmt, _ string) { *dst = tx.StmtContext(ctx, *dst) })
-	return Batch{tx: batchTx{tx: tx}, st: &st}, nil
+	return Batch{tx: batchTx{tx: tx, st: &txStmts{cache: w.stmts, bound: map[string]*sqlx.Stmt{}}}}, nil
 }
 
 // Batch is the writer's batch transaction (Writer.Begin): the hot path's
-// writes through the prepared statements (receipts.go, attempts.go,
-// usage.go, chain.go), the replays' (replays.go), and the writes beside the
-// hot path (reconcile checkpoints, redelivery requests, retention), each a
-// typed method with no SQL of the caller's. The chain head and the refs of
-// adjustments are read through it too (chain.go). The writer commits it.
+// writes (receipts.go, attempts.go, usage.go, chain.go), the replays'
+// (replays.go), and the writes beside the hot path (reconcile checkpoints,
+// redelivery requests, retention), each a typed method with no SQL of the
+// caller's. The chain head and the refs of adjustments are read through it
+// too (chain.go). The writer commits it.
 type Batch struct {
 	tx batchTx
-	st *writeStmts // bound to tx (SQLite)
-	pg *pgBatch    // the writes held back (PostgreSQL, pgbatch.go)
+	pg *pgBatch // the writes held back (PostgreSQL, pgbatch.go)
 }
 
 // Commit commits the batch: with synchronous=FULL it is durable when Commit
@@ -189,6 +217,6 @@ func (b Batch) DataVersion(ctx context.Context) (v int64, ok bool, err error) {
 	if b.pg != nil {
 		return 0, false, nil
 	}
-	err = b.tx.tx.QueryRowContext(ctx, `PRAGMA data_version`).Scan(&v)
+	err = b.tx.QueryRowContext(ctx, `PRAGMA data_version`).Scan(&v)
 	return v, err == nil, err
 }

@@ -31,7 +31,7 @@ type ChainHead struct {
 // ErrNotChained means the database predates the chain_head table.
 var ErrNotChained = errors.New("the database predates the receipts chain (migration 0005): run `hookledger migrate`")
 
-// saveHeadSQL stores a batch's head; OpenWriter prepares it once. A trigger
+// saveHeadSQL stores a batch's head (the writer prepares it, stmtCache). A trigger
 // refuses to move either chain backwards.
 const saveHeadSQL = `UPDATE chain_head SET ledger_id = ?, ledger_hash = ?, receipt_id = ?, receipt_hash = ? WHERE id = 1`
 
@@ -70,7 +70,7 @@ func (b Batch) LatestHead(ctx context.Context) (ChainHead, error) {
 		return b.pg.start, err
 	}
 	var h ChainHead
-	if err := b.st.loadHead.QueryRowContext(ctx).Scan(&h.LedgerID, &h.LedgerHash, &h.ReceiptID, &h.ReceiptHash); err != nil {
+	if err := b.tx.QueryRowContext(ctx, latestHeadSQL).Scan(&h.LedgerID, &h.LedgerHash, &h.ReceiptID, &h.ReceiptHash); err != nil {
 		return h, headError(ctx, b.tx, err)
 	}
 	return h, nil
@@ -83,7 +83,7 @@ func (b Batch) SaveHead(ctx context.Context, h ChainHead) error {
 		b.pg.head = &h // sent with the batch's other writes (pgbatch.go)
 		return nil
 	}
-	_, err := b.st.saveHead.ExecContext(ctx, h.LedgerID, h.LedgerHash, h.ReceiptID, h.ReceiptHash)
+	_, err := b.tx.ExecContext(ctx, saveHeadSQL, h.LedgerID, h.LedgerHash, h.ReceiptID, h.ReceiptHash)
 	return err
 }
 

@@ -76,18 +76,10 @@ func (b Batch) StateZone(ctx context.Context) (StateZone, bool, error) {
 	return stateZone(ctx, b.tx)
 }
 
-// UsageState reads one usage_state row (found false: none yet). On SQLite
-// it runs the writer's prepared statement: the writer reads one per
-// customer, meter and month a batch touches, and SQLite parsed and planned
-// it every time (a fifth of the writer's CPU with the state kept).
+// UsageState reads one usage_state row (found false: none yet). The writer
+// reads one per customer, meter and month a batch touches.
 func (b Batch) UsageState(ctx context.Context, customer, meter string, periodStart int64) (UsageState, bool, error) {
-	if b.st == nil {
-		return usageState(ctx, b.tx, customer, meter, periodStart)
-	}
-	var s UsageState
-	err := b.st.usageState.QueryRowContext(ctx, customer, meter, periodStart).
-		Scan(&s.Customer, &s.Meter, &s.PeriodStart, &s.PeriodEnd, &s.Used, &s.LastRowID)
-	return foundUsageState(s, err, customer, meter)
+	return usageState(ctx, b.tx, customer, meter, periodStart)
 }
 
 const usageStateSQL = `SELECT ` + usageStateCols + ` FROM usage_state WHERE customer_id = ? AND meter = ? AND period_start = ?`
@@ -112,16 +104,9 @@ const saveUsageStateSQL = `INSERT INTO usage_state (` + usageStateCols + `) VALU
 	ON CONFLICT (customer_id, meter, period_start) DO UPDATE SET period_end = excluded.period_end,
 		used = excluded.used, last_row_id = excluded.last_row_id`
 
-// SaveUsageState stores s, replacing the row of its key (on SQLite with the
-// writer's prepared statement, as UsageState).
+// SaveUsageState stores s, replacing the row of its key.
 func (b Batch) SaveUsageState(ctx context.Context, s UsageState) error {
-	args := []any{s.Customer, s.Meter, s.PeriodStart, s.PeriodEnd, s.Used, s.LastRowID}
-	var err error
-	if b.st != nil {
-		_, err = b.st.saveUsageState.ExecContext(ctx, args...)
-	} else {
-		_, err = b.tx.ExecContext(ctx, saveUsageStateSQL, args...)
-	}
+	_, err := b.tx.ExecContext(ctx, saveUsageStateSQL, s.Customer, s.Meter, s.PeriodStart, s.PeriodEnd, s.Used, s.LastRowID)
 	if err != nil {
 		return fmt.Errorf("save usage state %s/%s: %w", s.Customer, s.Meter, err)
 	}

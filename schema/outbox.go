@@ -54,7 +54,7 @@ func (b Batch) InsertOutbox(ctx context.Context, receiptID int64, destination, m
 		b.pg.outbox = append(b.pg.outbox, outboxRow{receiptID, destination, messageID, now})
 		return nil
 	}
-	_, err := b.st.insertOutbox.ExecContext(ctx, receiptID, destination, messageID, now, now, now)
+	_, err := b.tx.ExecContext(ctx, insertOutboxSQL, receiptID, destination, messageID, now, now, now)
 	return err
 }
 

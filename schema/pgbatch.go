@@ -69,12 +69,39 @@ type pgBatch struct {
 // batchTx is a batch's transaction: SQLite's database/sql transaction (tx),
 // or on PostgreSQL the writer's connection inside a transaction the batch
 // begins and ends itself (pg.conn), so that it can pipeline its first and
-// last statements (pgBatch.begin, pgBatch.commit). On PostgreSQL each
-// statement through it first begins the transaction if it has not yet, and
-// sends what the batch holds back.
+// last statements (pgBatch.begin, pgBatch.commit). On SQLite each statement
+// through it runs the writer's prepared one when there is one (st); on
+// PostgreSQL each first begins the transaction if it has not yet, and sends
+// what the batch holds back.
 type batchTx struct {
 	tx *sqlx.Tx
+	st *txStmts // SQLite
 	pg *pgBatch
+}
+
+// txStmts are the writer's prepared statements (stmtCache) as one SQLite
+// batch runs them: each bound to its transaction the first time it runs.
+type txStmts struct {
+	cache *stmtCache
+	bound map[string]*sqlx.Stmt
+}
+
+// stmt is q prepared and bound to the batch's transaction, nil on
+// PostgreSQL or while q is not prepared yet.
+func (t batchTx) stmt(ctx context.Context, q string) *sqlx.Stmt {
+	if t.st == nil {
+		return nil
+	}
+	if s, ok := t.st.bound[q]; ok {
+		return s
+	}
+	p := t.st.cache.lookup(q)
+	if p == nil {
+		return nil
+	}
+	s := &sqlx.Stmt{Stmt: t.tx.StmtContext(ctx, p), Mapper: t.tx.Mapper}
+	t.st.bound[q] = s
+	return s
 }
 
 // conn is what both kinds of transaction run statements on.
@@ -118,6 +145,9 @@ func (t batchTx) DriverName() string {
 }
 
 func (t batchTx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	if s := t.stmt(ctx, q); s != nil {
+		return s.ExecContext(ctx, args...)
+	}
 	c, err := t.ready(ctx)
 	if err != nil {
 		return nil, err
@@ -126,6 +156,9 @@ func (t batchTx) ExecContext(ctx context.Context, q string, args ...any) (sql.Re
 }
 
 func (t batchTx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	if s := t.stmt(ctx, q); s != nil {
+		return s.QueryContext(ctx, args...)
+	}
 	c, err := t.ready(ctx)
 	if err != nil {
 		return nil, err
@@ -134,6 +167,9 @@ func (t batchTx) QueryContext(ctx context.Context, q string, args ...any) (*sql.
 }
 
 func (t batchTx) QueryxContext(ctx context.Context, q string, args ...any) (*sqlx.Rows, error) {
+	if s := t.stmt(ctx, q); s != nil {
+		return s.QueryxContext(ctx, args...)
+	}
 	c, err := t.ready(ctx)
 	if err != nil {
 		return nil, err
@@ -144,11 +180,17 @@ func (t batchTx) QueryxContext(ctx context.Context, q string, args ...any) (*sql
 // QueryRowContext and QueryRowxContext cannot return a flush's error: it
 // stays in the batch (pgBatch.err), which then refuses to commit.
 func (t batchTx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	if s := t.stmt(ctx, q); s != nil {
+		return s.QueryRowContext(ctx, args...)
+	}
 	c, _ := t.ready(ctx)
 	return c.QueryRowContext(ctx, q, args...)
 }
 
 func (t batchTx) QueryRowxContext(ctx context.Context, q string, args ...any) *sqlx.Row {
+	if s := t.stmt(ctx, q); s != nil {
+		return s.QueryRowxContext(ctx, args...)
+	}
 	c, _ := t.ready(ctx)
 	return c.QueryRowxContext(ctx, q, args...)
 }

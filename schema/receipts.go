@@ -39,7 +39,7 @@ type Receipt struct {
 	FirstStatus string `db:"first_status"`
 }
 
-// The hot path's receipt statements, prepared once by OpenWriter. ON
+// The hot path's receipt statements (the writer prepares them, stmtCache). ON
 // CONFLICT DO NOTHING changes no row when (provider, event_id) exists: the
 // unique constraint, inside the batch's transaction, tells a new event from
 // a duplicate (PostgreSQL reads the same statement alike). A new receipt
@@ -140,7 +140,7 @@ func (b Batch) InsertReceipt(ctx context.Context, r Receipt, first Attempt) (ins
 	if b.pg != nil {
 		return b.pg.insertReceipt(ctx, r, first)
 	}
-	res, err := b.st.insertReceipt.ExecContext(ctx, r.ID, r.Provider, r.EventID, r.EventType, r.Body, r.BodySHA256,
+	res, err := b.tx.ExecContext(ctx, insertReceiptSQL, r.ID, r.Provider, r.EventID, r.EventType, r.Body, r.BodySHA256,
 		r.SignatureHeaders, r.Status, r.Error, r.HandlerVersion, r.Source, r.ReceivedAt, r.ProcessedAt, r.PrevHash, r.RowHash,
 		first.RemoteAddr, first.UserAgent, first.RequestID, signatureAge(first.SignatureAgeMS), first.StatusCode)
 	if err != nil {
@@ -160,7 +160,7 @@ func (b Batch) StoredReceipt(ctx context.Context, provider, eventID string) (bod
 		}
 		return s.sha, s.status, err
 	}
-	err = b.st.storedReceipt.QueryRowContext(ctx, provider, eventID).Scan(&bodySHA256, &status)
+	err = b.tx.QueryRowContext(ctx, storedReceiptSQL, provider, eventID).Scan(&bodySHA256, &status)
 	return bodySHA256, status, notFound(err)
 }
 

@@ -108,12 +108,12 @@ func (f LedgerFilter) where() (string, []any) {
 const customerTimeIndex = " INDEXED BY metered_usage_customer"
 
 // insertLedgerRowSQL appends one ledger row with the id and hashes the chain
-// assigned; OpenWriter prepares it once on the write connection.
+// assigned (the writer prepares it, stmtCache).
 const insertLedgerRowSQL = `INSERT INTO metered_usage
 	(id, kind, provider, event_id, customer_id, meter, quantity, decimals, properties, reason, ref, occurred_at, recorded_at, prev_hash, row_hash, receipt_id)
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULLIF(?, 0))`
 
-// InsertLedgerRow stores a row the chain linked, with the prepared insert.
+// InsertLedgerRow stores a row the chain linked.
 // r is passed by value: the writer calls this per row, and a value keeps it
 // off the heap.
 func (b Batch) InsertLedgerRow(ctx context.Context, r LedgerRow) error {
@@ -121,7 +121,7 @@ func (b Batch) InsertLedgerRow(ctx context.Context, r LedgerRow) error {
 		b.pg.rows = append(b.pg.rows, r)
 		return nil
 	}
-	_, err := b.st.insertRow.ExecContext(ctx, r.ID, r.Kind, r.Provider, r.EventID, r.Customer, r.Meter, r.Quantity, r.Decimals,
+	_, err := b.tx.ExecContext(ctx, insertLedgerRowSQL, r.ID, r.Kind, r.Provider, r.EventID, r.Customer, r.Meter, r.Quantity, r.Decimals,
 		r.Properties, r.Reason, r.Ref, r.OccurredAt, r.RecordedAt, r.PrevHash, r.RowHash, r.ReceiptID)
 	return err
 }
