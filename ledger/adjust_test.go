@@ -19,7 +19,7 @@ func (e *env) adjust(a ledger.Adjustment) (*ledger.Row, error) {
 		return nil, err
 	}
 	var out *ledger.Row
-	err := e.Writer.Submit(e.ctx, custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
+	err := e.Writer.Submit(e.Ctx, custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
 		r, err := a.Row(ctx, tx.Refs(), tx.Now())
 		if err != nil {
 			return err
@@ -33,11 +33,11 @@ func (e *env) adjust(a ledger.Adjustment) (*ledger.Row, error) {
 func TestAdjustmentsChangeTotalsAndKeepOriginals(t *testing.T) {
 	e := newEnv(t)
 	defer e.Close()
-	e.setClock(ts("2026-10-20T00:00:00Z"))
-	e.write(
-		row{customer: "c1", meter: "api", qty: q("10"), at: ts("2026-10-05T00:00:00Z")},
-		row{customer: "c1", meter: "seats", qty: q("4"), at: ts("2026-10-05T00:00:00Z")},
-		row{customer: "c2", meter: "api", qty: q("6"), at: ts("2026-10-06T00:00:00Z")},
+	e.SetClock(ts("2026-10-20T00:00:00Z"))
+	e.Write(
+		row{Customer: "c1", Meter: "api", Qty: q("10"), At: ts("2026-10-05T00:00:00Z")},
+		row{Customer: "c1", Meter: "seats", Qty: q("4"), At: ts("2026-10-05T00:00:00Z")},
+		row{Customer: "c2", Meter: "api", Qty: q("6"), At: ts("2026-10-06T00:00:00Z")},
 	)
 	oct := month(t, "2026-10", "UTC")
 	r, err := e.adjust(ledger.Adjustment{Customer: "c1", Meter: "api", Quantity: q("-2.5"), Reason: "duplicate batch", Ref: "row:1"})
@@ -50,7 +50,7 @@ func TestAdjustmentsChangeTotalsAndKeepOriginals(t *testing.T) {
 	if _, err := e.adjust(ledger.Adjustment{Customer: "c1", Meter: "seats", Quantity: q("-1"), Reason: "seat removed late", Ref: "event:test/evt_000002"}); err != nil {
 		t.Fatal(err)
 	}
-	rep := e.query(ledger.UsageQuery{From: oct.Start, To: oct.End, Meters: invMeters})
+	rep := e.Query(ledger.UsageQuery{From: oct.Start, To: oct.End, Meters: invMeters})
 	got := map[string]ledger.UsageLine{}
 	for _, l := range rep.Lines {
 		got[l.Customer+" "+l.Meter] = l
@@ -73,8 +73,8 @@ func TestAdjustmentsChangeTotalsAndKeepOriginals(t *testing.T) {
 	// Close October, then correct it: the adjustment is late for October
 	// and the next invoice bills it naming October.
 	e.closePeriod(t, ledger.CloseRequest{Period: oct, All: true, Meters: invMeters, Now: at("2026-11-02T00:00:00Z")})
-	e.setClock(ts("2026-11-03T00:00:00Z"))
-	inv, err := ledger.ListInvoices(e.ctx, e.DB, ledger.InvoiceFilter{Customer: "c2"})
+	e.SetClock(ts("2026-11-03T00:00:00Z"))
+	inv, err := ledger.ListInvoices(e.Ctx, e.DB, ledger.InvoiceFilter{Customer: "c2"})
 	if err != nil || len(inv) != 1 {
 		t.Fatalf("c2 invoices: %+v %v", inv, err)
 	}
@@ -87,7 +87,7 @@ func TestAdjustmentsChangeTotalsAndKeepOriginals(t *testing.T) {
 	if l := c2.Lines[0]; l.Adjustments != 1 || l.Rows != 0 {
 		t.Fatalf("late adjustment line: %+v", l)
 	}
-	if p, err := ledger.Verify(e.ctx, e.DB); err != nil || p.First() != nil {
+	if p, err := ledger.Verify(e.Ctx, e.DB); err != nil || p.First() != nil {
 		t.Fatalf("verify: %v %v", p.First(), err)
 	}
 }
@@ -95,7 +95,7 @@ func TestAdjustmentsChangeTotalsAndKeepOriginals(t *testing.T) {
 func TestAdjustmentErrors(t *testing.T) {
 	e := newEnv(t)
 	defer e.Close()
-	e.write(row{customer: "c1", meter: "api", qty: q("1"), at: time.Now()})
+	e.Write(row{Customer: "c1", Meter: "api", Qty: q("1"), At: time.Now()})
 	ok := ledger.Adjustment{Customer: "c1", Meter: "api", Quantity: q("-1"), Reason: "r"}
 	for _, tc := range []struct {
 		name string

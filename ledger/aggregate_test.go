@@ -58,10 +58,10 @@ func brute(rows []genRowID, qr ledger.UsageQuery, batchTimes []time.Time, meters
 	groups := map[string]*bruteLine{}
 	keys := map[string]ledger.UsageLine{}
 	for _, r := range rows {
-		if !qr.From.IsZero() && r.at.Before(qr.From) || !qr.To.IsZero() && !r.at.Before(qr.To) {
+		if !qr.From.IsZero() && r.At.Before(qr.From) || !qr.To.IsZero() && !r.At.Before(qr.To) {
 			continue
 		}
-		if qr.Customer != "" && r.customer != qr.Customer || qr.Meter != "" && r.meter != qr.Meter {
+		if qr.Customer != "" && r.Customer != qr.Customer || qr.Meter != "" && r.Meter != qr.Meter {
 			continue
 		}
 		if !qr.AsOf.IsZero() && !batchTimes[r.batch].Before(qr.AsOf) || qr.AsOfID != 0 && r.id > qr.AsOfID {
@@ -69,12 +69,12 @@ func brute(rows []genRowID, qr ledger.UsageQuery, batchTimes []time.Time, meters
 		}
 		var l ledger.UsageLine
 		if has("customer") {
-			l.Customer = r.customer
+			l.Customer = r.Customer
 		}
 		if has("meter") {
-			l.Meter = r.meter
+			l.Meter = r.Meter
 		}
-		local := r.at.In(qr.Zone)
+		local := r.At.In(qr.Zone)
 		switch {
 		case has("hour"):
 			l.Period = local.Format("2006-01-02T15") + ":00" + local.Format("Z07:00")
@@ -89,8 +89,8 @@ func brute(rows []genRowID, qr ledger.UsageQuery, batchTimes []time.Time, meters
 			keys[k] = l
 		}
 		g := groups[k]
-		if r.adjust {
-			g.adj.Add(g.adj, bigQ(r.qty))
+		if r.Adjust {
+			g.adj.Add(g.adj, bigQ(r.Qty))
 			g.nAdj++
 		} else {
 			g.usage = append(g.usage, r)
@@ -108,37 +108,37 @@ func brute(rows []genRowID, qr ledger.UsageQuery, batchTimes []time.Time, meters
 			switch m.Aggregation {
 			case ledger.AggSum:
 				for _, r := range g.usage {
-					v.Add(v, bigQ(r.qty))
+					v.Add(v, bigQ(r.Qty))
 				}
 			case ledger.AggCount:
 				v.Mul(big.NewInt(int64(n)), bigScale)
 			case ledger.AggMax:
-				v = bigQ(g.usage[0].qty)
+				v = bigQ(g.usage[0].Qty)
 				for _, r := range g.usage {
-					if bigQ(r.qty).Cmp(v) > 0 {
-						v = bigQ(r.qty)
+					if bigQ(r.Qty).Cmp(v) > 0 {
+						v = bigQ(r.Qty)
 					}
 				}
 			case ledger.AggMin:
-				v = bigQ(g.usage[0].qty)
+				v = bigQ(g.usage[0].Qty)
 				for _, r := range g.usage {
-					if bigQ(r.qty).Cmp(v) < 0 {
-						v = bigQ(r.qty)
+					if bigQ(r.Qty).Cmp(v) < 0 {
+						v = bigQ(r.Qty)
 					}
 				}
 			case ledger.AggLatest:
 				best := g.usage[0]
 				for _, r := range g.usage {
-					if r.at.After(best.at) || r.at.Equal(best.at) && r.id > best.id {
+					if r.At.After(best.At) || r.At.Equal(best.At) && r.id > best.id {
 						best = r
 					}
 				}
-				v = bigQ(best.qty)
+				v = bigQ(best.Qty)
 			case ledger.AggUniqueCount:
 				seen := map[string]bool{}
 				for _, r := range g.usage {
-					if r.props != "{}" && r.props != `{"u":null}` {
-						seen[r.props] = true
+					if r.Props != "{}" && r.Props != `{"u":null}` {
+						seen[r.Props] = true
 					}
 				}
 				v.Mul(big.NewInt(int64(len(seen))), bigScale)
@@ -196,39 +196,39 @@ func TestAggregationsMatchBruteForce(t *testing.T) {
 		for i := 0; i < nrows; i++ {
 			m := rapid.SampledFrom(propMeters).Draw(rt, "meter")
 			r := genRow{row: row{
-				customer: rapid.SampledFrom([]string{"a", "b", "c"}).Draw(rt, "customer"),
-				meter:    m.Name,
+				Customer: rapid.SampledFrom([]string{"a", "b", "c"}).Draw(rt, "customer"),
+				Meter:    m.Name,
 				// Few distinct minutes, so equal event times (latest's tie-break) happen.
-				at:    base.Add(time.Duration(rapid.IntRange(0, 6*24*4).Draw(rt, "quarter")) * 15 * time.Minute),
-				props: rapid.SampledFrom([]string{"{}", `{"u":"x"}`, `{"u":"y"}`, `{"u":1}`, `{"u":null}`}).Draw(rt, "props"),
+				At:    base.Add(time.Duration(rapid.IntRange(0, 6*24*4).Draw(rt, "quarter")) * 15 * time.Minute),
+				Props: rapid.SampledFrom([]string{"{}", `{"u":"x"}`, `{"u":"y"}`, `{"u":1}`, `{"u":null}`}).Draw(rt, "props"),
 			}, batch: rapid.IntRange(0, 2).Draw(rt, "batch")}
 			if i > 0 && rapid.IntRange(0, 3).Draw(rt, "twin") == 0 {
 				// Same customer, meter and event time as an earlier row: latest
 				// must break the tie by ledger id, not by scan order.
 				prev := gen[rapid.IntRange(0, i-1).Draw(rt, "twinOf")]
-				r.customer, r.meter, r.at = prev.customer, prev.meter, prev.at
+				r.Customer, r.Meter, r.At = prev.Customer, prev.Meter, prev.At
 			}
 			huge := large == 2 || large == 1 && rapid.IntRange(0, 3).Draw(rt, "large row") == 0
 			switch {
 			case rapid.IntRange(0, 9).Draw(rt, "kind") == 0:
-				r.adjust = true
-				r.props = "{}"
+				r.Adjust = true
+				r.Props = "{}"
 				if huge {
 					// Signed, down to the most negative Quantity.
-					r.qty = largeQuantity(rt, "large adj")
+					r.Qty = largeQuantity(rt, "large adj")
 					if rapid.Bool().Draw(rt, "negative") {
-						r.qty = r.qty.Neg()
+						r.Qty = r.Qty.Neg()
 					}
 					if rapid.IntRange(0, 9).Draw(rt, "min") == 0 {
-						r.qty = ledger.TotalOf(-math.MaxInt64) // the most negative micro-units a row stores with 6 decimals
+						r.Qty = ledger.TotalOf(-math.MaxInt64) // the most negative micro-units a row stores with 6 decimals
 					}
 				} else {
-					r.qty = ledger.TotalOf(ledger.Quantity(rapid.Int64Range(-3_000_000, 3_000_000).Filter(func(v int64) bool { return v != 0 }).Draw(rt, "adj")))
+					r.Qty = ledger.TotalOf(ledger.Quantity(rapid.Int64Range(-3_000_000, 3_000_000).Filter(func(v int64) bool { return v != 0 }).Draw(rt, "adj")))
 				}
 			case huge:
-				r.qty = largeQuantity(rt, "large qty")
+				r.Qty = largeQuantity(rt, "large qty")
 			default:
-				r.qty = ledger.TotalOf(ledger.Quantity(rapid.Int64Range(0, 5_000_000).Draw(rt, "qty")))
+				r.Qty = ledger.TotalOf(ledger.Quantity(rapid.Int64Range(0, 5_000_000).Draw(rt, "qty")))
 			}
 			gen = append(gen, r)
 		}
@@ -243,8 +243,8 @@ func TestAggregationsMatchBruteForce(t *testing.T) {
 				}
 			}
 			if len(batch) > 0 {
-				e.setClock(batchTimes[b])
-				e.write(batch...)
+				e.SetClock(batchTimes[b])
+				e.Write(batch...)
 			}
 		}
 
@@ -284,7 +284,7 @@ func TestAggregationsMatchBruteForce(t *testing.T) {
 			qr.AsOfID = int64(rapid.IntRange(1, len(withIDs)+1).Draw(rt, "asOfID"))
 		}
 
-		rep, err := ledger.Query(e.ctx, e.DB, qr)
+		rep, err := ledger.Query(e.Ctx, e.DB, qr)
 		want := brute(withIDs, qr, batchTimes, meters)
 		if err != nil {
 			rt.Fatal(err) // totals of any size are answered exactly

@@ -20,7 +20,7 @@ var rewindHead = []string{
 
 func head(t *testing.T, e *env) []ledger.Anchor {
 	t.Helper()
-	h, err := ledger.LoadHead(e.ctx, e.DB)
+	h, err := ledger.LoadHead(e.Ctx, e.DB)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func head(t *testing.T, e *env) []ledger.Anchor {
 
 func verifiedWith(t *testing.T, e *env, anchors []ledger.Anchor) *ledger.VerifyReport {
 	t.Helper()
-	rep, err := ledger.Verify(e.ctx, e.DB, anchors...)
+	rep, err := ledger.Verify(e.Ctx, e.DB, anchors...)
 	if err != nil {
 		t.Fatal(err)
 	}

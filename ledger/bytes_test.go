@@ -40,18 +40,18 @@ func bytesPricing(t *testing.T) *ledger.Pricing {
 func TestBytesGaugeAndMonthInvoiceExactly(t *testing.T) {
 	e := newEnv(t)
 	defer e.Close()
-	e.setClock(ts("2026-10-31T00:00:00Z"))
+	e.SetClock(ts("2026-10-31T00:00:00Z"))
 	tenTB := q("10000000000000")
 	var rows []row
 	for i := range 1000 { // a 10 TB transfer every 44 minutes or so
 		at := ts("2026-10-01T00:00:00Z").Add(time.Duration(i) * 44 * time.Minute)
-		rows = append(rows, row{customer: "c", meter: "storage_bytes", qty: tenTB, at: at})
+		rows = append(rows, row{Customer: "c", Meter: "storage_bytes", Qty: tenTB, At: at})
 	}
-	rows = append(rows, row{customer: "c", meter: "storage_gauge", qty: q("9999999999999"), at: ts("2026-10-02T00:00:00Z")},
-		row{customer: "c", meter: "storage_gauge", qty: tenTB, at: ts("2026-10-03T00:00:00Z")},
-		row{customer: "c", meter: "storage_gauge", qty: q("4000000000000.5"), at: ts("2026-10-04T00:00:00Z")},
-		row{customer: "d", meter: "storage_gauge", qty: q("40000000000000.25"), at: ts("2026-10-05T00:00:00Z")})
-	e.write(rows...)
+	rows = append(rows, row{Customer: "c", Meter: "storage_gauge", Qty: q("9999999999999"), At: ts("2026-10-02T00:00:00Z")},
+		row{Customer: "c", Meter: "storage_gauge", Qty: tenTB, At: ts("2026-10-03T00:00:00Z")},
+		row{Customer: "c", Meter: "storage_gauge", Qty: q("4000000000000.5"), At: ts("2026-10-04T00:00:00Z")},
+		row{Customer: "d", Meter: "storage_gauge", Qty: q("40000000000000.25"), At: ts("2026-10-05T00:00:00Z")})
+	e.Write(rows...)
 
 	// A gauge row of 10^13 bytes keeps whole bytes: quantity 10^13 with 0
 	// decimals; a row whose micro-units fit an int64 keeps 6, as every row
@@ -72,7 +72,7 @@ func TestBytesGaugeAndMonthInvoiceExactly(t *testing.T) {
 	}
 
 	oct := month(t, "2026-10", "UTC")
-	rep, err := ledger.Query(e.ctx, e.DB, ledger.UsageQuery{From: oct.Start, To: oct.End, Meters: bytesMeters})
+	rep, err := ledger.Query(e.Ctx, e.DB, ledger.UsageQuery{From: oct.Start, To: oct.End, Meters: bytesMeters})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestBytesGaugeAndMonthInvoiceExactly(t *testing.T) {
 	if qty != 0 || wide != "10000000000000000" {
 		t.Fatalf("stored line: quantity %d, quantity_wide %q", qty, wide)
 	}
-	stored, err := ledger.GetInvoice(e.ctx, e.DB, inv.ID)
+	stored, err := ledger.GetInvoice(e.Ctx, e.DB, inv.ID)
 	if err != nil || !bytes.Equal(ledger.InvoiceDigest(stored), inv.Digest) || !stored.Lines[0].Quantity.Equal(q("1e16")) {
 		t.Fatalf("stored invoice: %v %+v", err, stored)
 	}
@@ -116,18 +116,18 @@ func TestBytesGaugeAndMonthInvoiceExactly(t *testing.T) {
 func TestSumTo10e24IsExact(t *testing.T) {
 	e := newEnv(t)
 	defer e.Close()
-	e.setClock(ts("2026-10-31T00:00:00Z"))
+	e.SetClock(ts("2026-10-31T00:00:00Z"))
 	rows := make([]row, 0, 5000)
 	for i := range 125_000 {
 		at := ts("2026-10-01T00:00:00Z").Add(time.Duration(i) * 20 * time.Second)
-		rows = append(rows, row{customer: "c", meter: "storage_bytes", qty: q("8000000000000000000"), at: at})
+		rows = append(rows, row{Customer: "c", Meter: "storage_bytes", Qty: q("8000000000000000000"), At: at})
 		if len(rows) == cap(rows) {
-			e.write(rows...)
+			e.Write(rows...)
 			rows = rows[:0]
 		}
 	}
 	oct := month(t, "2026-10", "UTC")
-	rep, err := ledger.Query(e.ctx, e.DB, ledger.UsageQuery{From: oct.Start, To: oct.End, Meters: bytesMeters})
+	rep, err := ledger.Query(e.Ctx, e.DB, ledger.UsageQuery{From: oct.Start, To: oct.End, Meters: bytesMeters})
 	if err != nil || len(rep.Lines) != 1 || rep.Lines[0].Quantity.String() != "1000000000000000000000000" || rep.Lines[0].Events != 125_000 {
 		t.Fatalf("usage: %v %+v", err, rep)
 	}
@@ -136,7 +136,7 @@ func TestSumTo10e24IsExact(t *testing.T) {
 	if s := amounts(res.Invoices[0]); s != "storage_bytes 2026-10=23000000000000.00 | fee 0.00 true-up 0.00 total 23000000000000.00 USD" {
 		t.Fatalf("invoice: %s", s)
 	}
-	inv, err := ledger.GetInvoice(e.ctx, e.DB, res.Invoices[0].ID)
+	inv, err := ledger.GetInvoice(e.Ctx, e.DB, res.Invoices[0].ID)
 	if err != nil || inv.Lines[0].Quantity.String() != "1000000000000000000000000" {
 		t.Fatalf("stored invoice: %v %+v", err, inv)
 	}

@@ -2,8 +2,11 @@ package ledger
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"hash"
 
 	"github.com/hookledger/hookledger/chainhash"
 )
@@ -58,7 +61,7 @@ func (r *Row) Hash(prev []byte) []byte {
 	if wide {
 		c.str("hookledger-row-v2")
 	}
-	c.h.Write(prev)
+	c.raw(prev)
 	c.int(r.ID)
 	c.str(r.Kind)
 	c.str(r.Provider)
@@ -132,3 +135,24 @@ func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
+
+// canon writes length-prefixed fields (Row.Hash, invoice digests), so no two different
+// records encode to the same bytes.
+type canon struct{ h hash.Hash }
+
+func newCanon() canon { return canon{sha256.New()} }
+
+func (c canon) int(v int64) {
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(v))
+	c.h.Write(n[:])
+}
+
+func (c canon) str(s string) { c.int(int64(len(s))); c.h.Write([]byte(s)) }
+
+func (c canon) bytes(b []byte) { c.int(int64(len(b))); c.h.Write(b) }
+
+func (c canon) sum() []byte { return c.h.Sum(nil) }
+
+// raw writes b as it is, without its length: a hash of fixed size.
+func (c canon) raw(b []byte) { c.h.Write(b) }

@@ -32,10 +32,6 @@ import (
 // voided before it. They pay its total in the burn order
 // (pricing.BurnOrder); what each gave is frozen on the invoice.
 
-// ChainCredits is the credit ledger's chain as anchors spell it; the id is
-// credit_entries.id.
-const ChainCredits = "credits"
-
 // Credit entry kinds.
 const (
 	CreditGranted = "grant"

@@ -45,7 +45,7 @@ func (e *env) grant(r ledger.GrantRequest) *custody.GrantCredit {
 		r.Actor = "test"
 	}
 	op := &custody.GrantCredit{Request: r}
-	if err := e.Writer.Submit(e.ctx, op); err != nil {
+	if err := e.Writer.Submit(e.Ctx, op); err != nil {
 		e.T.Fatal(err)
 	}
 	return op
@@ -67,7 +67,7 @@ func TestCreditBurnOrder(t *testing.T) {
 	pr := flatPricing(t, ledger.PlanAssignment{Customer: "c2", Plan: "flat80", EffectiveFrom: "2026-01-01"})
 	ms := func(s string) int64 { return ts(s).UnixMilli() }
 
-	e.setClock(ts("2026-11-01T00:00:00Z"))
+	e.SetClock(ts("2026-11-01T00:00:00Z"))
 	e.grant(ledger.GrantRequest{ID: "c1-a", Customer: "c1", Currency: "USD", Amount: "100.00", Priority: 1, ExpiresAt: ms("2026-11-20T00:00:00Z")})
 	e.grant(ledger.GrantRequest{ID: "c1-b", Customer: "c1", Currency: "USD", Amount: "500", Priority: 2})
 	e.grant(ledger.GrantRequest{ID: "c1-yen", Customer: "c1", Currency: "JPY", Amount: "100000", Priority: 0})
@@ -95,7 +95,7 @@ func TestCreditBurnOrder(t *testing.T) {
 	}
 
 	// What was frozen reads back the same, and the balances follow.
-	inv, err := ledger.GetInvoice(e.ctx, e.DB, got["c1"].ID)
+	inv, err := ledger.GetInvoice(e.Ctx, e.DB, got["c1"].ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestCreditBurnOrder(t *testing.T) {
 		t.Errorf("stored invoice: %s, closed as %s", s, credits(got["c1"]))
 	}
 	balances := func(customer string) string {
-		gs, err := ledger.Grants(e.ctx, e.DB, customer, ts("2026-12-02T00:00:00Z").UnixMilli())
+		gs, err := ledger.Grants(e.Ctx, e.DB, customer, ts("2026-12-02T00:00:00Z").UnixMilli())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,13 +118,13 @@ func TestCreditBurnOrder(t *testing.T) {
 	}
 
 	// The expiry row forfeits c1-a's 100.00, once.
-	e.setClock(ts("2026-12-02T00:00:01Z"))
+	e.SetClock(ts("2026-12-02T00:00:01Z"))
 	for range 2 {
-		if err := e.Writer.Submit(e.ctx, &custody.ExpireCredits{}); err != nil {
+		if err := e.Writer.Submit(e.Ctx, &custody.ExpireCredits{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	es, err := e.DB.CreditEntries(e.ctx, schema.CreditFilter{GrantID: "c1-a"})
+	es, err := e.DB.CreditEntries(e.Ctx, schema.CreditFilter{GrantID: "c1-a"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestCreditBurnOrder(t *testing.T) {
 		t.Errorf("December: %s\nwant %s", s, want)
 	}
 
-	rep, err := ledger.Verify(e.ctx, e.DB)
+	rep, err := ledger.Verify(e.Ctx, e.DB)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestCreditBurnOrder(t *testing.T) {
 			"burn of grant c1-b: balance 120.00, but the grant's entries leave 20.00"},
 	} {
 		e.Exec(tc.edit)
-		rep, err := ledger.Verify(e.ctx, e.DB)
+		rep, err := ledger.Verify(e.Ctx, e.DB)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -171,12 +171,12 @@ func TestCreditBurnOrder(t *testing.T) {
 	}
 
 	// A truncated tail of the credit chain is caught by its anchor.
-	anchors, err := ledger.LoadAnchors(e.ctx, e.DB)
+	anchors, err := ledger.LoadAnchors(e.Ctx, e.DB)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.Exec(`DELETE FROM credit_entries WHERE id = (SELECT MAX(id) FROM credit_entries)`)
-	rep, err = ledger.Verify(e.ctx, e.DB, anchors...)
+	rep, err = ledger.Verify(e.Ctx, e.DB, anchors...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func TestCreditGrantOnce(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			ops[i] = &custody.GrantCredit{Request: req}
-			errs[i] = e.Writer.Submit(e.ctx, ops[i])
+			errs[i] = e.Writer.Submit(e.Ctx, ops[i])
 		}()
 	}
 	wg.Wait()
@@ -212,7 +212,7 @@ func TestCreditGrantOnce(t *testing.T) {
 			fresh++
 		}
 	}
-	es, err := e.DB.CreditEntries(e.ctx, schema.CreditFilter{})
+	es, err := e.DB.CreditEntries(e.Ctx, schema.CreditFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,11 +222,11 @@ func TestCreditGrantOnce(t *testing.T) {
 
 	other := req
 	other.Amount = "30.00"
-	err = e.Writer.Submit(e.ctx, &custody.GrantCredit{Request: other})
+	err = e.Writer.Submit(e.Ctx, &custody.GrantCredit{Request: other})
 	if !errors.Is(err, custody.ErrGrantConflict) {
 		t.Fatalf("the same id with another amount: %v, want ErrGrantConflict", err)
 	}
-	if es, _ := e.DB.CreditEntries(e.ctx, schema.CreditFilter{}); len(es) != 1 {
+	if es, _ := e.DB.CreditEntries(e.Ctx, schema.CreditFilter{}); len(es) != 1 {
 		t.Fatalf("a refused grant wrote: %d entries", len(es))
 	}
 }

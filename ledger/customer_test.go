@@ -33,27 +33,27 @@ func TestRegistryHistory(t *testing.T) {
 	e := newEnv(t)
 	cat := testCatalog(t)
 	at := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
-	err := ledger.AddCustomer(e.ctx, e.DB, ledger.Customer{ID: "cus_1", Name: "Acme", Email: "billing@acme.test",
+	err := ledger.AddCustomer(e.Ctx, e.DB, ledger.Customer{ID: "cus_1", Name: "Acme", Email: "billing@acme.test",
 		ExternalIDs: map[string]string{"stripe": "cus_Q3xz"}, RecordedAt: at},
 		&ledger.PlanAssignment{Plan: "pro", EffectiveFrom: "2026-01-01", RecordedAt: at}, cat)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ledger.AddCustomer(e.ctx, e.DB, ledger.Customer{ID: "cus_1", RecordedAt: at}, nil, cat); !errors.Is(err, ledger.ErrCustomerExists) {
+	if err := ledger.AddCustomer(e.Ctx, e.DB, ledger.Customer{ID: "cus_1", RecordedAt: at}, nil, cat); !errors.Is(err, ledger.ErrCustomerExists) {
 		t.Errorf("adding cus_1 twice: %v", err)
 	}
 	email := "ap@acme.test"
-	if _, err := ledger.UpdateCustomer(e.ctx, e.DB, "cus_1", ledger.CustomerChange{Email: &email,
+	if _, err := ledger.UpdateCustomer(e.Ctx, e.DB, "cus_1", ledger.CustomerChange{Email: &email,
 		ExternalIDs: map[string]string{"stripe": "", "crm": "42"}, At: at.Add(time.Hour), Note: "new AP contact"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ledger.UpdateCustomer(e.ctx, e.DB, "cus_1", ledger.CustomerChange{Email: &email, At: at}); !errors.Is(err, ledger.ErrNothingToChange) {
+	if _, err := ledger.UpdateCustomer(e.Ctx, e.DB, "cus_1", ledger.CustomerChange{Email: &email, At: at}); !errors.Is(err, ledger.ErrNothingToChange) {
 		t.Errorf("an update that changes nothing: %v", err)
 	}
-	if _, err := ledger.UpdateCustomer(e.ctx, e.DB, "cus_9", ledger.CustomerChange{Email: &email, At: at}); !errors.Is(err, ledger.ErrNoCustomer) {
+	if _, err := ledger.UpdateCustomer(e.Ctx, e.DB, "cus_9", ledger.CustomerChange{Email: &email, At: at}); !errors.Is(err, ledger.ErrNoCustomer) {
 		t.Errorf("updating an unregistered customer: %v", err)
 	}
-	hist, err := ledger.CustomerHistory(e.ctx, e.DB, "cus_1")
+	hist, err := ledger.CustomerHistory(e.Ctx, e.DB, "cus_1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestRegistryHistory(t *testing.T) {
 		hist[1].Email != email || hist[1].ExternalIDs["crm"] != "42" || len(hist[1].ExternalIDs) != 1 || hist[1].Note != "new AP contact" {
 		t.Errorf("history: %+v", hist)
 	}
-	now, err := ledger.Customers(e.ctx, e.DB)
+	now, err := ledger.Customers(e.Ctx, e.DB)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestPlanAssignments(t *testing.T) {
 	e := newEnv(t)
 	cat := testCatalog(t)
 	assign := func(cust, plan string, from pricing.Date) error {
-		_, err := ledger.AssignPlan(e.ctx, e.DB, ledger.PlanAssignment{Customer: cust, Plan: plan, EffectiveFrom: from, RecordedAt: time.Now()}, cat)
+		_, err := ledger.AssignPlan(e.Ctx, e.DB, ledger.PlanAssignment{Customer: cust, Plan: plan, EffectiveFrom: from, RecordedAt: time.Now()}, cat)
 		return err
 	}
 	for _, a := range []struct {
@@ -104,7 +104,7 @@ func TestPlanAssignments(t *testing.T) {
 			}
 		})
 	}
-	as, err := ledger.PlanAssignments(e.ctx, e.DB, "")
+	as, err := ledger.PlanAssignments(e.Ctx, e.DB, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestPlanAssignments(t *testing.T) {
 func TestRegistryAppendOnly(t *testing.T) {
 	e := newEnv(t)
 	at := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
-	if err := ledger.AddCustomer(e.ctx, e.DB, ledger.Customer{ID: "cus_1", RecordedAt: at},
+	if err := ledger.AddCustomer(e.Ctx, e.DB, ledger.Customer{ID: "cus_1", RecordedAt: at},
 		&ledger.PlanAssignment{Plan: "pro", EffectiveFrom: "2026-01-01", RecordedAt: at}, testCatalog(t)); err != nil {
 		t.Fatal(err)
 	}

@@ -2,9 +2,6 @@ package ledger
 
 import (
 	"cmp"
-	"crypto/sha256"
-	"encoding/binary"
-	"hash"
 	"slices"
 )
 
@@ -22,28 +19,10 @@ func rowsDigest(rows []covered) []byte {
 	c := newCanon()
 	for _, r := range rows {
 		c.int(r.id)
-		c.h.Write(r.hash)
+		c.raw(r.hash)
 	}
 	return c.sum()
 }
-
-// canon writes length-prefixed fields (Row.Hash, invoice digests), so no two different
-// records encode to the same bytes.
-type canon struct{ h hash.Hash }
-
-func newCanon() canon { return canon{sha256.New()} }
-
-func (c canon) int(v int64) {
-	var n [8]byte
-	binary.BigEndian.PutUint64(n[:], uint64(v))
-	c.h.Write(n[:])
-}
-
-func (c canon) str(s string) { c.int(int64(len(s))); c.h.Write([]byte(s)) }
-
-func (c canon) bytes(b []byte) { c.int(int64(len(b))); c.h.Write(b) }
-
-func (c canon) sum() []byte { return c.h.Sum(nil) }
 
 // invoiceDigest is SHA-256 over every stored field of the invoice and its
 // lines, so an edit to a closed invoice's numbers is detectable.

@@ -37,11 +37,11 @@ func TestDimensionsAgreeWithBruteForce(t *testing.T) {
 	regions := []string{`"eu"`, `"us"`, ``}
 	var rows []row
 	for i := 0; i < 400; i++ {
-		r := row{customer: fmt.Sprintf("c%d", rng.IntN(3)), meter: []string{"tokens", "peak"}[rng.IntN(2)],
-			qty: q(fmt.Sprint(rng.IntN(1000))), at: from.Add(time.Duration(rng.IntN(30*24)) * time.Hour)}
+		r := row{Customer: fmt.Sprintf("c%d", rng.IntN(3)), Meter: []string{"tokens", "peak"}[rng.IntN(2)],
+			Qty: q(fmt.Sprint(rng.IntN(1000))), At: from.Add(time.Duration(rng.IntN(30*24)) * time.Hour)}
 		if rng.IntN(10) == 0 {
-			r.adjust = true
-			r.qty = q(fmt.Sprint(rng.IntN(200) - 100))
+			r.Adjust = true
+			r.Qty = q(fmt.Sprint(rng.IntN(200) - 100))
 		} else {
 			var kv []string
 			if m := models[rng.IntN(len(models))]; m != "" {
@@ -50,18 +50,18 @@ func TestDimensionsAgreeWithBruteForce(t *testing.T) {
 			if g := regions[rng.IntN(len(regions))]; g != "" {
 				kv = append(kv, `"region":`+g)
 			}
-			r.props = "{" + strings.Join(kv, ",") + "}"
+			r.Props = "{" + strings.Join(kv, ",") + "}"
 		}
 		rows = append(rows, r)
 	}
-	e.write(rows...)
+	e.Write(rows...)
 	meters := dimMeters()
 
 	value := func(r row, name string) string {
-		if r.props == "" {
+		if r.Props == "" {
 			return ""
 		}
-		return ledger.DimensionValue(r.props, name)
+		return ledger.DimensionValue(r.Props, name)
 	}
 	groupings := [][]string{{"customer", "meter", "model"}, {"meter", "region"}, {"meter", "model", "region"}, {"customer", "meter"}, {"meter"}}
 	wheres := []string{"", "model=gpt-4o", "model!=gpt-4o", "model in (gpt-4o,7)", "region=eu,model=claude", "model=", "region not in (eu)", "model in (claude, o1),region!="}
@@ -72,7 +72,7 @@ func TestDimensionsAgreeWithBruteForce(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				rep := e.query(qr)
+				rep := e.Query(qr)
 
 				type acc struct {
 					sum, max      ledger.Total
@@ -96,9 +96,9 @@ func TestDimensionsAgreeWithBruteForce(t *testing.T) {
 					for _, name := range g {
 						switch name {
 						case "customer":
-							key = append(key, r.customer)
+							key = append(key, r.Customer)
 						case "meter":
-							key = append(key, r.meter)
+							key = append(key, r.Meter)
 						default:
 							key = append(key, value(r, name))
 						}
@@ -109,15 +109,15 @@ func TestDimensionsAgreeWithBruteForce(t *testing.T) {
 						a = &acc{}
 						want[k] = a
 					}
-					if r.adjust {
-						a.adj = a.adj.Plus(r.qty)
+					if r.Adjust {
+						a.adj = a.adj.Plus(r.Qty)
 						a.adjNo++
 						continue
 					}
-					if a.events == 0 || r.qty.Cmp(a.max) > 0 {
-						a.max = r.qty
+					if a.events == 0 || r.Qty.Cmp(a.max) > 0 {
+						a.max = r.Qty
 					}
-					a.sum = a.sum.Plus(r.qty)
+					a.sum = a.sum.Plus(r.Qty)
 					a.events++
 				}
 				got := map[string]bool{}

@@ -83,24 +83,24 @@ func TestPricesByDimension(t *testing.T) {
 	e := newEnv(t)
 	defer e.Close()
 	pr := tokenPricing(t, true)
-	e.setClock(ts("2026-09-20T00:00:00Z"))
-	e.write(
-		row{customer: "c1", meter: "tokens", qty: q("1000"), at: ts("2026-09-10T00:00:00Z"), props: model("gpt-4o")},
-		row{customer: "c1", meter: "tokens", qty: q("2000"), at: ts("2026-09-11T00:00:00Z"), props: model("gpt-4o-mini")},
+	e.SetClock(ts("2026-09-20T00:00:00Z"))
+	e.Write(
+		row{Customer: "c1", Meter: "tokens", Qty: q("1000"), At: ts("2026-09-10T00:00:00Z"), Props: model("gpt-4o")},
+		row{Customer: "c1", Meter: "tokens", Qty: q("2000"), At: ts("2026-09-11T00:00:00Z"), Props: model("gpt-4o-mini")},
 	)
 	sep := e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-09", "UTC"), All: true, Meters: tokenMeters, Now: at("2026-10-02T00:00:00Z"), Pricing: pr})
 	if got := dimAmounts(sep.Invoices[0]); got != "tokens 2026-09=3000@0.03 | total 0.03 USD" {
 		t.Errorf("September, priced as a whole: %s", got)
 	}
 
-	e.setClock(ts("2026-10-20T00:00:00Z"))
-	e.write(
-		row{customer: "c1", meter: "tokens", qty: q("1000000"), at: ts("2026-10-03T00:00:00Z"), props: model("gpt-4o")},
-		row{customer: "c1", meter: "tokens", qty: q("200000"), at: ts("2026-10-04T00:00:00Z"), props: model("gpt-4o-mini")},
-		row{customer: "c1", meter: "tokens", qty: q("500000"), at: ts("2026-10-05T00:00:00Z"), props: model("gpt-4o")},
-		row{customer: "c1", meter: "tokens", qty: q("300000"), at: ts("2026-10-06T00:00:00Z"), props: model("llama-3")},
-		row{customer: "c1", meter: "tokens", qty: q("50000"), at: ts("2026-10-07T00:00:00Z")},
-		row{customer: "c1", meter: "api", qty: q("10"), at: ts("2026-10-07T00:00:00Z")},
+	e.SetClock(ts("2026-10-20T00:00:00Z"))
+	e.Write(
+		row{Customer: "c1", Meter: "tokens", Qty: q("1000000"), At: ts("2026-10-03T00:00:00Z"), Props: model("gpt-4o")},
+		row{Customer: "c1", Meter: "tokens", Qty: q("200000"), At: ts("2026-10-04T00:00:00Z"), Props: model("gpt-4o-mini")},
+		row{Customer: "c1", Meter: "tokens", Qty: q("500000"), At: ts("2026-10-05T00:00:00Z"), Props: model("gpt-4o")},
+		row{Customer: "c1", Meter: "tokens", Qty: q("300000"), At: ts("2026-10-06T00:00:00Z"), Props: model("llama-3")},
+		row{Customer: "c1", Meter: "tokens", Qty: q("50000"), At: ts("2026-10-07T00:00:00Z")},
+		row{Customer: "c1", Meter: "api", Qty: q("10"), At: ts("2026-10-07T00:00:00Z")},
 	)
 	oct := e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-10", "UTC"), All: true, Meters: tokenMeters, Now: at("2026-11-02T00:00:00Z"), Pricing: pr})
 	inv := oct.Invoices[0]
@@ -112,11 +112,11 @@ func TestPricesByDimension(t *testing.T) {
 	if l := inv.Lines[2]; l.Dimensions != `{"model":"gpt-4o"}` || l.Rows != 2 {
 		t.Errorf("gpt-4o line: dimensions %s, %d rows; want {\"model\":\"gpt-4o\"} and 2", l.Dimensions, l.Rows)
 	}
-	stored, err := ledger.GetInvoice(e.ctx, e.DB, inv.ID)
+	stored, err := ledger.GetInvoice(e.Ctx, e.DB, inv.ID)
 	if err != nil || dimAmounts(*stored) != want {
 		t.Fatalf("stored October invoice: %v\n%s", err, dimAmounts(*stored))
 	}
-	rep, err := ledger.Verify(e.ctx, e.DB)
+	rep, err := ledger.Verify(e.Ctx, e.DB)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestPricesByDimension(t *testing.T) {
 	}
 
 	// The trace's view of a line: only the rows of its value.
-	check, err := ledger.CheckLine(e.ctx, e.DB, inv.Lines[3])
+	check, err := ledger.CheckLine(e.Ctx, e.DB, inv.Lines[3])
 	if err != nil || check.Problem != "" || len(check.Rows) != 1 || !check.Rows[0].Quantity.Equal(q("200000")) {
 		t.Fatalf("gpt-4o-mini line's rows: %+v %v", check, err)
 	}
@@ -134,7 +134,7 @@ func TestPricesByDimension(t *testing.T) {
 	// digest no longer match, and the invoice's digest (v4) covers the value.
 	e.allowInvoiceEdits()
 	e.Exec(`UPDATE invoice_lines SET dimensions = ? WHERE invoice_id = ? AND line_no = 3`, model("gpt-4o-mini"), inv.ID)
-	rep, err = ledger.Verify(e.ctx, e.DB)
+	rep, err = ledger.Verify(e.Ctx, e.DB)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,13 +172,13 @@ func (e *env) allowEdits(table string) {
 func TestCloseRefusesValueWithoutCard(t *testing.T) {
 	e := newEnv(t)
 	defer e.Close()
-	e.setClock(ts("2026-10-20T00:00:00Z"))
-	e.write(
-		row{customer: "c1", meter: "tokens", qty: q("1000"), at: ts("2026-10-03T00:00:00Z"), props: model("gpt-4o")},
-		row{customer: "c7", meter: "tokens", qty: q("5"), at: ts("2026-10-04T00:00:00Z"), props: model("llama-3")},
+	e.SetClock(ts("2026-10-20T00:00:00Z"))
+	e.Write(
+		row{Customer: "c1", Meter: "tokens", Qty: q("1000"), At: ts("2026-10-03T00:00:00Z"), Props: model("gpt-4o")},
+		row{Customer: "c7", Meter: "tokens", Qty: q("5"), At: ts("2026-10-04T00:00:00Z"), Props: model("llama-3")},
 	)
 	want := `customer "c7": meter "tokens" has usage with model "llama-3" in 2026-10, and plan "ai" from 2026-10-01 has no rate card for it and no default`
-	_, err := ledger.Close(e.ctx, e.DB, ledger.CloseRequest{Period: month(t, "2026-10", "UTC"), Customer: "c7", Meters: tokenMeters,
+	_, err := ledger.Close(e.Ctx, e.DB, ledger.CloseRequest{Period: month(t, "2026-10", "UTC"), Customer: "c7", Meters: tokenMeters,
 		Now: at("2026-11-02T00:00:00Z"), Pricing: tokenPricing(t, false)})
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("close of c7: %v", err)
@@ -186,7 +186,7 @@ func TestCloseRefusesValueWithoutCard(t *testing.T) {
 	if n, m := e.Count("invoices"), e.Count("period_closes"); n != 0 || m != 0 {
 		t.Errorf("the refused close wrote %d invoices and %d closes", n, m)
 	}
-	res, err := ledger.Close(e.ctx, e.DB, ledger.CloseRequest{Period: month(t, "2026-10", "UTC"), All: true, Meters: tokenMeters,
+	res, err := ledger.Close(e.Ctx, e.DB, ledger.CloseRequest{Period: month(t, "2026-10", "UTC"), All: true, Meters: tokenMeters,
 		Now: at("2026-11-02T00:00:00Z"), Pricing: tokenPricing(t, false)})
 	if err != nil || len(res.Invoices) != 1 || res.Invoices[0].Customer != "c1" || len(res.Excluded) != 1 || !strings.Contains(res.Excluded[0].Error, want) {
 		t.Fatalf("close for all: %v, %+v; want c1 invoiced and c7 excluded with why", err, res)
@@ -205,16 +205,16 @@ func TestLateUsageAndVoidsByDimension(t *testing.T) {
 	e := newEnv(t)
 	defer e.Close()
 	pr := tokenPricing(t, true)
-	e.setClock(ts("2026-10-20T00:00:00Z"))
-	e.write(
-		row{customer: "c1", meter: "tokens", qty: q("1000000"), at: ts("2026-10-03T00:00:00Z"), props: model("gpt-4o")},
-		row{customer: "c1", meter: "tokens", qty: q("500000"), at: ts("2026-10-04T00:00:00Z"), props: model("gpt-4o")},
-		row{customer: "c1", meter: "tokens", qty: q("200000"), at: ts("2026-10-05T00:00:00Z"), props: model("gpt-4o-mini")},
+	e.SetClock(ts("2026-10-20T00:00:00Z"))
+	e.Write(
+		row{Customer: "c1", Meter: "tokens", Qty: q("1000000"), At: ts("2026-10-03T00:00:00Z"), Props: model("gpt-4o")},
+		row{Customer: "c1", Meter: "tokens", Qty: q("500000"), At: ts("2026-10-04T00:00:00Z"), Props: model("gpt-4o")},
+		row{Customer: "c1", Meter: "tokens", Qty: q("200000"), At: ts("2026-10-05T00:00:00Z"), Props: model("gpt-4o-mini")},
 	)
 	e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-10", "UTC"), All: true, Meters: tokenMeters, Now: at("2026-11-02T00:00:00Z"), Pricing: pr})
 
-	e.setClock(ts("2026-11-03T00:00:00Z"))
-	e.write(row{customer: "c1", meter: "tokens", qty: q("50000"), at: ts("2026-10-30T00:00:00Z"), props: model("gpt-4o-mini")})
+	e.SetClock(ts("2026-11-03T00:00:00Z"))
+	e.Write(row{Customer: "c1", Meter: "tokens", Qty: q("50000"), At: ts("2026-10-30T00:00:00Z"), Props: model("gpt-4o-mini")})
 	if _, err := e.void("evt_000002", "test traffic"); err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +231,7 @@ func TestLateUsageAndVoidsByDimension(t *testing.T) {
 	if l := inv.Lines[0]; l.Adjustments != 1 || l.Rows != 0 {
 		t.Errorf("late void line covers %d rows and %d corrections, want 0 and 1", l.Rows, l.Adjustments)
 	}
-	rep, err := ledger.Verify(e.ctx, e.DB)
+	rep, err := ledger.Verify(e.Ctx, e.DB)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,15 +249,15 @@ func TestCorrectionDryRunMoney(t *testing.T) {
 	e := newEnv(t)
 	defer e.Close()
 	pr := tokenPricing(t, true)
-	e.setClock(ts("2026-10-20T00:00:00Z"))
-	e.write(
-		row{customer: "c1", meter: "tokens", qty: q("1000000"), at: ts("2026-10-03T00:00:00Z"), props: model("gpt-4o")},
-		row{customer: "c1", meter: "tokens", qty: q("500000"), at: ts("2026-10-04T00:00:00Z"), props: model("gpt-4o")},
-		row{customer: "c1", meter: "tokens", qty: q("50000"), at: ts("2026-10-05T00:00:00Z"), props: model("gpt-4o-mini")},
-		row{customer: "c1", meter: "tokens", qty: q("150000"), at: ts("2026-10-05T00:00:00Z"), props: model("gpt-4o-mini")},
+	e.SetClock(ts("2026-10-20T00:00:00Z"))
+	e.Write(
+		row{Customer: "c1", Meter: "tokens", Qty: q("1000000"), At: ts("2026-10-03T00:00:00Z"), Props: model("gpt-4o")},
+		row{Customer: "c1", Meter: "tokens", Qty: q("500000"), At: ts("2026-10-04T00:00:00Z"), Props: model("gpt-4o")},
+		row{Customer: "c1", Meter: "tokens", Qty: q("50000"), At: ts("2026-10-05T00:00:00Z"), Props: model("gpt-4o-mini")},
+		row{Customer: "c1", Meter: "tokens", Qty: q("150000"), At: ts("2026-10-05T00:00:00Z"), Props: model("gpt-4o-mini")},
 	)
 	rows := func(id string) []ledger.Row {
-		recs, err := e.DB.EventLedgerRows(e.ctx, "test", id)
+		recs, err := e.DB.EventLedgerRows(e.Ctx, "test", id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -269,7 +269,7 @@ func TestCorrectionDryRunMoney(t *testing.T) {
 	after[0].Customer = "c2"
 	amend := ledger.Changes(moved, after, tokenMeters, time.UTC)
 	changes := ledger.MergeChanges(append(void, amend...))
-	if err := ledger.PriceChanges(e.ctx, e.DB, pr, tokenMeters, changes); err != nil {
+	if err := ledger.PriceChanges(e.Ctx, e.DB, pr, tokenMeters, changes); err != nil {
 		t.Fatal(err)
 	}
 	var got []string

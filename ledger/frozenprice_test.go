@@ -1,7 +1,6 @@
 package ledger_test
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -19,8 +18,7 @@ import (
 
 func newBackendEnv(t *testing.T, backend string) *env {
 	t.Helper()
-	e := &env{Env: testenv.New(t, testenv.Options{NoServer: true, Backend: backend, Now: time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)}),
-		ctx: context.Background()}
+	e := &env{testenv.NewLedger(t, testenv.Options{Backend: backend})}
 	t.Cleanup(e.Close)
 	return e
 }
@@ -53,24 +51,24 @@ func unitPlan(name, unit string) pricing.Plan {
 func TestEditedPlanVersionIsRefused(t *testing.T) {
 	testenv.EachBackend(t, func(t *testing.T, backend string) {
 		e := newBackendEnv(t, backend)
-		e.setClock(ts("2026-10-20T00:00:00Z"))
-		e.write(row{customer: "c1", meter: "api", qty: q("150000"), at: ts("2026-10-10T00:00:00Z")})
+		e.SetClock(ts("2026-10-20T00:00:00Z"))
+		e.Write(row{Customer: "c1", Meter: "api", Qty: q("150000"), At: ts("2026-10-10T00:00:00Z")})
 		oct := e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-10", "UTC"), All: true, Meters: invMeters,
 			Now: at("2026-11-02T00:00:00Z"), Pricing: plansOf(t, "pro", nil, proPlan("0.0005"))})
 		// 99,000 × 0.001 + 50,000 × 0.0005 = 124.00
 		if got := amounts(oct.Invoices[0]); got != "api 2026-10=124.00 | fee 0.00 true-up 0.00 total 124.00 USD" {
 			t.Fatalf("October: %s", got)
 		}
-		e.setClock(ts("2026-11-05T00:00:00Z"))
-		e.write(row{customer: "c1", meter: "api", qty: q("10000"), at: ts("2026-10-30T00:00:00Z")})
+		e.SetClock(ts("2026-11-05T00:00:00Z"))
+		e.Write(row{Customer: "c1", Meter: "api", Qty: q("10000"), At: ts("2026-10-30T00:00:00Z")})
 
 		edited := plansOf(t, "pro", nil, proPlan("0.0009"))
-		_, _, err := ledger.LoadPricing(e.ctx, e.DB, edited.Catalog, "pro")
+		_, _, err := ledger.LoadPricing(e.Ctx, e.DB, edited.Catalog, "pro")
 		want := `plan "pro" version 2026-01-01 (effective_from 2026-01-01) in the configuration differs from the version that priced invoice 1`
 		if !errors.Is(err, ledger.ErrFrozenVersion) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "a later effective_from") {
 			t.Fatalf("loading an edited version: %v\nwant ErrFrozenVersion naming it: %s", err, want)
 		}
-		_, err = ledger.Close(e.ctx, e.DB, ledger.CloseRequest{Period: month(t, "2026-11", "UTC"), All: true, Meters: invMeters,
+		_, err = ledger.Close(e.Ctx, e.DB, ledger.CloseRequest{Period: month(t, "2026-11", "UTC"), All: true, Meters: invMeters,
 			Now: at("2026-12-02T00:00:00Z"), Pricing: edited})
 		if !errors.Is(err, ledger.ErrFrozenVersion) {
 			t.Fatalf("a close with the edited version: %v, want ErrFrozenVersion", err)
@@ -79,11 +77,11 @@ func TestEditedPlanVersionIsRefused(t *testing.T) {
 		// The change as a new version from November: accepted.
 		next := proPlan("0.0009")
 		next.EffectiveFrom = "2026-11-01"
-		pr, _, err := ledger.LoadPricing(e.ctx, e.DB, testenv.Catalog(t, []pricing.Plan{proPlan("0.0005"), next}), "pro")
+		pr, _, err := ledger.LoadPricing(e.Ctx, e.DB, testenv.Catalog(t, []pricing.Plan{proPlan("0.0005"), next}), "pro")
 		if err != nil {
 			t.Fatal(err)
 		}
-		e.write(row{customer: "c1", meter: "api", qty: q("2000"), at: ts("2026-11-10T00:00:00Z")})
+		e.Write(row{Customer: "c1", Meter: "api", Qty: q("2000"), At: ts("2026-11-10T00:00:00Z")})
 		nov := e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-11", "UTC"), All: true, Meters: invMeters,
 			Now: at("2026-12-02T00:00:00Z"), Pricing: pr})
 		// November at the new version: 1,000 × 0.001 = 1.00; late October at
@@ -102,15 +100,15 @@ func TestEditedPlanVersionIsRefused(t *testing.T) {
 // an edit in place left behind before it was refused) fail verify.
 func TestVerifyFindsAVersionEditedAfterItPriced(t *testing.T) {
 	e := newEnv(t)
-	e.setClock(ts("2026-10-20T00:00:00Z"))
-	e.write(row{customer: "c1", meter: "api", qty: q("150000"), at: ts("2026-10-10T00:00:00Z")})
+	e.SetClock(ts("2026-10-20T00:00:00Z"))
+	e.Write(row{Customer: "c1", Meter: "api", Qty: q("150000"), At: ts("2026-10-10T00:00:00Z")})
 	e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-10", "UTC"), All: true, Meters: invMeters,
 		Now: at("2026-11-02T00:00:00Z"), Pricing: plansOf(t, "pro", nil, proPlan("0.0005"))})
-	e.setClock(ts("2026-11-20T00:00:00Z"))
-	e.write(row{customer: "c1", meter: "api", qty: q("150000"), at: ts("2026-11-10T00:00:00Z")})
+	e.SetClock(ts("2026-11-20T00:00:00Z"))
+	e.Write(row{Customer: "c1", Meter: "api", Qty: q("150000"), At: ts("2026-11-10T00:00:00Z")})
 	e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-11", "UTC"), All: true, Meters: invMeters,
 		Now: at("2026-12-02T00:00:00Z"), Pricing: plansOf(t, "pro", nil, proPlan("0.0009"))})
-	rep, err := ledger.Verify(e.ctx, e.DB)
+	rep, err := ledger.Verify(e.Ctx, e.DB)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,8 +120,8 @@ func TestVerifyFindsAVersionEditedAfterItPriced(t *testing.T) {
 	// November was (10,000 × 0.0009 = 9.00), beside December's own version.
 	next := proPlan("0.0001")
 	next.EffectiveFrom = "2026-12-01"
-	e.setClock(ts("2026-12-05T00:00:00Z"))
-	e.write(row{customer: "c1", meter: "api", qty: q("10000"), at: ts("2026-11-30T00:00:00Z")})
+	e.SetClock(ts("2026-12-05T00:00:00Z"))
+	e.Write(row{Customer: "c1", Meter: "api", Qty: q("10000"), At: ts("2026-11-30T00:00:00Z")})
 	dec := e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-12", "UTC"), All: true, Meters: invMeters,
 		Now: at("2027-01-02T00:00:00Z"), Pricing: plansOf(t, "pro", nil, proPlan("0.0005"), next)})
 	if got := amounts(dec.Invoices[0]); got != "api 2026-11*=9.00 | fee 0.00 true-up 0.00 total 9.00 USD" {
@@ -142,9 +140,9 @@ func TestAssignmentIntoClosedPeriodIsRefused(t *testing.T) {
 		e := newBackendEnv(t, backend)
 		cat := []pricing.Plan{unitPlan("usd", "1.00"), unitPlan("usd2", "3.00")}
 		catalog := testenv.Catalog(t, cat)
-		e.setClock(ts("2026-10-20T00:00:00Z"))
-		e.write(row{customer: "c1", meter: "api", qty: q("10"), at: ts("2026-10-10T00:00:00Z")})
-		pr, _, err := ledger.LoadPricing(e.ctx, e.DB, catalog, "usd")
+		e.SetClock(ts("2026-10-20T00:00:00Z"))
+		e.Write(row{Customer: "c1", Meter: "api", Qty: q("10"), At: ts("2026-10-10T00:00:00Z")})
+		pr, _, err := ledger.LoadPricing(e.Ctx, e.DB, catalog, "usd")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -154,7 +152,7 @@ func TestAssignmentIntoClosedPeriodIsRefused(t *testing.T) {
 			t.Fatalf("October: %s", got)
 		}
 		for _, from := range []pricing.Date{"2026-10-01", "2026-10-15", "2026-09-01"} {
-			_, err := ledger.AssignPlan(e.ctx, e.DB, ledger.PlanAssignment{Customer: "c1", Plan: "usd2", EffectiveFrom: from, RecordedAt: e.Clock.Now()}, catalog)
+			_, err := ledger.AssignPlan(e.Ctx, e.DB, ledger.PlanAssignment{Customer: "c1", Plan: "usd2", EffectiveFrom: from, RecordedAt: e.Clock.Now()}, catalog)
 			var input *ledger.InputError
 			want := `plan "usd2" from ` + string(from) + ` would change the plan of 2026-10 (2026-10-01 to 2026-10-31, UTC), closed for all customers by close 1 on 2026-11-02`
 			if !errors.Is(err, ledger.ErrAssignmentInClosedPeriod) || !errors.As(err, &input) || !strings.Contains(err.Error(), want) ||
@@ -163,7 +161,7 @@ func TestAssignmentIntoClosedPeriodIsRefused(t *testing.T) {
 			}
 		}
 		// A new customer on a plan from inside the period closed for all: the same.
-		err = ledger.AddCustomer(e.ctx, e.DB, ledger.Customer{ID: "c9", RecordedAt: e.Clock.Now()},
+		err = ledger.AddCustomer(e.Ctx, e.DB, ledger.Customer{ID: "c9", RecordedAt: e.Clock.Now()},
 			&ledger.PlanAssignment{Plan: "usd2", EffectiveFrom: "2026-10-01", RecordedAt: e.Clock.Now()}, catalog)
 		if !errors.Is(err, ledger.ErrAssignmentInClosedPeriod) {
 			t.Errorf("add a customer on a plan from a closed period: %v", err)
@@ -171,14 +169,14 @@ func TestAssignmentIntoClosedPeriodIsRefused(t *testing.T) {
 		if n := e.Count("plan_assignments"); n != 0 {
 			t.Fatalf("refused assignments stored %d rows", n)
 		}
-		if _, err := ledger.AssignPlan(e.ctx, e.DB, ledger.PlanAssignment{Customer: "c1", Plan: "usd2", EffectiveFrom: "2026-11-01", RecordedAt: e.Clock.Now()}, catalog); err != nil {
+		if _, err := ledger.AssignPlan(e.Ctx, e.DB, ledger.PlanAssignment{Customer: "c1", Plan: "usd2", EffectiveFrom: "2026-11-01", RecordedAt: e.Clock.Now()}, catalog); err != nil {
 			t.Fatalf("assign from the first open day: %v", err)
 		}
 
-		e.setClock(ts("2026-11-05T00:00:00Z"))
-		e.write(row{customer: "c1", meter: "api", qty: q("5"), at: ts("2026-10-30T00:00:00Z")},
-			row{customer: "c1", meter: "api", qty: q("1"), at: ts("2026-11-10T00:00:00Z")})
-		if pr, _, err = ledger.LoadPricing(e.ctx, e.DB, catalog, "usd"); err != nil {
+		e.SetClock(ts("2026-11-05T00:00:00Z"))
+		e.Write(row{Customer: "c1", Meter: "api", Qty: q("5"), At: ts("2026-10-30T00:00:00Z")},
+			row{Customer: "c1", Meter: "api", Qty: q("1"), At: ts("2026-11-10T00:00:00Z")})
+		if pr, _, err = ledger.LoadPricing(e.Ctx, e.DB, catalog, "usd"); err != nil {
 			t.Fatal(err)
 		}
 		nov := e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-11", "UTC"), All: true, Meters: invMeters,
@@ -206,12 +204,12 @@ func TestLateUsageIsPricedByThePeriodsVersion(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t)
-			e.setClock(ts("2026-10-20T00:00:00Z"))
-			e.write(row{customer: "c1", meter: "api", qty: q("10"), at: ts("2026-10-10T00:00:00Z")})
+			e.SetClock(ts("2026-10-20T00:00:00Z"))
+			e.Write(row{Customer: "c1", Meter: "api", Qty: q("10"), At: ts("2026-10-10T00:00:00Z")})
 			e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-10", "UTC"), All: true, Meters: invMeters,
 				Now: at("2026-11-02T00:00:00Z"), Pricing: plansOf(t, "usd", nil, unitPlan("usd", "1.00"), unitPlan("usd2", "3.00"))})
-			e.setClock(ts("2026-11-05T00:00:00Z"))
-			e.write(row{customer: "c1", meter: "api", qty: q("5"), at: ts("2026-10-30T00:00:00Z")})
+			e.SetClock(ts("2026-11-05T00:00:00Z"))
+			e.Write(row{Customer: "c1", Meter: "api", Qty: q("5"), At: ts("2026-10-30T00:00:00Z")})
 			nov := e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-11", "UTC"), All: true, Meters: invMeters,
 				Now: at("2026-12-02T00:00:00Z"), Pricing: late})
 			l := lineMap(nov.Invoices[0])["api 2026-10*"]
@@ -225,12 +223,12 @@ func TestLateUsageIsPricedByThePeriodsVersion(t *testing.T) {
 
 			// A correction's dry run prices a change to October the same way:
 			// voiding the late 5 units takes 5 × 1.00 off, not 5 × 3.00.
-			recs, err := e.DB.EventLedgerRows(e.ctx, "test", "evt_000002")
+			recs, err := e.DB.EventLedgerRows(e.Ctx, "test", "evt_000002")
 			if err != nil {
 				t.Fatal(err)
 			}
 			changes := ledger.Changes(ledger.StoredRows(recs), nil, invMeters, time.UTC)
-			if err := ledger.PriceChanges(e.ctx, e.DB, late, invMeters, changes); err != nil {
+			if err := ledger.PriceChanges(e.Ctx, e.DB, late, invMeters, changes); err != nil {
 				t.Fatal(err)
 			}
 			if len(changes) != 1 || pricing.MustDecimal(changes[0].Money).Cmp(pricing.MustDecimal("-5")) != 0 {
@@ -250,8 +248,8 @@ func TestLateLinesCarryThePeriodsRounding(t *testing.T) {
 	testenv.EachBackend(t, func(t *testing.T, backend string) {
 		e := newBackendEnv(t, backend)
 		pr := plansOf(t, "half", nil, unitPlan("half", "0.005"))
-		e.setClock(ts("2026-10-20T00:00:00Z"))
-		e.write(row{customer: "c1", meter: "api", qty: q("1"), at: ts("2026-10-10T00:00:00Z")})
+		e.SetClock(ts("2026-10-20T00:00:00Z"))
+		e.Write(row{Customer: "c1", Meter: "api", Qty: q("1"), At: ts("2026-10-10T00:00:00Z")})
 		oct := e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-10", "UTC"), All: true, Meters: invMeters, Now: at("2026-11-02T00:00:00Z"), Pricing: pr})
 		if a := oct.Invoices[0].Lines[0].Money.Amount; a != "0.00" {
 			t.Fatalf("October's unit: %s, want 0.00", a)
@@ -260,8 +258,8 @@ func TestLateLinesCarryThePeriodsRounding(t *testing.T) {
 			{"2026-11", "2026-12-02T00:00:00Z", "0.01"},
 			{"2026-12", "2027-01-02T00:00:00Z", "0.01"},
 		} {
-			e.setClock(ts(c.close).Add(-20 * 24 * time.Hour))
-			e.write(row{customer: "c1", meter: "api", qty: q("1"), at: ts("2026-10-30T00:00:00Z")})
+			e.SetClock(ts(c.close).Add(-20 * 24 * time.Hour))
+			e.Write(row{Customer: "c1", Meter: "api", Qty: q("1"), At: ts("2026-10-30T00:00:00Z")})
 			res := e.closePeriod(t, ledger.CloseRequest{Period: month(t, c.period, "UTC"), All: true, Meters: invMeters, Now: at(c.close), Pricing: pr})
 			l := lineMap(res.Invoices[0])["api 2026-10*"]
 			if l.Money.Amount != c.want {
@@ -276,7 +274,7 @@ func TestLateLinesCarryThePeriodsRounding(t *testing.T) {
 		// A late line that no longer carries what was billed before it.
 		e.allowInvoiceEdits()
 		e.Exec(`UPDATE invoice_lines SET amount = '0.00' WHERE invoice_id = 2 AND late = ?`, true)
-		rep, err := ledger.Verify(e.ctx, e.DB)
+		rep, err := ledger.Verify(e.Ctx, e.DB)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -291,7 +289,7 @@ func TestLateLinesCarryThePeriodsRounding(t *testing.T) {
 // octoberBilled is the sum of every amount billed for customer's October.
 func octoberBilled(t *testing.T, e *env, customer string) string {
 	t.Helper()
-	invs, err := ledger.ListInvoices(e.ctx, e.DB, ledger.InvoiceFilter{Customer: customer})
+	invs, err := ledger.ListInvoices(e.Ctx, e.DB, ledger.InvoiceFilter{Customer: customer})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +309,7 @@ func octoberBilled(t *testing.T, e *env, customer string) string {
 
 func verifyClean(t *testing.T, e *env) {
 	t.Helper()
-	rep, err := ledger.Verify(e.ctx, e.DB)
+	rep, err := ledger.Verify(e.Ctx, e.DB)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,27 +29,27 @@ func TestTimeWeightedBillsValueTimesHours(t *testing.T) {
 	e := newEnv(t)
 	defer e.Close()
 	eu, us := `{"region":"eu"}`, `{"region":"us"}`
-	e.setClock(ts("2026-11-15T00:00:00Z"))
-	e.write(
-		row{customer: "c1", meter: "storage", qty: q("7"), at: ts("2026-10-01T00:00:00Z"), props: eu},  // replaced before November
-		row{customer: "c1", meter: "storage", qty: q("4"), at: ts("2026-10-15T00:00:00Z"), props: eu},  // carries in: 4 x 240 h
-		row{customer: "c1", meter: "storage", qty: q("10"), at: ts("2026-11-11T00:00:00Z"), props: eu}, // 10 x 24 h
-		row{customer: "c1", meter: "storage", qty: q("0"), at: ts("2026-11-12T00:00:00Z"), props: eu},  // 0 until the end
-		row{customer: "c1", meter: "storage", qty: q("1"), at: ts("2026-10-01T00:00:00Z"), props: us},  // 1 x 720 h
-		row{customer: "c1", meter: "storage", qty: q("1000"), at: ts("2026-11-01T00:00:00Z"), adjust: true},
-		row{customer: "c1", meter: "storage", qty: q("-500"), at: ts("2026-10-20T00:00:00Z"), adjust: true}, // October's: not November's
-		row{customer: "c2", meter: "storage", qty: q("2"), at: ts("2026-09-01T00:00:00Z")},                  // only carried: 2 x 720 h
-		row{customer: "c3", meter: "storage", qty: q("1"), at: ts("2026-11-30T23:59:59Z")},                  // one second: 1/3600 h
-		row{customer: "c1", meter: "temp", qty: q("1"), at: ts("2026-11-02T00:00:00Z")},
-		row{customer: "c1", meter: "temp", qty: q("2"), at: ts("2026-11-03T00:00:00Z")},
-		row{customer: "c1", meter: "temp", qty: q("4"), at: ts("2026-11-04T00:00:00Z")},
+	e.SetClock(ts("2026-11-15T00:00:00Z"))
+	e.Write(
+		row{Customer: "c1", Meter: "storage", Qty: q("7"), At: ts("2026-10-01T00:00:00Z"), Props: eu},  // replaced before November
+		row{Customer: "c1", Meter: "storage", Qty: q("4"), At: ts("2026-10-15T00:00:00Z"), Props: eu},  // carries in: 4 x 240 h
+		row{Customer: "c1", Meter: "storage", Qty: q("10"), At: ts("2026-11-11T00:00:00Z"), Props: eu}, // 10 x 24 h
+		row{Customer: "c1", Meter: "storage", Qty: q("0"), At: ts("2026-11-12T00:00:00Z"), Props: eu},  // 0 until the end
+		row{Customer: "c1", Meter: "storage", Qty: q("1"), At: ts("2026-10-01T00:00:00Z"), Props: us},  // 1 x 720 h
+		row{Customer: "c1", Meter: "storage", Qty: q("1000"), At: ts("2026-11-01T00:00:00Z"), Adjust: true},
+		row{Customer: "c1", Meter: "storage", Qty: q("-500"), At: ts("2026-10-20T00:00:00Z"), Adjust: true}, // October's: not November's
+		row{Customer: "c2", Meter: "storage", Qty: q("2"), At: ts("2026-09-01T00:00:00Z")},                  // only carried: 2 x 720 h
+		row{Customer: "c3", Meter: "storage", Qty: q("1"), At: ts("2026-11-30T23:59:59Z")},                  // one second: 1/3600 h
+		row{Customer: "c1", Meter: "temp", Qty: q("1"), At: ts("2026-11-02T00:00:00Z")},
+		row{Customer: "c1", Meter: "temp", Qty: q("2"), At: ts("2026-11-03T00:00:00Z")},
+		row{Customer: "c1", Meter: "temp", Qty: q("4"), At: ts("2026-11-04T00:00:00Z")},
 	)
 	qr, err := ledger.UsageParams{From: "2026-11", To: "2026-12"}.Query(gaugeMeters)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]string{}
-	for _, l := range e.query(qr).Lines {
+	for _, l := range e.Query(qr).Lines {
 		got[l.Customer+" "+l.Meter] = l.Quantity.String()
 	}
 	want := map[string]string{
@@ -71,7 +71,7 @@ func TestTimeWeightedBillsValueTimesHours(t *testing.T) {
 		t.Fatal(err)
 	}
 	regions := map[string]string{}
-	for _, l := range e.query(byRegion).Lines {
+	for _, l := range e.Query(byRegion).Lines {
 		regions[l.Dimensions["region"]] = l.Quantity.String()
 	}
 	if regions["eu"] != "1200" || regions["us"] != "720" || regions[""] != "1000" {
@@ -83,7 +83,7 @@ func TestTimeWeightedBillsValueTimesHours(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	days := e.query(daily).Lines
+	days := e.Query(daily).Lines
 	var inMonth ledger.Total
 	var events int64
 	byDay := map[string]string{}
@@ -100,7 +100,7 @@ func TestTimeWeightedBillsValueTimesHours(t *testing.T) {
 	}
 	// An open window ends at the last report.
 	open, _ := ledger.UsageParams{From: "2026-11", Customer: "c1", Meter: "storage", GroupBy: "day"}.Query(gaugeMeters)
-	if l := e.query(open).Lines; len(l) != 12 || l[11].Period != "2026-11-12" || l[11].Quantity.String() != "0" || l[11].Events != 1 {
+	if l := e.Query(open).Lines; len(l) != 12 || l[11].Period != "2026-11-12" || l[11].Quantity.String() != "0" || l[11].Events != 1 {
 		t.Fatalf("open window by day: %+v", l)
 	}
 
@@ -117,8 +117,8 @@ func TestTimeWeightedBillsValueTimesHours(t *testing.T) {
 	}
 
 	// A late eu report of 5 on Nov 20: 5 x 264 h more for November.
-	e.setClock(ts("2026-12-05T00:00:00Z"))
-	e.write(row{customer: "c1", meter: "storage", qty: q("5"), at: ts("2026-11-20T00:00:00Z"), props: eu})
+	e.SetClock(ts("2026-12-05T00:00:00Z"))
+	e.Write(row{Customer: "c1", Meter: "storage", Qty: q("5"), At: ts("2026-11-20T00:00:00Z"), Props: eu})
 	dec := month(t, "2026-12", "UTC")
 	res = e.closePeriod(t, ledger.CloseRequest{Period: dec, All: true, Meters: gaugeMeters, Now: at("2027-01-01T01:00:00Z")})
 	invs = byCustomer(res.Invoices)

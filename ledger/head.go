@@ -44,6 +44,8 @@ func LoadHead(ctx context.Context, src HeadSource) (Head, error) {
 const (
 	ChainLedger   = "ledger"   // metered_usage rows; the id is metered_usage.id
 	ChainReceipts = "receipts" // receipts; the id is receipts.id
+	ChainCloses   = "closes"   // closes; the id is period_closes.id, the hash its seal's row_hash
+	ChainCredits  = "credits"  // the credit ledger; the id is credit_entries.id
 )
 
 // Anchor is a chain position recorded outside the database (serve's log, a

@@ -85,14 +85,6 @@ var (
 	ErrNoInvoice     = errors.New("no such invoice")
 )
 
-func msTime(ms int64, tz string) time.Time {
-	loc, err := LoadZone(tz)
-	if err != nil {
-		loc = time.UTC
-	}
-	return time.UnixMilli(ms).In(loc)
-}
-
 // MarshalJSON shows times in RFC 3339 (in the invoice's zone) and the digest in hex.
 func (inv Invoice) MarshalJSON() ([]byte, error) {
 	lines := inv.Lines

@@ -29,7 +29,7 @@ func month(t *testing.T, label, tz string) ledger.Period {
 
 func (e *env) closePeriod(t *testing.T, req ledger.CloseRequest) *ledger.CloseResult {
 	t.Helper()
-	res, err := ledger.Close(e.ctx, e.DB, req)
+	res, err := ledger.Close(e.Ctx, e.DB, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,13 +76,13 @@ func TestInvoiceKeepsTotalsAfterLateUsage(t *testing.T) {
 	e := newEnv(t)
 	defer e.Close()
 	oct := month(t, "2026-10", "UTC")
-	e.setClock(ts("2026-10-31T12:00:00Z"))
-	e.write(
-		row{customer: "c1", meter: "api", qty: q("10"), at: ts("2026-10-02T00:00:00Z")},
-		row{customer: "c1", meter: "api", qty: q("5"), at: ts("2026-10-31T23:59:59.999Z")},
-		row{customer: "c1", meter: "seats", qty: q("3"), at: ts("2026-10-03T00:00:00Z")},
-		row{customer: "c2", meter: "api", qty: q("7"), at: ts("2026-10-04T00:00:00Z")},
-		row{customer: "c2", meter: "api", qty: q("1"), at: ts("2026-11-01T00:00:00Z")}, // November: not on October's invoice
+	e.SetClock(ts("2026-10-31T12:00:00Z"))
+	e.Write(
+		row{Customer: "c1", Meter: "api", Qty: q("10"), At: ts("2026-10-02T00:00:00Z")},
+		row{Customer: "c1", Meter: "api", Qty: q("5"), At: ts("2026-10-31T23:59:59.999Z")},
+		row{Customer: "c1", Meter: "seats", Qty: q("3"), At: ts("2026-10-03T00:00:00Z")},
+		row{Customer: "c2", Meter: "api", Qty: q("7"), At: ts("2026-10-04T00:00:00Z")},
+		row{Customer: "c2", Meter: "api", Qty: q("1"), At: ts("2026-11-01T00:00:00Z")}, // November: not on October's invoice
 	)
 	first := e.closePeriod(t, ledger.CloseRequest{Period: oct, All: true, Grace: time.Hour, Meters: invMeters, Now: at("2026-11-01T02:00:00Z")})
 	if first.Existing || len(first.Invoices) != 2 || first.Head != 5 {
@@ -99,16 +99,16 @@ func TestInvoiceKeepsTotalsAfterLateUsage(t *testing.T) {
 	}
 
 	// Late usage for October, recorded after the close.
-	e.setClock(ts("2026-11-02T00:00:00Z"))
-	e.write(
-		row{customer: "c1", meter: "api", qty: q("4"), at: ts("2026-10-20T00:00:00Z")},
-		row{customer: "c1", meter: "seats", qty: q("8"), at: ts("2026-10-21T00:00:00Z")}, // max 3 -> 8
-		row{customer: "c3", meter: "api", qty: q("2"), at: ts("2026-10-05T00:00:00Z")},   // no October invoice, but October is closed
-		row{customer: "c1", meter: "api", qty: q("100"), at: ts("2026-11-10T00:00:00Z")},
+	e.SetClock(ts("2026-11-02T00:00:00Z"))
+	e.Write(
+		row{Customer: "c1", Meter: "api", Qty: q("4"), At: ts("2026-10-20T00:00:00Z")},
+		row{Customer: "c1", Meter: "seats", Qty: q("8"), At: ts("2026-10-21T00:00:00Z")}, // max 3 -> 8
+		row{Customer: "c3", Meter: "api", Qty: q("2"), At: ts("2026-10-05T00:00:00Z")},   // no October invoice, but October is closed
+		row{Customer: "c1", Meter: "api", Qty: q("100"), At: ts("2026-11-10T00:00:00Z")},
 	)
 
 	// The closed invoice is unchanged, in the database and on re-close.
-	stored, err := ledger.GetInvoice(e.ctx, e.DB, invs["c1"].ID)
+	stored, err := ledger.GetInvoice(e.Ctx, e.DB, invs["c1"].ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestInvoiceKeepsTotalsAfterLateUsage(t *testing.T) {
 	}
 
 	// The usage query with the invoice's cutoff reproduces the invoice.
-	rep, err := ledger.Query(e.ctx, e.DB, ledger.UsageQuery{From: oct.Start, To: oct.End, Customer: "c1", Meters: invMeters, AsOf: time.UnixMilli(first.Cutoff)})
+	rep, err := ledger.Query(e.Ctx, e.DB, ledger.UsageQuery{From: oct.Start, To: oct.End, Customer: "c1", Meters: invMeters, AsOf: time.UnixMilli(first.Cutoff)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestInvoiceKeepsTotalsAfterLateUsage(t *testing.T) {
 		t.Fatalf("as-of cutoff: %+v", rep.Lines)
 	}
 
-	late, err := ledger.LateUsage(e.ctx, e.DB, "", invMeters)
+	late, err := ledger.LateUsage(e.Ctx, e.DB, "", invMeters)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,16 +163,16 @@ func TestInvoiceKeepsTotalsAfterLateUsage(t *testing.T) {
 	if l := lineMap(ninvs["c1"])["api 2026-10*"]; l.AfterID != 5 || l.Rows != 1 || l.PeriodStart != oct.Start.UnixMilli() {
 		t.Fatalf("late line: %+v", l)
 	}
-	if late, err := ledger.LateUsage(e.ctx, e.DB, "", invMeters); err != nil {
+	if late, err := ledger.LateUsage(e.Ctx, e.DB, "", invMeters); err != nil {
 		t.Fatalf("late usage after billing it: %v", err)
 	} else if len(late) != 0 {
 		t.Fatalf("late usage after billing it: %+v", late)
 	}
 
 	// More late usage for October after November's close goes to the next invoice.
-	e.setClock(ts("2026-12-02T00:00:00Z"))
-	e.write(row{customer: "c1", meter: "api", qty: q("1"), at: ts("2026-10-09T00:00:00Z")})
-	late, err = ledger.LateUsage(e.ctx, e.DB, "c1", invMeters)
+	e.SetClock(ts("2026-12-02T00:00:00Z"))
+	e.Write(row{Customer: "c1", Meter: "api", Qty: q("1"), At: ts("2026-10-09T00:00:00Z")})
+	late, err = ledger.LateUsage(e.Ctx, e.DB, "c1", invMeters)
 	if err != nil {
 		t.Fatalf("late after second close: %v", err)
 	}
@@ -180,7 +180,7 @@ func TestInvoiceKeepsTotalsAfterLateUsage(t *testing.T) {
 		t.Fatalf("late after second close: %+v", late)
 	}
 
-	rep2, err := ledger.Verify(e.ctx, e.DB)
+	rep2, err := ledger.Verify(e.Ctx, e.DB)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,8 +192,8 @@ func TestInvoiceKeepsTotalsAfterLateUsage(t *testing.T) {
 func TestCloseRefusedBeforePeriodEndPlusGrace(t *testing.T) {
 	e := newEnv(t)
 	defer e.Close()
-	e.write(row{customer: "c", meter: "api", qty: q("1"), at: ts("2026-10-02T00:00:00Z")})
-	_, err := ledger.Close(e.ctx, e.DB, ledger.CloseRequest{Period: month(t, "2026-10", "UTC"), All: true, Grace: time.Hour, Now: at("2026-11-01T00:59:59Z")})
+	e.Write(row{Customer: "c", Meter: "api", Qty: q("1"), At: ts("2026-10-02T00:00:00Z")})
+	_, err := ledger.Close(e.Ctx, e.DB, ledger.CloseRequest{Period: month(t, "2026-10", "UTC"), All: true, Grace: time.Hour, Now: at("2026-11-01T00:59:59Z")})
 	if !errors.Is(err, ledger.ErrTooEarly) {
 		t.Fatalf("err = %v, want ErrTooEarly", err)
 	}
@@ -207,13 +207,13 @@ func TestCloseRefusedBeforePeriodEndPlusGrace(t *testing.T) {
 func TestCloseRefusesOverlappingPeriods(t *testing.T) {
 	e := newEnv(t)
 	defer e.Close()
-	e.write(row{customer: "c", meter: "api", qty: q("1"), at: ts("2026-10-02T00:00:00Z")})
+	e.Write(row{Customer: "c", Meter: "api", Qty: q("1"), At: ts("2026-10-02T00:00:00Z")})
 	e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-10", "UTC"), All: true, Now: at("2026-11-05T00:00:00Z")})
-	_, err := ledger.Close(e.ctx, e.DB, ledger.CloseRequest{Period: month(t, "2026-10", "Europe/Berlin"), Customer: "c", Now: at("2026-11-05T00:00:00Z")})
+	_, err := ledger.Close(e.Ctx, e.DB, ledger.CloseRequest{Period: month(t, "2026-10", "Europe/Berlin"), Customer: "c", Now: at("2026-11-05T00:00:00Z")})
 	if !errors.Is(err, ledger.ErrPeriodOverlap) {
 		t.Fatalf("err = %v, want ErrPeriodOverlap", err)
 	}
-	if _, err := ledger.Close(e.ctx, e.DB, ledger.CloseRequest{Period: month(t, "2026-10", "UTC")}); err == nil {
+	if _, err := ledger.Close(e.Ctx, e.DB, ledger.CloseRequest{Period: month(t, "2026-10", "UTC")}); err == nil {
 		t.Fatal("close with neither a customer nor all succeeded")
 	}
 }
@@ -222,24 +222,24 @@ func TestCloseOneCustomerThenAll(t *testing.T) {
 	e := newEnv(t)
 	defer e.Close()
 	oct := month(t, "2026-10", "Europe/Berlin")
-	e.setClock(ts("2026-10-30T00:00:00Z"))
-	e.write(
-		row{customer: "c1", meter: "api", qty: q("2"), at: ts("2026-10-10T00:00:00Z")},
-		row{customer: "c2", meter: "api", qty: q("3"), at: ts("2026-10-10T00:00:00Z")},
-		row{customer: "c2", meter: "api", qty: q("50"), at: ts("2026-10-31T23:30:00Z")}, // 00:30 on 1 Nov in Berlin
+	e.SetClock(ts("2026-10-30T00:00:00Z"))
+	e.Write(
+		row{Customer: "c1", Meter: "api", Qty: q("2"), At: ts("2026-10-10T00:00:00Z")},
+		row{Customer: "c2", Meter: "api", Qty: q("3"), At: ts("2026-10-10T00:00:00Z")},
+		row{Customer: "c2", Meter: "api", Qty: q("50"), At: ts("2026-10-31T23:30:00Z")}, // 00:30 on 1 Nov in Berlin
 	)
 	r1 := e.closePeriod(t, ledger.CloseRequest{Period: oct, Customer: "c1", Meters: invMeters, Now: at("2026-11-02T00:00:00Z")})
 	if len(r1.Invoices) != 1 || r1.Invoices[0].Customer != "c1" {
 		t.Fatalf("close c1: %+v", r1)
 	}
-	e.setClock(ts("2026-11-02T01:00:00Z"))
-	e.write(row{customer: "c1", meter: "api", qty: q("9"), at: ts("2026-10-11T00:00:00Z")}) // late for c1
+	e.SetClock(ts("2026-11-02T01:00:00Z"))
+	e.Write(row{Customer: "c1", Meter: "api", Qty: q("9"), At: ts("2026-10-11T00:00:00Z")}) // late for c1
 	r2 := e.closePeriod(t, ledger.CloseRequest{Period: oct, All: true, Meters: invMeters, Now: at("2026-11-03T00:00:00Z")})
 	if len(r2.Invoices) != 1 || r2.Invoices[0].Customer != "c2" {
 		t.Fatalf("close all after c1: %+v", r2.Invoices)
 	}
 	wantLines(t, r2.Invoices[0], map[string]string{"api 2026-10": "3"})
-	late, err := ledger.LateUsage(e.ctx, e.DB, "", invMeters)
+	late, err := ledger.LateUsage(e.Ctx, e.DB, "", invMeters)
 	if err != nil || len(late) != 1 || late[0].Customer != "c1" || !late[0].Quantity.Equal(q("9")) {
 		t.Fatalf("late: %+v %v", late, err)
 	}
@@ -248,7 +248,7 @@ func TestCloseOneCustomerThenAll(t *testing.T) {
 func TestCloseDryRunChangesNothing(t *testing.T) {
 	e := newEnv(t)
 	defer e.Close()
-	e.write(row{customer: "c", meter: "api", qty: q("1"), at: ts("2026-10-02T00:00:00Z")})
+	e.Write(row{Customer: "c", Meter: "api", Qty: q("1"), At: ts("2026-10-02T00:00:00Z")})
 	res := e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-10", "UTC"), All: true, DryRun: true, Now: at("2026-11-05T00:00:00Z")})
 	if len(res.Invoices) != 1 || !res.Invoices[0].Lines[0].Quantity.Equal(q("1")) {
 		t.Fatalf("dry run: %+v", res)
@@ -288,12 +288,12 @@ func wantCounts(t *testing.T, e *env, when string, closes, invoices, lines int) 
 func TestClosedInvoiceCannotBeEdited(t *testing.T) {
 	e := newEnv(t)
 	defer e.Close()
-	e.write(row{customer: "c", meter: "api", qty: q("1"), at: ts("2026-10-02T00:00:00Z")})
+	e.Write(row{Customer: "c", Meter: "api", Qty: q("1"), At: ts("2026-10-02T00:00:00Z")})
 	res := e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-10", "UTC"), All: true, Now: at("2026-11-05T00:00:00Z")})
 	if len(res.Invoices) != 1 {
 		t.Fatalf("close: %+v", res)
 	}
-	before, err := ledger.GetInvoice(e.ctx, e.DB, res.Invoices[0].ID)
+	before, err := ledger.GetInvoice(e.Ctx, e.DB, res.Invoices[0].ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +322,7 @@ func TestClosedInvoiceCannotBeEdited(t *testing.T) {
 			t.Errorf("%s: %v, want the trigger's %q", stmt, err, raises[stmt])
 		}
 	}
-	after, err := ledger.GetInvoice(e.ctx, e.DB, before.ID)
+	after, err := ledger.GetInvoice(e.Ctx, e.DB, before.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +338,7 @@ func TestClosedInvoiceCannotBeEdited(t *testing.T) {
 		t.Fatalf("invoice changed:\n%+v\nbefore\n%+v", after, before)
 	}
 	wantCounts(t, e, "after the edits", 1, 1, 1)
-	if _, err := ledger.GetInvoice(e.ctx, e.DB, 99); !errors.Is(err, ledger.ErrNoInvoice) {
+	if _, err := ledger.GetInvoice(e.Ctx, e.DB, 99); !errors.Is(err, ledger.ErrNoInvoice) {
 		t.Fatalf("missing invoice: %v", err)
 	}
 }
@@ -356,13 +356,13 @@ func TestCloseRangeAndIndexScansAgree(t *testing.T) {
 			if i%interleave != 0 {
 				at = ts("2026-08-01T00:00:00Z").Add(time.Duration(i) * time.Minute) // another month in between
 			}
-			r := row{customer: fmt.Sprintf("c%d", i%7), meter: []string{"api", "seats"}[i%2], qty: ledger.TotalOf(ledger.Quantity(i%97) * ledger.Scale), at: at}
+			r := row{Customer: fmt.Sprintf("c%d", i%7), Meter: []string{"api", "seats"}[i%2], Qty: ledger.TotalOf(ledger.Quantity(i%97) * ledger.Scale), At: at}
 			if i%50 == 0 {
-				r.adjust, r.qty = true, q("-1")
+				r.Adjust, r.Qty = true, q("-1")
 			}
 			rows = append(rows, r)
 		}
-		e.write(rows...)
+		e.Write(rows...)
 		req := ledger.CloseRequest{Period: month(t, "2026-10", "UTC"), All: true, Meters: invMeters, DryRun: true, Now: at("2026-12-01T00:00:00Z")}
 		ledger.SetRangeScan(true)
 		ranged := e.closePeriod(t, req)
@@ -372,7 +372,7 @@ func TestCloseRangeAndIndexScansAgree(t *testing.T) {
 		// The close's id-range probe picks the path this interleave is for:
 		// one id range for 1 and 2 (with other months' rows inside it for 2),
 		// the event-time index for 5.
-		lo, hi, byRange, err := ledger.PeriodRange(e.ctx, e.DB, req, ranged.Head)
+		lo, hi, byRange, err := ledger.PeriodRange(e.Ctx, e.DB, req, ranged.Head)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -389,7 +389,7 @@ func TestCloseRangeAndIndexScansAgree(t *testing.T) {
 		}
 
 		// The invoices' lines add up to the usage query's lines for the period.
-		rep, err := ledger.Query(e.ctx, e.DB, ledger.UsageQuery{From: req.Period.Start, To: req.Period.End, Meters: invMeters, AsOfID: ranged.Head})
+		rep, err := ledger.Query(e.Ctx, e.DB, ledger.UsageQuery{From: req.Period.Start, To: req.Period.End, Meters: invMeters, AsOfID: ranged.Head})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,19 +14,19 @@ import (
 func TestCloseOfAnEarlierPeriodLeavesLaterLateUsagePending(t *testing.T) {
 	e := newEnv(t)
 	defer e.Close()
-	e.setClock(ts("2026-07-10T00:00:00Z"))
-	e.write(row{customer: "c1", meter: "api", qty: q("1"), at: ts("2026-07-10T00:00:00Z")},
-		row{customer: "c1", meter: "api", qty: q("3"), at: ts("2026-05-10T00:00:00Z")})
+	e.SetClock(ts("2026-07-10T00:00:00Z"))
+	e.Write(row{Customer: "c1", Meter: "api", Qty: q("1"), At: ts("2026-07-10T00:00:00Z")},
+		row{Customer: "c1", Meter: "api", Qty: q("3"), At: ts("2026-05-10T00:00:00Z")})
 	e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-07", "UTC"), All: true, Meters: invMeters, Now: at("2026-08-02T00:00:00Z")})
-	e.setClock(ts("2026-08-03T00:00:00Z"))
-	e.write(row{customer: "c1", meter: "api", qty: q("1"), at: ts("2026-07-11T00:00:00Z")})
+	e.SetClock(ts("2026-08-03T00:00:00Z"))
+	e.Write(row{Customer: "c1", Meter: "api", Qty: q("1"), At: ts("2026-07-11T00:00:00Z")})
 
 	may := e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-05", "UTC"), Customer: "c1", Meters: invMeters, Now: at("2026-08-04T00:00:00Z")})
 	if len(may.Invoices) != 1 {
 		t.Fatalf("May: %+v", may)
 	}
 	wantLines(t, may.Invoices[0], map[string]string{"api 2026-05": "3"})
-	late, err := ledger.LateUsage(e.ctx, e.DB, "c1", invMeters)
+	late, err := ledger.LateUsage(e.Ctx, e.DB, "c1", invMeters)
 	if err != nil || len(late) != 1 || late[0].Period != "2026-07" || !late[0].Quantity.Equal(q("1")) {
 		t.Fatalf("late July usage after May's close: %+v %v", late, err)
 	}
@@ -47,11 +47,11 @@ func TestCloseOfAnEarlierPeriodLeavesLaterLateUsagePending(t *testing.T) {
 func TestVerifyExplainsALateLineClosedUnderThePreviousRule(t *testing.T) {
 	e := newEnv(t)
 	defer e.Close()
-	e.setClock(ts("2026-07-10T00:00:00Z"))
-	e.write(row{customer: "c1", meter: "api", qty: q("1"), at: ts("2026-07-10T00:00:00Z")})
+	e.SetClock(ts("2026-07-10T00:00:00Z"))
+	e.Write(row{Customer: "c1", Meter: "api", Qty: q("1"), At: ts("2026-07-10T00:00:00Z")})
 	e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-07", "UTC"), All: true, Meters: invMeters, Now: at("2026-08-02T00:00:00Z")})
-	e.setClock(ts("2026-08-03T00:00:00Z"))
-	e.write(row{customer: "c1", meter: "api", qty: q("1"), at: ts("2026-07-11T00:00:00Z")})
+	e.SetClock(ts("2026-08-03T00:00:00Z"))
+	e.Write(row{Customer: "c1", Meter: "api", Qty: q("1"), At: ts("2026-07-11T00:00:00Z")})
 	req := ledger.CloseRequest{Period: month(t, "2026-05", "UTC"), Customer: "c1", Meters: invMeters, Now: at("2026-08-04T00:00:00Z")}
 	may := e.closePeriod(t, req.PreRuleLate())
 	wantLines(t, may.Invoices[0], map[string]string{"api 2026-07*": "1"})
@@ -65,7 +65,7 @@ func TestVerifyExplainsALateLineClosedUnderThePreviousRule(t *testing.T) {
 		t.Fatalf("notes:\n%s\nwant:\ninvoices: %s", got, want)
 	}
 	// Billed once: nothing is pending, and August bills nothing of July.
-	if late, err := ledger.LateUsage(e.ctx, e.DB, "c1", invMeters); err != nil || len(late) != 0 {
+	if late, err := ledger.LateUsage(e.Ctx, e.DB, "c1", invMeters); err != nil || len(late) != 0 {
 		t.Fatalf("late usage: %+v %v", late, err)
 	}
 	aug := e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-08", "UTC"), Customer: "c1", Meters: invMeters, Now: at("2026-09-02T00:00:00Z")})
@@ -81,11 +81,11 @@ func TestVerifyStillReportsATamperedPreRuleLateLine(t *testing.T) {
 	dir := t.TempDir()
 	e := newEnvAt(t, dir)
 	defer e.Close()
-	e.setClock(ts("2026-07-10T00:00:00Z"))
-	e.write(row{customer: "c1", meter: "api", qty: q("1"), at: ts("2026-07-10T00:00:00Z")})
+	e.SetClock(ts("2026-07-10T00:00:00Z"))
+	e.Write(row{Customer: "c1", Meter: "api", Qty: q("1"), At: ts("2026-07-10T00:00:00Z")})
 	e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-07", "UTC"), All: true, Meters: invMeters, Now: at("2026-08-02T00:00:00Z")})
-	e.setClock(ts("2026-08-03T00:00:00Z"))
-	e.write(row{customer: "c1", meter: "api", qty: q("1"), at: ts("2026-07-11T00:00:00Z")})
+	e.SetClock(ts("2026-08-03T00:00:00Z"))
+	e.Write(row{Customer: "c1", Meter: "api", Qty: q("1"), At: ts("2026-07-11T00:00:00Z")})
 	req := ledger.CloseRequest{Period: month(t, "2026-05", "UTC"), Customer: "c1", Meters: invMeters, Now: at("2026-08-04T00:00:00Z")}
 	e.closePeriod(t, req.PreRuleLate())
 	tamper(t, dir, `DROP TRIGGER invoice_lines_no_update`, `UPDATE invoice_lines SET quantity = 5000000 WHERE invoice_id = 2`)
@@ -151,9 +151,9 @@ func TestVerifyExplainsOnlyWhatThePreviousRuleWrote(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			e, dir := seedForVerify(t) // October's invoice 1 bills rows 1 to 5
 			defer e.Close()
-			e.setClock(ts("2026-11-03T00:00:00Z"))
-			e.write(row{customer: "c1", meter: "api", qty: q("3"), at: ts("2026-10-06T00:00:00Z")}) // row 6: late for October
-			e.write(row{customer: "c1", meter: "api", qty: q("4"), at: ts("2026-11-06T00:00:00Z")}) // row 7: November
+			e.SetClock(ts("2026-11-03T00:00:00Z"))
+			e.Write(row{Customer: "c1", Meter: "api", Qty: q("3"), At: ts("2026-10-06T00:00:00Z")}) // row 6: late for October
+			e.Write(row{Customer: "c1", Meter: "api", Qty: q("4"), At: ts("2026-11-06T00:00:00Z")}) // row 7: November
 			forgeInvoice(t, e, dir, ledger.Invoice{ID: 2, CloseID: 2, Customer: "c1", Period: "2026-09", TZ: "UTC",
 				PeriodStart: sep.Start.UnixMilli(), PeriodEnd: sep.End.UnixMilli(), Cutoff: ts("2026-11-04T00:00:00Z").UnixMilli(), LedgerHead: c.line.ThroughID,
 				ClosedAt: ts("2026-11-04T00:00:00Z").UnixMilli(), Lines: []ledger.InvoiceLine{c.line}})

@@ -91,12 +91,6 @@ func beforeIfLate(l InvoiceLine) string {
 	return l.Money.BilledBefore
 }
 
-// periodDay is the first day of a period in its own zone: the day plan
-// versions and assignments are compared with.
-func periodDay(start int64, tz string) pricing.Date {
-	return pricing.Date(msTime(start, tz).Format(time.DateOnly))
-}
-
 // versionOn is the plan version that prices customer's usage of a period
 // whose first day is day (nil, nil: no plan).
 func (pr *Pricing) versionOn(customer string, day pricing.Date) (*pricing.Plan, error) {

@@ -54,11 +54,11 @@ func amounts(inv ledger.Invoice) string {
 func TestCloseWithPrices(t *testing.T) {
 	e := newEnv(t)
 	pr := moneyPricing(t)
-	e.setClock(ts("2026-06-20T00:00:00Z"))
-	e.write(
-		row{customer: "c1", meter: "api", qty: q("1234567"), at: ts("2026-06-10T00:00:00Z")},
-		row{customer: "c1", meter: "seats", qty: q("11"), at: ts("2026-06-10T00:00:00Z")},
-		row{customer: "c2", meter: "api", qty: q("500"), at: ts("2026-06-12T00:00:00Z")},
+	e.SetClock(ts("2026-06-20T00:00:00Z"))
+	e.Write(
+		row{Customer: "c1", Meter: "api", Qty: q("1234567"), At: ts("2026-06-10T00:00:00Z")},
+		row{Customer: "c1", Meter: "seats", Qty: q("11"), At: ts("2026-06-10T00:00:00Z")},
+		row{Customer: "c2", Meter: "api", Qty: q("500"), At: ts("2026-06-12T00:00:00Z")},
 	)
 	june := e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-06", "UTC"), All: true, Meters: invMeters, Now: at("2026-07-02T00:00:00Z"),
 		Pricing: pr, Registered: []string{"c3"}})
@@ -77,10 +77,10 @@ func TestCloseWithPrices(t *testing.T) {
 	}
 
 	// Late June usage and July usage; July is priced with the July version.
-	e.setClock(ts("2026-07-20T00:00:00Z"))
-	e.write(
-		row{customer: "c1", meter: "api", qty: q("100000"), at: ts("2026-06-11T00:00:00Z")},
-		row{customer: "c1", meter: "api", qty: q("2000"), at: ts("2026-07-11T00:00:00Z")},
+	e.SetClock(ts("2026-07-20T00:00:00Z"))
+	e.Write(
+		row{Customer: "c1", Meter: "api", Qty: q("100000"), At: ts("2026-06-11T00:00:00Z")},
+		row{Customer: "c1", Meter: "api", Qty: q("2000"), At: ts("2026-07-11T00:00:00Z")},
 	)
 	july := e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-07", "UTC"), All: true, Meters: invMeters, Now: at("2026-08-02T00:00:00Z"),
 		Pricing: pr, Registered: []string{"c3"}})
@@ -104,7 +104,7 @@ func TestCloseWithPrices(t *testing.T) {
 		t.Errorf("c2 is not registered and used nothing in July: no invoice, got %s", amounts(got["c2"]))
 	}
 
-	rep, err := ledger.Verify(e.ctx, e.DB)
+	rep, err := ledger.Verify(e.Ctx, e.DB)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestCloseWithPrices(t *testing.T) {
 	// invoice's own price snapshot.
 	e.allowEdits("invoice_lines")
 	e.Exec(`UPDATE invoice_lines SET amount = '600.00' WHERE invoice_id = ? AND line_no = 1`, june.Invoices[0].ID)
-	rep, err = ledger.Verify(e.ctx, e.DB)
+	rep, err = ledger.Verify(e.Ctx, e.DB)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,16 +139,16 @@ func TestCloseInvoicesLateUsageOfAnotherCurrencyApart(t *testing.T) {
 		pricing.Plan{Name: "eu", Currency: "EUR", EffectiveFrom: "2026-01-01", Prices: []pricing.Price{{Meter: "api", Model: pricing.Unit, Unit: dec("1")}}})
 	pr := &ledger.Pricing{Catalog: cat, Plans: ledger.NewPlans("us", []ledger.PlanAssignment{
 		{Customer: "c1", Plan: "eu", EffectiveFrom: "2026-07-01"}, {Customer: "c3", Plan: "eu", EffectiveFrom: "2026-07-01"}})}
-	e.setClock(ts("2026-06-20T00:00:00Z"))
-	e.write(row{customer: "c1", meter: "api", qty: q("1"), at: ts("2026-06-10T00:00:00Z")},
-		row{customer: "c3", meter: "api", qty: q("1"), at: ts("2026-06-10T00:00:00Z")})
+	e.SetClock(ts("2026-06-20T00:00:00Z"))
+	e.Write(row{Customer: "c1", Meter: "api", Qty: q("1"), At: ts("2026-06-10T00:00:00Z")},
+		row{Customer: "c3", Meter: "api", Qty: q("1"), At: ts("2026-06-10T00:00:00Z")})
 	e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-06", "UTC"), All: true, Meters: invMeters, Now: at("2026-07-02T00:00:00Z"), Pricing: pr})
-	e.setClock(ts("2026-07-20T00:00:00Z"))
-	e.write(
-		row{customer: "c1", meter: "api", qty: q("3"), at: ts("2026-06-11T00:00:00Z")}, // late June, priced in USD
-		row{customer: "c1", meter: "api", qty: q("5"), at: ts("2026-07-11T00:00:00Z")}, // July, in EUR
-		row{customer: "c2", meter: "api", qty: q("7"), at: ts("2026-07-12T00:00:00Z")},
-		row{customer: "c3", meter: "api", qty: q("4"), at: ts("2026-06-12T00:00:00Z")}, // c3: late June only, no July usage
+	e.SetClock(ts("2026-07-20T00:00:00Z"))
+	e.Write(
+		row{Customer: "c1", Meter: "api", Qty: q("3"), At: ts("2026-06-11T00:00:00Z")}, // late June, priced in USD
+		row{Customer: "c1", Meter: "api", Qty: q("5"), At: ts("2026-07-11T00:00:00Z")}, // July, in EUR
+		row{Customer: "c2", Meter: "api", Qty: q("7"), At: ts("2026-07-12T00:00:00Z")},
+		row{Customer: "c3", Meter: "api", Qty: q("4"), At: ts("2026-06-12T00:00:00Z")}, // c3: late June only, no July usage
 	)
 	july := e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-07", "UTC"), All: true, Meters: invMeters, Now: at("2026-08-02T00:00:00Z"), Pricing: pr})
 	var got []string
@@ -166,7 +166,7 @@ func TestCloseInvoicesLateUsageOfAnotherCurrencyApart(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("July's invoices:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	late, err := ledger.LateUsage(e.ctx, e.DB, "c1", invMeters)
+	late, err := ledger.LateUsage(e.Ctx, e.DB, "c1", invMeters)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,8 +176,8 @@ func TestCloseInvoicesLateUsageOfAnotherCurrencyApart(t *testing.T) {
 	// August: nothing is left over, nothing is billed twice; c3's late
 	// July usage is priced by July's plan (eu, in EUR), not by the version
 	// of its July invoice of late June usage.
-	e.setClock(ts("2026-08-20T00:00:00Z"))
-	e.write(row{customer: "c3", meter: "api", qty: q("2"), at: ts("2026-07-20T00:00:00Z")})
+	e.SetClock(ts("2026-08-20T00:00:00Z"))
+	e.Write(row{Customer: "c3", Meter: "api", Qty: q("2"), At: ts("2026-07-20T00:00:00Z")})
 	aug := e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-08", "UTC"), All: true, Meters: invMeters, Now: at("2026-09-02T00:00:00Z"), Pricing: pr})
 	got = nil
 	for _, inv := range aug.Invoices {
@@ -186,7 +186,7 @@ func TestCloseInvoicesLateUsageOfAnotherCurrencyApart(t *testing.T) {
 	if s := strings.Join(got, "\n"); s != "c3: api 2026-07*=2.00 | fee 0.00 true-up 0.00 total 2.00 EUR" {
 		t.Errorf("August's invoices:\n%s", s)
 	}
-	rep, err := ledger.Verify(e.ctx, e.DB)
+	rep, err := ledger.Verify(e.Ctx, e.DB)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +196,7 @@ func TestCloseInvoicesLateUsageOfAnotherCurrencyApart(t *testing.T) {
 	// The late-only invoice's total is recomputed like any: an edited one is caught.
 	e.allowEdits("invoices")
 	e.Exec(`UPDATE invoices SET total = '30.00' WHERE total = '3.00' AND currency = 'USD'`)
-	rep, err = ledger.Verify(e.ctx, e.DB)
+	rep, err = ledger.Verify(e.Ctx, e.DB)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,14 +208,14 @@ func TestCloseInvoicesLateUsageOfAnotherCurrencyApart(t *testing.T) {
 // A preview prices the open period as a close would, and stores nothing.
 func TestPreviewOpenPeriod(t *testing.T) {
 	e := newEnv(t)
-	e.setClock(ts("2026-06-10T00:00:00Z"))
-	e.write(row{customer: "c1", meter: "api", qty: q("101000"), at: ts("2026-06-09T00:00:00Z")})
+	e.SetClock(ts("2026-06-10T00:00:00Z"))
+	e.Write(row{Customer: "c1", Meter: "api", Qty: q("101000"), At: ts("2026-06-09T00:00:00Z")})
 	req := ledger.CloseRequest{Period: month(t, "2026-06", "UTC"), Customer: "c1", Meters: invMeters, Now: at("2026-06-10T00:00:00Z"), Pricing: moneyPricing(t)}
-	if _, err := ledger.Close(e.ctx, e.DB, req); err == nil || !strings.Contains(err.Error(), "has not ended") {
+	if _, err := ledger.Close(e.Ctx, e.DB, req); err == nil || !strings.Contains(err.Error(), "has not ended") {
 		t.Fatalf("a close of the open month: %v", err)
 	}
 	req.Preview = true
-	res, err := ledger.Close(e.ctx, e.DB, req)
+	res, err := ledger.Close(e.Ctx, e.DB, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,18 +244,18 @@ func TestLateLineOfAnotherPlanSameDate(t *testing.T) {
 	}
 	cat, _ := pricing.NewCatalog(plans)
 	pr := &ledger.Pricing{Catalog: cat, Plans: ledger.NewPlans("basic", []ledger.PlanAssignment{{Customer: "c1", Plan: "pro", EffectiveFrom: "2026-07-01"}})}
-	e.setClock(ts("2026-06-20T00:00:00Z"))
-	e.write(row{customer: "c1", meter: "api", qty: q("3"), at: ts("2026-06-10T00:00:00Z")})
+	e.SetClock(ts("2026-06-20T00:00:00Z"))
+	e.Write(row{Customer: "c1", Meter: "api", Qty: q("3"), At: ts("2026-06-10T00:00:00Z")})
 	e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-06", "UTC"), All: true, Meters: invMeters, Now: at("2026-07-02T00:00:00Z"), Pricing: pr})
-	e.setClock(ts("2026-07-20T00:00:00Z"))
-	e.write(row{customer: "c1", meter: "api", qty: q("5"), at: ts("2026-06-11T00:00:00Z")},
-		row{customer: "c1", meter: "api", qty: q("7"), at: ts("2026-07-11T00:00:00Z")})
+	e.SetClock(ts("2026-07-20T00:00:00Z"))
+	e.Write(row{Customer: "c1", Meter: "api", Qty: q("5"), At: ts("2026-06-11T00:00:00Z")},
+		row{Customer: "c1", Meter: "api", Qty: q("7"), At: ts("2026-07-11T00:00:00Z")})
 	res := e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-07", "UTC"), All: true, Meters: invMeters, Now: at("2026-08-02T00:00:00Z"), Pricing: pr})
 	// July at pro's 2 a unit: 14; late June at basic's 1: 5.
 	if got := amounts(res.Invoices[0]); got != "api 2026-07=14.00 api 2026-06*=5.00 | fee 0.00 true-up 0.00 total 19.00 USD" {
 		t.Errorf("July: %s", got)
 	}
-	rep, err := ledger.Verify(e.ctx, e.DB)
+	rep, err := ledger.Verify(e.Ctx, e.DB)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,9 +275,9 @@ func TestCloseForAllExcludesACustomerItCannotInvoice(t *testing.T) {
 	legacy := pricing.Plan{Name: "legacy", Currency: "USD", EffectiveFrom: "2026-01-01", Prices: []pricing.Price{{Meter: "api", Model: pricing.Unit, Unit: dec("2")}}}
 	as := []ledger.PlanAssignment{{Customer: "c1", Plan: "legacy", EffectiveFrom: "2026-01-01"}}
 	broken := &ledger.Pricing{Catalog: catalogOf(t, us), Plans: ledger.NewPlans("us", as)} // legacy left out of the configuration
-	e.setClock(ts("2026-06-20T00:00:00Z"))
-	e.write(row{customer: "c1", meter: "api", qty: q("3"), at: ts("2026-06-10T00:00:00Z")},
-		row{customer: "c2", meter: "api", qty: q("5"), at: ts("2026-06-11T00:00:00Z")})
+	e.SetClock(ts("2026-06-20T00:00:00Z"))
+	e.Write(row{Customer: "c1", Meter: "api", Qty: q("3"), At: ts("2026-06-10T00:00:00Z")},
+		row{Customer: "c2", Meter: "api", Qty: q("5"), At: ts("2026-06-11T00:00:00Z")})
 	june := month(t, "2026-06", "UTC")
 	res := e.closePeriod(t, ledger.CloseRequest{Period: june, All: true, Meters: invMeters, Now: at("2026-07-02T00:00:00Z"), Pricing: broken})
 	if len(res.Invoices) != 1 || res.Invoices[0].Customer != "c2" || res.Invoices[0].Money.Total != "5.00" {
@@ -286,10 +286,10 @@ func TestCloseForAllExcludesACustomerItCannotInvoice(t *testing.T) {
 	if len(res.Excluded) != 1 || res.Excluded[0].Customer != "c1" || !strings.Contains(res.Excluded[0].Error, `plan "legacy" is not declared`) {
 		t.Fatalf("excluded %+v, want c1 with why", res.Excluded)
 	}
-	if late, err := ledger.LateUsage(e.ctx, e.DB, "", invMeters); err != nil || len(late) != 0 {
+	if late, err := ledger.LateUsage(e.Ctx, e.DB, "", invMeters); err != nil || len(late) != 0 {
 		t.Errorf("usage late: %+v, %v; want none: June stays open for c1", late, err)
 	}
-	rep, err := ledger.Verify(e.ctx, e.DB)
+	rep, err := ledger.Verify(e.Ctx, e.DB)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,13 +311,13 @@ func TestCloseForAllExcludesACustomerItCannotInvoice(t *testing.T) {
 		t.Errorf("after c1's close, the close for all still names %+v", again.Excluded)
 	}
 	// Usage of June recorded now is late for both, on their July invoices.
-	e.setClock(ts("2026-07-10T00:00:00Z"))
-	e.write(row{customer: "c1", meter: "api", qty: q("1"), at: ts("2026-06-12T00:00:00Z")})
-	late, err := ledger.LateUsage(e.ctx, e.DB, "", invMeters)
+	e.SetClock(ts("2026-07-10T00:00:00Z"))
+	e.Write(row{Customer: "c1", Meter: "api", Qty: q("1"), At: ts("2026-06-12T00:00:00Z")})
+	late, err := ledger.LateUsage(e.Ctx, e.DB, "", invMeters)
 	if err != nil || len(late) != 1 || late[0].Customer != "c1" || late[0].Quantity.String() != "1" {
 		t.Errorf("usage late: %+v, %v; want c1's 1", late, err)
 	}
-	if rep, err = ledger.Verify(e.ctx, e.DB); err != nil {
+	if rep, err = ledger.Verify(e.Ctx, e.DB); err != nil {
 		t.Fatal(err)
 	} else if rep.First() != nil {
 		t.Fatalf("verify: %s", problems(rep))

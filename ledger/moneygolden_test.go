@@ -70,7 +70,7 @@ func goldenPricing(t *testing.T) *ledger.Pricing {
 // from the database.
 func storedMoney(t *testing.T, e *env) string {
 	t.Helper()
-	invs, err := ledger.ListInvoices(e.ctx, e.DB, ledger.InvoiceFilter{})
+	invs, err := ledger.ListInvoices(e.Ctx, e.DB, ledger.InvoiceFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,21 +100,21 @@ func storedMoney(t *testing.T, e *env) string {
 func TestPricedCloseStoresTheSameMoney(t *testing.T) {
 	e := newEnv(t)
 	pr := goldenPricing(t)
-	e.setClock(ts("2026-06-20T00:00:00Z"))
+	e.SetClock(ts("2026-06-20T00:00:00Z"))
 	var rows []row
 	for i, c := range []string{"c1", "c2", "c3", "c4", "c5"} {
 		n := int64(i + 1)
 		rows = append(rows,
-			row{customer: c, meter: "api", qty: times(q("1234.567891"), n*n*n), at: ts("2026-06-10T00:00:00Z")},
-			row{customer: c, meter: "api", qty: times(q("45678"), n), at: ts("2026-06-11T00:00:00Z")},
-			row{customer: c, meter: "seats", qty: times(q("7"), n*n), at: ts("2026-06-12T00:00:00Z")},
-			row{customer: c, meter: "storage", qty: times(q("123456789012.5"), n), at: ts("2026-06-13T00:00:00Z")},
-			row{customer: c, meter: "exports", qty: times(q("99.5"), n), at: ts("2026-06-14T00:00:00Z")},
+			row{Customer: c, Meter: "api", Qty: times(q("1234.567891"), n*n*n), At: ts("2026-06-10T00:00:00Z")},
+			row{Customer: c, Meter: "api", Qty: times(q("45678"), n), At: ts("2026-06-11T00:00:00Z")},
+			row{Customer: c, Meter: "seats", Qty: times(q("7"), n*n), At: ts("2026-06-12T00:00:00Z")},
+			row{Customer: c, Meter: "storage", Qty: times(q("123456789012.5"), n), At: ts("2026-06-13T00:00:00Z")},
+			row{Customer: c, Meter: "exports", Qty: times(q("99.5"), n), At: ts("2026-06-14T00:00:00Z")},
 		)
 	}
 	// c2 uses only api and exports in June: its seats and storage rows go.
 	rows = append(rows[:7], rows[9:]...)
-	e.write(rows...)
+	e.Write(rows...)
 	june := ledger.CloseRequest{Period: month(t, "2026-06", "UTC"), All: true, Meters: goldenMeters, Now: at("2026-07-02T00:00:00Z"),
 		Pricing: pr, Registered: []string{"c6"}}
 	e.closePeriod(t, june)
@@ -123,15 +123,15 @@ func TestPricedCloseStoresTheSameMoney(t *testing.T) {
 	// June's invoices billed) and July's own usage. No adjustment: its
 	// random event id would make the row hashes, and so the line digests,
 	// differ from run to run (adjustments are priced as late lines are).
-	e.setClock(ts("2026-07-20T00:00:00Z"))
-	e.write(
-		row{customer: "c1", meter: "api", qty: q("98765.4321"), at: ts("2026-06-21T00:00:00Z")},
-		row{customer: "c4", meter: "exports", qty: q("150"), at: ts("2026-06-22T00:00:00Z")},
-		row{customer: "c5", meter: "seats", qty: q("60"), at: ts("2026-06-23T00:00:00Z")},
-		row{customer: "c3", meter: "storage", qty: q("1000000000.000001"), at: ts("2026-06-24T00:00:00Z")},
-		row{customer: "c1", meter: "api", qty: q("250000.000001"), at: ts("2026-07-11T00:00:00Z")},
-		row{customer: "c2", meter: "seats", qty: q("11"), at: ts("2026-07-12T00:00:00Z")},
-		row{customer: "c4", meter: "storage", qty: q("7777777777.777777"), at: ts("2026-07-13T00:00:00Z")},
+	e.SetClock(ts("2026-07-20T00:00:00Z"))
+	e.Write(
+		row{Customer: "c1", Meter: "api", Qty: q("98765.4321"), At: ts("2026-06-21T00:00:00Z")},
+		row{Customer: "c4", Meter: "exports", Qty: q("150"), At: ts("2026-06-22T00:00:00Z")},
+		row{Customer: "c5", Meter: "seats", Qty: q("60"), At: ts("2026-06-23T00:00:00Z")},
+		row{Customer: "c3", Meter: "storage", Qty: q("1000000000.000001"), At: ts("2026-06-24T00:00:00Z")},
+		row{Customer: "c1", Meter: "api", Qty: q("250000.000001"), At: ts("2026-07-11T00:00:00Z")},
+		row{Customer: "c2", Meter: "seats", Qty: q("11"), At: ts("2026-07-12T00:00:00Z")},
+		row{Customer: "c4", Meter: "storage", Qty: q("7777777777.777777"), At: ts("2026-07-13T00:00:00Z")},
 	)
 	july := june
 	july.Period, july.Now = month(t, "2026-07", "UTC"), at("2026-08-02T00:00:00Z")
@@ -158,7 +158,7 @@ func TestPricedCloseStoresTheSameMoney(t *testing.T) {
 		t.Fatalf("stored money differs from %s: %d lines, golden %d", golden, len(gl), len(wl))
 	}
 	// And it verifies: verify recomputes all of it from the snapshots.
-	rep, err := ledger.Verify(e.ctx, e.DB)
+	rep, err := ledger.Verify(e.Ctx, e.DB)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,11 +36,11 @@ func partsOf(inv ledger.Invoice) string {
 func TestPlanChangeInsideAMonth(t *testing.T) {
 	e := newEnv(t)
 	pr := changePricing(t, "2026-11-16")
-	e.setClock(ts("2026-11-25T00:00:00Z"))
-	e.write(
-		row{customer: "c1", meter: "api", qty: q("500"), at: ts("2026-11-05T00:00:00Z")},  // basic: 5.00
-		row{customer: "c1", meter: "api", qty: q("2000"), at: ts("2026-11-20T00:00:00Z")}, // pro: 10.00
-		row{customer: "c2", meter: "api", qty: q("100"), at: ts("2026-11-21T00:00:00Z")},  // basic all month: 1.00
+	e.SetClock(ts("2026-11-25T00:00:00Z"))
+	e.Write(
+		row{Customer: "c1", Meter: "api", Qty: q("500"), At: ts("2026-11-05T00:00:00Z")},  // basic: 5.00
+		row{Customer: "c1", Meter: "api", Qty: q("2000"), At: ts("2026-11-20T00:00:00Z")}, // pro: 10.00
+		row{Customer: "c2", Meter: "api", Qty: q("100"), At: ts("2026-11-21T00:00:00Z")},  // basic all month: 1.00
 	)
 	nov := e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-11", "UTC"), All: true, Meters: invMeters, Now: at("2026-12-02T00:00:00Z"), Pricing: pr})
 	got := byCustomer(nov.Invoices)
@@ -61,10 +61,10 @@ func TestPlanChangeInsideAMonth(t *testing.T) {
 	verifyClean(t, e)
 
 	// Late usage of each half goes to its part, priced by its version.
-	e.setClock(ts("2026-12-05T00:00:00Z"))
-	e.write(
-		row{customer: "c1", meter: "api", qty: q("100"), at: ts("2026-11-10T00:00:00Z")}, // basic: 1.00
-		row{customer: "c1", meter: "api", qty: q("200"), at: ts("2026-11-28T00:00:00Z")}, // pro: 1.00
+	e.SetClock(ts("2026-12-05T00:00:00Z"))
+	e.Write(
+		row{Customer: "c1", Meter: "api", Qty: q("100"), At: ts("2026-11-10T00:00:00Z")}, // basic: 1.00
+		row{Customer: "c1", Meter: "api", Qty: q("200"), At: ts("2026-11-28T00:00:00Z")}, // pro: 1.00
 	)
 	dec := e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-12", "UTC"), Customer: "c1", Meters: invMeters, Now: at("2027-01-02T00:00:00Z"), Pricing: pr})
 	var late []string
@@ -82,7 +82,7 @@ func TestPlanChangeInsideAMonth(t *testing.T) {
 	// the recomputation of the parts from the stored versions.
 	e.allowEdits("invoices")
 	e.Exec(`UPDATE invoices SET parts = replace(parts, '"fee":"15.00"', '"fee":"1.50"') WHERE parts <> ''`)
-	rep, err := ledger.Verify(e.ctx, e.DB)
+	rep, err := ledger.Verify(e.Ctx, e.DB)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,8 +97,8 @@ func TestPlanChangeInsideAMonth(t *testing.T) {
 func TestPlanChangeOnTheFirstDay(t *testing.T) {
 	e := newEnv(t)
 	pr := changePricing(t, "2026-11-01")
-	e.setClock(ts("2026-11-25T00:00:00Z"))
-	e.write(row{customer: "c1", meter: "api", qty: q("2000"), at: ts("2026-11-20T00:00:00Z")})
+	e.SetClock(ts("2026-11-25T00:00:00Z"))
+	e.Write(row{Customer: "c1", Meter: "api", Qty: q("2000"), At: ts("2026-11-20T00:00:00Z")})
 	nov := e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-11", "UTC"), All: true, Meters: invMeters, Now: at("2026-12-02T00:00:00Z"), Pricing: pr})
 	if s := amounts(nov.Invoices[0]); s != "api 2026-11=10.00 | fee 30.00 true-up 0.00 total 40.00 USD" || nov.Invoices[0].Parts != nil {
 		t.Errorf("c1: %s, parts %+v", s, nov.Invoices[0].Parts)
@@ -117,10 +117,10 @@ func TestPlanChangeSplitsAGauge(t *testing.T) {
 			Prices: []pricing.Price{{Meter: "storage", Model: pricing.Unit, Unit: dec("0.005")}}})
 	pr := &ledger.Pricing{Catalog: cat, Plans: ledger.NewPlans("basic", []ledger.PlanAssignment{{Customer: "c1", Plan: "pro", EffectiveFrom: "2026-11-16"}})}
 	eu := `{"region":"eu"}`
-	e.setClock(ts("2026-11-25T00:00:00Z"))
-	e.write(
-		row{customer: "c1", meter: "storage", qty: q("10"), at: ts("2026-10-25T00:00:00Z"), props: eu}, // carries into November
-		row{customer: "c1", meter: "storage", qty: q("20"), at: ts("2026-11-20T00:00:00Z"), props: eu},
+	e.SetClock(ts("2026-11-25T00:00:00Z"))
+	e.Write(
+		row{Customer: "c1", Meter: "storage", Qty: q("10"), At: ts("2026-10-25T00:00:00Z"), Props: eu}, // carries into November
+		row{Customer: "c1", Meter: "storage", Qty: q("20"), At: ts("2026-11-20T00:00:00Z"), Props: eu},
 	)
 	nov := e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-11", "UTC"), All: true, Meters: gaugeMeters, Now: at("2026-12-02T00:00:00Z"), Pricing: pr})
 	// Basic's 15 days: 10 GB × 360 h = 3,600 GB-hours at 0.01 = 36.00. Pro's

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 	_ "time/tzdata" // IANA zones work on machines without /usr/share/zoneinfo
+
+	"github.com/hookledger/hookledger/pricing"
 )
 
 // LoadZone resolves an IANA time zone name; "" means UTC.
@@ -127,4 +129,19 @@ func bucketLabel(g Granularity, start time.Time) string {
 		return start.Format("2006-01")
 	}
 	return ""
+}
+
+// msTime is a unix millisecond time in the zone tz names (UTC when it names none).
+func msTime(ms int64, tz string) time.Time {
+	loc, err := LoadZone(tz)
+	if err != nil {
+		loc = time.UTC
+	}
+	return time.UnixMilli(ms).In(loc)
+}
+
+// periodDay is the first day of a period in its own zone: the day plan
+// versions and assignments are compared with.
+func periodDay(start int64, tz string) pricing.Date {
+	return pricing.Date(msTime(start, tz).Format(time.DateOnly))
 }

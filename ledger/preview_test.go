@@ -18,17 +18,17 @@ import (
 func TestPreviewIsTheCloseWithoutTheWriteLock(t *testing.T) {
 	e := newEnv(t)
 	pr := moneyPricing(t)
-	e.setClock(ts("2026-05-10T00:00:00Z"))
-	e.write(row{customer: "c1", meter: "api", qty: q("500"), at: ts("2026-05-09T00:00:00Z")},
-		row{customer: "c2", meter: "api", qty: q("7"), at: ts("2026-05-09T00:00:00Z")})
-	if _, err := ledger.Close(e.ctx, e.DB, ledger.CloseRequest{Period: month(t, "2026-05", "UTC"), All: true, Meters: invMeters,
+	e.SetClock(ts("2026-05-10T00:00:00Z"))
+	e.Write(row{Customer: "c1", Meter: "api", Qty: q("500"), At: ts("2026-05-09T00:00:00Z")},
+		row{Customer: "c2", Meter: "api", Qty: q("7"), At: ts("2026-05-09T00:00:00Z")})
+	if _, err := ledger.Close(e.Ctx, e.DB, ledger.CloseRequest{Period: month(t, "2026-05", "UTC"), All: true, Meters: invMeters,
 		Now: at("2026-06-02T00:00:00Z"), Pricing: pr}); err != nil {
 		t.Fatal(err)
 	}
 	// June's usage, and May's late usage that June's invoice bills.
-	e.setClock(ts("2026-06-10T00:00:00Z"))
-	e.write(row{customer: "c1", meter: "api", qty: q("101000"), at: ts("2026-06-09T00:00:00Z")},
-		row{customer: "c1", meter: "api", qty: q("3"), at: ts("2026-05-20T00:00:00Z")})
+	e.SetClock(ts("2026-06-10T00:00:00Z"))
+	e.Write(row{Customer: "c1", Meter: "api", Qty: q("101000"), At: ts("2026-06-09T00:00:00Z")},
+		row{Customer: "c1", Meter: "api", Qty: q("3"), At: ts("2026-05-20T00:00:00Z")})
 
 	req := ledger.CloseRequest{Period: month(t, "2026-06", "UTC"), Customer: "c1", Meters: invMeters, Now: at("2026-07-02T00:00:00Z"), Pricing: pr}
 	held, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
@@ -40,7 +40,7 @@ func TestPreviewIsTheCloseWithoutTheWriteLock(t *testing.T) {
 		})
 	}()
 	<-held
-	ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(e.Ctx, 10*time.Second)
 	preview, err := ledger.Preview(ctx, e.DB, req)
 	cancel()
 	close(release)
@@ -59,7 +59,7 @@ func TestPreviewIsTheCloseWithoutTheWriteLock(t *testing.T) {
 	if inv := preview.Invoices[0]; inv.CloseID != 2 || inv.ID != 3 {
 		t.Errorf("the preview shows close %d, invoice %d; want 2 and 3 (the next after May's)", inv.CloseID, inv.ID)
 	}
-	closed, err := ledger.Close(e.ctx, e.DB, req)
+	closed, err := ledger.Close(e.Ctx, e.DB, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,11 +69,11 @@ func TestPreviewIsTheCloseWithoutTheWriteLock(t *testing.T) {
 		t.Errorf("the preview:\n%s\nthe close then:\n%s", got, want)
 	}
 	// A closed period previews as its closed invoice.
-	again, err := ledger.Preview(e.ctx, e.DB, req)
+	again, err := ledger.Preview(e.Ctx, e.DB, req)
 	if err != nil || !again.Existing || len(again.Invoices) != 1 || again.Invoices[0].ID != 3 {
 		t.Errorf("the preview of a closed period: %+v, %v", again, err)
 	}
-	if _, err := ledger.Preview(e.ctx, e.DB, ledger.CloseRequest{Period: req.Period, Meters: invMeters}); err == nil {
+	if _, err := ledger.Preview(e.Ctx, e.DB, ledger.CloseRequest{Period: req.Period, Meters: invMeters}); err == nil {
 		t.Error("a preview of no customer and not all")
 	}
 }

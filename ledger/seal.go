@@ -23,10 +23,6 @@ import (
 // close or seal breaks the next link, and the last seal is an anchor
 // (`ledger head`) that catches a truncated tail.
 
-// ChainCloses is the closes' chain as anchors spell it; the id is
-// period_closes.id, the hash its seal's row_hash.
-const ChainCloses = "closes"
-
 // sealClose seals close c, which wrote invs (in id order), linking it to
 // the last seal.
 func sealClose(ctx context.Context, tx closeStore, c schema.PeriodClose, invs []Invoice) error {

@@ -31,14 +31,14 @@ func (e *env) allowDelete(tables ...string) {
 func sealedMonths(t *testing.T) *env {
 	e := newEnv(t)
 	t.Cleanup(e.Close)
-	e.setClock(ts("2026-10-20T00:00:00Z"))
-	e.write(row{customer: "c1", meter: "api", qty: q("2"), at: ts("2026-10-05T00:00:00Z")},
-		row{customer: "c2", meter: "api", qty: q("3"), at: ts("2026-10-06T00:00:00Z")})
+	e.SetClock(ts("2026-10-20T00:00:00Z"))
+	e.Write(row{Customer: "c1", Meter: "api", Qty: q("2"), At: ts("2026-10-05T00:00:00Z")},
+		row{Customer: "c2", Meter: "api", Qty: q("3"), At: ts("2026-10-06T00:00:00Z")})
 	e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-10", "UTC"), All: true, Meters: invMeters, Now: at("2026-11-02T00:00:00Z")})
-	e.setClock(ts("2026-11-10T00:00:00Z"))
-	e.write(row{customer: "c1", meter: "api", qty: q("1"), at: ts("2026-11-05T00:00:00Z")},
-		row{customer: "c2", meter: "api", qty: q("4"), at: ts("2026-11-05T00:00:00Z")},
-		row{customer: "c2", meter: "api", qty: q("5"), at: ts("2026-10-30T00:00:00Z")}) // late October
+	e.SetClock(ts("2026-11-10T00:00:00Z"))
+	e.Write(row{Customer: "c1", Meter: "api", Qty: q("1"), At: ts("2026-11-05T00:00:00Z")},
+		row{Customer: "c2", Meter: "api", Qty: q("4"), At: ts("2026-11-05T00:00:00Z")},
+		row{Customer: "c2", Meter: "api", Qty: q("5"), At: ts("2026-10-30T00:00:00Z")}) // late October
 	res := e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-11", "UTC"), All: true, Meters: invMeters, Now: at("2026-12-02T00:00:00Z")})
 	if len(res.Invoices) != 2 || res.Invoices[1].ID != 4 || len(res.Invoices[1].Lines) != 2 || !res.Invoices[1].Lines[1].Late {
 		t.Fatalf("November's invoices: %+v", res.Invoices)
@@ -101,7 +101,7 @@ func TestVerifyReportsInvoiceSwappedUnderItsSeal(t *testing.T) {
 // the closes' anchor taken before (`ledger head`) catches it.
 func TestVerifyAnchorCatchesTruncatedCloses(t *testing.T) {
 	e := sealedMonths(t)
-	anchors, err := ledger.LoadAnchors(e.ctx, e.DB)
+	anchors, err := ledger.LoadAnchors(e.Ctx, e.DB)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestVerifyAnchorCatchesTruncatedCloses(t *testing.T) {
 	if rep := verified(t, e); rep.First() != nil {
 		t.Fatalf("without anchors a truncated tail of closes looks like no close yet:\n%s", problems(rep))
 	}
-	rep, err := ledger.Verify(e.ctx, e.DB, anchors...)
+	rep, err := ledger.Verify(e.Ctx, e.DB, anchors...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,12 +144,12 @@ func TestVerifyReportsDeletedCloseAndSeal(t *testing.T) {
 func TestVerifyReportsUsageBetweenTwoZones(t *testing.T) {
 	e := newEnv(t)
 	defer e.Close()
-	e.setClock(ts("2026-11-01T00:10:00Z"))
-	e.write(row{customer: "c1", meter: "api", qty: q("7"), at: ts("2026-10-31T23:30:00Z")}, // November 1, 00:30 in Berlin
-		row{customer: "c1", meter: "api", qty: q("1"), at: ts("2026-11-03T00:00:00Z")})
+	e.SetClock(ts("2026-11-01T00:10:00Z"))
+	e.Write(row{Customer: "c1", Meter: "api", Qty: q("7"), At: ts("2026-10-31T23:30:00Z")}, // November 1, 00:30 in Berlin
+		row{Customer: "c1", Meter: "api", Qty: q("1"), At: ts("2026-11-03T00:00:00Z")})
 	e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-10", "Europe/Berlin"), All: true, Meters: invMeters, Now: at("2026-12-02T00:00:00Z")})
 	// What an older hookledger let through: November closed in UTC.
-	_, err := ledger.Close(e.ctx, e.DB, ledger.CloseRequest{Period: month(t, "2026-11", "UTC"), All: true, Meters: invMeters, Now: at("2026-12-02T00:00:00Z")})
+	_, err := ledger.Close(e.Ctx, e.DB, ledger.CloseRequest{Period: month(t, "2026-11", "UTC"), All: true, Meters: invMeters, Now: at("2026-12-02T00:00:00Z")})
 	if err == nil {
 		t.Fatal("a close leaving a gap no close can fill was accepted")
 	}
@@ -174,14 +174,14 @@ func TestMigrationSealsEarlierCloses(t *testing.T) {
 	testenv.SQLiteOnly(t, "reopens the same database file")
 	dir := t.TempDir()
 	e := newEnvAt(t, dir)
-	e.setClock(ts("2026-10-20T00:00:00Z"))
-	e.write(row{customer: "c1", meter: "api", qty: q("2"), at: ts("2026-10-05T00:00:00Z")},
-		row{customer: "c2", meter: "api", qty: q("3"), at: ts("2026-10-06T00:00:00Z")})
+	e.SetClock(ts("2026-10-20T00:00:00Z"))
+	e.Write(row{Customer: "c1", Meter: "api", Qty: q("2"), At: ts("2026-10-05T00:00:00Z")},
+		row{Customer: "c2", Meter: "api", Qty: q("3"), At: ts("2026-10-06T00:00:00Z")})
 	e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-10", "UTC"), All: true, Meters: invMeters, Now: at("2026-11-02T00:00:00Z")})
 	e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-11", "UTC"), Customer: "c1", Meters: invMeters, Now: at("2026-12-02T00:00:00Z")})
 	seals := func(e *env) string {
 		var b strings.Builder
-		closes, _, err := e.DB.SealedCloses(e.ctx)
+		closes, _, err := e.DB.SealedCloses(e.Ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

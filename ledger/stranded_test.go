@@ -1,7 +1,6 @@
 package ledger_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -17,13 +16,12 @@ import (
 // own earlier close moves their boundary back.
 func TestStrandedUsage(t *testing.T) {
 	testenv.EachBackend(t, func(t *testing.T, backend string) {
-		e := &env{Env: testenv.New(t, testenv.Options{NoServer: true, Backend: backend, Now: time.Date(2026, 10, 2, 0, 0, 0, 0, time.UTC)}),
-			ctx: context.Background()}
-		e.write(
-			row{customer: "cus_1", meter: "api", qty: q("5"), at: ts("1971-01-01T00:00:00Z")}, // a clock at zero, near enough
-			row{customer: "cus_1", meter: "api", qty: q("2"), at: ts("2026-08-15T00:00:00Z")},
-			row{customer: "cus_1", meter: "api", qty: q("3"), at: ts("2026-09-10T00:00:00Z")},
-			row{customer: "cus_2", meter: "api", qty: q("7"), at: ts("2026-08-20T00:00:00Z")},
+		e := &env{testenv.NewLedger(t, testenv.Options{Backend: backend, Now: time.Date(2026, 10, 2, 0, 0, 0, 0, time.UTC)})}
+		e.Write(
+			row{Customer: "cus_1", Meter: "api", Qty: q("5"), At: ts("1971-01-01T00:00:00Z")}, // a clock at zero, near enough
+			row{Customer: "cus_1", Meter: "api", Qty: q("2"), At: ts("2026-08-15T00:00:00Z")},
+			row{Customer: "cus_1", Meter: "api", Qty: q("3"), At: ts("2026-09-10T00:00:00Z")},
+			row{Customer: "cus_2", Meter: "api", Qty: q("7"), At: ts("2026-08-20T00:00:00Z")},
 		)
 		if got := stranded(t, e); got != "" {
 			t.Fatalf("before any close: %s, want nothing", got)
@@ -31,23 +29,23 @@ func TestStrandedUsage(t *testing.T) {
 		e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-07", "UTC"), Customer: "cus_2", Meters: invMeters, Now: at("2026-10-02T00:00:00Z")})
 		e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-09", "UTC"), All: true, Meters: invMeters, Now: at("2026-10-02T00:00:00Z")})
 		// After the close: cus_3's first usage, dated August.
-		e.write(row{customer: "cus_3", meter: "api", qty: q("4"), at: ts("2026-08-05T00:00:00Z")})
+		e.Write(row{Customer: "cus_3", Meter: "api", Qty: q("4"), At: ts("2026-08-05T00:00:00Z")})
 		want := "cus_1 api 1971-01 rows 1 adj 0 sum 5 before 2026-09\n" +
 			"cus_1 api 2026-08 rows 1 adj 0 sum 2 before 2026-09\n" +
 			"cus_3 api 2026-08 rows 1 adj 0 sum 4 before 2026-09\n"
 		if got := stranded(t, e); got != want {
 			t.Errorf("stranded:\n%s\nwant (cus_2 closed July itself; September was closed)\n%s", got, want)
 		}
-		if n, err := ledger.StrandedRows(e.ctx, e.DB); err != nil || n != 3 {
+		if n, err := ledger.StrandedRows(e.Ctx, e.DB); err != nil || n != 3 {
 			t.Errorf("StrandedRows = %d, %v; want 3", n, err)
 		}
-		lines, err := ledger.StrandedUsage(e.ctx, e.DB, "cus_3")
+		lines, err := ledger.StrandedUsage(e.Ctx, e.DB, "cus_3")
 		if err != nil || len(lines) != 1 || lines[0].MinID != 5 || lines[0].MaxID != 5 {
 			t.Errorf("cus_3 alone: %+v %v", lines, err)
 		}
 		// Corrected to nothing, the 1971 row is no longer listed.
-		e.write(row{customer: "cus_1", meter: "api", qty: q("-5"), at: ts("1971-01-01T00:00:00Z"), adjust: true})
-		if n, err := ledger.StrandedRows(e.ctx, e.DB); err != nil || n != 2 {
+		e.Write(row{Customer: "cus_1", Meter: "api", Qty: q("-5"), At: ts("1971-01-01T00:00:00Z"), Adjust: true})
+		if n, err := ledger.StrandedRows(e.Ctx, e.DB); err != nil || n != 2 {
 			t.Errorf("after the correction: StrandedRows = %d, %v; want 2", n, err)
 		}
 	})
@@ -55,7 +53,7 @@ func TestStrandedUsage(t *testing.T) {
 
 func stranded(t *testing.T, e *env) string {
 	t.Helper()
-	lines, err := ledger.StrandedUsage(e.ctx, e.DB, "")
+	lines, err := ledger.StrandedUsage(e.Ctx, e.DB, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,10 +31,10 @@ func (e *env) ignored(id string) {
 // events, each in its own batch.
 func seedWithTail(t *testing.T) (*env, string) {
 	e, dir := seedForVerify(t)
-	e.setClock(ts("2026-11-03T00:00:00Z"))
+	e.SetClock(ts("2026-11-03T00:00:00Z"))
 	e.ignored("ign_1")                                                                      // receipt 6
-	e.write(row{customer: "c1", meter: "api", qty: q("1"), at: ts("2026-11-02T00:00:00Z")}) // receipt 7, row 6
-	e.write(row{customer: "c1", meter: "api", qty: q("4"), at: ts("2026-11-02T01:00:00Z")}) // receipt 8, row 7
+	e.Write(row{Customer: "c1", Meter: "api", Qty: q("1"), At: ts("2026-11-02T00:00:00Z")}) // receipt 7, row 6
+	e.Write(row{Customer: "c1", Meter: "api", Qty: q("4"), At: ts("2026-11-02T01:00:00Z")}) // receipt 8, row 7
 	return e, dir
 }
 
@@ -118,7 +118,7 @@ func TestVerifyDetectsStatusChangedOutsideAReplay(t *testing.T) {
 	defer e.Close()
 	body := []byte(`{"id":"bad_1","type":"usage.recorded","data":{}}`)
 	sum := sha256.Sum256(body)
-	if err := e.Writer.Submit(e.ctx, &custody.Delivery{Provider: "test", EventID: "bad_1", EventType: "usage.recorded", Body: body, BodySHA256: sum[:],
+	if err := e.Writer.Submit(e.Ctx, &custody.Delivery{Provider: "test", EventID: "bad_1", EventType: "usage.recorded", Body: body, BodySHA256: sum[:],
 		Source: custody.SourceWebhook, HandlerVersion: "test", ReceivedAt: e.Now(), Status: custody.StatusFailed,
 		Error: "no customer", Attempt: custody.Attempt{StatusCode: 200}}); err != nil {
 		t.Fatal(err)
@@ -126,7 +126,7 @@ func TestVerifyDetectsStatusChangedOutsideAReplay(t *testing.T) {
 	m := ledger.NewMapper([]ledger.Mapping{{Type: "usage.recorded", Customer: ledger.Field{Path: "data.customer"},
 		Meter: ledger.Field{Path: "data.meter"}, Quantity: ledger.Field{Path: "data.quantity"}}}, nil)
 	replay := &custody.Replay{Provider: "test", EventID: "bad_1", Mapper: m, HandlerVersion: "test2"}
-	if err := e.Writer.Submit(e.ctx, replay); err != nil || replay.Outcome != custody.ReplayFailed {
+	if err := e.Writer.Submit(e.Ctx, replay); err != nil || replay.Outcome != custody.ReplayFailed {
 		t.Fatalf("replay: %v %s", err, replay.Outcome)
 	}
 	if rep := verified(t, e); rep.First() != nil {

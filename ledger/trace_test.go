@@ -15,7 +15,7 @@ func TestCheckLinksBatchAgreesWithCheckLinks(t *testing.T) {
 	e := newEnv(t)
 	defer e.Close()
 	for i := range 8 {
-		e.write(row{customer: "c", meter: "m", qty: q("1"), at: ts("2026-10-01T00:00:00Z").AddDate(0, 0, i)})
+		e.Write(row{Customer: "c", Meter: "m", Qty: q("1"), At: ts("2026-10-01T00:00:00Z").AddDate(0, 0, i)})
 	}
 	agree := func(name string, wantProblems int) {
 		t.Helper()
@@ -28,12 +28,12 @@ func TestCheckLinksBatchAgreesWithCheckLinks(t *testing.T) {
 		for i := range recs {
 			rows[i] = ledger.StoredRow(&recs[i])
 		}
-		batch, err := ledger.CheckLinksBatch(e.ctx, e.DB, rows)
+		batch, err := ledger.CheckLinksBatch(e.Ctx, e.DB, rows)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, r := range rows {
-			one, err := ledger.CheckLinks(e.ctx, e.DB, r)
+			one, err := ledger.CheckLinks(e.Ctx, e.DB, r)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -52,7 +52,7 @@ func TestCheckLinksBatchAgreesWithCheckLinks(t *testing.T) {
 	e.DB.Write.MustExec(`UPDATE metered_usage SET quantity = 5000000 WHERE id = 3`)
 	agree("edited row 3", 1) // its own hash
 
-	r, err := ledger.GetRow(e.ctx, e.DB, 3)
+	r, err := ledger.GetRow(e.Ctx, e.DB, 3)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,11 +14,11 @@ import (
 func TestCloseReportsUsageNothingPrices(t *testing.T) {
 	e := newEnv(t)
 	defer e.Close()
-	e.setClock(ts("2026-10-20T00:00:00Z"))
-	e.write(row{customer: "c1", meter: "api", qty: q("10"), at: ts("2026-10-05T00:00:00Z")},
-		row{customer: "c1", meter: "exports", qty: q("3"), at: ts("2026-10-05T00:00:00Z")},
-		row{customer: "c2", meter: "exports", qty: q("1"), at: ts("2026-10-05T00:00:00Z")},
-		row{customer: "c3", meter: "api", qty: q("1"), at: ts("2026-10-05T00:00:00Z")})
+	e.SetClock(ts("2026-10-20T00:00:00Z"))
+	e.Write(row{Customer: "c1", Meter: "api", Qty: q("10"), At: ts("2026-10-05T00:00:00Z")},
+		row{Customer: "c1", Meter: "exports", Qty: q("3"), At: ts("2026-10-05T00:00:00Z")},
+		row{Customer: "c2", Meter: "exports", Qty: q("1"), At: ts("2026-10-05T00:00:00Z")},
+		row{Customer: "c3", Meter: "api", Qty: q("1"), At: ts("2026-10-05T00:00:00Z")})
 	free := unitPlan("free", "0.10")
 	free.Unpriced = pricing.UnpricedFree
 	pr := plansOf(t, "", []ledger.PlanAssignment{{Customer: "c1", Plan: "usd", EffectiveFrom: "2026-01-01"}, {Customer: "c2", Plan: "free", EffectiveFrom: "2026-01-01"}},

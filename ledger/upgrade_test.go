@@ -104,7 +104,7 @@ func TestUpgradeChainsExistingReceipts(t *testing.T) {
 		}
 		want.Advance(&l)
 	}
-	h, err := ledger.LoadHead(e.ctx, e.DB)
+	h, err := ledger.LoadHead(e.Ctx, e.DB)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestUpgradeChainsExistingReceipts(t *testing.T) {
 	}
 
 	// The writer carries on from the migrated head.
-	e.write(row{customer: "c1", meter: "api", qty: q("1"), at: ts("2026-10-05T00:00:00Z")})
+	e.Write(row{Customer: "c1", Meter: "api", Qty: q("1"), At: ts("2026-10-05T00:00:00Z")})
 	anchors := head(t, e)
 	if anchors[0].ID != 3 || anchors[1].ID != 6 {
 		t.Fatalf("head after a write: %v", anchors)

@@ -12,18 +12,18 @@ func TestUsagePeriodIsHalfOpen(t *testing.T) {
 	e := newEnv(t)
 	defer e.Close()
 	from, to := ts("2026-11-01T00:00:00Z"), ts("2026-12-01T00:00:00Z")
-	e.write(
-		row{customer: "c1", meter: "api", qty: q("1"), at: from.Add(-time.Millisecond)}, // before: excluded
-		row{customer: "c1", meter: "api", qty: q("10"), at: from},                       // exactly at from: included
-		row{customer: "c1", meter: "api", qty: q("100"), at: to.Add(-time.Millisecond)}, // last instant: included
-		row{customer: "c1", meter: "api", qty: q("1000"), at: to},                       // exactly at to: excluded
+	e.Write(
+		row{Customer: "c1", Meter: "api", Qty: q("1"), At: from.Add(-time.Millisecond)}, // before: excluded
+		row{Customer: "c1", Meter: "api", Qty: q("10"), At: from},                       // exactly at from: included
+		row{Customer: "c1", Meter: "api", Qty: q("100"), At: to.Add(-time.Millisecond)}, // last instant: included
+		row{Customer: "c1", Meter: "api", Qty: q("1000"), At: to},                       // exactly at to: excluded
 	)
-	rep := e.query(ledger.UsageQuery{From: from, To: to})
+	rep := e.Query(ledger.UsageQuery{From: from, To: to})
 	if len(rep.Lines) != 1 || !rep.Lines[0].Quantity.Equal(q("110")) || rep.Lines[0].Events != 2 {
 		t.Fatalf("got %+v, want one line of 110 from 2 events", rep.Lines)
 	}
 	// The next window starts exactly where this one ended: nothing is lost or doubled.
-	next := e.query(ledger.UsageQuery{From: to, To: to.AddDate(0, 1, 0)})
+	next := e.Query(ledger.UsageQuery{From: to, To: to.AddDate(0, 1, 0)})
 	if len(next.Lines) != 1 || !next.Lines[0].Quantity.Equal(q("1000")) {
 		t.Fatalf("next window: got %+v, want 1000", next.Lines)
 	}
@@ -55,11 +55,11 @@ func TestUsageDSTDayHasHourlyBuckets(t *testing.T) {
 			// One event every 20 minutes of real time, plus one either side of the day.
 			var rows []row
 			for at := start.Add(-time.Minute); at.Before(end.Add(time.Minute)); at = at.Add(20 * time.Minute) {
-				rows = append(rows, row{customer: "c", meter: "api", qty: q("1"), at: at})
+				rows = append(rows, row{Customer: "c", Meter: "api", Qty: q("1"), At: at})
 			}
-			e.write(rows...)
+			e.Write(rows...)
 			qr.To = end // the whole local day, half-open
-			rep := e.query(qr)
+			rep := e.Query(qr)
 			if len(rep.Lines) != tc.hours {
 				t.Fatalf("got %d hourly buckets, want %d: %+v", len(rep.Lines), tc.hours, rep.Lines)
 			}
@@ -78,7 +78,7 @@ func TestUsageDSTDayHasHourlyBuckets(t *testing.T) {
 			if total != int64(tc.hours*3) {
 				t.Fatalf("buckets hold %d events, want %d", total, tc.hours*3)
 			}
-			daily := e.query(ledger.UsageQuery{From: start, To: end, Zone: berlin, GroupBy: []string{"day"}})
+			daily := e.Query(ledger.UsageQuery{From: start, To: end, Zone: berlin, GroupBy: []string{"day"}})
 			if len(daily.Lines) != 1 || daily.Lines[0].Period != tc.day || daily.Lines[0].Events != int64(tc.hours*3) {
 				t.Fatalf("daily: got %+v", daily.Lines)
 			}
@@ -90,9 +90,9 @@ func TestUsageMonthBoundaryInZone(t *testing.T) {
 	e := newEnv(t)
 	defer e.Close()
 	// 23:30 UTC on 31 October is 00:30 on 1 November in Berlin (UTC+1 after DST).
-	e.write(
-		row{customer: "c", meter: "api", qty: q("5"), at: ts("2026-10-31T23:30:00Z")},
-		row{customer: "c", meter: "api", qty: q("7"), at: ts("2026-10-31T22:59:59.999Z")}, // 23:59:59.999 Berlin: October
+	e.Write(
+		row{Customer: "c", Meter: "api", Qty: q("5"), At: ts("2026-10-31T23:30:00Z")},
+		row{Customer: "c", Meter: "api", Qty: q("7"), At: ts("2026-10-31T22:59:59.999Z")}, // 23:59:59.999 Berlin: October
 	)
 	for _, tc := range []struct {
 		tz   string
@@ -106,7 +106,7 @@ func TestUsageMonthBoundaryInZone(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rep := e.query(qr)
+		rep := e.Query(qr)
 		got := map[string]string{}
 		for _, l := range rep.Lines {
 			got[l.Period] = l.Quantity.String()
@@ -128,7 +128,7 @@ func TestUsageMonthBoundaryInZone(t *testing.T) {
 	if want := ts("2026-10-31T23:00:00Z"); !qr.From.Equal(want) {
 		t.Fatalf("from = %s, want %s", qr.From, want)
 	}
-	if rep := e.query(qr); len(rep.Lines) != 1 || !rep.Lines[0].Quantity.Equal(q("5")) {
+	if rep := e.Query(qr); len(rep.Lines) != 1 || !rep.Lines[0].Quantity.Equal(q("5")) {
 		t.Fatalf("November in Berlin: got %+v, want 5", rep.Lines)
 	}
 }
@@ -136,10 +136,10 @@ func TestUsageMonthBoundaryInZone(t *testing.T) {
 func TestUsageAsOf(t *testing.T) {
 	e := newEnv(t)
 	defer e.Close()
-	e.setClock(ts("2026-12-01T10:00:00Z"))
-	e.write(row{customer: "c", meter: "api", qty: q("3"), at: ts("2026-11-05T00:00:00Z")})
-	e.setClock(ts("2026-12-02T10:00:00Z"))
-	e.write(row{customer: "c", meter: "api", qty: q("4"), at: ts("2026-11-06T00:00:00Z")})
+	e.SetClock(ts("2026-12-01T10:00:00Z"))
+	e.Write(row{Customer: "c", Meter: "api", Qty: q("3"), At: ts("2026-11-05T00:00:00Z")})
+	e.SetClock(ts("2026-12-02T10:00:00Z"))
+	e.Write(row{Customer: "c", Meter: "api", Qty: q("4"), At: ts("2026-11-06T00:00:00Z")})
 	for _, tc := range []struct {
 		asOf string
 		want string
@@ -155,7 +155,7 @@ func TestUsageAsOf(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rep := e.query(qr)
+		rep := e.Query(qr)
 		got := "0"
 		if len(rep.Lines) == 1 {
 			got = rep.Lines[0].Quantity.String()
@@ -173,16 +173,16 @@ func TestUsageGroupWithoutMeterNeedsOneAggregation(t *testing.T) {
 		{Name: "api", Aggregation: ledger.AggSum},
 		{Name: "seats", Aggregation: ledger.AggMax},
 	})
-	e.write(
-		row{customer: "a", meter: "api", qty: q("2"), at: ts("2026-11-01T00:00:00Z")},
-		row{customer: "a", meter: "seats", qty: q("9"), at: ts("2026-11-01T00:00:00Z")},
-		row{customer: "b", meter: "seats", qty: q("4"), at: ts("2026-11-01T00:00:00Z")},
+	e.Write(
+		row{Customer: "a", Meter: "api", Qty: q("2"), At: ts("2026-11-01T00:00:00Z")},
+		row{Customer: "a", Meter: "seats", Qty: q("9"), At: ts("2026-11-01T00:00:00Z")},
+		row{Customer: "b", Meter: "seats", Qty: q("4"), At: ts("2026-11-01T00:00:00Z")},
 	)
-	_, err := ledger.Query(e.ctx, e.DB, ledger.UsageQuery{GroupBy: []string{"customer"}, Meters: meters})
+	_, err := ledger.Query(e.Ctx, e.DB, ledger.UsageQuery{GroupBy: []string{"customer"}, Meters: meters})
 	if err == nil || !strings.Contains(err.Error(), "aggregate differently") {
 		t.Fatalf("mixing sum and max in one group: err = %v", err)
 	}
-	rep := e.query(ledger.UsageQuery{GroupBy: []string{}, Meter: "seats", Meters: meters})
+	rep := e.Query(ledger.UsageQuery{GroupBy: []string{}, Meter: "seats", Meters: meters})
 	if len(rep.Lines) != 1 || !rep.Lines[0].Quantity.Equal(q("9")) || rep.Lines[0].Aggregation != ledger.AggMax {
 		t.Fatalf("max over all customers: got %+v", rep.Lines)
 	}

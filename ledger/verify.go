@@ -12,41 +12,6 @@ import (
 	"github.com/hookledger/hookledger/schema"
 )
 
-// Problem is one thing verify found broken, located by table and row id.
-type Problem struct {
-	Check string `json:"check"`
-	Table string `json:"table"`
-	ID    int64  `json:"id"` // row id in Table (0 when the problem has no row)
-	Msg   string `json:"message"`
-}
-
-func (p Problem) Error() string {
-	if p.ID == 0 {
-		return fmt.Sprintf("%s: %s", p.Table, p.Msg)
-	}
-	return fmt.Sprintf("%s row %d: %s", p.Table, p.ID, p.Msg)
-}
-
-// CheckResult is the outcome of one verification check.
-type CheckResult struct {
-	Name     string    `json:"name"`
-	Checked  int64     `json:"checked"` // rows, receipts or invoice lines examined
-	Problems []Problem `json:"problems"`
-	// Notes are what the check could not examine and why; not failures.
-	Notes []string `json:"notes,omitempty"`
-	// Skipped is why the check did not run at all (empty when it ran): on
-	// PostgreSQL, the page and index checks when amcheck is missing or not
-	// granted. A skipped check is not a failure: verify's other checks prove
-	// the ledger without it, and the report says what was left out.
-	Skipped string `json:"skipped,omitempty"`
-	// From says what an incremental verify (VerifySince) checked, e.g.
-	// "incremental: ledger rows from 12"; empty in a full verify.
-	From string `json:"from,omitempty"`
-}
-
-// OK reports whether the check found nothing wrong.
-func (c CheckResult) OK() bool { return len(c.Problems) == 0 }
-
 // VerifyReport is every check's result, in the order they ran.
 type VerifyReport struct {
 	Checks []CheckResult `json:"checks"`
@@ -69,10 +34,6 @@ func (r *VerifyReport) First() *Problem {
 	}
 	return nil
 }
-
-// maxProblems bounds each check's list: the first one is what matters, a few
-// more show whether the damage is local.
-const maxProblems = 20
 
 // Verify checks, in order: SQLite's integrity_check; the hash chain over
 // every ledger row; that every applied receipt has usage rows and every usage
@@ -128,13 +89,6 @@ func verify(ctx context.Context, db VerifySource, r *VerifyReport, s since, anch
 		}
 	}
 	return nil
-}
-
-func (c *CheckResult) add(p Problem) {
-	if len(c.Problems) < maxProblems {
-		p.Check = c.Name
-		c.Problems = append(c.Problems, p)
-	}
 }
 
 func verifyIntegrity(ctx context.Context, db VerifySource, s since) (CheckResult, error) {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	"github.com/hookledger/hookledger/schema"
 )
@@ -17,17 +16,6 @@ import (
 // holds, then runs every check over what was appended after them only, in
 // time proportional to the new rows. What it does not prove is that nothing
 // at or before the anchors was edited since: that is the full verify's.
-
-// since is where every check of one verify starts, decided here for all of
-// them: on each chain, the id of the row its anchor names (the rows above it
-// are new), or 0 to check the chain from its first row (a full verify, or a
-// chain the anchors given do not name).
-type since struct {
-	incremental              bool
-	ledger, receipts, closes int64
-	credits                  int64
-	named                    map[string]bool // the chains an anchor was given for
-}
 
 // sinceOf is where a verify from anchors starts: one anchor per chain.
 func sinceOf(anchors []Anchor) (since, error) {
@@ -54,57 +42,6 @@ func sinceOf(anchors []Anchor) (since, error) {
 
 // ErrBadSince is anchors an incremental verify cannot start from.
 var ErrBadSince = errors.New("bad --since anchors")
-
-func (s since) id(chain string) int64 {
-	switch chain {
-	case ChainLedger:
-		return s.ledger
-	case ChainReceipts:
-		return s.receipts
-	case ChainCloses:
-		return s.closes
-	}
-	return s.credits
-}
-
-// chainRows names one row of each chain, and several.
-var chainRows = map[string][2]string{
-	ChainLedger:   {"ledger row", "ledger rows"},
-	ChainReceipts: {"receipt", "receipts"},
-	ChainCloses:   {"close", "closes"},
-	ChainCredits:  {"credit entry", "credit entries"},
-}
-
-// rows names what a check read of chain, from or after (rel) its anchor:
-// "ledger rows after 12", "every receipt (no receipts anchor)".
-func (s since) rows(chain, rel string) string {
-	names := chainRows[chain]
-	switch {
-	case !s.named[chain]:
-		return fmt.Sprintf("every %s (no %s anchor)", names[0], chain)
-	case s.id(chain) == 0:
-		return fmt.Sprintf("every %s (anchored at 0)", names[0])
-	}
-	return fmt.Sprintf("%s %s %d", names[1], rel, s.id(chain))
-}
-
-// from is what a check of an incremental verify covered, in the report's
-// words ("" in a full verify): parts are since.rows or a sentence.
-func (s since) from(parts ...string) string {
-	if !s.incremental {
-		return ""
-	}
-	return "incremental: " + strings.Join(parts, ", ")
-}
-
-// whole says what a check an incremental verify runs in full covers ("" in
-// a full verify): the chain head and the replays, which are small.
-func (s since) whole(what string) string {
-	if !s.incremental {
-		return ""
-	}
-	return "in full: " + what
-}
 
 // VerifySince is the incremental verify: it proves that each of from (the
 // anchors a verify printed, one per chain) still holds, then runs Verify's

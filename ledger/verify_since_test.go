@@ -18,14 +18,14 @@ func seedForSince(t *testing.T) (*env, []ledger.Anchor) {
 	t.Helper()
 	e := newEnv(t)
 	t.Cleanup(e.Close)
-	e.setClock(ts("2026-10-01T00:00:00Z"))
+	e.SetClock(ts("2026-10-01T00:00:00Z"))
 	e.grant(ledger.GrantRequest{ID: "c1-prepaid", Customer: "c1", Currency: "USD", Amount: "1000.00"})
-	if _, err := e.Writer.BuildUsageState(e.ctx, "UTC"); err != nil {
+	if _, err := e.Writer.BuildUsageState(e.Ctx, "UTC"); err != nil {
 		t.Fatal(err)
 	}
-	e.setClock(ts("2026-10-20T00:00:00Z"))
+	e.SetClock(ts("2026-10-20T00:00:00Z"))
 	for i := range 5 {
-		e.write(row{customer: "c1", meter: "api", qty: q("2"), at: ts("2026-10-05T00:00:00Z").Add(time.Duration(i) * time.Hour)})
+		e.Write(row{Customer: "c1", Meter: "api", Qty: q("2"), At: ts("2026-10-05T00:00:00Z").Add(time.Duration(i) * time.Hour)})
 	}
 	e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-10", "UTC"), All: true, Meters: invMeters,
 		Now: at("2026-11-02T00:00:00Z"), Pricing: flatPricing(t)})
@@ -48,16 +48,16 @@ func seedForSince(t *testing.T) (*env, []ledger.Anchor) {
 // appendNovember writes two customers' November rows after the anchors
 // (ledger rows and receipts 6 to 9).
 func appendNovember(e *env) {
-	e.setClock(ts("2026-11-03T00:00:00Z"))
-	e.write(row{customer: "c1", meter: "api", qty: q("1"), at: ts("2026-11-02T00:00:00Z")})
-	e.write(row{customer: "c1", meter: "api", qty: q("4"), at: ts("2026-11-02T01:00:00Z")})
-	e.write(row{customer: "c2", meter: "api", qty: q("3"), at: ts("2026-11-02T02:00:00Z")},
-		row{customer: "c2", meter: "seats", qty: q("7"), at: ts("2026-11-02T03:00:00Z")})
+	e.SetClock(ts("2026-11-03T00:00:00Z"))
+	e.Write(row{Customer: "c1", Meter: "api", Qty: q("1"), At: ts("2026-11-02T00:00:00Z")})
+	e.Write(row{Customer: "c1", Meter: "api", Qty: q("4"), At: ts("2026-11-02T01:00:00Z")})
+	e.Write(row{Customer: "c2", Meter: "api", Qty: q("3"), At: ts("2026-11-02T02:00:00Z")},
+		row{Customer: "c2", Meter: "seats", Qty: q("7"), At: ts("2026-11-02T03:00:00Z")})
 }
 
 func verifiedSince(t *testing.T, e *env, from []ledger.Anchor) *ledger.VerifyReport {
 	t.Helper()
-	rep, err := ledger.VerifySince(e.ctx, e.DB, from)
+	rep, err := ledger.VerifySince(e.Ctx, e.DB, from)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +205,7 @@ func TestVerifySinceCatchesEdits(t *testing.T) {
 // problem found (exit 3).
 func TestVerifySinceBadAnchors(t *testing.T) {
 	e, anchors := seedForSince(t)
-	_, err := ledger.VerifySince(e.ctx, e.DB, []ledger.Anchor{anchors[0], {Chain: ledger.ChainLedger, ID: 3, Hash: anchors[0].Hash}})
+	_, err := ledger.VerifySince(e.Ctx, e.DB, []ledger.Anchor{anchors[0], {Chain: ledger.ChainLedger, ID: 3, Hash: anchors[0].Hash}})
 	if !errors.Is(err, ledger.ErrBadSince) || !strings.Contains(err.Error(), "two ledger anchors (5 and 3)") {
 		t.Errorf("two ledger anchors: %v", err)
 	}

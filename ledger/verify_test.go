@@ -36,7 +36,7 @@ func tamper(t *testing.T, dir string, stmts ...string) {
 
 func verified(t *testing.T, e *env) *ledger.VerifyReport {
 	t.Helper()
-	rep, err := ledger.Verify(e.ctx, e.DB)
+	rep, err := ledger.Verify(e.Ctx, e.DB)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,9 +46,9 @@ func verified(t *testing.T, e *env) *ledger.VerifyReport {
 func seedForVerify(t *testing.T) (*env, string) {
 	dir := t.TempDir()
 	e := newEnvAt(t, dir)
-	e.setClock(ts("2026-10-20T00:00:00Z"))
+	e.SetClock(ts("2026-10-20T00:00:00Z"))
 	for i := 0; i < 5; i++ {
-		e.write(row{customer: "c1", meter: "api", qty: q("2"), at: ts("2026-10-05T00:00:00Z").Add(time.Duration(i) * time.Hour)})
+		e.Write(row{Customer: "c1", Meter: "api", Qty: q("2"), At: ts("2026-10-05T00:00:00Z").Add(time.Duration(i) * time.Hour)})
 	}
 	e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-10", "UTC"), All: true, Meters: invMeters, Now: at("2026-11-02T00:00:00Z")})
 	return e, dir
@@ -102,8 +102,8 @@ func TestVerifyReportsChangedDecimals(t *testing.T) {
 		`UPDATE metered_usage SET decimals = 1 WHERE id = 6`,
 	} {
 		e, dir := seedForVerify(t)
-		e.setClock(ts("2026-11-20T00:00:00Z"))
-		e.write(row{customer: "c1", meter: "api", qty: q("1e15"), at: ts("2026-11-05T00:00:00Z")}) // id 6, 0 decimals
+		e.SetClock(ts("2026-11-20T00:00:00Z"))
+		e.Write(row{Customer: "c1", Meter: "api", Qty: q("1e15"), At: ts("2026-11-05T00:00:00Z")}) // id 6, 0 decimals
 		if p := verified(t, e).First(); p != nil {
 			t.Fatalf("before the edit: %v", p)
 		}
@@ -214,7 +214,7 @@ func forgeInvoice(t *testing.T, e *env, dir string, inv ledger.Invoice) {
 		VALUES (%d, '', %q, %q, %d, %d, 0, %d, %d, %d)`, inv.CloseID, inv.Period, inv.TZ, inv.PeriodStart, inv.PeriodEnd, inv.Cutoff, inv.LedgerHead, inv.ClosedAt)}
 	for i := range inv.Lines {
 		l := &inv.Lines[i]
-		chk, err := ledger.CheckLine(e.ctx, e.DB, *l)
+		chk, err := ledger.CheckLine(e.Ctx, e.DB, *l)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -231,7 +231,7 @@ func forgeInvoice(t *testing.T, e *env, dir string, inv ledger.Invoice) {
 	// Lines reference their invoice: insert it first.
 	stmts[1], stmts[len(stmts)-1] = stmts[len(stmts)-1], stmts[1]
 	// The close's seal, chained to the last one, as a close writes it.
-	_, prev, err := e.DB.LastCloseSeal(e.ctx)
+	_, prev, err := e.DB.LastCloseSeal(e.Ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,9 +253,9 @@ func TestVerifyReportsAWrappedInvoiceQuantity(t *testing.T) {
 	dir := t.TempDir()
 	e := newEnvAt(t, dir)
 	defer e.Close()
-	e.setClock(ts("2026-10-20T00:00:00Z"))
+	e.SetClock(ts("2026-10-20T00:00:00Z"))
 	five := q("5000000000000")
-	e.write(row{customer: "c", meter: "api", qty: five, at: october}, row{customer: "c", meter: "api", qty: five, at: october})
+	e.Write(row{Customer: "c", Meter: "api", Qty: five, At: october}, row{Customer: "c", Meter: "api", Qty: five, At: october})
 	oct := month(t, "2026-10", "UTC")
 	start, end := oct.Start.UnixMilli(), oct.End.UnixMilli()
 	forgeInvoice(t, e, dir, ledger.Invoice{ID: 1, CloseID: 1, Customer: "c", Period: "2026-10", TZ: "UTC", PeriodStart: start, PeriodEnd: end,
@@ -273,11 +273,11 @@ func TestVerifyReportsAWrappedInvoiceQuantity(t *testing.T) {
 		t.Fatalf("first problem: %+v (the ledger itself is intact)", p)
 	}
 	// dispute reads the same check: the line does not match, and says why.
-	inv, err := ledger.GetInvoice(e.ctx, e.DB, 1)
+	inv, err := ledger.GetInvoice(e.Ctx, e.DB, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	chk, err := ledger.CheckLine(e.ctx, e.DB, inv.Lines[0])
+	chk, err := ledger.CheckLine(e.Ctx, e.DB, inv.Lines[0])
 	if err != nil || chk.Problem != strings.TrimPrefix(want, "line 1 (api 2026-10): ") || !chk.Quantity.Equal(q("10000000000000")) || chk.UsageRows != 2 {
 		t.Fatalf("CheckLine: %v %+v", err, chk)
 	}
@@ -314,9 +314,9 @@ func TestVerifyReportsInvoiceLinesThatLeaveRowsOff(t *testing.T) {
 			dir := t.TempDir()
 			e := newEnvAt(t, dir)
 			defer e.Close()
-			e.setClock(ts("2026-10-20T00:00:00Z"))
-			e.write(row{customer: "c", meter: "api", qty: q("1"), at: october}, row{customer: "c", meter: "gpu", qty: q("5"), at: october},
-				row{customer: "c", meter: "api", qty: q("2"), at: october})
+			e.SetClock(ts("2026-10-20T00:00:00Z"))
+			e.Write(row{Customer: "c", Meter: "api", Qty: q("1"), At: october}, row{Customer: "c", Meter: "gpu", Qty: q("5"), At: october},
+				row{Customer: "c", Meter: "api", Qty: q("2"), At: october})
 			forgeInvoice(t, e, dir, ledger.Invoice{ID: 1, CloseID: 1, Customer: "c", Period: "2026-10", TZ: "UTC", PeriodStart: start, PeriodEnd: end,
 				Cutoff: ts("2026-11-02T00:00:00Z").UnixMilli(), LedgerHead: c.head, ClosedAt: ts("2026-11-02T00:00:00Z").UnixMilli(), Lines: c.lines})
 			var got []string

@@ -23,7 +23,7 @@ var voidMeters = ledger.NewMeters([]ledger.Meter{
 // void voids an event the way `hookledger void` does: one op through the writer.
 func (e *env) void(eventID, reason string) (*custody.VoidEvent, error) {
 	v := &custody.VoidEvent{Void: ledger.Void{Provider: "test", EventID: eventID, Reason: reason, Actor: "alice"}, Meters: voidMeters}
-	return v, e.Writer.Submit(e.ctx, v)
+	return v, e.Writer.Submit(e.Ctx, v)
 }
 
 func (e *env) countRows(kind string) int {
@@ -38,12 +38,12 @@ func (e *env) countRows(kind string) int {
 func TestVoidInOpenPeriodNetsOut(t *testing.T) {
 	e := newEnv(t)
 	defer e.Close()
-	e.setClock(ts("2026-10-20T00:00:00Z"))
-	e.write(
-		row{customer: "c1", meter: "api", qty: q("1000"), at: ts("2026-10-05T00:00:00Z")}, // evt_000001: the wrong one
-		row{customer: "c1", meter: "api", qty: q("7"), at: ts("2026-10-06T00:00:00Z")},
-		row{customer: "c1", meter: "calls", qty: q("3"), at: ts("2026-10-06T00:00:00Z")}, // evt_000003
-		row{customer: "c1", meter: "calls", qty: q("4"), at: ts("2026-10-07T00:00:00Z")},
+	e.SetClock(ts("2026-10-20T00:00:00Z"))
+	e.Write(
+		row{Customer: "c1", Meter: "api", Qty: q("1000"), At: ts("2026-10-05T00:00:00Z")}, // evt_000001: the wrong one
+		row{Customer: "c1", Meter: "api", Qty: q("7"), At: ts("2026-10-06T00:00:00Z")},
+		row{Customer: "c1", Meter: "calls", Qty: q("3"), At: ts("2026-10-06T00:00:00Z")}, // evt_000003
+		row{Customer: "c1", Meter: "calls", Qty: q("4"), At: ts("2026-10-07T00:00:00Z")},
 	)
 	v, err := e.void("evt_000001", "milliseconds sent as seconds")
 	if err != nil {
@@ -61,7 +61,7 @@ func TestVoidInOpenPeriodNetsOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	oct := month(t, "2026-10", "UTC")
-	rep := e.query(ledger.UsageQuery{From: oct.Start, To: oct.End, Meters: voidMeters})
+	rep := e.Query(ledger.UsageQuery{From: oct.Start, To: oct.End, Meters: voidMeters})
 	got := map[string]ledger.UsageLine{}
 	for _, l := range rep.Lines {
 		got[l.Meter] = l
@@ -74,7 +74,7 @@ func TestVoidInOpenPeriodNetsOut(t *testing.T) {
 	}
 	res := e.closePeriod(t, ledger.CloseRequest{Period: oct, All: true, Meters: voidMeters, Now: at("2026-11-02T00:00:00Z")})
 	wantLines(t, byCustomer(res.Invoices)["c1"], map[string]string{"api 2026-10": "7", "calls 2026-10": "1"})
-	if p, err := ledger.Verify(e.ctx, e.DB); err != nil || p.First() != nil {
+	if p, err := ledger.Verify(e.Ctx, e.DB); err != nil || p.First() != nil {
 		t.Fatalf("verify: %v %v", p.First(), err)
 	}
 
@@ -91,19 +91,19 @@ func TestVoidInOpenPeriodNetsOut(t *testing.T) {
 func TestVoidInClosedPeriodIsBilledLate(t *testing.T) {
 	e := newEnv(t)
 	defer e.Close()
-	e.setClock(ts("2026-10-20T00:00:00Z"))
-	e.write(
-		row{customer: "c1", meter: "api", qty: q("1000"), at: ts("2026-10-05T00:00:00Z")},
-		row{customer: "c1", meter: "api", qty: q("7"), at: ts("2026-10-06T00:00:00Z")},
+	e.SetClock(ts("2026-10-20T00:00:00Z"))
+	e.Write(
+		row{Customer: "c1", Meter: "api", Qty: q("1000"), At: ts("2026-10-05T00:00:00Z")},
+		row{Customer: "c1", Meter: "api", Qty: q("7"), At: ts("2026-10-06T00:00:00Z")},
 	)
 	oct := month(t, "2026-10", "UTC")
 	res := e.closePeriod(t, ledger.CloseRequest{Period: oct, All: true, Meters: voidMeters, Now: at("2026-11-02T00:00:00Z")})
 	wantLines(t, byCustomer(res.Invoices)["c1"], map[string]string{"api 2026-10": "1007"})
-	e.setClock(ts("2026-11-03T00:00:00Z"))
+	e.SetClock(ts("2026-11-03T00:00:00Z"))
 	if _, err := e.void("evt_000001", "milliseconds sent as seconds"); err != nil {
 		t.Fatal(err)
 	}
-	late, err := ledger.LateUsage(e.ctx, e.DB, "c1", voidMeters)
+	late, err := ledger.LateUsage(e.Ctx, e.DB, "c1", voidMeters)
 	if err != nil || len(late) != 1 || !late[0].Quantity.Equal(q("-1000")) {
 		t.Fatalf("late usage: %+v %v", late, err)
 	}
@@ -113,7 +113,7 @@ func TestVoidInClosedPeriodIsBilledLate(t *testing.T) {
 	if l := c1.Lines[0]; l.Adjustments != 1 || l.Rows != 0 {
 		t.Fatalf("late void line: %+v", l)
 	}
-	if p, err := ledger.Verify(e.ctx, e.DB); err != nil || p.First() != nil {
+	if p, err := ledger.Verify(e.Ctx, e.DB); err != nil || p.First() != nil {
 		t.Fatalf("verify: %v %v", p.First(), err)
 	}
 }
@@ -121,8 +121,8 @@ func TestVoidInClosedPeriodIsBilledLate(t *testing.T) {
 func TestVoidRefusals(t *testing.T) {
 	e := newEnv(t)
 	defer e.Close()
-	e.setClock(ts("2026-10-20T00:00:00Z"))
-	e.write(row{customer: "c1", meter: "seats", qty: q("4"), at: ts("2026-10-05T00:00:00Z")})
+	e.SetClock(ts("2026-10-20T00:00:00Z"))
+	e.Write(row{Customer: "c1", Meter: "seats", Qty: q("4"), At: ts("2026-10-05T00:00:00Z")})
 	e.ignored("evt_ignored")
 	for _, tc := range []struct {
 		id, reason string
@@ -149,8 +149,8 @@ func TestVoidRefusals(t *testing.T) {
 func TestVoidedEventRedeliveredIsDuplicate(t *testing.T) {
 	e := newEnv(t)
 	defer e.Close()
-	e.setClock(ts("2026-10-20T00:00:00Z"))
-	e.write(row{customer: "c1", meter: "api", qty: q("5"), at: ts("2026-10-05T00:00:00Z")})
+	e.SetClock(ts("2026-10-20T00:00:00Z"))
+	e.Write(row{Customer: "c1", Meter: "api", Qty: q("5"), At: ts("2026-10-05T00:00:00Z")})
 	if _, err := e.void("evt_000001", "test event"); err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestVoidedEventRedeliveredIsDuplicate(t *testing.T) {
 		Source: custody.SourceWebhook, HandlerVersion: "test", ReceivedAt: ts("2026-10-21T00:00:00Z"), Status: custody.StatusApplied,
 		Rows:    []ledger.UsageRow{{Customer: "c1", Meter: "api", Quantity: q("5"), OccurredAt: ts("2026-10-05T00:00:00Z"), Properties: "{}"}},
 		Attempt: custody.Attempt{StatusCode: 200}}
-	if err := e.Writer.Submit(e.ctx, d); err != nil {
+	if err := e.Writer.Submit(e.Ctx, d); err != nil {
 		t.Fatal(err)
 	}
 	if d.Outcome != custody.OutcomeDuplicate {
@@ -170,7 +170,7 @@ func TestVoidedEventRedeliveredIsDuplicate(t *testing.T) {
 		t.Fatalf("usage %d, void %d rows; want 1 and 1", u, v)
 	}
 	oct := month(t, "2026-10", "UTC")
-	if rep := e.query(ledger.UsageQuery{From: oct.Start, To: oct.End, Meters: voidMeters}); len(rep.Lines) != 1 || rep.Lines[0].Quantity.Sign() != 0 {
+	if rep := e.Query(ledger.UsageQuery{From: oct.Start, To: oct.End, Meters: voidMeters}); len(rep.Lines) != 1 || rep.Lines[0].Quantity.Sign() != 0 {
 		t.Fatalf("usage after redelivery: %+v", rep.Lines)
 	}
 }
@@ -181,7 +181,7 @@ func TestVoidedEventRedeliveredIsDuplicate(t *testing.T) {
 func TestConcurrentVoidAndRedeliveryNeverDoubleCount(t *testing.T) {
 	e := newEnv(t)
 	defer e.Close()
-	e.setClock(ts("2026-10-20T00:00:00Z"))
+	e.SetClock(ts("2026-10-20T00:00:00Z"))
 	body := []byte(`{"id":"evt_race"}`)
 	sum := sha256.Sum256(body)
 	delivery := func() *custody.Delivery {
@@ -190,7 +190,7 @@ func TestConcurrentVoidAndRedeliveryNeverDoubleCount(t *testing.T) {
 			Rows:    []ledger.UsageRow{{Customer: "c1", Meter: "api", Quantity: q("9"), OccurredAt: ts("2026-10-05T00:00:00Z"), Properties: "{}"}},
 			Attempt: custody.Attempt{StatusCode: 200}}
 	}
-	if err := e.Writer.Submit(e.ctx, delivery()); err != nil {
+	if err := e.Writer.Submit(e.Ctx, delivery()); err != nil {
 		t.Fatal(err)
 	}
 	const redeliveries = 40
@@ -212,7 +212,7 @@ func TestConcurrentVoidAndRedeliveryNeverDoubleCount(t *testing.T) {
 	// in whatever order they arrive.
 	errs := make(chan error, len(ops))
 	for _, op := range ops {
-		go func() { errs <- e.Writer.Submit(e.ctx, op) }()
+		go func() { errs <- e.Writer.Submit(e.Ctx, op) }()
 	}
 	var voided, refused int
 	for range ops {
@@ -236,10 +236,10 @@ func TestConcurrentVoidAndRedeliveryNeverDoubleCount(t *testing.T) {
 		t.Fatalf("usage %d, void %d rows; want 1 and 1", u, v)
 	}
 	oct := month(t, "2026-10", "UTC")
-	if rep := e.query(ledger.UsageQuery{From: oct.Start, To: oct.End, Meters: voidMeters}); len(rep.Lines) != 1 || rep.Lines[0].Quantity.Sign() != 0 {
+	if rep := e.Query(ledger.UsageQuery{From: oct.Start, To: oct.End, Meters: voidMeters}); len(rep.Lines) != 1 || rep.Lines[0].Quantity.Sign() != 0 {
 		t.Fatalf("usage after the race: %+v", rep.Lines)
 	}
-	if p, err := ledger.Verify(e.ctx, e.DB); err != nil || p.First() != nil {
+	if p, err := ledger.Verify(e.Ctx, e.DB); err != nil || p.First() != nil {
 		t.Fatalf("verify: %v %v", p.First(), err)
 	}
 }
@@ -255,7 +255,7 @@ func (e *env) deliver(id, body string) {
 	d := &custody.Delivery{Provider: "test", EventID: id, EventType: "usage.recorded", Body: []byte(body), BodySHA256: sum[:],
 		Source: custody.SourceWebhook, HandlerVersion: "test", ReceivedAt: e.Now(), Attempt: custody.Attempt{StatusCode: 200}}
 	d.Classify(amendMapper)
-	if err := e.Writer.Submit(e.ctx, d); err != nil || d.StoredStatus != custody.StatusApplied {
+	if err := e.Writer.Submit(e.Ctx, d); err != nil || d.StoredStatus != custody.StatusApplied {
 		e.T.Fatalf("deliver %s: %v %s %s", id, err, d.StoredStatus, d.Error)
 	}
 }
@@ -263,14 +263,14 @@ func (e *env) deliver(id, body string) {
 func TestAmendToAnotherCustomerMovesExactlyTheQuantity(t *testing.T) {
 	e := newEnv(t)
 	defer e.Close()
-	e.setClock(ts("2026-10-20T00:00:00Z"))
+	e.SetClock(ts("2026-10-20T00:00:00Z"))
 	e.deliver("evt_a", `{"data":{"customer":"c1","meter":"api","quantity":12.5,"at":"2026-10-05T00:00:00Z"}}`)
 	e.deliver("evt_b", `{"data":{"customer":"c1","meter":"api","quantity":3,"at":"2026-10-06T00:00:00Z"}}`)
 	e.deliver("evt_c", `{"data":{"customer":"c2","meter":"api","quantity":4,"at":"2026-10-06T00:00:00Z"}}`)
 	oct := month(t, "2026-10", "UTC")
 	totals := func() map[string]string {
 		m := map[string]string{}
-		for _, l := range e.query(ledger.UsageQuery{From: oct.Start, To: oct.End, Meters: voidMeters}).Lines {
+		for _, l := range e.Query(ledger.UsageQuery{From: oct.Start, To: oct.End, Meters: voidMeters}).Lines {
 			m[l.Customer] = l.Quantity.String()
 		}
 		return m
@@ -281,7 +281,7 @@ func TestAmendToAnotherCustomerMovesExactlyTheQuantity(t *testing.T) {
 		Edit: func(b []byte) ([]byte, error) {
 			return []byte(strings.Replace(string(b), `"customer":"c1"`, `"customer":"c2"`, 1)), nil
 		}}
-	if err := e.Writer.Submit(e.ctx, a); err != nil {
+	if err := e.Writer.Submit(e.Ctx, a); err != nil {
 		t.Fatal(err)
 	}
 	after := totals()
@@ -291,24 +291,24 @@ func TestAmendToAnotherCustomerMovesExactlyTheQuantity(t *testing.T) {
 	if d := a.Amended; d.EventID != "evt_a~amend" || d.Outcome != custody.OutcomeInserted || len(a.Voids) != 1 {
 		t.Fatalf("amended %+v, voids %+v", d, a.Voids)
 	}
-	rows, err := ledger.EventRows(e.ctx, e.DB, "test", "evt_a~amend")
+	rows, err := ledger.EventRows(e.Ctx, e.DB, "test", "evt_a~amend")
 	if err != nil || len(rows) != 1 || rows[0].Ref != "event:test/evt_a" || rows[0].Customer != "c2" ||
 		rows[0].OccurredAt != ts("2026-10-05T00:00:00Z").UnixMilli() || !rows[0].Quantity.Equal(q("12.5")) {
 		t.Fatalf("amended rows: %+v %v", rows, err)
 	}
 	// The original's trace shows its row and the void that names it.
-	orig, err := ledger.EventRows(e.ctx, e.DB, "test", "evt_a")
+	orig, err := ledger.EventRows(e.Ctx, e.DB, "test", "evt_a")
 	if err != nil || len(orig) != 2 || orig[1].Kind != ledger.KindVoid || orig[1].Ref != fmt.Sprintf("row:%d", orig[0].ID) {
 		t.Fatalf("original's rows: %+v %v", orig, err)
 	}
 	// Amending again is refused as a second void, and writes nothing.
-	if err := e.Writer.Submit(e.ctx, a); !errors.Is(err, ledger.ErrAlreadyVoided) {
+	if err := e.Writer.Submit(e.Ctx, a); !errors.Is(err, ledger.ErrAlreadyVoided) {
 		t.Fatalf("second amend: %v", err)
 	}
 	if got := totals(); got["c1"] != "3" || got["c2"] != "16.5" {
 		t.Fatalf("totals after a refused amend: %v", got)
 	}
-	if p, err := ledger.Verify(e.ctx, e.DB); err != nil || p.First() != nil {
+	if p, err := ledger.Verify(e.Ctx, e.DB); err != nil || p.First() != nil {
 		t.Fatalf("verify: %v %v", p.First(), err)
 	}
 }
@@ -319,14 +319,14 @@ func TestAmendToAnotherCustomerMovesExactlyTheQuantity(t *testing.T) {
 func TestVerifyChecksVoids(t *testing.T) {
 	e := newEnv(t)
 	defer e.Close()
-	e.setClock(ts("2026-10-20T00:00:00Z"))
-	e.write(row{customer: "c1", meter: "api", qty: q("5"), at: ts("2026-10-05T00:00:00Z")})
+	e.SetClock(ts("2026-10-20T00:00:00Z"))
+	e.Write(row{Customer: "c1", Meter: "api", Qty: q("5"), At: ts("2026-10-05T00:00:00Z")})
 	bad := func(r ledger.Row) {
 		r.Kind, r.Meter, r.Properties, r.Reason, r.OccurredAt = ledger.KindVoid, "api", "{}", "hand-made", ts("2026-10-05T00:00:00Z").UnixMilli()
 		if r.Customer == "" {
 			r.Customer = "c1"
 		}
-		err := e.Writer.Submit(e.ctx, custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
+		err := e.Writer.Submit(e.Ctx, custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
 			r.RecordedAt = tx.Now()
 			return tx.Append(ctx, &r)
 		}))
@@ -338,7 +338,7 @@ func TestVerifyChecksVoids(t *testing.T) {
 	bad(ledger.Row{EventID: "void:other", Ref: "row:1", Quantity: q("-5")})                             // row 3: twice
 	bad(ledger.Row{EventID: "void:x", Ref: "row:99", Quantity: q("-5")})                                // row 4: no such row
 	bad(ledger.Row{EventID: "void:y", Ref: "row:2", Quantity: q("5")})                                  // row 5: voids a void
-	rep, err := ledger.Verify(e.ctx, e.DB)
+	rep, err := ledger.Verify(e.Ctx, e.DB)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +366,7 @@ func TestVerifyChecksVoids(t *testing.T) {
 func TestInterruptedBulkAmendResumesWithoutVoidingTwice(t *testing.T) {
 	e := newEnv(t)
 	defer e.Close()
-	e.setClock(ts("2026-10-20T00:00:00Z"))
+	e.SetClock(ts("2026-10-20T00:00:00Z"))
 	for i := range 6 {
 		e.deliver(fmt.Sprintf("evt_%d", i), fmt.Sprintf(`{"data":{"customer":"c1","account":"acct_%d","meter":"api","quantity":%d,"at":"2026-10-0%dT00:00:00Z"}}`, i%2, i+1, i+1))
 	}
@@ -379,7 +379,7 @@ func TestInterruptedBulkAmendResumesWithoutVoidingTwice(t *testing.T) {
 	tmpl := custody.AmendEvent{Void: ledger.Void{Reason: "mapping fixed", Actor: "ops"}, Mapper: fixed, Meters: voidMeters, HandlerVersion: "test-2"}
 	remap := func(ids []string, failOn string) []custody.Op {
 		t.Helper()
-		plan, err := custody.PlanRemap(e.ctx, e.DB, "test", ids, tmpl, time.UTC)
+		plan, err := custody.PlanRemap(e.Ctx, e.DB, "test", ids, tmpl, time.UTC)
 		if err != nil || len(plan.Refused) != 0 {
 			t.Fatalf("plan: %+v %v", plan, err)
 		}
@@ -397,13 +397,13 @@ func TestInterruptedBulkAmendResumesWithoutVoidingTwice(t *testing.T) {
 		}
 		return ops
 	}
-	first, err := ledger.SelectEvents(e.ctx, e.DB, "test", window)
+	first, err := ledger.SelectEvents(e.Ctx, e.DB, "test", window)
 	if err != nil || len(first) != 6 {
 		t.Fatalf("selected %v %v", first, err)
 	}
 	stale := remap(first, "")
 	// The run stops after four events; the third failed.
-	res, err := custody.CorrectAll(e.ctx, e.Writer, remap(first, "evt_2")[:4])
+	res, err := custody.CorrectAll(e.Ctx, e.Writer, remap(first, "evt_2")[:4])
 	if err != nil || res.Corrected != 3 || len(res.Failed) != 1 {
 		t.Fatalf("first run: %+v %v", res, err)
 	}
@@ -412,19 +412,19 @@ func TestInterruptedBulkAmendResumesWithoutVoidingTwice(t *testing.T) {
 	}
 	// Resumed: the selection holds the events not voided and the three
 	// amendments, which the current mapping maps as they are.
-	rest, err := ledger.SelectEvents(e.ctx, e.DB, "test", window)
+	rest, err := ledger.SelectEvents(e.Ctx, e.DB, "test", window)
 	if err != nil || strings.Join(rest, " ") != "evt_2 evt_4 evt_5 evt_0~amend evt_1~amend evt_3~amend" {
 		t.Fatalf("resumed selection %v %v", rest, err)
 	}
-	if res, err := custody.CorrectAll(e.ctx, e.Writer, remap(rest, "")); err != nil || res.Corrected != 3 || len(res.Failed) != 0 {
+	if res, err := custody.CorrectAll(e.Ctx, e.Writer, remap(rest, "")); err != nil || res.Corrected != 3 || len(res.Failed) != 0 {
 		t.Fatalf("resumed run: %+v %v", res, err)
 	}
 	// The first run's plan run again (a second operator resuming it):
 	// every event is voided already, nothing is written.
-	if res, err := custody.CorrectAll(e.ctx, e.Writer, stale); err != nil || res.AlreadyVoided != 6 || res.Corrected != 0 {
+	if res, err := custody.CorrectAll(e.Ctx, e.Writer, stale); err != nil || res.AlreadyVoided != 6 || res.Corrected != 0 {
 		t.Fatalf("stale run: %+v %v", res, err)
 	}
-	left, err := ledger.SelectEvents(e.ctx, e.DB, "test", window)
+	left, err := ledger.SelectEvents(e.Ctx, e.DB, "test", window)
 	if err != nil || len(left) != 6 || len(remap(left, "")) != 0 {
 		t.Fatalf("left after resuming: %v %v", left, err)
 	}
@@ -432,13 +432,13 @@ func TestInterruptedBulkAmendResumesWithoutVoidingTwice(t *testing.T) {
 		t.Fatalf("usage %d, void %d rows; want 12 and 6", u, v)
 	}
 	got := map[string]string{}
-	for _, l := range e.query(ledger.UsageQuery{From: oct.Start, To: oct.End, Meters: voidMeters}).Lines {
+	for _, l := range e.Query(ledger.UsageQuery{From: oct.Start, To: oct.End, Meters: voidMeters}).Lines {
 		got[l.Customer] = l.Quantity.String()
 	}
 	if got["c1"] != "0" || got["acct_0"] != "9" || got["acct_1"] != "12" { // 1+3+5 and 2+4+6
 		t.Fatalf("totals after the remap: %v", got)
 	}
-	if p, err := ledger.Verify(e.ctx, e.DB); err != nil || p.First() != nil {
+	if p, err := ledger.Verify(e.Ctx, e.DB); err != nil || p.First() != nil {
 		t.Fatalf("verify: %v %v", p.First(), err)
 	}
 }

@@ -42,22 +42,22 @@ func TestTotalsAtThePerRowMaximum(t *testing.T) {
 		rows []row
 		want map[string]string
 	}{
-		{"two rows at the maximum", []row{{qty: maxRow, props: `{"u":"x"}`}, {qty: maxRow, props: `{"u":"y"}`}}, map[string]string{
+		{"two rows at the maximum", []row{{Qty: maxRow, Props: `{"u":"x"}`}, {Qty: maxRow, Props: `{"u":"y"}`}}, map[string]string{
 			"m_sum": "18446744073709.551614", "m_count": "2", "m_unique": "2",
 			"m_max": "9223372036854.775807", "m_min": "9223372036854.775807", "m_latest": "9223372036854.775807"}},
-		{"an adjustment beyond the maximum", []row{{qty: maxRow, props: `{"u":"x"}`}, {qty: one, adjust: true}}, map[string]string{
+		{"an adjustment beyond the maximum", []row{{Qty: maxRow, Props: `{"u":"x"}`}, {Qty: one, Adjust: true}}, map[string]string{
 			"m_sum": "9223372036854.775808", "m_count": "1.000001", "m_unique": "1.000001",
 			"m_max": "9223372036854.775808", "m_min": "9223372036854.775808", "m_latest": "9223372036854.775808"}},
-		{"an adjustment back into range", []row{{qty: maxRow, props: `{"u":"x"}`}, {qty: maxRow, props: `{"u":"x"}`}, {qty: maxRow.Neg(), adjust: true}}, map[string]string{
+		{"an adjustment back into range", []row{{Qty: maxRow, Props: `{"u":"x"}`}, {Qty: maxRow, Props: `{"u":"x"}`}, {Qty: maxRow.Neg(), Adjust: true}}, map[string]string{
 			"m_sum": "9223372036854.775807", "m_count": "-9223372036852.775807", "m_unique": "-9223372036853.775807",
 			"m_max": "0", "m_min": "0", "m_latest": "0"}},
-		{"adjustments out of range and back", []row{{qty: one, props: `{"u":"x"}`}, {qty: maxRow, adjust: true}, {qty: maxRow, adjust: true},
-			{qty: maxRow.Neg(), adjust: true}, {qty: maxRow.Neg(), adjust: true}}, map[string]string{
+		{"adjustments out of range and back", []row{{Qty: one, Props: `{"u":"x"}`}, {Qty: maxRow, Adjust: true}, {Qty: maxRow, Adjust: true},
+			{Qty: maxRow.Neg(), Adjust: true}, {Qty: maxRow.Neg(), Adjust: true}}, map[string]string{
 			"m_sum": "0.000001", "m_count": "1", "m_unique": "1", "m_max": "0.000001", "m_min": "0.000001", "m_latest": "0.000001"}},
-		{"adjustments below the minimum", []row{{qty: q("0"), props: `{"u":"x"}`}, {qty: maxRow.Neg(), adjust: true}, {qty: one.Neg(), adjust: true}, {qty: one.Neg(), adjust: true}}, map[string]string{
+		{"adjustments below the minimum", []row{{Qty: q("0"), Props: `{"u":"x"}`}, {Qty: maxRow.Neg(), Adjust: true}, {Qty: one.Neg(), Adjust: true}, {Qty: one.Neg(), Adjust: true}}, map[string]string{
 			"m_sum": "-9223372036854.775809", "m_count": "-9223372036853.775809", "m_unique": "-9223372036853.775809",
 			"m_max": "-9223372036854.775809", "m_min": "-9223372036854.775809", "m_latest": "-9223372036854.775809"}},
-		{"wide rows", []row{{qty: q("1e18"), props: `{"u":"x"}`}, {qty: q("9223372036854775807"), props: `{"u":"y"}`}, {qty: q("-1e18"), adjust: true}}, map[string]string{
+		{"wide rows", []row{{Qty: q("1e18"), Props: `{"u":"x"}`}, {Qty: q("9223372036854775807"), Props: `{"u":"y"}`}, {Qty: q("-1e18"), Adjust: true}}, map[string]string{
 			"m_sum": "9223372036854775807", "m_count": "-999999999999999998", "m_unique": "-999999999999999998",
 			"m_max": "8223372036854775807", "m_min": "0", "m_latest": "8223372036854775807"}},
 	} {
@@ -66,24 +66,24 @@ func TestTotalsAtThePerRowMaximum(t *testing.T) {
 				want := c.want[m.Name]
 				e := newEnv(t)
 				defer e.Close()
-				e.setClock(ts("2026-10-20T00:00:00Z"))
+				e.SetClock(ts("2026-10-20T00:00:00Z"))
 				for i, r := range c.rows {
-					r.customer, r.meter, r.at = "c", m.Name, october.Add(time.Duration(i)*time.Hour)
-					e.write(r)
+					r.Customer, r.Meter, r.At = "c", m.Name, october.Add(time.Duration(i)*time.Hour)
+					e.Write(r)
 				}
 
-				rep, err := ledger.Query(e.ctx, e.DB, ledger.UsageQuery{Meters: meters, From: oct.Start, To: oct.End})
+				rep, err := ledger.Query(e.Ctx, e.DB, ledger.UsageQuery{Meters: meters, From: oct.Start, To: oct.End})
 				if err != nil || len(rep.Lines) != 1 || rep.Lines[0].Quantity.String() != want {
 					t.Fatalf("usage: %v %+v, want %s", err, rep, want)
 				}
 				for _, dry := range []bool{true, false} {
-					res, err := ledger.Close(e.ctx, e.DB, ledger.CloseRequest{Period: oct, All: true, Meters: meters, Now: at("2026-11-02T00:00:00Z"), DryRun: dry})
+					res, err := ledger.Close(e.Ctx, e.DB, ledger.CloseRequest{Period: oct, All: true, Meters: meters, Now: at("2026-11-02T00:00:00Z"), DryRun: dry})
 					if err != nil || len(res.Invoices) != 1 || res.Invoices[0].Lines[0].Quantity.String() != want {
 						t.Fatalf("close (dry run %v): %v %+v, want %s", dry, err, res, want)
 					}
 				}
 				wantCounts(t, e, "after the close", 1, 1, 1)
-				inv, err := ledger.GetInvoice(e.ctx, e.DB, 1)
+				inv, err := ledger.GetInvoice(e.Ctx, e.DB, 1)
 				if err != nil || inv.Lines[0].Quantity.String() != want {
 					t.Fatalf("stored invoice: %v %+v, want %s", err, inv, want)
 				}
@@ -101,15 +101,15 @@ func TestCloseBillsTotalsPastInt64(t *testing.T) {
 	e := newEnv(t)
 	defer e.Close()
 	oct := month(t, "2026-10", "UTC")
-	e.setClock(ts("2026-10-20T00:00:00Z"))
+	e.SetClock(ts("2026-10-20T00:00:00Z"))
 	five := q("5000000000000")
-	e.write(row{customer: "a", meter: "api", qty: q("1"), at: october},
-		row{customer: "b", meter: "api", qty: five, at: october}, row{customer: "b", meter: "api", qty: five, at: october})
+	e.Write(row{Customer: "a", Meter: "api", Qty: q("1"), At: october},
+		row{Customer: "b", Meter: "api", Qty: five, At: october}, row{Customer: "b", Meter: "api", Qty: five, At: october})
 	req := ledger.CloseRequest{Period: oct, All: true, Meters: invMeters, Now: at("2026-11-02T00:00:00Z")}
 	res := e.closePeriod(t, ledger.CloseRequest{Period: oct, All: true, Meters: invMeters, Now: at("2026-11-02T00:00:00Z"), DryRun: true})
 	wantLines(t, byCustomer(res.Invoices)["b"], map[string]string{"api 2026-10": "10000000000000"})
 
-	e.write(row{customer: "b", meter: "api", qty: five.Neg(), at: october, adjust: true})
+	e.Write(row{Customer: "b", Meter: "api", Qty: five.Neg(), At: october, Adjust: true})
 	res = e.closePeriod(t, req)
 	got := byCustomer(res.Invoices)
 	wantLines(t, got["a"], map[string]string{"api 2026-10": "1"})
@@ -125,13 +125,13 @@ func TestCloseBillsTotalsPastInt64(t *testing.T) {
 func TestLateUsagePastInt64IsBilled(t *testing.T) {
 	e := newEnv(t)
 	defer e.Close()
-	e.setClock(ts("2026-10-20T00:00:00Z"))
-	e.write(row{customer: "c", meter: "api", qty: maxRow, at: october})
+	e.SetClock(ts("2026-10-20T00:00:00Z"))
+	e.Write(row{Customer: "c", Meter: "api", Qty: maxRow, At: october})
 	e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-10", "UTC"), All: true, Meters: invMeters, Now: at("2026-11-02T00:00:00Z")})
-	e.setClock(ts("2026-11-10T00:00:00Z"))
-	e.write(row{customer: "c", meter: "api", qty: maxRow, at: october}, row{customer: "c", meter: "api", qty: q("1e15"), at: october})
+	e.SetClock(ts("2026-11-10T00:00:00Z"))
+	e.Write(row{Customer: "c", Meter: "api", Qty: maxRow, At: october}, row{Customer: "c", Meter: "api", Qty: q("1e15"), At: october})
 
-	late, err := ledger.LateUsage(e.ctx, e.DB, "", invMeters)
+	late, err := ledger.LateUsage(e.Ctx, e.DB, "", invMeters)
 	if err != nil || len(late) != 1 || late[0].Quantity.String() != "1009223372036854.775807" {
 		t.Fatalf("late usage: %v %+v", err, late)
 	}
@@ -168,19 +168,19 @@ func TestCloseOfLargeQuantitiesMatchesBigModel(t *testing.T) {
 			var batch []row
 			for i, nrows := 0, rapid.IntRange(0, 12).Draw(rt, "rows"); i < nrows; i++ {
 				r := row{
-					customer: rapid.SampledFrom([]string{"a", "b"}).Draw(rt, "customer"),
-					meter:    rapid.SampledFrom(propMeters).Draw(rt, "meter").Name,
-					at:       october.Add(time.Duration(rapid.IntRange(0, 3).Draw(rt, "hour")) * time.Hour),
-					props:    rapid.SampledFrom([]string{"{}", `{"u":"x"}`, `{"u":"y"}`}).Draw(rt, "props"),
+					Customer: rapid.SampledFrom([]string{"a", "b"}).Draw(rt, "customer"),
+					Meter:    rapid.SampledFrom(propMeters).Draw(rt, "meter").Name,
+					At:       october.Add(time.Duration(rapid.IntRange(0, 3).Draw(rt, "hour")) * time.Hour),
+					Props:    rapid.SampledFrom([]string{"{}", `{"u":"x"}`, `{"u":"y"}`}).Draw(rt, "props"),
 				}
 				if rapid.IntRange(0, 4).Draw(rt, "kind") == 0 {
-					r.adjust, r.props = true, "{}"
-					r.qty = largeQuantity(rt, "adj")
+					r.Adjust, r.Props = true, "{}"
+					r.Qty = largeQuantity(rt, "adj")
 					if rapid.Bool().Draw(rt, "negative") {
-						r.qty = r.qty.Neg()
+						r.Qty = r.Qty.Neg()
 					}
 				} else {
-					r.qty = largeQuantity(rt, "qty")
+					r.Qty = largeQuantity(rt, "qty")
 				}
 				batch = append(batch, r)
 				rows = append(rows, genRowID{genRow{r, b}, int64(len(rows) + 1)})
@@ -189,8 +189,8 @@ func TestCloseOfLargeQuantitiesMatchesBigModel(t *testing.T) {
 		}
 		write := func(b int) {
 			if len(batches[b]) > 0 {
-				e.setClock(batchTimes[b])
-				e.write(batches[b]...)
+				e.SetClock(batchTimes[b])
+				e.Write(batches[b]...)
 			}
 		}
 		upTo := func(batch int) map[string]bruteResult {
@@ -205,7 +205,7 @@ func TestCloseOfLargeQuantitiesMatchesBigModel(t *testing.T) {
 		// checkClose compares a close with the model: want maps customer|meter
 		// to the exact quantity each line must have.
 		checkClose := func(req ledger.CloseRequest, want map[string]*big.Int) {
-			res, err := ledger.Close(e.ctx, e.DB, req)
+			res, err := ledger.Close(e.Ctx, e.DB, req)
 			if err != nil {
 				rt.Fatal(err)
 			}
@@ -236,7 +236,7 @@ func TestCloseOfLargeQuantitiesMatchesBigModel(t *testing.T) {
 		late := map[string]*big.Int{}
 		for _, r := range rows {
 			if r.batch == 1 {
-				k := r.customer + "|" + r.meter + "|"
+				k := r.Customer + "|" + r.Meter + "|"
 				before := new(big.Int)
 				if w, ok := first[k]; ok {
 					before = w.exact

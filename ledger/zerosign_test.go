@@ -15,8 +15,8 @@ func TestVerifyAcceptsASignedZeroStoredBefore(t *testing.T) {
 	testenv.SQLiteOnly(t, "reopens the same database file")
 	dir := t.TempDir()
 	e := newEnvAt(t, dir)
-	e.setClock(ts("2026-10-20T00:00:00Z"))
-	e.write(row{customer: "c1", meter: "api", qty: q("-1"), at: ts("2026-10-03T00:00:00Z")})
+	e.SetClock(ts("2026-10-20T00:00:00Z"))
+	e.Write(row{Customer: "c1", Meter: "api", Qty: q("-1"), At: ts("2026-10-03T00:00:00Z")})
 	res := e.closePeriod(t, ledger.CloseRequest{Period: month(t, "2026-10", "UTC"), All: true, Meters: invMeters,
 		Now: at("2026-11-02T00:00:00Z"), Pricing: plansOf(t, "usd", nil, unitPlan("usd", "0.001"))})
 	inv := res.Invoices[0]

@@ -1,0 +1,117 @@
+package ledger
+
+import (
+	"fmt"
+	"strings"
+)
+
+// What every check of verify reports (Problem, CheckResult) and where it
+// starts (since), for the checks in this package and those above it.
+
+// Problem is one thing verify found broken, located by table and row id.
+type Problem struct {
+	Check string `json:"check"`
+	Table string `json:"table"`
+	ID    int64  `json:"id"` // row id in Table (0 when the problem has no row)
+	Msg   string `json:"message"`
+}
+
+func (p Problem) Error() string {
+	if p.ID == 0 {
+		return fmt.Sprintf("%s: %s", p.Table, p.Msg)
+	}
+	return fmt.Sprintf("%s row %d: %s", p.Table, p.ID, p.Msg)
+}
+
+// CheckResult is the outcome of one verification check.
+type CheckResult struct {
+	Name     string    `json:"name"`
+	Checked  int64     `json:"checked"` // rows, receipts or invoice lines examined
+	Problems []Problem `json:"problems"`
+	// Notes are what the check could not examine and why; not failures.
+	Notes []string `json:"notes,omitempty"`
+	// Skipped is why the check did not run at all (empty when it ran): on
+	// PostgreSQL, the page and index checks when amcheck is missing or not
+	// granted. A skipped check is not a failure: verify's other checks prove
+	// the ledger without it, and the report says what was left out.
+	Skipped string `json:"skipped,omitempty"`
+	// From says what an incremental verify (VerifySince) checked, e.g.
+	// "incremental: ledger rows from 12"; empty in a full verify.
+	From string `json:"from,omitempty"`
+}
+
+// OK reports whether the check found nothing wrong.
+func (c CheckResult) OK() bool { return len(c.Problems) == 0 }
+
+// maxProblems bounds each check's list: the first one is what matters, a few
+// more show whether the damage is local.
+const maxProblems = 20
+
+func (c *CheckResult) add(p Problem) {
+	if len(c.Problems) < maxProblems {
+		p.Check = c.Name
+		c.Problems = append(c.Problems, p)
+	}
+}
+
+// since is where every check of one verify starts, decided here for all of
+// them: on each chain, the id of the row its anchor names (the rows above it
+// are new), or 0 to check the chain from its first row (a full verify, or a
+// chain the anchors given do not name).
+type since struct {
+	incremental              bool
+	ledger, receipts, closes int64
+	credits                  int64
+	named                    map[string]bool // the chains an anchor was given for
+}
+
+func (s since) id(chain string) int64 {
+	switch chain {
+	case ChainLedger:
+		return s.ledger
+	case ChainReceipts:
+		return s.receipts
+	case ChainCloses:
+		return s.closes
+	}
+	return s.credits
+}
+
+// chainRows names one row of each chain, and several.
+var chainRows = map[string][2]string{
+	ChainLedger:   {"ledger row", "ledger rows"},
+	ChainReceipts: {"receipt", "receipts"},
+	ChainCloses:   {"close", "closes"},
+	ChainCredits:  {"credit entry", "credit entries"},
+}
+
+// rows names what a check read of chain, from or after (rel) its anchor:
+// "ledger rows after 12", "every receipt (no receipts anchor)".
+func (s since) rows(chain, rel string) string {
+	names := chainRows[chain]
+	switch {
+	case !s.named[chain]:
+		return fmt.Sprintf("every %s (no %s anchor)", names[0], chain)
+	case s.id(chain) == 0:
+		return fmt.Sprintf("every %s (anchored at 0)", names[0])
+	}
+	return fmt.Sprintf("%s %s %d", names[1], rel, s.id(chain))
+}
+
+// from is what a check of an incremental verify covered, in the report's
+// words ("" in a full verify): parts are since.rows or a sentence.
+func (s since) from(parts ...string) string {
+	if !s.incremental {
+		return ""
+	}
+	return "incremental: " + strings.Join(parts, ", ")
+}
+
+// whole says what a check an incremental verify runs in full covers ("" in
+// a full verify): the chain head and the replays, which are small.
+func (s since) whole(what string) string {
+	if !s.incremental {
+		return ""
+	}
+	return "in full: " + what
+}
