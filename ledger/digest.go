@@ -47,7 +47,8 @@ func invoiceDigest(inv *Invoice) []byte {
 	credited, split := len(inv.Credits) > 0, len(inv.Parts) > 0
 	wide, dimensional := false, credited || split
 	for _, l := range inv.Lines {
-		wide = wide || l.Quantity.big != nil
+		_, fits := l.Quantity.Micro64()
+		wide = wide || !fits
 		dimensional = dimensional || l.Dimensions != ""
 	}
 	wide = wide || dimensional
@@ -106,7 +107,8 @@ func invoiceDigest(inv *Invoice) []byte {
 		if wide {
 			c.str(l.Quantity.String())
 		} else {
-			c.int(l.Quantity.n)
+			n, _ := l.Quantity.Micro64()
+			c.int(n)
 		}
 		c.int(l.Rows)
 		c.int(l.Adjustments)

@@ -123,7 +123,7 @@ func ParseAnchors(r io.Reader) ([]Anchor, error) {
 // its predecessor, so an anchored hash that still matches pins every row up
 // to it. A receipt that retention deleted cannot be checked; that is a note,
 // not a problem.
-func verifyAnchors(ctx context.Context, db VerifySource, name string, anchors []Anchor) (CheckResult, error) {
+func verifyAnchors(ctx context.Context, db AnchorReads, name string, anchors []Anchor) (CheckResult, error) {
 	c := CheckResult{Name: name}
 	if len(anchors) == 0 {
 		return c, nil

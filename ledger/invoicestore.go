@@ -43,14 +43,6 @@ type lineSource interface {
 	ScanLedger(ctx context.Context, f schema.LedgerFilter, fn func(*schema.LedgerRow) error) error
 }
 
-// linkSource is what checking single rows' places in the chain reads.
-type linkSource interface {
-	LedgerLinks(ctx context.Context, ids []int64) (map[int64]schema.Link, error)
-	LedgerLinkBefore(ctx context.Context, id int64) (schema.Link, bool, error)
-	LedgerLinkAfter(ctx context.Context, id int64) (schema.Link, bool, error)
-	LastLedgerID(ctx context.Context) (int64, error)
-}
-
 // TraceSource is what the dispute trace reads through the ledger: a
 // *schema.ReadTx (DB.View), so the whole trace is one snapshot.
 type TraceSource interface {
@@ -203,11 +195,9 @@ func linesOf(ls []schema.InvoiceLine) ([]InvoiceLine, error) {
 // record is the line as storage keeps it: micro-units in quantity while they
 // fit an int64, else the exact decimal in quantity_wide.
 func (l *InvoiceLine) record() schema.InvoiceLine {
-	var q int64
-	var wide string
-	if l.Quantity.big == nil {
-		q = l.Quantity.n
-	} else {
+	q, fits := l.Quantity.Micro64()
+	wide := ""
+	if !fits {
 		wide = l.Quantity.String()
 	}
 	return schema.InvoiceLine{InvoiceID: l.InvoiceID, LineNo: l.LineNo, Customer: l.Customer, Meter: l.Meter, Dimensions: l.Dimensions,

@@ -1,8 +1,11 @@
 package ledger
 
 import (
+	"context"
 	"fmt"
 	"strings"
+
+	"github.com/hookledger/hookledger/schema"
 )
 
 // What every check of verify reports (Problem, CheckResult) and where it
@@ -65,7 +68,7 @@ type since struct {
 	named                    map[string]bool // the chains an anchor was given for
 }
 
-func (s since) id(chain string) int64 {
+func (s since) chainID(chain string) int64 {
 	switch chain {
 	case ChainLedger:
 		return s.ledger
@@ -92,10 +95,10 @@ func (s since) rows(chain, rel string) string {
 	switch {
 	case !s.named[chain]:
 		return fmt.Sprintf("every %s (no %s anchor)", names[0], chain)
-	case s.id(chain) == 0:
+	case s.chainID(chain) == 0:
 		return fmt.Sprintf("every %s (anchored at 0)", names[0])
 	}
-	return fmt.Sprintf("%s %s %d", names[1], rel, s.id(chain))
+	return fmt.Sprintf("%s %s %d", names[1], rel, s.chainID(chain))
 }
 
 // from is what a check of an incremental verify covered, in the report's
@@ -114,4 +117,30 @@ func (s since) whole(what string) string {
 		return ""
 	}
 	return "in full: " + what
+}
+
+// What the checks in this package read (VerifySource has all of them).
+
+// AnchorReads is what checking anchors reads: each chain's stored hashes
+// and ends, and how far retention deleted receipts.
+type AnchorReads interface {
+	HeadSource
+	ReceiptsPrunedThrough(ctx context.Context) (int64, error)
+	LedgerRowHash(ctx context.Context, id int64) ([]byte, error)
+	ReceiptRowHash(ctx context.Context, id int64) ([]byte, error)
+	CloseSealHash(ctx context.Context, id int64) ([]byte, error)
+	CreditRowHash(ctx context.Context, id int64) ([]byte, error)
+	LastCloseSeal(ctx context.Context) (int64, []byte, error)
+	LastCredit(ctx context.Context) (schema.CreditEntry, error)
+}
+
+// SnapshotReads reads in one snapshot (the usage state's check).
+type SnapshotReads interface {
+	View(ctx context.Context, fn func(tx *schema.ReadTx) error) error
+}
+
+// VoidReads is what checking the voids reads.
+type VoidReads interface {
+	VoidRows(ctx context.Context, afterID int64, limit int) ([]schema.LedgerRow, error)
+	GetLedgerRow(ctx context.Context, id int64) (*schema.LedgerRow, error)
 }

@@ -72,7 +72,7 @@ func SumUsageState(ctx context.Context, src UsageRowScanner, loc *time.Location)
 // It reads in one snapshot, so a row committed meanwhile is either in both
 // the state and the ledger or in neither. An incremental verify checks the
 // months the ledger rows after the anchor fall in (touchedStates).
-func verifyUsageState(ctx context.Context, db VerifySource, s since) (CheckResult, error) {
+func verifyUsageState(ctx context.Context, db SnapshotReads, s since) (CheckResult, error) {
 	c := CheckResult{Name: "usage state", From: s.from("the months of " + s.rows(ChainLedger, "after"))}
 	err := db.View(ctx, func(tx *schema.ReadTx) error {
 		z, built, err := tx.StateZone(ctx)

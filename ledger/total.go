@@ -26,6 +26,10 @@ type Total struct {
 	_   [0]func()
 }
 
+// Micro64 is t in micro-units while they fit an int64 (ok false: they do
+// not, and only the exact decimal, String, holds t).
+func (t Total) Micro64() (micro int64, ok bool) { return t.n, t.big == nil }
+
 // TotalOf is the total of one ordinary quantity.
 func TotalOf(q Quantity) Total { return Total{n: int64(q)} }
 

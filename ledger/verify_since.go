@@ -23,7 +23,7 @@ func sinceOf(anchors []Anchor) (since, error) {
 	for _, a := range anchors {
 		if s.named[a.Chain] {
 			return since{}, fmt.Errorf("%w: two %s anchors (%d and %d): give one anchor per chain, as verify --save writes them",
-				ErrBadSince, a.Chain, s.id(a.Chain), a.ID)
+				ErrBadSince, a.Chain, s.chainID(a.Chain), a.ID)
 		}
 		s.named[a.Chain] = true
 		switch a.Chain {

@@ -212,7 +212,7 @@ func StoredRows(rs []schema.LedgerRow) []Row { return rowsOf(rs) }
 // quantity negated, the event id derived from the voided event's). An
 // incremental verify checks the void rows after the ledger anchor, and
 // reads the ones before (an index holds them) for what they voided.
-func verifyVoids(ctx context.Context, db VerifySource, s since) (CheckResult, error) {
+func verifyVoids(ctx context.Context, db VoidReads, s since) (CheckResult, error) {
 	c := CheckResult{Name: "voids", From: s.from(s.rows(ChainLedger, "after"))}
 	voidedBy := map[int64]int64{}
 	for after := int64(0); ; {
