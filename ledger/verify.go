@@ -71,8 +71,12 @@ func verify(ctx context.Context, db VerifySource, r *VerifyReport, s since, anch
 	for _, check := range []func(context.Context, VerifySource, since) (CheckResult, error){
 		verifyIntegrity, verifyChain, verifyReceipts, verifyInvoices,
 		verifyReceiptChain, verifyHead, verifyBodies, verifyStatuses,
-		func(ctx context.Context, db VerifySource, s since) (CheckResult, error) { return verifyVoids(ctx, db, s) },
-		func(ctx context.Context, db VerifySource, s since) (CheckResult, error) { return verifyUsageState(ctx, db, s) },
+		func(ctx context.Context, db VerifySource, s since) (CheckResult, error) {
+			return verifyVoids(ctx, db, s)
+		},
+		func(ctx context.Context, db VerifySource, s since) (CheckResult, error) {
+			return verifyUsageState(ctx, db, s)
+		},
 		verifySpendCrossings, verifySeals, verifyCredits, verifyCreditCrossings, verifyCoverage,
 		func(ctx context.Context, db VerifySource, _ since) (CheckResult, error) {
 			return verifyAnchors(ctx, db, "anchors", anchors)
