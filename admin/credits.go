@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/schema"
 )
@@ -49,8 +50,8 @@ const DefaultGrantActor = "admin API"
 type GrantAnswer struct {
 	// Duplicate: the same grant was asked for before with this id, and
 	// nothing was written.
-	Duplicate bool          `json:"duplicate"`
-	Grant     *ledger.Grant `json:"grant"`
+	Duplicate bool           `json:"duplicate"`
+	Grant     *invoice.Grant `json:"grant"`
 }
 
 // grant answers POST /v1/customers/{id}/credits: 201 with the new grant,
@@ -86,17 +87,17 @@ func (c *Customers) grant(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !op.Duplicate {
-		forwardJSON(w, http.StatusCreated, GrantAnswer{Grant: ledger.GrantView(op.Entry, c.Now().UnixMilli())})
+		forwardJSON(w, http.StatusCreated, GrantAnswer{Grant: invoice.GrantView(op.Entry, c.Now().UnixMilli())})
 		return
 	}
 	// A repeat wrote nothing: show the grant as it stands now (its balance
 	// after burns, a void or an expiry), not as it was granted.
-	gs, err := ledger.Grants(r.Context(), c.DB, id, c.Now().UnixMilli())
+	gs, err := invoice.Grants(r.Context(), c.DB, id, c.Now().UnixMilli())
 	if err != nil {
 		c.fail(w, err)
 		return
 	}
-	g := ledger.GrantView(op.Entry, c.Now().UnixMilli())
+	g := invoice.GrantView(op.Entry, c.Now().UnixMilli())
 	for _, x := range gs {
 		if x.ID == op.Entry.GrantID {
 			g = x
@@ -106,9 +107,9 @@ func (c *Customers) grant(w http.ResponseWriter, r *http.Request) {
 }
 
 // request is the grant body asks for, for customer, or what makes it bad.
-func (body NewGrant) request(customer string) (ledger.GrantRequest, error) {
-	req := ledger.GrantRequest{ID: body.ID, Customer: customer, Currency: body.Currency, Amount: body.Amount,
-		Category: body.Category, Priority: ledger.DefaultCreditPriority, Reason: body.Reason, Actor: body.Actor}
+func (body NewGrant) request(customer string) (invoice.GrantRequest, error) {
+	req := invoice.GrantRequest{ID: body.ID, Customer: customer, Currency: body.Currency, Amount: body.Amount,
+		Category: body.Category, Priority: invoice.DefaultCreditPriority, Reason: body.Reason, Actor: body.Actor}
 	if body.Priority != nil {
 		req.Priority = *body.Priority
 	}
@@ -146,7 +147,7 @@ func (c *Customers) grantFailed(w http.ResponseWriter, op *custody.GrantCredit, 
 	switch {
 	case errors.Is(err, custody.ErrGrantConflict):
 		forwardError(w, http.StatusConflict, "id_conflict", err.Error())
-	case errors.Is(err, ledger.ErrBadGrant):
+	case errors.Is(err, invoice.ErrBadGrant):
 		forwardError(w, http.StatusBadRequest, "bad_grant", err.Error())
 	case errors.Is(err, custody.ErrNotReplicated):
 		// Committed here: a repeat with the grant's id is answered as a
@@ -177,7 +178,7 @@ func (c *Customers) credits(w http.ResponseWriter, r *http.Request) {
 		loc = time.UTC
 	}
 	now := c.Now()
-	period, _, err := ledger.ClosingMonth(r.Context(), c.DB, now, loc)
+	period, _, err := invoice.ClosingMonth(r.Context(), c.DB, now, loc)
 	if err != nil {
 		c.fail(w, err)
 		return
@@ -189,13 +190,13 @@ func (c *Customers) credits(w http.ResponseWriter, r *http.Request) {
 	}
 	// A month already closed (Existing) draws nothing more: its burns are
 	// in the grants' balances.
-	var drafts []*ledger.Invoice
+	var drafts []*invoice.Invoice
 	for i := range res.Invoices {
 		if !res.Existing {
 			drafts = append(drafts, &res.Invoices[i])
 		}
 	}
-	st, err := ledger.Standing(r.Context(), c.DB, id, now, drafts...)
+	st, err := invoice.Standing(r.Context(), c.DB, id, now, drafts...)
 	if err != nil {
 		c.fail(w, err)
 		return

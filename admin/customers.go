@@ -14,6 +14,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
 	"github.com/hookledger/hookledger/stripe"
@@ -22,10 +23,10 @@ import (
 // CustomerStore is what the customer endpoints read and write (*schema.DB).
 type CustomerStore interface {
 	ledger.RegistryStore
-	ledger.PreviewStore  // invoice preview: one read-only snapshot
-	ledger.ClosingSource // the month a close is about (the credit standing's draft)
+	invoice.PreviewStore  // invoice preview: one read-only snapshot
+	invoice.ClosingSource // the month a close is about (the credit standing's draft)
 	// The closed invoices and their state in Stripe (invoices.go).
-	ledger.InvoiceSource
+	invoice.InvoiceSource
 	stripe.InvoiceStore
 	CreditReader // the credit ledger (credits.go)
 }
@@ -253,12 +254,12 @@ func (c *Customers) preview(w http.ResponseWriter, r *http.Request) {
 
 // previewOf is the invoice id's close of period would produce, priced, read
 // from one snapshot (ledger.Preview: what invoice preview prints).
-func (c *Customers) previewOf(ctx context.Context, id string, period ledger.Period) (*ledger.CloseResult, error) {
-	pr, _, err := ledger.LoadPricing(ctx, c.DB, c.Catalog, c.DefaultPlan)
+func (c *Customers) previewOf(ctx context.Context, id string, period ledger.Period) (*invoice.CloseResult, error) {
+	pr, _, err := invoice.LoadPricing(ctx, c.DB, c.Catalog, c.DefaultPlan)
 	if err != nil {
 		return nil, err
 	}
-	return ledger.Preview(ctx, c.DB, ledger.CloseRequest{Period: period, Customer: id, Meters: c.Meters,
+	return invoice.Preview(ctx, c.DB, invoice.CloseRequest{Period: period, Customer: id, Meters: c.Meters,
 		Now: c.Now, Pricing: pr})
 }
 
@@ -324,7 +325,7 @@ func (c *Customers) fail(w http.ResponseWriter, err error) {
 		forwardError(w, http.StatusBadRequest, "unknown_plan", err.Error())
 	case errors.As(err, &input):
 		forwardError(w, http.StatusBadRequest, "bad_request", err.Error())
-	case errors.Is(err, ledger.ErrPeriodOverlap):
+	case errors.Is(err, invoice.ErrPeriodOverlap):
 		forwardError(w, http.StatusConflict, "period_overlap", err.Error())
 	default:
 		forwardError(w, http.StatusInternalServerError, "failed", err.Error())

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/internal/testenv"
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/schema"
 )
@@ -222,11 +223,11 @@ func TestCustomersAPI(t *testing.T) {
 		}
 		// The same as `invoice preview` computes it (ledger.Close with Preview), field for field.
 		nov, _ := ledger.MonthPeriod("2026-11", time.UTC)
-		pr, _, err := ledger.LoadPricing(context.Background(), e.DB, c.Catalog, c.DefaultPlan)
+		pr, _, err := invoice.LoadPricing(context.Background(), e.DB, c.Catalog, c.DefaultPlan)
 		if err != nil {
 			t.Fatal(err)
 		}
-		direct, err := ledger.Close(context.Background(), e.DB, ledger.CloseRequest{Period: nov, Customer: "cus_1", Meters: c.Meters, Now: e.Clock.Now, Preview: true, Pricing: pr})
+		direct, err := invoice.Close(context.Background(), e.DB, invoice.CloseRequest{Period: nov, Customer: "cus_1", Meters: c.Meters, Now: e.Clock.Now, Preview: true, Pricing: pr})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -254,7 +255,7 @@ func TestCustomersAPI(t *testing.T) {
 		}
 
 		// A closed period previews as the closed invoice.
-		if _, err := ledger.Close(context.Background(), e.DB, ledger.CloseRequest{Period: nov, All: true, Meters: c.Meters, Now: func() time.Time { return nov.End.Add(time.Hour) }, Pricing: pr}); err != nil {
+		if _, err := invoice.Close(context.Background(), e.DB, invoice.CloseRequest{Period: nov, All: true, Meters: c.Meters, Now: func() time.Time { return nov.End.Add(time.Hour) }, Pricing: pr}); err != nil {
 			t.Fatal(err)
 		}
 		code, raw = call(t, "GET", url+"/v1/customers/cus_1/invoice/preview?tz=UTC&period=2026-11", testToken, "")
@@ -270,7 +271,7 @@ func TestCustomersAPIErrors(t *testing.T) {
 		e, c, url := customersEnv(t, backend)
 		callJSON(t, "POST", url+"/v1/customers", `{"id":"cus_1","plan":"basic","from":"2026-01-01"}`, 201, nil)
 		sep, _ := ledger.MonthPeriod("2026-09", time.UTC)
-		if _, err := ledger.Close(context.Background(), e.DB, ledger.CloseRequest{Period: sep, All: true, Meters: c.Meters, Now: e.Clock.Now}); err != nil {
+		if _, err := invoice.Close(context.Background(), e.DB, invoice.CloseRequest{Period: sep, All: true, Meters: c.Meters, Now: e.Clock.Now}); err != nil {
 			t.Fatal(err)
 		}
 		for _, tc := range []struct {

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/schema"
 	"github.com/hookledger/hookledger/stripe"
 )
@@ -17,7 +17,7 @@ import (
 // it or Stripe billed it ("stripe": docs/stripe.md).
 func (c *Customers) invoices(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	invs, err := ledger.ListInvoices(r.Context(), c.DB, ledger.InvoiceFilter{Customer: q.Get("customer"), Period: q.Get("period")})
+	invs, err := invoice.ListInvoices(r.Context(), c.DB, invoice.InvoiceFilter{Customer: q.Get("customer"), Period: q.Get("period")})
 	if errors.Is(err, schema.ErrNoInvoices) {
 		invs, err = nil, nil
 	}
@@ -29,7 +29,7 @@ func (c *Customers) invoices(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if invs == nil {
-		invs = []ledger.Invoice{}
+		invs = []invoice.Invoice{}
 	}
 	forwardJSON(w, http.StatusOK, invs)
 }
@@ -43,12 +43,12 @@ func (c *Customers) invoice(w http.ResponseWriter, r *http.Request) {
 		forwardError(w, http.StatusBadRequest, "bad_invoice", fmt.Sprintf("%q is not an invoice id (a positive number)", r.PathValue("id")))
 		return
 	}
-	inv, err := ledger.GetInvoice(r.Context(), c.DB, id)
-	if errors.Is(err, ledger.ErrNoInvoice) || errors.Is(err, schema.ErrNoInvoices) {
+	inv, err := invoice.GetInvoice(r.Context(), c.DB, id)
+	if errors.Is(err, invoice.ErrNoInvoice) || errors.Is(err, schema.ErrNoInvoices) {
 		forwardError(w, http.StatusNotFound, "unknown_invoice", fmt.Sprintf("there is no invoice %d", id))
 		return
 	}
-	one := []ledger.Invoice{}
+	one := []invoice.Invoice{}
 	if err == nil {
 		one = append(one, *inv)
 		err = stripe.WithStates(r.Context(), c.DB, one)

@@ -17,6 +17,7 @@ import (
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/internal/writer"
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/receiver"
 	"github.com/hookledger/hookledger/schema"
@@ -280,7 +281,7 @@ func TestVerifyFindsEveryEventExactlyOnce(t *testing.T) {
 				t.Fatalf("report %+v, want %+v", *rep, want)
 			}
 			// The ledger itself (hash chain, receipts against rows) is consistent too.
-			lv, err := ledger.Verify(context.Background(), db)
+			lv, err := invoice.Verify(context.Background(), db)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -417,7 +418,7 @@ func testPrefill(t *testing.T, ids IDs) {
 	if n, err := db.ReceiptsInRange(context.Background(), schema.EventRange{Provider: "default", IDs: want}); err != nil || n != 250 {
 		t.Fatalf("%d receipts under the ids PrefillEventID gives (%v), want 250", n, err)
 	}
-	lv, err := ledger.Verify(context.Background(), db)
+	lv, err := invoice.Verify(context.Background(), db)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/internal/testenv"
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/schema"
 )
@@ -525,7 +526,7 @@ func TestBrowser(t *testing.T) {
 	// (2 × 1.00 + 1 × 0.50), the 3.00 fee and the 2.00 true-up to January's
 	// 5.00 minimum: what invoice preview computes.
 	jan, _ := ledger.MonthPeriod("2027-01", time.UTC)
-	draft, err := ledger.Preview(context.Background(), e.DB, ledger.CloseRequest{Period: jan, Customer: longCustomer, Meters: e.Console.Meters,
+	draft, err := invoice.Preview(context.Background(), e.DB, invoice.CloseRequest{Period: jan, Customer: longCustomer, Meters: e.Console.Meters,
 		Now: e.Now, Pricing: e.Pricing})
 	if err != nil || len(draft.Invoices) != 1 {
 		t.Fatalf("preview: %+v, %v", draft, err)

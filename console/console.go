@@ -56,6 +56,7 @@ import (
 	"github.com/hookledger/hookledger/dispute"
 	"github.com/hookledger/hookledger/entitle"
 	"github.com/hookledger/hookledger/forward"
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
 	"github.com/hookledger/hookledger/redact"
@@ -101,10 +102,10 @@ type Store interface {
 	stripe.InvoiceStore
 	// The customer page's draft invoice: ledger.Preview, priced as
 	// `invoice preview` prices it (ledger.LoadPricing).
-	ledger.PreviewStore
-	ledger.InvoiceSource
+	invoice.PreviewStore
+	invoice.InvoiceSource
 	// The usage page's late usage (ledger.LateUsage, `usage late`).
-	ledger.LateSource
+	invoice.LateSource
 }
 
 // Entitlements answers entitlement checks (*entitle.Checker).
@@ -313,7 +314,7 @@ func mustParse() map[string]*template.Template {
 		"traceURL": traceURL,
 		"external": externalIDs,
 		"add":      func(a, b int) int { return a + b },
-		"part":     ledger.PartLabel, // a split month's part of a line, "" for a whole period
+		"part":     invoice.PartLabel, // a split month's part of a line, "" for a whole period
 		// Stripe's times are unix seconds.
 		"unix":        func(sec int64) template.HTML { return stampMillis(sec * 1000) },
 		"stripeEvent": stripe.InvoiceEventText,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/entitle"
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
 	"github.com/hookledger/hookledger/schema"
@@ -153,7 +154,7 @@ func (c *Console) customerPeriod(r *http.Request, v *customerView) (ledger.Perio
 	var p ledger.Period
 	if v.Period = r.URL.Query().Get("period"); v.Period == "" {
 		var previous bool
-		if p, previous, err = ledger.ClosingMonth(r.Context(), c.DB, c.Now(), loc); err != nil {
+		if p, previous, err = invoice.ClosingMonth(r.Context(), c.DB, c.Now(), loc); err != nil {
 			return ledger.Period{}, 0, err
 		}
 		v.Period, v.Default = p.Label, defaultWhy(previous, v.Months[1].Closed)
@@ -199,9 +200,9 @@ func (c *Console) money(ctx context.Context, v *customerView, period ledger.Peri
 	if v.InvoiceTotals, err = sumByCurrency(invs); err != nil {
 		return err
 	}
-	pr, _, err := ledger.LoadPricing(ctx, registry{c.DB}, c.Catalog, c.DefaultPlan)
+	pr, _, err := invoice.LoadPricing(ctx, registry{c.DB}, c.Catalog, c.DefaultPlan)
 	if err == nil {
-		v.Draft, err = ledger.Preview(ctx, c.DB, ledger.CloseRequest{Period: period, Customer: v.ID, Meters: c.Meters, Now: c.Now, Pricing: pr})
+		v.Draft, err = invoice.Preview(ctx, c.DB, invoice.CloseRequest{Period: period, Customer: v.ID, Meters: c.Meters, Now: c.Now, Pricing: pr})
 	}
 	if err != nil {
 		// What invoice preview would refuse with (a frozen price changed,
@@ -247,7 +248,7 @@ type customerView struct {
 	Invoices      []schema.InvoiceSummary
 	MoreInvoices  bool
 	InvoiceTotals []currencySum
-	Draft         *ledger.CloseResult
+	Draft         *invoice.CloseResult
 	DraftError    string
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/hookledger/hookledger/console"
 	"github.com/hookledger/hookledger/dispute"
 	"github.com/hookledger/hookledger/internal/testenv"
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/receiver"
 )
@@ -37,7 +38,7 @@ type env struct {
 	// Client keeps cookies and does not follow redirects.
 	Client *http.Client
 	// Pricing prices the invoices closeMonth closes; nil: quantities only.
-	Pricing *ledger.Pricing
+	Pricing *invoice.Pricing
 }
 
 func newEnv(t testing.TB, tls bool, edits ...func(*testenv.Options)) *env {
@@ -150,7 +151,7 @@ func (e *env) closeMonth(t testing.TB, month string, now time.Time) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ledger.Close(context.Background(), e.DB, ledger.CloseRequest{Period: p, All: true, Meters: e.Console.Meters,
+	if _, err := invoice.Close(context.Background(), e.DB, invoice.CloseRequest{Period: p, All: true, Meters: e.Console.Meters,
 		Now: func() time.Time { return now }, Pricing: e.Pricing}); err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/hookledger/hookledger/dispute"
-	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/pricing"
 	"github.com/hookledger/hookledger/schema"
 	"github.com/hookledger/hookledger/stripe"
@@ -30,7 +30,7 @@ type invoicesView struct {
 	// Stripe is each listed invoice's state in Stripe (billing sync's close
 	// mode; stripe.States), Unlinked Stripe's invoice events that bill no
 	// invoice of this ledger (kept and shown, never dropped).
-	Stripe   map[int64]*ledger.StripeInvoice
+	Stripe   map[int64]*invoice.StripeInvoice
 	Unlinked []schema.StripeInvoiceState
 }
 
@@ -119,7 +119,7 @@ func sumByCurrency(invs []schema.InvoiceSummary) ([]currencySum, error) {
 }
 
 type invoiceView struct {
-	Invoice                  *ledger.Invoice
+	Invoice                  *invoice.Invoice
 	Digest, DigestRecomputed string
 	DigestOK                 bool
 	Lines                    []lineView
@@ -132,10 +132,10 @@ type invoiceView struct {
 }
 
 type lineView struct {
-	ledger.InvoiceLine
+	invoice.InvoiceLine
 	Ref              string // invoice:ID/LINE, the dispute target
 	Digest           string
-	Check            *ledger.LineCheck
+	Check            *invoice.LineCheck
 	DigestRecomputed string
 	Breakdown        string // the line's charge for people; "" when unpriced
 	Dimension        string // model=gpt-4o on a line of a price by dimension, else ""
@@ -152,25 +152,25 @@ func (c *Console) invoice(w http.ResponseWriter, r *http.Request, s *session) {
 	}
 	var v invoiceView
 	err = c.Tracer.DB.View(r.Context(), func(tx *schema.ReadTx) error {
-		inv, err := ledger.GetInvoice(r.Context(), tx, id)
+		inv, err := invoice.GetInvoice(r.Context(), tx, id)
 		if err != nil {
 			return err
 		}
-		sum := ledger.InvoiceDigest(inv)
+		sum := invoice.InvoiceDigest(inv)
 		v = invoiceView{Invoice: inv, Digest: hex.EncodeToString(inv.Digest), DigestRecomputed: hex.EncodeToString(sum),
 			DigestOK: bytes.Equal(sum, inv.Digest)}
 		v.OK = v.DigestOK
-		breakdowns := ledger.Breakdowns(inv)
+		breakdowns := invoice.Breakdowns(inv)
 		before := map[int64]string{}
 		for _, l := range inv.Lines {
-			check, err := ledger.CheckLine(r.Context(), tx, l)
+			check, err := invoice.CheckLine(r.Context(), tx, l)
 			if err != nil {
 				return err
 			}
 			check.Rows = nil // the trace lists them
 			v.Lines = append(v.Lines, lineView{InvoiceLine: l, Ref: dispute.Target{Kind: dispute.KindLine, Invoice: l.InvoiceID, Line: l.LineNo}.String(),
 				Digest: hex.EncodeToString(l.Digest), Check: check, DigestRecomputed: hex.EncodeToString(check.Digest), Breakdown: breakdowns[l.LineNo],
-				Dimension: ledger.DimensionLabel(l.Dimensions)})
+				Dimension: invoice.DimensionLabel(l.Dimensions)})
 			v.OK = v.OK && check.Problem == ""
 			if check.Problem == "" {
 				before[l.LineNo] = check.BilledBefore
@@ -179,16 +179,16 @@ func (c *Console) invoice(w http.ResponseWriter, r *http.Request, s *session) {
 		if inv.Money.Currency != "" {
 			v.PriceDigest = hex.EncodeToString(inv.Money.PriceDigest)
 		}
-		v.MoneyProblems = ledger.CheckInvoiceMoney(inv, before)
+		v.MoneyProblems = invoice.CheckInvoiceMoney(inv, before)
 		v.OK = v.OK && len(v.MoneyProblems) == 0
 		return nil
 	})
-	if errors.Is(err, ledger.ErrNoInvoice) || errors.Is(err, schema.ErrNoInvoices) {
+	if errors.Is(err, invoice.ErrNoInvoice) || errors.Is(err, schema.ErrNoInvoices) {
 		c.fail(w, r, s, http.StatusNotFound, "There is no invoice "+strconv.FormatInt(id, 10)+".")
 		return
 	}
 	if err == nil {
-		var states map[int64]*ledger.StripeInvoice
+		var states map[int64]*invoice.StripeInvoice
 		states, err = stripe.States(r.Context(), c.DB, []int64{id})
 		v.Invoice.Stripe = states[id]
 	}

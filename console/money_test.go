@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/net/html"
 
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
 )
@@ -16,7 +17,7 @@ func dec(s string) *pricing.Decimal { d := pricing.MustDecimal(s); return &d }
 
 // planPricing is one plan, the default for every customer, pricing
 // api_requests graduated over tiers (up_to, unit) with a fee and a minimum.
-func planPricing(t testing.TB, name, fee, minimum string, tiers ...[2]string) *ledger.Pricing {
+func planPricing(t testing.TB, name, fee, minimum string, tiers ...[2]string) *invoice.Pricing {
 	t.Helper()
 	var ts []pricing.Tier
 	for _, tr := range tiers {
@@ -35,12 +36,12 @@ func planPricing(t testing.TB, name, fee, minimum string, tiers ...[2]string) *l
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &ledger.Pricing{Catalog: cat, Plans: ledger.NewPlans(name, nil)}
+	return &invoice.Pricing{Catalog: cat, Plans: ledger.NewPlans(name, nil)}
 }
 
 // proPricing: 1,000 requests free, 0.001 up to 100,000, 0.0005 above; a
 // 29.00 fee and a 50.00 minimum.
-func proPricing(t testing.TB) *ledger.Pricing {
+func proPricing(t testing.TB) *invoice.Pricing {
 	return planPricing(t, "pro", "29.00", "50.00", [2]string{"1000", "0"}, [2]string{"100000", "0.001"}, [2]string{"", "0.0005"})
 }
 

@@ -11,12 +11,13 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/hookledger/hookledger/internal/testenv"
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 )
 
 // starterPricing: 2 requests at 1.00, 3 more at 0.50, then 0.25; a 3.00 fee
 // and a 5.00 minimum (the browser test's plan).
-func starterPricing(t testing.TB) *ledger.Pricing {
+func starterPricing(t testing.TB) *invoice.Pricing {
 	return planPricing(t, "starter", "3.00", "5.00", [2]string{"2", "1"}, [2]string{"5", "0.50"}, [2]string{"", "0.25"})
 }
 
@@ -46,7 +47,7 @@ func TestCustomerPageMoney(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := ledger.Preview(context.Background(), e.DB, ledger.CloseRequest{Period: p, Customer: "cus_1", Meters: e.Console.Meters,
+			res, err := invoice.Preview(context.Background(), e.DB, invoice.CloseRequest{Period: p, Customer: "cus_1", Meters: e.Console.Meters,
 				Now: e.Now, Pricing: e.Pricing})
 			if err != nil || len(res.Invoices) != 1 {
 				t.Fatalf("preview of %s: %+v, %v", month, res, err)
@@ -125,7 +126,7 @@ func TestUsageMarksLateUsage(t *testing.T) {
 			t.Fatalf("late event: %d", r.Code)
 		}
 		e.signIn(t)
-		late, err := ledger.LateUsage(context.Background(), e.DB, "", e.Console.Meters)
+		late, err := invoice.LateUsage(context.Background(), e.DB, "", e.Console.Meters)
 		if err != nil || len(late) != 1 || late[0].Quantity.String() != "5" {
 			t.Fatalf("usage late: %+v, %v", late, err)
 		}

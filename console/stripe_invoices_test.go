@@ -8,6 +8,7 @@ import (
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/internal/testenv"
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/stripe"
 )
@@ -33,7 +34,7 @@ func TestInvoicePagesShowStripeState(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
-	res, err := ledger.Close(t.Context(), e.DB, ledger.CloseRequest{Period: p, All: true, Meters: e.Console.Meters,
+	res, err := invoice.Close(t.Context(), e.DB, invoice.CloseRequest{Period: p, All: true, Meters: e.Console.Meters,
 		Now: func() time.Time { return now }, OnClose: stripe.NewSync(e.Config).OnClose(func() time.Time { return now })})
 	if err != nil || len(res.Invoices) != 2 {
 		t.Fatalf("close: %v %+v", err, res)

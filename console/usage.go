@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/schema"
 )
@@ -39,11 +40,11 @@ type usageView struct {
 	// `hookledger usage late` lists), counted in the totals above but on
 	// no invoice of the month; the next invoice bills them. Only for a
 	// month (not a custom window) without a dimension picked.
-	Late map[string]ledger.LateLine
+	Late map[string]invoice.LateLine
 }
 
 // LateOf is customer's late usage of meter in the month shown (nil: none).
-func (v usageView) LateOf(customer, meter string) *ledger.LateLine {
+func (v usageView) LateOf(customer, meter string) *invoice.LateLine {
 	if l, ok := v.Late[customer+"\x00"+meter]; ok {
 		return &l
 	}
@@ -75,7 +76,7 @@ func (c *Console) late(r *http.Request, v *usageView) error {
 	}) {
 		return nil
 	}
-	late, err := ledger.LateUsage(r.Context(), c.DB, v.Customer, c.Meters)
+	late, err := invoice.LateUsage(r.Context(), c.DB, v.Customer, c.Meters)
 	if err != nil {
 		return err
 	}
@@ -84,7 +85,7 @@ func (c *Console) late(r *http.Request, v *usageView) error {
 			continue
 		}
 		if v.Late == nil {
-			v.Late = map[string]ledger.LateLine{}
+			v.Late = map[string]invoice.LateLine{}
 		}
 		v.Late[l.Customer+"\x00"+l.Meter] = l
 	}
@@ -163,7 +164,7 @@ func (c *Console) usageView(r *http.Request) (usageView, int, error) {
 		if v.Period == "" {
 			// Closing is about the month that just ended: the rule every
 			// view about closing opens on (ledger.ClosingMonth).
-			p, previous, err := ledger.ClosingMonth(r.Context(), c.DB, c.Now(), loc)
+			p, previous, err := invoice.ClosingMonth(r.Context(), c.DB, c.Now(), loc)
 			if err != nil {
 				return v, 0, err
 			}

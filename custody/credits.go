@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/schema"
 )
@@ -21,7 +22,7 @@ var ErrGrantConflict = errors.New("grant id already used")
 
 // GrantCredit appends a credit grant, once per id.
 type GrantCredit struct {
-	Request ledger.GrantRequest
+	Request invoice.GrantRequest
 
 	// Set by Apply: the grant's row, and whether it was there before (a
 	// repeat of the same grant: nothing written).
@@ -37,7 +38,7 @@ func (g *GrantCredit) Apply(ctx context.Context, tx *Tx) error {
 			return err
 		}
 		for _, e := range prior {
-			if e.Kind != ledger.CreditGranted {
+			if e.Kind != invoice.CreditGranted {
 				continue
 			}
 			if !g.Request.SameGrant(e) {
@@ -53,7 +54,7 @@ func (g *GrantCredit) Apply(ctx context.Context, tx *Tx) error {
 		return err
 	}
 	if e.GrantID == "" {
-		e.GrantID = ledger.NewGrantID()
+		e.GrantID = invoice.NewGrantID()
 	}
 	if err := appendCredit(ctx, tx, &e); err != nil {
 		return err
@@ -77,15 +78,15 @@ func (v *VoidCredit) Apply(ctx context.Context, tx *Tx) error {
 		return err
 	}
 	if g.Status != "active" {
-		return fmt.Errorf("%w: grant %s is already %s", ledger.ErrBadGrant, v.GrantID, g.Status)
+		return fmt.Errorf("%w: grant %s is already %s", invoice.ErrBadGrant, v.GrantID, g.Status)
 	}
 	if strings.TrimSpace(v.Reason) == "" || strings.TrimSpace(v.Actor) == "" {
-		return fmt.Errorf("%w: a void needs a reason and an actor", ledger.ErrBadGrant)
+		return fmt.Errorf("%w: a void needs a reason and an actor", invoice.ErrBadGrant)
 	}
 	if err := ledger.CheckTexts(ledger.Text{Field: "reason", Value: v.Reason}, ledger.Text{Field: "actor", Value: v.Actor}); err != nil {
-		return fmt.Errorf("%w: %v", ledger.ErrBadGrant, err)
+		return fmt.Errorf("%w: %v", invoice.ErrBadGrant, err)
 	}
-	v.Entry = endEntry(g, ledger.CreditVoided, v.Reason, v.Actor, tx.now)
+	v.Entry = endEntry(g, invoice.CreditVoided, v.Reason, v.Actor, tx.now)
 	return appendCredit(ctx, tx, &v.Entry)
 }
 
@@ -108,7 +109,7 @@ func (x *ExpireCredits) Apply(ctx context.Context, tx *Tx) error {
 		if err != nil {
 			return err
 		}
-		e := endEntry(g, ledger.CreditExpired, "expired", "hookledger", tx.now)
+		e := endEntry(g, invoice.CreditExpired, "expired", "hookledger", tx.now)
 		if err := appendCredit(ctx, tx, &e); err != nil {
 			return err
 		}
@@ -118,24 +119,24 @@ func (x *ExpireCredits) Apply(ctx context.Context, tx *Tx) error {
 }
 
 // grantNow replays one grant's entries in the transaction.
-func grantNow(ctx context.Context, tx *Tx, id string) (*ledger.Grant, error) {
+func grantNow(ctx context.Context, tx *Tx, id string) (*invoice.Grant, error) {
 	es, err := tx.b.CreditEntries(ctx, schema.CreditFilter{GrantID: id})
 	if err != nil {
 		return nil, err
 	}
-	gs, err := ledger.GrantsOf(es)
+	gs, err := invoice.GrantsOf(es)
 	if err != nil {
 		return nil, err
 	}
 	if len(gs) == 0 {
-		return nil, fmt.Errorf("%w: no grant %q", ledger.ErrBadGrant, id)
+		return nil, fmt.Errorf("%w: no grant %q", invoice.ErrBadGrant, id)
 	}
 	return gs[0], nil
 }
 
 // endEntry is the row that ends g (a void or an expiry), forfeiting its balance.
-func endEntry(g *ledger.Grant, kind, reason, actor string, now int64) schema.CreditEntry {
-	zero := ledger.ZeroIn(g.Currency)
+func endEntry(g *invoice.Grant, kind, reason, actor string, now int64) schema.CreditEntry {
+	zero := invoice.ZeroIn(g.Currency)
 	return schema.CreditEntry{Kind: kind, GrantID: g.ID, Customer: g.Customer, Currency: g.Currency,
 		Amount: g.Balance, Balance: zero, Reason: reason, Actor: actor, RecordedAt: now}
 }
@@ -153,6 +154,6 @@ func appendCredit(ctx context.Context, tx *Tx, e *schema.CreditEntry) error {
 		return err
 	}
 	e.RecordedAt = max(e.RecordedAt, cutoff)
-	ledger.LinkCredit(e, last)
+	invoice.LinkCredit(e, last)
 	return tx.b.InsertCreditEntry(ctx, *e)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/entitle"
 	"github.com/hookledger/hookledger/internal/testenv"
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 )
 
@@ -116,7 +117,7 @@ func TestCreditAlertsFireOnceAtTheirThresholds(t *testing.T) {
 
 		// verify checks each crossing against the ledgers: clean as written,
 		// and a recorded balance edited behind their back is reported.
-		rep, err := ledger.Verify(t.Context(), e.DB)
+		rep, err := invoice.Verify(t.Context(), e.DB)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,7 +130,7 @@ func TestCreditAlertsFireOnceAtTheirThresholds(t *testing.T) {
 			e.Exec(`DROP TRIGGER credit_crossings_no_update`)
 		}
 		e.Exec(`UPDATE credit_crossings SET balance = '90.00', drawn = '65.00' WHERE threshold = '25%'`)
-		if rep, err = ledger.Verify(t.Context(), e.DB); err != nil {
+		if rep, err = invoice.Verify(t.Context(), e.DB); err != nil {
 			t.Fatal(err)
 		}
 		if p := rep.First(); p == nil || p.Table != "credit_crossings" ||

@@ -11,7 +11,7 @@ import (
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/internal/testenv"
-	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/invoice"
 )
 
 // creditConfig is the configuration of the credit tests: the default
@@ -79,7 +79,7 @@ func grantCredit(t testing.TB, e *env, id, amount string, priority int64) {
 }
 
 func grantOp(id, amount string, priority int64) *custody.GrantCredit {
-	return &custody.GrantCredit{Request: ledger.GrantRequest{ID: id, Customer: "cus_1", Currency: "USD", Amount: amount,
+	return &custody.GrantCredit{Request: invoice.GrantRequest{ID: id, Customer: "cus_1", Currency: "USD", Amount: amount,
 		Category: "paid", Priority: priority, Reason: "prepaid", Actor: "ops"}}
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/internal/testenv"
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/schema"
 )
@@ -272,7 +273,7 @@ func sixInOneBatch(t *testing.T, e *env, inject func(*custody.Delivery) error) {
 	if got := e.Rows(); got != [3]int{5, 5, 5} {
 		t.Errorf("receipts, attempts, usage = %v, want [5 5 5]", got)
 	}
-	rep, err := ledger.Verify(context.Background(), e.DB)
+	rep, err := invoice.Verify(context.Background(), e.DB)
 	if err != nil {
 		t.Fatal(err)
 	}

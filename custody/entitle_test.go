@@ -16,6 +16,7 @@ import (
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/entitle"
 	"github.com/hookledger/hookledger/internal/testenv"
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
 	"github.com/hookledger/hookledger/schema"
@@ -248,7 +249,7 @@ func checkStateMatchesLedger(t *testing.T, e *env) {
 			t.Errorf("usage state %+v, ledger %+v", s, w)
 		}
 	}
-	rep, err := ledger.Verify(t.Context(), e.DB)
+	rep, err := invoice.Verify(t.Context(), e.DB)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/internal/testenv"
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/schema"
 )
@@ -235,7 +236,7 @@ func TestPostgresCommitWithUnknownOutcomeRunsOnce(t *testing.T) {
 	if rows != 3 {
 		t.Errorf("%d adjustment rows for three submitted (the cut one committed), want 3", rows)
 	}
-	rep, err := ledger.Verify(ctx, db)
+	rep, err := invoice.Verify(ctx, db)
 	if err != nil {
 		t.Fatal(err)
 	}

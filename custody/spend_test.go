@@ -13,6 +13,7 @@ import (
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/entitle"
 	"github.com/hookledger/hookledger/internal/testenv"
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
 )
@@ -312,7 +313,7 @@ func TestVerifyChecksSpendCrossings(t *testing.T) {
 		}
 		forge("80%", "600.00", row)
 		forge("90%", "900.00", 9999)
-		rep, err := ledger.Verify(t.Context(), e.DB)
+		rep, err := invoice.Verify(t.Context(), e.DB)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -334,7 +335,7 @@ func TestVerifyChecksSpendCrossings(t *testing.T) {
 
 // spendCheck is verify's spend crossings check in rep; its absence fails
 // the test.
-func spendCheck(t *testing.T, rep *ledger.VerifyReport) ledger.CheckResult {
+func spendCheck(t *testing.T, rep *invoice.VerifyReport) ledger.CheckResult {
 	t.Helper()
 	for _, c := range rep.Checks {
 		if c.Name == "spend crossings" {
@@ -349,7 +350,7 @@ func spendCheck(t *testing.T, rep *ledger.VerifyReport) ledger.CheckResult {
 // check counted n.
 func checkSpendVerifies(t *testing.T, e *env, n int64) {
 	t.Helper()
-	rep, err := ledger.Verify(context.Background(), e.DB)
+	rep, err := invoice.Verify(context.Background(), e.DB)
 	if err != nil {
 		t.Fatal(err)
 	}

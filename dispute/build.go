@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/schema"
 )
@@ -21,7 +22,7 @@ type eventKey struct{ provider, id string }
 type invoiceAcc struct {
 	view  InvoiceView
 	lines map[int64]*LineView
-	inv   *ledger.Invoice
+	inv   *invoice.Invoice
 	// before holds, by line, the billed-before totals recomputed from the
 	// ledger of the lines that still match it: the money check's input.
 	before     map[int64]string
@@ -38,7 +39,7 @@ type builder struct {
 	invoices map[int64]*invoiceAcc
 	rows     map[int64]*RowView
 	rowsRead map[int64]ledger.Row // the rows as read, for the chain checks
-	lines    map[string][]ledger.InvoiceLine
+	lines    map[string][]invoice.InvoiceLine
 	events   map[eventKey]*EventView
 	eventSeq []eventKey // events named by the target come first
 	loaded   int        // eventSeq[:loaded] have their receipts and attempts
@@ -47,8 +48,8 @@ type builder struct {
 func (b *builder) target(tg Target) error {
 	switch tg.Kind {
 	case KindInvoice, KindLine:
-		inv, err := ledger.GetInvoice(b.ctx, b.q, tg.Invoice)
-		if errors.Is(err, ledger.ErrNoInvoice) {
+		inv, err := invoice.GetInvoice(b.ctx, b.q, tg.Invoice)
+		if errors.Is(err, invoice.ErrNoInvoice) {
 			return fmt.Errorf("%s: %w: there is no invoice %d (see `hookledger invoice list`)", tg, ErrNotFound, tg.Invoice)
 		}
 		if err != nil {
@@ -69,8 +70,8 @@ func (b *builder) target(tg Target) error {
 		}
 		return nil
 	case KindRow:
-		r, err := ledger.GetRow(b.ctx, b.q, tg.Row)
-		if errors.Is(err, ledger.ErrNoRow) {
+		r, err := invoice.GetRow(b.ctx, b.q, tg.Row)
+		if errors.Is(err, invoice.ErrNoRow) {
 			return fmt.Errorf("%s: %w: the ledger has no row %d", tg, ErrNotFound, tg.Row)
 		}
 		if err != nil {
@@ -78,7 +79,7 @@ func (b *builder) target(tg Target) error {
 		}
 		return b.addRow(*r)
 	case KindEvent:
-		rows, err := ledger.EventRows(b.ctx, b.q, tg.Provider, tg.EventID)
+		rows, err := invoice.EventRows(b.ctx, b.q, tg.Provider, tg.EventID)
 		if err != nil {
 			return err
 		}
@@ -115,7 +116,7 @@ func (b *builder) linkedEvents(provider string, rows []ledger.Row) error {
 		}
 	}
 	for _, id := range slices.Compact(linked) {
-		rows, err := ledger.EventRows(b.ctx, b.q, provider, id)
+		rows, err := invoice.EventRows(b.ctx, b.q, provider, id)
 		if err != nil {
 			return err
 		}
@@ -135,7 +136,7 @@ func (b *builder) linkedEvents(provider string, rows []ledger.Row) error {
 func (b *builder) customer(customer string, p ledger.Period, meters ledger.Meters) error {
 	start, end := p.Start.UnixMilli(), p.End.UnixMilli()
 	b.tr.Scope = &Scope{Customer: customer, Period: p.Label, TZ: p.Zone, PeriodStart: p.Start, PeriodEnd: p.End}
-	invs, err := ledger.ListInvoices(b.ctx, b.q, ledger.InvoiceFilter{Customer: customer, PeriodStart: start, PeriodEnd: end})
+	invs, err := invoice.ListInvoices(b.ctx, b.q, invoice.InvoiceFilter{Customer: customer, PeriodStart: start, PeriodEnd: end})
 	if err != nil {
 		return err
 	}
@@ -146,7 +147,7 @@ func (b *builder) customer(customer string, p ledger.Period, meters ledger.Meter
 			}
 		}
 	}
-	late, err := ledger.LinesForPeriod(b.ctx, b.q, customer, start, end)
+	late, err := invoice.LinesForPeriod(b.ctx, b.q, customer, start, end)
 	if err != nil {
 		return err
 	}
@@ -159,7 +160,7 @@ func (b *builder) customer(customer string, p ledger.Period, meters ledger.Meter
 			return err
 		}
 	}
-	rows, err := ledger.PeriodRows(b.ctx, b.q, customer, start, end)
+	rows, err := invoice.PeriodRows(b.ctx, b.q, customer, start, end)
 	if err != nil {
 		return err
 	}
@@ -181,22 +182,22 @@ func (b *builder) customer(customer string, p ledger.Period, meters ledger.Meter
 }
 
 // invoice reads an invoice once per trace (for its digest, over all lines).
-func (b *builder) invoice(id int64) (*ledger.Invoice, error) {
-	return ledger.GetInvoice(b.ctx, b.q, id)
+func (b *builder) invoice(id int64) (*invoice.Invoice, error) {
+	return invoice.GetInvoice(b.ctx, b.q, id)
 }
 
 // addInvoice adds an invoice once, with its digest recomputed over all its lines.
-func (b *builder) addInvoice(inv *ledger.Invoice) *invoiceAcc {
+func (b *builder) addInvoice(inv *invoice.Invoice) *invoiceAcc {
 	acc := b.invoices[inv.ID]
 	if acc == nil {
-		recomputed := ledger.InvoiceDigest(inv)
+		recomputed := invoice.InvoiceDigest(inv)
 		acc = &invoiceAcc{lines: map[int64]*LineView{}, view: InvoiceView{
 			ID: inv.ID, Customer: inv.Customer, Period: inv.Period, TZ: inv.TZ,
 			PeriodStart: zoned(inv.PeriodStart, inv.TZ), PeriodEnd: zoned(inv.PeriodEnd, inv.TZ),
 			Cutoff: utc(inv.Cutoff), LedgerHead: inv.LedgerHead, ClosedAt: utc(inv.ClosedAt), LineCount: len(inv.Lines),
 			Digest: hex.EncodeToString(inv.Digest), DigestRecomputed: hex.EncodeToString(recomputed),
 			DigestOK: bytes.Equal(recomputed, inv.Digest), Money: moneyOf(inv), Lines: []LineView{}},
-			inv: inv, before: map[int64]string{}, breakdowns: ledger.Breakdowns(inv)}
+			inv: inv, before: map[int64]string{}, breakdowns: invoice.Breakdowns(inv)}
 		acc.view.Credits = b.creditsOf(inv)
 		b.invoices[inv.ID] = acc
 	}
@@ -205,18 +206,18 @@ func (b *builder) addInvoice(inv *ledger.Invoice) *invoiceAcc {
 
 // addLine adds an invoice line (and its invoice) with its recomputation;
 // withRows also adds every row it covers.
-func (b *builder) addLine(inv *ledger.Invoice, l ledger.InvoiceLine, withRows bool) error {
+func (b *builder) addLine(inv *invoice.Invoice, l invoice.InvoiceLine, withRows bool) error {
 	acc := b.addInvoice(inv)
 	lv := acc.lines[l.LineNo]
 	if lv != nil && (!withRows || lv.RowIDs != nil) {
 		return nil
 	}
-	check, err := ledger.CheckLine(b.ctx, b.q, l)
+	check, err := invoice.CheckLine(b.ctx, b.q, l)
 	if err != nil {
 		return err
 	}
 	lv = &LineView{Ref: lineRef(l.InvoiceID, l.LineNo), Invoice: l.InvoiceID, Line: l.LineNo, Customer: l.Customer, Meter: l.Meter,
-		Dimension: ledger.DimensionLabel(l.Dimensions), Aggregation: l.Aggregation, Property: l.Property, Unit: l.Unit, Late: l.Late, Period: l.Period, TZ: l.TZ,
+		Dimension: invoice.DimensionLabel(l.Dimensions), Aggregation: l.Aggregation, Property: l.Property, Unit: l.Unit, Late: l.Late, Period: l.Period, TZ: l.TZ,
 		PeriodStart: zoned(l.PeriodStart, l.TZ), PeriodEnd: zoned(l.PeriodEnd, l.TZ), AfterID: l.AfterID, ThroughID: l.ThroughID,
 		Quantity: l.Quantity, Rows: l.Rows, Adjustments: l.Adjustments, MaxID: l.MaxID, Digest: hex.EncodeToString(l.Digest),
 		Recomputed: Recomputed{Quantity: check.Quantity, Rows: check.UsageRows, Adjustments: check.Adjustments, MaxID: check.MaxID,
@@ -273,7 +274,7 @@ func (b *builder) finish() error {
 	for i, id := range ids {
 		rows[i] = b.rowsRead[id]
 	}
-	problems, err := ledger.CheckLinksBatch(b.ctx, b.q, rows)
+	problems, err := invoice.CheckLinksBatch(b.ctx, b.q, rows)
 	if err != nil {
 		return err
 	}
@@ -284,7 +285,7 @@ func (b *builder) finish() error {
 		}
 		lines, ok := b.lines[r.Customer]
 		if !ok {
-			if lines, err = ledger.CustomerLines(b.ctx, b.q, r.Customer); err != nil {
+			if lines, err = invoice.CustomerLines(b.ctx, b.q, r.Customer); err != nil {
 				return err
 			}
 			b.lines[r.Customer] = lines
@@ -325,7 +326,7 @@ func (b *builder) finish() error {
 	b.tr.Invoices = []InvoiceView{}
 	for _, id := range invIDs {
 		acc := b.invoices[id]
-		acc.view.MoneyProblems = ledger.CheckInvoiceMoney(acc.inv, acc.before)
+		acc.view.MoneyProblems = invoice.CheckInvoiceMoney(acc.inv, acc.before)
 		if acc.inv.Money.Currency != "" {
 			ok := len(acc.view.MoneyProblems) == 0
 			acc.view.MoneyOK = &ok
@@ -412,12 +413,12 @@ func (b *builder) summarize() {
 // creditsOf is what each prepaid grant gave inv, with the grant as it was
 // made (nil when none gave anything). A grant the credit ledger no longer
 // holds is shown by its id alone: verify's credits check says why.
-func (b *builder) creditsOf(inv *ledger.Invoice) []CreditView {
+func (b *builder) creditsOf(inv *invoice.Invoice) []CreditView {
 	if len(inv.Credits) == 0 {
 		return nil
 	}
-	grants, err := ledger.Grants(b.ctx, b.q, inv.Customer, inv.ClosedAt)
-	byID := map[string]*ledger.Grant{}
+	grants, err := invoice.Grants(b.ctx, b.q, inv.Customer, inv.ClosedAt)
+	byID := map[string]*invoice.Grant{}
 	if err == nil {
 		for _, g := range grants {
 			byID[g.ID] = g
@@ -431,7 +432,7 @@ func (b *builder) creditsOf(inv *ledger.Invoice) []CreditView {
 }
 
 // moneyOf is what inv charges, for the trace; empty when no plan priced it.
-func moneyOf(inv *ledger.Invoice) Money {
+func moneyOf(inv *invoice.Invoice) Money {
 	m := inv.Money
 	if m.Currency == "" {
 		return Money{}

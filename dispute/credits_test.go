@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/custody"
-	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/invoice"
 )
 
 // A trace of an invoice prepaid credits paid shows the grants behind it:
@@ -17,7 +17,7 @@ import (
 func TestTraceShowsCreditGrants(t *testing.T) {
 	e := newEnv(t)
 	pr := proPricing(t)
-	op := &custody.GrantCredit{Request: ledger.GrantRequest{ID: "prepay-1", Customer: "cus_2", Currency: "USD", Amount: "30.00",
+	op := &custody.GrantCredit{Request: invoice.GrantRequest{ID: "prepay-1", Customer: "cus_2", Currency: "USD", Amount: "30.00",
 		Priority: 1, Reason: "prepaid in September", Actor: "billing@acme"}}
 	if err := e.Writer.Submit(context.Background(), op); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
 )
@@ -44,8 +45,8 @@ func TestDimensionalLineTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, _ := ledger.MonthPeriod("2026-09", time.UTC)
-	res, err := ledger.Close(context.Background(), e.DB, ledger.CloseRequest{Period: p, All: true, Meters: ledger.NewMeters(e.Config.Meters),
-		Now: e.Now, Pricing: &ledger.Pricing{Catalog: cat, Plans: ledger.NewPlans("ai", nil)}})
+	res, err := invoice.Close(context.Background(), e.DB, invoice.CloseRequest{Period: p, All: true, Meters: ledger.NewMeters(e.Config.Meters),
+		Now: e.Now, Pricing: &invoice.Pricing{Catalog: cat, Plans: ledger.NewPlans("ai", nil)}})
 	if err != nil {
 		t.Fatal(err)
 	}

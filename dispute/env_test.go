@@ -12,6 +12,7 @@ import (
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/internal/testenv"
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 )
 
@@ -135,13 +136,13 @@ func (e *env) send(provider, id, customer, qty, occurred string) {
 }
 
 // close closes a month for every customer at e.Now().
-func (e *env) close(month string) *ledger.CloseResult {
+func (e *env) close(month string) *invoice.CloseResult {
 	e.T.Helper()
 	p, err := ledger.MonthPeriod(month, time.UTC)
 	if err != nil {
 		e.T.Fatal(err)
 	}
-	res, err := ledger.Close(context.Background(), e.DB, ledger.CloseRequest{Period: p, All: true, Grace: time.Hour,
+	res, err := invoice.Close(context.Background(), e.DB, invoice.CloseRequest{Period: p, All: true, Grace: time.Hour,
 		Meters: ledger.NewMeters(e.Config.Meters), Now: e.Now})
 	if err != nil {
 		e.T.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
 )
@@ -20,7 +21,7 @@ func dec(s string) *pricing.Decimal { d := pricing.MustDecimal(s); return &d }
 
 // proPricing is plan pro for everyone: api_requests graduated (1,000 free,
 // then 0.001 up to 100,000, then 0.0005), a 29.00 fee and a 50.00 minimum.
-func proPricing(t *testing.T) *ledger.Pricing {
+func proPricing(t *testing.T) *invoice.Pricing {
 	t.Helper()
 	plans := []pricing.Plan{{Name: "pro", Currency: "USD", EffectiveFrom: "2026-01-01", Fee: dec("29.00"), Minimum: dec("50.00"),
 		Prices: []pricing.Price{{Meter: "api_requests", Model: pricing.Graduated, Tiers: []pricing.Tier{
@@ -33,17 +34,17 @@ func proPricing(t *testing.T) *ledger.Pricing {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &ledger.Pricing{Catalog: cat, Plans: ledger.NewPlans("pro", nil)}
+	return &invoice.Pricing{Catalog: cat, Plans: ledger.NewPlans("pro", nil)}
 }
 
 // closePriced closes a month for every customer at e.Now(), priced.
-func (e *env) closePriced(month string, pr *ledger.Pricing) *ledger.CloseResult {
+func (e *env) closePriced(month string, pr *invoice.Pricing) *invoice.CloseResult {
 	e.T.Helper()
 	p, err := ledger.MonthPeriod(month, time.UTC)
 	if err != nil {
 		e.T.Fatal(err)
 	}
-	res, err := ledger.Close(context.Background(), e.DB, ledger.CloseRequest{Period: p, All: true, Grace: time.Hour,
+	res, err := invoice.Close(context.Background(), e.DB, invoice.CloseRequest{Period: p, All: true, Grace: time.Hour,
 		Meters: ledger.NewMeters(e.Config.Meters), Now: e.Now, Pricing: pr})
 	if err != nil {
 		e.T.Fatal(err)
@@ -131,7 +132,7 @@ func TestTraceShowsMoney(t *testing.T) {
 // invoice's price_digest, and the late line's amount prices again from it.
 func TestBundleHoldsPrices(t *testing.T) {
 	e := seedPriced(t)
-	stored, err := ledger.GetInvoice(context.Background(), e.DB, 3)
+	stored, err := invoice.GetInvoice(context.Background(), e.DB, 3)
 	if err != nil {
 		t.Fatal(err)
 	}

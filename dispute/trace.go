@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/schema"
 )
@@ -86,10 +87,10 @@ type Money struct {
 // CreditView is what one prepaid grant gave an invoice, frozen at its
 // close, and the grant as it was made (who granted it, why, its dates).
 type CreditView struct {
-	Grant        string        `json:"grant"`
-	Amount       string        `json:"amount"`
-	BalanceAfter string        `json:"balance_after"`
-	Granted      *ledger.Grant `json:"granted,omitempty"`
+	Grant        string         `json:"grant"`
+	Amount       string         `json:"amount"`
+	BalanceAfter string         `json:"balance_after"`
+	Granted      *invoice.Grant `json:"granted,omitempty"`
 }
 
 // LineView is an invoice line beside its recomputation from the ledger.
@@ -344,7 +345,7 @@ func (t *Tracer) trace(ctx context.Context, target, kind string, fill func(*buil
 	err = t.DB.View(ctx, func(s *schema.ReadTx) error {
 		b := &builder{ctx: ctx, q: s, v: t.Verifier, keys: keys, tr: &Trace{Target: target, Kind: kind},
 			invoices: map[int64]*invoiceAcc{}, rows: map[int64]*RowView{}, rowsRead: map[int64]ledger.Row{},
-			lines: map[string][]ledger.InvoiceLine{}, events: map[eventKey]*EventView{}}
+			lines: map[string][]invoice.InvoiceLine{}, events: map[eventKey]*EventView{}}
 		if err := fill(b); err != nil {
 			return err
 		}

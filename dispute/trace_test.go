@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"github.com/hookledger/hookledger/custody"
-	"github.com/hookledger/hookledger/internal/testenv"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,6 +12,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/internal/testenv"
+	"github.com/hookledger/hookledger/invoice"
 
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/schema"
@@ -323,7 +325,7 @@ func TestTamperedLedgerShowsInTrace(t *testing.T) {
 	}
 
 	// Recompute row 2's hash so it checks out alone: row 3's link breaks.
-	r, err := ledger.GetRow(context.Background(), e.DB, 2)
+	r, err := invoice.GetRow(context.Background(), e.DB, 2)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
 	"github.com/hookledger/hookledger/schema"
@@ -42,7 +43,7 @@ type CreditCrossing struct {
 	Customer    string
 	Threshold   string          // as configured, or Depleted
 	Value       pricing.Decimal // the amount the threshold stands for
-	Grant       ledger.GrantDraw
+	Grant       invoice.GrantDraw
 	Spent       pricing.Decimal // the month's spend after the row
 	Plan        string          // name@effective_from of the version that priced it
 	PeriodStart int64
@@ -95,7 +96,7 @@ func (t *Tracker) Credits(ctx context.Context, r *ledger.Row, now int64) ([]Cred
 		return nil, nil
 	}
 	c, err := t.credit(ctx, r.Customer)
-	if err != nil || !ledger.HasCredit(c.grants, now) {
+	if err != nil || !invoice.HasCredit(c.grants, now) {
 		return nil, err
 	}
 	as, err := t.assignments(ctx, r.Customer)
@@ -121,7 +122,7 @@ func (t *Tracker) Credits(ctx context.Context, r *ledger.Row, now int64) ([]Cred
 	if err != nil {
 		return nil, fmt.Errorf("spend of %s: %w", r.Customer, err)
 	}
-	d, err := ledger.DrawCredit(c.grants, spent.Currency, spent.Total, now)
+	d, err := invoice.DrawCredit(c.grants, spent.Currency, spent.Total, now)
 	if err != nil {
 		return nil, fmt.Errorf("credit of %s: %w", r.Customer, err)
 	}

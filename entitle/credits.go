@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
 	"github.com/hookledger/hookledger/schema"
@@ -78,7 +79,7 @@ type CreditCheck struct {
 	Available pricing.Decimal `json:"available"` // balance − drawn
 }
 
-func creditCheck(v *pricing.Plan, d *ledger.CreditDraw) *CreditCheck {
+func creditCheck(v *pricing.Plan, d *invoice.CreditDraw) *CreditCheck {
 	return &CreditCheck{Plan: versionKey(v), Currency: d.Currency, Spent: d.Spent, Balance: d.Balance, Drawn: d.Drawn, Available: d.Available}
 }
 
@@ -89,7 +90,7 @@ func (c *CreditCheck) Allowed() bool { return c.Available.Sign() > 0 }
 // customerCredit is what a batch read of one customer's credit: its
 // grants, replayed from the credit ledger, and the thresholds fired.
 type customerCredit struct {
-	grants []*ledger.Grant
+	grants []*invoice.Grant
 	fired  map[firedKey]bool // nil until read (alerts only)
 }
 
@@ -105,7 +106,7 @@ func (t *Tracker) credit(ctx context.Context, customer string) (*customerCredit,
 	if err != nil {
 		return nil, err
 	}
-	grants, err := ledger.GrantsOf(es)
+	grants, err := invoice.GrantsOf(es)
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +180,7 @@ func (t *Tracker) CreditFits(ctx context.Context, customer, meter string, at int
 	if err != nil {
 		return false, nil, err
 	}
-	d, err := ledger.DrawCredit(c.grants, spent.Currency, spent.Total, now)
+	d, err := invoice.DrawCredit(c.grants, spent.Currency, spent.Total, now)
 	if err != nil {
 		return false, nil, fmt.Errorf("credit of %s: %w", customer, err)
 	}
@@ -205,11 +206,11 @@ func creditOf(v *pricing.Plan, customer string, in schema.CreditReads, now int64
 	if err != nil {
 		return nil, fmt.Errorf("spend of %s: %w", customer, err)
 	}
-	grants, err := ledger.GrantsOf(in.Entries)
+	grants, err := invoice.GrantsOf(in.Entries)
 	if err != nil {
 		return nil, err
 	}
-	d, err := ledger.DrawCredit(grants, spent.Currency, spent.Total, now)
+	d, err := invoice.DrawCredit(grants, spent.Currency, spent.Total, now)
 	if err != nil {
 		return nil, fmt.Errorf("credit of %s: %w", customer, err)
 	}

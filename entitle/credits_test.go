@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
 	"github.com/hookledger/hookledger/schema"
@@ -135,7 +136,7 @@ func creditCatalog(t *testing.T) *pricing.Catalog {
 func TestCreditsReadErrors(t *testing.T) {
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC).UnixMilli()
 	r := &ledger.Row{ID: 1, Customer: "cus_1", Meter: "api_requests", Quantity: ledger.TotalOf(5 * ledger.Scale), OccurredAt: now}
-	grant := schema.CreditEntry{ID: 1, Kind: ledger.CreditGranted, GrantID: "g1", Customer: "cus_1", Currency: "USD", Amount: "100.00",
+	grant := schema.CreditEntry{ID: 1, Kind: invoice.CreditGranted, GrantID: "g1", Customer: "cus_1", Currency: "USD", Amount: "100.00",
 		Balance: "100.00", Category: "paid", Priority: 50}
 	p := NewPolicy(creditCatalog(t), "credit")
 	p.CreditAlerts.Depleted = true

@@ -12,6 +12,7 @@ import (
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/forward"
 	"github.com/hookledger/hookledger/internal/testenv"
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
 	"github.com/hookledger/hookledger/stripe"
@@ -102,7 +103,7 @@ func startInvoiceRelay(t *testing.T, e *testenv.Env, clock *runningClock) *forwa
 
 // closeNovember sends 10,000 requests of November for each customer and
 // closes November with the plans; the invoices by customer.
-func closeNovember(t *testing.T, e *testenv.Env, customers map[string]string) map[string]ledger.Invoice {
+func closeNovember(t *testing.T, e *testenv.Env, customers map[string]string) map[string]invoice.Invoice {
 	t.Helper()
 	var as []ledger.PlanAssignment
 	for c, plan := range customers {
@@ -116,13 +117,13 @@ func closeNovember(t *testing.T, e *testenv.Env, customers map[string]string) ma
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := ledger.Close(context.Background(), e.DB, ledger.CloseRequest{Period: p, All: true, Meters: ledger.NewMeters(e.Config.Meters),
-		Pricing: &ledger.Pricing{Catalog: invoicePlans(t), Plans: ledger.NewPlans("", as)}, Now: e.Clock.Now,
+	res, err := invoice.Close(context.Background(), e.DB, invoice.CloseRequest{Period: p, All: true, Meters: ledger.NewMeters(e.Config.Meters),
+		Pricing: &invoice.Pricing{Catalog: invoicePlans(t), Plans: ledger.NewPlans("", as)}, Now: e.Clock.Now,
 		OnClose: stripe.NewSync(e.Config).OnClose(e.Clock.Now)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]ledger.Invoice{}
+	out := map[string]invoice.Invoice{}
 	for _, inv := range res.Invoices {
 		out[inv.Customer] = inv
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/hookledger/hookledger/admin"
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/internal/testenv"
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/stripe"
 	"github.com/hookledger/hookledger/stripe/fakestripe"
@@ -60,7 +61,7 @@ func closedNovemberWith(t *testing.T, setup func(*testenv.Env), more ...func(*co
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := ledger.Close(context.Background(), e.DB, ledger.CloseRequest{Period: p, All: true,
+	res, err := invoice.Close(context.Background(), e.DB, invoice.CloseRequest{Period: p, All: true,
 		Meters: ledger.NewMeters(e.Config.Meters), OnClose: stripe.NewSync(e.Config).OnClose(nil)})
 	if err != nil || len(res.Invoices) != 1 {
 		t.Fatalf("close: %v, %d invoices", err, len(res.Invoices))
@@ -119,7 +120,7 @@ func TestStripeInvoicePaidAfterFinalized(t *testing.T) {
 		t.Errorf("%d states, want 2", n)
 	}
 	// The invoice as invoice show and the admin API write it.
-	invs, err := ledger.ListInvoices(context.Background(), e.DB, ledger.InvoiceFilter{})
+	invs, err := invoice.ListInvoices(context.Background(), e.DB, invoice.InvoiceFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/forward"
 	"github.com/hookledger/hookledger/internal/testenv"
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
 	"github.com/hookledger/hookledger/stripe"
@@ -105,7 +106,7 @@ func TestStripeCloseModePushesTheLine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := ledger.Close(context.Background(), e.DB, ledger.CloseRequest{Period: p, All: true,
+	res, err := invoice.Close(context.Background(), e.DB, invoice.CloseRequest{Period: p, All: true,
 		Meters: ledger.NewMeters(e.Config.Meters), OnClose: stripe.NewSync(e.Config).OnClose(nil)})
 	if err != nil {
 		t.Fatal(err)
@@ -157,8 +158,8 @@ func TestStripeCloseModePushesEachModelsLine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := ledger.Close(context.Background(), e.DB, ledger.CloseRequest{Period: p, All: true, Meters: ledger.NewMeters(e.Config.Meters),
-		Pricing: &ledger.Pricing{Catalog: cat, Plans: ledger.NewPlans("ai", nil)}, OnClose: stripe.NewSync(e.Config).OnClose(nil)})
+	res, err := invoice.Close(context.Background(), e.DB, invoice.CloseRequest{Period: p, All: true, Meters: ledger.NewMeters(e.Config.Meters),
+		Pricing: &invoice.Pricing{Catalog: cat, Plans: ledger.NewPlans("ai", nil)}, OnClose: stripe.NewSync(e.Config).OnClose(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

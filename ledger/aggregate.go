@@ -4,17 +4,17 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// aggregate accumulates one group's rows. Usage rows feed the meter's
+// Aggregate accumulates one group's rows. Usage rows feed the meter's
 // aggregation; adjustment rows add their signed quantity to its result; a
 // void row takes its usage row back out: on a sum meter its quantity (the
 // voided row's, negated), on a count meter one row. Only sum and count
 // meters can be voided (Meter.Voidable); a void on a meter whose aggregation
 // was changed since counts as an adjustment of its quantity.
-type aggregate struct {
-	spec spec
+type Aggregate struct {
+	Spec Spec
 
-	rows        int64 // usage rows
-	adjustments int64 // correction rows: adjustments and voids
+	Rows        int64 // usage rows
+	Adjustments int64 // correction rows: adjustments and voids
 	adjusted    Total // exact: sums never wrap
 
 	sum      Total
@@ -31,31 +31,31 @@ type aggregate struct {
 	adjustedAt []gaugePoint // the adjustments, dated: a query by day bills each on its day
 }
 
-// window sets the event-time window a time_weighted aggregate integrates
+// Window sets the event-time window a time_weighted aggregate integrates
 // over; rows before from only carry their value in. Other aggregations
 // ignore it.
-func (a *aggregate) window(from, to int64) *aggregate {
+func (a *Aggregate) Window(from, to int64) *Aggregate {
 	a.from, a.to = from, to
 	return a
 }
 
-// readsProperties reports whether the aggregation reads rows' properties.
-func (s spec) readsProperties() bool { return s.agg == AggUniqueCount || s.agg == AggTimeWeighted }
+// ReadsProperties reports whether the aggregation reads rows' properties.
+func (s Spec) ReadsProperties() bool { return s.Agg == AggUniqueCount || s.Agg == AggTimeWeighted }
 
-func newAggregate(s spec) *aggregate {
-	a := &aggregate{spec: s}
-	if s.agg == AggUniqueCount {
+func NewAggregate(s Spec) *Aggregate {
+	a := &Aggregate{Spec: s}
+	if s.Agg == AggUniqueCount {
 		a.distinct = make(map[string]struct{})
 	}
 	return a
 }
 
-// add feeds one row. properties is only read by unique_count and
+// Add feeds one row. properties is only read by unique_count and
 // time_weighted. A time_weighted aggregate also takes rows from before its
 // window: they only carry their value in (adjustments there count for
 // nothing).
-func (a *aggregate) add(kind string, id int64, q Total, occurredAt int64, properties string) {
-	if a.spec.agg == AggTimeWeighted && a.from != 0 && occurredAt < a.from {
+func (a *Aggregate) Add(kind string, id int64, q Total, occurredAt int64, properties string) {
+	if a.Spec.Agg == AggTimeWeighted && a.from != 0 && occurredAt < a.from {
 		if kind == KindUsage {
 			a.gaugeAdd(id, q, occurredAt, properties)
 		}
@@ -63,22 +63,22 @@ func (a *aggregate) add(kind string, id int64, q Total, occurredAt int64, proper
 	}
 	switch kind {
 	case KindAdjustment:
-		if a.spec.agg == AggTimeWeighted {
+		if a.Spec.Agg == AggTimeWeighted {
 			a.adjustedAt = append(a.adjustedAt, gaugePoint{occurredAt, id, q})
 		}
-		a.adjustments++
+		a.Adjustments++
 		a.adjusted.add(q)
 		return
 	case KindVoid:
-		a.adjustments++
-		if a.spec.agg == AggCount {
+		a.Adjustments++
+		if a.Spec.Agg == AggCount {
 			q = countTotal(1).Neg()
 		}
 		a.adjusted.add(q)
 		return
 	}
 	switch {
-	case a.rows == 0:
+	case a.Rows == 0:
 		a.max, a.min = q, q
 	case q.big == nil && a.max.big == nil && a.min.big == nil: // without Cmp's detour for wide values
 		a.max.n, a.min.n = max(a.max.n, q.n), min(a.min.n, q.n)
@@ -90,36 +90,36 @@ func (a *aggregate) add(kind string, id int64, q Total, occurredAt int64, proper
 			a.min = q
 		}
 	}
-	a.rows++
+	a.Rows++
 	a.sum.add(q)
 	// Latest by event time; among rows with the same event time, the one
 	// recorded last (highest id) wins, so the answer never depends on scan order.
-	if a.rows == 1 || occurredAt > a.latestAt || (occurredAt == a.latestAt && id > a.latestID) {
+	if a.Rows == 1 || occurredAt > a.latestAt || (occurredAt == a.latestAt && id > a.latestID) {
 		a.latestAt, a.latestID, a.latest = occurredAt, id, q
 	}
-	if a.spec.agg == AggTimeWeighted {
+	if a.Spec.Agg == AggTimeWeighted {
 		a.gaugeAdd(id, q, occurredAt, properties)
 	}
 	if a.distinct != nil {
 		// Values compare as canonical JSON text; rows without the property
 		// (or with null) do not count, like SQL's COUNT(DISTINCT x).
-		if v, ok := property(properties, a.spec.property); ok {
+		if v, ok := property(properties, a.Spec.property); ok {
 			a.distinct[v] = struct{}{}
 		}
 	}
 }
 
-// value is the billed quantity, exactly: the aggregate of the usage rows (0
+// Value is the billed quantity, exactly: the aggregate of the usage rows (0
 // when there are none) plus the adjustments, at any size. It is a fresh
 // Total (Plus), never the accumulator's own.
-func (a *aggregate) value() Total {
+func (a *Aggregate) Value() Total {
 	var v Total
-	if a.rows > 0 {
-		switch a.spec.agg {
+	if a.Rows > 0 {
+		switch a.Spec.Agg {
 		case AggSum:
 			v = a.sum
 		case AggCount:
-			v = countTotal(a.rows)
+			v = countTotal(a.Rows)
 		case AggMax:
 			v = a.max
 		case AggMin:
@@ -132,7 +132,7 @@ func (a *aggregate) value() Total {
 			v = a.average()
 		}
 	}
-	if a.spec.agg == AggTimeWeighted {
+	if a.Spec.Agg == AggTimeWeighted {
 		v = a.timeWeighted() // a value carried in bills without a report inside
 	}
 	return v.Plus(a.adjusted)

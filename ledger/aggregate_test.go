@@ -3,15 +3,14 @@ package ledger_test
 import (
 	"fmt"
 	"math"
-	"math/big"
 	"os"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"pgregory.net/rapid"
 
+	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/ledger"
 )
 
@@ -22,155 +21,6 @@ var propMeters = []ledger.Meter{
 	{Name: "m_min", Aggregation: ledger.AggMin},
 	{Name: "m_unique", Aggregation: ledger.AggUniqueCount, Property: "u", Properties: []string{"u"}},
 	{Name: "m_latest", Aggregation: ledger.AggLatest},
-}
-
-// genRow is a generated ledger row and the batch it is written in.
-type genRow struct {
-	row
-	batch int
-}
-
-type bruteLine struct {
-	usage []genRowID
-	adj   *big.Int
-	nAdj  int64
-}
-
-// bruteResult is a usage line as the model computes it: the quantity in
-// math/big, so the model itself can never wrap.
-type bruteResult struct {
-	ledger.UsageLine
-	exact *big.Int // micro-units
-}
-
-var bigScale = big.NewInt(ledger.Scale)
-
-func bigQ(q ledger.Total) *big.Int { return q.Micro() }
-
-type genRowID struct {
-	genRow
-	id int64
-}
-
-// brute computes a usage report the slow, obvious way.
-func brute(rows []genRowID, qr ledger.UsageQuery, batchTimes []time.Time, meters ledger.Meters) map[string]bruteResult {
-	has := func(g string) bool { return slices.Contains(qr.GroupBy, g) }
-	groups := map[string]*bruteLine{}
-	keys := map[string]ledger.UsageLine{}
-	for _, r := range rows {
-		if !qr.From.IsZero() && r.At.Before(qr.From) || !qr.To.IsZero() && !r.At.Before(qr.To) {
-			continue
-		}
-		if qr.Customer != "" && r.Customer != qr.Customer || qr.Meter != "" && r.Meter != qr.Meter {
-			continue
-		}
-		if !qr.AsOf.IsZero() && !batchTimes[r.batch].Before(qr.AsOf) || qr.AsOfID != 0 && r.id > qr.AsOfID {
-			continue
-		}
-		var l ledger.UsageLine
-		if has("customer") {
-			l.Customer = r.Customer
-		}
-		if has("meter") {
-			l.Meter = r.Meter
-		}
-		local := r.At.In(qr.Zone)
-		switch {
-		case has("hour"):
-			l.Period = local.Format("2006-01-02T15") + ":00" + local.Format("Z07:00")
-		case has("day"):
-			l.Period = local.Format("2006-01-02")
-		case has("month"):
-			l.Period = local.Format("2006-01")
-		}
-		k := l.Customer + "|" + l.Meter + "|" + l.Period
-		if groups[k] == nil {
-			groups[k] = &bruteLine{adj: new(big.Int)}
-			keys[k] = l
-		}
-		g := groups[k]
-		if r.Adjust {
-			g.adj.Add(g.adj, bigQ(r.Qty))
-			g.nAdj++
-		} else {
-			g.usage = append(g.usage, r)
-		}
-	}
-	out := map[string]bruteResult{}
-	for k, g := range groups {
-		l := keys[k]
-		m := meters.Get(qr.Meter)
-		if l.Meter != "" {
-			m = meters.Get(l.Meter)
-		}
-		v := new(big.Int)
-		if n := len(g.usage); n > 0 {
-			switch m.Aggregation {
-			case ledger.AggSum:
-				for _, r := range g.usage {
-					v.Add(v, bigQ(r.Qty))
-				}
-			case ledger.AggCount:
-				v.Mul(big.NewInt(int64(n)), bigScale)
-			case ledger.AggMax:
-				v = bigQ(g.usage[0].Qty)
-				for _, r := range g.usage {
-					if bigQ(r.Qty).Cmp(v) > 0 {
-						v = bigQ(r.Qty)
-					}
-				}
-			case ledger.AggMin:
-				v = bigQ(g.usage[0].Qty)
-				for _, r := range g.usage {
-					if bigQ(r.Qty).Cmp(v) < 0 {
-						v = bigQ(r.Qty)
-					}
-				}
-			case ledger.AggLatest:
-				best := g.usage[0]
-				for _, r := range g.usage {
-					if r.At.After(best.At) || r.At.Equal(best.At) && r.id > best.id {
-						best = r
-					}
-				}
-				v = bigQ(best.Qty)
-			case ledger.AggUniqueCount:
-				seen := map[string]bool{}
-				for _, r := range g.usage {
-					if r.Props != "{}" && r.Props != `{"u":null}` {
-						seen[r.Props] = true
-					}
-				}
-				v.Mul(big.NewInt(int64(len(seen))), bigScale)
-			}
-		}
-		v.Add(v, g.adj)
-		l.Quantity = ledger.TotalOfMicro(v)
-		l.Events = int64(len(g.usage))
-		l.Adjustments = g.nAdj
-		l.Aggregation = m.Aggregation
-		out[k] = bruteResult{l, v}
-	}
-	return out
-}
-
-// formatMicro writes micro-units as a decimal the way Quantity.String does.
-func formatMicro(v *big.Int) string {
-	r := new(big.Rat).SetFrac(v, bigScale)
-	s := r.FloatString(6)
-	s = strings.TrimRight(s, "0")
-	return strings.TrimSuffix(s, ".")
-}
-
-// largeQuantity draws a usage quantity near what one row holds: an int64
-// near its maximum with 0 to 6 decimals, so most are wide rows (beyond
-// int64 micro-units) and a few rows take a sum far past int64.
-func largeQuantity(rt *rapid.T, label string) ledger.Total {
-	n := rapid.OneOf(
-		rapid.SampledFrom([]int64{math.MaxInt64, math.MaxInt64 - 1, math.MaxInt64/2 + 1, math.MaxInt64 / 2, 5_000_000_000_000 * ledger.Scale}),
-		rapid.Int64Range(math.MaxInt64/4, math.MaxInt64),
-	).Draw(rt, label)
-	return ledger.RowQuantity(n, rapid.IntRange(0, ledger.RowDecimals).Draw(rt, label+" decimals"))
 }
 
 func TestAggregationsMatchBruteForce(t *testing.T) {
@@ -192,16 +42,16 @@ func TestAggregationsMatchBruteForce(t *testing.T) {
 		nrows := rapid.IntRange(0, 40).Draw(rt, "rows")
 		// 0: ordinary quantities; 1: some rows near the per-row maximum; 2: most.
 		large := rapid.IntRange(0, 2).Draw(rt, "large")
-		var gen []genRow
+		var gen []testenv.GenRow
 		for i := 0; i < nrows; i++ {
 			m := rapid.SampledFrom(propMeters).Draw(rt, "meter")
-			r := genRow{row: row{
+			r := testenv.GenRow{Row: row{
 				Customer: rapid.SampledFrom([]string{"a", "b", "c"}).Draw(rt, "customer"),
 				Meter:    m.Name,
 				// Few distinct minutes, so equal event times (latest's tie-break) happen.
 				At:    base.Add(time.Duration(rapid.IntRange(0, 6*24*4).Draw(rt, "quarter")) * 15 * time.Minute),
 				Props: rapid.SampledFrom([]string{"{}", `{"u":"x"}`, `{"u":"y"}`, `{"u":1}`, `{"u":null}`}).Draw(rt, "props"),
-			}, batch: rapid.IntRange(0, 2).Draw(rt, "batch")}
+			}, Batch: rapid.IntRange(0, 2).Draw(rt, "batch")}
 			if i > 0 && rapid.IntRange(0, 3).Draw(rt, "twin") == 0 {
 				// Same customer, meter and event time as an earlier row: latest
 				// must break the tie by ledger id, not by scan order.
@@ -215,7 +65,7 @@ func TestAggregationsMatchBruteForce(t *testing.T) {
 				r.Props = "{}"
 				if huge {
 					// Signed, down to the most negative Quantity.
-					r.Qty = largeQuantity(rt, "large adj")
+					r.Qty = testenv.LargeQuantity(rt, "large adj")
 					if rapid.Bool().Draw(rt, "negative") {
 						r.Qty = r.Qty.Neg()
 					}
@@ -226,20 +76,20 @@ func TestAggregationsMatchBruteForce(t *testing.T) {
 					r.Qty = ledger.TotalOf(ledger.Quantity(rapid.Int64Range(-3_000_000, 3_000_000).Filter(func(v int64) bool { return v != 0 }).Draw(rt, "adj")))
 				}
 			case huge:
-				r.Qty = largeQuantity(rt, "large qty")
+				r.Qty = testenv.LargeQuantity(rt, "large qty")
 			default:
 				r.Qty = ledger.TotalOf(ledger.Quantity(rapid.Int64Range(0, 5_000_000).Draw(rt, "qty")))
 			}
 			gen = append(gen, r)
 		}
 		// Write batch by batch; ids follow write order.
-		var withIDs []genRowID
+		var withIDs []testenv.GenRowID
 		for b := range batchTimes {
 			var batch []row
 			for _, r := range gen {
-				if r.batch == b {
-					batch = append(batch, r.row)
-					withIDs = append(withIDs, genRowID{r, int64(len(withIDs) + 1)})
+				if r.Batch == b {
+					batch = append(batch, r.Row)
+					withIDs = append(withIDs, testenv.GenRowID{GenRow: r, ID: int64(len(withIDs) + 1)})
 				}
 			}
 			if len(batch) > 0 {
@@ -285,7 +135,7 @@ func TestAggregationsMatchBruteForce(t *testing.T) {
 		}
 
 		rep, err := ledger.Query(e.Ctx, e.DB, qr)
-		want := brute(withIDs, qr, batchTimes, meters)
+		want := testenv.Brute(withIDs, qr, batchTimes, meters)
 		if err != nil {
 			rt.Fatal(err) // totals of any size are answered exactly
 		}
@@ -298,7 +148,7 @@ func TestAggregationsMatchBruteForce(t *testing.T) {
 			if !ok {
 				rt.Fatalf("unexpected line %+v; want %+v", l, want)
 			}
-			if l.Quantity.Micro().Cmp(w.exact) != 0 || l.Quantity.String() != formatMicro(w.exact) || l.Events != w.Events || l.Adjustments != w.Adjustments || l.Aggregation != w.Aggregation {
+			if l.Quantity.Micro().Cmp(w.Exact) != 0 || l.Quantity.String() != testenv.FormatMicro(w.Exact) || l.Events != w.Events || l.Adjustments != w.Adjustments || l.Aggregation != w.Aggregation {
 				rt.Fatalf("line %s: got %s (%d events, %d adj, %s), want %s (%d, %d, %s)", k,
 					l.Quantity, l.Events, l.Adjustments, l.Aggregation, w.Quantity, w.Events, w.Adjustments, w.Aggregation)
 			}

@@ -49,7 +49,7 @@ type Row struct {
 }
 
 // Hash returns SHA-256 over prev and the row's canonical encoding: every field
-// but the hashes, each length-prefixed (canon) so no two rows encode alike.
+// but the hashes, each length-prefixed (Canon) so no two rows encode alike.
 // A row stored with 6 decimals (every row written before wide quantities,
 // and every ordinary row since) hashes as it always did; a wide row (fewer
 // decimals, RowParts) hashes as v2: a leading tag, and its decimals after
@@ -57,27 +57,27 @@ type Row struct {
 func (r *Row) Hash(prev []byte) []byte {
 	q, decimals, _ := r.Quantity.RowParts()
 	wide := decimals != RowDecimals
-	c := newCanon()
+	c := NewCanon()
 	if wide {
-		c.str("hookledger-row-v2")
+		c.Str("hookledger-row-v2")
 	}
-	c.raw(prev)
-	c.int(r.ID)
-	c.str(r.Kind)
-	c.str(r.Provider)
-	c.str(r.EventID)
-	c.str(r.Customer)
-	c.str(r.Meter)
-	c.int(q)
+	c.Raw(prev)
+	c.Int(r.ID)
+	c.Str(r.Kind)
+	c.Str(r.Provider)
+	c.Str(r.EventID)
+	c.Str(r.Customer)
+	c.Str(r.Meter)
+	c.Int(q)
 	if wide {
-		c.int(int64(decimals))
+		c.Int(int64(decimals))
 	}
-	c.str(r.Properties)
-	c.str(r.Reason)
-	c.str(r.Ref)
-	c.int(r.OccurredAt)
-	c.int(r.RecordedAt)
-	return c.sum()
+	c.Str(r.Properties)
+	c.Str(r.Reason)
+	c.Str(r.Ref)
+	c.Int(r.OccurredAt)
+	c.Int(r.RecordedAt)
+	return c.Sum()
 }
 
 // GenesisHash is the prev_hash of the first row of either chain (ledger rows
@@ -136,23 +136,23 @@ func jsonString(s string) string {
 	return string(b)
 }
 
-// canon writes length-prefixed fields (Row.Hash, invoice digests), so no two different
+// Canon writes length-prefixed fields (Row.Hash, invoice digests), so no two different
 // records encode to the same bytes.
-type canon struct{ h hash.Hash }
+type Canon struct{ h hash.Hash }
 
-func newCanon() canon { return canon{sha256.New()} }
+func NewCanon() Canon { return Canon{sha256.New()} }
 
-func (c canon) int(v int64) {
+func (c Canon) Int(v int64) {
 	var n [8]byte
 	binary.BigEndian.PutUint64(n[:], uint64(v))
 	c.h.Write(n[:])
 }
 
-func (c canon) str(s string) { c.int(int64(len(s))); c.h.Write([]byte(s)) }
+func (c Canon) Str(s string) { c.Int(int64(len(s))); c.h.Write([]byte(s)) }
 
-func (c canon) bytes(b []byte) { c.int(int64(len(b))); c.h.Write(b) }
+func (c Canon) Bytes(b []byte) { c.Int(int64(len(b))); c.h.Write(b) }
 
-func (c canon) sum() []byte { return c.h.Sum(nil) }
+func (c Canon) Sum() []byte { return c.h.Sum(nil) }
 
-// raw writes b as it is, without its length: a hash of fixed size.
-func (c canon) raw(b []byte) { c.h.Write(b) }
+// Raw writes b as it is, without its length: a hash of fixed size.
+func (c Canon) Raw(b []byte) { c.h.Write(b) }

@@ -407,3 +407,10 @@ func ViewCustomer(ctx context.Context, db RegistryStore, defaultPlan, id string,
 	return &CustomerView{Customer: id, PlanToday: plan, Source: source, History: hist, Assignments: as,
 		Known: len(hist) > 0 || len(as) > 0}, nil
 }
+
+// With is p and assignment a besides (a plan change's preview).
+func (p *Plans) With(a PlanAssignment) *Plans {
+	out := &Plans{Default: p.Default, byCust: maps.Clone(p.byCust)}
+	out.byCust[a.Customer] = append(slices.Clone(p.byCust[a.Customer]), a)
+	return out
+}

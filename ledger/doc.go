@@ -2,10 +2,15 @@
 // provider's event maps to usage rows (mapping.go, meter.go), the exact
 // decimal quantities and totals that never wrap (quantity.go, total.go), the
 // half-open event-time periods (period.go), aggregation (aggregate.go,
-// usage.go), the hash chains over ledger rows and receipts (chain.go,
-// head.go), invoices with their two cutoffs and late usage (close.go,
-// invoice.go, late.go), adjustments (adjust.go), and one line check and one
-// chain check (check.go) shared by verify and the dispute trace.
+// usage.go, dimension.go, gauge.go), the hash chains over ledger rows and
+// receipts and where they end (chain.go, head.go; a row's place in the
+// chain as verify and the dispute trace check it, chaincheck.go),
+// adjustments and voids (adjust.go, void.go, bulk.go), the usage state
+// (state.go) and the customer registry with its plan assignments
+// (customer.go, assignclosed.go). What every check of verify reports is
+// problem.go's; the checks of what this package owns (anchors, voids, the
+// usage state) are beside it. Invoicing, money and verify itself are
+// package invoice, above this one.
 //
 // It holds no SQL: it declares the few storage methods it needs as small
 // interfaces (store.go) that the backend in schema/ implements, and works on

@@ -45,7 +45,7 @@ type gauge struct {
 
 // gaugeAdd feeds one usage row of a time_weighted aggregate: before the
 // window it is a candidate to carry in, inside it a report.
-func (a *aggregate) gaugeAdd(id int64, q Total, at int64, props string) (carried bool) {
+func (a *Aggregate) gaugeAdd(id int64, q Total, at int64, props string) (carried bool) {
 	if a.series == nil {
 		a.series = map[string]*gauge{}
 	}
@@ -68,7 +68,7 @@ func (a *aggregate) gaugeAdd(id int64, q Total, at int64, props string) (carried
 // timeWeighted is Σ value × hours over every series in [from, to). An open
 // start begins at a series' first report; an open end stops at the last
 // report of any series (a usage query without --to has no other end).
-func (a *aggregate) timeWeighted() Total {
+func (a *Aggregate) timeWeighted() Total {
 	end := a.to
 	if end == 0 {
 		for _, g := range a.series {
@@ -97,7 +97,7 @@ func (a *aggregate) timeWeighted() Total {
 // inBucket is what a time_weighted aggregate bills in one bucket [bs, be)
 // of its window: the integral over [bs, min(be, stop)) (the value held at bs
 // carrying in) plus the adjustments dated inside, and the rows dated inside.
-func (a *aggregate) inBucket(bs, be, stop int64) (v Total, rows, adjustments int64) {
+func (a *Aggregate) inBucket(bs, be, stop int64) (v Total, rows, adjustments int64) {
 	end := min(be, stop)
 	sum, term := new(big.Int), new(big.Int)
 	for _, g := range a.series {
@@ -135,7 +135,7 @@ func (a *aggregate) inBucket(bs, be, stop int64) (v Total, rows, adjustments int
 // value (its window's start, or its first report) to its end (the window's
 // end, or its last report, the way timeWeighted ends an open window); ok is
 // false when it holds none.
-func (a *aggregate) span() (first, last int64, ok bool) {
+func (a *Aggregate) span() (first, last int64, ok bool) {
 	for _, g := range a.series {
 		if g.hasCarry {
 			first, ok = a.from, true
@@ -168,8 +168,8 @@ func (a *aggregate) span() (first, last int64, ok bool) {
 
 // average is the mean of the usage rows' values, rounded half-even to
 // micro-units.
-func (a *aggregate) average() Total {
-	return fromBig(quoHalfEven(a.sum.bigInt(), big.NewInt(a.rows)))
+func (a *Aggregate) average() Total {
+	return fromBig(quoHalfEven(a.sum.bigInt(), big.NewInt(a.Rows)))
 }
 
 // quoHalfEven is n / d (d > 0) rounded half to even.

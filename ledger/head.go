@@ -118,12 +118,12 @@ func ParseAnchors(r io.Reader) ([]Anchor, error) {
 	return out, nil
 }
 
-// verifyAnchors checks that every anchored row still exists with the
+// VerifyAnchors checks that every anchored row still exists with the
 // anchored hash. The chain checks prove each stored hash matches its row and
 // its predecessor, so an anchored hash that still matches pins every row up
 // to it. A receipt that retention deleted cannot be checked; that is a note,
 // not a problem.
-func verifyAnchors(ctx context.Context, db AnchorReads, name string, anchors []Anchor) (CheckResult, error) {
+func VerifyAnchors(ctx context.Context, db AnchorReads, name string, anchors []Anchor) (CheckResult, error) {
 	c := CheckResult{Name: name}
 	if len(anchors) == 0 {
 		return c, nil
@@ -168,21 +168,21 @@ func verifyAnchors(ctx context.Context, db AnchorReads, name string, anchors []A
 			if lerr != nil {
 				return c, lerr
 			}
-			c.add(Problem{Table: table, ID: a.ID, Msg: fmt.Sprintf("anchor %s: close %d's seal is missing (the last seal is close %d's): closes and their invoices were deleted", a, a.ID, last)})
+			c.Add(Problem{Table: table, ID: a.ID, Msg: fmt.Sprintf("anchor %s: close %d's seal is missing (the last seal is close %d's): closes and their invoices were deleted", a, a.ID, last)})
 		case err != nil && a.Chain == ChainCredits:
 			last, lerr := db.LastCredit(ctx)
 			if lerr != nil {
 				return c, lerr
 			}
-			c.add(Problem{Table: table, ID: a.ID, Msg: fmt.Sprintf("anchor %s: credit entry %d is missing (the last is %d): anchored entries were deleted", a, a.ID, last.ID)})
+			c.Add(Problem{Table: table, ID: a.ID, Msg: fmt.Sprintf("anchor %s: credit entry %d is missing (the last is %d): anchored entries were deleted", a, a.ID, last.ID)})
 		case err != nil:
 			last := head.Ledger.LastID
 			if a.Chain == ChainReceipts {
 				last = head.Receipts.LastID
 			}
-			c.add(Problem{Table: table, ID: a.ID, Msg: fmt.Sprintf("anchor %s: row %d is missing (the chain head is at %d): anchored rows were deleted", a, a.ID, last)})
+			c.Add(Problem{Table: table, ID: a.ID, Msg: fmt.Sprintf("anchor %s: row %d is missing (the chain head is at %d): anchored rows were deleted", a, a.ID, last)})
 		case !bytes.Equal(stored, a.Hash):
-			c.add(Problem{Table: table, ID: a.ID, Msg: fmt.Sprintf("anchor %s: row %d's row_hash is %x: the chain was rewritten since the anchor was taken", a, a.ID, stored)})
+			c.Add(Problem{Table: table, ID: a.ID, Msg: fmt.Sprintf("anchor %s: row %d's row_hash is %x: the chain was rewritten since the anchor was taken", a, a.ID, stored)})
 		}
 		c.Checked++
 	}

@@ -210,11 +210,11 @@ func (ms Meters) Get(name string) Meter {
 	return Meter{Name: name, Aggregation: AggSum}
 }
 
-// spec is what must agree for rows of different meters to share one group.
-type spec struct {
-	agg      Aggregation
+// Spec is what must agree for rows of different meters to share one group.
+type Spec struct {
+	Agg      Aggregation
 	property string
 	unit     string
 }
 
-func (m Meter) spec() spec { return spec{m.Aggregation, m.Property, m.Unit} }
+func (m Meter) Spec() Spec { return Spec{m.Aggregation, m.Property, m.Unit} }

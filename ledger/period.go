@@ -131,8 +131,8 @@ func bucketLabel(g Granularity, start time.Time) string {
 	return ""
 }
 
-// msTime is a unix millisecond time in the zone tz names (UTC when it names none).
-func msTime(ms int64, tz string) time.Time {
+// MsTime is a unix millisecond time in the zone tz names (UTC when it names none).
+func MsTime(ms int64, tz string) time.Time {
 	loc, err := LoadZone(tz)
 	if err != nil {
 		loc = time.UTC
@@ -140,8 +140,8 @@ func msTime(ms int64, tz string) time.Time {
 	return time.UnixMilli(ms).In(loc)
 }
 
-// periodDay is the first day of a period in its own zone: the day plan
+// PeriodDay is the first day of a period in its own zone: the day plan
 // versions and assignments are compared with.
-func periodDay(start int64, tz string) pricing.Date {
-	return pricing.Date(msTime(start, tz).Format(time.DateOnly))
+func PeriodDay(start int64, tz string) pricing.Date {
+	return pricing.Date(MsTime(start, tz).Format(time.DateOnly))
 }

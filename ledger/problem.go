@@ -46,38 +46,38 @@ type CheckResult struct {
 // OK reports whether the check found nothing wrong.
 func (c CheckResult) OK() bool { return len(c.Problems) == 0 }
 
-// maxProblems bounds each check's list: the first one is what matters, a few
+// MaxProblems bounds each check's list: the first one is what matters, a few
 // more show whether the damage is local.
-const maxProblems = 20
+const MaxProblems = 20
 
-func (c *CheckResult) add(p Problem) {
-	if len(c.Problems) < maxProblems {
+func (c *CheckResult) Add(p Problem) {
+	if len(c.Problems) < MaxProblems {
 		p.Check = c.Name
 		c.Problems = append(c.Problems, p)
 	}
 }
 
-// since is where every check of one verify starts, decided here for all of
+// Since is where every check of one verify starts, decided here for all of
 // them: on each chain, the id of the row its anchor names (the rows above it
 // are new), or 0 to check the chain from its first row (a full verify, or a
 // chain the anchors given do not name).
-type since struct {
-	incremental              bool
-	ledger, receipts, closes int64
-	credits                  int64
-	named                    map[string]bool // the chains an anchor was given for
+type Since struct {
+	Incremental              bool
+	Ledger, Receipts, Closes int64
+	Credits                  int64
+	Named                    map[string]bool // the chains an anchor was given for
 }
 
-func (s since) chainID(chain string) int64 {
+func (s Since) ChainID(chain string) int64 {
 	switch chain {
 	case ChainLedger:
-		return s.ledger
+		return s.Ledger
 	case ChainReceipts:
-		return s.receipts
+		return s.Receipts
 	case ChainCloses:
-		return s.closes
+		return s.Closes
 	}
-	return s.credits
+	return s.Credits
 }
 
 // chainRows names one row of each chain, and several.
@@ -88,32 +88,32 @@ var chainRows = map[string][2]string{
 	ChainCredits:  {"credit entry", "credit entries"},
 }
 
-// rows names what a check read of chain, from or after (rel) its anchor:
+// Rows names what a check read of chain, from or after (rel) its anchor:
 // "ledger rows after 12", "every receipt (no receipts anchor)".
-func (s since) rows(chain, rel string) string {
+func (s Since) Rows(chain, rel string) string {
 	names := chainRows[chain]
 	switch {
-	case !s.named[chain]:
+	case !s.Named[chain]:
 		return fmt.Sprintf("every %s (no %s anchor)", names[0], chain)
-	case s.chainID(chain) == 0:
+	case s.ChainID(chain) == 0:
 		return fmt.Sprintf("every %s (anchored at 0)", names[0])
 	}
-	return fmt.Sprintf("%s %s %d", names[1], rel, s.chainID(chain))
+	return fmt.Sprintf("%s %s %d", names[1], rel, s.ChainID(chain))
 }
 
-// from is what a check of an incremental verify covered, in the report's
+// From is what a check of an incremental verify covered, in the report's
 // words ("" in a full verify): parts are since.rows or a sentence.
-func (s since) from(parts ...string) string {
-	if !s.incremental {
+func (s Since) From(parts ...string) string {
+	if !s.Incremental {
 		return ""
 	}
 	return "incremental: " + strings.Join(parts, ", ")
 }
 
-// whole says what a check an incremental verify runs in full covers ("" in
+// Whole says what a check an incremental verify runs in full covers ("" in
 // a full verify): the chain head and the replays, which are small.
-func (s since) whole(what string) string {
-	if !s.incremental {
+func (s Since) Whole(what string) string {
+	if !s.Incremental {
 		return ""
 	}
 	return "in full: " + what

@@ -64,7 +64,7 @@ func SumUsageState(ctx context.Context, src UsageRowScanner, loc *time.Location)
 	return sums, nil
 }
 
-// verifyUsageState checks that every usage_state row holds exactly what the
+// VerifyUsageState checks that every usage_state row holds exactly what the
 // ledger sums to for its customer, meter and month, and that no month with
 // ledger rows lacks its state row. A database whose state was never built
 // (serve builds it as it starts) has nothing to check.
@@ -72,8 +72,8 @@ func SumUsageState(ctx context.Context, src UsageRowScanner, loc *time.Location)
 // It reads in one snapshot, so a row committed meanwhile is either in both
 // the state and the ledger or in neither. An incremental verify checks the
 // months the ledger rows after the anchor fall in (touchedStates).
-func verifyUsageState(ctx context.Context, db SnapshotReads, s since) (CheckResult, error) {
-	c := CheckResult{Name: "usage state", From: s.from("the months of " + s.rows(ChainLedger, "after"))}
+func VerifyUsageState(ctx context.Context, db SnapshotReads, s Since) (CheckResult, error) {
+	c := CheckResult{Name: "usage state", From: s.From("the months of " + s.Rows(ChainLedger, "after"))}
 	err := db.View(ctx, func(tx *schema.ReadTx) error {
 		z, built, err := tx.StateZone(ctx)
 		if err != nil {
@@ -88,8 +88,8 @@ func verifyUsageState(ctx context.Context, db SnapshotReads, s since) (CheckResu
 		}
 		var want map[StateKey]*StateSum
 		var states []schema.UsageState
-		if s.ledger > 0 {
-			want, states, err = touchedStates(ctx, tx, loc, s.ledger)
+		if s.Ledger > 0 {
+			want, states, err = touchedStates(ctx, tx, loc, s.Ledger)
 		} else {
 			want, err = SumUsageState(ctx, tx, loc)
 			if err == nil {
@@ -108,15 +108,15 @@ func verifyUsageState(ctx context.Context, db SnapshotReads, s since) (CheckResu
 			at := fmt.Sprintf("customer %q meter %q month from %s", s.Customer, s.Meter, time.UnixMilli(s.PeriodStart).In(loc).Format(time.RFC3339))
 			switch {
 			case perr != nil:
-				c.add(Problem{Table: "usage_state", Msg: fmt.Sprintf("%s: used %q is not a quantity", at, s.Used)})
+				c.Add(Problem{Table: "usage_state", Msg: fmt.Sprintf("%s: used %q is not a quantity", at, s.Used)})
 			case w == nil && used.Sign() != 0:
-				c.add(Problem{Table: "usage_state", Msg: fmt.Sprintf("%s: used is %s but the ledger has no rows there", at, used)})
+				c.Add(Problem{Table: "usage_state", Msg: fmt.Sprintf("%s: used is %s but the ledger has no rows there", at, used)})
 			case w != nil && !w.Used.Equal(used):
-				c.add(Problem{Table: "usage_state", Msg: fmt.Sprintf("%s: used is %s but the ledger sums to %s", at, used, w.Used)})
+				c.Add(Problem{Table: "usage_state", Msg: fmt.Sprintf("%s: used is %s but the ledger sums to %s", at, used, w.Used)})
 			}
 		}
 		for k, w := range want {
-			c.add(Problem{Table: "usage_state", Msg: fmt.Sprintf("customer %q meter %q month from %s: the ledger sums to %s but the usage state has no row",
+			c.Add(Problem{Table: "usage_state", Msg: fmt.Sprintf("customer %q meter %q month from %s: the ledger sums to %s but the usage state has no row",
 				k.Customer, k.Meter, time.UnixMilli(k.PeriodStart).In(loc).Format(time.RFC3339), w.Used)})
 		}
 		return nil

@@ -237,12 +237,12 @@ func (q UsageQuery) filter() schema.LedgerFilter {
 	return f
 }
 
-// needsProperties reports whether any meter in scope is a unique_count or a
+// NeedsProperties reports whether any meter in scope is a unique_count or a
 // time_weighted gauge, the aggregations that read properties (skipping them
 // keeps scans cheap).
-func needsProperties(ms Meters, meter string) bool {
+func NeedsProperties(ms Meters, meter string) bool {
 	for _, m := range ms {
-		if m.spec().readsProperties() && (meter == "" || meter == m.Name) {
+		if m.Spec().ReadsProperties() && (meter == "" || meter == m.Name) {
 			return true
 		}
 	}
@@ -252,7 +252,7 @@ func needsProperties(ms Meters, meter string) bool {
 // usageScan is the read Query runs (benchmarks EXPLAIN it).
 func usageScan(q UsageQuery) schema.UsageScan {
 	_, dims := splitGroupBy(q.GroupBy)
-	props := needsProperties(q.Meters, q.Meter) || len(dims) > 0 || len(q.Where) > 0
+	props := NeedsProperties(q.Meters, q.Meter) || len(dims) > 0 || len(q.Where) > 0
 	return schema.UsageScan{Filter: q.filter(), Properties: props}
 }
 
@@ -278,7 +278,7 @@ const gaugeGroup = math.MinInt64
 // window in which it holds a value, each integrating its own bucket with the
 // value held at its start carried in: a month by day shows every day the
 // value was held (empty days included), and the days add up to the month.
-func gaugeBuckets(k groupKey, a *aggregate, grain Granularity, zone *time.Location, dims, vals []string) []UsageLine {
+func gaugeBuckets(k groupKey, a *Aggregate, grain Granularity, zone *time.Location, dims, vals []string) []UsageLine {
 	first, last, ok := a.span()
 	if !ok {
 		return nil
@@ -291,7 +291,7 @@ func gaugeBuckets(k groupKey, a *aggregate, grain Granularity, zone *time.Locati
 			be = min(be, a.to)
 		}
 		v, rows, adjs := a.inBucket(bs, be, last)
-		l := UsageLine{Customer: k.customer, Meter: k.meter, Aggregation: a.spec.agg, Unit: a.spec.unit, Quantity: v,
+		l := UsageLine{Customer: k.customer, Meter: k.meter, Aggregation: a.Spec.Agg, Unit: a.Spec.unit, Quantity: v,
 			Events: rows, Adjustments: adjs, bucket: s.UnixMilli(), Period: bucketLabel(grain, s),
 			PeriodStart: s.Format(time.RFC3339), PeriodEnd: bucketEnd(grain, s).Format(time.RFC3339)}
 		if len(dims) > 0 {
@@ -331,9 +331,9 @@ func Query(ctx context.Context, src UsageSource, q UsageQuery) (*UsageReport, er
 	}
 	vals := make([]string, len(names))
 	dimVals := map[string][]string{} // dimensionsKey -> the values, for the lines
-	groups := map[groupKey]*aggregate{}
+	groups := map[groupKey]*Aggregate{}
 	var firstMeter string
-	var firstSpec spec
+	var firstSpec Spec
 	var bStart, bEnd int64 = 1, 0 // cached bucket; empty until the first row
 	var from, to int64
 	if !q.From.IsZero() {
@@ -376,10 +376,10 @@ func Query(ctx context.Context, src UsageSource, q UsageQuery) (*UsageReport, er
 			// Every group must mean the same thing, whatever the data
 			// happens to put in each bucket.
 			if firstMeter == "" {
-				firstMeter, firstSpec = r.Meter, m.spec()
-			} else if m.spec() != firstSpec {
+				firstMeter, firstSpec = r.Meter, m.Spec()
+			} else if m.Spec() != firstSpec {
 				return fmt.Errorf("%w: meters %q and %q aggregate differently (%s %s vs %s %s): group by meter or pick one with --meter",
-					ErrMixedMeters, firstMeter, r.Meter, firstSpec.agg, firstSpec.unit, m.Aggregation, m.Unit)
+					ErrMixedMeters, firstMeter, r.Meter, firstSpec.Agg, firstSpec.unit, m.Aggregation, m.Unit)
 			}
 		}
 		if m.Aggregation == AggTimeWeighted && grain != "" {
@@ -390,10 +390,10 @@ func Query(ctx context.Context, src UsageSource, q UsageQuery) (*UsageReport, er
 		}
 		a := groups[k]
 		if a == nil {
-			a = newAggregate(m.spec()).window(from, to)
+			a = NewAggregate(m.Spec()).Window(from, to)
 			groups[k] = a
 		}
-		a.add(r.Kind, r.ID, RowQuantity(r.Quantity, int(r.Decimals)), r.OccurredAt, r.Properties)
+		a.Add(r.Kind, r.ID, RowQuantity(r.Quantity, int(r.Decimals)), r.OccurredAt, r.Properties)
 		return nil
 	}
 	err := src.ScanUsage(ctx, usageScan(q), feed)
@@ -443,8 +443,8 @@ func Query(ctx context.Context, src UsageSource, q UsageQuery) (*UsageReport, er
 			rep.Lines = append(rep.Lines, gaugeBuckets(k, a, grain, q.Zone, dims, dimVals[k.dims])...)
 			continue
 		}
-		l := UsageLine{Customer: k.customer, Meter: k.meter, Aggregation: a.spec.agg, Unit: a.spec.unit,
-			Events: a.rows, Adjustments: a.adjustments, bucket: k.bucket}
+		l := UsageLine{Customer: k.customer, Meter: k.meter, Aggregation: a.Spec.Agg, Unit: a.Spec.unit,
+			Events: a.Rows, Adjustments: a.Adjustments, bucket: k.bucket}
 		if len(dims) > 0 {
 			l.Dimensions = make(map[string]string, len(dims))
 			for i, d := range dims {
@@ -457,7 +457,7 @@ func Query(ctx context.Context, src UsageSource, q UsageQuery) (*UsageReport, er
 			l.PeriodStart = s.Format(time.RFC3339)
 			l.PeriodEnd = bucketEnd(grain, s).Format(time.RFC3339)
 		}
-		l.Quantity = a.value()
+		l.Quantity = a.Value()
 		rep.Lines = append(rep.Lines, l)
 	}
 	return rep, nil

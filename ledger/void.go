@@ -97,7 +97,7 @@ func (v *Void) Rows(ctx context.Context, src VoidSource, meters Meters, recorded
 	if len(done) > 0 {
 		d := done[0]
 		return nil, fmt.Errorf("%w: %s/%s was voided by row %d at %s: %s", ErrAlreadyVoided, v.Provider, v.EventID,
-			d.ID, msTime(d.RecordedAt, "UTC").Format("2006-01-02T15:04:05Z"), d.Reason)
+			d.ID, MsTime(d.RecordedAt, "UTC").Format("2006-01-02T15:04:05Z"), d.Reason)
 	}
 	recs, err := src.EventLedgerRows(ctx, v.Provider, v.EventID)
 	if err != nil {
@@ -138,8 +138,8 @@ type Change struct {
 	Money    string `json:"money,omitempty"`
 	Currency string `json:"currency,omitempty"`
 
-	start, end int64            // the month, unix ms
-	parts      map[string]Total // the change by the rows' properties: a price by dimension prices each value's part
+	Start, End int64            // the month, unix ms
+	Parts      map[string]Total // the change by the rows' properties: a price by dimension prices each value's part
 }
 
 // Changes compares an event's usage rows (before) with the rows that would
@@ -156,7 +156,7 @@ func Changes(before, after []Row, meters Meters, loc *time.Location) []Change {
 		if c == nil {
 			start := time.Date(at.Year(), at.Month(), 1, 0, 0, 0, 0, loc)
 			c = &Change{Customer: k.customer, Meter: k.meter, Period: k.period,
-				start: start.UnixMilli(), end: start.AddDate(0, 1, 0).UnixMilli(), parts: map[string]Total{}}
+				Start: start.UnixMilli(), End: start.AddDate(0, 1, 0).UnixMilli(), Parts: map[string]Total{}}
 			acc[k] = c
 		}
 		q := r.Quantity
@@ -166,9 +166,9 @@ func Changes(before, after []Row, meters Meters, loc *time.Location) []Change {
 		t := side(c)
 		*t = t.Plus(q)
 		if sign > 0 {
-			c.parts[r.Properties] = c.parts[r.Properties].Plus(q)
+			c.Parts[r.Properties] = c.Parts[r.Properties].Plus(q)
 		} else {
-			c.parts[r.Properties] = c.parts[r.Properties].Minus(q)
+			c.Parts[r.Properties] = c.Parts[r.Properties].Minus(q)
 		}
 	}
 	sign = -1
@@ -206,14 +206,14 @@ func UsageRows(rows []UsageRow) []Row {
 // StoredRows are the domain rows of stored ones.
 func StoredRows(rs []schema.LedgerRow) []Row { return rowsOf(rs) }
 
-// verifyVoids checks every void row against the row it voids: that row
+// VerifyVoids checks every void row against the row it voids: that row
 // exists, is a usage row, is voided by this row alone, and this row is its
 // exact compensation (same customer, meter, event time and properties,
 // quantity negated, the event id derived from the voided event's). An
 // incremental verify checks the void rows after the ledger anchor, and
 // reads the ones before (an index holds them) for what they voided.
-func verifyVoids(ctx context.Context, db VoidReads, s since) (CheckResult, error) {
-	c := CheckResult{Name: "voids", From: s.from(s.rows(ChainLedger, "after"))}
+func VerifyVoids(ctx context.Context, db VoidReads, s Since) (CheckResult, error) {
+	c := CheckResult{Name: "voids", From: s.From(s.Rows(ChainLedger, "after"))}
 	voidedBy := map[int64]int64{}
 	for after := int64(0); ; {
 		recs, err := db.VoidRows(ctx, after, 1000)
@@ -228,7 +228,7 @@ func verifyVoids(ctx context.Context, db VoidReads, s since) (CheckResult, error
 			after = v.ID
 			kind, value, err := parseRef(v.Ref)
 			id, _ := strconv.ParseInt(value, 10, 64)
-			if v.ID <= s.ledger {
+			if v.ID <= s.Ledger {
 				if err == nil && kind == "row" && voidedBy[id] == 0 {
 					voidedBy[id] = v.ID // checked by the verify that took the anchor
 				}
@@ -236,7 +236,7 @@ func verifyVoids(ctx context.Context, db VoidReads, s since) (CheckResult, error
 			}
 			c.Checked++
 			bad := func(format string, args ...any) {
-				c.add(Problem{Table: "metered_usage", ID: v.ID, Msg: fmt.Sprintf(format, args...)})
+				c.Add(Problem{Table: "metered_usage", ID: v.ID, Msg: fmt.Sprintf(format, args...)})
 			}
 			if err != nil || kind != "row" {
 				bad("void row's ref %q names no ledger row", v.Ref)
@@ -293,15 +293,15 @@ func MergeChanges(cs []Change) []Change {
 		k := key{c.Customer, c.Meter, c.Period}
 		if a := acc[k]; a != nil {
 			a.Before, a.After, a.Change = a.Before.Plus(c.Before), a.After.Plus(c.After), a.Change.Plus(c.Change)
-			for props, q := range c.parts {
-				a.parts[props] = a.parts[props].Plus(q)
+			for props, q := range c.Parts {
+				a.Parts[props] = a.Parts[props].Plus(q)
 			}
 			continue
 		}
 		c := c
-		c.parts = maps.Clone(c.parts)
-		if c.parts == nil {
-			c.parts = map[string]Total{}
+		c.Parts = maps.Clone(c.Parts)
+		if c.Parts == nil {
+			c.Parts = map[string]Total{}
 		}
 		acc[k] = &c
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/schema"
 )
@@ -125,10 +126,10 @@ func (c *dbCollector) read() (dbStats, error) {
 			st.oldestFailedAge = max(0, c.now().Sub(time.UnixMilli(counts.OldestFailedAt)))
 		}
 		st.ledgerRows = counts.LedgerRows
-		if st.strandedRows, err = ledger.StrandedRows(ctx, s); err != nil {
+		if st.strandedRows, err = invoice.StrandedRows(ctx, s); err != nil {
 			return err
 		}
-		st.anchors, err = ledger.LoadAnchors(ctx, s)
+		st.anchors, err = invoice.LoadAnchors(ctx, s)
 		return err
 	})
 	return st, err

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/internal/testenv"
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 )
 
@@ -43,7 +44,7 @@ func TestStrandedUsageGauge(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := ledger.Close(t.Context(), e.DB, ledger.CloseRequest{Period: sep, All: true, Now: e.Now}); err != nil {
+		if _, err := invoice.Close(t.Context(), e.DB, invoice.CloseRequest{Period: sep, All: true, Now: e.Now}); err != nil {
 			t.Fatal(err)
 		}
 		write("evt_aug", "2026-08-31T23:59:59Z")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 )
 
@@ -21,7 +22,7 @@ func (e *env) fixedMapper() *ledger.Mapper {
 
 func (e *env) verifyLedger() {
 	e.T.Helper()
-	rep, err := ledger.Verify(context.Background(), e.DB)
+	rep, err := invoice.Verify(context.Background(), e.DB)
 	if err != nil {
 		e.T.Fatal(err)
 	}

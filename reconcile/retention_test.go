@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/schema"
 )
 
@@ -139,7 +139,7 @@ func TestPruneKeepsTombstonesAndTheLedger(t *testing.T) {
 	if n := e.Int(`SELECT payload_pruned_before FROM chain_head`); int64(n) != testNow.Add(-30*24*time.Hour).UnixMilli() {
 		t.Errorf("payload_pruned_before = %d, want the payload cutoff", n)
 	}
-	if rep, err := ledger.Verify(ctx, e.DB); err != nil || rep.First() != nil {
+	if rep, err := invoice.Verify(ctx, e.DB); err != nil || rep.First() != nil {
 		t.Fatalf("verify after prune: %v %v", rep.First(), err)
 	}
 	// A body deleted by hand, past what retention covers, is not excused.
@@ -153,7 +153,7 @@ func TestPruneKeepsTombstonesAndTheLedger(t *testing.T) {
 	if _, err := e.DB.Write.Exec(`UPDATE receipts SET body = NULL, signature_headers = '' WHERE event_id = 'evt_004'`); err != nil {
 		t.Fatal(err)
 	}
-	vrep, err := ledger.Verify(ctx, e.DB)
+	vrep, err := invoice.Verify(ctx, e.DB)
 	if p := vrep.First(); err != nil || p == nil || p.Table != "receipts" || !strings.Contains(p.Msg, "no retention.payload prune covers it") {
 		t.Fatalf("a body deleted by hand: %v %v", p, err)
 	}
@@ -165,7 +165,7 @@ func TestPruneKeepsTombstonesAndTheLedger(t *testing.T) {
 	}
 	// The receipt chain reports the gap (and the usage row, whose receipt
 	// is gone, is reported too: it names its receipt by id since 0015).
-	vrep, err = ledger.Verify(ctx, e.DB)
+	vrep, err = invoice.Verify(ctx, e.DB)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func TestPruneKeepsTamperedBodies(t *testing.T) {
 	if n := e.Int(`SELECT COUNT(*) FROM receipts WHERE event_id IN ('evt_000', 'evt_002') AND body IS NOT NULL AND signature_headers != ''`); n != 2 {
 		t.Errorf("tampered receipts kept whole: %d, want 2", n)
 	}
-	vrep, err := ledger.Verify(ctx, e.DB)
+	vrep, err := invoice.Verify(ctx, e.DB)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/hookledger/hookledger/config"
-	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/pricing"
 	"github.com/hookledger/hookledger/schema"
 )
@@ -51,7 +51,7 @@ type InvoiceItemPush struct {
 // nothing to send (no plan priced it, or its amount due is zero or below:
 // Stripe would have nothing to charge).
 // identity says the customer id is Stripe's own (customers: identity).
-func InvoicePush(inv ledger.Invoice, identity bool, opts *config.StripeInvoices) (schema.StripeInvoicePush, bool, error) {
+func InvoicePush(inv invoice.Invoice, identity bool, opts *config.StripeInvoices) (schema.StripeInvoicePush, bool, error) {
 	m := inv.Money
 	if m.Total == "" {
 		return schema.StripeInvoicePush{}, false, nil
@@ -103,7 +103,7 @@ func InvoicePush(inv ledger.Invoice, identity bool, opts *config.StripeInvoices)
 		// true-up as items of their own, for the part's dates.
 		for i, pt := range inv.Parts {
 			plan, _, _ := strings.Cut(pt.Version, "@")
-			days := fmt.Sprintf("%s, %s", inv.Period, ledger.PartDays(pt, inv.TZ))
+			days := fmt.Sprintf("%s, %s", inv.Period, invoice.PartDays(pt, inv.TZ))
 			if nonZero(pt.Fee) {
 				if err := add(fmt.Sprintf("fee:%d", i+1), pt.Fee, fmt.Sprintf("Plan %s, %s", plan, days), pt.Start/1000, pt.End/1000, 0); err != nil {
 					return schema.StripeInvoicePush{}, false, err
@@ -165,7 +165,7 @@ func InvoicePush(inv ledger.Invoice, identity bool, opts *config.StripeInvoices)
 
 // lineText is an item's description: the meter, the period, the dimension
 // value, the quantity and the price version that priced it.
-func lineText(l ledger.InvoiceLine) string {
+func lineText(l invoice.InvoiceLine) string {
 	var b strings.Builder
 	b.WriteString(l.Meter)
 	if l.Dimensions != "" {
@@ -197,7 +197,7 @@ func nonZero(amount string) bool {
 
 // CloseInvoices writes the push of each of invoices that has money to
 // charge, in the close's transaction (stripe.invoices).
-func (s *Sync) CloseInvoices(ctx context.Context, tx *schema.CloseTx, invoices []ledger.Invoice, now int64) error {
+func (s *Sync) CloseInvoices(ctx context.Context, tx *schema.CloseTx, invoices []invoice.Invoice, now int64) error {
 	if s == nil || s.Invoices == nil || !s.Invoices.Enabled {
 		return nil
 	}

@@ -6,22 +6,23 @@ import (
 	"testing"
 
 	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 )
 
 func TestInvoicePush(t *testing.T) {
 	off := false
 	send := &config.StripeInvoices{Enabled: true, CollectionMethod: config.SendInvoice, DaysUntilDue: 14, Finalize: &off}
-	inv := ledger.Invoice{ID: 7, Customer: "cus_1", Period: "2026-11", PeriodStart: 1793491200000, PeriodEnd: 1796083200000,
+	inv := invoice.Invoice{ID: 7, Customer: "cus_1", Period: "2026-11", PeriodStart: 1793491200000, PeriodEnd: 1796083200000,
 		Digest: []byte{0xab, 0xcd},
-		Lines: []ledger.InvoiceLine{
+		Lines: []invoice.InvoiceLine{
 			{LineNo: 1, Meter: "api_requests", Period: "2026-11", Dimensions: `{"model":"gpt-4o"}`, Quantity: ledger.RowQuantity(40000, 0),
-				Money: ledger.LineMoney{Amount: "12.34", PlanVersion: "pro@2026-01-01"}, PeriodStart: 1793491200000, PeriodEnd: 1796083200000},
+				Money: invoice.LineMoney{Amount: "12.34", PlanVersion: "pro@2026-01-01"}, PeriodStart: 1793491200000, PeriodEnd: 1796083200000},
 			{LineNo: 2, Meter: "storage_gb", Period: "2026-11", Quantity: ledger.RowQuantity(3, 0)}, // unpriced: no item
 			{LineNo: 3, Meter: "api_requests", Period: "2026-10", Late: true, Quantity: ledger.RowQuantity(-1000, 0),
-				Money: ledger.LineMoney{Amount: "-0.30", PlanVersion: "pro@2026-01-01"}, PeriodStart: 1790812800000, PeriodEnd: 1793491200000},
+				Money: invoice.LineMoney{Amount: "-0.30", PlanVersion: "pro@2026-01-01"}, PeriodStart: 1790812800000, PeriodEnd: 1793491200000},
 		},
-		Money: ledger.InvoiceMoney{Plan: "pro", Currency: "USD", Fee: "10.00", TrueUp: "0.01", Total: "22.05"}}
+		Money: invoice.InvoiceMoney{Plan: "pro", Currency: "USD", Fee: "10.00", TrueUp: "0.01", Total: "22.05"}}
 	p, ok, err := InvoicePush(inv, true, send)
 	if err != nil || !ok {
 		t.Fatalf("push: %v, %v", ok, err)
@@ -72,7 +73,7 @@ func TestInvoicePush(t *testing.T) {
 	// An amount finer than the currency's minor unit is refused, not rounded.
 	jpy := inv
 	jpy.Money.Currency, jpy.Money.Total, jpy.Money.Fee, jpy.Money.TrueUp = "JPY", "1.5", "0", "0"
-	jpy.Lines = []ledger.InvoiceLine{{LineNo: 1, Meter: "api_requests", Money: ledger.LineMoney{Amount: "1.5"}}}
+	jpy.Lines = []invoice.InvoiceLine{{LineNo: 1, Meter: "api_requests", Money: invoice.LineMoney{Amount: "1.5"}}}
 	if _, _, err := InvoicePush(jpy, true, send); err == nil {
 		t.Error("1.5 JPY was sent")
 	}
@@ -80,7 +81,7 @@ func TestInvoicePush(t *testing.T) {
 	// Credits: one negative item; the items add up to the amount due, which
 	// is what Stripe is asked to charge. Fully paid by credits: not sent.
 	cr := inv
-	cr.Credits = []ledger.InvoiceCredit{{Grant: "topup", Amount: "20.00", Balance: "0.00"}, {Grant: "promo", Amount: "1.05", Balance: "3.95"}}
+	cr.Credits = []invoice.InvoiceCredit{{Grant: "topup", Amount: "20.00", Balance: "0.00"}, {Grant: "promo", Amount: "1.05", Balance: "3.95"}}
 	cr.Money.Credits, cr.Money.AmountDue = "21.05", "1.00"
 	p, ok, err = InvoicePush(cr, true, send)
 	if err != nil || !ok {
@@ -104,7 +105,7 @@ func TestInvoicePush(t *testing.T) {
 	sp := inv
 	sp.Money.Fee, sp.Money.TrueUp, sp.Money.Total = "20.00", "1.00", "33.04"
 	sp.Credits, sp.Money.Credits, sp.Money.AmountDue = nil, "", ""
-	sp.Parts = []ledger.InvoicePart{
+	sp.Parts = []invoice.InvoicePart{
 		{Start: 1793491200000, End: 1794787200000, Version: "basic@2026-01-01", Fee: "5.00", TrueUp: "1.00"},
 		{Start: 1794787200000, End: 1796083200000, Version: "pro@2026-01-01", Fee: "15.00", TrueUp: "0.00"}}
 	p, ok, err = InvoicePush(sp, true, send)
@@ -127,7 +128,7 @@ func TestInvoicePush(t *testing.T) {
 	// at 23:00 UTC on the 15th.
 	berlin := sp
 	berlin.TZ = "Europe/Berlin"
-	berlin.Parts = []ledger.InvoicePart{
+	berlin.Parts = []invoice.InvoicePart{
 		{Start: 1793487600000, End: 1794783600000, Version: "basic@2026-01-01", Fee: "5.00", TrueUp: "1.00"},
 		{Start: 1794783600000, End: 1796079600000, Version: "pro@2026-01-01", Fee: "15.00", TrueUp: "0.00"}}
 	if p, _, err = InvoicePush(berlin, true, send); err != nil {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
-	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/payload"
 	"github.com/hookledger/hookledger/schema"
 )
@@ -186,19 +186,19 @@ type InvoiceStore interface {
 
 // States is the Stripe state of each of invoices ids that has one (see
 // InvoiceState).
-func States(ctx context.Context, db InvoiceStore, ids []int64) (map[int64]*ledger.StripeInvoice, error) {
+func States(ctx context.Context, db InvoiceStore, ids []int64) (map[int64]*invoice.StripeInvoice, error) {
 	states, pushed, err := db.StripeInvoiceStatesOf(ctx, ids)
 	if err != nil {
 		return nil, err
 	}
-	out := map[int64]*ledger.StripeInvoice{}
+	out := map[int64]*invoice.StripeInvoice{}
 	for _, id := range ids {
 		if s := InvoiceState(states[id], pushed[id]); s != "" {
 			events := states[id]
 			if events == nil {
 				events = []schema.StripeInvoiceState{}
 			}
-			out[id] = &ledger.StripeInvoice{State: s, Events: events}
+			out[id] = &invoice.StripeInvoice{State: s, Events: events}
 		}
 	}
 	return out, nil
@@ -206,7 +206,7 @@ func States(ctx context.Context, db InvoiceStore, ids []int64) (map[int64]*ledge
 
 // WithStates fills the Stripe state of each of invs that has one: pushed
 // in close mode, or billed by a Stripe invoice event.
-func WithStates(ctx context.Context, db InvoiceStore, invs []ledger.Invoice) error {
+func WithStates(ctx context.Context, db InvoiceStore, invs []invoice.Invoice) error {
 	ids := make([]int64, len(invs))
 	for i, inv := range invs {
 		ids[i] = inv.ID

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/payload"
 	"github.com/hookledger/hookledger/pricing"
@@ -140,7 +141,7 @@ func (s *Sync) Row(ctx context.Context, tx *custody.Tx, r *ledger.Row, body []by
 // close froze, in the close's transaction (ledger.CloseRequest.OnClose).
 // Its timestamp is the last second of the line's period, so Stripe counts
 // it in that period.
-func (s *Sync) Close(ctx context.Context, tx *schema.CloseTx, invoices []ledger.Invoice, now int64) error {
+func (s *Sync) Close(ctx context.Context, tx *schema.CloseTx, invoices []invoice.Invoice, now int64) error {
 	if s == nil {
 		return nil
 	}
@@ -290,14 +291,14 @@ func monthStart(ms int64, loc *time.Location) int64 {
 
 // OnClose is s.Close and s.CloseInvoices as a close's hook
 // (ledger.CloseRequest.OnClose), nil for a nil s.
-func (s *Sync) OnClose(now func() time.Time) func(ctx context.Context, tx *schema.CloseTx, invoices []ledger.Invoice) error {
+func (s *Sync) OnClose(now func() time.Time) func(ctx context.Context, tx *schema.CloseTx, invoices []invoice.Invoice) error {
 	if s == nil {
 		return nil
 	}
 	if now == nil {
 		now = time.Now
 	}
-	return func(ctx context.Context, tx *schema.CloseTx, invoices []ledger.Invoice) error {
+	return func(ctx context.Context, tx *schema.CloseTx, invoices []invoice.Invoice) error {
 		at := now().UnixMilli()
 		if err := s.Close(ctx, tx, invoices, at); err != nil {
 			return err

@@ -22,6 +22,7 @@ var layers = [][]string{
 	{"pricing", "payload", "chainhash", "redact", "csvout", "durable"},
 	{"schema"},
 	{"ledger", "scheme", "replication"},
+	{"invoice"},
 	{"entitle", "ingest"},
 	{"config", "custody"},
 	{"stripe", "reconcile", "metrics", "health", "receiver"},

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/internal/writer"
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 )
 
@@ -85,7 +86,7 @@ func adjust(c *cli.Context) error {
 	defer db.Close()
 	// Its writer prices spend with the plans: a configuration serve would
 	// refuse (an edited version that priced a closed invoice) is refused.
-	if err := ledger.CheckFrozenPrices(c.Context, db, cfg.Catalog); err != nil {
+	if err := invoice.CheckFrozenPrices(c.Context, db, cfg.Catalog); err != nil {
 		return err
 	}
 	// Through a writer of our own, so the row joins the hash chain exactly as

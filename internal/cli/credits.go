@@ -9,7 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hookledger/hookledger/custody"
-	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/invoice"
 )
 
 func creditsCommand() *cli.Command {
@@ -32,7 +32,7 @@ func creditsCommand() *cli.Command {
 				Flags: append(configFlags(), tzFlag("the zone a DATE of --effective or --expires is read in"),
 					&cli.StringFlag{Name: "currency", Usage: "ISO 4217 code, e.g. USD", Required: true},
 					&cli.StringFlag{Name: "category", Value: "paid", Usage: "paid or promotional"},
-					&cli.Int64Flag{Name: "priority", Value: ledger.DefaultCreditPriority, Usage: "lower pays first (0 to 1000)"},
+					&cli.Int64Flag{Name: "priority", Value: invoice.DefaultCreditPriority, Usage: "lower pays first (0 to 1000)"},
 					&cli.StringFlag{Name: "effective", Usage: "when it takes effect: YYYY-MM-DD (midnight) or RFC 3339", DefaultText: "now"},
 					&cli.StringFlag{Name: "expires", Usage: "when what is left is forfeited: YYYY-MM-DD (midnight) or RFC 3339", DefaultText: "never"},
 					&cli.StringFlag{Name: "id", Usage: "the grant's id, its idempotency key", DefaultText: "a new one"},
@@ -104,7 +104,7 @@ func creditsGrant(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	req := ledger.GrantRequest{ID: c.String("id"), Customer: args[0], Amount: args[1], Currency: c.String("currency"),
+	req := invoice.GrantRequest{ID: c.String("id"), Customer: args[0], Amount: args[1], Currency: c.String("currency"),
 		Category: c.String("category"), Priority: c.Int64("priority"), Reason: c.String("reason"), Actor: actorFlag(c)}
 	if req.EffectiveAt, err = timeFlag(c, "effective", loc); err != nil {
 		return err
@@ -122,16 +122,16 @@ func creditsGrant(c *cli.Context) error {
 	defer closeCustody(db, w)
 	op := &custody.GrantCredit{Request: req}
 	if err := w.Submit(c.Context, op); err != nil {
-		if errors.Is(err, custody.ErrGrantConflict) || errors.Is(err, ledger.ErrBadGrant) {
+		if errors.Is(err, custody.ErrGrantConflict) || errors.Is(err, invoice.ErrBadGrant) {
 			return usageErrorf(c, "%v", err)
 		}
 		return err
 	}
 	if c.String("format") != "table" {
 		return writeRecords(c.App.Writer, c.String("format"), nil, nil, struct {
-			Duplicate bool          `json:"duplicate"`
-			Grant     *ledger.Grant `json:"grant"`
-		}{op.Duplicate, ledger.GrantView(op.Entry, time.Now().UnixMilli())})
+			Duplicate bool           `json:"duplicate"`
+			Grant     *invoice.Grant `json:"grant"`
+		}{op.Duplicate, invoice.GrantView(op.Entry, time.Now().UnixMilli())})
 	}
 	e := op.Entry
 	verb := "granted"
@@ -171,12 +171,12 @@ func listGrants(c *cli.Context, customer string, burns bool) error {
 		return err
 	}
 	defer db.Close()
-	gs, err := ledger.Grants(c.Context, db, customer, time.Now().UnixMilli())
+	gs, err := invoice.Grants(c.Context, db, customer, time.Now().UnixMilli())
 	if err != nil {
 		return err
 	}
 	if gs == nil {
-		gs = []*ledger.Grant{}
+		gs = []*invoice.Grant{}
 	}
 	header := []string{"grant", "customer", "currency", "amount", "balance", "status", "category", "priority", "effective", "expires"}
 	var rows [][]string
@@ -220,7 +220,7 @@ func creditsVoid(c *cli.Context) error {
 	defer closeCustody(db, w)
 	op := &custody.VoidCredit{GrantID: args[0], Reason: c.String("reason"), Actor: actorFlag(c)}
 	if err := w.Submit(c.Context, op); err != nil {
-		if errors.Is(err, ledger.ErrBadGrant) {
+		if errors.Is(err, invoice.ErrBadGrant) {
 			return usageErrorf(c, "%v", err)
 		}
 		return err

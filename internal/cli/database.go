@@ -10,7 +10,7 @@ import (
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/internal/writer"
-	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/schema"
 )
 
@@ -52,7 +52,7 @@ func openCustody(ctx context.Context, cfg *config.Config, readOnly bool) (*schem
 	}
 	// The writer prices spend with the plans, as serve's does: a
 	// configuration serve would refuse is refused here too.
-	if err := ledger.CheckFrozenPrices(ctx, db, cfg.Catalog); err != nil {
+	if err := invoice.CheckFrozenPrices(ctx, db, cfg.Catalog); err != nil {
 		db.Close()
 		return nil, nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hookledger/hookledger/dispute"
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/schema"
 )
@@ -151,10 +152,10 @@ func customerTrace(c *cli.Context, tracer *dispute.Tracer, customer string) (*di
 	if tz == "" {
 		// The zone the customer's invoice for that month was closed in, so
 		// "--period 2026-11" means the month that was billed.
-		var invs []ledger.Invoice
+		var invs []invoice.Invoice
 		err := tracer.DB.View(c.Context, func(s *schema.ReadTx) error {
 			var err error
-			invs, err = ledger.ListInvoices(c.Context, s, ledger.InvoiceFilter{Customer: customer, Period: label})
+			invs, err = invoice.ListInvoices(c.Context, s, invoice.InvoiceFilter{Customer: customer, Period: label})
 			return err
 		})
 		if err != nil {

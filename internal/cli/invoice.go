@@ -13,6 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/stripe"
 )
@@ -109,11 +110,11 @@ func invoiceClose(c *cli.Context) error {
 		return err
 	}
 	defer db.Close()
-	pr, registered, err := ledger.LoadPricing(c.Context, db, cfg.Catalog, cfg.Customers.DefaultPlan)
+	pr, registered, err := invoice.LoadPricing(c.Context, db, cfg.Catalog, cfg.Customers.DefaultPlan)
 	if err != nil {
 		return err
 	}
-	res, err := ledger.Close(c.Context, db, ledger.CloseRequest{
+	res, err := invoice.Close(c.Context, db, invoice.CloseRequest{
 		Period: period, Customer: c.String("customer"), All: c.Bool("all"), Grace: c.Duration("grace"),
 		Meters: ledger.NewMeters(cfg.Meters), DryRun: c.Bool("dry-run"), Pricing: pr, Registered: registered,
 		OnClose: stripe.NewSync(cfg).OnClose(nil), // close-mode meters push their lines (docs/stripe.md)
@@ -175,11 +176,11 @@ func invoicePreview(c *cli.Context) error {
 		return err
 	}
 	defer db.Close()
-	pr, _, err := ledger.LoadPricing(c.Context, db, cfg.Catalog, cfg.Customers.DefaultPlan)
+	pr, _, err := invoice.LoadPricing(c.Context, db, cfg.Catalog, cfg.Customers.DefaultPlan)
 	if err != nil {
 		return err
 	}
-	res, err := ledger.Preview(c.Context, db, ledger.CloseRequest{Period: period, Customer: args[0], Meters: ledger.NewMeters(cfg.Meters),
+	res, err := invoice.Preview(c.Context, db, invoice.CloseRequest{Period: period, Customer: args[0], Meters: ledger.NewMeters(cfg.Meters),
 		Pricing: pr})
 	if err != nil {
 		return err
@@ -209,12 +210,12 @@ func invoiceList(c *cli.Context) error {
 		return err
 	}
 	defer db.Close()
-	invs, err := ledger.ListInvoices(c.Context, db, ledger.InvoiceFilter{Customer: c.String("customer"), Period: c.String("period")})
+	invs, err := invoice.ListInvoices(c.Context, db, invoice.InvoiceFilter{Customer: c.String("customer"), Period: c.String("period")})
 	if err != nil {
 		return err
 	}
 	if invs == nil {
-		invs = []ledger.Invoice{}
+		invs = []invoice.Invoice{}
 	}
 	if err := stripe.WithStates(c.Context, db, invs); err != nil {
 		return err
@@ -222,18 +223,18 @@ func invoiceList(c *cli.Context) error {
 	header := []string{"id", "customer", "period", "tz", "cutoff", "ledger_head", "lines", "late_lines", "digest"}
 	// Total and currency only when a plan priced some invoice: a ledger
 	// without plans lists as it always has.
-	priced := slices.ContainsFunc(invs, func(inv ledger.Invoice) bool { return inv.Money.Currency != "" })
+	priced := slices.ContainsFunc(invs, func(inv invoice.Invoice) bool { return inv.Money.Currency != "" })
 	if priced {
 		header = slices.Insert(header, 8, "total", "currency")
 	}
 	// Credits and the amount due only when a grant paid some invoice.
-	credited := slices.ContainsFunc(invs, func(inv ledger.Invoice) bool { return inv.Money.Credits != "" })
+	credited := slices.ContainsFunc(invs, func(inv invoice.Invoice) bool { return inv.Money.Credits != "" })
 	if credited {
 		header = slices.Insert(header, 10, "credits", "amount_due")
 	}
 	// The Stripe state only when billing sync pushed some invoice (close
 	// mode) or Stripe billed one.
-	synced := slices.ContainsFunc(invs, func(inv ledger.Invoice) bool { return inv.Stripe != nil })
+	synced := slices.ContainsFunc(invs, func(inv invoice.Invoice) bool { return inv.Stripe != nil })
 	if synced {
 		header = append(header, "stripe")
 	}
@@ -300,11 +301,11 @@ func invoiceShow(c *cli.Context) error {
 		return err
 	}
 	defer db.Close()
-	inv, err := ledger.GetInvoice(c.Context, db, id)
+	inv, err := invoice.GetInvoice(c.Context, db, id)
 	if err != nil {
 		return err
 	}
-	one := []ledger.Invoice{*inv}
+	one := []invoice.Invoice{*inv}
 	if err := stripe.WithStates(c.Context, db, one); err != nil {
 		return err
 	}
@@ -315,7 +316,7 @@ func invoiceShow(c *cli.Context) error {
 	if format == "table" {
 		writeInvoiceHeader(c.App.Writer, inv)
 	}
-	header, rows := lineRecords([]ledger.Invoice{*inv})
+	header, rows := lineRecords([]invoice.Invoice{*inv})
 	if err := writeRecords(c.App.Writer, format, header, rows, nil); err != nil {
 		return err
 	}
@@ -328,7 +329,7 @@ func invoiceShow(c *cli.Context) error {
 
 // writeStripeState prints the invoice's state in Stripe and every Stripe
 // invoice event that billed it, in Stripe's order.
-func writeStripeState(w io.Writer, inv *ledger.Invoice) {
+func writeStripeState(w io.Writer, inv *invoice.Invoice) {
 	if inv.Stripe == nil {
 		return
 	}
@@ -341,8 +342,8 @@ func writeStripeState(w io.Writer, inv *ledger.Invoice) {
 // writeBreakdowns prints how each priced line's amount was reached: its
 // exact amount and the price's breakdown, tier by tier (a late line's from
 // the total billed before it).
-func writeBreakdowns(w io.Writer, inv *ledger.Invoice) {
-	bd := ledger.Breakdowns(inv)
+func writeBreakdowns(w io.Writer, inv *invoice.Invoice) {
+	bd := invoice.Breakdowns(inv)
 	if len(bd) == 0 {
 		return
 	}
@@ -351,14 +352,14 @@ func writeBreakdowns(w io.Writer, inv *ledger.Invoice) {
 		if b, ok := bd[l.LineNo]; ok {
 			meter := l.Meter
 			if l.Dimensions != "" {
-				meter += " " + ledger.DimensionLabel(l.Dimensions)
+				meter += " " + invoice.DimensionLabel(l.Dimensions)
 			}
 			fmt.Fprintf(w, "line %d (%s %s): %s exactly: %s\n", l.LineNo, meter, l.Period, l.Money.AmountPrecise, b)
 		}
 	}
 }
 
-func writeInvoiceHeader(w io.Writer, inv *ledger.Invoice) {
+func writeInvoiceHeader(w io.Writer, inv *invoice.Invoice) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	start, end := ledgerTime(inv.PeriodStart, inv.TZ), ledgerTime(inv.PeriodEnd, inv.TZ)
 	fmt.Fprintf(tw, "invoice\t%d\n", inv.ID)
@@ -376,7 +377,7 @@ func writeInvoiceHeader(w io.Writer, inv *ledger.Invoice) {
 			fmt.Fprintf(tw, "true-up\t%s %s\n", m.TrueUp, m.Currency)
 		}
 		for _, pt := range inv.Parts {
-			fmt.Fprintf(tw, "part\t%s: %s, fee %s, true-up %s %s\n", ledger.PartDays(pt, inv.TZ), pt.Version, pt.Fee, pt.TrueUp, m.Currency)
+			fmt.Fprintf(tw, "part\t%s: %s, fee %s, true-up %s %s\n", invoice.PartDays(pt, inv.TZ), pt.Version, pt.Fee, pt.TrueUp, m.Currency)
 		}
 		fmt.Fprintf(tw, "total\t%s %s\n", m.Total, m.Currency)
 		if m.Credits != "" {
@@ -398,26 +399,26 @@ func ledgerTime(ms int64, tz string) string {
 
 // lineRecords flattens invoices to one record per line (late lines name
 // the period their usage belongs to).
-func lineRecords(invs []ledger.Invoice) ([]string, [][]string) {
+func lineRecords(invs []invoice.Invoice) ([]string, [][]string) {
 	header := []string{"invoice", "customer", "line", "meter", "period", "late", "aggregation", "quantity", "unit",
 		"rows", "adjustments", "max_id", "digest"}
 	// Money columns only when a plan priced something: invoices without
 	// plans print as they always have.
-	priced := slices.ContainsFunc(invs, func(inv ledger.Invoice) bool { return inv.Money.Currency != "" })
+	priced := slices.ContainsFunc(invs, func(inv invoice.Invoice) bool { return inv.Money.Currency != "" })
 	if priced {
 		header = slices.Insert(header, 9, "amount", "currency", "plan_version")
 	}
 	// A dimension column only when a price by dimension split a meter into
 	// a line per value (model=gpt-4o).
-	dimensional := slices.ContainsFunc(invs, func(inv ledger.Invoice) bool {
-		return slices.ContainsFunc(inv.Lines, func(l ledger.InvoiceLine) bool { return l.Dimensions != "" })
+	dimensional := slices.ContainsFunc(invs, func(inv invoice.Invoice) bool {
+		return slices.ContainsFunc(inv.Lines, func(l invoice.InvoiceLine) bool { return l.Dimensions != "" })
 	})
 	if dimensional {
 		header = slices.Insert(header, 4, "dimension")
 	}
 	// A part column only when a period was split at a plan change: the
 	// days of its part ("11-16 to 12-01"), "-" for a line of a whole period.
-	split := slices.ContainsFunc(invs, func(inv ledger.Invoice) bool { return inv.Parts != nil })
+	split := slices.ContainsFunc(invs, func(inv invoice.Invoice) bool { return inv.Parts != nil })
 	if split {
 		header = slices.Insert(header, 5, "part")
 	}
@@ -435,10 +436,10 @@ func lineRecords(invs []ledger.Invoice) ([]string, [][]string) {
 				row = slices.Insert(row, 9, orDash(l.Money.Amount), orDash(inv.Money.Currency), orDash(l.Money.PlanVersion))
 			}
 			if dimensional {
-				row = slices.Insert(row, 4, orDash(ledger.DimensionLabel(l.Dimensions)))
+				row = slices.Insert(row, 4, orDash(invoice.DimensionLabel(l.Dimensions)))
 			}
 			if split {
-				row = slices.Insert(row, 5, orDash(ledger.PartLabel(l)))
+				row = slices.Insert(row, 5, orDash(invoice.PartLabel(l)))
 			}
 			rows = append(rows, row)
 		}
@@ -448,7 +449,7 @@ func lineRecords(invs []ledger.Invoice) ([]string, [][]string) {
 
 // writeLines prints invoices' lines as records and, in a table, each priced
 // invoice's fee, true-up and total under them.
-func writeLines(w io.Writer, format string, invs []ledger.Invoice) error {
+func writeLines(w io.Writer, format string, invs []invoice.Invoice) error {
 	header, rows := lineRecords(invs)
 	if err := writeRecords(w, format, header, rows, nil); err != nil {
 		return err
@@ -460,7 +461,7 @@ func writeLines(w io.Writer, format string, invs []ledger.Invoice) error {
 }
 
 // writeMoney prints each priced invoice's fee, true-up and total.
-func writeMoney(w io.Writer, invs []ledger.Invoice) {
+func writeMoney(w io.Writer, invs []invoice.Invoice) {
 	for _, inv := range invs {
 		if m := inv.Money; m.Currency != "" {
 			if m.Fee == "" {
@@ -473,7 +474,7 @@ func writeMoney(w io.Writer, invs []ledger.Invoice) {
 			}
 			fmt.Fprintln(w)
 			for _, pt := range inv.Parts {
-				fmt.Fprintf(w, "  part %s: %s, fee %s, true-up %s %s\n", ledger.PartDays(pt, inv.TZ), pt.Version, pt.Fee, pt.TrueUp, m.Currency)
+				fmt.Fprintf(w, "  part %s: %s, fee %s, true-up %s %s\n", invoice.PartDays(pt, inv.TZ), pt.Version, pt.Fee, pt.TrueUp, m.Currency)
 			}
 		}
 	}
@@ -482,7 +483,7 @@ func writeMoney(w io.Writer, invs []ledger.Invoice) {
 // warnUnpriced says on stderr what usage of the invoices no price bills
 // (ledger.Unpriced) and which customers a close for all could not invoice
 // (ledger.Excluded); JSON carries them as "unpriced" and "excluded" too.
-func warnUnpriced(c *cli.Context, res *ledger.CloseResult) {
+func warnUnpriced(c *cli.Context, res *invoice.CloseResult) {
 	for _, u := range res.Unpriced {
 		fmt.Fprintf(c.App.ErrWriter, "warning: %s\n", u)
 	}
@@ -492,7 +493,7 @@ func warnUnpriced(c *cli.Context, res *ledger.CloseResult) {
 }
 
 // creditsText names what each grant gave: "grant topup 480.00, promo 20.00".
-func creditsText(cs []ledger.InvoiceCredit) string {
+func creditsText(cs []invoice.InvoiceCredit) string {
 	parts := make([]string, len(cs))
 	for i, c := range cs {
 		parts[i] = "grant " + c.Grant + " " + c.Amount

@@ -22,6 +22,7 @@ import (
 	"github.com/hookledger/hookledger/admin"
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/schema"
 )
@@ -315,7 +316,7 @@ func TestInvoiceAdjustVerifyCLI(t *testing.T) {
 		t.Fatalf("refused closes stored %d rows in period_closes, invoices and invoice_lines", n)
 	}
 	out := e.mustRun("invoice", "close", "--period", "2026-10", "--all", "--format", "json")
-	var res ledger.CloseResult
+	var res invoice.CloseResult
 	if err := json.Unmarshal([]byte(out), &struct {
 		Existing *bool  `json:"existing"`
 		Head     *int64 `json:"ledger_head"`

@@ -7,6 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 )
 
@@ -31,7 +32,7 @@ func ledgerCommand() *cli.Command {
 					return err
 				}
 				defer db.Close()
-				as, err := ledger.LoadAnchors(c.Context, db)
+				as, err := invoice.LoadAnchors(c.Context, db)
 				if err != nil {
 					return err
 				}

@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
 	"github.com/hookledger/hookledger/schema"
@@ -97,7 +98,7 @@ func previewChange(c *cli.Context, cfg *config.Config, db *schema.DB, a ledger.P
 	if err != nil {
 		return err
 	}
-	pr, _, err := ledger.LoadPricing(c.Context, db, cfg.Catalog, cfg.Customers.DefaultPlan)
+	pr, _, err := invoice.LoadPricing(c.Context, db, cfg.Catalog, cfg.Customers.DefaultPlan)
 	if err != nil {
 		return err
 	}
@@ -106,14 +107,14 @@ func previewChange(c *cli.Context, cfg *config.Config, db *schema.DB, a ledger.P
 	}
 	// A change the month's invoice cannot take (a plan in another
 	// currency inside it) is refused here, before it is stored.
-	p, err := ledger.PreviewChange(c.Context, db, pr, a, ledger.NewMeters(cfg.Meters), loc, time.Now)
+	p, err := invoice.PreviewChange(c.Context, db, pr, a, ledger.NewMeters(cfg.Meters), loc, time.Now)
 	if err != nil || p == nil {
 		return err
 	}
 	w, m := c.App.Writer, p.After.Money
 	fmt.Fprintf(w, "%s (%s) splits at %s: usage is priced by event time, each plan's fee and minimum prorated by its part:\n", p.Period.Label, p.Period.Zone, a.EffectiveFrom)
 	for _, pt := range p.After.Parts {
-		fmt.Fprintf(w, "  part %s: %s, fee %s, true-up %s %s\n", ledger.PartDays(pt, p.After.TZ), pt.Version, pt.Fee, pt.TrueUp, m.Currency)
+		fmt.Fprintf(w, "  part %s: %s, fee %s, true-up %s %s\n", invoice.PartDays(pt, p.After.TZ), pt.Version, pt.Fee, pt.TrueUp, m.Currency)
 	}
 	fmt.Fprintf(w, "  the draft of %s with the change: total %s %s", p.Period.Label, m.Total, m.Currency)
 	if p.Before != nil && p.Before.Money.Currency != "" {

@@ -3,9 +3,8 @@ package cli
 import (
 	"strconv"
 
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/urfave/cli/v2"
-
-	"github.com/hookledger/hookledger/ledger"
 )
 
 // usageStrandedCommand lists usage on no path to an invoice. It is a sibling
@@ -34,12 +33,12 @@ func usageStrandedCommand() *cli.Command {
 				return err
 			}
 			defer db.Close()
-			lines, err := ledger.StrandedUsage(c.Context, db, c.String("customer"))
+			lines, err := invoice.StrandedUsage(c.Context, db, c.String("customer"))
 			if err != nil {
 				return err
 			}
 			if lines == nil {
-				lines = []ledger.StrandedLine{}
+				lines = []invoice.StrandedLine{}
 			}
 			rows := make([][]string, len(lines))
 			for i, l := range lines {

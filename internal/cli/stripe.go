@@ -9,6 +9,7 @@ import (
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/forward"
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/schema"
 	"github.com/hookledger/hookledger/stripe"
@@ -176,7 +177,7 @@ func openPeriod(c *cli.Context, cfg *config.Config) (*schema.DB, ledger.Period, 
 	if err != nil || period.Label != "" {
 		return db, period, err
 	}
-	period, previous, err := ledger.ClosingMonth(c.Context, db, time.Now(), loc)
+	period, previous, err := invoice.ClosingMonth(c.Context, db, time.Now(), loc)
 	if err != nil {
 		db.Close()
 		return nil, period, err

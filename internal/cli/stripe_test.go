@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/schema"
 )
@@ -67,7 +68,7 @@ func TestStripeStatusDefaultsToTheMonthToClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ledger.Close(ctx, db, ledger.CloseRequest{Period: p, All: true, Meters: ledger.NewMeters(nil), Now: func() time.Time { return thisMonth.Add(time.Hour) }}); err != nil {
+	if _, err := invoice.Close(ctx, db, invoice.CloseRequest{Period: p, All: true, Meters: ledger.NewMeters(nil), Now: func() time.Time { return thisMonth.Add(time.Hour) }}); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()

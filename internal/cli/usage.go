@@ -6,6 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 )
 
@@ -103,12 +104,12 @@ func usageLateCommand() *cli.Command {
 				return err
 			}
 			defer db.Close()
-			late, err := ledger.LateUsage(c.Context, db, c.String("customer"), meters)
+			late, err := invoice.LateUsage(c.Context, db, c.String("customer"), meters)
 			if err != nil {
 				return err
 			}
 			if late == nil {
-				late = []ledger.LateLine{}
+				late = []invoice.LateLine{}
 			}
 			rows := make([][]string, len(late))
 			for i, l := range late {

@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hookledger/hookledger/durable"
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 )
 
@@ -72,16 +73,16 @@ func verifyCommand() *cli.Command {
 			defer db.Close()
 			ctx, stop := signalContext(c)
 			defer stop()
-			var rep *ledger.VerifyReport
+			var rep *invoice.VerifyReport
 			if c.IsSet("since") {
-				rep, err = ledger.VerifySince(ctx, db, from, anchors...)
+				rep, err = invoice.VerifySince(ctx, db, from, anchors...)
 			} else {
-				rep, err = ledger.Verify(ctx, db, anchors...)
+				rep, err = invoice.Verify(ctx, db, anchors...)
 			}
 			if ctx.Err() != nil {
 				return interrupted("the ledger was not fully verified; nothing was changed (verify only reads)")
 			}
-			if errors.Is(err, ledger.ErrBadSince) {
+			if errors.Is(err, invoice.ErrBadSince) {
 				return usageErrorf(c, "%w", err)
 			}
 			if err != nil {
@@ -108,7 +109,7 @@ var verifyHeader = []string{"check", "checked", "status", "table", "id", "proble
 // verifyRows are the report's rows: each check's status, problems and
 // notes; with heads, the anchors verified ("verified head"), which a plain
 // verify leaves out so that its table stays what scripts and docs read.
-func verifyRows(rep *ledger.VerifyReport, heads bool) [][]string {
+func verifyRows(rep *invoice.VerifyReport, heads bool) [][]string {
 	var rows [][]string
 	for _, ch := range rep.Checks {
 		name, n := ch.Name, strconv.FormatInt(ch.Checked, 10)
@@ -176,7 +177,7 @@ func readSince(c *cli.Context) ([]ledger.Anchor, error) {
 
 // saveVerified writes the anchors rep verified up to, atomically, for a
 // later --since.
-func saveVerified(path string, rep *ledger.VerifyReport) error {
+func saveVerified(path string, rep *invoice.VerifyReport) error {
 	if len(rep.Anchors) == 0 {
 		return errors.New("the database has no chain head to anchor (it predates the receipts chain: run hookledger migrate)")
 	}

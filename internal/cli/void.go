@@ -18,6 +18,7 @@ import (
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/schema"
 	"github.com/hookledger/hookledger/stripe"
@@ -359,11 +360,11 @@ func writeLedgerRows(c *cli.Context, rows []*ledger.Row) error {
 // priceChanges adds to a dry run's changes what each adds to the bill, when
 // a plan prices it (ledger.PriceChanges).
 func priceChanges(ctx context.Context, db *schema.DB, cfg *config.Config, changes []ledger.Change) error {
-	pr, _, err := ledger.LoadPricing(ctx, db, cfg.Catalog, cfg.Customers.DefaultPlan)
+	pr, _, err := invoice.LoadPricing(ctx, db, cfg.Catalog, cfg.Customers.DefaultPlan)
 	if err != nil {
 		return err
 	}
-	return ledger.PriceChanges(ctx, db, pr, ledger.NewMeters(cfg.Meters), changes)
+	return invoice.PriceChanges(ctx, db, pr, ledger.NewMeters(cfg.Meters), changes)
 }
 
 func writeChanges(c *cli.Context, changes []ledger.Change) error {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/internal/seed"
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/schema"
 )
@@ -38,7 +39,7 @@ func TestSeedWritesAVerifiableLedger(t *testing.T) {
 	if minAt < time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC).UnixMilli() || maxAt >= time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC).UnixMilli() {
 		t.Fatalf("event times %d..%d outside March-April", minAt, maxAt)
 	}
-	rep, err := ledger.Verify(ctx, db)
+	rep, err := invoice.Verify(ctx, db)
 	if err != nil || rep.First() != nil {
 		t.Fatalf("seeded ledger does not verify: %v %v", rep.First(), err)
 	}
@@ -115,7 +116,7 @@ func TestSeedExportsAddsAFourthMeter(t *testing.T) {
 	if err != nil || len(usage.Lines) != 4 {
 		t.Fatalf("usage by meter: %+v %v", usage, err)
 	}
-	rep, err := ledger.Verify(ctx, db)
+	rep, err := invoice.Verify(ctx, db)
 	if err != nil || rep.First() != nil {
 		t.Fatalf("seeded ledger does not verify: %v %v", rep.First(), err)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/internal/testenv"
-	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/schema"
 )
 
@@ -24,7 +24,7 @@ func TestCreditExpiryJob(t *testing.T) {
 		e := testenv.New(t, testenv.Options{Backend: backend})
 		ctx := context.Background()
 		now := e.Clock.Now()
-		for _, r := range []ledger.GrantRequest{
+		for _, r := range []invoice.GrantRequest{
 			{ID: "soon", Currency: "USD", Amount: "10.00", ExpiresAt: now.Add(time.Hour).UnixMilli()},
 			{ID: "later", Currency: "EUR", Amount: "7.50", ExpiresAt: now.Add(48 * time.Hour).UnixMilli()},
 			{ID: "never", Currency: "USD", Amount: "3.00"},
@@ -81,7 +81,7 @@ func TestCreditExpiryJob(t *testing.T) {
 			!strings.Contains(out, `"grant":"later","customer":"cus_1","forfeited":"7.50","currency":"EUR"`) {
 			t.Errorf("the log two days on:\n%s", out)
 		}
-		gs, err := ledger.Grants(ctx, e.DB, "cus_1", e.Clock.Now().UnixMilli())
+		gs, err := invoice.Grants(ctx, e.DB, "cus_1", e.Clock.Now().UnixMilli())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -121,7 +121,7 @@ func TestCreditExpiryJobFailure(t *testing.T) {
 	}
 	var unreplicated testenv.Buffer
 	expireCredits(context.Background(), slog.New(slog.NewJSONHandler(&unreplicated, nil)), failingWriter{err: custody.ErrNotReplicated,
-		entries: []schema.CreditEntry{{Kind: ledger.CreditExpired, GrantID: "g1", Customer: "cus_1", Amount: "4.00", Currency: "USD"}}})
+		entries: []schema.CreditEntry{{Kind: invoice.CreditExpired, GrantID: "g1", Customer: "cus_1", Amount: "4.00", Currency: "USD"}}})
 	if out := unreplicated.String(); !strings.Contains(out, `"level":"INFO","msg":"credit expired","grant":"g1","customer":"cus_1","forfeited":"4.00","currency":"USD"`) ||
 		!strings.Contains(out, `"level":"WARN","msg":"credit expiry","error":"committed locally`) {
 		t.Errorf("an expiry committed but not replicated:\n%s", out)

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/hookledger/hookledger/config"
-	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/invoice"
 )
 
 // serve refuses to start on a configuration that edited, in place, a plan
@@ -50,7 +50,7 @@ func TestServeRefusesAnEditedPlanVersion(t *testing.T) {
 	}
 	err := open(`      - {meter: api_requests, model: unit, unit: "0.02"}
 `)
-	if !errors.Is(err, ledger.ErrFrozenVersion) || !strings.Contains(err.Error(), `plan "pro" version 2026-01-01`) ||
+	if !errors.Is(err, invoice.ErrFrozenVersion) || !strings.Contains(err.Error(), `plan "pro" version 2026-01-01`) ||
 		!strings.Contains(err.Error(), "invoice 1") || !strings.Contains(err.Error(), "a later effective_from") {
 		t.Fatalf("serve with pro@2026-01-01 edited: %v", err)
 	}

@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/invoice"
 )
 
 // headLogInterval is how often serve logs the chain head. An anchor bounds
@@ -15,8 +15,8 @@ const headLogInterval = 5 * time.Minute
 
 // logHead logs every chain's end (ledger, receipts, closes, credits) as anchors, one
 // line that `verify --anchors` reads as it is.
-func logHead(ctx context.Context, log *slog.Logger, db ledger.AnchorSource) {
-	as, err := ledger.LoadAnchors(ctx, db)
+func logHead(ctx context.Context, log *slog.Logger, db invoice.AnchorSource) {
+	as, err := invoice.LoadAnchors(ctx, db)
 	if err != nil {
 		log.Error("chain head", "error", err.Error())
 		return
@@ -31,7 +31,7 @@ func logHead(ctx context.Context, log *slog.Logger, db ledger.AnchorSource) {
 // startHeadLog logs the head now and every headLogInterval until stop, which
 // logs it a last time: call stop after the writer has closed, so the line
 // covers the last batch.
-func startHeadLog(ctx context.Context, log *slog.Logger, db ledger.AnchorSource) (stop func()) {
+func startHeadLog(ctx context.Context, log *slog.Logger, db invoice.AnchorSource) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	logHead(ctx, log, db)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/metrics"
 	"github.com/hookledger/hookledger/pricing"
@@ -73,7 +74,7 @@ func (s *invoiceScheduler) check(ctx context.Context) {
 // declared again, …) takes effect at the next check. It sets the metric to
 // how many are still not invoiced.
 func (s *invoiceScheduler) retryExcluded(ctx context.Context) {
-	open, err := ledger.OpenExclusions(ctx, s.DB)
+	open, err := invoice.OpenExclusions(ctx, s.DB)
 	if err != nil {
 		if ctx.Err() == nil {
 			s.Log.Warn("scheduled close", "error", err.Error())
@@ -84,10 +85,10 @@ func (s *invoiceScheduler) retryExcluded(ctx context.Context) {
 	left := 0
 	for _, x := range open {
 		attrs := []any{"period", x.Period.Label, "tz", x.Period.Zone, "customer", x.Customer}
-		pr, _, err := ledger.LoadPricing(ctx, s.DB, cfg.Catalog, cfg.Customers.DefaultPlan)
-		var res *ledger.CloseResult
+		pr, _, err := invoice.LoadPricing(ctx, s.DB, cfg.Catalog, cfg.Customers.DefaultPlan)
+		var res *invoice.CloseResult
 		if err == nil {
-			res, err = ledger.Close(ctx, s.DB, ledger.CloseRequest{Period: x.Period, Customer: x.Customer, Grace: cfg.Invoicing.Grace.Duration,
+			res, err = invoice.Close(ctx, s.DB, invoice.CloseRequest{Period: x.Period, Customer: x.Customer, Grace: cfg.Invoicing.Grace.Duration,
 				Meters: ledger.NewMeters(cfg.Meters), Now: s.Now, Pricing: pr, OnClose: stripe.NewSync(cfg).OnClose(s.Now)})
 		}
 		if ctx.Err() != nil {
@@ -127,12 +128,12 @@ func (s *invoiceScheduler) latestClose(ctx context.Context) (*schema.PeriodClose
 // close closes p for every customer and logs one line saying what it did.
 func (s *invoiceScheduler) close(ctx context.Context, p ledger.Period) error {
 	cfg := s.Config
-	res, err := func() (*ledger.CloseResult, error) {
-		pr, registered, err := ledger.LoadPricing(ctx, s.DB, cfg.Catalog, cfg.Customers.DefaultPlan)
+	res, err := func() (*invoice.CloseResult, error) {
+		pr, registered, err := invoice.LoadPricing(ctx, s.DB, cfg.Catalog, cfg.Customers.DefaultPlan)
 		if err != nil {
 			return nil, err
 		}
-		return ledger.Close(ctx, s.DB, ledger.CloseRequest{Period: p, All: true, Grace: cfg.Invoicing.Grace.Duration,
+		return invoice.Close(ctx, s.DB, invoice.CloseRequest{Period: p, All: true, Grace: cfg.Invoicing.Grace.Duration,
 			Meters: ledger.NewMeters(cfg.Meters), Now: s.Now, Pricing: pr, Registered: registered,
 			OnClose: stripe.NewSync(cfg).OnClose(s.Now)})
 	}()
@@ -143,7 +144,7 @@ func (s *invoiceScheduler) close(ctx context.Context, p ledger.Period) error {
 		}
 		s.Metrics.ObserveClose("error")
 		hint := "it is tried again at the next check"
-		if errors.Is(err, ledger.ErrPeriodOverlap) || errors.Is(err, ledger.ErrPeriodGap) {
+		if errors.Is(err, invoice.ErrPeriodOverlap) || errors.Is(err, invoice.ErrPeriodGap) {
 			hint = "an earlier close used other period bounds: set invoicing.tz to the zone closes were made in"
 		}
 		s.Log.Error("scheduled close", append(attrs, "outcome", "error", "error", err.Error(), "hint", hint)...)
@@ -176,7 +177,7 @@ func (s *invoiceScheduler) close(ctx context.Context, p ledger.Period) error {
 
 // invoiceTotals sums the invoices' totals per currency, e.g. "EUR 50.00,
 // USD 771.28"; "-" when no invoice carries money.
-func invoiceTotals(invs []ledger.Invoice) string {
+func invoiceTotals(invs []invoice.Invoice) string {
 	sums := map[string]pricing.Decimal{}
 	for _, inv := range invs {
 		if inv.Money.Currency == "" {

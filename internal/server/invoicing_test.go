@@ -17,6 +17,7 @@ import (
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/internal/testenv"
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/metrics"
 	"github.com/hookledger/hookledger/pricing"
@@ -116,7 +117,7 @@ func (e *schedEnv) closes() []string {
 // invoices lists the invoices as "PERIOD CUSTOMER TOTAL", in id order.
 func (e *schedEnv) invoices() []string {
 	e.T.Helper()
-	invs, err := ledger.ListInvoices(context.Background(), e.DB, ledger.InvoiceFilter{})
+	invs, err := invoice.ListInvoices(context.Background(), e.DB, invoice.InvoiceFilter{})
 	if err != nil {
 		e.T.Fatal(err)
 	}
@@ -341,7 +342,7 @@ func TestScheduledCloseAfterHandCloses(t *testing.T) {
 	e.use("cus_1", 100, "2026-09-10T10:00:00Z")
 	e.use("cus_2", 100, "2026-09-10T10:00:00Z")
 	sep, _ := ledger.MonthPeriod("2026-09", time.UTC)
-	if _, err := ledger.Close(ctx, e.DB, ledger.CloseRequest{Period: sep, Customer: "cus_1", Meters: ledger.NewMeters(e.Config.Meters), Now: e.Clock.Now}); err != nil {
+	if _, err := invoice.Close(ctx, e.DB, invoice.CloseRequest{Period: sep, Customer: "cus_1", Meters: ledger.NewMeters(e.Config.Meters), Now: e.Clock.Now}); err != nil {
 		t.Fatal(err)
 	}
 	inv := e.met.WatchInvoicing()
@@ -352,7 +353,7 @@ func TestScheduledCloseAfterHandCloses(t *testing.T) {
 	aug, _ := ledger.MonthPeriod("2026-08", time.UTC)
 	e2 := newSchedEnv(t, "", "UTC")
 	e2.at("2026-12-20T00:00:00Z")
-	if _, err := ledger.Close(ctx, e2.DB, ledger.CloseRequest{Period: aug, All: true, Meters: ledger.NewMeters(e2.Config.Meters), Now: e2.Clock.Now}); err != nil {
+	if _, err := invoice.Close(ctx, e2.DB, invoice.CloseRequest{Period: aug, All: true, Meters: ledger.NewMeters(e2.Config.Meters), Now: e2.Clock.Now}); err != nil {
 		t.Fatal(err)
 	}
 	e2.scheduler(e2.met.WatchInvoicing()).check(ctx)
@@ -370,7 +371,7 @@ func TestScheduledCloseErrors(t *testing.T) {
 	e := newSchedEnv(t, "", "Europe/Berlin")
 	e.at("2026-10-20T00:00:00Z")
 	sep, _ := ledger.MonthPeriod("2026-09", time.UTC)
-	if _, err := ledger.Close(ctx, e.DB, ledger.CloseRequest{Period: sep, All: true, Meters: ledger.NewMeters(e.Config.Meters), Now: e.Clock.Now}); err != nil {
+	if _, err := invoice.Close(ctx, e.DB, invoice.CloseRequest{Period: sep, All: true, Meters: ledger.NewMeters(e.Config.Meters), Now: e.Clock.Now}); err != nil {
 		t.Fatal(err)
 	}
 	inv := e.met.WatchInvoicing()

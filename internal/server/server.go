@@ -30,6 +30,7 @@ import (
 	"github.com/hookledger/hookledger/forward"
 	"github.com/hookledger/hookledger/health"
 	"github.com/hookledger/hookledger/internal/writer"
+	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/metrics"
 	"github.com/hookledger/hookledger/receiver"
@@ -218,7 +219,7 @@ func (s *Server) start(ctx context.Context) error {
 	// A plan version that priced a closed invoice is frozen: a configuration
 	// that edited one is refused before anything is received or closed
 	// (ledger/frozen.go); the commands that price refuse it too.
-	if err := ledger.CheckFrozenPrices(ctx, s.db, cfg.Catalog); err != nil {
+	if err := invoice.CheckFrozenPrices(ctx, s.db, cfg.Catalog); err != nil {
 		return err
 	}
 	// The chain head as anchors, now, every headLogInterval and once more

@@ -4,11 +4,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/schema"
 )
 
 // Ledger is an Env for the ledger's own tests (ledger, invoice, verify): a
@@ -128,4 +131,37 @@ func Time(s string) time.Time {
 		panic(err)
 	}
 	return t
+}
+
+// BenchLedger opens the large seeded ledger HOOKLEDGER_BENCH_DB names, or
+// skips the benchmark, and the month HOOKLEDGER_BENCH_MONTH picks (default
+// 2026-06, mid-way through `hookledger dev seed`'s default 12 months).
+func BenchLedger(b *testing.B) (db *schema.DB, month ledger.Period, label string) {
+	path := os.Getenv("HOOKLEDGER_BENCH_DB")
+	if path == "" {
+		b.Skip("set HOOKLEDGER_BENCH_DB to a database made by `hookledger dev seed` (see the benchmark's comment)")
+	}
+	db, err := schema.Open(context.Background(), path, schema.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { db.Close() })
+	if label = os.Getenv("HOOKLEDGER_BENCH_MONTH"); label == "" {
+		label = "2026-06"
+	}
+	if month, err = ledger.MonthPeriod(label, time.UTC); err != nil {
+		b.Fatal(err)
+	}
+	return db, month, label
+}
+
+// QueryPlan is how SQLite runs query (schema.DB.QueryPlan), one step a
+// line, for a benchmark's log.
+func QueryPlan(tb testing.TB, db *schema.DB, query string, args ...any) string {
+	tb.Helper()
+	steps, err := db.QueryPlan(context.Background(), query, args...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return "  " + strings.Join(steps, "\n  ")
 }
