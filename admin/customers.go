@@ -14,6 +14,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/hookledger/hookledger/customer"
 	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
@@ -22,7 +23,7 @@ import (
 
 // CustomerStore is what the customer endpoints read and write (*schema.DB).
 type CustomerStore interface {
-	ledger.RegistryStore
+	customer.RegistryStore
 	invoice.PreviewStore  // invoice preview: one read-only snapshot
 	invoice.ClosingSource // the month a close is about (the credit standing's draft)
 	// The closed invoices and their state in Stripe (invoices.go).
@@ -104,7 +105,7 @@ func (c *Customers) plans(w http.ResponseWriter, r *http.Request) {
 // list answers GET /v1/customers: the registered customers as they are now,
 // each with its plan today (`hookledger customers list --format json`).
 func (c *Customers) list(w http.ResponseWriter, r *http.Request) {
-	cs, err := ledger.CustomersToday(r.Context(), c.DB, c.DefaultPlan, c.today())
+	cs, err := customer.CustomersToday(r.Context(), c.DB, c.DefaultPlan, c.today())
 	if err != nil {
 		c.fail(w, err)
 		return
@@ -119,13 +120,13 @@ func (c *Customers) show(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	v, err := ledger.ViewCustomer(r.Context(), c.DB, c.DefaultPlan, id, c.today())
+	v, err := customer.ViewCustomer(r.Context(), c.DB, c.DefaultPlan, id, c.today())
 	if err != nil {
 		c.fail(w, err)
 		return
 	}
 	if !v.Known {
-		forwardError(w, http.StatusNotFound, "unknown_customer", fmt.Sprintf("%v %q: it is neither registered nor assigned a plan (POST /v1/customers registers it)", ledger.ErrNoCustomer, id))
+		forwardError(w, http.StatusNotFound, "unknown_customer", fmt.Sprintf("%v %q: it is neither registered nor assigned a plan (POST /v1/customers registers it)", customer.ErrNoCustomer, id))
 		return
 	}
 	forwardJSON(w, http.StatusOK, v)
@@ -152,8 +153,8 @@ func (c *Customers) add(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := c.Now().UTC()
-	cust := ledger.Customer{ID: req.ID, Name: req.Name, Email: req.Email, ExternalIDs: req.ExternalIDs, RecordedAt: now, Note: req.Note}
-	var plan *ledger.PlanAssignment
+	cust := customer.Customer{ID: req.ID, Name: req.Name, Email: req.Email, ExternalIDs: req.ExternalIDs, RecordedAt: now, Note: req.Note}
+	var plan *customer.PlanAssignment
 	switch {
 	case req.Plan != "" && req.From == "":
 		forwardError(w, http.StatusBadRequest, "bad_date", "plan needs from, the plan's first day (YYYY-MM-DD)")
@@ -166,13 +167,13 @@ func (c *Customers) add(w http.ResponseWriter, r *http.Request) {
 			forwardError(w, http.StatusBadRequest, "bad_date", "from: "+err.Error())
 			return
 		}
-		plan = &ledger.PlanAssignment{Plan: req.Plan, EffectiveFrom: pricing.Date(req.From), RecordedAt: now, Note: req.Note}
+		plan = &customer.PlanAssignment{Plan: req.Plan, EffectiveFrom: pricing.Date(req.From), RecordedAt: now, Note: req.Note}
 	}
-	if err := ledger.AddCustomer(r.Context(), c.DB, cust, plan, c.Catalog); err != nil {
+	if err := customer.AddCustomer(r.Context(), c.DB, cust, plan, c.Catalog); err != nil {
 		c.fail(w, err)
 		return
 	}
-	v, err := ledger.ViewCustomer(r.Context(), c.DB, c.DefaultPlan, req.ID, c.today())
+	v, err := customer.ViewCustomer(r.Context(), c.DB, c.DefaultPlan, req.ID, c.today())
 	if err != nil {
 		c.fail(w, err)
 		return
@@ -204,7 +205,7 @@ func (c *Customers) assign(w http.ResponseWriter, r *http.Request) {
 		forwardError(w, http.StatusBadRequest, "bad_date", "from: "+err.Error()+", the first day on the plan")
 		return
 	}
-	a, err := ledger.AssignPlan(r.Context(), c.DB, ledger.PlanAssignment{Customer: r.PathValue("id"), Plan: req.Plan,
+	a, err := customer.AssignPlan(r.Context(), c.DB, customer.PlanAssignment{Customer: r.PathValue("id"), Plan: req.Plan,
 		EffectiveFrom: pricing.Date(req.From), RecordedAt: c.Now().UTC(), Note: req.Note}, c.Catalog)
 	if err != nil {
 		c.fail(w, err)
@@ -317,11 +318,11 @@ func notUTF8(body []byte) string {
 
 // fail maps the registry's and the close's errors onto HTTP.
 func (c *Customers) fail(w http.ResponseWriter, err error) {
-	var input *ledger.InputError
+	var input *customer.InputError
 	switch {
-	case errors.Is(err, ledger.ErrCustomerExists):
+	case errors.Is(err, customer.ErrCustomerExists):
 		forwardError(w, http.StatusConflict, "customer_exists", err.Error())
-	case errors.Is(err, ledger.ErrUnknownPlan):
+	case errors.Is(err, customer.ErrUnknownPlan):
 		forwardError(w, http.StatusBadRequest, "unknown_plan", err.Error())
 	case errors.As(err, &input):
 		forwardError(w, http.StatusBadRequest, "bad_request", err.Error())

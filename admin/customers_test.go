@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/customer"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
@@ -143,7 +144,7 @@ func TestCustomersAPI(t *testing.T) {
 			t.Errorf("plans do not carry their prices as decimal strings: %s", raw)
 		}
 
-		var list []ledger.CustomerToday
+		var list []customer.CustomerToday
 		callJSON(t, "GET", url+"/v1/customers", "", 200, &list)
 		if len(list) != 0 {
 			t.Errorf("customers before any: %+v", list)
@@ -151,7 +152,7 @@ func TestCustomersAPI(t *testing.T) {
 
 		code, raw := call(t, "POST", url+"/v1/customers", testToken,
 			`{"id":"cus_1","name":"Acme","email":"billing@acme.test","external_ids":{"stripe":"cus_S1"},"plan":"basic","from":"2026-01-01","note":"signed"}`)
-		var v ledger.CustomerView
+		var v customer.CustomerView
 		if code != 201 || json.Unmarshal(raw, &v) != nil {
 			t.Fatalf("add: %d %s", code, raw)
 		}
@@ -174,7 +175,7 @@ func TestCustomersAPI(t *testing.T) {
 		sameRows(t, "list", got, []string{"cus_1 Acme basic", "cus_2  pro"})
 
 		// From November cus_1 is on pro: its plan today (29 November).
-		var a ledger.PlanAssignment
+		var a customer.PlanAssignment
 		callJSON(t, "POST", url+"/v1/customers/cus_1/plan", `{"plan":"pro","from":"2026-11-01","note":"upgrade"}`, 201, &a)
 		if a.ID != 2 || a.Customer != "cus_1" || a.Plan != "pro" || a.EffectiveFrom != "2026-11-01" || a.Note != "upgrade" {
 			t.Errorf("assigned: %+v", a)

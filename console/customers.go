@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookledger/hookledger/customer"
 	"github.com/hookledger/hookledger/entitle"
 	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
@@ -31,7 +32,7 @@ func (registry) RegistryTx(context.Context, func(*schema.RegistryTx) error) erro
 type customerRow struct {
 	ID         string
 	Registered bool
-	ledger.Customer
+	customer.Customer
 	Plan    string
 	PlanVia string // "assigned from DATE", "default plan", or "" with no plan
 }
@@ -46,7 +47,7 @@ func externalIDs(ids map[string]string) string {
 }
 
 // planToday is the plan customer is on today (in UTC), and why.
-func planToday(plans *ledger.Plans, customer string, now time.Time) (string, string) {
+func planToday(plans *customer.Plans, customer string, now time.Time) (string, string) {
 	name, a := plans.On(customer, pricing.Date(now.UTC().Format(time.DateOnly)))
 	switch {
 	case a != nil:
@@ -61,17 +62,17 @@ func planToday(plans *ledger.Plans, customer string, now time.Time) (string, str
 // assignment names, with each one's plan today.
 func (c *Console) customers(w http.ResponseWriter, r *http.Request, s *session) {
 	reg := registry{c.DB}
-	cs, err := ledger.Customers(r.Context(), reg)
+	cs, err := customer.Customers(r.Context(), reg)
 	if err != nil {
 		c.internal(w, r, s, err)
 		return
 	}
-	as, err := ledger.PlanAssignments(r.Context(), reg, "")
+	as, err := customer.PlanAssignments(r.Context(), reg, "")
 	if err != nil {
 		c.internal(w, r, s, err)
 		return
 	}
-	plans := ledger.NewPlans(c.DefaultPlan, as)
+	plans := customer.NewPlans(c.DefaultPlan, as)
 	rows := map[string]*customerRow{}
 	for _, cu := range cs {
 		rows[cu.ID] = &customerRow{ID: cu.ID, Registered: true, Customer: cu}
@@ -102,18 +103,18 @@ func (c *Console) customer(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	reg := registry{c.DB}
-	hist, err := ledger.CustomerHistory(r.Context(), reg, id)
+	hist, err := customer.CustomerHistory(r.Context(), reg, id)
 	if err != nil {
 		c.internal(w, r, s, err)
 		return
 	}
-	as, err := ledger.PlanAssignments(r.Context(), reg, id)
+	as, err := customer.PlanAssignments(r.Context(), reg, id)
 	if err != nil {
 		c.internal(w, r, s, err)
 		return
 	}
 	v := customerView{ID: id, History: hist, Assignments: as, Stripe: c.Stripe}
-	v.Plan, v.PlanVia = planToday(ledger.NewPlans(c.DefaultPlan, as), id, c.Now())
+	v.Plan, v.PlanVia = planToday(customer.NewPlans(c.DefaultPlan, as), id, c.Now())
 	period, status, err := c.customerPeriod(r, &v)
 	if err != nil {
 		c.internal(w, r, s, err)
@@ -214,8 +215,8 @@ func (c *Console) money(ctx context.Context, v *customerView, period ledger.Peri
 
 type customerView struct {
 	ID          string
-	History     []ledger.Customer
-	Assignments []ledger.PlanAssignment
+	History     []customer.Customer
+	Assignments []customer.PlanAssignment
 	Plan        string
 	PlanVia     string
 	// Limits are the entitlement checks of every declared meter now (GET

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/customer"
 	"github.com/hookledger/hookledger/pricing"
 )
 
@@ -37,22 +37,22 @@ func TestCustomerPages(t *testing.T) {
 	ctx, cat, now := context.Background(), twoPlans(t), e.Now()
 	// cus_a: registered on team from June, moving to pro in 2027 (the
 	// clock is in November 2026), then its email changed.
-	if err := ledger.AddCustomer(ctx, e.DB, ledger.Customer{ID: "cus_a", Name: "Acme", Email: "billing@acme.test",
-		ExternalIDs: map[string]string{"stripe": "cus_S1"}, RecordedAt: now}, &ledger.PlanAssignment{Plan: "team", EffectiveFrom: "2026-06-01", RecordedAt: now}, cat); err != nil {
+	if err := customer.AddCustomer(ctx, e.DB, customer.Customer{ID: "cus_a", Name: "Acme", Email: "billing@acme.test",
+		ExternalIDs: map[string]string{"stripe": "cus_S1"}, RecordedAt: now}, &customer.PlanAssignment{Plan: "team", EffectiveFrom: "2026-06-01", RecordedAt: now}, cat); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ledger.AssignPlan(ctx, e.DB, ledger.PlanAssignment{Customer: "cus_a", Plan: "pro", EffectiveFrom: "2027-01-01", RecordedAt: now}, cat); err != nil {
+	if _, err := customer.AssignPlan(ctx, e.DB, customer.PlanAssignment{Customer: "cus_a", Plan: "pro", EffectiveFrom: "2027-01-01", RecordedAt: now}, cat); err != nil {
 		t.Fatal(err)
 	}
 	email := "ap@acme.test"
-	if _, err := ledger.UpdateCustomer(ctx, e.DB, "cus_a", ledger.CustomerChange{Email: &email, At: now.Add(time.Minute), Note: "new address"}); err != nil {
+	if _, err := customer.UpdateCustomer(ctx, e.DB, "cus_a", customer.CustomerChange{Email: &email, At: now.Add(time.Minute), Note: "new address"}); err != nil {
 		t.Fatal(err)
 	}
 	// cus_b: registered, no assignment: the default plan. cus_c: assigned, never registered.
-	if err := ledger.AddCustomer(ctx, e.DB, ledger.Customer{ID: "cus_b", Name: "Bee", RecordedAt: now}, nil, cat); err != nil {
+	if err := customer.AddCustomer(ctx, e.DB, customer.Customer{ID: "cus_b", Name: "Bee", RecordedAt: now}, nil, cat); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ledger.AssignPlan(ctx, e.DB, ledger.PlanAssignment{Customer: "cus_c", Plan: "team", EffectiveFrom: "2026-11-01", RecordedAt: now}, cat); err != nil {
+	if _, err := customer.AssignPlan(ctx, e.DB, customer.PlanAssignment{Customer: "cus_c", Plan: "team", EffectiveFrom: "2026-11-01", RecordedAt: now}, cat); err != nil {
 		t.Fatal(err)
 	}
 	e.signIn(t)

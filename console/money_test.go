@@ -8,8 +8,8 @@ import (
 
 	"golang.org/x/net/html"
 
+	"github.com/hookledger/hookledger/customer"
 	"github.com/hookledger/hookledger/invoice"
-	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
 )
 
@@ -36,7 +36,7 @@ func planPricing(t testing.TB, name, fee, minimum string, tiers ...[2]string) *i
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &invoice.Pricing{Catalog: cat, Plans: ledger.NewPlans(name, nil)}
+	return &invoice.Pricing{Catalog: cat, Plans: customer.NewPlans(name, nil)}
 }
 
 // proPricing: 1,000 requests free, 0.001 up to 100,000, 0.0005 above; a

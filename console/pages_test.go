@@ -15,8 +15,8 @@ import (
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/console"
+	"github.com/hookledger/hookledger/customer"
 	"github.com/hookledger/hookledger/internal/testenv"
-	"github.com/hookledger/hookledger/ledger"
 )
 
 // The overview counts inserted and failed events from the receipts table and
@@ -211,7 +211,7 @@ func TestXSSEscaped(t *testing.T) {
 	e.Pricing = planPricing(t, "pro"+payload, "29.00", "50.00", [2]string{"1000", "0"}, [2]string{"", "0.001"})
 	e.closeMonth(t, "2026-11", time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC))
 	// The same customer registered with markup in its name, email and note.
-	if err := ledger.AddCustomer(context.Background(), e.DB, ledger.Customer{ID: "cus_" + payload, Name: payload, Email: payload,
+	if err := customer.AddCustomer(context.Background(), e.DB, customer.Customer{ID: "cus_" + payload, Name: payload, Email: payload,
 		ExternalIDs: map[string]string{"crm": "c1"}, Note: payload, RecordedAt: e.Now()}, nil, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookledger/hookledger/customer"
 	"github.com/hookledger/hookledger/invoice"
-	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
 )
 
@@ -20,7 +20,7 @@ func TestInvoicePageShowsParts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.Pricing = &invoice.Pricing{Catalog: cat, Plans: ledger.NewPlans("basic", []ledger.PlanAssignment{{Customer: "cus_1", Plan: "pro", EffectiveFrom: "2026-11-16"}})}
+	e.Pricing = &invoice.Pricing{Catalog: cat, Plans: customer.NewPlans("basic", []customer.PlanAssignment{{Customer: "cus_1", Plan: "pro", EffectiveFrom: "2026-11-16"}})}
 	e.send(t, "e1", "cus_1", "4") // testenv.UsageBody's time: 2026-11-29, in pro's part
 	e.closeMonth(t, "2026-11", time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC))
 	e.signIn(t)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/customer"
 	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
@@ -46,7 +47,7 @@ func TestDimensionalLineTrace(t *testing.T) {
 	}
 	p, _ := ledger.MonthPeriod("2026-09", time.UTC)
 	res, err := invoice.Close(context.Background(), e.DB, invoice.CloseRequest{Period: p, All: true, Meters: ledger.NewMeters(e.Config.Meters),
-		Now: e.Now, Pricing: &invoice.Pricing{Catalog: cat, Plans: ledger.NewPlans("ai", nil)}})
+		Now: e.Now, Pricing: &invoice.Pricing{Catalog: cat, Plans: customer.NewPlans("ai", nil)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookledger/hookledger/customer"
 	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
@@ -34,7 +35,7 @@ func proPricing(t *testing.T) *invoice.Pricing {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &invoice.Pricing{Catalog: cat, Plans: ledger.NewPlans("pro", nil)}
+	return &invoice.Pricing{Catalog: cat, Plans: customer.NewPlans("pro", nil)}
 }
 
 // closePriced closes a month for every customer at e.Now(), priced.

@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"time"
 
+	"github.com/hookledger/hookledger/customer"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
 	"github.com/hookledger/hookledger/schema"
@@ -97,17 +98,17 @@ func (p *Policy) Resolve(customer, meter string, day pricing.Date, assignments [
 	return l, found
 }
 
-// versionOn is the plan version customer is on on day (its assignments, else
-// the default plan), nil when none.
-func (p *Policy) versionOn(customer string, day pricing.Date, assignments []schema.PlanAssignment) *pricing.Plan {
+// versionOn is the plan version customer id is on on day (its assignments,
+// else the default plan), nil when none.
+func (p *Policy) versionOn(id string, day pricing.Date, assignments []schema.PlanAssignment) *pricing.Plan {
 	if p == nil || p.Catalog == nil {
 		return nil
 	}
-	as := make([]ledger.PlanAssignment, len(assignments))
+	as := make([]customer.PlanAssignment, len(assignments))
 	for i, a := range assignments {
-		as[i] = ledger.PlanAssignment{ID: a.ID, Customer: a.CustomerID, Plan: a.Plan, EffectiveFrom: pricing.Date(a.EffectiveFrom)}
+		as[i] = customer.PlanAssignment{ID: a.ID, Customer: a.CustomerID, Plan: a.Plan, EffectiveFrom: pricing.Date(a.EffectiveFrom)}
 	}
-	name, _ := ledger.NewPlans(p.DefaultPlan, as).On(customer, day)
+	name, _ := customer.NewPlans(p.DefaultPlan, as).On(id, day)
 	if name == "" {
 		return nil
 	}

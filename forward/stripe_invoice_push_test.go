@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/customer"
 	"github.com/hookledger/hookledger/forward"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/invoice"
@@ -105,20 +106,20 @@ func startInvoiceRelay(t *testing.T, e *testenv.Env, clock *runningClock) *forwa
 // closes November with the plans; the invoices by customer.
 func closeNovember(t *testing.T, e *testenv.Env, customers map[string]string) map[string]invoice.Invoice {
 	t.Helper()
-	var as []ledger.PlanAssignment
+	var as []customer.PlanAssignment
 	for c, plan := range customers {
 		body := fmt.Appendf(nil, `{"type":"usage.recorded","data":{"customer":%q,"meter":"api_requests","quantity":10000,"occurred_at":"2026-11-20T10:00:00Z"}}`, c)
 		if r := e.Send("evt_"+c, body); r.Code != 200 {
 			t.Fatalf("send: %d", r.Code)
 		}
-		as = append(as, ledger.PlanAssignment{Customer: c, Plan: plan, EffectiveFrom: "2026-01-01"})
+		as = append(as, customer.PlanAssignment{Customer: c, Plan: plan, EffectiveFrom: "2026-01-01"})
 	}
 	p, err := ledger.MonthPeriod("2026-11", time.UTC)
 	if err != nil {
 		t.Fatal(err)
 	}
 	res, err := invoice.Close(context.Background(), e.DB, invoice.CloseRequest{Period: p, All: true, Meters: ledger.NewMeters(e.Config.Meters),
-		Pricing: &invoice.Pricing{Catalog: invoicePlans(t), Plans: ledger.NewPlans("", as)}, Now: e.Clock.Now,
+		Pricing: &invoice.Pricing{Catalog: invoicePlans(t), Plans: customer.NewPlans("", as)}, Now: e.Clock.Now,
 		OnClose: stripe.NewSync(e.Config).OnClose(e.Clock.Now)})
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hookledger/hookledger/admin"
 	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/customer"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
@@ -235,7 +236,7 @@ func TestStripeInvoiceEventForUnknownCustomerIsKept(t *testing.T) {
 // the registry links a customer of ours to.
 func TestStripeInvoiceLinksThroughTheRegistry(t *testing.T) {
 	link := func(e *testenv.Env) {
-		if err := ledger.AddCustomer(context.Background(), e.DB, ledger.Customer{ID: "cus_1",
+		if err := customer.AddCustomer(context.Background(), e.DB, customer.Customer{ID: "cus_1",
 			ExternalIDs: map[string]string{stripe.ExternalID: "cus_Stripe9"}, RecordedAt: time.Now().UTC(), Note: "test"}, nil, nil); err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/customer"
 	"github.com/hookledger/hookledger/forward"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/invoice"
@@ -159,7 +160,7 @@ func TestStripeCloseModePushesEachModelsLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err := invoice.Close(context.Background(), e.DB, invoice.CloseRequest{Period: p, All: true, Meters: ledger.NewMeters(e.Config.Meters),
-		Pricing: &invoice.Pricing{Catalog: cat, Plans: ledger.NewPlans("ai", nil)}, OnClose: stripe.NewSync(e.Config).OnClose(nil)})
+		Pricing: &invoice.Pricing{Catalog: cat, Plans: customer.NewPlans("ai", nil)}, OnClose: stripe.NewSync(e.Config).OnClose(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/customer"
 	"github.com/hookledger/hookledger/internal/seed"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/invoice"
@@ -319,7 +320,7 @@ func BenchmarkPriceInvoice(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	pr := &invoice.Pricing{Catalog: cfg.Catalog, Plans: ledger.NewPlans(cfg.Customers.DefaultPlan, nil)}
+	pr := &invoice.Pricing{Catalog: cfg.Catalog, Plans: customer.NewPlans(cfg.Customers.DefaultPlan, nil)}
 	month, err := ledger.MonthPeriod("2026-06", time.UTC)
 	if err != nil {
 		b.Fatal(err)

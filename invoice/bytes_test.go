@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookledger/hookledger/customer"
 	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
@@ -31,7 +32,7 @@ func bytesPricing(t *testing.T) *invoice.Pricing {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &invoice.Pricing{Catalog: cat, Plans: ledger.NewPlans("storage", nil)}
+	return &invoice.Pricing{Catalog: cat, Plans: customer.NewPlans("storage", nil)}
 }
 
 // A 10 TB gauge is one event of 10^13 bytes, and a month of them totals

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/customer"
 	"github.com/hookledger/hookledger/invoice"
-	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
 	"github.com/hookledger/hookledger/schema"
 )
@@ -29,12 +29,12 @@ func catalogOf(t *testing.T, plans ...pricing.Plan) *pricing.Catalog {
 }
 
 // flatPricing is two fee-only USD plans: flat480 (the default) and flat80.
-func flatPricing(t *testing.T, as ...ledger.PlanAssignment) *invoice.Pricing {
+func flatPricing(t *testing.T, as ...customer.PlanAssignment) *invoice.Pricing {
 	t.Helper()
 	cat := catalogOf(t,
 		pricing.Plan{Name: "flat480", Currency: "USD", EffectiveFrom: "2026-01-01", Fee: dec("480.00")},
 		pricing.Plan{Name: "flat80", Currency: "USD", EffectiveFrom: "2026-01-01", Fee: dec("80.00")})
-	return &invoice.Pricing{Catalog: cat, Plans: ledger.NewPlans("flat480", as)}
+	return &invoice.Pricing{Catalog: cat, Plans: customer.NewPlans("flat480", as)}
 }
 
 func (e *env) grant(r invoice.GrantRequest) *custody.GrantCredit {
@@ -65,7 +65,7 @@ func credits(inv invoice.Invoice) string {
 // gives nothing, a grant in another currency never pays.
 func TestCreditBurnOrder(t *testing.T) {
 	e := newEnv(t)
-	pr := flatPricing(t, ledger.PlanAssignment{Customer: "c2", Plan: "flat80", EffectiveFrom: "2026-01-01"})
+	pr := flatPricing(t, customer.PlanAssignment{Customer: "c2", Plan: "flat80", EffectiveFrom: "2026-01-01"})
 	ms := func(s string) int64 { return ts(s).UnixMilli() }
 
 	e.SetClock(ts("2026-11-01T00:00:00Z"))

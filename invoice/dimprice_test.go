@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookledger/hookledger/customer"
 	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
@@ -50,7 +51,7 @@ func tokenPricing(t *testing.T, withDefault bool) *invoice.Pricing {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &invoice.Pricing{Catalog: cat, Plans: ledger.NewPlans("ai", nil)}
+	return &invoice.Pricing{Catalog: cat, Plans: customer.NewPlans("ai", nil)}
 }
 
 // dimAmounts lists an invoice's lines as meter[dimension] period=quantity@amount.

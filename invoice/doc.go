@@ -10,7 +10,7 @@
 // beside what they check; check.go is the line check verify and the dispute
 // trace share, trace.go what the trace reads through it).
 //
-// It builds on package ledger (rows, quantities, aggregation, the chains,
-// the registry) and, like it, holds no SQL: invoicestore.go declares what it
+// It builds on package ledger (rows, quantities, aggregation, the chains)
+// and package customer (who is on which plan when) and, like them, holds no SQL: invoicestore.go declares what it
 // reads and writes, which schema implements.
 package invoice

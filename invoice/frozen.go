@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/customer"
 	"github.com/hookledger/hookledger/pricing"
 	"github.com/hookledger/hookledger/schema"
 )
@@ -26,7 +26,7 @@ type SnapshotSource interface {
 // assignments and customers, and the closed invoices' snapshots that freeze
 // versions.
 type PricingSource interface {
-	ledger.RegistryStore
+	customer.RegistryStore
 	InvoiceSource
 }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookledger/hookledger/customer"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
@@ -25,9 +26,9 @@ func newBackendEnv(t *testing.T, backend string) *env {
 }
 
 // plansOf validates plans into a pricing with default plan def.
-func plansOf(t *testing.T, def string, as []ledger.PlanAssignment, plans ...pricing.Plan) *invoice.Pricing {
+func plansOf(t *testing.T, def string, as []customer.PlanAssignment, plans ...pricing.Plan) *invoice.Pricing {
 	t.Helper()
-	return &invoice.Pricing{Catalog: testenv.Catalog(t, plans), Plans: ledger.NewPlans(def, as)}
+	return &invoice.Pricing{Catalog: testenv.Catalog(t, plans), Plans: customer.NewPlans(def, as)}
 }
 
 // proPlan is pro from 2026-01-01: api free to 1,000, 0.001 to 100,000,
@@ -153,24 +154,24 @@ func TestAssignmentIntoClosedPeriodIsRefused(t *testing.T) {
 			t.Fatalf("October: %s", got)
 		}
 		for _, from := range []pricing.Date{"2026-10-01", "2026-10-15", "2026-09-01"} {
-			_, err := ledger.AssignPlan(e.Ctx, e.DB, ledger.PlanAssignment{Customer: "c1", Plan: "usd2", EffectiveFrom: from, RecordedAt: e.Clock.Now()}, catalog)
-			var input *ledger.InputError
+			_, err := customer.AssignPlan(e.Ctx, e.DB, customer.PlanAssignment{Customer: "c1", Plan: "usd2", EffectiveFrom: from, RecordedAt: e.Clock.Now()}, catalog)
+			var input *customer.InputError
 			want := `plan "usd2" from ` + string(from) + ` would change the plan of 2026-10 (2026-10-01 to 2026-10-31, UTC), closed for all customers by close 1 on 2026-11-02`
-			if !errors.Is(err, ledger.ErrAssignmentInClosedPeriod) || !errors.As(err, &input) || !strings.Contains(err.Error(), want) ||
+			if !errors.Is(err, customer.ErrAssignmentInClosedPeriod) || !errors.As(err, &input) || !strings.Contains(err.Error(), want) ||
 				!strings.Contains(err.Error(), "assign from 2026-11-01") {
 				t.Errorf("assign from %s: %v\nwant a refusal naming the close: %s", from, err, want)
 			}
 		}
 		// A new customer on a plan from inside the period closed for all: the same.
-		err = ledger.AddCustomer(e.Ctx, e.DB, ledger.Customer{ID: "c9", RecordedAt: e.Clock.Now()},
-			&ledger.PlanAssignment{Plan: "usd2", EffectiveFrom: "2026-10-01", RecordedAt: e.Clock.Now()}, catalog)
-		if !errors.Is(err, ledger.ErrAssignmentInClosedPeriod) {
+		err = customer.AddCustomer(e.Ctx, e.DB, customer.Customer{ID: "c9", RecordedAt: e.Clock.Now()},
+			&customer.PlanAssignment{Plan: "usd2", EffectiveFrom: "2026-10-01", RecordedAt: e.Clock.Now()}, catalog)
+		if !errors.Is(err, customer.ErrAssignmentInClosedPeriod) {
 			t.Errorf("add a customer on a plan from a closed period: %v", err)
 		}
 		if n := e.Count("plan_assignments"); n != 0 {
 			t.Fatalf("refused assignments stored %d rows", n)
 		}
-		if _, err := ledger.AssignPlan(e.Ctx, e.DB, ledger.PlanAssignment{Customer: "c1", Plan: "usd2", EffectiveFrom: "2026-11-01", RecordedAt: e.Clock.Now()}, catalog); err != nil {
+		if _, err := customer.AssignPlan(e.Ctx, e.DB, customer.PlanAssignment{Customer: "c1", Plan: "usd2", EffectiveFrom: "2026-11-01", RecordedAt: e.Clock.Now()}, catalog); err != nil {
 			t.Fatalf("assign from the first open day: %v", err)
 		}
 
@@ -199,7 +200,7 @@ func TestAssignmentIntoClosedPeriodIsRefused(t *testing.T) {
 // periods were refused, and the default plan changed after the close.
 func TestLateUsageIsPricedByThePeriodsVersion(t *testing.T) {
 	for name, late := range map[string]*invoice.Pricing{
-		"assignment stored before the refusal": plansOf(t, "usd", []ledger.PlanAssignment{{Customer: "c1", Plan: "usd2", EffectiveFrom: "2026-10-01"}},
+		"assignment stored before the refusal": plansOf(t, "usd", []customer.PlanAssignment{{Customer: "c1", Plan: "usd2", EffectiveFrom: "2026-10-01"}},
 			unitPlan("usd", "1.00"), unitPlan("usd2", "3.00")),
 		"default plan changed": plansOf(t, "usd2", nil, unitPlan("usd", "1.00"), unitPlan("usd2", "3.00")),
 	} {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/hookledger/hookledger/customer"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
 )
@@ -45,7 +46,7 @@ type LineMoney struct {
 // declares and which customer is on which.
 type Pricing struct {
 	Catalog *pricing.Catalog
-	Plans   *ledger.Plans
+	Plans   *customer.Plans
 }
 
 // LoadPricing reads what a close prices with: the plan assignments, with
@@ -60,11 +61,11 @@ func LoadPricing(ctx context.Context, db PricingSource, catalog *pricing.Catalog
 	if err := CheckFrozenPrices(ctx, db, catalog); err != nil {
 		return nil, nil, err
 	}
-	as, err := ledger.PlanAssignments(ctx, db, "")
+	as, err := customer.PlanAssignments(ctx, db, "")
 	if err != nil {
 		return nil, nil, err
 	}
-	cs, err := ledger.Customers(ctx, db)
+	cs, err := customer.Customers(ctx, db)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -75,7 +76,7 @@ func LoadPricing(ctx context.Context, db PricingSource, catalog *pricing.Catalog
 	for _, c := range cs {
 		known[c.ID] = true
 	}
-	return &Pricing{Catalog: catalog, Plans: ledger.NewPlans(defaultPlan, as)}, slices.Sorted(maps.Keys(known)), nil
+	return &Pricing{Catalog: catalog, Plans: customer.NewPlans(defaultPlan, as)}, slices.Sorted(maps.Keys(known)), nil
 }
 
 // jsonRaw is stored JSON, embedded as it is in JSON output.

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hookledger/hookledger/customer"
 	"github.com/hookledger/hookledger/invoice"
-	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
 )
 
@@ -13,7 +13,7 @@ func dec(s string) *pricing.Decimal { d := pricing.MustDecimal(s); return &d }
 
 // moneyPricing is two versions of plan "pro" (the second from July, with a
 // dearer fee and a cheaper api price) and the default plan pro.
-func moneyPricing(t *testing.T, as ...ledger.PlanAssignment) *invoice.Pricing {
+func moneyPricing(t *testing.T, as ...customer.PlanAssignment) *invoice.Pricing {
 	t.Helper()
 	plans := []pricing.Plan{
 		{Name: "pro", Currency: "USD", EffectiveFrom: "2026-01-01", Fee: dec("29.00"), Minimum: dec("50.00"), Prices: []pricing.Price{
@@ -34,7 +34,7 @@ func moneyPricing(t *testing.T, as ...ledger.PlanAssignment) *invoice.Pricing {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &invoice.Pricing{Catalog: cat, Plans: ledger.NewPlans("pro", as)}
+	return &invoice.Pricing{Catalog: cat, Plans: customer.NewPlans("pro", as)}
 }
 
 func amounts(inv invoice.Invoice) string {
@@ -138,7 +138,7 @@ func TestCloseInvoicesLateUsageOfAnotherCurrencyApart(t *testing.T) {
 	cat := catalogOf(t,
 		pricing.Plan{Name: "us", Currency: "USD", EffectiveFrom: "2026-01-01", Fee: dec("10.00"), Prices: []pricing.Price{{Meter: "api", Model: pricing.Unit, Unit: dec("1")}}},
 		pricing.Plan{Name: "eu", Currency: "EUR", EffectiveFrom: "2026-01-01", Prices: []pricing.Price{{Meter: "api", Model: pricing.Unit, Unit: dec("1")}}})
-	pr := &invoice.Pricing{Catalog: cat, Plans: ledger.NewPlans("us", []ledger.PlanAssignment{
+	pr := &invoice.Pricing{Catalog: cat, Plans: customer.NewPlans("us", []customer.PlanAssignment{
 		{Customer: "c1", Plan: "eu", EffectiveFrom: "2026-07-01"}, {Customer: "c3", Plan: "eu", EffectiveFrom: "2026-07-01"}})}
 	e.SetClock(ts("2026-06-20T00:00:00Z"))
 	e.Write(row{Customer: "c1", Meter: "api", Qty: q("1"), At: ts("2026-06-10T00:00:00Z")},
@@ -244,7 +244,7 @@ func TestLateLineOfAnotherPlanSameDate(t *testing.T) {
 		}
 	}
 	cat, _ := pricing.NewCatalog(plans)
-	pr := &invoice.Pricing{Catalog: cat, Plans: ledger.NewPlans("basic", []ledger.PlanAssignment{{Customer: "c1", Plan: "pro", EffectiveFrom: "2026-07-01"}})}
+	pr := &invoice.Pricing{Catalog: cat, Plans: customer.NewPlans("basic", []customer.PlanAssignment{{Customer: "c1", Plan: "pro", EffectiveFrom: "2026-07-01"}})}
 	e.SetClock(ts("2026-06-20T00:00:00Z"))
 	e.Write(row{Customer: "c1", Meter: "api", Qty: q("3"), At: ts("2026-06-10T00:00:00Z")})
 	e.closePeriod(t, invoice.CloseRequest{Period: month(t, "2026-06", "UTC"), All: true, Meters: invMeters, Now: at("2026-07-02T00:00:00Z"), Pricing: pr})
@@ -274,8 +274,8 @@ func TestCloseForAllExcludesACustomerItCannotInvoice(t *testing.T) {
 	e := newEnv(t)
 	us := pricing.Plan{Name: "us", Currency: "USD", EffectiveFrom: "2026-01-01", Prices: []pricing.Price{{Meter: "api", Model: pricing.Unit, Unit: dec("1")}}}
 	legacy := pricing.Plan{Name: "legacy", Currency: "USD", EffectiveFrom: "2026-01-01", Prices: []pricing.Price{{Meter: "api", Model: pricing.Unit, Unit: dec("2")}}}
-	as := []ledger.PlanAssignment{{Customer: "c1", Plan: "legacy", EffectiveFrom: "2026-01-01"}}
-	broken := &invoice.Pricing{Catalog: catalogOf(t, us), Plans: ledger.NewPlans("us", as)} // legacy left out of the configuration
+	as := []customer.PlanAssignment{{Customer: "c1", Plan: "legacy", EffectiveFrom: "2026-01-01"}}
+	broken := &invoice.Pricing{Catalog: catalogOf(t, us), Plans: customer.NewPlans("us", as)} // legacy left out of the configuration
 	e.SetClock(ts("2026-06-20T00:00:00Z"))
 	e.Write(row{Customer: "c1", Meter: "api", Qty: q("3"), At: ts("2026-06-10T00:00:00Z")},
 		row{Customer: "c2", Meter: "api", Qty: q("5"), At: ts("2026-06-11T00:00:00Z")})
@@ -303,7 +303,7 @@ func TestCloseForAllExcludesACustomerItCannotInvoice(t *testing.T) {
 		t.Errorf("close for all again: existing %v, excluded %+v; want existing with c1 still open", again.Existing, again.Excluded)
 	}
 	// legacy declared again: c1's own close makes its invoice of June.
-	fixed := &invoice.Pricing{Catalog: catalogOf(t, us, legacy), Plans: ledger.NewPlans("us", as)}
+	fixed := &invoice.Pricing{Catalog: catalogOf(t, us, legacy), Plans: customer.NewPlans("us", as)}
 	own := e.closePeriod(t, invoice.CloseRequest{Period: june, Customer: "c1", Meters: invMeters, Now: at("2026-07-04T00:00:00Z"), Pricing: fixed})
 	if own.Existing || len(own.Invoices) != 1 || own.Invoices[0].Money.Total != "6.00" {
 		t.Fatalf("c1's close: existing %v, %+v; want a new invoice of 3 × 2.00", own.Existing, own.Invoices)

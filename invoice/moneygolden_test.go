@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hookledger/hookledger/customer"
 	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
@@ -60,7 +61,7 @@ func goldenPricing(t *testing.T) *invoice.Pricing {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &invoice.Pricing{Catalog: cat, Plans: ledger.NewPlans("pro", []ledger.PlanAssignment{
+	return &invoice.Pricing{Catalog: cat, Plans: customer.NewPlans("pro", []customer.PlanAssignment{
 		{Customer: "c4", Plan: "yen", EffectiveFrom: "2026-01-01"},
 		{Customer: "c5", Plan: "dinar", EffectiveFrom: "2026-01-01"},
 	})}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/hookledger/hookledger/customer"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
 )
@@ -200,7 +201,7 @@ type ChangePreview struct {
 // first day falls in (months in loc): nil when a takes effect on a period's
 // first day, or splits nothing (the same version on both sides). It stores
 // nothing: both drafts are Preview's.
-func PreviewChange(ctx context.Context, db PreviewStore, pr *Pricing, a ledger.PlanAssignment, meters ledger.Meters, loc *time.Location, now func() time.Time) (*ChangePreview, error) {
+func PreviewChange(ctx context.Context, db PreviewStore, pr *Pricing, a customer.PlanAssignment, meters ledger.Meters, loc *time.Location, now func() time.Time) (*ChangePreview, error) {
 	if pr == nil {
 		return nil, nil
 	}

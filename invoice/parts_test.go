@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hookledger/hookledger/customer"
 	"github.com/hookledger/hookledger/invoice"
-	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
 )
 
@@ -19,7 +19,7 @@ func changePricing(t *testing.T, changeDay pricing.Date) *invoice.Pricing {
 			Prices: []pricing.Price{{Meter: "api", Model: pricing.Unit, Unit: dec("0.01")}}},
 		pricing.Plan{Name: "pro", Currency: "USD", EffectiveFrom: "2026-01-01", Fee: dec("30.00"),
 			Prices: []pricing.Price{{Meter: "api", Model: pricing.Unit, Unit: dec("0.005")}}})
-	return &invoice.Pricing{Catalog: cat, Plans: ledger.NewPlans("basic", []ledger.PlanAssignment{
+	return &invoice.Pricing{Catalog: cat, Plans: customer.NewPlans("basic", []customer.PlanAssignment{
 		{Customer: "c1", Plan: "basic", EffectiveFrom: "2026-01-01"}, {Customer: "c1", Plan: "pro", EffectiveFrom: changeDay}})}
 }
 
@@ -116,7 +116,7 @@ func TestPlanChangeSplitsAGauge(t *testing.T) {
 			Prices: []pricing.Price{{Meter: "storage", Model: pricing.Unit, Unit: dec("0.01")}}},
 		pricing.Plan{Name: "pro", Currency: "USD", EffectiveFrom: "2026-01-01", Unpriced: "free",
 			Prices: []pricing.Price{{Meter: "storage", Model: pricing.Unit, Unit: dec("0.005")}}})
-	pr := &invoice.Pricing{Catalog: cat, Plans: ledger.NewPlans("basic", []ledger.PlanAssignment{{Customer: "c1", Plan: "pro", EffectiveFrom: "2026-11-16"}})}
+	pr := &invoice.Pricing{Catalog: cat, Plans: customer.NewPlans("basic", []customer.PlanAssignment{{Customer: "c1", Plan: "pro", EffectiveFrom: "2026-11-16"}})}
 	eu := `{"region":"eu"}`
 	e.SetClock(ts("2026-11-25T00:00:00Z"))
 	e.Write(

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hookledger/hookledger/customer"
 	"github.com/hookledger/hookledger/invoice"
-	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
 )
 
@@ -22,7 +22,7 @@ func TestCloseReportsUsageNothingPrices(t *testing.T) {
 		row{Customer: "c3", Meter: "api", Qty: q("1"), At: ts("2026-10-05T00:00:00Z")})
 	free := unitPlan("free", "0.10")
 	free.Unpriced = pricing.UnpricedFree
-	pr := plansOf(t, "", []ledger.PlanAssignment{{Customer: "c1", Plan: "usd", EffectiveFrom: "2026-01-01"}, {Customer: "c2", Plan: "free", EffectiveFrom: "2026-01-01"}},
+	pr := plansOf(t, "", []customer.PlanAssignment{{Customer: "c1", Plan: "usd", EffectiveFrom: "2026-01-01"}, {Customer: "c2", Plan: "free", EffectiveFrom: "2026-01-01"}},
 		unitPlan("usd", "0.10"), free)
 	res := e.closePeriod(t, invoice.CloseRequest{Period: month(t, "2026-10", "UTC"), All: true, Meters: invMeters,
 		Now: at("2026-11-02T00:00:00Z"), Pricing: pr})

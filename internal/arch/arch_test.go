@@ -22,6 +22,7 @@ var layers = [][]string{
 	{"pricing", "payload", "chainhash", "redact", "csvout", "durable"},
 	{"schema"},
 	{"ledger", "scheme", "replication"},
+	{"customer"},
 	{"invoice"},
 	{"entitle", "ingest"},
 	{"config", "custody"},

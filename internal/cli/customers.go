@@ -10,7 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/customer"
 	"github.com/hookledger/hookledger/pricing"
 	"github.com/hookledger/hookledger/stripe"
 )
@@ -104,8 +104,8 @@ func customersAdd(c *cli.Context) error {
 		return err
 	}
 	now := time.Now().UTC()
-	cust := ledger.Customer{ID: args[0], Name: c.String("name"), Email: c.String("email"), ExternalIDs: ext, RecordedAt: now, Note: c.String("note")}
-	var plan *ledger.PlanAssignment
+	cust := customer.Customer{ID: args[0], Name: c.String("name"), Email: c.String("email"), ExternalIDs: ext, RecordedAt: now, Note: c.String("note")}
+	var plan *customer.PlanAssignment
 	switch {
 	case c.IsSet("plan") && !c.IsSet("from"):
 		return usageErrorf(c, "--plan needs --from, the plan's first day (YYYY-MM-DD)")
@@ -116,7 +116,7 @@ func customersAdd(c *cli.Context) error {
 		if err != nil {
 			return err
 		}
-		plan = &ledger.PlanAssignment{Plan: c.String("plan"), EffectiveFrom: from, RecordedAt: now, Note: c.String("note")}
+		plan = &customer.PlanAssignment{Plan: c.String("plan"), EffectiveFrom: from, RecordedAt: now, Note: c.String("note")}
 	}
 	cfg, err := commandConfig(c)
 	if err != nil {
@@ -127,7 +127,7 @@ func customersAdd(c *cli.Context) error {
 		return err
 	}
 	defer db.Close()
-	if err := ledger.AddCustomer(c.Context, db, cust, plan, cfg.Catalog); err != nil {
+	if err := customer.AddCustomer(c.Context, db, cust, plan, cfg.Catalog); err != nil {
 		return err
 	}
 	fmt.Fprintf(c.App.Writer, "customer %q registered", cust.ID)
@@ -154,11 +154,11 @@ func customersLink(c *cli.Context) error {
 	defer db.Close()
 	now := time.Now().UTC()
 	ext := map[string]string{stripe.ExternalID: id}
-	_, err = ledger.UpdateCustomer(c.Context, db, args[0], ledger.CustomerChange{ExternalIDs: ext, Note: c.String("note"), At: now})
+	_, err = customer.UpdateCustomer(c.Context, db, args[0], customer.CustomerChange{ExternalIDs: ext, Note: c.String("note"), At: now})
 	switch {
-	case errors.Is(err, ledger.ErrNoCustomer):
-		err = ledger.AddCustomer(c.Context, db, ledger.Customer{ID: args[0], ExternalIDs: ext, RecordedAt: now, Note: c.String("note")}, nil, nil)
-	case errors.Is(err, ledger.ErrNothingToChange):
+	case errors.Is(err, customer.ErrNoCustomer):
+		err = customer.AddCustomer(c.Context, db, customer.Customer{ID: args[0], ExternalIDs: ext, RecordedAt: now, Note: c.String("note")}, nil, nil)
+	case errors.Is(err, customer.ErrNothingToChange):
 		err = nil // linked to it already
 	}
 	if err != nil {
@@ -177,7 +177,7 @@ func customersUpdate(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	ch := ledger.CustomerChange{ExternalIDs: ext, Note: c.String("note"), At: time.Now().UTC()}
+	ch := customer.CustomerChange{ExternalIDs: ext, Note: c.String("note"), At: time.Now().UTC()}
 	if c.IsSet("name") {
 		v := c.String("name")
 		ch.Name = &v
@@ -191,8 +191,8 @@ func customersUpdate(c *cli.Context) error {
 		return err
 	}
 	defer db.Close()
-	cust, err := ledger.UpdateCustomer(c.Context, db, args[0], ch)
-	if errors.Is(err, ledger.ErrNothingToChange) {
+	cust, err := customer.UpdateCustomer(c.Context, db, args[0], ch)
+	if errors.Is(err, customer.ErrNothingToChange) {
 		return usageErrorf(c, "%v: give --name, --email or --external-id with a new value", err)
 	}
 	if err != nil {
@@ -226,7 +226,7 @@ func customersList(c *cli.Context) error {
 		return err
 	}
 	defer db.Close()
-	cs, err := ledger.CustomersToday(c.Context, db, cfg.Customers.DefaultPlan, today())
+	cs, err := customer.CustomersToday(c.Context, db, cfg.Customers.DefaultPlan, today())
 	if err != nil {
 		return err
 	}
@@ -262,12 +262,12 @@ func showCustomer(c *cli.Context, registered bool) error {
 		return err
 	}
 	defer db.Close()
-	v, err := ledger.ViewCustomer(c.Context, db, cfg.Customers.DefaultPlan, args[0], today())
+	v, err := customer.ViewCustomer(c.Context, db, cfg.Customers.DefaultPlan, args[0], today())
 	if err != nil {
 		return err
 	}
 	if registered && !v.Known {
-		return fmt.Errorf("%w %q in the registry (hookledger customers list shows them)", ledger.ErrNoCustomer, args[0])
+		return fmt.Errorf("%w %q in the registry (hookledger customers list shows them)", customer.ErrNoCustomer, args[0])
 	}
 	if c.String("format") == "json" {
 		return writeRecords(c.App.Writer, "json", nil, nil, v)

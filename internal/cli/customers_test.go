@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/customer"
 )
 
 // customers list and show, and plan show, print the registry as the admin
@@ -83,7 +83,7 @@ customers:
 	if !strings.Contains(out, "plan today (") || !strings.Contains(out, "pro — the default plan (customers.default_plan)") {
 		t.Errorf("customers show (table):\n%s", out)
 	}
-	if _, err := run("customers", "show", "nobody"); !errors.Is(err, ledger.ErrNoCustomer) {
+	if _, err := run("customers", "show", "nobody"); !errors.Is(err, customer.ErrNoCustomer) {
 		t.Errorf("customers show of an unknown customer: %v", err)
 	}
 	// plan show also answers for a customer the registry does not know.

@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/customer"
 	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
@@ -76,11 +77,11 @@ func planAssign(c *cli.Context) error {
 		return err
 	}
 	defer db.Close()
-	asked := ledger.PlanAssignment{Customer: args[0], Plan: args[1], EffectiveFrom: from, RecordedAt: time.Now().UTC(), Note: c.String("note")}
+	asked := customer.PlanAssignment{Customer: args[0], Plan: args[1], EffectiveFrom: from, RecordedAt: time.Now().UTC(), Note: c.String("note")}
 	if err := previewChange(c, cfg, db, asked); err != nil {
 		return err
 	}
-	a, err := ledger.AssignPlan(c.Context, db, asked, cfg.Catalog)
+	a, err := customer.AssignPlan(c.Context, db, asked, cfg.Catalog)
 	if err != nil {
 		return err
 	}
@@ -93,7 +94,7 @@ func planAssign(c *cli.Context) error {
 // change, each part's plan version and prorated fee, beside the draft
 // without it. An assignment on a month's first day, or one that changes no
 // price, prints nothing.
-func previewChange(c *cli.Context, cfg *config.Config, db *schema.DB, a ledger.PlanAssignment) error {
+func previewChange(c *cli.Context, cfg *config.Config, db *schema.DB, a customer.PlanAssignment) error {
 	loc, err := zoneOf(c, cfg)
 	if err != nil {
 		return err

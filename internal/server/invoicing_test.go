@@ -16,6 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/customer"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
@@ -253,7 +254,7 @@ func TestScheduledClose(t *testing.T) {
 		e.use("cus_2", 50, "2026-10-05T10:00:00Z")
 		e.use("cus_2", 7, "2026-10-31T22:30:00Z") // 23:30 in Berlin: October
 		e.use("cus_2", 3, "2026-10-31T23:30:00Z") // 00:30 on 1 November in Berlin
-		if err := ledger.AddCustomer(ctx, e.DB, ledger.Customer{ID: "cus_3", RecordedAt: e.Now()}, nil, e.Config.Catalog); err != nil {
+		if err := customer.AddCustomer(ctx, e.DB, customer.Customer{ID: "cus_3", RecordedAt: e.Now()}, nil, e.Config.Catalog); err != nil {
 			t.Fatal(err)
 		}
 		inv := e.met.WatchInvoicing()
@@ -533,7 +534,7 @@ func TestScheduledCloseExcludesACustomerItCannotInvoice(t *testing.T) {
 		e.use("cus_2", 50, "2026-10-11T10:00:00Z")
 		// cus_1 on "legacy", which the configuration does not declare (as after
 		// the plan was taken out of hookledger.yml).
-		if err := ledger.AddCustomer(ctx, e.DB, ledger.Customer{ID: "cus_1", RecordedAt: e.Now()}, nil, nil); err != nil {
+		if err := customer.AddCustomer(ctx, e.DB, customer.Customer{ID: "cus_1", RecordedAt: e.Now()}, nil, nil); err != nil {
 			t.Fatal(err)
 		}
 		if err := e.DB.RegistryTx(ctx, func(tx *schema.RegistryTx) error {

@@ -1,4 +1,4 @@
-package ledger
+package customer
 
 import (
 	"cmp"
@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
 	"github.com/hookledger/hookledger/schema"
 )
@@ -43,7 +44,7 @@ func checkOpenPeriods(ctx context.Context, tx *schema.RegistryTx, a PlanAssignme
 	}
 	from := a.EffectiveFrom
 	for c := hit; c != nil; c = reachedClose(closes, prior, from) {
-		from = PeriodDay(c.PeriodEnd, c.TZ) // the first day after it
+		from = ledger.PeriodDay(c.PeriodEnd, c.TZ) // the first day after it
 	}
 	who := "customer " + fmt.Sprintf("%q", a.Customer)
 	if hit.Customer == "" {
@@ -51,7 +52,7 @@ func checkOpenPeriods(ctx context.Context, tx *schema.RegistryTx, a PlanAssignme
 	}
 	return fmt.Errorf("%w: plan %q from %s would change the plan of %s (%s to %s, %s), closed for %s by close %d on %s; "+
 		"a closed period keeps the plan that priced it: assign from %s, the first day no closed period is reached",
-		ErrAssignmentInClosedPeriod, a.Plan, a.EffectiveFrom, hit.Period, PeriodDay(hit.PeriodStart, hit.TZ), lastDay(hit.PeriodEnd, hit.TZ), hit.TZ,
+		ErrAssignmentInClosedPeriod, a.Plan, a.EffectiveFrom, hit.Period, ledger.PeriodDay(hit.PeriodStart, hit.TZ), lastDay(hit.PeriodEnd, hit.TZ), hit.TZ,
 		who, hit.ID, time.UnixMilli(hit.ClosedAt).UTC().Format(time.DateOnly), from)
 }
 
@@ -61,7 +62,7 @@ func checkOpenPeriods(ctx context.Context, tx *schema.RegistryTx, a PlanAssignme
 // of two on the same date the later recorded wins, which is the new one).
 func reachedClose(closes []schema.PeriodClose, prior []schema.PlanAssignment, day pricing.Date) *schema.PeriodClose {
 	for i, c := range closes {
-		first, last := PeriodDay(c.PeriodStart, c.TZ), lastDay(c.PeriodEnd, c.TZ)
+		first, last := ledger.PeriodDay(c.PeriodStart, c.TZ), lastDay(c.PeriodEnd, c.TZ)
 		if day >= first && day <= last { // YYYY-MM-DD orders as text
 			return &closes[i]
 		}
@@ -81,5 +82,5 @@ func reachedClose(closes []schema.PeriodClose, prior []schema.PlanAssignment, da
 
 // lastDay is the last day of a period ending (exclusively) at end, in tz.
 func lastDay(end int64, tz string) pricing.Date {
-	return PeriodDay(end-1, tz)
+	return ledger.PeriodDay(end-1, tz)
 }

@@ -1,4 +1,4 @@
-package ledger_test
+package customer_test
 
 import (
 	"errors"
@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/customer"
+	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/pricing"
 )
 
@@ -30,30 +31,30 @@ func testCatalog(t *testing.T) *pricing.Catalog {
 }
 
 func TestRegistryHistory(t *testing.T) {
-	e := newEnv(t)
+	e := testenv.NewLedger(t, testenv.Options{})
 	cat := testCatalog(t)
 	at := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
-	err := ledger.AddCustomer(e.Ctx, e.DB, ledger.Customer{ID: "cus_1", Name: "Acme", Email: "billing@acme.test",
+	err := customer.AddCustomer(e.Ctx, e.DB, customer.Customer{ID: "cus_1", Name: "Acme", Email: "billing@acme.test",
 		ExternalIDs: map[string]string{"stripe": "cus_Q3xz"}, RecordedAt: at},
-		&ledger.PlanAssignment{Plan: "pro", EffectiveFrom: "2026-01-01", RecordedAt: at}, cat)
+		&customer.PlanAssignment{Plan: "pro", EffectiveFrom: "2026-01-01", RecordedAt: at}, cat)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ledger.AddCustomer(e.Ctx, e.DB, ledger.Customer{ID: "cus_1", RecordedAt: at}, nil, cat); !errors.Is(err, ledger.ErrCustomerExists) {
+	if err := customer.AddCustomer(e.Ctx, e.DB, customer.Customer{ID: "cus_1", RecordedAt: at}, nil, cat); !errors.Is(err, customer.ErrCustomerExists) {
 		t.Errorf("adding cus_1 twice: %v", err)
 	}
 	email := "ap@acme.test"
-	if _, err := ledger.UpdateCustomer(e.Ctx, e.DB, "cus_1", ledger.CustomerChange{Email: &email,
+	if _, err := customer.UpdateCustomer(e.Ctx, e.DB, "cus_1", customer.CustomerChange{Email: &email,
 		ExternalIDs: map[string]string{"stripe": "", "crm": "42"}, At: at.Add(time.Hour), Note: "new AP contact"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ledger.UpdateCustomer(e.Ctx, e.DB, "cus_1", ledger.CustomerChange{Email: &email, At: at}); !errors.Is(err, ledger.ErrNothingToChange) {
+	if _, err := customer.UpdateCustomer(e.Ctx, e.DB, "cus_1", customer.CustomerChange{Email: &email, At: at}); !errors.Is(err, customer.ErrNothingToChange) {
 		t.Errorf("an update that changes nothing: %v", err)
 	}
-	if _, err := ledger.UpdateCustomer(e.Ctx, e.DB, "cus_9", ledger.CustomerChange{Email: &email, At: at}); !errors.Is(err, ledger.ErrNoCustomer) {
+	if _, err := customer.UpdateCustomer(e.Ctx, e.DB, "cus_9", customer.CustomerChange{Email: &email, At: at}); !errors.Is(err, customer.ErrNoCustomer) {
 		t.Errorf("updating an unregistered customer: %v", err)
 	}
-	hist, err := ledger.CustomerHistory(e.Ctx, e.DB, "cus_1")
+	hist, err := customer.CustomerHistory(e.Ctx, e.DB, "cus_1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +62,7 @@ func TestRegistryHistory(t *testing.T) {
 		hist[1].Email != email || hist[1].ExternalIDs["crm"] != "42" || len(hist[1].ExternalIDs) != 1 || hist[1].Note != "new AP contact" {
 		t.Errorf("history: %+v", hist)
 	}
-	now, err := ledger.Customers(e.Ctx, e.DB)
+	now, err := customer.Customers(e.Ctx, e.DB)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,10 +75,10 @@ func TestRegistryHistory(t *testing.T) {
 }
 
 func TestPlanAssignments(t *testing.T) {
-	e := newEnv(t)
+	e := testenv.NewLedger(t, testenv.Options{})
 	cat := testCatalog(t)
 	assign := func(cust, plan string, from pricing.Date) error {
-		_, err := ledger.AssignPlan(e.Ctx, e.DB, ledger.PlanAssignment{Customer: cust, Plan: plan, EffectiveFrom: from, RecordedAt: time.Now()}, cat)
+		_, err := customer.AssignPlan(e.Ctx, e.DB, customer.PlanAssignment{Customer: cust, Plan: plan, EffectiveFrom: from, RecordedAt: time.Now()}, cat)
 		return err
 	}
 	for _, a := range []struct {
@@ -104,14 +105,14 @@ func TestPlanAssignments(t *testing.T) {
 			}
 		})
 	}
-	as, err := ledger.PlanAssignments(e.Ctx, e.DB, "")
+	as, err := customer.PlanAssignments(e.Ctx, e.DB, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(as) != 4 {
 		t.Fatalf("%d assignments stored, want 4 (refused ones store nothing)", len(as))
 	}
-	plans := ledger.NewPlans("free", as)
+	plans := customer.NewPlans("free", as)
 	for _, tc := range []struct {
 		cust string
 		day  pricing.Date
@@ -134,10 +135,10 @@ func TestPlanAssignments(t *testing.T) {
 // The registry is append-only: the database itself refuses an edit or a
 // removal, so history cannot be rewritten around the CLI.
 func TestRegistryAppendOnly(t *testing.T) {
-	e := newEnv(t)
+	e := testenv.NewLedger(t, testenv.Options{})
 	at := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
-	if err := ledger.AddCustomer(e.Ctx, e.DB, ledger.Customer{ID: "cus_1", RecordedAt: at},
-		&ledger.PlanAssignment{Plan: "pro", EffectiveFrom: "2026-01-01", RecordedAt: at}, testCatalog(t)); err != nil {
+	if err := customer.AddCustomer(e.Ctx, e.DB, customer.Customer{ID: "cus_1", RecordedAt: at},
+		&customer.PlanAssignment{Plan: "pro", EffectiveFrom: "2026-01-01", RecordedAt: at}, testCatalog(t)); err != nil {
 		t.Fatal(err)
 	}
 	for _, stmt := range []string{

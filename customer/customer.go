@@ -1,4 +1,4 @@
-package ledger
+package customer
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
 	"github.com/hookledger/hookledger/schema"
 )
@@ -97,25 +98,25 @@ func checkCustomer(c Customer) error {
 	if c.ID == "" {
 		return errors.New("customer id: required")
 	}
-	if err := CheckIdentifier(c.ID); err != nil {
+	if err := ledger.CheckIdentifier(c.ID); err != nil {
 		return fmt.Errorf("customer id %q %v", c.ID, err)
 	}
 	for _, k := range slices.Sorted(maps.Keys(c.ExternalIDs)) {
-		if k == "" || CheckIdentifier(k) != nil || CheckIdentifier(c.ExternalIDs[k]) != nil {
+		if k == "" || ledger.CheckIdentifier(k) != nil || ledger.CheckIdentifier(c.ExternalIDs[k]) != nil {
 			return fmt.Errorf("external id %q=%q: want SYSTEM=ID in plain text", k, c.ExternalIDs[k])
 		}
 	}
-	return CheckTexts(Text{"name", c.Name}, Text{"email", c.Email}, Text{"note", c.Note})
+	return ledger.CheckTexts(ledger.Text{Field: "name", Value: c.Name}, ledger.Text{Field: "email", Value: c.Email}, ledger.Text{Field: "note", Value: c.Note})
 }
 
 func checkAssignment(a PlanAssignment, catalog *pricing.Catalog) error {
-	if err := CheckIdentifier(a.Customer); err != nil || a.Customer == "" {
+	if err := ledger.CheckIdentifier(a.Customer); err != nil || a.Customer == "" {
 		return fmt.Errorf("customer id %q: not a customer id", a.Customer)
 	}
 	if err := a.EffectiveFrom.Check(); err != nil {
 		return fmt.Errorf("effective from: %v", err)
 	}
-	if err := CheckTexts(Text{"plan", a.Plan}, Text{"note", a.Note}); err != nil {
+	if err := ledger.CheckTexts(ledger.Text{Field: "plan", Value: a.Plan}, ledger.Text{Field: "note", Value: a.Note}); err != nil {
 		return err
 	}
 	if catalog == nil || !catalog.Has(a.Plan) {
