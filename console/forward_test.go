@@ -14,6 +14,7 @@ import (
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/forward"
+	"github.com/hookledger/hookledger/internal/await"
 	"github.com/hookledger/hookledger/internal/testenv"
 )
 
@@ -51,7 +52,7 @@ func TestForwardingViews(t *testing.T) {
 	msg := custody.MessageID("default", "evt_1", "app")
 	// The forwarding section alone: elsewhere on the page a digest's hex
 	// can hold "503" before any attempt.
-	waitFor(t, "a failed attempt", func() bool {
+	await.Eventually(t, 10*time.Second, "a failed attempt", func() bool {
 		return strings.Contains(text(byID(e.page(t, "/ui/event?provider=default&id=evt_1"), "forwarding")), "<b>busy</b>")
 	})
 	doc := e.page(t, "/ui/event?provider=default&id=evt_1")
@@ -66,7 +67,7 @@ func TestForwardingViews(t *testing.T) {
 		t.Errorf("overview forwarding %q", ov)
 	}
 	up.Store(true)
-	waitFor(t, "delivery", func() bool {
+	await.Eventually(t, 10*time.Second, "delivery", func() bool {
 		return strings.Contains(text(byID(e.page(t, "/ui/event?provider=default&id=evt_1"), "forwarding")), "delivered")
 	})
 	if ov := tableRows(t, e.page(t, "/ui/"), "forwarding"); ov[0][1] != "0" || ov[0][4] != "1" {
@@ -77,14 +78,4 @@ func TestForwardingViews(t *testing.T) {
 	if byID(e.page(t, "/ui/"), "forwarding") != nil {
 		t.Error("a forwarding card without destinations")
 	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/ingest"
+	"github.com/hookledger/hookledger/internal/await"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/ledger"
 )
@@ -322,9 +323,8 @@ func TestAPIBatchWaitsForRoomAndIsAdmittedWhole(t *testing.T) {
 			defer close(first) // a failed post: the zero response, which the test refuses
 			first <- testenv.PostEvents(testenv.Go(t), e.HTTP.URL, key, ingest.MediaCloudEventBatch, batch(0, 150))
 		}()
-		for e.Writer.Depth() < 140 { // the first batch is admitted and queued behind the stalled writer
-			time.Sleep(time.Millisecond)
-		}
+		// The first batch is admitted and queued behind the stalled writer.
+		await.Eventually(t, 10*time.Second, "the first batch queued", func() bool { return e.Writer.Depth() >= 140 })
 		// 150 of the 200 places are taken: a batch of 100 waits QueueWait for
 		// room, then is refused whole: nothing of it is queued or stored.
 		r := e.PostEvents(key, ingest.MediaCloudEventBatch, batch(150, 100))

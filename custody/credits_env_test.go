@@ -10,6 +10,7 @@ import (
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/internal/await"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/invoice"
 )
@@ -136,7 +137,7 @@ func submitOneBatch(t *testing.T, e *env, ops ...custody.Op) []error {
 	<-started
 	errs := make(chan []error, 1)
 	go func() { errs <- e.Writer.SubmitAll(context.Background(), ops) }()
-	testenv.Eventually(t, 10*time.Second, "the ops queued behind the writer", func() bool { return e.Writer.Depth() == len(ops) })
+	await.Eventually(t, 10*time.Second, "the ops queued behind the writer", func() bool { return e.Writer.Depth() == len(ops) })
 	close(release)
 	if err := <-held; err != nil {
 		t.Fatal(err)

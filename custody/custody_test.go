@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/internal/await"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
@@ -263,7 +264,7 @@ func sixInOneBatch(t *testing.T, e *env, inject func(*custody.Delivery) error) {
 			awaitSignal(t, "msg_0 holds the writer", entered, codes[0])
 		}
 	}
-	waitFor(t, "the other five deliveries are queued", func() bool { return e.Writer.Depth() >= 5 })
+	await.Eventually(t, 5*time.Second, "the other five deliveries are queued", func() bool { return e.Writer.Depth() >= 5 })
 	releaseWriter()
 	for i, ch := range codes {
 		if want, c := map[bool]int{true: 503, false: 200}[i == 3], recvCode(t, ch); c != want {
@@ -303,7 +304,7 @@ func TestFullQueueAnswers503WithRetryAfter(t *testing.T) {
 		goSend(e, "msg_a", testenv.UsageBody("cus_1", "m", "1"), held) // held in the writer
 		awaitSignal(t, "msg_a holds the writer", entered, held)
 		goSend(e, "msg_b", testenv.UsageBody("cus_1", "m", "1"), held) // fills the queue
-		waitFor(t, "msg_b fills the queue", func() bool { return w.Depth() == 1 })
+		await.Eventually(t, 5*time.Second, "msg_b fills the queue", func() bool { return w.Depth() == 1 })
 		body := testenv.UsageBody("cus_1", "m", "1")
 		req, _ := http.NewRequest(http.MethodPost, e.HTTP.URL+"/webhooks/default", bytes.NewReader(body))
 		for k, v := range e.SignDefault("msg_c", body) {
@@ -320,7 +321,7 @@ func TestFullQueueAnswers503WithRetryAfter(t *testing.T) {
 
 		// Let the writer go: msg_a and msg_b commit, msg_c was never queued.
 		releaseWriter()
-		waitFor(t, "the writer queue drains", func() bool { return w.Depth() == 0 })
+		await.Eventually(t, 5*time.Second, "the writer queue drains", func() bool { return w.Depth() == 0 })
 		for range 2 {
 			if c := recvCode(t, held); c != http.StatusOK {
 				t.Errorf("held delivery: %d, want 200 once the writer is released", c)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/internal/await"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
@@ -49,17 +50,9 @@ func TestPostgresWriterReadsNoReceiptsBySequentialScan(t *testing.T) {
 
 	// The writer's connection reports its table statistics as it closes.
 	e.Reopen()
-	var inserted, scanned int
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		inserted = e.Int(`SELECT n_tup_ins FROM pg_stat_user_tables WHERE relname = 'receipts'`)
-		scanned = e.Int(`SELECT seq_tup_read FROM pg_stat_user_tables WHERE relname = 'receipts'`)
-		if inserted == n {
-			break
-		}
-	}
-	if inserted != n {
-		t.Fatalf("the statistics show %d receipts inserted, want %d", inserted, n)
-	}
+	inserted := func() int { return e.Int(`SELECT n_tup_ins FROM pg_stat_user_tables WHERE relname = 'receipts'`) }
+	await.Eventually(t, 10*time.Second, fmt.Sprintf("the statistics showing %d receipts inserted", n), func() bool { return inserted() == n })
+	scanned := e.Int(`SELECT seq_tup_read FROM pg_stat_user_tables WHERE relname = 'receipts'`)
 	if scanned > n {
 		t.Errorf("%d receipts were read by sequential scans while %d were written: the writer's lookup is scanning the table", scanned, n)
 	}
@@ -124,7 +117,7 @@ func TestPostgresFailedHeldBackWritesAreNotTheNextOpsFault(t *testing.T) {
 	goSend(e, "msg_0", body, held)
 	awaitSignal(t, "msg_0 holds the writer", entered, held)
 	goSend(e, "msg_3", body, refused)
-	waitFor(t, "msg_3 is queued", func() bool { return e.Writer.Depth() >= 1 })
+	await.Eventually(t, 5*time.Second, "msg_3 is queued", func() bool { return e.Writer.Depth() >= 1 })
 	opErr := make(chan error, 1)
 	go func() {
 		opErr <- e.Writer.Submit(ctx, custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
@@ -132,7 +125,7 @@ func TestPostgresFailedHeldBackWritesAreNotTheNextOpsFault(t *testing.T) {
 			return err
 		}))
 	}()
-	waitFor(t, "the op is queued behind msg_3", func() bool { return e.Writer.Depth() >= 2 })
+	await.Eventually(t, 5*time.Second, "the op is queued behind msg_3", func() bool { return e.Writer.Depth() >= 2 })
 	releaseWriter()
 	if c := recvCode(t, held); c != 200 {
 		t.Errorf("msg_0: %d, want 200", c)

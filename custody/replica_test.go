@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/internal/await"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/ledger"
 )
@@ -135,16 +136,6 @@ func recvCode(t *testing.T, codes <-chan int) int {
 	}
 }
 
-// waitFor polls cond for up to 5 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-	}
-}
-
 // The reply waits for the replica, the writer does not: while the first
 // replica sync hangs, later events commit locally, and once it returns one
 // more sync releases all of them.
@@ -160,7 +151,7 @@ func TestReplicaAckWaitsForReplicaNotWriter(t *testing.T) {
 	for i := 1; i <= 4; i++ {
 		goSend(e, fmt.Sprintf("msg_%d", i), testenv.UsageBody("cus_1", "m", "1"), codes)
 	}
-	waitFor(t, "the writer commits 4 more events behind the hung sync", func() bool { return e.Count("receipts") == 5 })
+	await.Eventually(t, 5*time.Second, "the writer commits 4 more events behind the hung sync", func() bool { return e.Count("receipts") == 5 })
 	select {
 	case c := <-codes:
 		t.Fatalf("a reply (%d) went out before the replica held its commit", c)
@@ -288,7 +279,7 @@ func TestReplicaSyncGathersTheBatchBeingCommitted(t *testing.T) {
 	for _, id := range []string{"msg_b", "msg_c"} {
 		goSend(e, id, testenv.UsageBody("cus_1", "m", "1"), codes)
 	}
-	waitFor(t, "two items queue behind msg_a", func() bool { return e.Writer.Depth() == 2 })
+	await.Eventually(t, 5*time.Second, "two items queue behind msg_a", func() bool { return e.Writer.Depth() == 2 })
 	releaseWriter()
 	for range 3 {
 		if c := recvCode(t, codes); c != http.StatusOK {

@@ -16,6 +16,7 @@ import (
 	"github.com/hookledger/hookledger/config"
 
 	"github.com/hookledger/hookledger/forward"
+	"github.com/hookledger/hookledger/internal/await"
 	"github.com/hookledger/hookledger/internal/testenv"
 )
 
@@ -126,7 +127,7 @@ func TestAdaptiveAcquire(t *testing.T) {
 	}
 	got := make(chan error, 1)
 	go func() { got <- a.Acquire(ctx) }()
-	testenv.Eventually(t, 5*time.Second, "acquire waiting at the limit", a.Waiting)
+	await.Eventually(t, 5*time.Second, "acquire waiting at the limit", a.Waiting)
 	select {
 	case err := <-got:
 		t.Fatalf("acquire returned %v past the limit", err)
@@ -153,7 +154,7 @@ func TestAdaptiveAcquire(t *testing.T) {
 	stop := errors.New("relay closing")
 	cctx, cancel := context.WithCancelCause(ctx)
 	go func() { got <- a.Acquire(cctx) }()
-	testenv.Eventually(t, 5*time.Second, "acquire waiting at the ceiling", a.Waiting)
+	await.Eventually(t, 5*time.Second, "acquire waiting at the ceiling", a.Waiting)
 	cancel(stop)
 	if err := <-got; !errors.Is(err, stop) {
 		t.Fatalf("acquire after its context ended: %v, want %v", err, stop)
@@ -251,7 +252,7 @@ func TestRelayAdaptsConcurrency(t *testing.T) {
 	}}})
 	var l limits
 	relayAfter(t, e, 300, d, &l)
-	testenv.Eventually(t, 30*time.Second, "the backlog delivered", func() bool { return outboxCount(e, "delivered") == 300 })
+	await.Eventually(t, 30*time.Second, "the backlog delivered", func() bool { return outboxCount(e, "delivered") == 300 })
 	if m := a.maxFlight.Load(); m <= 2 || m > 16 {
 		t.Errorf("at most %d requests in flight, want more than concurrency (2) and at most max_concurrency (16)", m)
 	}
@@ -268,9 +269,9 @@ func TestRelayAdaptsConcurrency(t *testing.T) {
 			t.Fatalf("send: %d", r.Code)
 		}
 	}
-	testenv.Eventually(t, 30*time.Second, "the limit back at concurrency after 429s", func() bool { return l.last() == 2 })
+	await.Eventually(t, 30*time.Second, "the limit back at concurrency after 429s", func() bool { return l.last() == 2 })
 	a.throttle.Store(false)
-	testenv.Eventually(t, 30*time.Second, "everything delivered after the 429s", func() bool { return outboxCount(e, "delivered") == 400 })
+	await.Eventually(t, 30*time.Second, "everything delivered after the 429s", func() bool { return outboxCount(e, "delivered") == 400 })
 }
 
 // rate_limit still caps: a destination held to 50 requests/s never has
@@ -285,7 +286,7 @@ func TestRateLimitCapsAdaptiveConcurrency(t *testing.T) {
 	}}})
 	var l limits
 	relayAfter(t, e, 30, d, &l)
-	testenv.Eventually(t, 30*time.Second, "the backlog delivered", func() bool { return outboxCount(e, "delivered") == 30 })
+	await.Eventually(t, 30*time.Second, "the backlog delivered", func() bool { return outboxCount(e, "delivered") == 30 })
 	if h := l.highest(); h != 2 {
 		t.Errorf("the limit reached %d under a rate limit of 50/s, want concurrency (2)", h)
 	}
@@ -330,7 +331,7 @@ func TestCloseWhileWaitingForASlot(t *testing.T) {
 		return r
 	}
 	r := open()
-	testenv.Eventually(t, 10*time.Second, "the first request in flight, the others waiting for its slot", func() bool { return arrived.Load() == 1 })
+	await.Eventually(t, 10*time.Second, "the first request in flight, the others waiting for its slot", func() bool { return arrived.Load() == 1 })
 	r.Close()
 	if n := e.Int(`SELECT COUNT(*) FROM outbox_attempts`); n != 0 {
 		t.Errorf("%d attempts recorded after a close, want none", n)
@@ -341,5 +342,5 @@ func TestCloseWhileWaitingForASlot(t *testing.T) {
 	a.ok()
 	r = open()
 	t.Cleanup(r.Close)
-	testenv.Eventually(t, 10*time.Second, "all three delivered by the next relay", func() bool { return outboxCount(e, "delivered") == 3 })
+	await.Eventually(t, 10*time.Second, "all three delivered by the next relay", func() bool { return outboxCount(e, "delivered") == 3 })
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/forward"
+	"github.com/hookledger/hookledger/internal/await"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/schema"
 )
@@ -88,7 +89,7 @@ func TestDeadReceiversClaimsReturnWithinLease(t *testing.T) {
 		<-r.Context().Done()
 	})
 	startRelay(t, e, a, d)
-	testenv.Eventually(t, 10*time.Second, "receiver A made no attempt", func() bool { return len(appA.received()) > 0 })
+	await.Eventually(t, 10*time.Second, "receiver A made no attempt", func() bool { return len(appA.received()) > 0 })
 	if got := e.Int(`SELECT COUNT(*) FROM outbox WHERE status = 'pending' AND next_attempt_at > ?`, e.Now().UnixMilli()); got != n {
 		t.Fatalf("%d messages claimed by receiver A, want %d", got, n)
 	}
@@ -102,7 +103,7 @@ func TestDeadReceiversClaimsReturnWithinLease(t *testing.T) {
 		t.Fatalf("receiver B sent %d messages while A's lease ran", got)
 	}
 	e.Clock.Add(time.Second + time.Millisecond)
-	testenv.Eventually(t, 20*time.Second, "receiver B did not deliver the dead receiver's messages after its lease", func() bool {
+	await.Eventually(t, 20*time.Second, "receiver B did not deliver the dead receiver's messages after its lease", func() bool {
 		return outboxCount(e, "delivered") == n
 	})
 	count, _ := appB.byEvent()
@@ -136,7 +137,7 @@ func TestLiveRelayRenewsItsLease(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	})
 	startRelay(t, e, e.Writer, d)
-	testenv.Eventually(t, 10*time.Second, "receiver A made no attempt", func() bool { return len(appA.received()) == 1 })
+	await.Eventually(t, 10*time.Second, "receiver A made no attempt", func() bool { return len(appA.received()) == 1 })
 	dB := d
 	dB.URL = appB.srv.URL
 	startRelay(t, e, w, dB)
@@ -146,13 +147,13 @@ func TestLiveRelayRenewsItsLease(t *testing.T) {
 	for range 9 {
 		e.Clock.Add(lease / 3)
 		want := e.Now().Add(lease).UnixMilli()
-		testenv.Eventually(t, 10*time.Second, "receiver A did not renew its lease", func() bool {
+		await.Eventually(t, 10*time.Second, "receiver A did not renew its lease", func() bool {
 			return e.Int(`SELECT COUNT(*) FROM outbox WHERE status = 'pending' AND next_attempt_at = ?`, want) == n
 		})
 	}
 	time.Sleep(100 * time.Millisecond)
 	once.Do(func() { close(release) })
-	testenv.Eventually(t, 10*time.Second, "receiver A's batch was not delivered", func() bool { return outboxCount(e, "delivered") == n })
+	await.Eventually(t, 10*time.Second, "receiver A's batch was not delivered", func() bool { return outboxCount(e, "delivered") == n })
 	if got := len(appB.received()); got != 0 {
 		t.Errorf("receiver B sent %d of the messages receiver A held", got)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/forward"
+	"github.com/hookledger/hookledger/internal/await"
 	"github.com/hookledger/hookledger/internal/testenv"
 )
 
@@ -46,7 +47,7 @@ func TestRecoveryFollowsTheApplication(t *testing.T) {
 	const failures = 50
 	var recovered time.Time
 	for i := n; i <= failures; i++ {
-		testenv.Eventually(t, 10*time.Second, "the probe the schedule says was not made", func() bool {
+		await.Eventually(t, 10*time.Second, "the probe the schedule says was not made", func() bool {
 			return e.Int(`SELECT COUNT(*) FROM outbox_attempts`) == i
 		})
 		if got := len(a.received()); got != i {
@@ -107,7 +108,7 @@ func TestRecoveryFollowsTheApplication(t *testing.T) {
 		e.Clock.Set(next)
 	}
 
-	testenv.Eventually(t, 10*time.Second, "nothing delivered after the application recovered", func() bool { return outboxCount(e, "delivered") >= 1 })
+	await.Eventually(t, 10*time.Second, "nothing delivered after the application recovered", func() bool { return outboxCount(e, "delivered") >= 1 })
 	first := time.UnixMilli(int64(e.Int(`SELECT MIN(delivered_at) FROM outbox WHERE status = 'delivered'`)))
 	if late := first.Sub(recovered); late > time.Minute {
 		t.Errorf("first delivery %s after the application recovered, want within a minute", late)
@@ -123,7 +124,7 @@ func TestRecoveryFollowsTheApplication(t *testing.T) {
 		}
 		e.Clock.Set(due)
 	}
-	testenv.Eventually(t, 10*time.Second, "the backlog did not drain", func() bool { return outboxCount(e, "delivered") == n })
+	await.Eventually(t, 10*time.Second, "the backlog did not drain", func() bool { return outboxCount(e, "delivered") == n })
 	if st, err := e.DB.DestinationState(ctx, "app"); err != nil || st.Failures != 0 || st.BackoffUntil != 0 {
 		t.Errorf("after recovery the destination state is %+v (%v), want no failures and no backoff", st, err)
 	}

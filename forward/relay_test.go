@@ -17,6 +17,7 @@ import (
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/forward"
+	"github.com/hookledger/hookledger/internal/await"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/schema"
 )
@@ -125,7 +126,7 @@ func TestForwardedSignatureVerifiesWithSvix(t *testing.T) {
 	if r := e.Send("evt_sig", body); r.Code != 200 {
 		t.Fatalf("send: %d", r.Code)
 	}
-	testenv.Eventually(t, 5*time.Second, "the event was not forwarded", func() bool { return len(a.received()) == 1 })
+	await.Eventually(t, 5*time.Second, "the event was not forwarded", func() bool { return len(a.received()) == 1 })
 	got := a.received()[0]
 	if string(got.body) != string(body) {
 		t.Errorf("forwarded body %q, want the raw body %q", got.body, body)
@@ -149,7 +150,7 @@ func TestForwardedSignatureVerifiesWithSvix(t *testing.T) {
 			t.Errorf("%s = %q, want %q", h, v, want)
 		}
 	}
-	testenv.Eventually(t, 5*time.Second, "the message is not delivered", func() bool { return outboxCount(e, "delivered") == 1 })
+	await.Eventually(t, 5*time.Second, "the message is not delivered", func() bool { return outboxCount(e, "delivered") == 1 })
 	if n := e.Int(`SELECT COUNT(*) FROM outbox_attempts WHERE status_code = 204`); n != 1 {
 		t.Errorf("%d attempts recorded with 204, want 1", n)
 	}
@@ -187,7 +188,7 @@ func TestOutboxRowsPerNewReceipt(t *testing.T) {
 	if n := e.Int(`SELECT COUNT(*) FROM outbox o JOIN receipts r ON r.id = o.receipt_id WHERE r.event_id = 'evt_good'`); n != 2 {
 		t.Errorf("evt_good: %d outbox rows, want 2 (one per destination; the duplicate adds none)", n)
 	}
-	testenv.Eventually(t, 5*time.Second, "not everything was delivered", func() bool { return outboxCount(e, "delivered") == 5 })
+	await.Eventually(t, 5*time.Second, "not everything was delivered", func() bool { return outboxCount(e, "delivered") == 5 })
 	count, _ := a.byEvent()
 	if count["evt_bad"] != 1 || count["evt_other"] != 1 || count["evt_good"] != 1 {
 		t.Errorf("destination all received %v, want each event once", count)
@@ -226,7 +227,7 @@ func TestOutageBacklogDrains(t *testing.T) {
 	attempts := func() int { return e.Int(`SELECT COUNT(*) FROM outbox_attempts`) }
 	// 1. Connection refused: the destination backs off; one probe at a time.
 	send(0)
-	testenv.Eventually(t, 5*time.Second, "no refused attempt recorded", func() bool {
+	await.Eventually(t, 5*time.Second, "no refused attempt recorded", func() bool {
 		return e.Int(`SELECT COUNT(*) FROM outbox_attempts WHERE status_code = 0 AND error LIKE '%refused%'`) >= 2
 	})
 	relay.Close()
@@ -246,7 +247,7 @@ func TestOutageBacklogDrains(t *testing.T) {
 	}
 	defer relay.Close()
 	send(n / 4)
-	testenv.Eventually(t, 5*time.Second, "no 500 recorded", func() bool {
+	await.Eventually(t, 5*time.Second, "no 500 recorded", func() bool {
 		return e.Int(`SELECT COUNT(*) FROM outbox_attempts WHERE status_code = 500 AND response = ?`, []byte("boom")) >= 2
 	})
 	a.set(func(w http.ResponseWriter, r *http.Request) {
@@ -255,7 +256,7 @@ func TestOutageBacklogDrains(t *testing.T) {
 		w.WriteHeader(http.StatusTooManyRequests)
 	})
 	send(n / 2)
-	testenv.Eventually(t, 5*time.Second, "no 429 recorded", func() bool {
+	await.Eventually(t, 5*time.Second, "no 429 recorded", func() bool {
 		return e.Int(`SELECT COUNT(*) FROM outbox_attempts WHERE status_code = 429`) >= 1
 	})
 	// Retry-After: 1 holds the whole destination back about a second, not
@@ -274,7 +275,7 @@ func TestOutageBacklogDrains(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	})
 	send(3 * n / 4)
-	testenv.Eventually(t, 5*time.Second, "no timeout recorded", func() bool {
+	await.Eventually(t, 5*time.Second, "no timeout recorded", func() bool {
 		return e.Int(`SELECT COUNT(*) FROM outbox_attempts WHERE error LIKE 'timeout%'`) >= 1
 	})
 	if dead := outboxCount(e, "dead"); dead != 0 {
@@ -286,7 +287,7 @@ func TestOutageBacklogDrains(t *testing.T) {
 	// Recovery: the backlog drains, each event at least once, under one id.
 	close(release)
 	a.ok()
-	testenv.Eventually(t, 10*time.Second, "the backlog did not drain", func() bool { return outboxCount(e, "delivered") == n })
+	await.Eventually(t, 10*time.Second, "the backlog did not drain", func() bool { return outboxCount(e, "delivered") == n })
 	count, ids := a.byEvent()
 	for i := range n {
 		if count[evtID(i)] == 0 || len(ids[evtID(i)]) != 1 {
@@ -317,7 +318,7 @@ func TestDeadMessageRetried(t *testing.T) {
 	if r := e.Send("evt_dead", testenv.UsageBody("cus_1", "api_requests", "1")); r.Code != 200 {
 		t.Fatalf("send: %d", r.Code)
 	}
-	testenv.Eventually(t, 5*time.Second, "the message did not die", func() bool { return outboxCount(e, "dead") == 1 })
+	await.Eventually(t, 5*time.Second, "the message did not die", func() bool { return outboxCount(e, "dead") == 1 })
 	if n := e.Int(`SELECT attempts FROM outbox`); n != 3 {
 		t.Errorf("dead after %d attempts, want max_attempts = 3", n)
 	}
@@ -335,7 +336,7 @@ func TestDeadMessageRetried(t *testing.T) {
 		t.Fatalf("retry: %d %v", n, err)
 	}
 	relay.Kick()
-	testenv.Eventually(t, 5*time.Second, "the retried message was not delivered", func() bool { return outboxCount(e, "delivered") == 1 })
+	await.Eventually(t, 5*time.Second, "the retried message was not delivered", func() bool { return outboxCount(e, "delivered") == 1 })
 	time.Sleep(200 * time.Millisecond)
 	if got := a.received(); len(got) != 4 || got[3].header.Get("Webhook-Id") != msgs[0].MessageID {
 		t.Errorf("%d requests, want 3 failed and 1 delivered under the same webhook-id", len(got))
@@ -356,7 +357,7 @@ func TestMaxAge(t *testing.T) {
 	d.MaxAge.Duration = 400 * time.Millisecond
 	e, _ := env(t, d)
 	e.Send("evt_age", testenv.UsageBody("cus_1", "api_requests", "1"))
-	testenv.Eventually(t, 5*time.Second, "the message did not die of age", func() bool { return outboxCount(e, "dead") == 1 })
+	await.Eventually(t, 5*time.Second, "the message did not die of age", func() bool { return outboxCount(e, "dead") == 1 })
 	var created, last int64
 	if err := e.DB.Read.QueryRow(`SELECT pending_since, last_attempt_at FROM outbox`).Scan(&created, &last); err != nil {
 		t.Fatal(err)
@@ -390,7 +391,7 @@ func TestPauseResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	relay.Kick()
-	testenv.Eventually(t, 5*time.Second, "not delivered after resume", func() bool { return outboxCount(e, "delivered") == 5 })
+	await.Eventually(t, 5*time.Second, "not delivered after resume", func() bool { return outboxCount(e, "delivered") == 5 })
 	if err := forward.CheckDestination(ctx, e.DB, []string{"app"}, "nope"); err == nil {
 		t.Error("an unknown destination passed the check")
 	}
@@ -417,7 +418,7 @@ func TestSlowDestinationIsolated(t *testing.T) {
 	if worst > 2*time.Second {
 		t.Errorf("the slowest webhook took %s while a destination hangs", worst)
 	}
-	testenv.Eventually(t, 3*time.Second, "the fast destination was held up by the slow one", func() bool {
+	await.Eventually(t, 3*time.Second, "the fast destination was held up by the slow one", func() bool {
 		return e.Int(`SELECT COUNT(*) FROM outbox WHERE destination = 'fast' AND status = 'delivered'`) == n
 	})
 	if n := e.Int(`SELECT COUNT(*) FROM outbox WHERE destination = 'slow' AND status = 'delivered'`); n != 0 {
@@ -443,14 +444,14 @@ func TestRelayYieldsToABusyReceiver(t *testing.T) {
 	defer relay.Close()
 	start := time.Now()
 	e.Send(evtID(1), testenv.UsageBody("cus_1", "api_requests", "1"))
-	testenv.Eventually(t, 5*time.Second, "not delivered while busy", func() bool { return len(a.received()) == 1 })
+	await.Eventually(t, 5*time.Second, "not delivered while busy", func() bool { return len(a.received()) == 1 })
 	if waited := a.received()[0].at.Sub(start); waited < 600*time.Millisecond {
 		t.Errorf("delivered %v after the event while the receiver was busy, want about YieldFor (700ms)", waited)
 	}
 	busy.Store(false)
 	start = time.Now()
 	e.Send(evtID(2), testenv.UsageBody("cus_1", "api_requests", "1"))
-	testenv.Eventually(t, 5*time.Second, "not delivered when idle", func() bool { return len(a.received()) == 2 })
+	await.Eventually(t, 5*time.Second, "not delivered when idle", func() bool { return len(a.received()) == 2 })
 	if waited := a.received()[1].at.Sub(start); waited > 500*time.Millisecond {
 		t.Errorf("delivered %v after the event with the receiver idle, want at once", waited)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/forward"
+	"github.com/hookledger/hookledger/internal/await"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/reconcile"
 )
@@ -27,7 +28,7 @@ func TestRetentionKeepsWhatTheOutboxNeeds(t *testing.T) {
 	for i := range 3 {
 		e.Send(evtID(i), testenv.UsageBody("cus_1", "api_requests", "1"))
 	}
-	testenv.Eventually(t, 5*time.Second, "ok did not get its messages", func() bool {
+	await.Eventually(t, 5*time.Second, "ok did not get its messages", func() bool {
 		return e.Int(`SELECT COUNT(*) FROM outbox WHERE destination = 'ok' AND status = 'delivered'`) == 3
 	})
 	policy := reconcile.Retention{Payload: time.Hour, Keys: 24 * time.Hour, Delivered: time.Hour}
@@ -50,7 +51,7 @@ func TestRetentionKeepsWhatTheOutboxNeeds(t *testing.T) {
 		t.Fatal(err)
 	}
 	relay.Kick()
-	testenv.Eventually(t, 5*time.Second, "later did not get its messages", func() bool { return outboxCount(e, "delivered") == 3 })
+	await.Eventually(t, 5*time.Second, "later did not get its messages", func() bool { return outboxCount(e, "delivered") == 3 })
 	rep, err = reconcile.Prune(ctx, e.DB, e.Writer, policy, later, false)
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +80,7 @@ func TestReconciledEventForwarded(t *testing.T) {
 	if err := e.Writer.Submit(context.Background(), d); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 5*time.Second, "the reconciled event was not forwarded", func() bool {
+	await.Eventually(t, 5*time.Second, "the reconciled event was not forwarded", func() bool {
 		count, _ := a.byEvent()
 		return count["evt_reconciled"] == 1
 	})

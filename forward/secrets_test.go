@@ -22,6 +22,7 @@ import (
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/forward"
+	"github.com/hookledger/hookledger/internal/await"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/schema"
@@ -202,7 +203,7 @@ func TestEchoedSecretsAreNotStored(t *testing.T) {
 			if res := e.Send("evt_echo", testenv.UsageBody("cus_1", "api_requests", "1")); res.Code != 200 {
 				t.Fatalf("send: %d", res.Code)
 			}
-			testenv.Eventually(t, 15*time.Second, "four failed attempts", func() bool {
+			await.Eventually(t, 15*time.Second, "four failed attempts", func() bool {
 				return e.Int(`SELECT COUNT(*) FROM outbox_attempts WHERE status_code = 400`) >= 4
 			})
 			r.Close()
@@ -233,7 +234,7 @@ func TestEchoedSecretsAreNotStored(t *testing.T) {
 					t.Fatalf("send: %d", res.Code)
 				}
 			}
-			testenv.Eventually(t, 15*time.Second, "both pushes dead (400)", func() bool { return pushCount(e, "dead") == 2 })
+			await.Eventually(t, 15*time.Second, "both pushes dead (400)", func() bool { return pushCount(e, "dead") == 2 })
 			r.Close()
 			stored := storedTexts(t, e)
 			if !slices.ContainsFunc(stored, func(s string) bool {

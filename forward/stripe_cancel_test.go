@@ -11,6 +11,7 @@ import (
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/forward"
+	"github.com/hookledger/hookledger/internal/await"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/stripe"
@@ -75,7 +76,7 @@ func (c *clockedStripe) usage(t *testing.T, want string, quantities ...string) {
 		if r := c.e.Send(fmt.Sprintf("evt_%d", i), testenv.UsageBody("cus_1", "api_requests", q)); r.Code != 200 {
 			t.Fatalf("send: %d", r.Code)
 		}
-		testenv.Eventually(t, 10*time.Second, "the usage's push delivered", func() bool { return pushCount(c.e, "delivered") == i+1 })
+		await.Eventually(t, 10*time.Second, "the usage's push delivered", func() bool { return pushCount(c.e, "delivered") == i+1 })
 	}
 	if got := c.total("cus_1"); got != want {
 		t.Fatalf("Stripe holds %s, want %s", got, want)
@@ -95,7 +96,7 @@ func TestStripeVoidWithin24HoursCancels(t *testing.T) {
 	// Voiding the first takes its 1 back; the ledger's 0.6 rounds to 1:
 	// the cancel goes with a push of the remainder, 1.
 	c.void(t, "evt_0")
-	testenv.Eventually(t, 10*time.Second, "the void's pushes delivered", func() bool { return pushCount(c.e, "delivered") == 4 })
+	await.Eventually(t, 10*time.Second, "the void's pushes delivered", func() bool { return pushCount(c.e, "delivered") == 4 })
 	var cancels string
 	c.e.DB.Read.QueryRow(`SELECT cancels FROM stripe_pushes WHERE source = 'adjustment' AND cancels != ''`).Scan(&cancels)
 	var voided string
@@ -131,7 +132,7 @@ func TestStripeVoidAfter24HoursCompensates(t *testing.T) {
 	c.usage(t, "3", "1", "2")
 	c.e.Clock.Add(25 * time.Hour)
 	c.void(t, "evt_1")
-	testenv.Eventually(t, 10*time.Second, "the void's push delivered", func() bool { return pushCount(c.e, "delivered") == 3 })
+	await.Eventually(t, 10*time.Second, "the void's push delivered", func() bool { return pushCount(c.e, "delivered") == 3 })
 	if n := c.e.Int(`SELECT COUNT(*) FROM stripe_pushes WHERE cancels != ''`); n != 0 {
 		t.Errorf("%d cancels, want none after 24 hours", n)
 	}
@@ -169,7 +170,7 @@ func TestStripeCancelRefusedIsSentAsTheCompensatingValue(t *testing.T) {
 	}
 	c.e.Clock.Add(25 * time.Hour)
 	c.startRelay(t)
-	testenv.Eventually(t, 10*time.Second, "the void's pushes delivered", func() bool { return pushCount(c.e, "pending") == 0 })
+	await.Eventually(t, 10*time.Second, "the void's pushes delivered", func() bool { return pushCount(c.e, "pending") == 0 })
 	if n := pushCount(c.e, "dead"); n != 0 {
 		t.Errorf("%d dead pushes, want none", n)
 	}
@@ -203,13 +204,13 @@ func TestStripeCancelWhoseReplyWasLostIsDeliveredOnce(t *testing.T) {
 	c.fake.Mu.Unlock()
 	c.e.Clock.Add(time.Hour)
 	c.void(t, "evt_1")
-	testenv.Eventually(t, 10*time.Second, "the cancel sent", func() bool {
+	await.Eventually(t, 10*time.Second, "the cancel sent", func() bool {
 		c.fake.Mu.Lock()
 		defer c.fake.Mu.Unlock()
 		return c.fake.Calls >= lost
 	})
 	// The retry is due after the destination's backoff on the relay's clock.
-	testenv.Eventually(t, 10*time.Second, "the void's push delivered", func() bool {
+	await.Eventually(t, 10*time.Second, "the void's push delivered", func() bool {
 		c.e.Clock.Add(10 * time.Second)
 		return pushCount(c.e, "delivered") == 3
 	})
@@ -260,7 +261,7 @@ func TestStripeCreditToAClosedMonthIsCarried(t *testing.T) {
 	if r := e.Send("evt_oct", body); r.Code != 200 {
 		t.Fatalf("send: %d", r.Code)
 	}
-	testenv.Eventually(t, 10*time.Second, "October's push delivered", func() bool { return pushCount(e, "delivered") == 1 })
+	await.Eventually(t, 10*time.Second, "October's push delivered", func() bool { return pushCount(e, "delivered") == 1 })
 
 	e.Clock.Set(time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC))
 	a := ledger.Adjustment{Customer: "cus_1", Meter: "api_requests", Quantity: mustRowQuantity(t, "-20000"),
@@ -274,7 +275,7 @@ func TestStripeCreditToAClosedMonthIsCarried(t *testing.T) {
 	})); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 10*time.Second, "the credit's push delivered", func() bool { return pushCount(e, "delivered") == 2 })
+	await.Eventually(t, 10*time.Second, "the credit's push delivered", func() bool { return pushCount(e, "delivered") == 2 })
 	if n := pushCount(e, "dead"); n != 0 {
 		t.Errorf("%d dead pushes, want none", n)
 	}
@@ -322,7 +323,7 @@ func TestStripeVoidOfASummedPushIsTheCompensatingValue(t *testing.T) {
 			t.Fatalf("send: %d", r.Code)
 		}
 		if i == 0 {
-			testenv.Eventually(t, 10*time.Second, "the first push in flight", func() bool {
+			await.Eventually(t, 10*time.Second, "the first push in flight", func() bool {
 				c.fake.Mu.Lock()
 				defer c.fake.Mu.Unlock()
 				return len(c.fake.Seen) == 1
@@ -330,12 +331,12 @@ func TestStripeVoidOfASummedPushIsTheCompensatingValue(t *testing.T) {
 		}
 	}
 	close(c.fake.Gate)
-	testenv.Eventually(t, 10*time.Second, "the pushes delivered", func() bool { return pushCount(c.e, "delivered") == 3 })
+	await.Eventually(t, 10*time.Second, "the pushes delivered", func() bool { return pushCount(c.e, "delivered") == 3 })
 	if n := c.e.Int(`SELECT COUNT(*) FROM stripe_sends WHERE pushes = 2`); n != 2 {
 		t.Fatalf("%d pushes sent in a sum of two, want evt_1's and evt_2's", n)
 	}
 	c.void(t, "evt_1")
-	testenv.Eventually(t, 10*time.Second, "the void's push delivered", func() bool { return pushCount(c.e, "delivered") >= 4 && pushCount(c.e, "pending") == 0 })
+	await.Eventually(t, 10*time.Second, "the void's push delivered", func() bool { return pushCount(c.e, "delivered") >= 4 && pushCount(c.e, "pending") == 0 })
 	c.fake.Mu.Lock()
 	cancels, refused := c.fake.Cancels, c.fake.Refused[400]
 	c.fake.Mu.Unlock()
@@ -371,7 +372,7 @@ func TestStripeRetryOfPartOfASumSendsNothing(t *testing.T) {
 			t.Fatalf("send: %d", r.Code)
 		}
 		if i == 0 {
-			testenv.Eventually(t, 10*time.Second, "the first push in flight", func() bool {
+			await.Eventually(t, 10*time.Second, "the first push in flight", func() bool {
 				c.fake.Mu.Lock()
 				defer c.fake.Mu.Unlock()
 				return len(c.fake.Seen) == 1
@@ -379,7 +380,7 @@ func TestStripeRetryOfPartOfASumSendsNothing(t *testing.T) {
 		}
 	}
 	close(c.fake.Gate)
-	testenv.Eventually(t, 10*time.Second, "the pushes delivered", func() bool { return pushCount(c.e, "delivered") == 3 })
+	await.Eventually(t, 10*time.Second, "the pushes delivered", func() bool { return pushCount(c.e, "delivered") == 3 })
 	var sum string
 	if err := c.e.DB.Read.QueryRow(`SELECT identifier FROM stripe_sends WHERE pushes = 2 LIMIT 1`).Scan(&sum); err != nil {
 		t.Fatalf("no sum of two: %v", err)
@@ -388,7 +389,7 @@ func TestStripeRetryOfPartOfASumSendsNothing(t *testing.T) {
 	c.e.DB.Write.MustExec(`UPDATE outbox SET status = 'pending', next_attempt_at = 0, delivered_at = NULL
 		WHERE push_id = (SELECT MAX(push_id) FROM stripe_sends WHERE identifier = ?)`, sum)
 	c.relay.Kick()
-	testenv.Eventually(t, 10*time.Second, "the retried push settled", func() bool { return pushCount(c.e, "delivered") == 3 })
+	await.Eventually(t, 10*time.Second, "the retried push settled", func() bool { return pushCount(c.e, "delivered") == 3 })
 	c.fake.Mu.Lock()
 	calls := 0
 	for _, id := range c.fake.Seen {
@@ -413,7 +414,7 @@ func TestStripeFuturePushStaysInItsMonth(t *testing.T) {
 	if r := c.e.Send("evt_ahead", body); r.Code != 200 {
 		t.Fatalf("send: %d", r.Code)
 	}
-	testenv.Eventually(t, 10*time.Second, "the push delivered", func() bool { return pushCount(c.e, "delivered") == 1 })
+	await.Eventually(t, 10*time.Second, "the push delivered", func() bool { return pushCount(c.e, "delivered") == 1 })
 	if n := c.e.Int(`SELECT COUNT(*) FROM stripe_sends WHERE carried = 1`); n != 1 {
 		t.Fatalf("%d carried sends, want the one stamped now", n)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/customer"
 	"github.com/hookledger/hookledger/forward"
+	"github.com/hookledger/hookledger/internal/await"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
@@ -153,7 +154,7 @@ func TestStripeInvoicesAreCreatedOnce(t *testing.T) {
 	if n := e.Count("stripe_invoice_pushes"); n != 3 {
 		t.Fatalf("%d invoice pushes, want 3 (the free plan's 0.00 is not sent)", n)
 	}
-	testenv.Eventually(t, 20*time.Second, "three invoices delivered", func() bool { return invoiceCount(e, "delivered") == 3 })
+	await.Eventually(t, 20*time.Second, "three invoices delivered", func() bool { return invoiceCount(e, "delivered") == 3 })
 	want := map[string]struct {
 		total string
 		items []string // amounts in minor units
@@ -234,7 +235,7 @@ func TestStripeInvoiceFoundAfterADayDown(t *testing.T) {
 	e, clock := invoiceEnv(t, fake, time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC))
 	startInvoiceRelay(t, e, clock)
 	closeNovember(t, e, map[string]string{"cus_usd": "usd"})
-	testenv.Eventually(t, 10*time.Second, "Stripe created the invoice and went down", func() bool {
+	await.Eventually(t, 10*time.Second, "Stripe created the invoice and went down", func() bool {
 		fake.Mu.Lock()
 		defer fake.Mu.Unlock()
 		return fake.Calls >= 3
@@ -243,7 +244,7 @@ func TestStripeInvoiceFoundAfterADayDown(t *testing.T) {
 	down = false
 	fake.Mu.Unlock()
 	clock.Jump(25 * time.Hour) // Stripe has forgotten the create's idempotency key
-	testenv.Eventually(t, 10*time.Second, "the invoice delivered", func() bool { return invoiceCount(e, "delivered") == 1 })
+	await.Eventually(t, 10*time.Second, "the invoice delivered", func() bool { return invoiceCount(e, "delivered") == 1 })
 	invs := fake.Invoices()
 	if len(invs) != 1 || len(invs[0].Items) != 3 || invs[0].AmountDue().Cmp(big.NewInt(5000)) != 0 || invs[0].Status != "open" {
 		t.Errorf("Stripe holds %+v, want one invoice of 3 items due 5000, finalized", invs)
@@ -258,7 +259,7 @@ func TestStripeInvoicePaidLinksByMetadata(t *testing.T) {
 	e, clock := invoiceEnv(t, fake, time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC), withStripeProvider)
 	startInvoiceRelay(t, e, clock)
 	invs := closeNovember(t, e, map[string]string{"cus_usd": "usd", "cus_jpy": "jpy"})
-	testenv.Eventually(t, 10*time.Second, "the invoices delivered", func() bool { return invoiceCount(e, "delivered") == 2 })
+	await.Eventually(t, 10*time.Second, "the invoices delivered", func() bool { return invoiceCount(e, "delivered") == 2 })
 	if s, _ := stateOf(t, e, invs["cus_usd"].ID); s != stripe.InvoicePushed {
 		t.Errorf("sent, not yet paid: %q, want pushed", s)
 	}

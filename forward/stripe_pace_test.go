@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/internal/await"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/stripe/fakestripe"
@@ -47,7 +48,7 @@ func TestStripeStreamKeepsUpWithManyCustomers(t *testing.T) {
 	}
 	wg.Wait()
 	sent := time.Now()
-	testenv.Eventually(t, 20*time.Second, "every push delivered within 20 s of the last event", func() bool {
+	await.Eventually(t, 20*time.Second, "every push delivered within 20 s of the last event", func() bool {
 		return pushCount(e, "delivered") == events
 	})
 	t.Logf("%d events sent in %s, all at Stripe %s after the last, in %d calls",

@@ -14,6 +14,7 @@ import (
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/customer"
 	"github.com/hookledger/hookledger/forward"
+	"github.com/hookledger/hookledger/internal/await"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
@@ -70,7 +71,7 @@ func TestStripeStreamCarriesTheRemainder(t *testing.T) {
 			t.Fatalf("send: %d", r.Code)
 		}
 	}
-	testenv.Eventually(t, 10*time.Second, "7 pushes delivered", func() bool { return pushCount(e, "delivered") == 7 })
+	await.Eventually(t, 10*time.Second, "7 pushes delivered", func() bool { return pushCount(e, "delivered") == 7 })
 	if got := fake.Totals()[[2]string{"cus_1", "api_requests"}]; got == nil || got.Cmp(big.NewInt(2)) != 0 {
 		t.Errorf("Stripe holds %v for cus_1, want 2 (1.75 rounded once)", got)
 	}
@@ -115,7 +116,7 @@ func TestStripeCloseModePushesTheLine(t *testing.T) {
 	if len(res.Invoices) != 1 {
 		t.Fatalf("%d invoices, want 1", len(res.Invoices))
 	}
-	testenv.Eventually(t, 10*time.Second, "the line's push delivered", func() bool { return pushCount(e, "delivered") == 1 })
+	await.Eventually(t, 10*time.Second, "the line's push delivered", func() bool { return pushCount(e, "delivered") == 1 })
 	events := fake.Snapshot()
 	if len(events) != 1 {
 		t.Fatalf("Stripe holds %d events, want 1", len(events))
@@ -167,7 +168,7 @@ func TestStripeCloseModePushesEachModelsLine(t *testing.T) {
 	if n := len(res.Invoices); n != 1 || len(res.Invoices[0].Lines) != 2 {
 		t.Fatalf("%d invoices, want 1 with a line per model: %+v", n, res.Invoices)
 	}
-	testenv.Eventually(t, 10*time.Second, "both lines' pushes delivered", func() bool { return pushCount(e, "delivered") == 2 })
+	await.Eventually(t, 10*time.Second, "both lines' pushes delivered", func() bool { return pushCount(e, "delivered") == 2 })
 	if got := fake.Totals()[[2]string{"cus_1", "api_requests"}]; got == nil || got.Cmp(big.NewInt(2)) != 0 {
 		t.Errorf("Stripe holds %v for cus_1, want 2 (1.5 rounded once)", got)
 	}
@@ -196,7 +197,7 @@ func TestStripeDuplicateAfterLostReplyIsDelivered(t *testing.T) {
 	if r := e.Send("evt_lost", testenv.UsageBody("cus_1", "api_requests", "3")); r.Code != 200 {
 		t.Fatalf("send: %d", r.Code)
 	}
-	testenv.Eventually(t, 10*time.Second, "the push delivered", func() bool { return pushCount(e, "delivered") == 1 })
+	await.Eventually(t, 10*time.Second, "the push delivered", func() bool { return pushCount(e, "delivered") == 1 })
 	fake.Mu.Lock()
 	calls, dups := fake.Calls, fake.Duplicates
 	fake.Mu.Unlock()
@@ -220,7 +221,7 @@ func TestStripeOldTimestampIsCarried(t *testing.T) {
 	if r := e.Send("evt_old", body); r.Code != 200 {
 		t.Fatalf("send: %d", r.Code)
 	}
-	testenv.Eventually(t, 10*time.Second, "the push delivered", func() bool { return pushCount(e, "delivered") == 1 })
+	await.Eventually(t, 10*time.Second, "the push delivered", func() bool { return pushCount(e, "delivered") == 1 })
 	events := fake.Snapshot()
 	if len(events) != 1 {
 		t.Fatalf("Stripe holds %d events, want 1", len(events))
@@ -275,7 +276,7 @@ func TestStripeRetriesAndNeverShowsTheKey(t *testing.T) {
 	if r := e.Send("evt_r", testenv.UsageBody("cus_1", "api_requests", "0.0125")); r.Code != 200 {
 		t.Fatalf("send: %d", r.Code)
 	}
-	testenv.Eventually(t, 15*time.Second, "the push delivered", func() bool { return pushCount(e, "delivered") == 1 })
+	await.Eventually(t, 15*time.Second, "the push delivered", func() bool { return pushCount(e, "delivered") == 1 })
 	if fake.Refused[429] != 1 || fake.Refused[503] != 1 {
 		t.Errorf("refused %v, want one 429 and one 503", fake.Refused)
 	}
@@ -289,7 +290,7 @@ func TestStripeRetriesAndNeverShowsTheKey(t *testing.T) {
 	if r := e2.Send("evt_k", testenv.UsageBody("cus_1", "api_requests", "1")); r.Code != 200 {
 		t.Fatalf("send: %d", r.Code)
 	}
-	testenv.Eventually(t, 10*time.Second, "two failed attempts", func() bool {
+	await.Eventually(t, 10*time.Second, "two failed attempts", func() bool {
 		return e2.Int(`SELECT COUNT(*) FROM outbox_attempts WHERE status_code = 401`) >= 2
 	})
 	var texts []string

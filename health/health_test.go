@@ -18,6 +18,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/internal/await"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/schema"
 )
@@ -134,7 +135,7 @@ func TestReadyzUnreadyWhileDatabaseCannotBeWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The writer's busy timeout is 10 s.
-	testenv.Eventually(t, 15*time.Second, "ready again after the lock was released", func() bool {
+	await.Eventually(t, 15*time.Second, "ready again after the lock was released", func() bool {
 		code, _, _ = get(t, e.public.URL+"/readyz")
 		return code == 200
 	})

@@ -15,20 +15,10 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/bench"
+	"github.com/hookledger/hookledger/internal/await"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/receiver"
 )
-
-// waitFor polls cond until it holds; hangGuard only keeps a broken server
-// from hanging the test.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(hangGuard); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-	}
-}
 
 // largeUsage is a usage event for customer padded to exactly size bytes.
 func largeUsage(customer string, size int) []byte {
@@ -86,7 +76,7 @@ func TestTricklingFloodDoesNotStarveLargeBodies(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	waitFor(t, fmt.Sprintf("the %d flood bodies are being read", flood), func() bool { return e.Server.Budget.Reading() == flood })
+	await.Eventually(t, hangGuard, fmt.Sprintf("the %d flood bodies are being read", flood), func() bool { return e.Server.Budget.Reading() == flood })
 	if held := e.Server.Budget.Held(); held != 0 {
 		t.Errorf("the flood holds %d bytes of the budget; a byte each fits the free first 16 KiB", held)
 	}
@@ -148,7 +138,7 @@ func TestBodyBudgetChargesArrivedBytes(t *testing.T) {
 	defer st.Close()
 	// Each holds at least what it sent past the free 16 KiB: 168 KiB
 	// together, which leaves less than a 200 KB body needs.
-	waitFor(t, "the senders' bytes are charged", func() bool { return e.Server.Budget.Held() >= 2*(sent-16<<10) })
+	await.Eventually(t, hangGuard, "the senders' bytes are charged", func() bool { return e.Server.Budget.Held() >= 2*(sent-16<<10) })
 
 	large := largeUsage("cus_big", 200_000)
 	code, retryAfter, text, err := e.post(addr, "evt_large", large)
@@ -163,14 +153,14 @@ func TestBodyBudgetChargesArrivedBytes(t *testing.T) {
 	}
 
 	st.Close()
-	waitFor(t, "the senders' budget is given back", func() bool { return e.Server.Budget.Held() == 0 })
+	await.Eventually(t, hangGuard, "the senders' budget is given back", func() bool { return e.Server.Budget.Held() == 0 })
 	if code, _, text, err := e.post(addr, "evt_large", large); err != nil || code != 200 {
 		t.Errorf("large delivery after the senders left: %d %s %v", code, text, err)
 	}
 	if got := e.Rows(); got != [3]int{2, 2, 2} {
 		t.Errorf("receipts, attempts, usage rows = %v, want 2 of each", got)
 	}
-	waitFor(t, "every body's budget is given back", func() bool {
+	await.Eventually(t, hangGuard, "every body's budget is given back", func() bool {
 		return e.Server.Budget.Reading() == 0 && e.Server.Budget.Held() == 0
 	})
 	if !e.Server.Budget.TryHold(budget) {

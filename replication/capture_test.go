@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/benbjohnson/litestream"
+	"github.com/hookledger/hookledger/internal/await"
 )
 
 // blockCuts stops Litestream from writing its next n LTX files: where each
@@ -53,17 +54,6 @@ func blockCuts(t *testing.T, dbPath string, n int) (unblock func()) {
 		}
 	}
 	return unblock
-}
-
-// eventually polls cond until it holds, failing the test after a generous
-// deadline (the loops under test run every 20 ms).
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("still not %s after a minute", what)
-		}
-	}
 }
 
 func startWith(t *testing.T, cfg *Config, dbPath string, set func(*Replicator)) *Replicator {
@@ -108,7 +98,7 @@ func TestFailedCutIsReportedBoundsTheWALAndRecovers(t *testing.T) {
 
 	unblock := blockCuts(t, dbPath, 5)
 	insert(t, app, 10, 5)
-	eventually(t, "reported failing", func() bool { return r.Healthy() != nil })
+	await.Eventually(t, time.Minute, "reported failing", func() bool { return r.Healthy() != nil })
 	if err := r.Healthy(); !strings.Contains(err.Error(), "cannot capture the WAL") || !strings.Contains(err.Error(), ".ltx.tmp") {
 		t.Fatalf("Healthy: %v; want the failed cut", err)
 	}
@@ -146,8 +136,8 @@ func TestFailedCutIsReportedBoundsTheWALAndRecovers(t *testing.T) {
 	}
 
 	unblock()
-	eventually(t, "healthy after the cuts are unblocked", func() bool { return r.Healthy() == nil && r.CheckWAL() == nil })
-	eventually(t, "in sync", func() bool {
+	await.Eventually(t, time.Minute, "healthy after the cuts are unblocked", func() bool { return r.Healthy() == nil && r.CheckWAL() == nil })
+	await.Eventually(t, time.Minute, "in sync", func() bool {
 		st, err := r.Status(ctx)
 		return err == nil && st.InSync
 	})
@@ -216,11 +206,11 @@ func TestFailedUploadIsRetried(t *testing.T) {
 		t.Fatal("Healthy with the replica directory gone: nil")
 	}
 	repair()
-	eventually(t, "caught up without a Sync", func() bool {
+	await.Eventually(t, time.Minute, "caught up without a Sync", func() bool {
 		st, err := readStatus(ctx, dbPath, &cfg.DB.Replica, r.client)
 		return err == nil && st.LocalTXID > 0 && st.ReplicaTXID == st.LocalTXID
 	})
-	eventually(t, "healthy after catching up", func() bool { return r.Healthy() == nil })
+	await.Eventually(t, time.Minute, "healthy after catching up", func() bool { return r.Healthy() == nil })
 	want, _ := digest(t, dbPath)
 	restored := filepath.Join(t.TempDir(), "restored.db")
 	mustRestore(t, cfg, RestoreOptions{OutputPath: restored})

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookledger/hookledger/internal/await"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/schema"
 )
@@ -65,19 +66,14 @@ func TestPostgresBatchesLockTheHeadFirst(t *testing.T) {
 	}()
 	// A goes on once B waits for one of A's locks (the head's, or, locked
 	// late, the destination row's).
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	await.Eventually(t, 10*time.Second, "B waiting for A's locks", func() bool {
 		var waiting int
 		if err := db.Read.GetContext(ctx, &waiting, `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock'`); err != nil {
 			t.Fatal(err)
 		}
-		if waiting > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("B never waited for A's locks")
-		}
-	}
+		return waiting > 0
+	})
 	if _, err := a.LatestHead(ctx); err != nil {
 		t.Fatalf("A: %v", err)
 	}

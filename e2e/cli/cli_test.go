@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/e2e/internal/e2e"
+	"github.com/hookledger/hookledger/internal/await"
 	"github.com/hookledger/hookledger/internal/cli"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/schema"
@@ -316,7 +317,7 @@ func cliReplicaStatus(t *testing.T, bin string) {
 			t.Logf("last replica status: exit %d\n%s%s\nserve:\n%s", r.Code, r.Stdout, r.Stderr, stderr)
 		}
 	})
-	testenv.Eventually(t, 45*time.Second, "replica status healthy while serving", func() bool {
+	await.Eventually(t, 45*time.Second, "replica status healthy while serving", func() bool {
 		r = e2e.Run(t, bin, dir, "replica", "status", "--format", "json")
 		healthy = r.Code == 0
 		return healthy
@@ -505,7 +506,7 @@ func cliSend(t *testing.T, bin string) {
 	if !strings.Contains(out, `"status":"failed"`) || !strings.Contains(out, `"error":"customer: data.object.customer is missing"`) {
 		t.Errorf("failed mapping reply:\n%s", out)
 	}
-	testenv.Eventually(t, 10*time.Second, "the delivery log line carrying the mapping error", func() bool {
+	await.Eventually(t, 10*time.Second, "the delivery log line carrying the mapping error", func() bool {
 		return strings.Contains(logs.String(), "data.object.customer is missing")
 	})
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hookledger/hookledger/e2e/internal/e2e"
 	"github.com/hookledger/hookledger/forward"
+	"github.com/hookledger/hookledger/internal/await"
 	"github.com/hookledger/hookledger/internal/testenv"
 )
 
@@ -65,7 +66,7 @@ customers:
 	}
 	// The crossing row's commit is acknowledged; the relay has tried (and
 	// failed) to forward: kill it now, with both alerts undelivered.
-	testenv.Eventually(t, 45*time.Second, "a failed attempt at the app", func() bool { _, reqs, _ := a.deduped(); return reqs > 0 })
+	await.Eventually(t, 45*time.Second, "a failed attempt at the app", func() bool { _, reqs, _ := a.deduped(); return reqs > 0 })
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +75,7 @@ customers:
 	cmd2, stderr2, _ := testenv.StartServe(t, bin, dir, nil)
 	// Delivered after the restart (the app records a request before it
 	// answers, so the outbox is what says it accepted them).
-	testenv.Eventually(t, 45*time.Second, "both alerts delivered", func() bool {
+	await.Eventually(t, 45*time.Second, "both alerts delivered", func() bool {
 		out, err := testenv.Run(bin, dir, nil, "forward", "status", "--format", "json")
 		if err != nil {
 			return false

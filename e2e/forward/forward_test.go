@@ -22,6 +22,7 @@ import (
 
 	"github.com/hookledger/hookledger/e2e/internal/e2e"
 	"github.com/hookledger/hookledger/forward"
+	"github.com/hookledger/hookledger/internal/await"
 	"github.com/hookledger/hookledger/internal/testenv"
 )
 
@@ -170,7 +171,7 @@ func testForwardKill9(t *testing.T, bin string) {
 		}()
 	}
 	// Kill mid-stream, while the relay has messages in flight.
-	testenv.Eventually(t, 45*time.Second, "a third acknowledged and some forwarded", func() bool {
+	await.Eventually(t, 45*time.Second, "a third acknowledged and some forwarded", func() bool {
 		_, reqs, _ := a.deduped()
 		return nAcked.Load() >= n/3 && reqs > 0
 	})
@@ -188,7 +189,7 @@ func testForwardKill9(t *testing.T, bin string) {
 	if nAcked.Load() != n {
 		t.Fatalf("%d acknowledged, want %d", nAcked.Load(), n)
 	}
-	testenv.Eventually(t, 45*time.Second, "every acknowledged event at the app", func() bool {
+	await.Eventually(t, 45*time.Second, "every acknowledged event at the app", func() bool {
 		got, _, _ := a.deduped()
 		return len(got) >= n
 	})
@@ -208,7 +209,7 @@ func testForwardKill9(t *testing.T, bin string) {
 	}
 	t.Logf("%d events, %d requests (%d repeats, same webhook-id)", len(got), reqs, reqs-len(got))
 	// The outbox agrees: every message delivered, none pending or dead.
-	testenv.Eventually(t, 45*time.Second, "every message marked delivered", func() bool {
+	await.Eventually(t, 45*time.Second, "every message marked delivered", func() bool {
 		out, err := testenv.Run(bin, dir, nil, "forward", "status", "--format", "json")
 		if err != nil {
 			return false
@@ -253,7 +254,7 @@ func testForwardCLI(t *testing.T, bin string) {
 		}
 		return st[0]
 	}
-	testenv.Eventually(t, 45*time.Second, "the message dead after max_attempts", func() bool { return status().Dead == 1 })
+	await.Eventually(t, 45*time.Second, "the message dead after max_attempts", func() bool { return status().Dead == 1 })
 	if st := status(); st.LastError != "HTTP 500" || st.Pending != 0 {
 		t.Errorf("status %+v, want the last error HTTP 500 and nothing pending", st)
 	}
@@ -305,7 +306,7 @@ func testForwardCLI(t *testing.T, bin string) {
 	if out := e2e.MustRun(t, bin, dir, "forward", "retry", msgID); !strings.Contains(out, "1") {
 		t.Errorf("retry printed %q", out)
 	}
-	testenv.Eventually(t, 45*time.Second, "the retried message delivered", func() bool { return status().Delivered == 1 })
+	await.Eventually(t, 45*time.Second, "the retried message delivered", func() bool { return status().Delivered == 1 })
 	time.Sleep(300 * time.Millisecond)
 	if _, after, _ := a.deduped(); after != before+1 {
 		t.Errorf("%d requests for the retried message, want 1", after-before)
@@ -322,7 +323,7 @@ func testForwardCLI(t *testing.T, bin string) {
 		t.Errorf("paused: %+v, want paused with one pending", st)
 	}
 	e2e.MustRun(t, bin, dir, "forward", "resume", "app")
-	testenv.Eventually(t, 45*time.Second, "delivered after resume", func() bool { return status().Delivered == 2 })
+	await.Eventually(t, 45*time.Second, "delivered after resume", func() bool { return status().Delivered == 2 })
 
 	// The same views on the admin API, and the pull feed.
 	get := func(path string) (int, string) {
@@ -360,7 +361,7 @@ func testForwardCLI(t *testing.T, bin string) {
 	// A dead message given up for good: purge deletes it, and only it.
 	a.fail.Store(true)
 	post("evt_given_up")
-	testenv.Eventually(t, 45*time.Second, "the third message dead", func() bool { return status().Dead == 1 })
+	await.Eventually(t, 45*time.Second, "the third message dead", func() bool { return status().Dead == 1 })
 	for _, c := range []struct {
 		args []string
 		code int

@@ -19,6 +19,7 @@ import (
 	"github.com/hookledger/hookledger/bench"
 	"github.com/hookledger/hookledger/e2e/internal/e2e"
 	"github.com/hookledger/hookledger/forward"
+	"github.com/hookledger/hookledger/internal/await"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/scheme"
 )
@@ -152,7 +153,7 @@ destinations:
 		t.Errorf("forward status answered %d times in %d s", samples, seconds)
 	}
 	mu.Unlock()
-	testenv.Eventually(t, 30*time.Second, "every message delivered", func() bool {
+	await.Eventually(t, 30*time.Second, "every message delivered", func() bool {
 		st, err := status()
 		return err == nil && st.Delivered == n && st.Pending == 0
 	})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/e2e/internal/e2e"
+	"github.com/hookledger/hookledger/internal/await"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/stripe"
 	"github.com/hookledger/hookledger/stripe/fakestripe"
@@ -73,7 +74,7 @@ customers:
 	if out, err := testenv.Run(bin, dir, env, "invoice", "close", "--period", month.Format("2006-01"), "--all"); err != nil {
 		t.Fatalf("invoice close: %v\n%s", err, out)
 	}
-	testenv.Eventually(t, 30*time.Second, fmt.Sprintf("call %d in flight", step), func() bool {
+	await.Eventually(t, 30*time.Second, fmt.Sprintf("call %d in flight", step), func() bool {
 		fake.Mu.Lock()
 		defer fake.Mu.Unlock()
 		return fake.Arrived >= step
@@ -86,7 +87,7 @@ customers:
 	cmd2, _, _ := testenv.StartServe(t, bin, dir, env)
 	defer cmd2.Process.Signal(os.Interrupt)
 	var lines []stripe.InvoiceLine
-	testenv.Eventually(t, 30*time.Second, "stripe invoices agrees", func() bool {
+	await.Eventually(t, 30*time.Second, "stripe invoices agrees", func() bool {
 		out, err := testenv.Run(bin, dir, env, "stripe", "invoices", "--period", month.Format("2006-01"), "--format", "json")
 		lines = nil
 		return err == nil && json.Unmarshal([]byte(out), &lines) == nil

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/e2e/internal/e2e"
+	"github.com/hookledger/hookledger/internal/await"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/stripe"
 	"github.com/hookledger/hookledger/stripe/fakestripe"
@@ -129,7 +130,7 @@ func testStripeKill9(t *testing.T, bin string) {
 			}
 		}()
 	}
-	testenv.Eventually(t, 45*time.Second, "a third acknowledged and some pushed", func() bool { return acked.Load() >= n/3 && len(fake.Snapshot()) > 0 })
+	await.Eventually(t, 45*time.Second, "a third acknowledged and some pushed", func() bool { return acked.Load() >= n/3 && len(fake.Snapshot()) > 0 })
 	if err := cmd.Process.Kill(); err != nil { // SIGKILL: no shutdown at all
 		t.Fatal(err)
 	}
@@ -140,7 +141,7 @@ func testStripeKill9(t *testing.T, bin string) {
 	wg.Wait()
 
 	var lines []stripe.StatusLine
-	testenv.Eventually(t, 45*time.Second, "stripe status agrees", func() bool {
+	await.Eventually(t, 45*time.Second, "stripe status agrees", func() bool {
 		var err error
 		lines, _, err = stripeStatus(t, bin, dir, env, "--period", now.UTC().Format("2006-01"))
 		return err == nil
@@ -217,7 +218,7 @@ func testStripeKillInFlight(t *testing.T, bin string) {
 		t.Fatalf("forward resume: %v\n%s", err, out)
 	}
 	var first string
-	testenv.Eventually(t, 45*time.Second, "the sum in flight", func() bool {
+	await.Eventually(t, 45*time.Second, "the sum in flight", func() bool {
 		fake.Mu.Lock()
 		defer fake.Mu.Unlock()
 		if len(fake.Seen) > 0 {
@@ -236,7 +237,7 @@ func testStripeKillInFlight(t *testing.T, bin string) {
 	}
 	close(fake.Gate) // Stripe takes the event; serve, killed, never hears
 	cmd2, _, _ := testenv.StartServe(t, bin, dir, env)
-	testenv.Eventually(t, 45*time.Second, "stripe status agrees", func() bool {
+	await.Eventually(t, 45*time.Second, "stripe status agrees", func() bool {
 		_, _, err := stripeStatus(t, bin, dir, env, "--period", now.UTC().Format("2006-01"))
 		return err == nil
 	})
@@ -265,7 +266,7 @@ func testStripeLinkRetry(t *testing.T, bin string) {
 	now := time.Now()
 	sendUsage(t, func() string { return url }, "evt_1", "acme", "3", now)
 	period := now.UTC().Format("2006-01")
-	testenv.Eventually(t, 45*time.Second, "the push dead", func() bool {
+	await.Eventually(t, 45*time.Second, "the push dead", func() bool {
 		lines, _, err := stripeStatus(t, bin, dir, env, "--period", period)
 		return err != nil && len(lines) == 1 && lines[0].Dead == 1
 	})
@@ -283,7 +284,7 @@ func testStripeLinkRetry(t *testing.T, bin string) {
 	if out, err := testenv.Run(bin, dir, env, "stripe", "retry", "--format", "csv"); err != nil || !strings.Contains(out, "retried\n1") {
 		t.Fatalf("stripe retry: %v\n%s", err, out)
 	}
-	testenv.Eventually(t, 45*time.Second, "status agrees after the retry", func() bool {
+	await.Eventually(t, 45*time.Second, "status agrees after the retry", func() bool {
 		_, _, err := stripeStatus(t, bin, dir, env, "--period", period)
 		return err == nil
 	})

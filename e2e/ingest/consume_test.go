@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookledger/hookledger/internal/await"
 	"github.com/hookledger/hookledger/internal/testenv"
 )
 
@@ -79,7 +80,7 @@ customers:
 			}
 		})
 	}
-	testenv.Eventually(t, 30*time.Second, "40 consumes allowed", func() bool { return allowed.Load() >= 40 })
+	await.Eventually(t, 30*time.Second, "40 consumes allowed", func() bool { return allowed.Load() >= 40 })
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}

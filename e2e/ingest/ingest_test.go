@@ -14,6 +14,7 @@ import (
 
 	"github.com/hookledger/hookledger/e2e/internal/e2e"
 	"github.com/hookledger/hookledger/ingest"
+	"github.com/hookledger/hookledger/internal/await"
 	"github.com/hookledger/hookledger/internal/testenv"
 )
 
@@ -284,7 +285,7 @@ func testIngestKill9(t *testing.T, bin string) {
 			}
 		})
 	}
-	testenv.Eventually(t, 30*time.Second, "a few batches acknowledged", func() bool {
+	await.Eventually(t, 30*time.Second, "a few batches acknowledged", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(acked) >= 500

@@ -35,6 +35,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/hookledger/hookledger/internal/await"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/schema"
 )
@@ -543,7 +544,7 @@ func opsNonLoopbackAdminWithToken(t *testing.T, bin string) {
 // opsWaitHealthy polls /healthz (used when logs cannot announce the address).
 func opsWaitHealthy(t *testing.T, s *opsServer, url string) {
 	t.Helper()
-	testenv.Eventually(t, 20*time.Second, "serve healthy", func() bool {
+	await.Eventually(t, 20*time.Second, "serve healthy", func() bool {
 		resp, err := http.Get(url + "/healthz")
 		if err != nil {
 			return false
@@ -736,7 +737,7 @@ func opsHTTPSEndToEndAndReloadOnSIGHUP(t *testing.T, bin string) {
 
 func waitLog(t *testing.T, s *opsServer, msg string) {
 	t.Helper()
-	testenv.Eventually(t, 10*time.Second, "the log line "+msg, func() bool {
+	await.Eventually(t, 10*time.Second, "the log line "+msg, func() bool {
 		for _, l := range opsLogLines(t, s.logs.String()) {
 			if m, _ := l["msg"].(string); strings.HasPrefix(m, msg) {
 				return true

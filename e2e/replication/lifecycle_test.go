@@ -25,6 +25,7 @@ import (
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"github.com/hookledger/hookledger/e2e/internal/e2e"
+	"github.com/hookledger/hookledger/internal/await"
 	"github.com/hookledger/hookledger/internal/cli"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/schema"
@@ -185,7 +186,7 @@ func testReplicaUnreachableAtStart(t *testing.T, bin string, ack bool) {
 	if _, body := admin("/metrics"); !strings.Contains(body, "\nhookledger_replication_up 0\n") {
 		t.Errorf("metrics with the replica down lack hookledger_replication_up 0")
 	}
-	testenv.Eventually(t, 45*time.Second, "an ERROR line saying replication is down", func() bool { return errorLines(stderr.String(), "replication is down") > 0 })
+	await.Eventually(t, 45*time.Second, "an ERROR line saying replication is down", func() bool { return errorLines(stderr.String(), "replication is down") > 0 })
 	time.Sleep(3 * time.Second) // several retries: still one ERROR line (rate-limited)
 	if n := errorLines(stderr.String(), "replication is down"); n != 1 {
 		t.Errorf("%d ERROR lines for one outage in a few seconds; want 1 (rate-limited)\n%s", n, stderr)
@@ -195,27 +196,27 @@ func testReplicaUnreachableAtStart(t *testing.T, bin string, ack bool) {
 		t.Fatal(err)
 	}
 	back := time.Now()
-	took := testenv.Eventually(t, 45*time.Second, "the replica catching up", func() bool { return len(e.restoredReceipts(t, "probe.db")) == 3 })
+	took := await.Eventually(t, 45*time.Second, "the replica catching up", func() bool { return len(e.restoredReceipts(t, "probe.db")) == 3 })
 	t.Logf("replica caught up %v after it became reachable", took.Round(time.Millisecond))
 	_ = back
 	if ack {
 		for _, id := range ids {
 			var code int
 			var body string
-			testenv.Eventually(t, 45*time.Second, "a retry acknowledged", func() bool { code, body = e2e.Post(t, url, id); return code == 200 })
+			await.Eventually(t, 45*time.Second, "a retry acknowledged", func() bool { code, body = e2e.Post(t, url, id); return code == 200 })
 			if !strings.Contains(body, `"duplicate":true`) {
 				t.Errorf("retry of %s: %s; want a duplicate (it was committed locally)", id, body)
 			}
 		}
 	}
-	testenv.Eventually(t, 45*time.Second, "hookledger_replication_up 1", func() bool {
+	await.Eventually(t, 45*time.Second, "hookledger_replication_up 1", func() bool {
 		_, body := admin("/metrics")
 		return strings.Contains(body, "\nhookledger_replication_up 1\n")
 	})
 	// The recovery line comes from the replica-status loop, which looks
 	// again every few seconds while the replica is down: wait for it
 	// rather than stop serve before its next look.
-	testenv.Eventually(t, 45*time.Second, "serve logging the recovery", func() bool { return strings.Contains(stderr.String(), "replication recovered") })
+	await.Eventually(t, 45*time.Second, "serve logging the recovery", func() bool { return strings.Contains(stderr.String(), "replication recovered") })
 	e.stop(cmd, stderr)
 	if got := e.restoredReceipts(t, "final.db"); len(got) != 3 {
 		t.Errorf("the replica holds %v after shutdown; want the 3 events", got)
@@ -260,7 +261,7 @@ func testS3RefusedAtStart(t *testing.T, bin string) {
 	srv := &http.Server{Handler: backend.Server()}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
-	took := testenv.Eventually(t, 45*time.Second, "the S3 replica catching up", func() bool { return len(e.restoredReceipts(t, "probe.db")) == 3 })
+	took := await.Eventually(t, 45*time.Second, "the S3 replica catching up", func() bool { return len(e.restoredReceipts(t, "probe.db")) == 3 })
 	t.Logf("S3 replica caught up %v after the endpoint came up", took.Round(time.Millisecond))
 	e.stop(cmd, stderr)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/e2e/internal/e2e"
+	"github.com/hookledger/hookledger/internal/await"
 	"github.com/hookledger/hookledger/internal/testenv"
 )
 
@@ -100,7 +101,7 @@ func slicesContainSuffix(paths []string, suffix string) bool {
 // waitReplica waits until the file replica holds at least one LTX file.
 func waitReplica(t *testing.T, dir string) {
 	t.Helper()
-	testenv.Eventually(t, 20*time.Second, "an LTX file in "+dir, func() bool {
+	await.Eventually(t, 20*time.Second, "an LTX file in "+dir, func() bool {
 		found := false
 		filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 			if err == nil && strings.HasSuffix(p, ".ltx") {

@@ -15,6 +15,7 @@ import (
 	"github.com/benbjohnson/litestream"
 
 	"github.com/hookledger/hookledger/e2e/internal/e2e"
+	"github.com/hookledger/hookledger/internal/await"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/replication"
 )
@@ -90,7 +91,7 @@ providers:
 	for i := range 5 {
 		mustAck(fmt.Sprintf("before-%d", i))
 	}
-	testenv.Eventually(t, time.Minute, "replicating", func() bool { return replicationUp() == "hookledger_replication_up 1" })
+	await.Eventually(t, time.Minute, "replicating", func() bool { return replicationUp() == "hookledger_replication_up 1" })
 
 	// Block Litestream's next LTX files. A cut may be under way (its
 	// staging file is where the first block goes): then try again.
@@ -120,11 +121,11 @@ providers:
 		}
 	}
 	mustAck("during-0") // taken locally: the WAL has room
-	testenv.Eventually(t, time.Minute, "reported down in the metrics", func() bool { return replicationUp() == "hookledger_replication_up 0" })
+	await.Eventually(t, time.Minute, "reported down in the metrics", func() bool { return replicationUp() == "hookledger_replication_up 0" })
 	if code, body := get(url+"/readyz", false); code != 200 || !strings.Contains(body, `"replication":"failing"`) {
 		t.Errorf("/readyz while cuts fail, before the WAL bound: %d %s; want ready, replication failing", code, body)
 	}
-	testenv.Eventually(t, time.Minute, "in replica status", func() bool {
+	await.Eventually(t, time.Minute, "in replica status", func() bool {
 		out, _ := e.run("replica", "status")
 		return strings.Contains(out, "cannot capture the WAL")
 	})
@@ -190,7 +191,7 @@ providers:
 		}
 	}
 	// The sender's retry is taken, once, as soon as the WAL is captured.
-	testenv.Eventually(t, time.Minute, "taking deliveries again", func() bool {
+	await.Eventually(t, time.Minute, "taking deliveries again", func() bool {
 		code, body := send(refused)
 		if code == 200 && strings.Contains(body, `"duplicate":true`) {
 			t.Fatalf("%s: %s; it was refused, so it cannot be a duplicate", refused, body)
@@ -198,14 +199,14 @@ providers:
 		return code == 200
 	})
 	acked = append(acked, refused)
-	testenv.Eventually(t, time.Minute, "reported up", func() bool { return replicationUp() == "hookledger_replication_up 1" })
+	await.Eventually(t, time.Minute, "reported up", func() bool { return replicationUp() == "hookledger_replication_up 1" })
 	for i := range 5 {
 		mustAck(fmt.Sprintf("after-%d", i))
 	}
 	if salt() == saltFull {
 		t.Errorf("the WAL was not restarted after the capture: Litestream did not checkpoint it")
 	}
-	testenv.Eventually(t, time.Minute, "in sync", func() bool {
+	await.Eventually(t, time.Minute, "in sync", func() bool {
 		out, _ := e.run("replica", "status", "--format", "json")
 		return strings.Contains(out, `"in_sync": true`) && strings.Contains(out, `"wal_state": "captured"`)
 	})

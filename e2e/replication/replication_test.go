@@ -30,6 +30,7 @@ import (
 
 	"github.com/hookledger/hookledger/bench"
 	"github.com/hookledger/hookledger/e2e/internal/e2e"
+	"github.com/hookledger/hookledger/internal/await"
 	"github.com/hookledger/hookledger/internal/cli"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/internal/testenv/fakes3"
@@ -263,7 +264,7 @@ func testPointInTimeRestore(t *testing.T, bin string) {
 	// serve publishes its status after its first listing of the replica,
 	// which on a loaded machine can come after the load: wait for it.
 	var st cli.ReplicaStatusJSON
-	testenv.Eventually(t, 45*time.Second, "serve's replica status published", func() bool {
+	await.Eventually(t, 45*time.Second, "serve's replica status published", func() bool {
 		if err := json.Unmarshal([]byte(e.mustRun("replica", "status", "--format", "json")), &st); err != nil {
 			t.Fatal(err)
 		}
@@ -331,7 +332,7 @@ func testKillUnderLoad(t *testing.T, bin string, ackAfterReplica bool) {
 	l := sustain(t, url, 16)
 	// Kill once the load is well under way and the replica has taken several
 	// uploads under it, however fast (or loaded) this machine is.
-	testenv.Eventually(t, time.Minute, "1,500 events acknowledged and 3 uploads to the replica under load", func() bool {
+	await.Eventually(t, time.Minute, "1,500 events acknowledged and 3 uploads to the replica under load", func() bool {
 		return l.ackedCount() >= 1500 && len(replicaUploads(t, e.path("replica"), loadStart)) >= 3
 	})
 	cmd.Process.Kill() // SIGKILL: no shutdown, no final sync
@@ -553,7 +554,7 @@ providers:
 	}
 	waitReady := func(wantCode int, want string) {
 		t.Helper()
-		testenv.Eventually(t, 45*time.Second, fmt.Sprintf("/readyz answering %d with %s", wantCode, want), func() bool {
+		await.Eventually(t, 45*time.Second, fmt.Sprintf("/readyz answering %d with %s", wantCode, want), func() bool {
 			code, body := readyz()
 			return code == wantCode && strings.Contains(body, want)
 		})
@@ -570,7 +571,7 @@ providers:
 	// The sender retries: the event was committed locally, so it is a duplicate.
 	var code int
 	var body string
-	testenv.Eventually(t, 45*time.Second, "the retry acknowledged once the replica is back", func() bool {
+	await.Eventually(t, 45*time.Second, "the retry acknowledged once the replica is back", func() bool {
 		code, body = e2e.Post(t, url, "evt_during")
 		return code == 200
 	})
@@ -624,7 +625,7 @@ func testS3BoundedShutdown(t *testing.T, bin string) {
 	}()
 	// evt_hung commits, then waits for the replica that hangs.
 	ledger := e2e.OpenRO(t, e.db())
-	testenv.Eventually(t, 30*time.Second, "evt_hung committed", func() bool {
+	await.Eventually(t, 30*time.Second, "evt_hung committed", func() bool {
 		var n int
 		return ledger.QueryRow(`SELECT COUNT(*) FROM receipts WHERE event_id = 'evt_hung'`).Scan(&n) == nil && n == 1
 	})

@@ -19,6 +19,7 @@ import (
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/forward"
+	"github.com/hookledger/hookledger/internal/await"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/schema"
 )
@@ -91,11 +92,7 @@ meters:
 		if res := e.Send("evt_cli", testenv.UsageBody("cus_1", "api_requests", "1")); res.Code != 200 {
 			t.Fatalf("send: %d", res.Code)
 		}
-		for deadline := time.Now().Add(15 * time.Second); e.Int(`SELECT COUNT(*) FROM outbox WHERE status = 'dead'`) < 2; time.Sleep(20 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatal("the message and the push are not dead after 15s")
-			}
-		}
+		await.Eventually(t, 15*time.Second, "the message and the push dead", func() bool { return e.Int(`SELECT COUNT(*) FROM outbox WHERE status = 'dead'`) >= 2 })
 		relay.Close()
 
 		// And a row as an older version stored it: the echo whole.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/internal/await"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/schema"
@@ -83,20 +84,13 @@ func TestBackgroundJobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var n int
+	var n int
+	await.Eventually(t, 10*time.Second, "the background jobs running", func() bool {
 		if err := db.Read.Get(&n, `SELECT COUNT(*) FROM receipts WHERE source = 'reconcile' AND status = 'applied'`); err != nil {
 			t.Fatal(err)
 		}
-		if n == 3 && strings.Count(logs.String(), `"msg":"prune"`) >= 2 && strings.Count(logs.String(), `"msg":"reconcile"`) >= 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("background jobs did not run: %d receipts\n%s", n, logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return n == 3 && strings.Count(logs.String(), `"msg":"prune"`) >= 2 && strings.Count(logs.String(), `"msg":"reconcile"`) >= 2
+	})
 	stop()
 	w.Close()
 	db.Close()

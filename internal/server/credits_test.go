@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/internal/await"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/schema"
@@ -54,7 +55,7 @@ func TestCreditExpiryJob(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		testenv.Eventually(t, 10*time.Second, "the expiry row written at start", func() bool { return len(rows()) == 4 })
+		await.Eventually(t, 10*time.Second, "the expiry row written at start", func() bool { return len(rows()) == 4 })
 		stop()
 		want := append(grants, "expiry soon 10.00 USD 0.00 hookledger")
 		if got := rows(); strings.Join(got, "\n") != strings.Join(want, "\n") {

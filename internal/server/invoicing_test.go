@@ -17,6 +17,7 @@ import (
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/customer"
+	"github.com/hookledger/hookledger/internal/await"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
@@ -505,7 +506,7 @@ func TestBackgroundStartsScheduledCloses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 30*time.Second, "the scheduled close", func() bool { return e.Count("period_closes") > 0 })
+	await.Eventually(t, 30*time.Second, "the scheduled close", func() bool { return e.Count("period_closes") > 0 })
 	stop()
 	now := time.Now().UTC()
 	want := duePeriods(nil, now, time.UTC, config.DefaultInvoicingGrace)

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/bench"
+	"github.com/hookledger/hookledger/internal/await"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/schema"
 	"github.com/hookledger/hookledger/scheme"
@@ -149,7 +150,7 @@ func Interrupt(t testing.TB, cmd *exec.Cmd, what string, ready func() bool) Resu
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	exited := false
-	testenv.Eventually(t, time.Minute, what+" before the interrupt", func() bool {
+	await.Eventually(t, time.Minute, what+" before the interrupt", func() bool {
 		select {
 		case err := <-done:
 			done <- err
