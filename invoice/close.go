@@ -189,6 +189,10 @@ func Close(ctx context.Context, db CloseStore, req CloseRequest) (*CloseResult, 
 	return res, nil
 }
 
+// closeTx is one close in its transaction: the answer of an earlier close
+// of the scope if there is one (priorClose), else the moment of closing
+// (closeMoment), then the period's lines and its late usage, priced and
+// credited per customer (invoicesOf), stored, and sealed.
 func closeTx(ctx context.Context, tx closeStore, req CloseRequest) (*CloseResult, error) {
 	p := req.Period
 	start, end := p.Start.UnixMilli(), p.End.UnixMilli()
@@ -197,8 +201,190 @@ func closeTx(ctx context.Context, tx closeStore, req CloseRequest) (*CloseResult
 		return nil, fmt.Errorf("close %s: %w: it can close from %s (period end + %s grace)",
 			p.Label, ErrTooEarly, opens.Format(time.RFC3339), req.Grace)
 	}
+	if res, err := priorClose(ctx, tx, req); res != nil || err != nil {
+		return res, err
+	}
+	closed, lastCredit, err := closeMoment(ctx, tx, req, now)
+	if err != nil {
+		return nil, err
+	}
+	closeID, cutoff, head, scope := closed.ID, closed.Cutoff, ledger.Chain{LastID: closed.LedgerHead}, req.Customer
 
+	// Customers for whom this period was already closed (by a close of
+	// theirs) keep that close; a close for all skips them, and their usage
+	// since is late.
+	skip := map[string]bool{}
+	if req.All {
+		done, err := tx.ClosedCustomers(ctx, start, end)
+		if err != nil {
+			return nil, fmt.Errorf("close: read closed periods: %w", err)
+		}
+		for _, c := range done {
+			skip[c] = true
+		}
+	}
+
+	credits, err := readCloseCredits(ctx, tx, scope, lastCredit, cutoff)
+	if err != nil {
+		return nil, err
+	}
+	prices := newPricer(ctx, req.Pricing, tx)
+	split := prices.splitBy()
+	partsOf := func(c string) ([]part, error) { return prices.partsOf(c, start, end, p.Zone) }
+	lines, err := periodLines(ctx, tx, req, head.LastID, skip, split, partsOf)
+	if err != nil {
+		return nil, err
+	}
+	// Late usage goes only on an invoice it fits (lateFits): a backfill of
+	// an earlier period leaves a later period's late usage pending.
+	billable := start
+	if req.preRuleLate {
+		billable = math.MaxInt64
+	}
+	late, err := lateLines(ctx, tx, scope, head.LastID, billable, req.Meters, skip, split, req.noIndex)
+	if err != nil {
+		return nil, err
+	}
+	lines = append(lines, late...)
+
+	byCustomer := map[string][]InvoiceLine{}
+	for _, l := range lines {
+		byCustomer[l.Customer] = append(byCustomer[l.Customer], l)
+	}
+	if err := addFeeOnly(byCustomer, req, prices, skip); err != nil {
+		return nil, err
+	}
+	customers := make([]string, 0, len(byCustomer))
+	for c := range byCustomer {
+		customers = append(customers, c)
+	}
+	slices.Sort(customers)
+
+	nextID, err := tx.NextInvoiceID(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("close: %w", err)
+	}
+	res := &CloseResult{Cutoff: cutoff, Head: head.LastID, Invoices: make([]Invoice, 0, len(customers))}
+	cl := &closing{close: closed, prices: prices, credits: credits}
+	for _, c := range customers {
+		invs, err := cl.invoicesOf(c, byCustomer[c], nextID)
+		if err != nil {
+			// One customer the close cannot invoice does not stop a close
+			// for all: it is recorded, with why, and the period stays open
+			// for them (openExclusions). A plan version changed after it
+			// priced a closed invoice is the configuration's fault, not the
+			// customer's: it stops the close whole, as LoadPricing does.
+			if !req.All || ctx.Err() != nil || errors.Is(err, ErrFrozenVersion) {
+				return nil, fmt.Errorf("close %s: %w", p.Label, err)
+			}
+			x := Excluded{Customer: c, Error: err.Error()}
+			if err := tx.InsertCloseExclusion(ctx, schema.CloseExclusion{CloseID: closeID, Customer: c, Error: x.Error}); err != nil {
+				return nil, fmt.Errorf("close: %w", err)
+			}
+			res.Excluded = append(res.Excluded, x)
+			continue
+		}
+		nextID += int64(len(invs))
+		for i := range invs {
+			inv := &invs[i]
+			if err := tx.InsertInvoice(ctx, inv.record()); err != nil {
+				return nil, fmt.Errorf("close: insert invoice for %s: %w", c, err)
+			}
+			for i := range inv.Lines {
+				if err := tx.InsertInvoiceLine(ctx, inv.Lines[i].record()); err != nil {
+					return nil, fmt.Errorf("close: insert invoice line for %s: %w", c, err)
+				}
+			}
+			if err := credits.burn(ctx, tx, inv); err != nil {
+				return nil, err
+			}
+			res.Invoices = append(res.Invoices, *inv)
+		}
+	}
+	if prices != nil {
+		res.Unpriced = prices.unpriced
+	}
+	if err := sealClose(ctx, tx, closed, res.Invoices); err != nil {
+		return nil, fmt.Errorf("close %s: %w", p.Label, err)
+	}
+	return res, nil
+}
+
+// closing is what the invoices of one close share as each is priced and
+// credited: the close, its pricer and the credits it draws on.
+type closing struct {
+	close   schema.PeriodClose
+	prices  *pricer
+	credits *closeCredits
+}
+
+// invoicesOf prepares customer c's invoices from its lines ls, numbered
+// from nextID: its own, unless all it had was late usage of another
+// currency and its plan charges nothing of its own, and one per other
+// currency its late usage is priced in. It stores nothing.
+func (cl *closing) invoicesOf(c string, ls []InvoiceLine, nextID int64) ([]Invoice, error) {
+	start, zone := cl.close.PeriodStart, cl.close.TZ
+	var foreign map[string][]InvoiceLine
+	if cl.prices != nil {
+		var err error
+		if ls, foreign, err = cl.prices.foreignLate(c, start, zone, ls); err != nil {
+			return nil, err
+		}
+	}
+	var invs []Invoice
+	if len(ls) > 0 || len(foreign) == 0 || cl.prices.charges(c, start, zone) {
+		inv, err := cl.prepare(c, ls, false, nextID)
+		if err != nil {
+			return nil, err
+		}
+		invs = append(invs, inv)
+	}
+	for _, cur := range slices.Sorted(maps.Keys(foreign)) {
+		inv, err := cl.prepare(c, foreign[cur], true, nextID+int64(len(invs)))
+		if err != nil {
+			return nil, err
+		}
+		invs = append(invs, inv)
+	}
+	return invs, nil
+}
+
+// prepare numbers, prices and credits one invoice of customer c (id id);
+// lateOnly is an invoice of late usage in another currency than the
+// customer's invoice (foreignLate).
+func (cl *closing) prepare(c string, ls []InvoiceLine, lateOnly bool, id int64) (Invoice, error) {
+	slices.SortFunc(ls, func(a, b InvoiceLine) int {
+		return cmp.Or(cmpBool(a.Late, b.Late), cmp.Compare(a.PeriodStart, b.PeriodStart), cmp.Compare(a.Meter, b.Meter),
+			cmp.Compare(a.Dimensions, b.Dimensions), cmp.Compare(a.PartStart, b.PartStart))
+	})
+	k := cl.close
+	inv := Invoice{ID: id, CloseID: k.ID, Customer: c, Period: k.Period, TZ: k.TZ, PeriodStart: k.PeriodStart, PeriodEnd: k.PeriodEnd,
+		Cutoff: k.Cutoff, LedgerHead: k.LedgerHead, ClosedAt: k.ClosedAt, Lines: ls}
+	for i := range inv.Lines {
+		inv.Lines[i].InvoiceID, inv.Lines[i].LineNo = inv.ID, int64(i+1)
+	}
+	price := cl.prices.price
+	if lateOnly {
+		price = cl.prices.priceLateOnly
+	}
+	if err := price(&inv); err != nil {
+		return Invoice{}, err
+	}
+	if err := cl.credits.apply(&inv); err != nil {
+		return Invoice{}, err
+	}
+	inv.Digest = invoiceDigest(&inv)
+	return inv, nil
+}
+
+// priorClose is the answer of a close made before for req's scope (or,
+// for one customer, by a close of all customers): what it froze. nil when
+// the period is open for the scope; an error when another close overlaps
+// it, or when closing it would leave a gap no close can fill.
+func priorClose(ctx context.Context, tx closeStore, req CloseRequest) (*CloseResult, error) {
 	// Already closed for this scope? Then the answer is what that close froze.
+	p := req.Period
+	start, end := p.Start.UnixMilli(), p.End.UnixMilli()
 	closes, err := tx.OverlappingCloses(ctx, start, end)
 	if err != nil {
 		return nil, fmt.Errorf("close: read closed periods: %w", err)
@@ -256,194 +442,47 @@ func closeTx(ctx context.Context, tx closeStore, req CloseRequest) (*CloseResult
 		}
 		return res, nil
 	}
+	return nil, nil
+}
 
+// closeMoment records the moment of closing req's period at now: the
+// ledger head and the cutoff, with the credit chain's last entry the close
+// counts up to.
+func closeMoment(ctx context.Context, tx closeStore, req CloseRequest, now time.Time) (closed schema.PeriodClose, lastCredit schema.CreditEntry, err error) {
+	p := req.Period
+	start, end := p.Start.UnixMilli(), p.End.UnixMilli()
 	// The moment of closing. The close holds the write lock: no row can
 	// commit until we do, so "id <= head" is exact; the cutoff is kept above
 	// the head's recorded_at so "recorded_at < cutoff" selects the same rows.
 	head, err := ledger.LoadChain(ctx, tx)
 	if err != nil {
-		return nil, err
+		return closed, lastCredit, err
 	}
 	cutoff := now.UnixMilli()
 	if head.LastID > 0 {
 		headRecorded, err := tx.LedgerRowRecordedAt(ctx, head.LastID)
 		if err != nil {
-			return nil, fmt.Errorf("close: read ledger head: %w", err)
+			return closed, lastCredit, fmt.Errorf("close: read ledger head: %w", err)
 		}
 		cutoff = max(cutoff, headRecorded+1)
 	}
 	// Grants count in the close as its rows do: recorded before the cutoff,
 	// which is kept above the credit chain's end (and a grant written after
 	// the close is recorded no earlier than its cutoff, custody.GrantCredit).
-	lastCredit, err := tx.LastCredit(ctx)
+	lastCredit, err = tx.LastCredit(ctx)
 	if errors.Is(err, schema.ErrNoCredits) && req.Preview {
 		lastCredit, err = schema.CreditEntry{RowHash: chainhash.Genesis}, nil // a read-only preview of a database from before credits
 	}
 	if err != nil {
-		return nil, fmt.Errorf("close: %w", err)
+		return closed, lastCredit, fmt.Errorf("close: %w", err)
 	}
 	cutoff = max(cutoff, lastCredit.RecordedAt+1)
-	scope := req.Customer
-	closed := schema.PeriodClose{Customer: scope, Period: p.Label, TZ: p.Zone, PeriodStart: start, PeriodEnd: end,
+	closed = schema.PeriodClose{Customer: req.Customer, Period: p.Label, TZ: p.Zone, PeriodStart: start, PeriodEnd: end,
 		GraceMS: req.Grace.Milliseconds(), Cutoff: cutoff, LedgerHead: head.LastID, ClosedAt: now.UnixMilli()}
-	closeID, err := tx.InsertPeriodClose(ctx, closed)
-	if err != nil {
-		return nil, fmt.Errorf("close: record close: %w", err)
+	if closed.ID, err = tx.InsertPeriodClose(ctx, closed); err != nil {
+		return closed, lastCredit, fmt.Errorf("close: record close: %w", err)
 	}
-	closed.ID = closeID
-
-	// Customers for whom this period was already closed (by a close of
-	// theirs) keep that close; a close for all skips them, and their usage
-	// since is late.
-	skip := map[string]bool{}
-	if req.All {
-		done, err := tx.ClosedCustomers(ctx, start, end)
-		if err != nil {
-			return nil, fmt.Errorf("close: read closed periods: %w", err)
-		}
-		for _, c := range done {
-			skip[c] = true
-		}
-	}
-
-	credits, err := readCloseCredits(ctx, tx, scope, lastCredit, cutoff)
-	if err != nil {
-		return nil, err
-	}
-	prices := newPricer(ctx, req.Pricing, tx)
-	split := prices.splitBy()
-	partsOf := func(c string) ([]part, error) { return prices.partsOf(c, start, end, p.Zone) }
-	lines, err := periodLines(ctx, tx, req, head.LastID, skip, split, partsOf)
-	if err != nil {
-		return nil, err
-	}
-	// Late usage goes only on an invoice it fits (lateFits): a backfill of
-	// an earlier period leaves a later period's late usage pending.
-	billable := start
-	if req.preRuleLate {
-		billable = math.MaxInt64
-	}
-	late, err := lateLines(ctx, tx, scope, head.LastID, billable, req.Meters, skip, split, req.noIndex)
-	if err != nil {
-		return nil, err
-	}
-	lines = append(lines, late...)
-
-	byCustomer := map[string][]InvoiceLine{}
-	for _, l := range lines {
-		byCustomer[l.Customer] = append(byCustomer[l.Customer], l)
-	}
-	if err := addFeeOnly(byCustomer, req, prices, skip); err != nil {
-		return nil, err
-	}
-	customers := make([]string, 0, len(byCustomer))
-	for c := range byCustomer {
-		customers = append(customers, c)
-	}
-	slices.Sort(customers)
-
-	nextID, err := tx.NextInvoiceID(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("close: %w", err)
-	}
-	res := &CloseResult{Cutoff: cutoff, Head: head.LastID, Invoices: make([]Invoice, 0, len(customers))}
-	// prepare numbers, prices and credits one invoice of customer c (id
-	// id); lateOnly is an invoice of late usage in another currency than
-	// the customer's invoice (foreignLate). It stores nothing.
-	prepare := func(c string, ls []InvoiceLine, lateOnly bool, id int64) (Invoice, error) {
-		slices.SortFunc(ls, func(a, b InvoiceLine) int {
-			return cmp.Or(cmpBool(a.Late, b.Late), cmp.Compare(a.PeriodStart, b.PeriodStart), cmp.Compare(a.Meter, b.Meter),
-				cmp.Compare(a.Dimensions, b.Dimensions), cmp.Compare(a.PartStart, b.PartStart))
-		})
-		inv := Invoice{ID: id, CloseID: closeID, Customer: c, Period: p.Label, TZ: p.Zone, PeriodStart: start, PeriodEnd: end,
-			Cutoff: cutoff, LedgerHead: head.LastID, ClosedAt: now.UnixMilli(), Lines: ls}
-		for i := range inv.Lines {
-			inv.Lines[i].InvoiceID, inv.Lines[i].LineNo = inv.ID, int64(i+1)
-		}
-		price := prices.price
-		if lateOnly {
-			price = prices.priceLateOnly
-		}
-		if err := price(&inv); err != nil {
-			return Invoice{}, err
-		}
-		if err := credits.apply(&inv); err != nil {
-			return Invoice{}, err
-		}
-		inv.Digest = invoiceDigest(&inv)
-		return inv, nil
-	}
-	// invoicesOf prepares customer c's invoices: its own, unless all it
-	// had was late usage of another currency and its plan charges nothing
-	// of its own, and one per other currency its late usage is priced in.
-	invoicesOf := func(c string) ([]Invoice, error) {
-		ls := byCustomer[c]
-		var foreign map[string][]InvoiceLine
-		if prices != nil {
-			var err error
-			if ls, foreign, err = prices.foreignLate(c, start, p.Zone, ls); err != nil {
-				return nil, err
-			}
-		}
-		var invs []Invoice
-		if len(ls) > 0 || len(foreign) == 0 || prices.charges(c, start, p.Zone) {
-			inv, err := prepare(c, ls, false, nextID)
-			if err != nil {
-				return nil, err
-			}
-			invs = append(invs, inv)
-		}
-		for _, cur := range slices.Sorted(maps.Keys(foreign)) {
-			inv, err := prepare(c, foreign[cur], true, nextID+int64(len(invs)))
-			if err != nil {
-				return nil, err
-			}
-			invs = append(invs, inv)
-		}
-		return invs, nil
-	}
-	for _, c := range customers {
-		invs, err := invoicesOf(c)
-		if err != nil {
-			// One customer the close cannot invoice does not stop a close
-			// for all: it is recorded, with why, and the period stays open
-			// for them (openExclusions). A plan version changed after it
-			// priced a closed invoice is the configuration's fault, not the
-			// customer's: it stops the close whole, as LoadPricing does.
-			if !req.All || ctx.Err() != nil || errors.Is(err, ErrFrozenVersion) {
-				return nil, fmt.Errorf("close %s: %w", p.Label, err)
-			}
-			x := Excluded{Customer: c, Error: err.Error()}
-			if err := tx.InsertCloseExclusion(ctx, schema.CloseExclusion{CloseID: closeID, Customer: c, Error: x.Error}); err != nil {
-				return nil, fmt.Errorf("close: %w", err)
-			}
-			res.Excluded = append(res.Excluded, x)
-			continue
-		}
-		nextID += int64(len(invs))
-		for i := range invs {
-			inv := &invs[i]
-			if err := tx.InsertInvoice(ctx, inv.record()); err != nil {
-				return nil, fmt.Errorf("close: insert invoice for %s: %w", c, err)
-			}
-			for i := range inv.Lines {
-				if err := tx.InsertInvoiceLine(ctx, inv.Lines[i].record()); err != nil {
-					return nil, fmt.Errorf("close: insert invoice line for %s: %w", c, err)
-				}
-			}
-			if err := credits.burn(ctx, tx, inv); err != nil {
-				return nil, err
-			}
-			res.Invoices = append(res.Invoices, *inv)
-		}
-	}
-	if prices != nil {
-		res.Unpriced = prices.unpriced
-	}
-	if err := sealClose(ctx, tx, closed, res.Invoices); err != nil {
-		return nil, fmt.Errorf("close %s: %w", p.Label, err)
-	}
-	return res, nil
+	return closed, lastCredit, nil
 }
 
 func cmpBool(a, b bool) int {
