@@ -14,16 +14,6 @@ import (
 	"github.com/hookledger/hookledger/ledger"
 )
 
-// wideMeters has one meter of each aggregation but time_weighted.
-var wideMeters = []ledger.Meter{
-	{Name: "m_sum", Aggregation: ledger.AggSum, Unit: "req"},
-	{Name: "m_count", Aggregation: ledger.AggCount},
-	{Name: "m_max", Aggregation: ledger.AggMax, Unit: "seats"},
-	{Name: "m_min", Aggregation: ledger.AggMin},
-	{Name: "m_unique", Aggregation: ledger.AggUniqueCount, Property: "u", Properties: []string{"u"}},
-	{Name: "m_latest", Aggregation: ledger.AggLatest},
-}
-
 // maxRow is the largest ordinary row: int64 micro-units, stored with 6
 // decimals as every row before wide quantities was.
 var maxRow = ledger.TotalOf(ledger.MaxQuantity)
@@ -46,7 +36,7 @@ func TestMaxRowIsAQuantity(t *testing.T) {
 // in a close and in verify: the exact value, whatever its size. (Before wide
 // quantities, every total past ±9223372036854.775807 was refused.)
 func TestTotalsAtThePerRowMaximum(t *testing.T) {
-	meters := ledger.NewMeters(wideMeters)
+	meters := ledger.NewMeters(testenv.ModelMeters)
 	oct := month(t, "2026-10", "UTC")
 	one := q("0.000001")
 	for _, c := range []struct {
@@ -73,7 +63,7 @@ func TestTotalsAtThePerRowMaximum(t *testing.T) {
 			"m_sum": "9223372036854775807", "m_count": "-999999999999999998", "m_unique": "-999999999999999998",
 			"m_max": "8223372036854775807", "m_min": "0", "m_latest": "8223372036854775807"}},
 	} {
-		for _, m := range wideMeters {
+		for _, m := range testenv.ModelMeters {
 			t.Run(c.name+"/"+m.Name, func(t *testing.T) {
 				want := c.want[m.Name]
 				e := newEnv(t)
@@ -161,7 +151,7 @@ func TestLateUsagePastInt64IsBilled(t *testing.T) {
 // quantities near what one row holds for every aggregation: each line is
 // exact, and verify recomputes every one of them.
 func TestCloseOfLargeQuantitiesMatchesBigModel(t *testing.T) {
-	meters := ledger.NewMeters(wideMeters)
+	meters := ledger.NewMeters(testenv.ModelMeters)
 	oct, nov := month(t, "2026-10", "UTC"), month(t, "2026-11", "UTC")
 	batchTimes := []time.Time{ts("2026-10-20T00:00:00Z"), ts("2026-11-10T00:00:00Z")} // before and after October's close
 	dir := t.TempDir()
@@ -181,7 +171,7 @@ func TestCloseOfLargeQuantitiesMatchesBigModel(t *testing.T) {
 			for i, nrows := 0, rapid.IntRange(0, 12).Draw(rt, "rows"); i < nrows; i++ {
 				r := row{
 					Customer: rapid.SampledFrom([]string{"a", "b"}).Draw(rt, "customer"),
-					Meter:    rapid.SampledFrom(wideMeters).Draw(rt, "meter").Name,
+					Meter:    rapid.SampledFrom(testenv.ModelMeters).Draw(rt, "meter").Name,
 					At:       october.Add(time.Duration(rapid.IntRange(0, 3).Draw(rt, "hour")) * time.Hour),
 					Props:    rapid.SampledFrom([]string{"{}", `{"u":"x"}`, `{"u":"y"}`}).Draw(rt, "props"),
 				}

@@ -14,17 +14,8 @@ import (
 	"github.com/hookledger/hookledger/ledger"
 )
 
-var propMeters = []ledger.Meter{
-	{Name: "m_sum", Aggregation: ledger.AggSum, Unit: "req"},
-	{Name: "m_count", Aggregation: ledger.AggCount},
-	{Name: "m_max", Aggregation: ledger.AggMax, Unit: "seats"},
-	{Name: "m_min", Aggregation: ledger.AggMin},
-	{Name: "m_unique", Aggregation: ledger.AggUniqueCount, Property: "u", Properties: []string{"u"}},
-	{Name: "m_latest", Aggregation: ledger.AggLatest},
-}
-
 func TestAggregationsMatchBruteForce(t *testing.T) {
-	meters := ledger.NewMeters(propMeters)
+	meters := ledger.NewMeters(testenv.ModelMeters)
 	base := ts("2026-03-27T00:00:00Z") // the window holds Berlin's and New York's... DST changes nearby
 	zones := []string{"UTC", "Europe/Berlin", "America/New_York", "Asia/Kolkata", "Australia/Lord_Howe"}
 	dir := t.TempDir()
@@ -44,7 +35,7 @@ func TestAggregationsMatchBruteForce(t *testing.T) {
 		large := rapid.IntRange(0, 2).Draw(rt, "large")
 		var gen []testenv.GenRow
 		for i := 0; i < nrows; i++ {
-			m := rapid.SampledFrom(propMeters).Draw(rt, "meter")
+			m := rapid.SampledFrom(testenv.ModelMeters).Draw(rt, "meter")
 			r := testenv.GenRow{Row: row{
 				Customer: rapid.SampledFrom([]string{"a", "b", "c"}).Draw(rt, "customer"),
 				Meter:    m.Name,
@@ -122,7 +113,7 @@ func TestAggregationsMatchBruteForce(t *testing.T) {
 			qr.GroupBy = []string{}
 		}
 		if !slices.Contains(group, "meter") || rapid.Bool().Draw(rt, "filterMeter") {
-			qr.Meter = rapid.SampledFrom(propMeters).Draw(rt, "only meter").Name
+			qr.Meter = rapid.SampledFrom(testenv.ModelMeters).Draw(rt, "only meter").Name
 		}
 		if rapid.Bool().Draw(rt, "filterCustomer") {
 			qr.Customer = rapid.SampledFrom([]string{"a", "b"}).Draw(rt, "only customer")

@@ -15,6 +15,17 @@ import (
 // property tests of the ledger's aggregation and of closes (ledger and
 // invoice): they generate rows, write them, and compare with Brute.
 
+// ModelMeters has one meter of each aggregation Brute models (all but
+// time_weighted).
+var ModelMeters = []ledger.Meter{
+	{Name: "m_sum", Aggregation: ledger.AggSum, Unit: "req"},
+	{Name: "m_count", Aggregation: ledger.AggCount},
+	{Name: "m_max", Aggregation: ledger.AggMax, Unit: "seats"},
+	{Name: "m_min", Aggregation: ledger.AggMin},
+	{Name: "m_unique", Aggregation: ledger.AggUniqueCount, Property: "u", Properties: []string{"u"}},
+	{Name: "m_latest", Aggregation: ledger.AggLatest},
+}
+
 // GenRow is a generated ledger row and the batch it is written in.
 type GenRow struct {
 	Row
