@@ -86,6 +86,9 @@ func (s *Stripe) invoiceCall(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	}
 	switch {
+	case r.Method == http.MethodGet && f == LostReply:
+		// A read's lost answer: there is no work to have done first.
+		s.answer(w, http.StatusInternalServerError, "An error occurred", "true")
 	case r.Method == http.MethodGet && path == "/v1/invoices":
 		s.listInvoices(w, r)
 	case r.Method == http.MethodGet:
