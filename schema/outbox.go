@@ -212,25 +212,10 @@ type OutboxResult struct {
 // RecordOutboxResults stores each attempt and what it made of its message.
 // A message that is no longer pending (retried, or delivered by another
 // relay's attempt after a lease ran out) keeps its status; the attempt is
-// recorded all the same. The two statements are prepared once per call: the
-// relay records a whole batch at a time, and parsing them per message cost
-// as much CPU as a webhook's own writes.
+// recorded all the same. The relay records a whole batch at a time: on
+// SQLite both statements run prepared (the writer's stmtCache), as parsing
+// them per message cost as much CPU as a webhook's own writes.
 func (b Batch) RecordOutboxResults(ctx context.Context, rs []OutboxResult) error {
-	if len(rs) == 0 {
-		return nil
-	}
-	update, err := b.tx.PrepareContext(ctx, `UPDATE outbox SET status = ?, attempts = attempts + ?, next_attempt_at = ?,
-		last_attempt_at = ?, delivered_at = ?, last_status = ?, last_error = ? WHERE id = ? AND status = 'pending'`)
-	if err != nil {
-		return err
-	}
-	defer update.Close()
-	insert, err := b.tx.PrepareContext(ctx, `INSERT INTO outbox_attempts (outbox_id, attempted_at, status_code, latency_ms, response, error)
-		VALUES (?, ?, ?, ?, ?, ?)`)
-	if err != nil {
-		return err
-	}
-	defer insert.Close()
 	for _, r := range rs {
 		var delivered any
 		if r.Status == OutboxDelivered {
@@ -240,18 +225,25 @@ func (b Batch) RecordOutboxResults(ctx context.Context, rs []OutboxResult) error
 		if r.Probe {
 			counted = 0
 		}
-		if _, err := update.ExecContext(ctx, r.Status, counted, r.NextAttemptAt, r.AttemptedAt, delivered, r.StatusCode, r.Error, r.ID); err != nil {
+		if _, err := b.tx.ExecContext(ctx, recordOutboxResultSQL, r.Status, counted, r.NextAttemptAt, r.AttemptedAt, delivered, r.StatusCode, r.Error, r.ID); err != nil {
 			return fmt.Errorf("update outbox %d: %w", r.ID, err)
 		}
 		if r.Response == nil {
 			r.Response = []byte{}
 		}
-		if _, err := insert.ExecContext(ctx, r.ID, r.AttemptedAt, r.StatusCode, r.LatencyMS, r.Response, r.Error); err != nil {
+		if _, err := b.tx.ExecContext(ctx, insertOutboxAttemptSQL, r.ID, r.AttemptedAt, r.StatusCode, r.LatencyMS, r.Response, r.Error); err != nil {
 			return fmt.Errorf("insert outbox attempt %d: %w", r.ID, err)
 		}
 	}
 	return nil
 }
+
+const (
+	recordOutboxResultSQL = `UPDATE outbox SET status = ?, attempts = attempts + ?, next_attempt_at = ?,
+		last_attempt_at = ?, delivered_at = ?, last_status = ?, last_error = ? WHERE id = ? AND status = 'pending'`
+	insertOutboxAttemptSQL = `INSERT INTO outbox_attempts (outbox_id, attempted_at, status_code, latency_ms, response, error)
+		VALUES (?, ?, ?, ?, ?, ?)`
+)
 
 // NextDue is the earliest next_attempt_at of destination's pending messages;
 // ok is false when it has none.
