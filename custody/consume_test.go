@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/entitle"
 	"github.com/hookledger/hookledger/internal/testenv"
 	"github.com/hookledger/hookledger/ledger"
+	"github.com/hookledger/hookledger/pricing"
 	"github.com/hookledger/hookledger/receiver"
 )
 
@@ -224,5 +226,36 @@ func BenchmarkConsumeAt1000PerSecond(b *testing.B) {
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99_ms")
 	if rows := e.Int(`SELECT COUNT(*) FROM metered_usage`); rows != len(lat) {
 		b.Errorf("%d rows for %d allowed consumes", rows, len(lat))
+	}
+}
+
+// The writer keeps what the limit check read (plan assignments,
+// overrides) from one batch to the next; an override written in the same
+// process, on the writer's own connection where SQLite's data_version does
+// not see it, still reaches the next consume: 60 of 100 used, the limit
+// lowered to 70, 20 more is refused.
+func TestConsumeSeesAnOverrideWrittenBetweenBatches(t *testing.T) {
+	edit, writer := freeTier(t)
+	e := newEnvWithWriter(t, "sqlite", writer, edit, func(c *config.Config) {
+		c.Meters = []config.Meter{{Name: "api_requests", Aggregation: ledger.AggSum}}
+	})
+	if built, err := e.Writer.BuildUsageState(t.Context(), "UTC"); err != nil || !built {
+		t.Fatalf("build usage state: %v %v", built, err)
+	}
+	key, _ := e.CreateKey("app", 0, 0)
+	if code, r, body := consume(t, e, key, "cus_1", "api_requests", `{"id":"first","quantity":"60"}`); code != 200 || !r.Allowed || r.Limit != "100" {
+		t.Fatalf("first: %d %s", code, body)
+	}
+	if _, err := entitle.SetOverride(t.Context(), e.DB, entitle.Override{Customer: "cus_1", Meter: "api_requests",
+		Limit: testenv.Total("70"), Kind: pricing.LimitHard, EffectiveFrom: "2026-01-01", RecordedAt: e.Now()},
+		ledger.NewMeters([]ledger.Meter{{Name: "api_requests", Aggregation: ledger.AggSum}})); err != nil {
+		t.Fatal(err)
+	}
+	code, r, body := consume(t, e, key, "cus_1", "api_requests", `{"id":"second","quantity":"20"}`)
+	if code != 200 || r.Allowed || r.Limit != "70" || r.Used != "60" {
+		t.Fatalf("20 more under an override of 70: %d %s, want refused at 60 of 70", code, body)
+	}
+	if n := e.Int(`SELECT COUNT(*) FROM metered_usage WHERE customer_id = 'cus_1'`); n != 1 {
+		t.Fatalf("%d ledger rows, want the first consume's only", n)
 	}
 }

@@ -10,17 +10,24 @@ import (
 // StateCache keeps the usage state the writer's batches read, from one
 // batch to the next, so a batch reads a customer's month from the database
 // only the first time (serve's writer on SQLite: the read was an eighth of
-// its CPU per delivery with the deliveries spread over 100 customers). It
-// holds only what committed: a batch's totals enter it after its COMMIT
+// its CPU per delivery with the deliveries spread over 100 customers), and
+// with it what the limit and spend checks read per customer (plan
+// assignments, overrides, the thresholds that fired). It holds only what
+// committed: a batch's reads and totals enter it after its COMMIT
 // (Tracker.Committed). It is for a database the writer alone changes
-// between its batches; Begin, with SQLite's data_version, forgets
+// between its batches; Begin, with schema.Batch.DataVersion, forgets
 // everything when another connection (another hookledger process: a
-// command's writer) committed since.
+// command's writer) committed since, or this process wrote the registry.
 type StateCache struct {
-	version int64
+	version schema.DataVersion
 	known   bool // version was read
 	zone    *cachedZone
 	states  map[ledger.StateKey]cachedState
+
+	plans          map[string][]schema.PlanAssignment   // by customer
+	limits         map[[2]string][]schema.LimitOverride // by customer and meter
+	spendOverrides map[string][]schema.SpendOverride    // by customer
+	spendFired     map[spendKey]map[string]bool
 }
 
 type cachedZone struct {
@@ -29,8 +36,9 @@ type cachedZone struct {
 }
 
 type cachedState struct {
-	row  schema.UsageState
-	used ledger.Total
+	row   schema.UsageState
+	used  ledger.Total
+	fired map[string]bool // nil: not read
 }
 
 // maxCachedStates bounds the cache: a month of 30,000 customers' three
@@ -39,13 +47,15 @@ const maxCachedStates = 100_000
 
 // NewStateCache returns an empty cache.
 func NewStateCache() *StateCache {
-	return &StateCache{states: map[ledger.StateKey]cachedState{}}
+	return &StateCache{states: map[ledger.StateKey]cachedState{}, plans: map[string][]schema.PlanAssignment{},
+		limits: map[[2]string][]schema.LimitOverride{}, spendOverrides: map[string][]schema.SpendOverride{},
+		spendFired: map[spendKey]map[string]bool{}}
 }
 
 // Begin starts a batch at the database's data version: a version other
-// than the last batch's means another connection committed, and everything
-// kept may be stale.
-func (c *StateCache) Begin(version int64) {
+// than the last batch's means another connection committed, or this
+// process wrote the registry, and everything kept may be stale.
+func (c *StateCache) Begin(version schema.DataVersion) {
 	if !c.known || version != c.version {
 		c.forget()
 	}
@@ -55,4 +65,8 @@ func (c *StateCache) Begin(version int64) {
 func (c *StateCache) forget() {
 	c.zone = nil
 	clear(c.states)
+	clear(c.plans)
+	clear(c.limits)
+	clear(c.spendOverrides)
+	clear(c.spendFired)
 }

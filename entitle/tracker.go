@@ -3,6 +3,7 @@ package entitle
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/hookledger/hookledger/ledger"
@@ -195,7 +196,7 @@ func (t *Tracker) state(ctx context.Context, k ledger.StateKey, end int64) (*sta
 		return s, nil
 	}
 	if c, ok := t.cachedState(k); ok {
-		s := &state{row: c.row, used: c.used}
+		s := &state{row: c.row, used: c.used, fired: maps.Clone(c.fired)}
 		t.states[k] = s
 		t.journal = append(t.journal, func() { delete(t.states, k) })
 		return s, nil
@@ -226,13 +227,16 @@ func (t *Tracker) limit(ctx context.Context, customer, meter string, day pricing
 	}
 	key := [2]string{customer, meter}
 	os, ok := t.limits[key]
+	if c := t.cached(); !ok && c != nil {
+		os, ok = c.limits[key]
+	}
 	if !ok {
 		var err error
 		if os, err = t.b.LimitOverrides(ctx, customer, meter); err != nil {
 			return Limit{}, false, err
 		}
-		t.limits[key] = os
 	}
+	t.limits[key] = os
 	l, found := t.policy.Resolve(customer, meter, day, as, os)
 	return l, found, nil
 }
@@ -240,24 +244,37 @@ func (t *Tracker) limit(ctx context.Context, customer, meter string, day pricing
 // assignments reads the customer's plan assignments once per batch.
 func (t *Tracker) assignments(ctx context.Context, customer string) ([]schema.PlanAssignment, error) {
 	as, ok := t.plans[customer]
+	if c := t.cached(); !ok && c != nil {
+		as, ok = c.plans[customer]
+	}
 	if !ok {
 		var err error
 		if as, err = t.b.PlanAssignments(ctx, customer); err != nil {
 			return nil, err
 		}
-		t.plans[customer] = as
 	}
+	t.plans[customer] = as
 	return as, nil
 }
 
 // cachedState is k's total as the last batches committed it, when the cache
 // has it and the state was not rebuilt in this batch.
 func (t *Tracker) cachedState(k ledger.StateKey) (cachedState, bool) {
-	if t.cache == nil || t.resets > 0 {
+	c := t.cached()
+	if c == nil {
 		return cachedState{}, false
 	}
-	c, ok := t.cache.states[k]
-	return c, ok
+	cs, ok := c.states[k]
+	return cs, ok
+}
+
+// cached is the cache of earlier batches, nil when there is none or the
+// state was rebuilt in this batch.
+func (t *Tracker) cached() *StateCache {
+	if t.resets > 0 {
+		return nil
+	}
+	return t.cache
 }
 
 // Committed is called once the batch committed: its totals, and the zone it
@@ -268,7 +285,8 @@ func (t *Tracker) Committed() {
 	if c == nil {
 		return
 	}
-	if t.resets > 0 || len(c.states)+len(t.states) > maxCachedStates {
+	if t.resets > 0 || len(c.states)+len(t.states) > maxCachedStates || len(c.spendFired)+len(t.spendFired) > maxCachedStates ||
+		len(c.plans)+len(t.plans) > maxCachedStates || len(c.limits)+len(t.limits) > maxCachedStates {
 		c.forget()
 		return
 	}
@@ -276,8 +294,12 @@ func (t *Tracker) Committed() {
 		c.zone = &cachedZone{built: t.built, loc: t.loc}
 	}
 	for k, s := range t.states {
-		c.states[k] = cachedState{row: s.row, used: s.used}
+		c.states[k] = cachedState{row: s.row, used: s.used, fired: s.fired}
 	}
+	maps.Copy(c.plans, t.plans)
+	maps.Copy(c.limits, t.limits)
+	maps.Copy(c.spendOverrides, t.spendOverrides)
+	maps.Copy(c.spendFired, t.spendFired)
 }
 
 // Flush stores every total the batch changed: one write per customer,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/jmoiron/sqlx"
 )
@@ -16,8 +17,9 @@ import (
 // Only one Writer may run at a time: the write pool has one connection, and
 // SQLite one write lock.
 type Writer struct {
-	db    *sqlx.DB
-	stmts *stmtCache // nil on PostgreSQL, where pgx prepares each statement once per connection
+	db       *sqlx.DB
+	stmts    *stmtCache    // nil on PostgreSQL, where pgx prepares each statement once per connection
+	registry *atomic.Int64 // DB.registry
 }
 
 // stmtCache holds the SQLite writer's statements, prepared once each on the
@@ -79,7 +81,7 @@ func (db *DB) OpenWriter(ctx context.Context) (*Writer, error) {
 	if db.Write == nil {
 		return nil, errors.New("schema: the database is open read-only")
 	}
-	w := &Writer{db: db.Write}
+	w := &Writer{db: db.Write, registry: &db.registry}
 	if !onPostgres(db.Write) {
 		w.stmts = &stmtCache{prepared: map[string]*sql.Stmt{}, seen: map[string]int{}}
 	}
@@ -129,7 +131,7 @@ func (w *Writer) Begin(ctx context.Context) (Batch, error) {
 	if err != nil {
 		return Batch{}, err
 	}
-	return Batch{tx: batchTx{tx: tx, st: &txStmts{cache: w.stmts, bound: map[string]*sqlx.Stmt{}}}}, nil
+	return Batch{tx: batchTx{tx: tx, st: &txStmts{cache: w.stmts, bound: map[string]*sqlx.Stmt{}}}, registry: w.registry}, nil
 }
 
 // Batch is the writer's batch transaction (Writer.Begin): the hot path's
@@ -139,8 +141,9 @@ func (w *Writer) Begin(ctx context.Context) (Batch, error) {
 // caller's. The chain head and the refs of adjustments are read through it
 // too (chain.go). The writer commits it.
 type Batch struct {
-	tx batchTx
-	pg *pgBatch // the writes held back (PostgreSQL, pgbatch.go)
+	tx       batchTx
+	pg       *pgBatch      // the writes held back (PostgreSQL, pgbatch.go)
+	registry *atomic.Int64 // DB.registry (SQLite)
 }
 
 // Commit commits the batch: with synchronous=FULL it is durable when Commit
@@ -208,15 +211,22 @@ func (b Batch) Isolated(ctx context.Context, fn func() error) (opErr, txErr erro
 	return opErr, nil
 }
 
-// DataVersion is SQLite's data_version on the write connection: it changes
-// when another connection has committed since it was last read, and not for
-// the connection's own commits. The writer's caches of what it wrote hold
-// while it does not change (entitle.StateCache). Not on PostgreSQL, where
-// several receivers write: ok is false there.
-func (b Batch) DataVersion(ctx context.Context) (v int64, ok bool, err error) {
+// DataVersion says what changed that the writer did not write itself:
+// SQLite's data_version on the write connection, which changes when another
+// connection has committed since it was last read (not for the
+// connection's own commits), and the registry writes of this process
+// (DB.registry), which commit on that same connection. The writer's caches
+// of what it read hold while it does not change (entitle.StateCache). Not
+// on PostgreSQL, where several receivers write: ok is false there.
+func (b Batch) DataVersion(ctx context.Context) (v DataVersion, ok bool, err error) {
 	if b.pg != nil {
-		return 0, false, nil
+		return v, false, nil
 	}
-	err = b.tx.QueryRowContext(ctx, `PRAGMA data_version`).Scan(&v)
+	v.Registry = b.registry.Load()
+	err = b.tx.QueryRowContext(ctx, `PRAGMA data_version`).Scan(&v.SQLite)
 	return v, err == nil, err
 }
+
+// DataVersion is Batch.DataVersion's answer; equal versions mean nothing
+// changed.
+type DataVersion struct{ SQLite, Registry int64 }

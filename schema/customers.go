@@ -49,6 +49,7 @@ func (db *DB) RegistryTx(ctx context.Context, fn func(*RegistryTx) error) error 
 	if err := fn(&RegistryTx{tx: tx}); err != nil {
 		return err
 	}
+	db.registry.Add(1) // before it commits (DataVersion)
 	return tx.Commit()
 }
 

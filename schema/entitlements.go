@@ -357,6 +357,7 @@ func limitOverridesQuery(customer, meter string) (string, []any) {
 // registry, overrides are no part of the custody chain: the write takes
 // turns with serve's writer through the write lock.
 func (db *DB) InsertLimitOverride(ctx context.Context, o LimitOverride) (int64, error) {
+	db.registry.Add(1) // before it commits (DataVersion)
 	var id int64
 	err := db.Write.QueryRowxContext(ctx, `INSERT INTO limit_overrides (customer_id, meter, limit_value, kind, effective_from,
 		recorded_at, note) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`,

@@ -4,6 +4,8 @@
 package schema
 
 import (
+	"sync/atomic"
+
 	"github.com/hookledger/hookledger/durable"
 
 	"context"
@@ -68,6 +70,12 @@ type DB struct {
 	// hot runs, on Read, the reads serve makes thousands of times a second,
 	// each prepared once (prepared.go).
 	hot *prepared
+	// registry counts the writes of this handle to what the writer reads
+	// but never writes (plan assignments, limit and spend overrides): the
+	// writer's caches forget them when it moves (Batch.DataVersion).
+	// SQLite's data_version cannot tell: these writes commit on the
+	// writer's own connection.
+	registry atomic.Int64
 
 	backend backend
 }

@@ -116,6 +116,7 @@ func spendOverridesQuery(customer string) (string, []any) {
 // limit overrides, it takes turns with serve's writer through the write
 // lock.
 func (db *DB) InsertSpendOverride(ctx context.Context, o SpendOverride) (int64, error) {
+	db.registry.Add(1) // before it commits (DataVersion)
 	var id int64
 	err := db.Write.QueryRowxContext(ctx, `INSERT INTO spend_overrides (customer_id, limit_value, kind, effective_from,
 		recorded_at, note) VALUES (?, ?, ?, ?, ?, ?) RETURNING id`,
