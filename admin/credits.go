@@ -15,7 +15,7 @@ import (
 
 // Prepaid credits on the admin API: the same grant as `hookledger credits
 // grant` (custody.GrantCredit, in the writer's transaction) and a
-// customer's standing at one instant (ledger.Standing), with what the open
+// customer's standing at one instant (invoice.Standing), with what the open
 // period's draft invoice would draw.
 
 // Submitter runs an operation in the writer's transaction (*custody.Writer).
@@ -35,7 +35,7 @@ type NewGrant struct {
 	Amount   string `json:"amount"` // "100.00", in the currency's minor units
 	Currency string `json:"currency"`
 	Category string `json:"category"` // paid (default) | promotional
-	// Priority is absent for ledger.DefaultCreditPriority; 0 is a priority.
+	// Priority is absent for invoice.DefaultCreditPriority; 0 is a priority.
 	Priority    *int64 `json:"priority"`
 	EffectiveAt string `json:"effective_at"` // RFC 3339; "": when recorded
 	ExpiresAt   string `json:"expires_at"`   // RFC 3339; "": never
@@ -165,7 +165,7 @@ func (c *Customers) grantFailed(w http.ResponseWriter, op *custody.GrantCredit, 
 // credits answers GET /v1/customers/{id}/credits: the customer's credit
 // now, per grant and per currency, with what the open period would draw if
 // it closed now: the credits its preview's draft invoices apply. The open
-// period is the month a close is about (ledger.ClosingMonth): the month
+// period is the month a close is about (invoice.ClosingMonth): the month
 // that just ended until it is closed for all customers, then the current
 // one.
 func (c *Customers) credits(w http.ResponseWriter, r *http.Request) {

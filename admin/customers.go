@@ -254,7 +254,7 @@ func (c *Customers) preview(w http.ResponseWriter, r *http.Request) {
 }
 
 // previewOf is the invoice id's close of period would produce, priced, read
-// from one snapshot (ledger.Preview: what invoice preview prints).
+// from one snapshot (invoice.Preview: what invoice preview prints).
 func (c *Customers) previewOf(ctx context.Context, id string, period ledger.Period) (*invoice.CloseResult, error) {
 	pr, _, err := invoice.LoadPricing(ctx, c.DB, c.Catalog, c.DefaultPlan)
 	if err != nil {

@@ -222,7 +222,7 @@ func TestCustomersAPI(t *testing.T) {
 				t.Errorf("preview lacks %s:\n%s", want, raw)
 			}
 		}
-		// The same as `invoice preview` computes it (ledger.Close with Preview), field for field.
+		// The same as `invoice preview` computes it (invoice.Close with Preview), field for field.
 		nov, _ := ledger.MonthPeriod("2026-11", time.UTC)
 		pr, _, err := invoice.LoadPricing(context.Background(), e.DB, c.Catalog, c.DefaultPlan)
 		if err != nil {

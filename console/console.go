@@ -9,7 +9,7 @@
 // customer's limits are entitle.Checker's answers (what GET
 // /v1/entitlements runs) and its Stripe pushes stripe.Status (what
 // `hookledger stripe status` runs), an invoice's digests are
-// ledger.InvoiceDigest and ledger.CheckLine (what
+// invoice.InvoiceDigest and invoice.CheckLine (what
 // `hookledger verify` runs), an event and a dispute trace are
 // dispute.Tracer (what `hookledger dispute` runs, including the signature
 // re-verification and the hash-chain check of the rows), and the bundle
@@ -100,11 +100,11 @@ type Store interface {
 	stripe.StatusStore
 	// What Stripe says of close-mode invoices (stripe.States).
 	stripe.InvoiceStore
-	// The customer page's draft invoice: ledger.Preview, priced as
-	// `invoice preview` prices it (ledger.LoadPricing).
+	// The customer page's draft invoice: invoice.Preview, priced as
+	// `invoice preview` prices it (invoice.LoadPricing).
 	invoice.PreviewStore
 	invoice.InvoiceSource
-	// The usage page's late usage (ledger.LateUsage, `usage late`).
+	// The usage page's late usage (invoice.LateUsage, `usage late`).
 	invoice.LateSource
 }
 

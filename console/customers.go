@@ -144,7 +144,7 @@ func (c *Console) customer(w http.ResponseWriter, r *http.Request, s *session) {
 
 // customerPeriod is the month the customer page shows, in invoicing.tz:
 // period= or, without it, the month views about closing open on
-// (ledger.ClosingMonth). A bad period= is a 400 with the reason in v.
+// (invoice.ClosingMonth). A bad period= is a 400 with the reason in v.
 func (c *Console) customerPeriod(r *http.Request, v *customerView) (ledger.Period, int, error) {
 	loc := c.zone()
 	v.TZ = loc.String()
@@ -184,7 +184,7 @@ const customerInvoicesShown = 24
 
 // money fills v with the customer's closed invoices and their totals, and
 // the draft of period: what `hookledger invoice preview` prints for it
-// (ledger.Preview, a read of one snapshot), or, once the period is closed,
+// (invoice.Preview, a read of one snapshot), or, once the period is closed,
 // its closed invoice.
 func (c *Console) money(ctx context.Context, v *customerView, period ledger.Period) error {
 	invs, err := c.DB.ConsoleInvoices(ctx, schema.InvoicePage{Customer: v.ID, Limit: customerInvoicesShown + 1})
@@ -236,7 +236,7 @@ type customerView struct {
 	Stripe       bool
 	StripePeriod string
 	Pushes       []stripe.StatusLine
-	// The month the page shows (period=, else ledger.ClosingMonth's, and
+	// The month the page shows (period=, else invoice.ClosingMonth's, and
 	// Default says why), the picker's months, and a bad period='s reason.
 	Period, Default, Error string
 	TZ                     string

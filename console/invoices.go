@@ -124,7 +124,7 @@ type invoiceView struct {
 	DigestOK                 bool
 	Lines                    []lineView
 	// PriceDigest is the stored SHA-256 of the invoice's price snapshot;
-	// MoneyProblems what does not recompute from it (ledger.CheckInvoiceMoney,
+	// MoneyProblems what does not recompute from it (invoice.CheckInvoiceMoney,
 	// the check `hookledger verify` runs). Both empty on an unpriced invoice.
 	PriceDigest   string
 	MoneyProblems []string
@@ -143,7 +143,7 @@ type lineView struct {
 
 // invoice shows one invoice: its cutoffs, its digest recomputed over its
 // lines, and each line recomputed from the ledger with the check `hookledger
-// verify` and `dispute` run (ledger.CheckLine), each linking to its trace.
+// verify` and `dispute` run (invoice.CheckLine), each linking to its trace.
 func (c *Console) invoice(w http.ResponseWriter, r *http.Request, s *session) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id <= 0 {

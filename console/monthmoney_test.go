@@ -23,7 +23,7 @@ func starterPricing(t testing.TB) *invoice.Pricing {
 
 // The customer page shows the money: the customer's closed invoices with
 // their totals, and the draft of the month shown, which is what `invoice
-// preview` computes (ledger.Preview). Without period= it opens on the month
+// preview` computes (invoice.Preview). Without period= it opens on the month
 // to close, as the usage page does, and says so; period= picks another.
 func TestCustomerPageMoney(t *testing.T) {
 	testenv.EachBackend(t, func(t *testing.T, backend string) {

@@ -25,7 +25,7 @@ type usageView struct {
 	Dims       []string
 	// Default says why the page chose Period ("": it was asked for): the
 	// previous month while it holds usage and is not closed for all
-	// customers, then the current one (ledger.ClosingMonth).
+	// customers, then the current one (invoice.ClosingMonth).
 	Default string
 	// WindowFrom and WindowTo are what the totals are computed for, as
 	// `hookledger usage --from --to` takes them.
@@ -51,7 +51,7 @@ func (v usageView) LateOf(customer, meter string) *invoice.LateLine {
 	return nil
 }
 
-// late fills v.Late from ledger.LateUsage (what `hookledger usage late`
+// late fills v.Late from invoice.LateUsage (what `hookledger usage late`
 // runs) for the month shown, of one customer or of every one.
 func (c *Console) late(r *http.Request, v *usageView) error {
 	if v.Period == "" || v.Dim != "" || len(v.Lines) == 0 {
@@ -163,7 +163,7 @@ func (c *Console) usageView(r *http.Request) (usageView, int, error) {
 	default:
 		if v.Period == "" {
 			// Closing is about the month that just ended: the rule every
-			// view about closing opens on (ledger.ClosingMonth).
+			// view about closing opens on (invoice.ClosingMonth).
 			p, previous, err := invoice.ClosingMonth(r.Context(), c.DB, c.Now(), loc)
 			if err != nil {
 				return v, 0, err
@@ -231,7 +231,7 @@ func (c *Console) usageView(r *http.Request) (usageView, int, error) {
 	return v, http.StatusOK, nil
 }
 
-// defaultWhy says why a page opened on the month ledger.ClosingMonth chose.
+// defaultWhy says why a page opened on the month invoice.ClosingMonth chose.
 func defaultWhy(previous, lastClosed bool) string {
 	switch {
 	case previous:

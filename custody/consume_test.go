@@ -101,18 +101,27 @@ func TestConsumeNeverOvershoots(t *testing.T) {
 	})
 }
 
-// A consume answers the used total and what remains; a repeat of its id
-// answers what the first did and writes nothing, allowed or refused; bad
-// requests are refused whole, with their reason, and write nothing.
-func TestConsumeAnswers(t *testing.T) {
+// consumeEnv is the free tier's hard limit of 100 on api_requests, the
+// meter declared (one not declared is refused), the usage state built, and
+// an API key to consume with.
+func consumeEnv(t *testing.T) (*env, string) {
+	t.Helper()
 	edit, writer := freeTier(t)
 	e := newEnvWithWriter(t, "sqlite", writer, edit, func(c *config.Config) {
-		c.Meters = []config.Meter{{Name: "api_requests", Aggregation: ledger.AggSum}} // a meter not declared is refused
+		c.Meters = []config.Meter{{Name: "api_requests", Aggregation: ledger.AggSum}}
 	})
 	if built, err := e.Writer.BuildUsageState(t.Context(), "UTC"); err != nil || !built {
 		t.Fatalf("build usage state: %v %v", built, err)
 	}
 	key, _ := e.CreateKey("app", 0, 0)
+	return e, key
+}
+
+// A consume answers the used total and what remains; a repeat of its id
+// answers what the first did and writes nothing, allowed or refused; bad
+// requests are refused whole, with their reason, and write nothing.
+func TestConsumeAnswers(t *testing.T) {
+	e, key := consumeEnv(t)
 	code, r, body := consume(t, e, key, "cus_1", "api_requests", `{"id":"first","quantity":"60"}`)
 	if code != 200 || !r.Allowed || r.Duplicate || r.Used != "60" || r.Limit != "100" || r.Remaining != "40" || r.Kind != "hard" {
 		t.Fatalf("first: %d %s", code, body)
@@ -235,14 +244,7 @@ func BenchmarkConsumeAt1000PerSecond(b *testing.B) {
 // not see it, still reaches the next consume: 60 of 100 used, the limit
 // lowered to 70, 20 more is refused.
 func TestConsumeSeesAnOverrideWrittenBetweenBatches(t *testing.T) {
-	edit, writer := freeTier(t)
-	e := newEnvWithWriter(t, "sqlite", writer, edit, func(c *config.Config) {
-		c.Meters = []config.Meter{{Name: "api_requests", Aggregation: ledger.AggSum}}
-	})
-	if built, err := e.Writer.BuildUsageState(t.Context(), "UTC"); err != nil || !built {
-		t.Fatalf("build usage state: %v %v", built, err)
-	}
-	key, _ := e.CreateKey("app", 0, 0)
+	e, key := consumeEnv(t)
 	if code, r, body := consume(t, e, key, "cus_1", "api_requests", `{"id":"first","quantity":"60"}`); code != 200 || !r.Allowed || r.Limit != "100" {
 		t.Fatalf("first: %d %s", code, body)
 	}

@@ -18,7 +18,7 @@ import (
 //
 // Written outside the queue, each in one transaction of its own on the
 // write handle, as named exceptions:
-//   - a period's close (ledger.Close, schema.CloseTx): its transaction
+//   - a period's close (invoice.Close, schema.CloseTx): its transaction
 //     holds the write lock from its start, so the cutoff and the highest
 //     ledger id it covers describe one moment; its invoices, seal, Stripe
 //     pushes and invoice pushes commit together;

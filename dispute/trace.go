@@ -59,7 +59,7 @@ type InvoiceView struct {
 
 // Money is what a priced invoice charges, as frozen at its close, with the
 // price snapshot that made it and the recomputation `hookledger verify`
-// runs (ledger.CheckInvoiceMoney). All of it is left out for an invoice no
+// runs (invoice.CheckInvoiceMoney). All of it is left out for an invoice no
 // plan priced.
 type Money struct {
 	Plan     string `json:"plan,omitempty"`

@@ -11,7 +11,7 @@ import (
 )
 
 // Credits in checks and alerts (docs/entitlements.md): a customer's
-// prepaid credit as the month's spend draws it (ledger.DrawCredit), asked
+// prepaid credit as the month's spend draws it (invoice.DrawCredit), asked
 // by a plan limit of kind credit and watched by the credit alerts. The
 // spend is Tracker.Spend's (pricing.Plan.Spent of the month's totals in the
 // usage state, with the plan version in force on the month's first day);

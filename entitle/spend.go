@@ -108,24 +108,20 @@ func (t *Tracker) Spend(ctx context.Context, r *ledger.Row) ([]SpendCrossing, er
 	if err != nil {
 		return nil, err
 	}
-	os, ok := t.spendOverrides[r.Customer]
-	if c := t.cached(); !ok && c != nil {
-		os, ok = c.spendOverrides[r.Customer]
+	os, err := once(t.spendOverrides, t.cached().spendOverrides, r.Customer, func() ([]schema.SpendOverride, error) {
+		return t.b.SpendOverrides(ctx, r.Customer)
+	})
+	if err != nil {
+		return nil, err
 	}
-	if !ok {
-		if os, err = t.b.SpendOverrides(ctx, r.Customer); err != nil {
-			return nil, err
-		}
-	}
-	t.spendOverrides[r.Customer] = os
 	l, ok := t.policy.ResolveSpend(r.Customer, Day(start, t.loc), Day(r.OccurredAt, t.loc), as, os)
 	if !ok || len(l.Thresholds) == 0 || l.Version.Price(r.Meter) == nil {
 		return nil, nil // a meter the version does not price spends nothing
 	}
 	k := spendKey{r.Customer, start}
 	fired := t.spendFired[k]
-	if c := t.cached(); fired == nil && c != nil {
-		fired = maps.Clone(c.spendFired[k]) // the batch's own: it may fire more
+	if fired == nil {
+		fired = maps.Clone(t.cached().spendFired[k]) // the batch's own: it may fire more
 	}
 	if fired == nil {
 		fs, err := t.b.FiredSpendThresholds(ctx, r.Customer, start)

@@ -225,57 +225,60 @@ func (t *Tracker) limit(ctx context.Context, customer, meter string, day pricing
 	if err != nil {
 		return Limit{}, false, err
 	}
-	key := [2]string{customer, meter}
-	os, ok := t.limits[key]
-	if c := t.cached(); !ok && c != nil {
-		os, ok = c.limits[key]
+	os, err := once(t.limits, t.cached().limits, [2]string{customer, meter}, func() ([]schema.LimitOverride, error) {
+		return t.b.LimitOverrides(ctx, customer, meter)
+	})
+	if err != nil {
+		return Limit{}, false, err
 	}
-	if !ok {
-		var err error
-		if os, err = t.b.LimitOverrides(ctx, customer, meter); err != nil {
-			return Limit{}, false, err
-		}
-	}
-	t.limits[key] = os
 	l, found := t.policy.Resolve(customer, meter, day, as, os)
 	return l, found, nil
 }
 
 // assignments reads the customer's plan assignments once per batch.
 func (t *Tracker) assignments(ctx context.Context, customer string) ([]schema.PlanAssignment, error) {
-	as, ok := t.plans[customer]
-	if c := t.cached(); !ok && c != nil {
-		as, ok = c.plans[customer]
+	return once(t.plans, t.cached().plans, customer, func() ([]schema.PlanAssignment, error) {
+		return t.b.PlanAssignments(ctx, customer)
+	})
+}
+
+// once is key's value as this batch read it, else as the batches before
+// read it (cached), else read now; the batch keeps it. For what the writer
+// reads but never writes: plan assignments and overrides.
+func once[K comparable, V any](batch, cached map[K]V, key K, read func() (V, error)) (V, error) {
+	if v, ok := batch[key]; ok {
+		return v, nil
 	}
+	v, ok := cached[key]
 	if !ok {
 		var err error
-		if as, err = t.b.PlanAssignments(ctx, customer); err != nil {
-			return nil, err
+		if v, err = read(); err != nil {
+			return v, err
 		}
 	}
-	t.plans[customer] = as
-	return as, nil
+	batch[key] = v
+	return v, nil
 }
 
 // cachedState is k's total as the last batches committed it, when the cache
 // has it and the state was not rebuilt in this batch.
 func (t *Tracker) cachedState(k ledger.StateKey) (cachedState, bool) {
-	c := t.cached()
-	if c == nil {
-		return cachedState{}, false
-	}
-	cs, ok := c.states[k]
+	cs, ok := t.cached().states[k]
 	return cs, ok
 }
 
-// cached is the cache of earlier batches, nil when there is none or the
-// state was rebuilt in this batch.
+// cached is what earlier batches committed: empty when there is no cache
+// or the state was rebuilt in this batch.
 func (t *Tracker) cached() *StateCache {
-	if t.resets > 0 {
-		return nil
+	if t.cache == nil || t.resets > 0 {
+		return noCache
 	}
 	return t.cache
 }
+
+// noCache is what a tracker without a cache reads from one: nothing. It is
+// never written (Committed writes to Tracker.cache).
+var noCache = NewStateCache()
 
 // Committed is called once the batch committed: its totals, and the zone it
 // read, are what the database holds now, for the next batches. A batch that

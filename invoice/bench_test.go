@@ -3,7 +3,6 @@ package invoice_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"runtime"
 	"slices"
 	"testing"
@@ -16,7 +15,6 @@ import (
 	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
-	"github.com/hookledger/hookledger/schema"
 )
 
 // BenchmarkInvoicing10M measures closing a month for every customer of a
@@ -87,32 +85,16 @@ const pricedClosePlan = "../bench/priced-close.yml"
 //	hookledger migrate --data /tmp/priced10m
 //	hookledger dev seed --rows 10000000 --customers 10000 --exports --data /tmp/priced10m
 //	HOOKLEDGER_BENCH_DB=/tmp/priced10m/hookledger.db \
-//	  go test ./ledger -run '^$' -bench PricedClose10M -benchtime 5x -count 1 -timeout 1h -v
+//	  go test ./invoice -run '^$' -bench PricedClose10M -benchtime 5x -count 1 -timeout 1h -v
 //
 // Like BenchmarkInvoicing10M it skips itself without HOOKLEDGER_BENCH_DB and
 // closes HOOKLEDGER_BENCH_MONTH (default 2026-06) as dry runs. Pricing is
-// loaded as `invoice close` loads it (ledger.LoadPricing: the registry's
+// loaded as `invoice close` loads it (invoice.LoadPricing: the registry's
 // assignments and customers, the default plan), inside the timed part.
 func BenchmarkPricedClose10M(b *testing.B) {
-	path := os.Getenv("HOOKLEDGER_BENCH_DB")
-	if path == "" {
-		b.Skip("set HOOKLEDGER_BENCH_DB to a database made by `hookledger dev seed --exports` (see the comment)")
-	}
 	ctx := context.Background()
+	db, month, label := testenv.BenchLedger(b)
 	cfg, err := config.LoadSecretsOptional(pricedClosePlan)
-	if err != nil {
-		b.Fatal(err)
-	}
-	db, err := schema.Open(ctx, path, schema.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	label := os.Getenv("HOOKLEDGER_BENCH_MONTH")
-	if label == "" {
-		label = "2026-06"
-	}
-	month, err := ledger.MonthPeriod(label, time.UTC)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -314,7 +296,7 @@ func TestPricedCloseBenchPlan(t *testing.T) {
 // and settled, no database. It runs only with -bench; the 10M benchmark above
 // says what the pricing costs a whole close.
 //
-//	go test ./ledger -run '^$' -bench PriceInvoice -benchmem
+//	go test ./invoice -run '^$' -bench PriceInvoice -benchmem
 func BenchmarkPriceInvoice(b *testing.B) {
 	cfg, err := config.LoadSecretsOptional(pricedClosePlan)
 	if err != nil {
@@ -354,7 +336,7 @@ func BenchmarkPriceInvoice(b *testing.B) {
 //
 //	hookledger dev seed --rows 10000000 --customers 10000 --models --data /tmp/dims10m
 //	HOOKLEDGER_BENCH_DB=/tmp/dims10m/hookledger.db \
-//	  go test ./ledger -run '^$' -bench Dimensions -benchtime 3x -count 5 -timeout 2h
+//	  go test ./invoice -run '^$' -bench Dimensions -benchtime 3x -count 5 -timeout 2h
 //
 // (BENCHMARKS.md records the size it was run at.) It compares one
 // customer's month grouped by customer, meter and model with the same query
@@ -362,24 +344,8 @@ func BenchmarkPriceInvoice(b *testing.B) {
 // api_requests declaring the dimension, without, and with storage_gb billed
 // time_weighted instead of max.
 func BenchmarkDimensions(b *testing.B) {
-	path := os.Getenv("HOOKLEDGER_BENCH_DB")
-	if path == "" {
-		b.Skip("set HOOKLEDGER_BENCH_DB to a database made by `hookledger dev seed --models` (see the comment)")
-	}
 	ctx := context.Background()
-	db, err := schema.Open(ctx, path, schema.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	label := os.Getenv("HOOKLEDGER_BENCH_MONTH")
-	if label == "" {
-		label = "2026-06"
-	}
-	month, err := ledger.MonthPeriod(label, time.UTC)
-	if err != nil {
-		b.Fatal(err)
-	}
+	db, month, label := testenv.BenchLedger(b)
 	dims := seed.MetersOf(seed.Options{Models: true})
 	for i := range dims {
 		if err := dims[i].Normalize(); err != nil {

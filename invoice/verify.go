@@ -42,8 +42,8 @@ func (r *VerifyReport) First() *ledger.Problem {
 // the ledger; the receipts' hash chain, both chains' ends against the chain
 // head, every stored body against its body_sha256 and every replayed
 // receipt's status against its replays (verify_custody.go); that every void
-// compensates exactly one usage row, once (void.go); the usage state
-// against the ledger's monthly sums (state.go); every spend crossing
+// compensates exactly one usage row, once (ledger/void.go); the usage state
+// against the ledger's monthly sums (ledger/state.go); every spend crossing
 // against the spend recomputed at its row (spend.go); every close against
 // its seal and the closes' chain (seal.go); the credit ledger's chain, its
 // balances and each invoice's burns (credits.go), and each credit alert

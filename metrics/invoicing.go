@@ -72,7 +72,7 @@ func (in *Invoicing) SetLatest(closedAt, periodEnd time.Time) {
 }
 
 // SetExcluded records how many customers closes for all could not invoice
-// and are still not invoiced (ledger.OpenExclusions).
+// and are still not invoiced (invoice.OpenExclusions).
 func (in *Invoicing) SetExcluded(n int) {
 	if in == nil {
 		return

@@ -12,7 +12,7 @@ import (
 )
 
 // hookledger_usage_stranded_rows counts the ledger rows dated before the
-// first closed period (ledger.StrandedUsage): 0 until a close, then the row
+// first closed period (invoice.StrandedUsage): 0 until a close, then the row
 // of 1971 and the August row that arrived after September was closed.
 func TestStrandedUsageGauge(t *testing.T) {
 	testenv.EachBackend(t, func(t *testing.T, backend string) {

@@ -38,6 +38,7 @@ type stmtCache struct {
 	mu       sync.Mutex
 	prepared map[string]*sql.Stmt
 	seen     map[string]int // texts run unprepared, and how often
+	due      []string       // texts run twice: prepare them
 }
 
 const maxWriterStmts = 256
@@ -46,25 +47,25 @@ const maxWriterStmts = 256
 func (c *stmtCache) lookup(q string) *sql.Stmt {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if s, ok := c.prepared[q]; ok {
+	if s, ok := c.prepared[q]; ok || len(c.prepared) >= maxWriterStmts {
 		return s
 	}
-	if len(c.seen) < 4*maxWriterStmts {
-		c.seen[q]++
+	if n := c.seen[q]; n > 0 || len(c.seen) < 4*maxWriterStmts {
+		c.seen[q] = n + 1
+		if n == 1 {
+			c.due = append(c.due, q)
+		}
 	}
 	return nil
 }
 
-// prepare prepares on db the texts batches ran twice or more. One that does
-// not prepare is forgotten: it failed when it ran too, and the batch that
-// ran it said so.
+// prepare prepares on db the texts batches ran twice. One that does not
+// prepare is forgotten: it failed when it ran too, and the batch that ran
+// it said so.
 func (c *stmtCache) prepare(ctx context.Context, db *sqlx.DB) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for q, n := range c.seen {
-		if n < 2 {
-			continue
-		}
+	for _, q := range c.due {
 		delete(c.seen, q)
 		if len(c.prepared) >= maxWriterStmts {
 			continue
@@ -73,6 +74,7 @@ func (c *stmtCache) prepare(ctx context.Context, db *sqlx.DB) {
 			c.prepared[q] = s
 		}
 	}
+	c.due = c.due[:0]
 }
 
 // OpenWriter opens the writer's side of the database. Close the Writer

@@ -4,10 +4,6 @@
 package schema
 
 import (
-	"sync/atomic"
-
-	"github.com/hookledger/hookledger/durable"
-
 	"context"
 	"database/sql"
 	"embed"
@@ -20,10 +16,13 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" driver; Litestream uses the same one
+
+	"github.com/hookledger/hookledger/durable"
 )
 
 //go:embed migrations/*.sql

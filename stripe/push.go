@@ -138,7 +138,7 @@ func (s *Sync) Row(ctx context.Context, tx *custody.Tx, r *ledger.Row, body []by
 }
 
 // Close writes one push per line of a close-mode meter on the invoices a
-// close froze, in the close's transaction (ledger.CloseRequest.OnClose).
+// close froze, in the close's transaction (invoice.CloseRequest.OnClose).
 // Its timestamp is the last second of the line's period, so Stripe counts
 // it in that period.
 func (s *Sync) Close(ctx context.Context, tx *schema.CloseTx, invoices []invoice.Invoice, now int64) error {
@@ -290,7 +290,7 @@ func monthStart(ms int64, loc *time.Location) int64 {
 }
 
 // OnClose is s.Close and s.CloseInvoices as a close's hook
-// (ledger.CloseRequest.OnClose), nil for a nil s.
+// (invoice.CloseRequest.OnClose), nil for a nil s.
 func (s *Sync) OnClose(now func() time.Time) func(ctx context.Context, tx *schema.CloseTx, invoices []invoice.Invoice) error {
 	if s == nil {
 		return nil

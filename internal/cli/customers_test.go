@@ -14,7 +14,7 @@ import (
 )
 
 // customers list and show, and plan show, print the registry as the admin
-// API does (ledger.CustomersToday, ledger.ViewCustomer).
+// API does (customer.CustomersToday, customer.ViewCustomer).
 func TestCustomersCLI(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "hookledger.yml")

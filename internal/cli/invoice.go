@@ -481,8 +481,8 @@ func writeMoney(w io.Writer, invs []invoice.Invoice) {
 }
 
 // warnUnpriced says on stderr what usage of the invoices no price bills
-// (ledger.Unpriced) and which customers a close for all could not invoice
-// (ledger.Excluded); JSON carries them as "unpriced" and "excluded" too.
+// (invoice.Unpriced) and which customers a close for all could not invoice
+// (invoice.Excluded); JSON carries them as "unpriced" and "excluded" too.
 func warnUnpriced(c *cli.Context, res *invoice.CloseResult) {
 	for _, u := range res.Unpriced {
 		fmt.Fprintf(c.App.ErrWriter, "warning: %s\n", u)

@@ -161,7 +161,7 @@ func closingPeriodFlag() cli.Flag {
 // openPeriod opens the database read-only and reads --period, a month in
 // invoicing.tz, or without one the month that just ended until it is
 // closed (saying so on stderr), else this month: the rule of every view
-// about closing (ledger.ClosingMonth; the console's too).
+// about closing (invoice.ClosingMonth; the console's too).
 func openPeriod(c *cli.Context, cfg *config.Config) (*schema.DB, ledger.Period, error) {
 	loc, err := zoneOf(c, cfg)
 	if err != nil {

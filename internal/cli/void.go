@@ -358,7 +358,7 @@ func writeLedgerRows(c *cli.Context, rows []*ledger.Row) error {
 }
 
 // priceChanges adds to a dry run's changes what each adds to the bill, when
-// a plan prices it (ledger.PriceChanges).
+// a plan prices it (invoice.PriceChanges).
 func priceChanges(ctx context.Context, db *schema.DB, cfg *config.Config, changes []ledger.Change) error {
 	pr, _, err := invoice.LoadPricing(ctx, db, cfg.Catalog, cfg.Customers.DefaultPlan)
 	if err != nil {

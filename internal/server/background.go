@@ -17,7 +17,7 @@ import (
 
 // creditExpiryInterval is how often serve writes the expiry rows of the
 // credit grants whose expiry has passed. A close never applies a grant
-// past its expiry whether or not its row is written yet (ledger.Grant's
+// past its expiry whether or not its row is written yet (invoice.Grant's
 // applies), so the interval only bounds how long the credits views show
 // one expired before the ledger says what it forfeited.
 const creditExpiryInterval = time.Minute

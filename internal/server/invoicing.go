@@ -34,7 +34,7 @@ const closeCheckInterval = 10 * time.Minute
 // down across several month ends catches up in order, and nothing before
 // the first close is billed by surprise.
 //
-// Once: the check reads the closes first, and ledger.Close returns the
+// Once: the check reads the closes first, and invoice.Close returns the
 // earlier close (Existing) for a period already closed, in the close's own
 // write transaction; on PostgreSQL that transaction first locks the chain
 // head's row, so of several receivers racing to close a period one closes
@@ -70,7 +70,7 @@ func (s *invoiceScheduler) check(ctx context.Context) {
 }
 
 // retryExcluded tries again to invoice each customer a close for all could
-// not (ledger.OpenExclusions), each in a close of its own: a fix (the plan
+// not (invoice.OpenExclusions), each in a close of its own: a fix (the plan
 // declared again, …) takes effect at the next check. It sets the metric to
 // how many are still not invoiced.
 func (s *invoiceScheduler) retryExcluded(ctx context.Context) {

@@ -218,7 +218,7 @@ func (s *Server) start(ctx context.Context) error {
 	}
 	// A plan version that priced a closed invoice is frozen: a configuration
 	// that edited one is refused before anything is received or closed
-	// (ledger/frozen.go); the commands that price refuse it too.
+	// (invoice/frozen.go); the commands that price refuse it too.
 	if err := invoice.CheckFrozenPrices(ctx, s.db, cfg.Catalog); err != nil {
 		return err
 	}
