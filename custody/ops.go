@@ -52,6 +52,7 @@ type Outbox interface {
 // answered for an invoice.
 type Stripe interface {
 	InsertStripePush(ctx context.Context, p schema.StripePush, destination string, now int64) error
+	AddToStripePush(ctx context.Context, p schema.StripePush) error
 	LastStripeCarry(ctx context.Context, customer, meter string, periodStart int64) (schema.StripeCarry, bool, error)
 	LastStripeCustomer(ctx context.Context, customer string) (string, error)
 	PushOfRow(ctx context.Context, ledgerID int64) (schema.StripePush, bool, error)

@@ -131,8 +131,12 @@ type Push struct {
 	// Stripe (stripe.invoices).
 	Kind string `json:"kind"`
 	// Ledger names what the push bills as `hookledger dispute` takes it:
-	// row:ID, invoice:ID/LINE, or invoice:ID.
-	Ledger string `json:"ledger"`
+	// row:ID, invoice:ID/LINE, or invoice:ID. A stream push names its
+	// first row; Rows says how many of its customer's rows of the meter
+	// and period it carries, up to LastRow.
+	Ledger  string `json:"ledger"`
+	Rows    int64  `json:"rows,omitempty"`
+	LastRow string `json:"last_row,omitempty"`
 	// Reason and Ref are an adjustment's or a void's: why, and what it
 	// corrects (event:P/ID, row:ID or invoice:ID).
 	Reason string `json:"reason,omitempty"`
@@ -151,6 +155,9 @@ func (p *Push) Whose() string {
 		return ""
 	}
 	s := p.Kind + " " + p.Ledger
+	if p.Rows > 1 {
+		s += fmt.Sprintf(" (+%d rows to %s)", p.Rows-1, p.LastRow)
+	}
 	if p.Kind == KindInvoice {
 		s = p.Ledger // invoice:ID says it all
 	}
@@ -234,7 +241,7 @@ func pushesOf(ctx context.Context, db ReadStore, rows []schema.OutboxRow, out []
 			m.Push.Ledger = fmt.Sprintf("invoice:%d/%d", p.InvoiceID, p.LineNo)
 			continue
 		}
-		m.Push.Ledger = fmt.Sprintf("row:%d", p.LedgerID)
+		m.Push.Ledger, m.Push.Rows, m.Push.LastRow = fmt.Sprintf("row:%d", p.LedgerID), p.Rows, fmt.Sprintf("row:%d", p.LastLedgerID)
 		row, err := db.GetLedgerRow(ctx, p.LedgerID)
 		if err != nil {
 			return fmt.Errorf("read ledger row %d of push %s: %w", p.LedgerID, p.Identifier, err)

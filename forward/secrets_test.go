@@ -234,7 +234,7 @@ func TestEchoedSecretsAreNotStored(t *testing.T) {
 					t.Fatalf("send: %d", res.Code)
 				}
 			}
-			await.Eventually(t, 15*time.Second, "both pushes dead (400)", func() bool { return pushCount(e, "dead") == 2 })
+			await.Eventually(t, 15*time.Second, "both pushes dead (400)", func() bool { return rowsPushed(e, "dead") == 2 })
 			r.Close()
 			stored := storedTexts(t, e)
 			if !slices.ContainsFunc(stored, func(s string) bool {

@@ -76,7 +76,7 @@ func (c *clockedStripe) usage(t *testing.T, want string, quantities ...string) {
 		if r := c.e.Send(fmt.Sprintf("evt_%d", i), testenv.UsageBody("cus_1", "api_requests", q)); r.Code != 200 {
 			t.Fatalf("send: %d", r.Code)
 		}
-		await.Eventually(t, 10*time.Second, "the usage's push delivered", func() bool { return pushCount(c.e, "delivered") == i+1 })
+		await.Eventually(t, 10*time.Second, "the usage's push delivered", func() bool { return rowsPushed(c.e, "delivered") == i+1 })
 	}
 	if got := c.total("cus_1"); got != want {
 		t.Fatalf("Stripe holds %s, want %s", got, want)
@@ -96,7 +96,7 @@ func TestStripeVoidWithin24HoursCancels(t *testing.T) {
 	// Voiding the first takes its 1 back; the ledger's 0.6 rounds to 1:
 	// the cancel goes with a push of the remainder, 1.
 	c.void(t, "evt_0")
-	await.Eventually(t, 10*time.Second, "the void's pushes delivered", func() bool { return pushCount(c.e, "delivered") == 4 })
+	await.Eventually(t, 10*time.Second, "the void's pushes delivered", func() bool { return rowsPushed(c.e, "delivered") == 4 })
 	var cancels string
 	c.e.DB.Read.QueryRow(`SELECT cancels FROM stripe_pushes WHERE source = 'adjustment' AND cancels != ''`).Scan(&cancels)
 	var voided string
@@ -132,7 +132,7 @@ func TestStripeVoidAfter24HoursCompensates(t *testing.T) {
 	c.usage(t, "3", "1", "2")
 	c.e.Clock.Add(25 * time.Hour)
 	c.void(t, "evt_1")
-	await.Eventually(t, 10*time.Second, "the void's push delivered", func() bool { return pushCount(c.e, "delivered") == 3 })
+	await.Eventually(t, 10*time.Second, "the void's push delivered", func() bool { return rowsPushed(c.e, "delivered") == 3 })
 	if n := c.e.Int(`SELECT COUNT(*) FROM stripe_pushes WHERE cancels != ''`); n != 0 {
 		t.Errorf("%d cancels, want none after 24 hours", n)
 	}
@@ -170,8 +170,8 @@ func TestStripeCancelRefusedIsSentAsTheCompensatingValue(t *testing.T) {
 	}
 	c.e.Clock.Add(25 * time.Hour)
 	c.startRelay(t)
-	await.Eventually(t, 10*time.Second, "the void's pushes delivered", func() bool { return pushCount(c.e, "pending") == 0 })
-	if n := pushCount(c.e, "dead"); n != 0 {
+	await.Eventually(t, 10*time.Second, "the void's pushes delivered", func() bool { return rowsPushed(c.e, "pending") == 0 })
+	if n := rowsPushed(c.e, "dead"); n != 0 {
 		t.Errorf("%d dead pushes, want none", n)
 	}
 	c.fake.Mu.Lock()
@@ -212,7 +212,7 @@ func TestStripeCancelWhoseReplyWasLostIsDeliveredOnce(t *testing.T) {
 	// The retry is due after the destination's backoff on the relay's clock.
 	await.Eventually(t, 10*time.Second, "the void's push delivered", func() bool {
 		c.e.Clock.Add(10 * time.Second)
-		return pushCount(c.e, "delivered") == 3
+		return rowsPushed(c.e, "delivered") == 3
 	})
 	c.fake.Mu.Lock()
 	n, calls, refused := c.fake.Cancels, c.fake.Calls, c.fake.Refused[500]
@@ -261,7 +261,7 @@ func TestStripeCreditToAClosedMonthIsCarried(t *testing.T) {
 	if r := e.Send("evt_oct", body); r.Code != 200 {
 		t.Fatalf("send: %d", r.Code)
 	}
-	await.Eventually(t, 10*time.Second, "October's push delivered", func() bool { return pushCount(e, "delivered") == 1 })
+	await.Eventually(t, 10*time.Second, "October's push delivered", func() bool { return rowsPushed(e, "delivered") == 1 })
 
 	e.Clock.Set(time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC))
 	a := ledger.Adjustment{Customer: "cus_1", Meter: "api_requests", Quantity: mustRowQuantity(t, "-20000"),
@@ -275,8 +275,8 @@ func TestStripeCreditToAClosedMonthIsCarried(t *testing.T) {
 	})); err != nil {
 		t.Fatal(err)
 	}
-	await.Eventually(t, 10*time.Second, "the credit's push delivered", func() bool { return pushCount(e, "delivered") == 2 })
-	if n := pushCount(e, "dead"); n != 0 {
+	await.Eventually(t, 10*time.Second, "the credit's push delivered", func() bool { return rowsPushed(e, "delivered") == 2 })
+	if n := rowsPushed(e, "dead"); n != 0 {
 		t.Errorf("%d dead pushes, want none", n)
 	}
 	if got := c.total("cus_1"); got != "20000" {
@@ -313,30 +313,9 @@ func TestStripeCreditToAClosedMonthIsCarried(t *testing.T) {
 // with others is not a cancel (that would take the whole sum back): it is
 // the compensating value, and Stripe is not asked to cancel.
 func TestStripeVoidOfASummedPushIsTheCompensatingValue(t *testing.T) {
-	c := newClockedStripe(t)
-	c.fake.Mu.Lock()
-	c.fake.Gate = make(chan struct{}) // the first call waits: the next two gather behind it
-	c.fake.Mu.Unlock()
-	c.startRelay(t)
-	for i, q := range []string{"1", "2", "3"} {
-		if r := c.e.Send(fmt.Sprintf("evt_%d", i), testenv.UsageBody("cus_1", "api_requests", q)); r.Code != 200 {
-			t.Fatalf("send: %d", r.Code)
-		}
-		if i == 0 {
-			await.Eventually(t, 10*time.Second, "the first push in flight", func() bool {
-				c.fake.Mu.Lock()
-				defer c.fake.Mu.Unlock()
-				return len(c.fake.Seen) == 1
-			})
-		}
-	}
-	close(c.fake.Gate)
-	await.Eventually(t, 10*time.Second, "the pushes delivered", func() bool { return pushCount(c.e, "delivered") == 3 })
-	if n := c.e.Int(`SELECT COUNT(*) FROM stripe_sends WHERE pushes = 2`); n != 2 {
-		t.Fatalf("%d pushes sent in a sum of two, want evt_1's and evt_2's", n)
-	}
+	c := sumOfTwo(t)
 	c.void(t, "evt_1")
-	await.Eventually(t, 10*time.Second, "the void's push delivered", func() bool { return pushCount(c.e, "delivered") >= 4 && pushCount(c.e, "pending") == 0 })
+	await.Eventually(t, 10*time.Second, "the void's push delivered", func() bool { return rowsPushed(c.e, "delivered") >= 4 && rowsPushed(c.e, "pending") == 0 })
 	c.fake.Mu.Lock()
 	cancels, refused := c.fake.Cancels, c.fake.Refused[400]
 	c.fake.Mu.Unlock()
@@ -346,6 +325,35 @@ func TestStripeVoidOfASummedPushIsTheCompensatingValue(t *testing.T) {
 	if got := c.total("cus_1"); got != "4" {
 		t.Errorf("Stripe holds %s, want 4 (1 + 3)", got)
 	}
+}
+
+// sumOfTwo sends 1, 2 and 3 for cus_1, evt_0 to evt_2, so that evt_1's push
+// and evt_2's reach Stripe in one meter event: evt_1's push was claimed by
+// a relay that stopped before it planned its sends (its claim released),
+// which closed it, and evt_2's push is written before the next claim, which
+// takes both.
+func sumOfTwo(t *testing.T) *clockedStripe {
+	t.Helper()
+	c := newClockedStripe(t)
+	c.startRelay(t)
+	send := func(i int, q string) {
+		t.Helper()
+		if r := c.e.Send(fmt.Sprintf("evt_%d", i), testenv.UsageBody("cus_1", "api_requests", q)); r.Code != 200 {
+			t.Fatalf("send: %d", r.Code)
+		}
+	}
+	send(0, "1")
+	await.Eventually(t, 10*time.Second, "evt_0's push delivered", func() bool { return rowsPushed(c.e, "delivered") == 1 })
+	c.relay.Close()
+	send(1, "2")
+	c.e.DB.Write.MustExec(`UPDATE outbox SET open = 0 WHERE destination = 'stripe' AND status = 'pending'`)
+	send(2, "3")
+	c.startRelay(t)
+	await.Eventually(t, 10*time.Second, "the pushes delivered", func() bool { return rowsPushed(c.e, "delivered") == 3 })
+	if n := c.e.Int(`SELECT COUNT(*) FROM stripe_sends WHERE pushes = 2`); n != 2 {
+		t.Fatalf("%d pushes sent in a sum of two, want evt_1's and evt_2's", n)
+	}
+	return c
 }
 
 func mustRowQuantity(t *testing.T, s string) ledger.Total {
@@ -362,25 +370,7 @@ func mustRowQuantity(t *testing.T, s string) ledger.Total {
 // request, since Stripe, past its 24 hours of identifiers, would count the
 // whole sum again.
 func TestStripeRetryOfPartOfASumSendsNothing(t *testing.T) {
-	c := newClockedStripe(t)
-	c.fake.Mu.Lock()
-	c.fake.Gate = make(chan struct{}) // the first call waits: the next two gather behind it
-	c.fake.Mu.Unlock()
-	c.startRelay(t)
-	for i, q := range []string{"1", "2", "3"} {
-		if r := c.e.Send(fmt.Sprintf("evt_%d", i), testenv.UsageBody("cus_1", "api_requests", q)); r.Code != 200 {
-			t.Fatalf("send: %d", r.Code)
-		}
-		if i == 0 {
-			await.Eventually(t, 10*time.Second, "the first push in flight", func() bool {
-				c.fake.Mu.Lock()
-				defer c.fake.Mu.Unlock()
-				return len(c.fake.Seen) == 1
-			})
-		}
-	}
-	close(c.fake.Gate)
-	await.Eventually(t, 10*time.Second, "the pushes delivered", func() bool { return pushCount(c.e, "delivered") == 3 })
+	c := sumOfTwo(t)
 	var sum string
 	if err := c.e.DB.Read.QueryRow(`SELECT identifier FROM stripe_sends WHERE pushes = 2 LIMIT 1`).Scan(&sum); err != nil {
 		t.Fatalf("no sum of two: %v", err)
@@ -389,7 +379,7 @@ func TestStripeRetryOfPartOfASumSendsNothing(t *testing.T) {
 	c.e.DB.Write.MustExec(`UPDATE outbox SET status = 'pending', next_attempt_at = 0, delivered_at = NULL
 		WHERE push_id = (SELECT MAX(push_id) FROM stripe_sends WHERE identifier = ?)`, sum)
 	c.relay.Kick()
-	await.Eventually(t, 10*time.Second, "the retried push settled", func() bool { return pushCount(c.e, "delivered") == 3 })
+	await.Eventually(t, 10*time.Second, "the retried push settled", func() bool { return rowsPushed(c.e, "delivered") == 3 })
 	c.fake.Mu.Lock()
 	calls := 0
 	for _, id := range c.fake.Seen {
@@ -414,7 +404,7 @@ func TestStripeFuturePushStaysInItsMonth(t *testing.T) {
 	if r := c.e.Send("evt_ahead", body); r.Code != 200 {
 		t.Fatalf("send: %d", r.Code)
 	}
-	await.Eventually(t, 10*time.Second, "the push delivered", func() bool { return pushCount(c.e, "delivered") == 1 })
+	await.Eventually(t, 10*time.Second, "the push delivered", func() bool { return rowsPushed(c.e, "delivered") == 1 })
 	if n := c.e.Int(`SELECT COUNT(*) FROM stripe_sends WHERE carried = 1`); n != 1 {
 		t.Fatalf("%d carried sends, want the one stamped now", n)
 	}

@@ -68,7 +68,7 @@ func closedNovemberWith(t *testing.T, setup func(*testenv.Env), more ...func(*co
 	if err != nil || len(res.Invoices) != 1 {
 		t.Fatalf("close: %v, %d invoices", err, len(res.Invoices))
 	}
-	await.Eventually(t, 10*time.Second, "the line's push delivered", func() bool { return pushCount(e, "delivered") == 1 })
+	await.Eventually(t, 10*time.Second, "the line's push delivered", func() bool { return rowsPushed(e, "delivered") == 1 })
 	return e, res.Invoices[0].ID
 }
 
@@ -263,7 +263,7 @@ func TestStripeErrorReportLinksByMeterID(t *testing.T) {
 			t.Fatalf("send: %d", r.Code)
 		}
 	}
-	await.Eventually(t, 10*time.Second, "3 pushes delivered", func() bool { return pushCount(e, "delivered") == 3 })
+	await.Eventually(t, 10*time.Second, "3 pushes delivered", func() bool { return rowsPushed(e, "delivered") == 3 })
 	// meterErrorEvent's sample message names cus_gone: make it name cus_2.
 	body := meterErrorEvent("evt_test_mid1", "")
 	body = []byte(strings.ReplaceAll(string(body), "cus_gone", "cus_2"))

@@ -49,7 +49,7 @@ func TestStripeStreamKeepsUpWithManyCustomers(t *testing.T) {
 	wg.Wait()
 	sent := time.Now()
 	await.Eventually(t, 20*time.Second, "every push delivered within 20 s of the last event", func() bool {
-		return pushCount(e, "delivered") == events
+		return rowsPushed(e, "delivered") == events
 	})
 	t.Logf("%d events sent in %s, all at Stripe %s after the last, in %d calls",
 		events, sent.Sub(start).Round(time.Millisecond), time.Since(sent).Round(time.Millisecond), len(fake.Snapshot()))

@@ -57,7 +57,7 @@ func TestStripeErrorReportsLinkToPushes(t *testing.T) {
 			t.Fatalf("send: %d", r.Code)
 		}
 	}
-	await.Eventually(t, 10*time.Second, "2 pushes delivered", func() bool { return pushCount(e, "delivered") == 2 })
+	await.Eventually(t, 10*time.Second, "2 pushes delivered", func() bool { return rowsPushed(e, "delivered") == 2 })
 	ctx := context.Background()
 	period, err := ledger.MonthPeriod("2026-11", time.UTC) // UsageBody's month
 	if err != nil {

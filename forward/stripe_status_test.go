@@ -25,7 +25,7 @@ func TestStripeStatusFromTheUsageState(t *testing.T) {
 			t.Fatalf("send: %d", r.Code)
 		}
 	}
-	await.Eventually(t, 10*time.Second, "5 pushes delivered", func() bool { return pushCount(e, "delivered") == 5 })
+	await.Eventually(t, 10*time.Second, "5 pushes delivered", func() bool { return rowsPushed(e, "delivered") == 5 })
 	p, err := ledger.MonthPeriod("2026-11", time.UTC) // testenv.UsageBody's month
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
+	"github.com/hookledger/hookledger/schema"
 	"github.com/hookledger/hookledger/stripe"
 	"github.com/hookledger/hookledger/stripe/fakestripe"
 )
@@ -56,8 +57,12 @@ func stripeEnv(t *testing.T, base, mode, multiplier string, more ...func(*config
 	return e, r, log
 }
 
-func pushCount(e *testenv.Env, status string) int {
-	return e.Int(`SELECT COUNT(*) FROM outbox WHERE destination = 'stripe' AND status = ?`, status)
+// rowsPushed is how many ledger rows (stream) and invoice lines (close) the
+// pushes whose messages are in status cover: a stream push carries the
+// rows its customer's meter appended while it was open.
+func rowsPushed(e *testenv.Env, status string) int {
+	return e.Int(`SELECT COALESCE(SUM(p.row_count), 0) FROM outbox o JOIN stripe_pushes p ON p.id = o.push_id
+		WHERE o.destination = 'stripe' AND o.status = ?`, status)
 }
 
 // 0.25 units × 7 events with multiplier 1: every push is a whole number,
@@ -71,7 +76,7 @@ func TestStripeStreamCarriesTheRemainder(t *testing.T) {
 			t.Fatalf("send: %d", r.Code)
 		}
 	}
-	await.Eventually(t, 10*time.Second, "7 pushes delivered", func() bool { return pushCount(e, "delivered") == 7 })
+	await.Eventually(t, 10*time.Second, "7 pushes delivered", func() bool { return rowsPushed(e, "delivered") == 7 })
 	if got := fake.Totals()[[2]string{"cus_1", "api_requests"}]; got == nil || got.Cmp(big.NewInt(2)) != 0 {
 		t.Errorf("Stripe holds %v for cus_1, want 2 (1.75 rounded once)", got)
 	}
@@ -80,13 +85,65 @@ func TestStripeStreamCarriesTheRemainder(t *testing.T) {
 	if n, sends := len(fake.Snapshot()), e.Int(`SELECT COUNT(DISTINCT identifier) FROM stripe_sends`); n == 0 || n > 7 || n != sends {
 		t.Errorf("Stripe holds %d events for %d sends, want as many, between 1 and 7", n, sends)
 	}
-	if n := e.Int(`SELECT COUNT(DISTINCT identifier) FROM stripe_pushes`); n != 7 {
-		t.Errorf("%d identifiers, want 7", n)
+	if n, rows := e.Count("stripe_pushes"), e.Int(`SELECT SUM(row_count) FROM stripe_pushes`); n == 0 || n > 7 || rows != 7 {
+		t.Errorf("%d pushes covering %d rows, want between 1 and 7 covering the 7", n, rows)
 	}
 	var total, pushed string
 	e.DB.Read.QueryRow(`SELECT total, pushed FROM stripe_pushes ORDER BY id DESC LIMIT 1`).Scan(&total, &pushed)
 	if total != "1.750000" || pushed != "2" {
 		t.Errorf("last push carries total %s pushed %s, want 1.750000 and 2", total, pushed)
+	}
+}
+
+// The rows a customer's meter appends while the relay is stopped are one
+// push, one meter event: each row is added to the open push in its own
+// transaction. The relay's claim closes it: the trigger refuses any edit
+// after that, and the next row starts a push of its own, which carries
+// the period's running totals on.
+func TestStripeStreamRowsJoinTheOpenPush(t *testing.T) {
+	fake := fakestripe.Serve(t, stripeKey)
+	e, relay, _ := stripeEnv(t, fake.URL, ledger.StripeStream, "1")
+	relay.Close()
+	for i := range 5 {
+		if r := e.Send(fmt.Sprintf("evt_%d", i), testenv.UsageBody("cus_1", "api_requests", "0.5")); r.Code != 200 {
+			t.Fatalf("send: %d", r.Code)
+		}
+	}
+	var rows, first, last, open int
+	var quantity, value string
+	e.DB.Read.QueryRow(`SELECT p.row_count, p.ledger_id, p.last_ledger_id, p.quantity, p.value, o.open
+		FROM stripe_pushes p JOIN outbox o ON o.push_id = p.id`).Scan(&rows, &first, &last, &quantity, &value, &open)
+	if n := e.Count("stripe_pushes"); n != 1 || rows != 5 || last-first != 4 || quantity != "2.500000" || value != "2" || open != 1 {
+		t.Fatalf("%d pushes, the first covering %d rows (%d to %d), quantity %s, value %s, open %d; want one open push of the 5 rows, 2.5 rounded half to even (2)",
+			n, rows, first, last, quantity, value, open)
+	}
+	relay = &forward.Relay{DB: e.DB, Writer: e.Writer, Stripe: e.Config.Stripe, Pushes: e.DB, Poll: 50 * time.Millisecond, Sole: true,
+		Log: slog.New(slog.NewTextHandler(&syncBuffer{}, nil))}
+	if err := relay.Open(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(relay.Close)
+	await.Eventually(t, 10*time.Second, "the push delivered", func() bool { return rowsPushed(e, "delivered") == 5 })
+	msgs, err := forward.List(context.Background(), e.DB, schema.OutboxFilter{Destination: "stripe"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("usage row:%d (+4 rows to row:%d)", first, last); len(msgs) != 1 || msgs[0].Push.Whose() != want {
+		t.Errorf("forward list shows %d messages, the first %q, want one of %q", len(msgs), msgs[0].Push.Whose(), want)
+	}
+	if _, err := e.DB.Write.Exec(`UPDATE stripe_pushes SET value = '4'`); err == nil || !strings.Contains(err.Error(), "never edited") {
+		t.Errorf("editing a claimed push: %v, want refused", err)
+	}
+	if r := e.Send("evt_5", testenv.UsageBody("cus_1", "api_requests", "0.5")); r.Code != 200 {
+		t.Fatalf("send: %d", r.Code)
+	}
+	await.Eventually(t, 10*time.Second, "the next push delivered", func() bool { return rowsPushed(e, "delivered") == 6 })
+	if n := e.Count("stripe_pushes"); n != 2 {
+		t.Errorf("%d pushes, want the claimed one and the next row's", n)
+	}
+	events := fake.Snapshot()
+	if got := fake.Totals()[[2]string{"cus_1", "api_requests"}]; len(events) != 2 || got == nil || got.Cmp(big.NewInt(3)) != 0 {
+		t.Errorf("Stripe holds %d events summing to %v, want 2 summing to 3 (3 rounded once)", len(events), got)
 	}
 }
 
@@ -116,7 +173,7 @@ func TestStripeCloseModePushesTheLine(t *testing.T) {
 	if len(res.Invoices) != 1 {
 		t.Fatalf("%d invoices, want 1", len(res.Invoices))
 	}
-	await.Eventually(t, 10*time.Second, "the line's push delivered", func() bool { return pushCount(e, "delivered") == 1 })
+	await.Eventually(t, 10*time.Second, "the line's push delivered", func() bool { return rowsPushed(e, "delivered") == 1 })
 	events := fake.Snapshot()
 	if len(events) != 1 {
 		t.Fatalf("Stripe holds %d events, want 1", len(events))
@@ -168,7 +225,7 @@ func TestStripeCloseModePushesEachModelsLine(t *testing.T) {
 	if n := len(res.Invoices); n != 1 || len(res.Invoices[0].Lines) != 2 {
 		t.Fatalf("%d invoices, want 1 with a line per model: %+v", n, res.Invoices)
 	}
-	await.Eventually(t, 10*time.Second, "both lines' pushes delivered", func() bool { return pushCount(e, "delivered") == 2 })
+	await.Eventually(t, 10*time.Second, "both lines' pushes delivered", func() bool { return rowsPushed(e, "delivered") == 2 })
 	if got := fake.Totals()[[2]string{"cus_1", "api_requests"}]; got == nil || got.Cmp(big.NewInt(2)) != 0 {
 		t.Errorf("Stripe holds %v for cus_1, want 2 (1.5 rounded once)", got)
 	}
@@ -197,7 +254,7 @@ func TestStripeDuplicateAfterLostReplyIsDelivered(t *testing.T) {
 	if r := e.Send("evt_lost", testenv.UsageBody("cus_1", "api_requests", "3")); r.Code != 200 {
 		t.Fatalf("send: %d", r.Code)
 	}
-	await.Eventually(t, 10*time.Second, "the push delivered", func() bool { return pushCount(e, "delivered") == 1 })
+	await.Eventually(t, 10*time.Second, "the push delivered", func() bool { return rowsPushed(e, "delivered") == 1 })
 	fake.Mu.Lock()
 	calls, dups := fake.Calls, fake.Duplicates
 	fake.Mu.Unlock()
@@ -221,7 +278,7 @@ func TestStripeOldTimestampIsCarried(t *testing.T) {
 	if r := e.Send("evt_old", body); r.Code != 200 {
 		t.Fatalf("send: %d", r.Code)
 	}
-	await.Eventually(t, 10*time.Second, "the push delivered", func() bool { return pushCount(e, "delivered") == 1 })
+	await.Eventually(t, 10*time.Second, "the push delivered", func() bool { return rowsPushed(e, "delivered") == 1 })
 	events := fake.Snapshot()
 	if len(events) != 1 {
 		t.Fatalf("Stripe holds %d events, want 1", len(events))
@@ -276,7 +333,7 @@ func TestStripeRetriesAndNeverShowsTheKey(t *testing.T) {
 	if r := e.Send("evt_r", testenv.UsageBody("cus_1", "api_requests", "0.0125")); r.Code != 200 {
 		t.Fatalf("send: %d", r.Code)
 	}
-	await.Eventually(t, 15*time.Second, "the push delivered", func() bool { return pushCount(e, "delivered") == 1 })
+	await.Eventually(t, 15*time.Second, "the push delivered", func() bool { return rowsPushed(e, "delivered") == 1 })
 	if fake.Refused[429] != 1 || fake.Refused[503] != 1 {
 		t.Errorf("refused %v, want one 429 and one 503", fake.Refused)
 	}

@@ -74,7 +74,8 @@ type OutboxClaim struct {
 // now, oldest due first, unless the destination is paused: each gets
 // next_attempt_at = leaseUntil, so no other claim takes it until the lease
 // ends (the relay renews it while it works, RenewClaims), and a relay that
-// dies mid-attempt leaves it due again afterwards.
+// dies mid-attempt leaves it due again afterwards. A claim closes an open
+// Stripe push (open = 0): what the relay sends is what it carries now.
 // On PostgreSQL the inner SELECT takes FOR UPDATE SKIP LOCKED, so relays of
 // several receivers claim disjoint rows; SQLite's single writer needs no
 // more.
@@ -84,7 +85,7 @@ func (b Batch) ClaimOutbox(ctx context.Context, destination string, now, leaseUn
 		lock = " FOR UPDATE SKIP LOCKED"
 	}
 	var out []OutboxClaim
-	err := b.tx.SelectContext(ctx, &out, `UPDATE outbox SET next_attempt_at = ? WHERE id IN (
+	err := b.tx.SelectContext(ctx, &out, `UPDATE outbox SET next_attempt_at = ?, open = 0 WHERE id IN (
 		SELECT id FROM outbox WHERE destination = ? AND status = 'pending' AND next_attempt_at <= ?
 		  AND NOT EXISTS (SELECT 1 FROM forward_destinations WHERE name = ? AND paused = 1)
 		ORDER BY next_attempt_at, id LIMIT ?`+lock+`)
@@ -119,7 +120,7 @@ func (b Batch) ClaimProbe(ctx context.Context, destination string, now, leaseUnt
 	if n, err := res.RowsAffected(); err != nil || n == 0 {
 		return nil, err
 	}
-	if _, err := b.tx.ExecContext(ctx, `UPDATE outbox SET next_attempt_at = ? WHERE id = ?`, leaseUntil, out[0].ID); err != nil {
+	if _, err := b.tx.ExecContext(ctx, `UPDATE outbox SET next_attempt_at = ?, open = 0 WHERE id = ?`, leaseUntil, out[0].ID); err != nil {
 		return nil, err
 	}
 	return out, nil

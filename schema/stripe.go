@@ -14,12 +14,15 @@ import (
 const (
 	versionStripe      = 18
 	versionStripeSends = 27
+	versionOpenPushes  = 37
 )
 
 // StripePush is one meter event sent to Stripe (docs/stripe.md): what it
 // covers in the ledger, the running totals of its customer, meter and
 // period after it, and (reads only) its outbox message's state. Quantities
-// and values are exact decimals as text.
+// and values are exact decimals as text. A stream push covers the rows of
+// its customer, meter and period from LedgerID to LastLedgerID that were
+// written while its message was open (migration 0037).
 type StripePush struct {
 	ID             int64  `db:"id"`
 	Identifier     string `db:"identifier"`
@@ -38,6 +41,12 @@ type StripePush struct {
 	Pushed         string `db:"pushed"`
 	Timestamp      int64  `db:"timestamp"` // unix seconds
 	CreatedAt      int64  `db:"created_at"`
+	Rows           int64  `db:"row_count"`      // the ledger rows it covers
+	LastLedgerID   int64  `db:"last_ledger_id"` // the last of them; 0: none (a close's line)
+	// Open means it still takes the rows its customer's meter appends in
+	// its period: its message was never claimed. A push is written open
+	// when Open is set (a stream push), and closed by the relay's claim.
+	Open bool `db:"open"`
 	// Cancels is the identifier of the push whose meter event this one
 	// cancels (a void within Stripe's 24 hours; migration 0023), "" for a
 	// meter event. Value is then what the cancel takes off Stripe's sum.
@@ -148,49 +157,90 @@ func (t *CloseTx) InsertStripePush(ctx context.Context, p StripePush, destinatio
 func insertStripePush(ctx context.Context, tx pushTx, p StripePush, destination string, now int64) error {
 	var id int64
 	err := tx.QueryRowContext(ctx, `INSERT INTO stripe_pushes (identifier, source, ledger_id, invoice_id, line_no, customer_id, meter,
-		event_name, stripe_customer, period_start, quantity, total, value, pushed, timestamp, created_at, cancels)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		event_name, stripe_customer, period_start, quantity, total, value, pushed, timestamp, created_at, cancels, last_ledger_id)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
 		p.Identifier, p.Source, nullID(p.LedgerID), nullID(p.InvoiceID), nullID(p.LineNo), p.CustomerID, p.Meter,
-		p.EventName, p.StripeCustomer, p.PeriodStart, p.Quantity, p.Total, p.Value, p.Pushed, p.Timestamp, now, p.Cancels).Scan(&id)
+		p.EventName, p.StripeCustomer, p.PeriodStart, p.Quantity, p.Total, p.Value, p.Pushed, p.Timestamp, now, p.Cancels, nullID(p.LedgerID)).Scan(&id)
 	if err != nil {
 		return fmt.Errorf("insert push %s: %w", p.Identifier, err)
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO outbox (push_id, destination, message_id, status, created_at, pending_since, next_attempt_at)
-		VALUES (?, ?, ?, 'pending', ?, ?, ?)`, id, destination, p.Identifier, now, now, now); err != nil {
+	open := 0
+	if p.Open {
+		open = 1
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO outbox (push_id, destination, message_id, status, created_at, pending_since, next_attempt_at, open)
+		VALUES (?, ?, ?, 'pending', ?, ?, ?, ?)`, id, destination, p.Identifier, now, now, now, open); err != nil {
 		return fmt.Errorf("insert outbox for push %s: %w", p.Identifier, err)
 	}
 	return nil
 }
 
 // StripeCarry is where a customer's meter stands in a period: the ledger
-// total pushed so far and the whole numbers sent for it.
+// total pushed so far and the whole numbers sent for it, and the latest
+// push that carries them.
 type StripeCarry struct {
-	Total  string `db:"total"`
-	Pushed string `db:"pushed"`
+	Total  string
+	Pushed string
+	// Last is the latest push (Source, Quantity, Value, Timestamp, Rows,
+	// StripeCustomer, EventName, Cancels, Open).
+	Last StripePush
 }
 
 // LastStripeCarry reads the running totals of the latest push of customer's
-// meter in the period starting at periodStart (ok false: none yet).
+// meter in the period starting at periodStart (ok false: none yet), and
+// whether that push is still open. On PostgreSQL an open push's message
+// is locked until the batch ends, so no relay claims it meanwhile, and
+// one claimed since it was read shows closed.
 func (b Batch) LastStripeCarry(ctx context.Context, customer, meter string, periodStart int64) (StripeCarry, bool, error) {
-	return lastStripeCarry(ctx, b.tx, customer, meter, periodStart)
+	c, ok, err := lastStripeCarry(ctx, b.tx, customer, meter, periodStart)
+	if err != nil || !ok || !c.Last.Open || b.pg == nil {
+		return c, ok, err
+	}
+	var open bool
+	err = b.tx.QueryRowContext(ctx, `SELECT open = 1 FROM outbox WHERE push_id = ? FOR UPDATE`, c.Last.ID).Scan(&open)
+	if err != nil {
+		return c, false, fmt.Errorf("lock the open push of %s/%s: %w", customer, meter, err)
+	}
+	c.Last.Open = open
+	return c, true, nil
 }
 
-// LastStripeCarry is Batch.LastStripeCarry in a close's transaction.
+// LastStripeCarry is Batch.LastStripeCarry in a close's transaction
+// (which only appends closed pushes: whether the last is open is not
+// locked).
 func (t *CloseTx) LastStripeCarry(ctx context.Context, customer, meter string, periodStart int64) (StripeCarry, bool, error) {
 	return lastStripeCarry(ctx, t.tx, customer, meter, periodStart)
 }
 
 func lastStripeCarry(ctx context.Context, tx pushTx, customer, meter string, periodStart int64) (StripeCarry, bool, error) {
 	var c StripeCarry
-	err := tx.QueryRowContext(ctx, `SELECT total, pushed FROM stripe_pushes WHERE customer_id = ? AND meter = ? AND period_start = ?
-		ORDER BY id DESC LIMIT 1`, customer, meter, periodStart).Scan(&c.Total, &c.Pushed)
+	p := &c.Last
+	err := tx.QueryRowContext(ctx, `SELECT p.id, p.source, p.total, p.pushed, p.quantity, p.value, p.timestamp, p.row_count,
+		p.stripe_customer, p.event_name, p.cancels, o.open = 1
+		FROM stripe_pushes p JOIN outbox o ON o.push_id = p.id WHERE p.customer_id = ? AND p.meter = ? AND p.period_start = ?
+		ORDER BY p.id DESC LIMIT 1`, customer, meter, periodStart).Scan(&p.ID, &p.Source, &c.Total, &c.Pushed, &p.Quantity, &p.Value, &p.Timestamp,
+		&p.Rows, &p.StripeCustomer, &p.EventName, &p.Cancels, &p.Open)
 	if err == sql.ErrNoRows {
 		return c, false, nil
 	}
 	if err != nil {
 		return c, false, fmt.Errorf("read the carry of %s/%s: %w", customer, meter, err)
 	}
+	p.Total, p.Pushed = c.Total, c.Pushed
 	return c, true, nil
+}
+
+// AddToStripePush stores what open push p.ID carries after the batch
+// added a ledger row to it: its quantity, value, running totals, time,
+// rows and last row (the trigger of migration 0037 refuses it once the
+// relay has claimed the push).
+func (b Batch) AddToStripePush(ctx context.Context, p StripePush) error {
+	if _, err := b.tx.ExecContext(ctx, `UPDATE stripe_pushes SET quantity = ?, total = ?, value = ?, pushed = ?, timestamp = ?,
+		row_count = ?, last_ledger_id = ? WHERE id = ?`,
+		p.Quantity, p.Total, p.Value, p.Pushed, p.Timestamp, p.Rows, p.LastLedgerID, p.ID); err != nil {
+		return fmt.Errorf("add row %d to push %d: %w", p.LastLedgerID, p.ID, err)
+	}
+	return nil
 }
 
 // LastStripeCustomer is the Stripe customer the latest push of customer
@@ -213,8 +263,13 @@ func pushFrom(v int) string {
 	cols := `p.id, p.identifier, p.source, COALESCE(p.ledger_id, 0) AS ledger_id, COALESCE(p.invoice_id, 0) AS invoice_id,
 	COALESCE(p.line_no, 0) AS line_no, p.customer_id, p.meter, p.event_name,
 	p.stripe_customer, p.period_start, p.quantity, p.total, p.value, p.pushed, p.timestamp, p.created_at, p.cancels,
-	o.id AS outbox_id, o.status, o.attempts, o.last_status, o.last_error, COALESCE(o.delivered_at, 0) AS delivered_at`
+	o.id AS outbox_id, o.status, o.attempts, o.last_status, o.last_error, COALESCE(o.delivered_at, 0) AS delivered_at,
+	p.row_count, COALESCE(p.last_ledger_id, 0) AS last_ledger_id, o.open = 1 AS open`
 	from := ` FROM stripe_pushes p JOIN outbox o ON o.push_id = p.id`
+	if v < versionOpenPushes {
+		cols = strings.Replace(cols, `p.row_count, COALESCE(p.last_ledger_id, 0) AS last_ledger_id, o.open = 1 AS open`,
+			`1 AS row_count, COALESCE(p.ledger_id, 0) AS last_ledger_id, 0 = 1 AS open`, 1)
+	}
 	if v < versionStripeInvoiceStates {
 		cols = strings.Replace(cols, "p.cancels,", "'' AS cancels,", 1)
 	}
@@ -246,8 +301,8 @@ func (db *DB) StripePushesOf(ctx context.Context, ids []int64) (map[int64]Stripe
 	// The current schema first: the relay reads every batch so, and asks
 	// the version only of a database that refuses the query (forward
 	// list on an older one, read-only).
-	rows, err := read(versionStripeSends)
-	if err != nil && predates(ctx, db.Read, versionStripeSends) {
+	rows, err := read(versionOpenPushes)
+	if err != nil && predates(ctx, db.Read, versionOpenPushes) {
 		var v int
 		if v, err = schemaVersion(ctx, db.Read); err == nil {
 			rows, err = read(v)
@@ -330,13 +385,16 @@ func nullID(id int64) any {
 	return id
 }
 
-// PushOfRow is the push of ledger row id of a stream meter (ok false:
-// none), read in the batch that voids the row: a void within Stripe's 24
-// hours cancels it.
+// PushOfRow is the usage push whose first row is ledger row id of a stream
+// meter (ok false: none), with how many rows it covers and whether it is
+// still open, read in the batch that voids the row: a void within Stripe's
+// 24 hours cancels a closed push of that one row.
 func (b Batch) PushOfRow(ctx context.Context, ledgerID int64) (StripePush, bool, error) {
 	var p StripePush
-	err := b.tx.QueryRowContext(ctx, `SELECT id, identifier, value, created_at FROM stripe_pushes
-		WHERE ledger_id IS NOT NULL AND ledger_id = ? AND source = 'usage' ORDER BY id LIMIT 1`, ledgerID).Scan(&p.ID, &p.Identifier, &p.Value, &p.CreatedAt)
+	err := b.tx.QueryRowContext(ctx, `SELECT p.id, p.identifier, p.value, p.created_at, p.row_count, o.open = 1
+		FROM stripe_pushes p JOIN outbox o ON o.push_id = p.id
+		WHERE p.ledger_id IS NOT NULL AND p.ledger_id = ? AND p.source = 'usage' ORDER BY p.id LIMIT 1`, ledgerID).Scan(
+		&p.ID, &p.Identifier, &p.Value, &p.CreatedAt, &p.Rows, &p.Open)
 	if err == sql.ErrNoRows {
 		return p, false, nil
 	}

@@ -10,7 +10,8 @@ import (
 // through 0027 and 0028 keeping every outbox row, id and attempt: 0028
 // rebuilds the outbox. The rebuilt table refuses a message of no kind, of
 // two, or naming no invoice push; the relay's reads see the old push with
-// no send yet.
+// no send yet, covering its one row, closed (0037: a push written before
+// it never takes another row).
 func TestStripeSendsAndInvoicesMigrationKeepsTheOutbox(t *testing.T) {
 	ctx := context.Background()
 	path, old := openAt(t, 26)
@@ -28,7 +29,8 @@ func TestStripeSendsAndInvoicesMigrationKeepsTheOutbox(t *testing.T) {
 		`SELECT id, receipt_id, push_id, destination, message_id, status, attempts, created_at, pending_since, next_attempt_at,
 			last_attempt_at, delivered_at, last_status, last_error FROM outbox ORDER BY id`,
 		`SELECT * FROM outbox_attempts ORDER BY id`,
-		`SELECT * FROM stripe_pushes ORDER BY id`,
+		`SELECT id, identifier, source, ledger_id, invoice_id, line_no, customer_id, meter, event_name, stripe_customer,
+			period_start, quantity, total, value, pushed, timestamp, created_at FROM stripe_pushes ORDER BY id`,
 	}
 	before := dumps(t, old, queries)
 	old.Close()
@@ -50,7 +52,8 @@ func TestStripeSendsAndInvoicesMigrationKeepsTheOutbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := pushes[12]; p.Identifier != "hl_push4" || p.Status != "pending" || p.LastStatus != 503 || p.Send.Identifier != "" {
+	if p := pushes[12]; p.Identifier != "hl_push4" || p.Status != "pending" || p.LastStatus != 503 || p.Send.Identifier != "" ||
+		p.Rows != 1 || p.Open {
 		t.Errorf("the old push as the relay reads it: %+v", p)
 	}
 

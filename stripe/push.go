@@ -23,9 +23,10 @@ const (
 	SourceLine       = "line"
 )
 
-// Sync decides what the ledger pushes to Stripe: in stream mode a push per
-// ledger row of a pushed meter (Row, custody's Pusher), in close mode a
-// push per invoice line (Close). Each push is written with its outbox
+// Sync decides what the ledger pushes to Stripe: in stream mode the ledger
+// rows of a pushed meter, each added to its customer's open push or
+// starting one (Row, custody's Pusher), in close mode a push per invoice
+// line (Close). Each push is written with its outbox
 // message in the transaction that writes what it covers (invariant 7), and
 // carries the running remainder of its customer, meter and period: the
 // whole numbers pushed add up to the period's ledger total × multiplier,
@@ -130,7 +131,7 @@ func (s *Sync) Row(ctx context.Context, tx *custody.Tx, r *ledger.Row, body []by
 			return nil
 		}
 	}
-	if err := appendPush(ctx, b, p, r.Quantity.Decimal(), m.Factor(), tx.Now()); err != nil {
+	if err := streamPush(ctx, b, p, r.Quantity.Decimal(), m.Factor(), tx.Now()); err != nil {
 		return fmt.Errorf("stripe push of row %d: %w", r.ID, err)
 	}
 	tx.Outboxed()
@@ -177,36 +178,87 @@ type carrier interface {
 }
 
 // appendPush fills p's quantity, value and running totals from the period's
-// last push and stores it: the value is what the new total, rounded once,
-// adds to what was pushed before, so no remainder is lost or counted twice.
+// last push and stores it as a new push.
 func appendPush(ctx context.Context, c carrier, p schema.StripePush, q, factor pricing.Decimal, now int64) error {
-	total, pushed := q, pricing.NewDecimal(0, 0)
-	last, ok, err := c.LastStripeCarry(ctx, p.CustomerID, p.Meter, p.PeriodStart)
+	if _, _, err := carry(ctx, c, &p, q, factor); err != nil {
+		return err
+	}
+	return c.InsertStripePush(ctx, p, config.StripeDestination, now)
+}
+
+// streamPush stores p, the push of one ledger row of quantity q. A usage
+// row joins the period's last push while that push is an open usage push
+// (its message never claimed: nothing of it has reached Stripe) of the
+// same Stripe customer and event, or starts a new open one: a busy
+// customer's usage between two claims of the relay is one push, one meter
+// event, and one row on the writer instead of one per ledger row. A
+// correction is a push of its own, as it was written (its reason and what
+// it corrects stay on it). Either way it commits with the row (invariant 7).
+func streamPush(ctx context.Context, b custody.Stripe, p schema.StripePush, q, factor pricing.Decimal, now int64) error {
+	last, ok, err := carry(ctx, b, &p, q, factor)
 	if err != nil {
 		return err
 	}
+	p.Open = p.Source == SourceUsage
+	if !p.Open || !ok || !last.Open || last.Source != SourceUsage || last.StripeCustomer != p.StripeCustomer || last.EventName != p.EventName {
+		return b.InsertStripePush(ctx, p, config.StripeDestination, now)
+	}
+	lq, err := pricing.ParseDecimal(last.Quantity)
+	if err != nil {
+		return fmt.Errorf("the open push's quantity: %w", err)
+	}
+	lv, err := pricing.ParseDecimal(last.Value)
+	if err != nil {
+		return fmt.Errorf("the open push's value: %w", err)
+	}
+	v, err := pricing.ParseDecimal(p.Value)
+	if err != nil {
+		return err
+	}
+	if lq, err = pricing.Add(lq, q); err != nil {
+		return err
+	}
+	if lv, err = pricing.Add(lv, v); err != nil {
+		return err
+	}
+	last.Quantity, last.Value, last.Total, last.Pushed = lq.String(), lv.String(), p.Total, p.Pushed
+	last.Timestamp, last.Rows, last.LastLedgerID = max(last.Timestamp, p.Timestamp), last.Rows+1, p.LedgerID
+	return b.AddToStripePush(ctx, last)
+}
+
+// carry fills p's quantity, value and running totals from the period's
+// last push (last; ok false: none yet): the value is what the new total,
+// rounded once, adds to what was pushed before, so no remainder is lost or
+// counted twice.
+func carry(ctx context.Context, c carrier, p *schema.StripePush, q, factor pricing.Decimal) (last schema.StripePush, ok bool, err error) {
+	total, pushed := q, pricing.NewDecimal(0, 0)
+	carried, ok, err := c.LastStripeCarry(ctx, p.CustomerID, p.Meter, p.PeriodStart)
+	if err != nil {
+		return last, false, err
+	}
 	if ok {
-		prev, err := pricing.ParseDecimal(last.Total)
+		last = carried.Last
+		prev, err := pricing.ParseDecimal(carried.Total)
 		if err != nil {
-			return fmt.Errorf("the last push's total: %w", err)
+			return last, false, fmt.Errorf("the last push's total: %w", err)
 		}
-		if pushed, err = pricing.ParseDecimal(last.Pushed); err != nil {
-			return fmt.Errorf("the last push's sum: %w", err)
+		if pushed, err = pricing.ParseDecimal(carried.Pushed); err != nil {
+			return last, false, fmt.Errorf("the last push's sum: %w", err)
 		}
 		if total, err = pricing.Add(prev, q); err != nil {
-			return err
+			return last, false, err
 		}
 	}
 	want, err := pricing.Whole(total, factor)
 	if err != nil {
-		return err
+		return last, false, err
 	}
 	value, err := pricing.Sub(want, pushed)
 	if err != nil {
-		return err
+		return last, false, err
 	}
 	p.Quantity, p.Total, p.Value, p.Pushed = q.String(), total.String(), value.String(), want.String()
-	return c.InsertStripePush(ctx, p, config.StripeDestination, now)
+	return last, ok, nil
 }
 
 // CancelWindow is how long after Stripe receives a meter event a meter
@@ -233,7 +285,7 @@ func cancel(ctx context.Context, b custody.Stripe, p schema.StripePush, r *ledge
 		return false, nil
 	}
 	orig, ok, err := b.PushOfRow(ctx, rowID)
-	if err != nil || !ok || now-orig.CreatedAt >= CancelWindow.Milliseconds() {
+	if err != nil || !ok || orig.Open || orig.Rows != 1 || now-orig.CreatedAt >= CancelWindow.Milliseconds() {
 		return false, err
 	}
 	origValue, err := pricing.ParseDecimal(orig.Value)

@@ -214,6 +214,8 @@ func testStripeKillInFlight(t *testing.T, bin string) {
 	fake.Mu.Lock()
 	fake.Gate = make(chan struct{})
 	fake.Mu.Unlock()
+	open := sync.OnceFunc(func() { close(fake.Gate) })
+	t.Cleanup(open) // before the fake's Close, which waits for the held call
 	if out, err := testenv.Run(bin, dir, env, "forward", "resume", "stripe"); err != nil {
 		t.Fatalf("forward resume: %v\n%s", err, out)
 	}
@@ -231,11 +233,12 @@ func testStripeKillInFlight(t *testing.T, bin string) {
 	}
 	cmd.Wait()
 	db := e2e.OpenRO(t, filepath.Join(dir, "data", "hookledger.db"))
-	var pushes int
-	if err := db.QueryRow(`SELECT COUNT(*) FROM stripe_sends WHERE identifier = ?`, first).Scan(&pushes); err != nil || pushes != 5 {
-		t.Fatalf("the call in flight sent %s, stored for %d pushes (%v), want the sum of all 5", first, pushes, err)
+	var rows int
+	if err := db.QueryRow(`SELECT SUM(p.row_count) FROM stripe_sends s JOIN stripe_pushes p ON p.id = s.push_id
+		WHERE s.identifier = ?`, first).Scan(&rows); err != nil || rows != 5 {
+		t.Fatalf("the call in flight sent %s, stored for pushes of %d rows (%v), want all 5", first, rows, err)
 	}
-	close(fake.Gate) // Stripe takes the event; serve, killed, never hears
+	open() // Stripe takes the event; serve, killed, never hears
 	cmd2, _, _ := testenv.StartServe(t, bin, dir, env)
 	await.Eventually(t, 45*time.Second, "stripe status agrees", func() bool {
 		_, _, err := stripeStatus(t, bin, dir, env, "--period", now.UTC().Format("2006-01"))

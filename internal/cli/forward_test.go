@@ -238,7 +238,7 @@ meters:
 		if err := json.Unmarshal([]byte(run(2, "forward", "list", "--destination", "stripe", "--format", "json")), &ms); err != nil || len(ms) != 2 {
 			t.Fatalf("json: %d messages (%v)", len(ms), err)
 		}
-		want := forward.Push{Customer: "cus_1", Meter: "api_requests", Kind: "adjustment", Ledger: "row:2", Reason: "refund for the outage",
+		want := forward.Push{Customer: "cus_1", Meter: "api_requests", Kind: "adjustment", Ledger: "row:2", Rows: 1, LastRow: "row:2", Reason: "refund for the outage",
 			Ref: "event:default/evt_usage"}
 		if p := ms[1].Push; p == nil || *p != want {
 			t.Errorf("the adjustment's push in JSON: %+v, want %+v", p, want)

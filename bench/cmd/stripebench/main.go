@@ -2,8 +2,9 @@
 // (BENCHMARKS.md, "Stripe keeps up"): serve at full webhook speed with one
 // meter pushed to a fake Stripe that answers every call after
 // -stripe-latency, as a VM's distance from Stripe's API. It reports serve's
-// requests per second, how long each ledger row took to reach Stripe
-// (the push written to Stripe's acknowledgement, p50/p99/max), the calls
+// requests per second, how long each push took to reach Stripe (from its
+// first ledger row to Stripe's acknowledgement, p50/p99/max: a push
+// carries the rows its customer appended until the relay claimed it), the calls
 // Stripe got per second, and how long after the load's end the last push
 // was acknowledged; every round checks that Stripe's totals are the
 // ledger's. Each round also runs serve without the meter pushed, in
