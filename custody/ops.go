@@ -51,7 +51,7 @@ type Outbox interface {
 // the sends the relay stores before its requests, and what Stripe
 // answered for an invoice.
 type Stripe interface {
-	InsertStripePush(ctx context.Context, p schema.StripePush, destination string, now int64) error
+	InsertStripePush(ctx context.Context, p schema.StripePush, destination string, now int64) (int64, error)
 	AddToStripePush(ctx context.Context, p schema.StripePush) error
 	LastStripeCarry(ctx context.Context, customer, meter string, periodStart int64) (schema.StripeCarry, bool, error)
 	LastStripeCustomer(ctx context.Context, customer string) (string, error)

@@ -69,9 +69,9 @@ type Writer struct {
 	// AfterOutbox, when set, is called from the writer goroutine after each
 	// committed batch that wrote outbox rows (the relay wakes up).
 	AfterOutbox func()
-	// Push, when set, is called inside the transaction with every ledger
-	// row the moment it is appended: usage rows of new events, adjustments
-	// and voids alike, all of which pass through Tx.Append. It is the place
+	// Push, when set, is given every ledger row inside the transaction the
+	// moment it is appended: usage rows of new events, adjustments and
+	// voids alike, all of which pass through Tx.Append. It is the place
 	// for a row's effects that must commit with it (invariant 7): billing
 	// sync (stripe.Sync) writes the row's push and its outbox message there,
 	// so a row that commits is a row that will be pushed. An error fails the
@@ -363,15 +363,19 @@ func (w *Writer) apply(batch []*job, errs []error, isolate bool) (failed bool, e
 		return false, w.storageError("begin", fmt.Errorf("begin: %w", err))
 	}
 	defer b.Rollback()
-	btx := &Tx{b: b, hook: w.testHook, now: w.clock(), route: w.Route, push: w.Push, receipt: w.Receipt}
+	btx := &Tx{b: b, hook: w.testHook, now: w.clock(), route: w.Route, receipt: w.Receipt}
 	var states *entitle.StateCache
 	if v, ok, err := b.DataVersion(ctx); err != nil {
 		return false, w.storageError("begin", fmt.Errorf("read data_version: %w", err))
 	} else if ok {
 		w.states.Begin(v)
 		states = w.states
+		btx.version, btx.versionOK = v, true
 	}
 	btx.usage = entitle.NewTracker(b, w.Limits, states)
+	if w.Push != nil {
+		btx.push = w.Push.Begin(btx)
+	}
 	b.Expect(expectedReceipts(batch, errs))
 	for i, j := range batch {
 		switch {
@@ -419,6 +423,9 @@ func (w *Writer) apply(batch []*job, errs []error, isolate bool) (failed bool, e
 		return false, w.storageError("commit", fmt.Errorf("commit: %w", err))
 	}
 	btx.usage.Committed()
+	if btx.push != nil {
+		btx.push.Committed()
+	}
 	if w.AfterBatch != nil {
 		w.AfterBatch(len(batch), time.Since(start))
 	}
@@ -482,18 +489,43 @@ type Tx struct {
 	loaded    [2]int64
 	hook      func(*Delivery) error // tests inject failures here
 	route     Router                // the writer's (outbox.go)
-	push      Pusher                // the writer's
+	push      Pushes                // the batch's, of the writer's Pusher
 	receipt   ReceiptHook           // the writer's
 	outboxed  bool                  // the batch wrote outbox rows
 	// usage keeps the usage state (per customer, meter and month) current
 	// with the rows the batch appends and decides threshold crossings.
 	usage *entitle.Tracker
+	// version is the database's data version at the batch's start
+	// (versionOK false: not kept, PostgreSQL).
+	version   schema.DataVersion
+	versionOK bool
 }
 
-// Pusher writes what a ledger row must push to another system (its outbox
-// message), in the row's transaction. body is the event the row was mapped
-// from (nil for an adjustment).
-type Pusher func(ctx context.Context, tx *Tx, r *ledger.Row, body []byte) error
+// Pusher writes what ledger rows must push to another system (their outbox
+// messages), in the rows' transaction: Begin starts a batch's.
+type Pusher interface {
+	Begin(tx *Tx) Pushes
+}
+
+// Pushes are what one batch's rows push. Row writes what row r pushes
+// (body is the event it was mapped from, nil for an adjustment). What
+// Pushes keep in memory about what they wrote follows the batch: Mark and
+// Undo bracket an op that runs in a savepoint, and Committed is called
+// once the batch committed.
+type Pushes interface {
+	Row(ctx context.Context, r *ledger.Row, body []byte) error
+	Mark() int
+	Undo(mark int)
+	Committed()
+}
+
+// DataVersion is the database's data version at the batch's start, as
+// schema.Batch.DataVersion reads it (ok false on PostgreSQL): what a hook
+// keeps from one batch to the next holds while it stays the same.
+func (b *Tx) DataVersion() (v schema.DataVersion, ok bool) { return b.version, b.versionOK }
+
+// Claims is how many outbox claims this process has made (schema.Batch.Claims).
+func (b *Tx) Claims() int64 { return b.b.Claims() }
 
 // ReceiptHook writes what a new receipt (d, stored as receiptID) means
 // for state kept beside the ledger, in the receipt's transaction.
@@ -551,7 +583,7 @@ func (b *Tx) AppendEvent(ctx context.Context, r *ledger.Row, body []byte) error 
 		}
 	}
 	if b.push != nil {
-		return b.push(ctx, b, r, body)
+		return b.push.Row(ctx, r, body)
 	}
 	return nil
 }
@@ -619,11 +651,19 @@ func (b *Tx) saveHead(ctx context.Context) error {
 // op's writes may still be in the transaction and it must not commit.
 func (b *Tx) isolated(ctx context.Context, op Op) (opErr, txErr error) {
 	saved, savedReady, mark := b.head, b.headReady, b.usage.Mark()
+	pushed := 0
+	if b.push != nil {
+		pushed = b.push.Mark()
+	}
 	opErr, txErr = b.b.Isolated(ctx, func() error { return op.Apply(ctx, b) })
 	if opErr != nil {
 		// The savepoint undid the op's receipts and rows; the head it
-		// advanced in memory, and the totals it added to, go back with them.
+		// advanced in memory, the totals it added to, and the pushes it
+		// wrote, go back with them.
 		b.head, b.headReady = saved, savedReady
+		if b.push != nil {
+			b.push.Undo(pushed)
+		}
 		if !b.usage.Undo(mark) {
 			return opErr, errors.New("an op that rebuilt the usage state failed: the batch is abandoned")
 		}

@@ -346,7 +346,18 @@ func sumOfTwo(t *testing.T) *clockedStripe {
 	await.Eventually(t, 10*time.Second, "evt_0's push delivered", func() bool { return rowsPushed(c.e, "delivered") == 1 })
 	c.relay.Close()
 	send(1, "2")
-	c.e.DB.Write.MustExec(`UPDATE outbox SET open = 0 WHERE destination = 'stripe' AND status = 'pending'`)
+	// A relay claims evt_1's push, then stops before planning its sends:
+	// the claim closed the push, and its release makes it due again.
+	now := c.e.Clock.Now().UnixMilli()
+	if err := c.e.Writer.Submit(context.Background(), custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
+		claims, err := tx.Outbox().ClaimOutbox(ctx, "stripe", now, now+60_000, 10)
+		if err != nil || len(claims) != 1 {
+			return fmt.Errorf("claimed %d messages (%v), want evt_1's push", len(claims), err)
+		}
+		return tx.Outbox().ReleaseOutbox(ctx, []int64{claims[0].ID}, now)
+	})); err != nil {
+		t.Fatal(err)
+	}
 	send(2, "3")
 	c.startRelay(t)
 	await.Eventually(t, 10*time.Second, "the pushes delivered", func() bool { return rowsPushed(c.e, "delivered") == 3 })

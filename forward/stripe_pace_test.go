@@ -17,8 +17,9 @@ import (
 // Stream mode keeps up: 21 customers sending 50 events a second each to a
 // Stripe answering in 150 ms reach it in calls that grow with the
 // customers, not the events (one meter event per customer and meter per
-// interval, carrying the sum of what they gathered), soon after the last
-// event; Stripe's totals are the ledger's, and no identifier is sent twice.
+// interval: its rows joined one open push until the relay claimed it),
+// soon after the last event; Stripe's totals are the ledger's (no row
+// joined a push after its claim read it), and no identifier is sent twice.
 // Before, one call per event at one call at a time per customer drained
 // about 6 events a second per customer.
 func TestStripeStreamKeepsUpWithManyCustomers(t *testing.T) {

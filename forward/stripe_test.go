@@ -6,16 +6,19 @@ import (
 	"fmt"
 	"log/slog"
 	"math/big"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/customer"
 	"github.com/hookledger/hookledger/forward"
 	"github.com/hookledger/hookledger/internal/await"
 	"github.com/hookledger/hookledger/internal/testenv"
+	"github.com/hookledger/hookledger/internal/writer"
 	"github.com/hookledger/hookledger/invoice"
 	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
@@ -144,6 +147,64 @@ func TestStripeStreamRowsJoinTheOpenPush(t *testing.T) {
 	events := fake.Snapshot()
 	if got := fake.Totals()[[2]string{"cus_1", "api_requests"}]; len(events) != 2 || got == nil || got.Cmp(big.NewInt(3)) != 0 {
 		t.Errorf("Stripe holds %d events summing to %v, want 2 summing to 3 (3 rounded once)", len(events), got)
+	}
+}
+
+// The writer keeps where each customer's meter stands from one batch to
+// the next, so a usage row joins the open push without reading it. A
+// commit of another connection (a command's writer, in another process:
+// here an adjustment, whose push comes after the open one) makes it read
+// again: the next usage row starts a push after the adjustment's, and the
+// latest push carries the ledger's total. Kept as it was, the open push
+// would have taken the row and left the adjustment's push, the latest,
+// behind the ledger.
+func TestStripeStreamSeesAnotherWriter(t *testing.T) {
+	fake := fakestripe.Serve(t, stripeKey)
+	// SQLite's: on PostgreSQL the writer keeps nothing across batches.
+	e := testenv.New(t, testenv.Options{Backend: "sqlite", RealTime: true,
+		Edits: []func(*config.Config){stripeConfig(fake.URL, ledger.StripeStream, "1")}})
+	if r := e.Send("evt_a", testenv.UsageBody("cus_1", "api_requests", "2")); r.Code != 200 {
+		t.Fatalf("send: %d", r.Code)
+	}
+	other, err := schema.Open(t.Context(), filepath.Join(e.Dir, schema.FileName), schema.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	w := writer.New(other, e.Config)
+	if err := w.Open(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	a := ledger.Adjustment{Customer: "cus_1", Meter: "api_requests", Quantity: mustRowQuantity(t, "-1"), Reason: "test", Ref: "event:default/evt_a"}
+	if err := w.Submit(t.Context(), custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
+		r, err := a.Row(ctx, tx.Refs(), tx.Now())
+		if err != nil {
+			return err
+		}
+		return tx.Append(ctx, r)
+	})); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	if r := e.Send("evt_b", testenv.UsageBody("cus_1", "api_requests", "3")); r.Code != 200 {
+		t.Fatalf("send: %d", r.Code)
+	}
+	got := ""
+	rows, err := e.DB.Read.Query(`SELECT source, row_count, quantity, total, pushed FROM stripe_pushes ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var source, quantity, total, pushed string
+		var n int
+		if err := rows.Scan(&source, &n, &quantity, &total, &pushed); err != nil {
+			t.Fatal(err)
+		}
+		got += fmt.Sprintf("%s %d %s %s %s; ", source, n, quantity, total, pushed)
+	}
+	if want := "usage 1 2.000000 2.000000 2; adjustment 1 -1.000000 1.000000 1; usage 1 3.000000 4.000000 4; "; got != want {
+		t.Errorf("pushes %q, want %q", got, want)
 	}
 }
 

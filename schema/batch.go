@@ -20,6 +20,7 @@ type Writer struct {
 	db       *sqlx.DB
 	stmts    *stmtCache    // nil on PostgreSQL, where pgx prepares each statement once per connection
 	registry *atomic.Int64 // DB.registry
+	claims   *atomic.Int64 // DB.claims
 }
 
 // stmtCache holds the SQLite writer's statements, prepared once each on the
@@ -83,7 +84,7 @@ func (db *DB) OpenWriter(ctx context.Context) (*Writer, error) {
 	if db.Write == nil {
 		return nil, errors.New("schema: the database is open read-only")
 	}
-	w := &Writer{db: db.Write, registry: &db.registry}
+	w := &Writer{db: db.Write, registry: &db.registry, claims: &db.claims}
 	if !onPostgres(db.Write) {
 		w.stmts = &stmtCache{prepared: map[string]*sql.Stmt{}, seen: map[string]int{}}
 	}
@@ -126,14 +127,14 @@ func (w *Writer) Begin(ctx context.Context) (Batch, error) {
 			return Batch{}, err
 		}
 		pg := &pgBatch{conn: c, known: map[receiptKey]storedReceipt{}, absent: map[receiptKey]bool{}}
-		return Batch{tx: batchTx{pg: pg}, pg: pg}, nil // pgbatch.go: it begins with its first statement
+		return Batch{tx: batchTx{pg: pg}, pg: pg, claims: w.claims}, nil // pgbatch.go: it begins with its first statement
 	}
 	w.stmts.prepare(ctx, w.db)
 	tx, err := w.db.BeginTxx(ctx, nil)
 	if err != nil {
 		return Batch{}, err
 	}
-	return Batch{tx: batchTx{tx: tx, st: &txStmts{cache: w.stmts, bound: map[string]*sqlx.Stmt{}}}, registry: w.registry}, nil
+	return Batch{tx: batchTx{tx: tx, st: &txStmts{cache: w.stmts, bound: map[string]*sqlx.Stmt{}}}, registry: w.registry, claims: w.claims}, nil
 }
 
 // Batch is the writer's batch transaction (Writer.Begin): the hot path's
@@ -146,7 +147,13 @@ type Batch struct {
 	tx       batchTx
 	pg       *pgBatch      // the writes held back (PostgreSQL, pgbatch.go)
 	registry *atomic.Int64 // DB.registry (SQLite)
+	claims   *atomic.Int64 // DB.claims
 }
+
+// Claims is how many claims of outbox messages this process has made
+// (DB.claims): a count other than the one a cache of open Stripe pushes
+// was filled at means a claim may have closed them since.
+func (b Batch) Claims() int64 { return b.claims.Load() }
 
 // Commit commits the batch: with synchronous=FULL it is durable when Commit
 // returns. On PostgreSQL it first sends what the batch holds back, and a

@@ -85,6 +85,7 @@ func (b Batch) ClaimOutbox(ctx context.Context, destination string, now, leaseUn
 		lock = " FOR UPDATE SKIP LOCKED"
 	}
 	var out []OutboxClaim
+	b.claims.Add(1) // before it commits (Claims)
 	err := b.tx.SelectContext(ctx, &out, `UPDATE outbox SET next_attempt_at = ?, open = 0 WHERE id IN (
 		SELECT id FROM outbox WHERE destination = ? AND status = 'pending' AND next_attempt_at <= ?
 		  AND NOT EXISTS (SELECT 1 FROM forward_destinations WHERE name = ? AND paused = 1)
@@ -120,6 +121,7 @@ func (b Batch) ClaimProbe(ctx context.Context, destination string, now, leaseUnt
 	if n, err := res.RowsAffected(); err != nil || n == 0 {
 		return nil, err
 	}
+	b.claims.Add(1) // before it commits (Claims)
 	if _, err := b.tx.ExecContext(ctx, `UPDATE outbox SET next_attempt_at = ?, open = 0 WHERE id = ?`, leaseUntil, out[0].ID); err != nil {
 		return nil, err
 	}

@@ -75,6 +75,11 @@ type DB struct {
 	// SQLite's data_version cannot tell: these writes commit on the
 	// writer's own connection.
 	registry atomic.Int64
+	// claims counts this handle's claims of outbox messages (ClaimOutbox,
+	// ClaimProbe), bumped before they commit: a claim closes an open
+	// Stripe push, and the writer's cache of the pushes it may still add
+	// to forgets them when the count moves (Batch.Claims).
+	claims atomic.Int64
 
 	backend backend
 }

@@ -143,18 +143,18 @@ type pushTx interface {
 
 // InsertStripePush appends p and its pending outbox message for destination
 // (message_id: the push's identifier), due at once, in the batch that
-// writes the ledger row it covers.
-func (b Batch) InsertStripePush(ctx context.Context, p StripePush, destination string, now int64) error {
+// writes the ledger row it covers, and returns the push's id.
+func (b Batch) InsertStripePush(ctx context.Context, p StripePush, destination string, now int64) (int64, error) {
 	return insertStripePush(ctx, b.tx, p, destination, now)
 }
 
 // InsertStripePush appends p and its outbox message in the close's
 // transaction (close mode: one per invoice line).
-func (t *CloseTx) InsertStripePush(ctx context.Context, p StripePush, destination string, now int64) error {
+func (t *CloseTx) InsertStripePush(ctx context.Context, p StripePush, destination string, now int64) (int64, error) {
 	return insertStripePush(ctx, t.tx, p, destination, now)
 }
 
-func insertStripePush(ctx context.Context, tx pushTx, p StripePush, destination string, now int64) error {
+func insertStripePush(ctx context.Context, tx pushTx, p StripePush, destination string, now int64) (int64, error) {
 	var id int64
 	err := tx.QueryRowContext(ctx, `INSERT INTO stripe_pushes (identifier, source, ledger_id, invoice_id, line_no, customer_id, meter,
 		event_name, stripe_customer, period_start, quantity, total, value, pushed, timestamp, created_at, cancels, last_ledger_id)
@@ -162,7 +162,7 @@ func insertStripePush(ctx context.Context, tx pushTx, p StripePush, destination 
 		p.Identifier, p.Source, nullID(p.LedgerID), nullID(p.InvoiceID), nullID(p.LineNo), p.CustomerID, p.Meter,
 		p.EventName, p.StripeCustomer, p.PeriodStart, p.Quantity, p.Total, p.Value, p.Pushed, p.Timestamp, now, p.Cancels, nullID(p.LedgerID)).Scan(&id)
 	if err != nil {
-		return fmt.Errorf("insert push %s: %w", p.Identifier, err)
+		return 0, fmt.Errorf("insert push %s: %w", p.Identifier, err)
 	}
 	open := 0
 	if p.Open {
@@ -170,9 +170,9 @@ func insertStripePush(ctx context.Context, tx pushTx, p StripePush, destination 
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO outbox (push_id, destination, message_id, status, created_at, pending_since, next_attempt_at, open)
 		VALUES (?, ?, ?, 'pending', ?, ?, ?, ?)`, id, destination, p.Identifier, now, now, now, open); err != nil {
-		return fmt.Errorf("insert outbox for push %s: %w", p.Identifier, err)
+		return 0, fmt.Errorf("insert outbox for push %s: %w", p.Identifier, err)
 	}
-	return nil
+	return id, nil
 }
 
 // StripeCarry is where a customer's meter stands in a period: the ledger
@@ -188,26 +188,14 @@ type StripeCarry struct {
 
 // LastStripeCarry reads the running totals of the latest push of customer's
 // meter in the period starting at periodStart (ok false: none yet), and
-// whether that push is still open. On PostgreSQL an open push's message
-// is locked until the batch ends, so no relay claims it meanwhile, and
-// one claimed since it was read shows closed.
+// whether that push is still open. No claim can close it before the batch
+// ends: claims are the writer's batches too, and on PostgreSQL every batch
+// of every receiver first locks the chain head (Writer.Begin).
 func (b Batch) LastStripeCarry(ctx context.Context, customer, meter string, periodStart int64) (StripeCarry, bool, error) {
-	c, ok, err := lastStripeCarry(ctx, b.tx, customer, meter, periodStart)
-	if err != nil || !ok || !c.Last.Open || b.pg == nil {
-		return c, ok, err
-	}
-	var open bool
-	err = b.tx.QueryRowContext(ctx, `SELECT open = 1 FROM outbox WHERE push_id = ? FOR UPDATE`, c.Last.ID).Scan(&open)
-	if err != nil {
-		return c, false, fmt.Errorf("lock the open push of %s/%s: %w", customer, meter, err)
-	}
-	c.Last.Open = open
-	return c, true, nil
+	return lastStripeCarry(ctx, b.tx, customer, meter, periodStart)
 }
 
-// LastStripeCarry is Batch.LastStripeCarry in a close's transaction
-// (which only appends closed pushes: whether the last is open is not
-// locked).
+// LastStripeCarry is Batch.LastStripeCarry in a close's transaction.
 func (t *CloseTx) LastStripeCarry(ctx context.Context, customer, meter string, periodStart int64) (StripeCarry, bool, error) {
 	return lastStripeCarry(ctx, t.tx, customer, meter, periodStart)
 }

@@ -41,6 +41,8 @@ type Sync struct {
 	// Invoices, when enabled, sends every closed invoice with money to
 	// charge to Stripe as an invoice (CloseInvoices).
 	Invoices *config.StripeInvoices
+
+	cache pushCache // the writer's, from one batch to the next (stream.go)
 }
 
 // NewSync is the sync cfg configures, or nil when nothing goes to Stripe.
@@ -55,12 +57,12 @@ func NewSync(cfg *config.Config) *Sync {
 	return &Sync{Meters: cfg.StripeMeters(), Customers: cfg.Stripe.Customers, Loc: loc, Invoices: cfg.Stripe.Invoices}
 }
 
-// Pusher is s.Row as custody's Pusher, or nil for a nil s.
+// Pusher is s as custody's Pusher (Begin, stream.go), or nil for a nil s.
 func (s *Sync) Pusher() custody.Pusher {
 	if s == nil {
 		return nil
 	}
-	return s.Row
+	return s
 }
 
 // Identifier is a meter event's identifier, derived from what it covers in
@@ -86,7 +88,8 @@ var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadd
 // (cancel); any other void pushes its signed quantity, as an adjustment
 // does. A negative adjustment is always the compensating value: a cancel
 // takes a whole meter event back, an adjustment can take part of one.
-func (s *Sync) Row(ctx context.Context, tx *custody.Tx, r *ledger.Row, body []byte) error {
+func (sb *streamBatch) Row(ctx context.Context, r *ledger.Row, body []byte) error {
+	s, tx := sb.s, sb.tx
 	m, ok := s.Meters[r.Meter]
 	if !ok || m.Mode != ledger.StripeStream {
 		return nil
@@ -121,17 +124,23 @@ func (s *Sync) Row(ctx context.Context, tx *custody.Tx, r *ledger.Row, body []by
 		CustomerID: r.Customer, Meter: r.Meter, EventName: m.EventName, StripeCustomer: customer,
 		PeriodStart: monthStart(r.OccurredAt, s.Loc), Timestamp: r.OccurredAt / 1000,
 	}
-	if r.Kind == ledger.KindVoid {
-		done, err := cancel(ctx, b, p, r, m.Factor(), tx.Now())
-		if err != nil {
-			return fmt.Errorf("stripe push of row %d: %w", r.ID, err)
+	var err error
+	switch {
+	case source == SourceUsage:
+		err = sb.usage(ctx, p, r.Quantity.Decimal(), m.Factor())
+	default:
+		// A correction reads and writes the database: what the batch
+		// knows of the period's pushes is read again after it.
+		sb.forget(keyOf(p))
+		done := false
+		if r.Kind == ledger.KindVoid {
+			done, err = cancel(ctx, b, p, r, m.Factor(), tx.Now())
 		}
-		if done {
-			tx.Outboxed()
-			return nil
+		if err == nil && !done {
+			err = appendPush(ctx, b, p, r.Quantity.Decimal(), m.Factor(), tx.Now())
 		}
 	}
-	if err := streamPush(ctx, b, p, r.Quantity.Decimal(), m.Factor(), tx.Now()); err != nil {
+	if err != nil {
 		return fmt.Errorf("stripe push of row %d: %w", r.ID, err)
 	}
 	tx.Outboxed()
@@ -174,91 +183,51 @@ func (s *Sync) Close(ctx context.Context, tx *schema.CloseTx, invoices []invoice
 // batch or a close's transaction.
 type carrier interface {
 	LastStripeCarry(ctx context.Context, customer, meter string, periodStart int64) (schema.StripeCarry, bool, error)
-	InsertStripePush(ctx context.Context, p schema.StripePush, destination string, now int64) error
+	InsertStripePush(ctx context.Context, p schema.StripePush, destination string, now int64) (int64, error)
 }
 
 // appendPush fills p's quantity, value and running totals from the period's
 // last push and stores it as a new push.
 func appendPush(ctx context.Context, c carrier, p schema.StripePush, q, factor pricing.Decimal, now int64) error {
-	if _, _, err := carry(ctx, c, &p, q, factor); err != nil {
-		return err
-	}
-	return c.InsertStripePush(ctx, p, config.StripeDestination, now)
-}
-
-// streamPush stores p, the push of one ledger row of quantity q. A usage
-// row joins the period's last push while that push is an open usage push
-// (its message never claimed: nothing of it has reached Stripe) of the
-// same Stripe customer and event, or starts a new open one: a busy
-// customer's usage between two claims of the relay is one push, one meter
-// event, and one row on the writer instead of one per ledger row. A
-// correction is a push of its own, as it was written (its reason and what
-// it corrects stay on it). Either way it commits with the row (invariant 7).
-func streamPush(ctx context.Context, b custody.Stripe, p schema.StripePush, q, factor pricing.Decimal, now int64) error {
-	last, ok, err := carry(ctx, b, &p, q, factor)
+	last, ok, err := c.LastStripeCarry(ctx, p.CustomerID, p.Meter, p.PeriodStart)
 	if err != nil {
 		return err
 	}
-	p.Open = p.Source == SourceUsage
-	if !p.Open || !ok || !last.Open || last.Source != SourceUsage || last.StripeCustomer != p.StripeCustomer || last.EventName != p.EventName {
-		return b.InsertStripePush(ctx, p, config.StripeDestination, now)
-	}
-	lq, err := pricing.ParseDecimal(last.Quantity)
-	if err != nil {
-		return fmt.Errorf("the open push's quantity: %w", err)
-	}
-	lv, err := pricing.ParseDecimal(last.Value)
-	if err != nil {
-		return fmt.Errorf("the open push's value: %w", err)
-	}
-	v, err := pricing.ParseDecimal(p.Value)
-	if err != nil {
+	if err := carry(last.Last, ok, &p, q, factor); err != nil {
 		return err
 	}
-	if lq, err = pricing.Add(lq, q); err != nil {
-		return err
-	}
-	if lv, err = pricing.Add(lv, v); err != nil {
-		return err
-	}
-	last.Quantity, last.Value, last.Total, last.Pushed = lq.String(), lv.String(), p.Total, p.Pushed
-	last.Timestamp, last.Rows, last.LastLedgerID = max(last.Timestamp, p.Timestamp), last.Rows+1, p.LedgerID
-	return b.AddToStripePush(ctx, last)
+	_, err = c.InsertStripePush(ctx, p, config.StripeDestination, now)
+	return err
 }
 
 // carry fills p's quantity, value and running totals from the period's
-// last push (last; ok false: none yet): the value is what the new total,
-// rounded once, adds to what was pushed before, so no remainder is lost or
-// counted twice.
-func carry(ctx context.Context, c carrier, p *schema.StripePush, q, factor pricing.Decimal) (last schema.StripePush, ok bool, err error) {
+// last push (ok false: none yet): the value is what the new total, rounded
+// once, adds to what was pushed before, so no remainder is lost or counted
+// twice.
+func carry(last schema.StripePush, ok bool, p *schema.StripePush, q, factor pricing.Decimal) error {
 	total, pushed := q, pricing.NewDecimal(0, 0)
-	carried, ok, err := c.LastStripeCarry(ctx, p.CustomerID, p.Meter, p.PeriodStart)
-	if err != nil {
-		return last, false, err
-	}
 	if ok {
-		last = carried.Last
-		prev, err := pricing.ParseDecimal(carried.Total)
+		prev, err := pricing.ParseDecimal(last.Total)
 		if err != nil {
-			return last, false, fmt.Errorf("the last push's total: %w", err)
+			return fmt.Errorf("the last push's total: %w", err)
 		}
-		if pushed, err = pricing.ParseDecimal(carried.Pushed); err != nil {
-			return last, false, fmt.Errorf("the last push's sum: %w", err)
+		if pushed, err = pricing.ParseDecimal(last.Pushed); err != nil {
+			return fmt.Errorf("the last push's sum: %w", err)
 		}
 		if total, err = pricing.Add(prev, q); err != nil {
-			return last, false, err
+			return err
 		}
 	}
 	want, err := pricing.Whole(total, factor)
 	if err != nil {
-		return last, false, err
+		return err
 	}
 	value, err := pricing.Sub(want, pushed)
 	if err != nil {
-		return last, false, err
+		return err
 	}
 	p.Quantity, p.Total, p.Value, p.Pushed = q.String(), total.String(), value.String(), want.String()
-	return last, ok, nil
+	return nil
 }
 
 // CancelWindow is how long after Stripe receives a meter event a meter
@@ -319,7 +288,7 @@ func cancel(ctx context.Context, b custody.Stripe, p schema.StripePush, r *ledge
 	}
 	p.Cancels = orig.Identifier
 	p.Quantity, p.Total, p.Value, p.Pushed = q.String(), total.String(), taken.String(), pushed.String()
-	if err := b.InsertStripePush(ctx, p, config.StripeDestination, now); err != nil {
+	if _, err := b.InsertStripePush(ctx, p, config.StripeDestination, now); err != nil {
 		return false, err
 	}
 	want, err := pricing.Whole(total, factor)
@@ -332,7 +301,8 @@ func cancel(ctx context.Context, b custody.Stripe, p schema.StripePush, r *ledge
 	}
 	p.Identifier, p.Cancels = Identifier(SourceAdjustment, r.Provider, r.EventID, r.Meter, "rest"), ""
 	p.Quantity, p.Value, p.Pushed = "0", rest.String(), want.String()
-	return true, b.InsertStripePush(ctx, p, config.StripeDestination, now)
+	_, err = b.InsertStripePush(ctx, p, config.StripeDestination, now)
+	return true, err
 }
 
 // monthStart is the start (unix ms) of the calendar month in loc holding ms.

@@ -1,8 +1,8 @@
 -- A stream push takes rows until the relay claims it, as SQLite's 0037 (its
--- comments are there). A custody transaction adds to an open push only
--- after locking its message (FOR UPDATE), and the relay's claim skips
--- locked messages, so a claim never reads a push a receiver is still
--- adding to, and a receiver never adds to a push claimed since it read it.
+-- comments are there). Claims are writer batches, and every receiver's
+-- batch first locks the chain head: a claim never reads a push a receiver
+-- is still adding to, and a receiver never adds to a push claimed since it
+-- read it.
 ALTER TABLE outbox ADD COLUMN open SMALLINT NOT NULL DEFAULT 0;
 ALTER TABLE stripe_pushes ADD COLUMN row_count BIGINT NOT NULL DEFAULT 1;
 ALTER TABLE stripe_pushes ADD COLUMN last_ledger_id BIGINT;

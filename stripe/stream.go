@@ -1,0 +1,226 @@
+package stripe
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/pricing"
+	"github.com/hookledger/hookledger/schema"
+)
+
+// pushKey is a customer's meter in a period: the pushes whose running
+// totals go on from one another.
+type pushKey struct {
+	customer, meter string
+	period          int64
+}
+
+func keyOf(p schema.StripePush) pushKey { return pushKey{p.CustomerID, p.Meter, p.PeriodStart} }
+
+// standing is where a pushKey stands: its latest push (ok false: none
+// yet), with the running totals and whether it is still open.
+type standing struct {
+	last schema.StripePush
+	ok   bool
+}
+
+// pushCache keeps, from one batch to the next, where each customer's
+// meter stands as the writer's batches committed it, so a usage row of a
+// stream meter reads nothing before it joins the open push: that read was
+// a tenth of serve's CPU with every feature on (BENCHMARKS.md). It holds
+// while the database's data version stays as it was (another connection
+// committed: a command's writer) and the process made no claim since
+// (a claim closes open pushes). Only the writer's goroutine uses it, in
+// Begin and Committed; on PostgreSQL nothing is kept.
+type pushCache struct {
+	version schema.DataVersion
+	claims  int64
+	known   bool
+	// begun is set from a batch's Begin to its Committed: a batch that
+	// never committed (an op failed, or the storage) leaves it set, and
+	// the next batch reads afresh, so a cache that was ever wrong cannot
+	// fail every batch after it.
+	begun bool
+	at    map[pushKey]standing
+}
+
+// maxCachedPushes bounds the cache (a month of 100,000 customers' meters,
+// a few tens of MB); past it, it starts again empty.
+const maxCachedPushes = 100_000
+
+// Begin implements custody.Pusher: the pushes of one writer batch.
+func (s *Sync) Begin(tx *custody.Tx) custody.Pushes {
+	sb := &streamBatch{s: s, tx: tx, seen: map[pushKey]*standing{}, claims: tx.Claims()}
+	v, ok := tx.DataVersion()
+	c := &s.cache
+	if ok && c.known && !c.begun && c.version == v && c.claims == sb.claims {
+		sb.cached = c.at
+	} else {
+		c.at, c.known = nil, false
+	}
+	c.begun = true
+	sb.version, sb.versionOK = v, ok
+	return sb
+}
+
+// streamBatch is one batch's pushes (custody.Pushes): the usage rows it
+// added to open pushes, or that started one, remembered per key so the
+// next row of the key reads nothing.
+type streamBatch struct {
+	s         *Sync
+	tx        *custody.Tx
+	version   schema.DataVersion
+	versionOK bool
+	// cached is the cache as earlier batches committed it, nil when it
+	// does not hold for this batch (or no longer: a claim in it).
+	cached map[pushKey]standing
+	// seen is what this batch wrote or read, per key: nil means read it
+	// again (a correction wrote it through the database).
+	seen   map[pushKey]*standing
+	claims int64 // the claims count seen and cached hold for
+	// journal undoes seen back to a Mark: each entry restores a key, or,
+	// with reset, empties seen (a claim happened in the batch).
+	journal []undo
+}
+
+type undo struct {
+	key   pushKey
+	prev  *standing
+	had   bool
+	reset bool
+}
+
+// usage writes the push of a usage row of quantity q: it joins the key's
+// latest push while that is an open usage push of the same Stripe customer
+// and event (its message never claimed: nothing of it has reached Stripe),
+// or starts a new open one. A busy customer's usage between two claims of
+// the relay is one push, one meter event, and one row on the writer
+// instead of one per ledger row; it commits with the row (invariant 7).
+func (sb *streamBatch) usage(ctx context.Context, p schema.StripePush, q, factor pricing.Decimal) error {
+	k := keyOf(p)
+	at, err := sb.where(ctx, k)
+	if err != nil {
+		return err
+	}
+	if err := carry(at.last, at.ok, &p, q, factor); err != nil {
+		return err
+	}
+	b := sb.tx.Stripe()
+	last := at.last
+	if !at.ok || !last.Open || last.Source != SourceUsage || last.StripeCustomer != p.StripeCustomer || last.EventName != p.EventName {
+		p.Open, p.Rows, p.LastLedgerID = true, 1, p.LedgerID
+		if p.ID, err = b.InsertStripePush(ctx, p, config.StripeDestination, sb.tx.Now()); err != nil {
+			return err
+		}
+		sb.set(k, &standing{last: p, ok: true})
+		return nil
+	}
+	lq, err := pricing.ParseDecimal(last.Quantity)
+	if err != nil {
+		return fmt.Errorf("the open push's quantity: %w", err)
+	}
+	lv, err := pricing.ParseDecimal(last.Value)
+	if err != nil {
+		return fmt.Errorf("the open push's value: %w", err)
+	}
+	v, err := pricing.ParseDecimal(p.Value)
+	if err != nil {
+		return err
+	}
+	if lq, err = pricing.Add(lq, q); err != nil {
+		return err
+	}
+	if lv, err = pricing.Add(lv, v); err != nil {
+		return err
+	}
+	last.Quantity, last.Value, last.Total, last.Pushed = lq.String(), lv.String(), p.Total, p.Pushed
+	last.Timestamp, last.Rows, last.LastLedgerID = max(last.Timestamp, p.Timestamp), last.Rows+1, p.LedgerID
+	if err := b.AddToStripePush(ctx, last); err != nil {
+		return err
+	}
+	sb.set(k, &standing{last: last, ok: true})
+	return nil
+}
+
+// where is where k stands: what the batch wrote, else what earlier
+// batches committed, else the database's (Batch.LastStripeCarry). A claim
+// since the batch last looked closes open pushes: all it knew goes.
+func (sb *streamBatch) where(ctx context.Context, k pushKey) (standing, error) {
+	if c := sb.tx.Claims(); c != sb.claims {
+		sb.claims, sb.cached = c, nil
+		clear(sb.seen)
+		sb.journal = append(sb.journal, undo{reset: true})
+	}
+	if at := sb.seen[k]; at != nil {
+		return *at, nil
+	}
+	if at, ok := sb.cached[k]; ok {
+		return at, nil
+	}
+	c, ok, err := sb.tx.Stripe().LastStripeCarry(ctx, k.customer, k.meter, k.period)
+	if err != nil {
+		return standing{}, err
+	}
+	return standing{last: c.Last, ok: ok}, nil
+}
+
+// set records where k stands after the batch wrote it (nil: read it again).
+func (sb *streamBatch) set(k pushKey, at *standing) {
+	prev, had := sb.seen[k]
+	sb.journal = append(sb.journal, undo{key: k, prev: prev, had: had})
+	sb.seen[k] = at
+}
+
+// forget makes the next row of k read where it stands: a correction
+// writes its push through the database.
+func (sb *streamBatch) forget(k pushKey) { sb.set(k, nil) }
+
+// Mark implements custody.Pushes.
+func (sb *streamBatch) Mark() int { return len(sb.journal) }
+
+// Undo implements custody.Pushes: the savepoint undid the op's pushes, so
+// what the batch knew goes back to the mark. Past a claim's reset, nothing
+// of before it is known again: the batch reads afresh.
+func (sb *streamBatch) Undo(mark int) {
+	for i := len(sb.journal) - 1; i >= mark; i-- {
+		u := sb.journal[i]
+		switch {
+		case u.reset:
+			clear(sb.seen)
+		case u.had:
+			sb.seen[u.key] = u.prev
+		default:
+			delete(sb.seen, u.key)
+		}
+	}
+	sb.journal = sb.journal[:mark]
+}
+
+// Committed implements custody.Pushes: what the batch wrote is what the
+// database holds, for the next batches. A claim after the batch last
+// looked, or a cache past its bound, leaves it empty.
+func (sb *streamBatch) Committed() {
+	c := &sb.s.cache
+	if !sb.versionOK {
+		c.begun = false
+		return
+	}
+	now := sb.tx.Claims()
+	if sb.cached == nil || now != sb.claims || len(sb.cached)+len(sb.seen) > maxCachedPushes {
+		c.at = map[pushKey]standing{}
+	} else {
+		c.at = sb.cached
+	}
+	if now == sb.claims {
+		for k, at := range sb.seen {
+			if at == nil {
+				delete(c.at, k)
+				continue
+			}
+			c.at[k] = *at
+		}
+	}
+	c.version, c.claims, c.known, c.begun = sb.version, now, true, false
+}
