@@ -266,15 +266,7 @@ func TestStripeCreditToAClosedMonthIsCarried(t *testing.T) {
 	e.Clock.Set(time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC))
 	a := ledger.Adjustment{Customer: "cus_1", Meter: "api_requests", Quantity: mustRowQuantity(t, "-20000"),
 		Reason: "half of October was a load test", OccurredAt: time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)}
-	if err := e.Writer.Submit(context.Background(), custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
-		r, err := a.Row(ctx, tx.Refs(), tx.Now())
-		if err != nil {
-			return err
-		}
-		return tx.Append(ctx, r)
-	})); err != nil {
-		t.Fatal(err)
-	}
+	appendAdjustment(t, e.Writer, a)
 	await.Eventually(t, 10*time.Second, "the credit's push delivered", func() bool { return rowsPushed(e, "delivered") == 2 })
 	if n := rowsPushed(e, "dead"); n != 0 {
 		t.Errorf("%d dead pushes, want none", n)
@@ -365,6 +357,20 @@ func sumOfTwo(t *testing.T) *clockedStripe {
 		t.Fatalf("%d pushes sent in a sum of two, want evt_1's and evt_2's", n)
 	}
 	return c
+}
+
+// appendAdjustment appends a's row through w.
+func appendAdjustment(t *testing.T, w *custody.Writer, a ledger.Adjustment) {
+	t.Helper()
+	if err := w.Submit(t.Context(), custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
+		r, err := a.Row(ctx, tx.Refs(), tx.Now())
+		if err != nil {
+			return err
+		}
+		return tx.Append(ctx, r)
+	})); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func mustRowQuantity(t *testing.T, s string) ledger.Total {

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/config"
-	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/customer"
 	"github.com/hookledger/hookledger/forward"
 	"github.com/hookledger/hookledger/internal/await"
@@ -176,15 +175,7 @@ func TestStripeStreamSeesAnotherWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := ledger.Adjustment{Customer: "cus_1", Meter: "api_requests", Quantity: mustRowQuantity(t, "-1"), Reason: "test", Ref: "event:default/evt_a"}
-	if err := w.Submit(t.Context(), custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
-		r, err := a.Row(ctx, tx.Refs(), tx.Now())
-		if err != nil {
-			return err
-		}
-		return tx.Append(ctx, r)
-	})); err != nil {
-		t.Fatal(err)
-	}
+	appendAdjustment(t, w, a)
 	w.Close()
 	if r := e.Send("evt_b", testenv.UsageBody("cus_1", "api_requests", "3")); r.Code != 200 {
 		t.Fatalf("send: %d", r.Code)

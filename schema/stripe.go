@@ -175,47 +175,35 @@ func insertStripePush(ctx context.Context, tx pushTx, p StripePush, destination 
 	return id, nil
 }
 
-// StripeCarry is where a customer's meter stands in a period: the ledger
-// total pushed so far and the whole numbers sent for it, and the latest
-// push that carries them.
-type StripeCarry struct {
-	Total  string
-	Pushed string
-	// Last is the latest push (Source, Quantity, Value, Timestamp, Rows,
-	// StripeCustomer, EventName, Cancels, Open).
-	Last StripePush
+// LastStripePush reads the latest push of customer's meter in the period
+// starting at periodStart (ok false: none yet): the running totals it
+// carries, what it covers, and whether it is still open. No claim can close
+// it before the batch ends: claims are the writer's batches too, and on
+// PostgreSQL every batch of every receiver first locks the chain head
+// (Writer.Begin).
+func (b Batch) LastStripePush(ctx context.Context, customer, meter string, periodStart int64) (StripePush, bool, error) {
+	return lastStripePush(ctx, b.tx, customer, meter, periodStart)
 }
 
-// LastStripeCarry reads the running totals of the latest push of customer's
-// meter in the period starting at periodStart (ok false: none yet), and
-// whether that push is still open. No claim can close it before the batch
-// ends: claims are the writer's batches too, and on PostgreSQL every batch
-// of every receiver first locks the chain head (Writer.Begin).
-func (b Batch) LastStripeCarry(ctx context.Context, customer, meter string, periodStart int64) (StripeCarry, bool, error) {
-	return lastStripeCarry(ctx, b.tx, customer, meter, periodStart)
+// LastStripePush is Batch.LastStripePush in a close's transaction.
+func (t *CloseTx) LastStripePush(ctx context.Context, customer, meter string, periodStart int64) (StripePush, bool, error) {
+	return lastStripePush(ctx, t.tx, customer, meter, periodStart)
 }
 
-// LastStripeCarry is Batch.LastStripeCarry in a close's transaction.
-func (t *CloseTx) LastStripeCarry(ctx context.Context, customer, meter string, periodStart int64) (StripeCarry, bool, error) {
-	return lastStripeCarry(ctx, t.tx, customer, meter, periodStart)
-}
-
-func lastStripeCarry(ctx context.Context, tx pushTx, customer, meter string, periodStart int64) (StripeCarry, bool, error) {
-	var c StripeCarry
-	p := &c.Last
+func lastStripePush(ctx context.Context, tx pushTx, customer, meter string, periodStart int64) (StripePush, bool, error) {
+	var p StripePush
 	err := tx.QueryRowContext(ctx, `SELECT p.id, p.source, p.total, p.pushed, p.quantity, p.value, p.timestamp, p.row_count,
 		p.stripe_customer, p.event_name, p.cancels, o.open = 1
 		FROM stripe_pushes p JOIN outbox o ON o.push_id = p.id WHERE p.customer_id = ? AND p.meter = ? AND p.period_start = ?
-		ORDER BY p.id DESC LIMIT 1`, customer, meter, periodStart).Scan(&p.ID, &p.Source, &c.Total, &c.Pushed, &p.Quantity, &p.Value, &p.Timestamp,
+		ORDER BY p.id DESC LIMIT 1`, customer, meter, periodStart).Scan(&p.ID, &p.Source, &p.Total, &p.Pushed, &p.Quantity, &p.Value, &p.Timestamp,
 		&p.Rows, &p.StripeCustomer, &p.EventName, &p.Cancels, &p.Open)
 	if err == sql.ErrNoRows {
-		return c, false, nil
+		return p, false, nil
 	}
 	if err != nil {
-		return c, false, fmt.Errorf("read the carry of %s/%s: %w", customer, meter, err)
+		return p, false, fmt.Errorf("read the latest push of %s/%s: %w", customer, meter, err)
 	}
-	p.Total, p.Pushed = c.Total, c.Pushed
-	return c, true, nil
+	return p, true, nil
 }
 
 // AddToStripePush stores what open push p.ID carries after the batch

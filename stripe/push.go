@@ -81,12 +81,13 @@ func Identifier(parts ...string) string {
 var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
 // Row writes the push of a ledger row of a stream meter, in the row's
-// transaction. A usage row pushes its quantity, an adjustment its signed
-// quantity (Stripe sums negative values into the meter, and shows a
-// period's negative total as 0). A void of a row whose push was written
-// less than CancelWindow ago cancels that push's meter event instead
-// (cancel); any other void pushes its signed quantity, as an adjustment
-// does. A negative adjustment is always the compensating value: a cancel
+// transaction (custody.Pushes). A usage row joins its customer's open push
+// or starts one (streamBatch.usage). A correction is a push of its own: an
+// adjustment pushes its signed quantity (Stripe sums negative values into
+// the meter, and shows a period's negative total as 0); a void of a row
+// whose push, of that row alone, was written less than CancelWindow ago
+// cancels that push's meter event instead (cancel), and any other void
+// pushes its signed quantity, as an adjustment does. A negative adjustment is always the compensating value: a cancel
 // takes a whole meter event back, an adjustment can take part of one.
 func (sb *streamBatch) Row(ctx context.Context, r *ledger.Row, body []byte) error {
 	s, tx := sb.s, sb.tx
@@ -182,18 +183,18 @@ func (s *Sync) Close(ctx context.Context, tx *schema.CloseTx, invoices []invoice
 // carrier is where a push reads the running totals and is stored: a writer
 // batch or a close's transaction.
 type carrier interface {
-	LastStripeCarry(ctx context.Context, customer, meter string, periodStart int64) (schema.StripeCarry, bool, error)
+	LastStripePush(ctx context.Context, customer, meter string, periodStart int64) (schema.StripePush, bool, error)
 	InsertStripePush(ctx context.Context, p schema.StripePush, destination string, now int64) (int64, error)
 }
 
 // appendPush fills p's quantity, value and running totals from the period's
 // last push and stores it as a new push.
 func appendPush(ctx context.Context, c carrier, p schema.StripePush, q, factor pricing.Decimal, now int64) error {
-	last, ok, err := c.LastStripeCarry(ctx, p.CustomerID, p.Meter, p.PeriodStart)
+	last, ok, err := c.LastStripePush(ctx, p.CustomerID, p.Meter, p.PeriodStart)
 	if err != nil {
 		return err
 	}
-	if err := carry(last.Last, ok, &p, q, factor); err != nil {
+	if err := carry(last, ok, &p, q, factor); err != nil {
 		return err
 	}
 	_, err = c.InsertStripePush(ctx, p, config.StripeDestination, now)
@@ -261,7 +262,7 @@ func cancel(ctx context.Context, b custody.Stripe, p schema.StripePush, r *ledge
 	if err != nil {
 		return false, fmt.Errorf("the voided push's value: %w", err)
 	}
-	last, ok, err := b.LastStripeCarry(ctx, p.CustomerID, p.Meter, p.PeriodStart)
+	last, ok, err := b.LastStripePush(ctx, p.CustomerID, p.Meter, p.PeriodStart)
 	if err != nil || !ok {
 		return false, err
 	}

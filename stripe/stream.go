@@ -29,7 +29,7 @@ type standing struct {
 // pushCache keeps, from one batch to the next, where each customer's
 // meter stands as the writer's batches committed it, so a usage row of a
 // stream meter reads nothing before it joins the open push: that read was
-// a tenth of serve's CPU with every feature on (BENCHMARKS.md). It holds
+// 8% of serve's CPU with every feature on (BENCHMARKS.md). It holds
 // while the database's data version stays as it was (another connection
 // committed: a command's writer) and the process made no claim since
 // (a claim closes open pushes). Only the writer's goroutine uses it, in
@@ -145,7 +145,7 @@ func (sb *streamBatch) usage(ctx context.Context, p schema.StripePush, q, factor
 }
 
 // where is where k stands: what the batch wrote, else what earlier
-// batches committed, else the database's (Batch.LastStripeCarry). A claim
+// batches committed, else the database's (Batch.LastStripePush). A claim
 // since the batch last looked closes open pushes: all it knew goes.
 func (sb *streamBatch) where(ctx context.Context, k pushKey) (standing, error) {
 	if c := sb.tx.Claims(); c != sb.claims {
@@ -159,11 +159,11 @@ func (sb *streamBatch) where(ctx context.Context, k pushKey) (standing, error) {
 	if at, ok := sb.cached[k]; ok {
 		return at, nil
 	}
-	c, ok, err := sb.tx.Stripe().LastStripeCarry(ctx, k.customer, k.meter, k.period)
+	last, ok, err := sb.tx.Stripe().LastStripePush(ctx, k.customer, k.meter, k.period)
 	if err != nil {
 		return standing{}, err
 	}
-	return standing{last: c.Last, ok: ok}, nil
+	return standing{last: last, ok: ok}, nil
 }
 
 // set records where k stands after the batch wrote it (nil: read it again).
