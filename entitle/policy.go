@@ -26,17 +26,25 @@ type Policy struct {
 
 	alerting map[string]bool // meters with alert thresholds in some plan version
 	spending bool            // some plan version has spend alerts (spend.go)
+	// limits are the plan versions' limits resolved once (NewPolicy): the
+	// writer resolves a row's limit per row, and parsing it, its alerts
+	// and their values each time was most of the usage limit's check.
+	limits map[*pricing.Limit]Limit
 }
 
 // NewPolicy returns the policy of the configured plans.
 func NewPolicy(catalog *pricing.Catalog, defaultPlan string) *Policy {
-	p := &Policy{Catalog: catalog, DefaultPlan: defaultPlan, alerting: map[string]bool{}}
+	p := &Policy{Catalog: catalog, DefaultPlan: defaultPlan, alerting: map[string]bool{}, limits: map[*pricing.Limit]Limit{}}
 	if catalog != nil {
 		for _, name := range catalog.Names() {
 			for _, v := range catalog.Versions(name) {
-				for _, l := range v.Limits {
+				for i := range v.Limits {
+					l := &v.Limits[i]
 					if len(l.Alerts) > 0 {
 						p.alerting[l.Meter] = true
+					}
+					if pl, ok := planLimit(v, l); ok {
+						p.limits[l] = pl
 					}
 				}
 				if v.Spend != nil && len(v.Spend.Alerts) > 0 {
@@ -59,6 +67,30 @@ type Limit struct {
 	Thresholds []pricing.Threshold // the plan's alerts on the meter
 	Plan       string              // the plan version it comes from (name@date), if any
 	Override   int64               // the override that set Value, if any
+	values     []ledger.Total      // ThresholdValue of each threshold under Value; nil: not computed
+}
+
+// planLimit is plan version v's limit l as Resolve gives it (ok false: a
+// value that does not parse, which config refuses).
+func planLimit(v *pricing.Plan, l *pricing.Limit) (Limit, bool) {
+	value, err := ledger.ParseTotal(l.Limit.String())
+	if err != nil {
+		return Limit{}, false
+	}
+	out := Limit{Value: value, Kind: l.Kind, Thresholds: l.Thresholds(), Plan: v.Name + "@" + string(v.EffectiveFrom)}
+	out.values = make([]ledger.Total, len(out.Thresholds))
+	for i, th := range out.Thresholds {
+		out.values[i] = ThresholdValue(th, value)
+	}
+	return out, true
+}
+
+// thresholdValue is ThresholdValue of l's threshold i.
+func (l Limit) thresholdValue(i int) ledger.Total {
+	if l.values != nil {
+		return l.values[i]
+	}
+	return ThresholdValue(l.Thresholds[i], l.Value)
 }
 
 // Resolve returns the limit in force on day; ok is false when neither the
@@ -70,10 +102,11 @@ func (p *Policy) Resolve(customer, meter string, day pricing.Date, assignments [
 	found := false
 	if v := p.versionOn(customer, day, assignments); v != nil {
 		if pl := v.LimitOf(meter); pl != nil {
-			if value, err := ledger.ParseTotal(pl.Limit.String()); err == nil {
-				l = Limit{Value: value, Kind: pl.Kind, Thresholds: pl.Thresholds(), Plan: v.Name + "@" + string(v.EffectiveFrom)}
-				found = true
+			var ok bool
+			if l, ok = p.limits[pl]; !ok {
+				l, ok = planLimit(v, pl)
 			}
+			found = ok
 		}
 	}
 	for i := len(overrides) - 1; i >= 0; i-- { // the latest in force: by date, then the later recorded
@@ -85,7 +118,7 @@ func (p *Policy) Resolve(customer, meter string, day pricing.Date, assignments [
 		if err != nil {
 			continue // InsertOverride refuses such a value; a row edited by hand is verify's business
 		}
-		l.Value, l.Override = value, o.ID
+		l.Value, l.Override, l.values = value, o.ID, nil
 		switch {
 		case o.Kind != "":
 			l.Kind = o.Kind

@@ -156,9 +156,12 @@ func (t *Tracker) Add(ctx context.Context, r *ledger.Row) ([]Crossing, error) {
 		}
 	}
 	var out []Crossing
-	for _, th := range l.Thresholds {
-		v := ThresholdValue(th, l.Value)
-		if s.fired[th.Spelling] || s.used.Cmp(v) < 0 {
+	for i, th := range l.Thresholds {
+		if s.fired[th.Spelling] {
+			continue
+		}
+		v := l.thresholdValue(i)
+		if s.used.Cmp(v) < 0 {
 			continue
 		}
 		s.fired[th.Spelling] = true
