@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/hookledger/hookledger/pricing"
@@ -139,7 +140,14 @@ func byPeriod(pushes []schema.StripePush) [][]schema.StripePush {
 	return out
 }
 
-// newSend is the send of pushes, not stored yet.
+// newSend is the send of pushes, not stored yet. A push of one row sent
+// alone goes under its own identifier (a void's cancel names it). Any other
+// send's identifier is derived from exactly what it carries: each push's
+// identifier, rows and quantity. A stream push's identifier comes from its
+// first row, and a push that a restore from the replica left open may take
+// rows it did not have when Stripe took it. Sent again under its own
+// identifier, Stripe would answer that it has it, and those rows would
+// never reach Stripe.
 func newSend(pushes []schema.StripePush, now time.Time) (Send, error) {
 	s := Send{StripeSend: schema.StripeSend{Count: len(pushes)}, Pushes: pushes, New: true}
 	sum := pricing.NewDecimal(0, 0)
@@ -154,11 +162,11 @@ func newSend(pushes []schema.StripePush, now time.Time) (Send, error) {
 			return Send{}, err
 		}
 		s.Timestamp = max(s.Timestamp, p.Timestamp)
-		ids = append(ids, p.Identifier)
+		ids = append(ids, p.Identifier, strconv.FormatInt(p.Rows, 10), p.Quantity)
 	}
 	s.Value = sum.String()
 	s.Identifier = pushes[0].Identifier
-	if len(pushes) > 1 {
+	if len(pushes) > 1 || pushes[0].Rows > 1 {
 		s.Identifier = Identifier(ids...)
 	}
 	if CheckWindow(s.Timestamp, now) != nil {
