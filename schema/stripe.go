@@ -42,7 +42,7 @@ type StripePush struct {
 	Timestamp      int64  `db:"timestamp"` // unix seconds
 	CreatedAt      int64  `db:"created_at"`
 	Rows           int64  `db:"row_count"`      // the ledger rows it covers
-	LastLedgerID   int64  `db:"last_ledger_id"` // the last of them; 0: none (a close's line)
+	LastLedgerID   int64  `db:"last_ledger_id"` // the last of them (stored once a second row joins); 0: none (a close's line)
 	// Open means it still takes the rows its customer's meter appends in
 	// its period: its message was never claimed. A push is written open
 	// when Open is set (a stream push), and closed by the relay's claim.
@@ -157,10 +157,10 @@ func (t *CloseTx) InsertStripePush(ctx context.Context, p StripePush, destinatio
 func insertStripePush(ctx context.Context, tx pushTx, p StripePush, destination string, now int64) (int64, error) {
 	var id int64
 	err := tx.QueryRowContext(ctx, `INSERT INTO stripe_pushes (identifier, source, ledger_id, invoice_id, line_no, customer_id, meter,
-		event_name, stripe_customer, period_start, quantity, total, value, pushed, timestamp, created_at, cancels, last_ledger_id)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		event_name, stripe_customer, period_start, quantity, total, value, pushed, timestamp, created_at, cancels)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
 		p.Identifier, p.Source, nullID(p.LedgerID), nullID(p.InvoiceID), nullID(p.LineNo), p.CustomerID, p.Meter,
-		p.EventName, p.StripeCustomer, p.PeriodStart, p.Quantity, p.Total, p.Value, p.Pushed, p.Timestamp, now, p.Cancels, nullID(p.LedgerID)).Scan(&id)
+		p.EventName, p.StripeCustomer, p.PeriodStart, p.Quantity, p.Total, p.Value, p.Pushed, p.Timestamp, now, p.Cancels).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("insert push %s: %w", p.Identifier, err)
 	}
@@ -240,10 +240,10 @@ func pushFrom(v int) string {
 	COALESCE(p.line_no, 0) AS line_no, p.customer_id, p.meter, p.event_name,
 	p.stripe_customer, p.period_start, p.quantity, p.total, p.value, p.pushed, p.timestamp, p.created_at, p.cancels,
 	o.id AS outbox_id, o.status, o.attempts, o.last_status, o.last_error, COALESCE(o.delivered_at, 0) AS delivered_at,
-	p.row_count, COALESCE(p.last_ledger_id, 0) AS last_ledger_id, o.open = 1 AS open`
+	p.row_count, COALESCE(p.last_ledger_id, p.ledger_id, 0) AS last_ledger_id, o.open = 1 AS open`
 	from := ` FROM stripe_pushes p JOIN outbox o ON o.push_id = p.id`
 	if v < versionOpenPushes {
-		cols = strings.Replace(cols, `p.row_count, COALESCE(p.last_ledger_id, 0) AS last_ledger_id, o.open = 1 AS open`,
+		cols = strings.Replace(cols, `p.row_count, COALESCE(p.last_ledger_id, p.ledger_id, 0) AS last_ledger_id, o.open = 1 AS open`,
 			`1 AS row_count, COALESCE(p.ledger_id, 0) AS last_ledger_id, 0 = 1 AS open`, 1)
 	}
 	if v < versionStripeInvoiceStates {

@@ -57,12 +57,18 @@ func NewSync(cfg *config.Config) *Sync {
 	return &Sync{Meters: cfg.StripeMeters(), Customers: cfg.Stripe.Customers, Loc: loc, Invoices: cfg.Stripe.Invoices}
 }
 
-// Pusher is s as custody's Pusher (Begin, stream.go), or nil for a nil s.
+// Pusher is s as custody's Pusher (Begin, stream.go), or nil when no meter
+// is pushed in stream mode: then no batch has anything to push.
 func (s *Sync) Pusher() custody.Pusher {
 	if s == nil {
 		return nil
 	}
-	return s
+	for _, m := range s.Meters {
+		if m.Mode == ledger.StripeStream {
+			return s
+		}
+	}
+	return nil
 }
 
 // Identifier is a meter event's identifier, derived from what it covers in
@@ -190,11 +196,11 @@ type carrier interface {
 // appendPush fills p's quantity, value and running totals from the period's
 // last push and stores it as a new push.
 func appendPush(ctx context.Context, c carrier, p schema.StripePush, q, factor pricing.Decimal, now int64) error {
-	last, ok, err := c.LastStripePush(ctx, p.CustomerID, p.Meter, p.PeriodStart)
+	last, _, err := c.LastStripePush(ctx, p.CustomerID, p.Meter, p.PeriodStart)
 	if err != nil {
 		return err
 	}
-	if err := carry(last, ok, &p, q, factor); err != nil {
+	if err := carry(last, &p, q, factor); err != nil {
 		return err
 	}
 	_, err = c.InsertStripePush(ctx, p, config.StripeDestination, now)
@@ -202,12 +208,12 @@ func appendPush(ctx context.Context, c carrier, p schema.StripePush, q, factor p
 }
 
 // carry fills p's quantity, value and running totals from the period's
-// last push (ok false: none yet): the value is what the new total, rounded
+// last push (ID 0: none yet): the value is what the new total, rounded
 // once, adds to what was pushed before, so no remainder is lost or counted
 // twice.
-func carry(last schema.StripePush, ok bool, p *schema.StripePush, q, factor pricing.Decimal) error {
+func carry(last schema.StripePush, p *schema.StripePush, q, factor pricing.Decimal) error {
 	total, pushed := q, pricing.NewDecimal(0, 0)
-	if ok {
+	if last.ID != 0 {
 		prev, err := pricing.ParseDecimal(last.Total)
 		if err != nil {
 			return fmt.Errorf("the last push's total: %w", err)

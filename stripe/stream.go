@@ -19,13 +19,6 @@ type pushKey struct {
 
 func keyOf(p schema.StripePush) pushKey { return pushKey{p.CustomerID, p.Meter, p.PeriodStart} }
 
-// standing is where a pushKey stands: its latest push (ok false: none
-// yet), with the running totals and whether it is still open.
-type standing struct {
-	last schema.StripePush
-	ok   bool
-}
-
 // pushCache keeps, from one batch to the next, where each customer's
 // meter stands as the writer's batches committed it, so a usage row of a
 // stream meter reads nothing before it joins the open push: that read was
@@ -43,7 +36,7 @@ type pushCache struct {
 	// the next batch reads afresh, so a cache that was ever wrong cannot
 	// fail every batch after it.
 	begun bool
-	at    map[pushKey]standing
+	at    map[pushKey]schema.StripePush // the latest push of each key (ID 0: none yet)
 }
 
 // maxCachedPushes bounds the cache (a month of 100,000 customers' meters,
@@ -52,7 +45,7 @@ const maxCachedPushes = 100_000
 
 // Begin implements custody.Pusher: the pushes of one writer batch.
 func (s *Sync) Begin(tx *custody.Tx) custody.Pushes {
-	sb := &streamBatch{s: s, tx: tx, seen: map[pushKey]*standing{}, claims: tx.Claims()}
+	sb := &streamBatch{s: s, tx: tx, seen: map[pushKey]*schema.StripePush{}, claims: tx.Claims()}
 	v, ok := tx.DataVersion()
 	c := &s.cache
 	if ok && c.known && !c.begun && c.version == v && c.claims == sb.claims {
@@ -61,7 +54,6 @@ func (s *Sync) Begin(tx *custody.Tx) custody.Pushes {
 		c.at, c.known = nil, false
 	}
 	c.begun = true
-	sb.version, sb.versionOK = v, ok
 	return sb
 }
 
@@ -69,16 +61,15 @@ func (s *Sync) Begin(tx *custody.Tx) custody.Pushes {
 // added to open pushes, or that started one, remembered per key so the
 // next row of the key reads nothing.
 type streamBatch struct {
-	s         *Sync
-	tx        *custody.Tx
-	version   schema.DataVersion
-	versionOK bool
+	s  *Sync
+	tx *custody.Tx
 	// cached is the cache as earlier batches committed it, nil when it
 	// does not hold for this batch (or no longer: a claim in it).
-	cached map[pushKey]standing
-	// seen is what this batch wrote or read, per key: nil means read it
-	// again (a correction wrote it through the database).
-	seen   map[pushKey]*standing
+	cached map[pushKey]schema.StripePush
+	// seen is the latest push of each key this batch wrote or read (ID 0:
+	// none yet); nil means read it again (a correction wrote it through
+	// the database).
+	seen   map[pushKey]*schema.StripePush
 	claims int64 // the claims count seen and cached hold for
 	// journal undoes seen back to a Mark: each entry restores a key, or,
 	// with reset, empties seen (a claim happened in the batch).
@@ -87,7 +78,7 @@ type streamBatch struct {
 
 type undo struct {
 	key   pushKey
-	prev  *standing
+	prev  *schema.StripePush
 	had   bool
 	reset bool
 }
@@ -100,21 +91,20 @@ type undo struct {
 // instead of one per ledger row; it commits with the row (invariant 7).
 func (sb *streamBatch) usage(ctx context.Context, p schema.StripePush, q, factor pricing.Decimal) error {
 	k := keyOf(p)
-	at, err := sb.where(ctx, k)
+	last, err := sb.where(ctx, k)
 	if err != nil {
 		return err
 	}
-	if err := carry(at.last, at.ok, &p, q, factor); err != nil {
+	if err := carry(last, &p, q, factor); err != nil {
 		return err
 	}
 	b := sb.tx.Stripe()
-	last := at.last
-	if !at.ok || !last.Open || last.Source != SourceUsage || last.StripeCustomer != p.StripeCustomer || last.EventName != p.EventName {
+	if !last.Open || last.Source != SourceUsage || last.StripeCustomer != p.StripeCustomer || last.EventName != p.EventName {
 		p.Open, p.Rows, p.LastLedgerID = true, 1, p.LedgerID
 		if p.ID, err = b.InsertStripePush(ctx, p, config.StripeDestination, sb.tx.Now()); err != nil {
 			return err
 		}
-		sb.set(k, &standing{last: p, ok: true})
+		sb.set(k, &p)
 		return nil
 	}
 	lq, err := pricing.ParseDecimal(last.Quantity)
@@ -140,37 +130,34 @@ func (sb *streamBatch) usage(ctx context.Context, p schema.StripePush, q, factor
 	if err := b.AddToStripePush(ctx, last); err != nil {
 		return err
 	}
-	sb.set(k, &standing{last: last, ok: true})
+	sb.set(k, &last)
 	return nil
 }
 
 // where is where k stands: what the batch wrote, else what earlier
 // batches committed, else the database's (Batch.LastStripePush). A claim
 // since the batch last looked closes open pushes: all it knew goes.
-func (sb *streamBatch) where(ctx context.Context, k pushKey) (standing, error) {
+func (sb *streamBatch) where(ctx context.Context, k pushKey) (schema.StripePush, error) {
 	if c := sb.tx.Claims(); c != sb.claims {
 		sb.claims, sb.cached = c, nil
 		clear(sb.seen)
 		sb.journal = append(sb.journal, undo{reset: true})
 	}
-	if at := sb.seen[k]; at != nil {
-		return *at, nil
+	if last := sb.seen[k]; last != nil {
+		return *last, nil
 	}
-	if at, ok := sb.cached[k]; ok {
-		return at, nil
+	if last, ok := sb.cached[k]; ok {
+		return last, nil
 	}
-	last, ok, err := sb.tx.Stripe().LastStripePush(ctx, k.customer, k.meter, k.period)
-	if err != nil {
-		return standing{}, err
-	}
-	return standing{last: last, ok: ok}, nil
+	last, _, err := sb.tx.Stripe().LastStripePush(ctx, k.customer, k.meter, k.period)
+	return last, err
 }
 
 // set records where k stands after the batch wrote it (nil: read it again).
-func (sb *streamBatch) set(k pushKey, at *standing) {
+func (sb *streamBatch) set(k pushKey, last *schema.StripePush) {
 	prev, had := sb.seen[k]
 	sb.journal = append(sb.journal, undo{key: k, prev: prev, had: had})
-	sb.seen[k] = at
+	sb.seen[k] = last
 }
 
 // forget makes the next row of k read where it stands: a correction
@@ -203,24 +190,25 @@ func (sb *streamBatch) Undo(mark int) {
 // looked, or a cache past its bound, leaves it empty.
 func (sb *streamBatch) Committed() {
 	c := &sb.s.cache
-	if !sb.versionOK {
-		c.begun = false
+	c.begun = false
+	v, ok := sb.tx.DataVersion()
+	if !ok {
 		return
 	}
 	now := sb.tx.Claims()
 	if sb.cached == nil || now != sb.claims || len(sb.cached)+len(sb.seen) > maxCachedPushes {
-		c.at = map[pushKey]standing{}
+		c.at = map[pushKey]schema.StripePush{}
 	} else {
 		c.at = sb.cached
 	}
 	if now == sb.claims {
-		for k, at := range sb.seen {
-			if at == nil {
+		for k, last := range sb.seen {
+			if last == nil {
 				delete(c.at, k)
 				continue
 			}
-			c.at[k] = *at
+			c.at[k] = *last
 		}
 	}
-	c.version, c.claims, c.known, c.begun = sb.version, now, true, false
+	c.version, c.claims, c.known = v, now, true
 }

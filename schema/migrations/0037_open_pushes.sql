@@ -12,7 +12,7 @@
 -- (invariant 7), under an identifier derived from its first row.
 ALTER TABLE outbox ADD COLUMN open INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE stripe_pushes ADD COLUMN row_count INTEGER NOT NULL DEFAULT 1;  -- the ledger rows it covers
-ALTER TABLE stripe_pushes ADD COLUMN last_ledger_id INTEGER;                -- the last of them (stream)
+ALTER TABLE stripe_pushes ADD COLUMN last_ledger_id INTEGER;                -- the last of them (stream); NULL: ledger_id, its only one
 
 DROP TRIGGER stripe_pushes_no_update;
 CREATE TRIGGER stripe_pushes_no_update BEFORE UPDATE OF id, identifier, source, ledger_id, invoice_id, line_no,
