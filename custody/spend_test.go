@@ -218,6 +218,29 @@ func TestSpendHardLimitFlipsAtExactlyTheAmount(t *testing.T) {
 	})
 }
 
+// A customer's spend override moves the alerts that are a percentage of the
+// limit: under 2000.00, 80% is 1600.00, not the plan's 800.00. 80,000
+// requests spend 819.00 (500.00 fires, 80% does not); 216,200 spend
+// 1019.00 + 0.005 × 116,200 = 1600.00, and 80% fires there.
+func TestSpendOverrideMovesAPercentAlert(t *testing.T) {
+	testenv.EachBackend(t, func(t *testing.T, backend string) {
+		e := newSpendEnv(t, backend)
+		if _, err := entitle.SetSpendOverride(t.Context(), e.DB, spendChecker(e).Policy, entitle.SpendOverride{Customer: "cus_4",
+			Limit: pricing.MustDecimal("2000.00"), EffectiveFrom: "2026-01-01", RecordedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		first := send(t, e, "a", testenv.UsageBody("cus_4", "api_requests", "80000"))
+		if cs := spendCrossings(t, e); len(cs) != 1 || cs[0].Threshold != "500.00" || cs[0].RowID != first {
+			t.Fatalf("at 819.00 under 2000.00: crossings %+v, want 500.00 only", cs)
+		}
+		last := send(t, e, "b", testenv.UsageBody("cus_4", "api_requests", "136200"))
+		cs := spendCrossings(t, e)
+		if len(cs) != 2 || cs[1].Threshold != "80%" || cs[1].Value != "1600.00" || cs[1].Spent != "1600.00" || cs[1].RowID != last {
+			t.Fatalf("at 1600.00 under 2000.00: crossings %+v, want 80%% at 1600.00 by row %d", cs, last)
+		}
+	})
+}
+
 // A void that takes spend back below a threshold that fired, and usage that
 // then reaches it again, do not fire it again in the month; December
 // re-arms it.

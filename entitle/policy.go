@@ -30,11 +30,15 @@ type Policy struct {
 	// writer resolves a row's limit per row, and parsing it, its alerts
 	// and their values each time was most of the usage limit's check.
 	limits map[*pricing.Limit]Limit
+	// spends are the plan versions' spend sections resolved once, as
+	// limits (spend.go).
+	spends map[*pricing.Plan]SpendLimit
 }
 
 // NewPolicy returns the policy of the configured plans.
 func NewPolicy(catalog *pricing.Catalog, defaultPlan string) *Policy {
-	p := &Policy{Catalog: catalog, DefaultPlan: defaultPlan, alerting: map[string]bool{}, limits: map[*pricing.Limit]Limit{}}
+	p := &Policy{Catalog: catalog, DefaultPlan: defaultPlan, alerting: map[string]bool{},
+		limits: map[*pricing.Limit]Limit{}, spends: map[*pricing.Plan]SpendLimit{}}
 	if catalog != nil {
 		for _, name := range catalog.Names() {
 			for _, v := range catalog.Versions(name) {
@@ -47,8 +51,9 @@ func NewPolicy(catalog *pricing.Catalog, defaultPlan string) *Policy {
 						p.limits[l] = pl
 					}
 				}
-				if v.Spend != nil && len(v.Spend.Alerts) > 0 {
-					p.spending = true
+				if v.Spend != nil {
+					p.spends[v] = planSpend(v)
+					p.spending = p.spending || len(v.Spend.Alerts) > 0
 				}
 			}
 		}

@@ -32,6 +32,37 @@ type SpendLimit struct {
 	Kind       string           // pricing.LimitHard or LimitSoft ("" without a limit)
 	Thresholds []pricing.Threshold
 	Override   int64 // the override that set Limit, if any
+	// values are SpendThreshold of each threshold under Limit (an entry's
+	// ok false: a percentage without a limit, which config refuses); nil:
+	// not computed.
+	values []spendValue
+}
+
+type spendValue struct {
+	amount pricing.Decimal
+	ok     bool
+}
+
+// planSpend is plan version v's spend section as ResolveSpend gives it,
+// with its thresholds' values.
+func planSpend(v *pricing.Plan) SpendLimit {
+	l := SpendLimit{Version: v, Limit: v.Spend.Limit, Kind: v.Spend.Kind, Thresholds: v.Spend.Thresholds()}
+	values := make([]spendValue, len(l.Thresholds))
+	for i := range values {
+		values[i].amount, values[i].ok = l.thresholdValue(i)
+	}
+	l.values = values
+	return l
+}
+
+// thresholdValue is SpendThreshold of l's threshold i (ok false: a
+// percentage without a limit).
+func (l SpendLimit) thresholdValue(i int) (pricing.Decimal, bool) {
+	if l.values != nil {
+		return l.values[i].amount, l.values[i].ok
+	}
+	v, err := pricing.SpendThreshold(l.Thresholds[i], l.Limit, l.Version.CurrencyOf())
+	return v, err == nil
 }
 
 // VersionKey names the version: name@effective_from.
@@ -48,7 +79,10 @@ func (p *Policy) ResolveSpend(customer string, periodDay, day pricing.Date, assi
 	if v == nil || v.Spend == nil {
 		return SpendLimit{}, false
 	}
-	l := SpendLimit{Version: v, Limit: v.Spend.Limit, Kind: v.Spend.Kind, Thresholds: v.Spend.Thresholds()}
+	l, ok := p.spends[v]
+	if !ok {
+		l = planSpend(v)
+	}
 	for i := len(overrides) - 1; i >= 0; i-- { // the latest in force: by date, then the later recorded
 		o := overrides[i]
 		if o.EffectiveFrom > string(day) {
@@ -58,7 +92,7 @@ func (p *Policy) ResolveSpend(customer string, periodDay, day pricing.Date, assi
 		if err != nil {
 			continue // SetSpendOverride refuses such a value
 		}
-		l.Limit, l.Override = &value, o.ID
+		l.Limit, l.Override, l.values = &value, o.ID, nil
 		switch {
 		case o.Kind != "":
 			l.Kind = o.Kind
@@ -149,10 +183,13 @@ func (t *Tracker) Spend(ctx context.Context, r *ledger.Row) ([]SpendCrossing, er
 		return nil, fmt.Errorf("spend of %s: %w", r.Customer, err)
 	}
 	var out []SpendCrossing
-	for _, th := range l.Thresholds {
-		v, err := pricing.SpendThreshold(th, l.Limit, l.Version.CurrencyOf())
-		if err != nil || fired[th.Spelling] || spent.Total.Cmp(v) < 0 {
-			continue // err: a percentage without a limit, which Validate refuses
+	for i, th := range l.Thresholds {
+		if fired[th.Spelling] {
+			continue
+		}
+		v, ok := l.thresholdValue(i)
+		if !ok || spent.Total.Cmp(v) < 0 {
+			continue // !ok: a percentage without a limit, which Validate refuses
 		}
 		fired[th.Spelling] = true
 		t.journal = append(t.journal, func() { delete(fired, th.Spelling) })

@@ -126,16 +126,16 @@ func (sb *streamBatch) Row(ctx context.Context, r *ledger.Row, body []byte) erro
 		}
 	}
 	p := schema.StripePush{
-		Identifier: Identifier(source, r.Provider, r.EventID, r.Meter),
-		Source:     source, LedgerID: r.ID,
+		Source: source, LedgerID: r.ID,
 		CustomerID: r.Customer, Meter: r.Meter, EventName: m.EventName, StripeCustomer: customer,
 		PeriodStart: monthStart(r.OccurredAt, s.Loc), Timestamp: r.OccurredAt / 1000,
 	}
 	var err error
 	switch {
 	case source == SourceUsage:
-		err = sb.usage(ctx, p, r.Quantity.Decimal(), m.Factor())
+		err = sb.usage(ctx, p, r, m.Factor())
 	default:
+		p.Identifier = Identifier(source, r.Provider, r.EventID, r.Meter)
 		// A correction reads and writes the database: what the batch
 		// knows of the period's pushes is read again after it.
 		sb.forget(keyOf(p))
@@ -200,7 +200,7 @@ func appendPush(ctx context.Context, c carrier, p schema.StripePush, q, factor p
 	if err != nil {
 		return err
 	}
-	if err := carry(last, &p, q, factor); err != nil {
+	if _, err := carry(last, &p, q, factor); err != nil {
 		return err
 	}
 	_, err = c.InsertStripePush(ctx, p, config.StripeDestination, now)
@@ -208,33 +208,32 @@ func appendPush(ctx context.Context, c carrier, p schema.StripePush, q, factor p
 }
 
 // carry fills p's quantity, value and running totals from the period's
-// last push (ID 0: none yet): the value is what the new total, rounded
-// once, adds to what was pushed before, so no remainder is lost or counted
-// twice.
-func carry(last schema.StripePush, p *schema.StripePush, q, factor pricing.Decimal) error {
+// last push (ID 0: none yet) and returns the value: what the new total,
+// rounded once, adds to what was pushed before, so no remainder is lost or
+// counted twice.
+func carry(last schema.StripePush, p *schema.StripePush, q, factor pricing.Decimal) (value pricing.Decimal, err error) {
 	total, pushed := q, pricing.NewDecimal(0, 0)
 	if last.ID != 0 {
 		prev, err := pricing.ParseDecimal(last.Total)
 		if err != nil {
-			return fmt.Errorf("the last push's total: %w", err)
+			return value, fmt.Errorf("the last push's total: %w", err)
 		}
 		if pushed, err = pricing.ParseDecimal(last.Pushed); err != nil {
-			return fmt.Errorf("the last push's sum: %w", err)
+			return value, fmt.Errorf("the last push's sum: %w", err)
 		}
 		if total, err = pricing.Add(prev, q); err != nil {
-			return err
+			return value, err
 		}
 	}
 	want, err := pricing.Whole(total, factor)
 	if err != nil {
-		return err
+		return value, err
 	}
-	value, err := pricing.Sub(want, pushed)
-	if err != nil {
-		return err
+	if value, err = pricing.Sub(want, pushed); err != nil {
+		return value, err
 	}
 	p.Quantity, p.Total, p.Value, p.Pushed = q.String(), total.String(), value.String(), want.String()
-	return nil
+	return value, nil
 }
 
 // CancelWindow is how long after Stripe receives a meter event a meter

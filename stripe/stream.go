@@ -6,6 +6,7 @@ import (
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/custody"
+	"github.com/hookledger/hookledger/ledger"
 	"github.com/hookledger/hookledger/pricing"
 	"github.com/hookledger/hookledger/schema"
 )
@@ -83,23 +84,26 @@ type undo struct {
 	reset bool
 }
 
-// usage writes the push of a usage row of quantity q: it joins the key's
+// usage writes the push of usage row r: it joins the key's
 // latest push while that is an open usage push of the same Stripe customer
 // and event (its message never claimed: nothing of it has reached Stripe),
 // or starts a new open one. A busy customer's usage between two claims of
 // the relay is one push, one meter event, and one row on the writer
 // instead of one per ledger row; it commits with the row (invariant 7).
-func (sb *streamBatch) usage(ctx context.Context, p schema.StripePush, q, factor pricing.Decimal) error {
+func (sb *streamBatch) usage(ctx context.Context, p schema.StripePush, r *ledger.Row, factor pricing.Decimal) error {
 	k := keyOf(p)
 	last, err := sb.where(ctx, k)
 	if err != nil {
 		return err
 	}
-	if err := carry(last, &p, q, factor); err != nil {
+	q := r.Quantity.Decimal()
+	v, err := carry(last, &p, q, factor)
+	if err != nil {
 		return err
 	}
 	b := sb.tx.Stripe()
 	if !last.Open || last.Source != SourceUsage || last.StripeCustomer != p.StripeCustomer || last.EventName != p.EventName {
+		p.Identifier = Identifier(SourceUsage, r.Provider, r.EventID, r.Meter)
 		p.Open, p.Rows, p.LastLedgerID = true, 1, p.LedgerID
 		if p.ID, err = b.InsertStripePush(ctx, p, config.StripeDestination, sb.tx.Now()); err != nil {
 			return err
@@ -114,10 +118,6 @@ func (sb *streamBatch) usage(ctx context.Context, p schema.StripePush, q, factor
 	lv, err := pricing.ParseDecimal(last.Value)
 	if err != nil {
 		return fmt.Errorf("the open push's value: %w", err)
-	}
-	v, err := pricing.ParseDecimal(p.Value)
-	if err != nil {
-		return err
 	}
 	if lq, err = pricing.Add(lq, q); err != nil {
 		return err

@@ -2,7 +2,7 @@
 // (BENCHMARKS.md, "Stripe keeps up"): serve at full webhook speed with one
 // meter pushed to a fake Stripe that answers every call after
 // -stripe-latency, as a VM's distance from Stripe's API. It reports serve's
-// requests per second, how long each push took to reach Stripe (from its
+// requests per second and its CPU time per request over the load, how long each push took to reach Stripe (from its
 // first ledger row to Stripe's acknowledgement, p50/p99/max: a push
 // carries the rows its customer appended until the relay claimed it), the calls
 // Stripe got per second, and how long after the load's end the last push
@@ -77,7 +77,7 @@ func main() {
 	harness.PrintMachine(os.Stdout)
 	fmt.Printf("serve, one meter pushed in stream mode (default interval and rate limit), Stripe answering in %s; %d events over %d customers, %d connections\n",
 		*latency, *events, *customers, *conns)
-	var rps, ref, p50, p99, calls []float64
+	var rps, ref, cpu, refCPU, p50, p99, calls []float64
 	for r := 1; r <= *rounds; r++ {
 		for _, pushed := range [][]bool{{true, false}, {false, true}}[r%2] {
 			res, err := round(ctx, h, fmt.Sprintf("round%d-%v", r, pushed), *events, *conns, *customers, *latency, pushed)
@@ -85,20 +85,24 @@ func main() {
 				fail(err)
 			}
 			if !pushed {
-				fmt.Printf("round %d, reference (no meter pushed): %5.0f req/s\n", r, res.rps)
-				ref = append(ref, res.rps)
+				fmt.Printf("round %d, reference (no meter pushed): %5.0f req/s, %3.0f us CPU per request\n", r, res.rps, res.cpu)
+				ref, refCPU = append(ref, res.rps), append(refCPU, res.cpu)
 				continue
 			}
 			fmt.Printf("round %d: %s\n", r, res)
-			rps, p50, p99, calls = append(rps, res.rps), append(p50, res.lagP50.Seconds()), append(p99, res.lagP99.Seconds()), append(calls, res.callsPerSec)
+			rps, cpu = append(rps, res.rps), append(cpu, res.cpu)
+			p50, p99, calls = append(p50, res.lagP50.Seconds()), append(p99, res.lagP99.Seconds()), append(calls, res.callsPerSec)
 		}
 	}
-	fmt.Printf("median: %.0f req/s (reference %.0f, %.2fx), Stripe lag p50 %.2f s, p99 %.2f s, %.1f calls/s\n",
-		harness.Median(rps), harness.Median(ref), harness.Median(rps)/harness.Median(ref), harness.Median(p50), harness.Median(p99), harness.Median(calls))
+	fmt.Printf("median: %.0f req/s (reference %.0f, %.2fx), %.0f us CPU per request (reference %.0f, %.2fx), Stripe lag p50 %.2f s, p99 %.2f s, %.1f calls/s\n",
+		harness.Median(rps), harness.Median(ref), harness.Median(rps)/harness.Median(ref),
+		harness.Median(cpu), harness.Median(refCPU), harness.Median(refCPU)/harness.Median(cpu),
+		harness.Median(p50), harness.Median(p99), harness.Median(calls))
 }
 
 type result struct {
 	rps                    float64
+	cpu                    float64 // serve's CPU time per request over the load, in microseconds
 	pushes                 int
 	lagP50, lagP99, lagMax time.Duration
 	calls                  int
@@ -107,8 +111,8 @@ type result struct {
 }
 
 func (r result) String() string {
-	return fmt.Sprintf("%5.0f req/s, %d pushes, lag p50 %5.2f s p99 %5.2f s max %5.2f s, %d calls (%.1f/s), last ack %5.2f s after the load",
-		r.rps, r.pushes, r.lagP50.Seconds(), r.lagP99.Seconds(), r.lagMax.Seconds(), r.calls, r.callsPerSec, r.tail.Seconds())
+	return fmt.Sprintf("%5.0f req/s, %3.0f us CPU per request, %d pushes, lag p50 %5.2f s p99 %5.2f s max %5.2f s, %d calls (%.1f/s), last ack %5.2f s after the load",
+		r.rps, r.cpu, r.pushes, r.lagP50.Seconds(), r.lagP99.Seconds(), r.lagMax.Seconds(), r.calls, r.callsPerSec, r.tail.Seconds())
 }
 
 func round(ctx context.Context, h *harness.Harness, name string, n, k, customers int, latency time.Duration, pushed bool) (result, error) {
@@ -154,13 +158,21 @@ meters:
 		return res, err
 	}
 	defer proc.Stop()
+	cpu0, err := proc.CPU()
+	if err != nil {
+		return res, err
+	}
 	begin := time.Now()
 	load, err := h.Load(ctx, proc.URL, k, n, 0, "--customers", fmt.Sprint(customers), "--run-id", runID)
 	if err != nil {
 		return res, err
 	}
 	end := time.Now()
-	res.rps = load.RPS
+	cpu1, err := proc.CPU()
+	if err != nil {
+		return res, err
+	}
+	res.rps, res.cpu = load.RPS, float64(cpu1-cpu0)/float64(time.Microsecond)/float64(load.Requests)
 	if !pushed {
 		return res, nil
 	}
