@@ -378,6 +378,11 @@ func (w *Writer) apply(batch []*job, errs []error, isolate bool) (failed bool, e
 	}
 	b.Expect(expectedReceipts(batch, errs))
 	for i, j := range batch {
+		if _, ok := j.op.(*Delivery); !ok && errs[i] == nil && btx.push != nil {
+			if err := btx.push.Flush(ctx); err != nil {
+				return false, w.storageError("push", err)
+			}
+		}
 		switch {
 		case errs[i] != nil:
 		case isolate:
@@ -403,6 +408,11 @@ func (w *Writer) apply(batch []*job, errs []error, isolate bool) (failed bool, e
 				return true, nil
 			}
 			btx.after(j.op)
+		}
+	}
+	if btx.push != nil {
+		if err := btx.push.Flush(ctx); err != nil {
+			return false, w.storageError("push", err)
 		}
 	}
 	if err := btx.usage.Flush(ctx); err != nil {
@@ -508,12 +518,15 @@ type Pusher interface {
 }
 
 // Pushes are what one batch's rows push. Row writes what row r pushes
-// (body is the event it was mapped from, nil for an adjustment). What
-// Pushes keep in memory about what they wrote follows the batch: Mark and
-// Undo bracket an op that runs in a savepoint, and Committed is called
-// once the batch committed.
+// (body is the event it was mapped from, nil for an adjustment); what it
+// keeps back, Flush stores: the writer calls it before every op other than
+// a delivery (a relay's claim, a correction, a read of pushes) and before
+// the batch commits. What Pushes keep in memory about what they wrote
+// follows the batch: Mark and Undo bracket an op that runs in a
+// savepoint, and Committed is called once the batch committed.
 type Pushes interface {
 	Row(ctx context.Context, r *ledger.Row, body []byte) error
+	Flush(ctx context.Context) error
 	Mark() int
 	Undo(mark int)
 	Committed()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/custody"
 	"github.com/hookledger/hookledger/customer"
 	"github.com/hookledger/hookledger/forward"
 	"github.com/hookledger/hookledger/internal/await"
@@ -146,6 +147,122 @@ func TestStripeStreamRowsJoinTheOpenPush(t *testing.T) {
 	events := fake.Snapshot()
 	if got := fake.Totals()[[2]string{"cus_1", "api_requests"}]; len(events) != 2 || got == nil || got.Cmp(big.NewInt(3)) != 0 {
 		t.Errorf("Stripe holds %d events summing to %v, want 2 summing to 3 (3 rounded once)", len(events), got)
+	}
+}
+
+// Rows that join an open push in a batch are stored with one UPDATE when
+// the batch flushes, and the writer flushes before every op that is not a
+// delivery: a relay's claim queued between a customer's rows in one batch
+// closes the push carrying the rows before it (2 here), and the row after
+// it starts the next push. Without that flush the claim would close the
+// push as its first row left it, and the batch fail on the trigger that
+// refuses an edit of a claimed push.
+func TestStripeStreamClaimInTheBatchTakesItsRows(t *testing.T) {
+	testenv.EachBackend(t, func(t *testing.T, backend string) {
+		fake := fakestripe.Serve(t, stripeKey)
+		e := testenv.New(t, testenv.Options{Backend: backend, RealTime: true,
+			Edits: []func(*config.Config){stripeConfig(fake.URL, ledger.StripeStream, "1")}})
+		started, release, held := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+		go func() {
+			held <- e.Writer.Submit(context.Background(), custody.OpFunc(func(context.Context, *custody.Tx) error {
+				close(started)
+				<-release
+				return nil
+			}))
+		}()
+		<-started
+		var wg sync.WaitGroup
+		codes := make([]int, 3)
+		queue := func(i int, fn func()) {
+			wg.Add(1)
+			go func() { defer wg.Done(); fn() }()
+			await.Eventually(t, 10*time.Second, "op queued", func() bool { return e.Writer.Depth() == i+1 })
+		}
+		send := func(i int) func() {
+			return func() {
+				codes[i] = e.Send(fmt.Sprintf("evt_%d", i), testenv.UsageBody("cus_1", "api_requests", "0.5")).Code
+			}
+		}
+		var claimed []schema.OutboxClaim
+		var claimErr error
+		queue(0, send(0))
+		queue(1, send(1))
+		queue(2, func() {
+			claimErr = e.Writer.Submit(context.Background(), custody.OpFunc(func(ctx context.Context, tx *custody.Tx) (err error) {
+				claimed, err = tx.Outbox().ClaimOutbox(ctx, "stripe", tx.Now(), tx.Now()+60_000, 10)
+				return err
+			}))
+		})
+		queue(3, send(2))
+		close(release)
+		wg.Wait()
+		if err := <-held; err != nil {
+			t.Fatal(err)
+		}
+		if claimErr != nil || len(claimed) != 1 || codes[0] != 200 || codes[1] != 200 || codes[2] != 200 {
+			t.Fatalf("claim: %d claimed, %v; sends %v", len(claimed), claimErr, codes)
+		}
+		got := ""
+		rows, err := e.DB.Read.Query(`SELECT p.row_count, p.quantity, p.value, o.open FROM stripe_pushes p JOIN outbox o ON o.push_id = p.id ORDER BY p.id`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var n, open int
+			var q, v string
+			if err := rows.Scan(&n, &q, &v, &open); err != nil {
+				t.Fatal(err)
+			}
+			got += fmt.Sprintf("[%d rows %s value %s open %d]", n, q, v, open)
+		}
+		if want := "[2 rows 1.000000 value 1 open 0][1 rows 0.500000 value 1 open 1]"; got != want {
+			t.Errorf("pushes %s, want %s: the claimed push carries the two rows before the claim", got, want)
+		}
+	})
+}
+
+// An op that appends a usage row, which joins the open push in memory, and
+// then a correction of the same meter: the correction's push reads the
+// period's last push from the database, so the batch stores the joined row
+// first, and the correction's running total goes on from it (1.0 − 0.25).
+func TestStripeStreamCorrectionAfterAJoinInOneOp(t *testing.T) {
+	fake := fakestripe.Serve(t, stripeKey)
+	e := testenv.New(t, testenv.Options{RealTime: true, Edits: []func(*config.Config){stripeConfig(fake.URL, ledger.StripeStream, "1")}})
+	if r := e.Send("evt_0", testenv.UsageBody("cus_1", "api_requests", "0.5")); r.Code != 200 {
+		t.Fatalf("send: %d", r.Code)
+	}
+	if err := e.Writer.Submit(t.Context(), custody.OpFunc(func(ctx context.Context, tx *custody.Tx) error {
+		u := &ledger.Row{Kind: ledger.KindUsage, Provider: "default", EventID: "evt_1", Customer: "cus_1", Meter: "api_requests",
+			Quantity: mustRowQuantity(t, "0.5"), Properties: "{}", OccurredAt: time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC).UnixMilli(), RecordedAt: tx.Now()}
+		if err := tx.Append(ctx, u); err != nil {
+			return err
+		}
+		adj := ledger.Adjustment{Customer: "cus_1", Meter: "api_requests", Quantity: mustRowQuantity(t, "-0.25"), Reason: "test", Ref: "event:default/evt_0"}
+		a, err := adj.Row(ctx, tx.Refs(), tx.Now())
+		if err != nil {
+			return err
+		}
+		return tx.Append(ctx, a)
+	})); err != nil {
+		t.Fatal(err)
+	}
+	got := ""
+	rows, err := e.DB.Read.Query(`SELECT source, row_count, quantity, total, pushed FROM stripe_pushes ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var source, q, total, pushed string
+		var n int
+		if err := rows.Scan(&source, &n, &q, &total, &pushed); err != nil {
+			t.Fatal(err)
+		}
+		got += fmt.Sprintf("[%s %d rows %s total %s pushed %s]", source, n, q, total, pushed)
+	}
+	if want := "[usage 2 rows 1.000000 total 1.000000 pushed 1][adjustment 1 rows -0.250000 total 0.750000 pushed 1]"; got != want {
+		t.Errorf("pushes %s, want %s", got, want)
 	}
 }
 

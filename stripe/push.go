@@ -136,8 +136,12 @@ func (sb *streamBatch) Row(ctx context.Context, r *ledger.Row, body []byte) erro
 		err = sb.usage(ctx, p, r, m.Factor())
 	default:
 		p.Identifier = Identifier(source, r.Provider, r.EventID, r.Meter)
-		// A correction reads and writes the database: what the batch
-		// knows of the period's pushes is read again after it.
+		// A correction reads and writes the database: the batch stores
+		// what its open pushes carry first, and reads the period's pushes
+		// again after it.
+		if err := sb.Flush(ctx); err != nil {
+			return fmt.Errorf("stripe push of row %d: %w", r.ID, err)
+		}
 		sb.forget(keyOf(p))
 		done := false
 		if r.Kind == ledger.KindVoid {

@@ -46,7 +46,7 @@ const maxCachedPushes = 100_000
 
 // Begin implements custody.Pusher: the pushes of one writer batch.
 func (s *Sync) Begin(tx *custody.Tx) custody.Pushes {
-	sb := &streamBatch{s: s, tx: tx, seen: map[pushKey]*schema.StripePush{}, claims: tx.Claims()}
+	sb := &streamBatch{s: s, tx: tx, seen: map[pushKey]*standing{}, claims: tx.Claims()}
 	v, ok := tx.DataVersion()
 	c := &s.cache
 	if ok && c.known && !c.begun && c.version == v && c.claims == sb.claims {
@@ -60,17 +60,21 @@ func (s *Sync) Begin(tx *custody.Tx) custody.Pushes {
 
 // streamBatch is one batch's pushes (custody.Pushes): the usage rows it
 // added to open pushes, or that started one, remembered per key so the
-// next row of the key reads nothing.
+// next row of the key reads nothing. A row that joins an open push is
+// stored with the push's next Flush, so a busy customer's rows in one
+// batch are one UPDATE: custody flushes before every op other than a
+// delivery (one may claim or read pushes) and before the batch commits,
+// and the batch flushes itself before a correction reads the database and
+// when it sees a claim.
 type streamBatch struct {
 	s  *Sync
 	tx *custody.Tx
 	// cached is the cache as earlier batches committed it, nil when it
 	// does not hold for this batch (or no longer: a claim in it).
 	cached map[pushKey]schema.StripePush
-	// seen is the latest push of each key this batch wrote or read (ID 0:
-	// none yet); nil means read it again (a correction wrote it through
-	// the database).
-	seen   map[pushKey]*schema.StripePush
+	// seen is where each key this batch wrote or read stands; nil means
+	// read it again (a correction wrote it through the database).
+	seen   map[pushKey]*standing
 	claims int64 // the claims count seen and cached hold for
 	// journal undoes seen back to a Mark: each entry restores a key, or,
 	// with reset, empties seen (a claim happened in the batch).
@@ -79,9 +83,18 @@ type streamBatch struct {
 
 type undo struct {
 	key   pushKey
-	prev  *schema.StripePush
+	prev  *standing
 	had   bool
 	reset bool
+}
+
+// standing is where a key stands: its latest push (ID 0: none yet), and
+// whether that carries rows the database does not have yet (Flush).
+// Entries are never changed, only replaced, so the journal's undo of one
+// restores both.
+type standing struct {
+	push  schema.StripePush
+	dirty bool
 }
 
 // usage writes the push of usage row r: it joins the key's
@@ -108,7 +121,7 @@ func (sb *streamBatch) usage(ctx context.Context, p schema.StripePush, r *ledger
 		if p.ID, err = b.InsertStripePush(ctx, p, config.StripeDestination, sb.tx.Now()); err != nil {
 			return err
 		}
-		sb.set(k, &p)
+		sb.set(k, &standing{push: p})
 		return nil
 	}
 	lq, err := pricing.ParseDecimal(last.Quantity)
@@ -127,10 +140,23 @@ func (sb *streamBatch) usage(ctx context.Context, p schema.StripePush, r *ledger
 	}
 	last.Quantity, last.Value, last.Total, last.Pushed = lq.String(), lv.String(), p.Total, p.Pushed
 	last.Timestamp, last.Rows, last.LastLedgerID = max(last.Timestamp, p.Timestamp), last.Rows+1, p.LedgerID
-	if err := b.AddToStripePush(ctx, last); err != nil {
-		return err
+	sb.set(k, &standing{push: last, dirty: true})
+	return nil
+}
+
+// Flush implements custody.Pushes: it stores what each open push the batch
+// added rows to carries now, one UPDATE per push however many rows joined
+// it (the trigger of migration 0037 refuses it for a push already claimed).
+func (sb *streamBatch) Flush(ctx context.Context) error {
+	for k, s := range sb.seen {
+		if s == nil || !s.dirty {
+			continue
+		}
+		if err := sb.tx.Stripe().AddToStripePush(ctx, s.push); err != nil {
+			return err
+		}
+		sb.set(k, &standing{push: s.push})
 	}
-	sb.set(k, &last)
 	return nil
 }
 
@@ -139,12 +165,19 @@ func (sb *streamBatch) usage(ctx context.Context, p schema.StripePush, r *ledger
 // since the batch last looked closes open pushes: all it knew goes.
 func (sb *streamBatch) where(ctx context.Context, k pushKey) (schema.StripePush, error) {
 	if c := sb.tx.Claims(); c != sb.claims {
+		// The writer flushed before an op of this batch that claims; a
+		// claim another connection of this process counted waits for the
+		// batch's lock. Either way the pushes kept back are still open:
+		// they are stored before the batch forgets them.
+		if err := sb.Flush(ctx); err != nil {
+			return schema.StripePush{}, err
+		}
 		sb.claims, sb.cached = c, nil
 		clear(sb.seen)
 		sb.journal = append(sb.journal, undo{reset: true})
 	}
-	if last := sb.seen[k]; last != nil {
-		return *last, nil
+	if s := sb.seen[k]; s != nil {
+		return s.push, nil
 	}
 	if last, ok := sb.cached[k]; ok {
 		return last, nil
@@ -154,7 +187,7 @@ func (sb *streamBatch) where(ctx context.Context, k pushKey) (schema.StripePush,
 }
 
 // set records where k stands after the batch wrote it (nil: read it again).
-func (sb *streamBatch) set(k pushKey, last *schema.StripePush) {
+func (sb *streamBatch) set(k pushKey, last *standing) {
 	prev, had := sb.seen[k]
 	sb.journal = append(sb.journal, undo{key: k, prev: prev, had: had})
 	sb.seen[k] = last
@@ -207,7 +240,7 @@ func (sb *streamBatch) Committed() {
 				delete(c.at, k)
 				continue
 			}
-			c.at[k] = *last
+			c.at[k] = last.push
 		}
 	}
 	c.version, c.claims, c.known = v, now, true
