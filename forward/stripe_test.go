@@ -247,22 +247,8 @@ func TestStripeStreamCorrectionAfterAJoinInOneOp(t *testing.T) {
 	})); err != nil {
 		t.Fatal(err)
 	}
-	got := ""
-	rows, err := e.DB.Read.Query(`SELECT source, row_count, quantity, total, pushed FROM stripe_pushes ORDER BY id`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var source, q, total, pushed string
-		var n int
-		if err := rows.Scan(&source, &n, &q, &total, &pushed); err != nil {
-			t.Fatal(err)
-		}
-		got += fmt.Sprintf("[%s %d rows %s total %s pushed %s]", source, n, q, total, pushed)
-	}
-	if want := "[usage 2 rows 1.000000 total 1.000000 pushed 1][adjustment 1 rows -0.250000 total 0.750000 pushed 1]"; got != want {
-		t.Errorf("pushes %s, want %s", got, want)
+	if got, want := pushRows(t, e), "usage 2 1.000000 1.000000 1; adjustment 1 -0.250000 0.750000 1; "; got != want {
+		t.Errorf("pushes %q, want %q (source, rows, quantity, total, pushed)", got, want)
 	}
 }
 
@@ -297,6 +283,15 @@ func TestStripeStreamSeesAnotherWriter(t *testing.T) {
 	if r := e.Send("evt_b", testenv.UsageBody("cus_1", "api_requests", "3")); r.Code != 200 {
 		t.Fatalf("send: %d", r.Code)
 	}
+	if got, want := pushRows(t, e), "usage 1 2.000000 2.000000 2; adjustment 1 -1.000000 1.000000 1; usage 1 3.000000 4.000000 4; "; got != want {
+		t.Errorf("pushes %q, want %q", got, want)
+	}
+}
+
+// pushRows lists the pushes in order: source, rows, quantity, total and
+// what was pushed, each followed by "; ".
+func pushRows(t *testing.T, e *testenv.Env) string {
+	t.Helper()
 	got := ""
 	rows, err := e.DB.Read.Query(`SELECT source, row_count, quantity, total, pushed FROM stripe_pushes ORDER BY id`)
 	if err != nil {
@@ -311,9 +306,10 @@ func TestStripeStreamSeesAnotherWriter(t *testing.T) {
 		}
 		got += fmt.Sprintf("%s %d %s %s %s; ", source, n, quantity, total, pushed)
 	}
-	if want := "usage 1 2.000000 2.000000 2; adjustment 1 -1.000000 1.000000 1; usage 1 3.000000 4.000000 4; "; got != want {
-		t.Errorf("pushes %q, want %q", got, want)
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
 	}
+	return got
 }
 
 // In close mode the invoice line is pushed once, with its total rounded
