@@ -99,7 +99,7 @@ func New(opts Options) *Metrics {
 	})
 	m.storageErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: Namespace, Name: "storage_errors_total",
-		Help: "Storage failures in the writer by op: begin, commit, savepoint (the whole batch failed) or delivery (one delivery's writes failed); each is a 503. A full disk or an I/O error shows here first.",
+		Help: "Storage failures in the writer by op: begin, commit, savepoint, push, save usage state, save chain head (the whole batch failed) or delivery (one delivery's writes failed); each is a 503. A full disk or an I/O error shows here first.",
 	}, []string{"op"})
 	m.reconcileRuns = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: Namespace, Subsystem: "reconcile", Name: "runs_total",
