@@ -378,8 +378,8 @@ func (w *Writer) apply(batch []*job, errs []error, isolate bool) (failed bool, e
 	}
 	b.Expect(expectedReceipts(batch, errs))
 	for i, j := range batch {
-		if _, ok := j.op.(*Delivery); !ok && errs[i] == nil && btx.push != nil {
-			if err := btx.push.Flush(ctx); err != nil {
+		if _, ok := j.op.(*Delivery); !ok && errs[i] == nil {
+			if err := btx.flushPushes(ctx); err != nil {
 				return false, w.storageError("push", err)
 			}
 		}
@@ -410,10 +410,8 @@ func (w *Writer) apply(batch []*job, errs []error, isolate bool) (failed bool, e
 			btx.after(j.op)
 		}
 	}
-	if btx.push != nil {
-		if err := btx.push.Flush(ctx); err != nil {
-			return false, w.storageError("push", err)
-		}
+	if err := btx.flushPushes(ctx); err != nil {
+		return false, w.storageError("push", err)
 	}
 	if err := btx.usage.Flush(ctx); err != nil {
 		return false, w.storageError("save usage state", err)
@@ -643,6 +641,14 @@ func (b *Tx) chainHead(ctx context.Context) (*ledger.Head, error) {
 		b.loaded = [2]int64{h.Ledger.LastID, h.Receipts.LastID}
 	}
 	return &b.head, nil
+}
+
+// flushPushes stores what the batch's pushes kept back (Pushes.Flush).
+func (b *Tx) flushPushes(ctx context.Context) error {
+	if b.push == nil {
+		return nil
+	}
+	return b.push.Flush(ctx)
 }
 
 // saveHead stores the head once per batch, if the batch moved it: one UPDATE
