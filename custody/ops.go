@@ -53,7 +53,7 @@ type Outbox interface {
 type Stripe interface {
 	InsertStripePush(ctx context.Context, p schema.StripePush, destination string, now int64) (int64, error)
 	AddToStripePush(ctx context.Context, p schema.StripePush) error
-	LastStripePush(ctx context.Context, customer, meter string, periodStart int64) (schema.StripePush, bool, error)
+	LastStripePush(ctx context.Context, customer, meter string, periodStart int64) (schema.StripePush, error)
 	LastStripeCustomer(ctx context.Context, customer string) (string, error)
 	PushOfRow(ctx context.Context, ledgerID int64) (schema.StripePush, bool, error)
 	StripePushID(ctx context.Context, identifier string) (int64, error)

@@ -176,21 +176,21 @@ func insertStripePush(ctx context.Context, tx pushTx, p StripePush, destination 
 }
 
 // LastStripePush reads the latest push of customer's meter in the period
-// starting at periodStart (ok false: none yet): the running totals it
+// starting at periodStart (ID 0: none yet): the running totals it
 // carries, what it covers, and whether it is still open. No claim can close
 // it before the batch ends: claims are the writer's batches too, and on
 // PostgreSQL every batch of every receiver first locks the chain head
 // (Writer.Begin).
-func (b Batch) LastStripePush(ctx context.Context, customer, meter string, periodStart int64) (StripePush, bool, error) {
+func (b Batch) LastStripePush(ctx context.Context, customer, meter string, periodStart int64) (StripePush, error) {
 	return lastStripePush(ctx, b.tx, customer, meter, periodStart)
 }
 
 // LastStripePush is Batch.LastStripePush in a close's transaction.
-func (t *CloseTx) LastStripePush(ctx context.Context, customer, meter string, periodStart int64) (StripePush, bool, error) {
+func (t *CloseTx) LastStripePush(ctx context.Context, customer, meter string, periodStart int64) (StripePush, error) {
 	return lastStripePush(ctx, t.tx, customer, meter, periodStart)
 }
 
-func lastStripePush(ctx context.Context, tx pushTx, customer, meter string, periodStart int64) (StripePush, bool, error) {
+func lastStripePush(ctx context.Context, tx pushTx, customer, meter string, periodStart int64) (StripePush, error) {
 	var p StripePush
 	err := tx.QueryRowContext(ctx, `SELECT p.id, p.source, p.total, p.pushed, p.quantity, p.value, p.timestamp, p.row_count,
 		p.stripe_customer, p.event_name, p.cancels, o.open = 1
@@ -198,12 +198,12 @@ func lastStripePush(ctx context.Context, tx pushTx, customer, meter string, peri
 		ORDER BY p.id DESC LIMIT 1`, customer, meter, periodStart).Scan(&p.ID, &p.Source, &p.Total, &p.Pushed, &p.Quantity, &p.Value, &p.Timestamp,
 		&p.Rows, &p.StripeCustomer, &p.EventName, &p.Cancels, &p.Open)
 	if err == sql.ErrNoRows {
-		return p, false, nil
+		return StripePush{}, nil
 	}
 	if err != nil {
-		return p, false, fmt.Errorf("read the latest push of %s/%s: %w", customer, meter, err)
+		return StripePush{}, fmt.Errorf("read the latest push of %s/%s: %w", customer, meter, err)
 	}
-	return p, true, nil
+	return p, nil
 }
 
 // AddToStripePush stores what open push p.ID carries after the batch

@@ -193,14 +193,14 @@ func (s *Sync) Close(ctx context.Context, tx *schema.CloseTx, invoices []invoice
 // carrier is where a push reads the running totals and is stored: a writer
 // batch or a close's transaction.
 type carrier interface {
-	LastStripePush(ctx context.Context, customer, meter string, periodStart int64) (schema.StripePush, bool, error)
+	LastStripePush(ctx context.Context, customer, meter string, periodStart int64) (schema.StripePush, error)
 	InsertStripePush(ctx context.Context, p schema.StripePush, destination string, now int64) (int64, error)
 }
 
 // appendPush fills p's quantity, value and running totals from the period's
 // last push and stores it as a new push.
 func appendPush(ctx context.Context, c carrier, p schema.StripePush, q, factor pricing.Decimal, now int64) error {
-	last, _, err := c.LastStripePush(ctx, p.CustomerID, p.Meter, p.PeriodStart)
+	last, err := c.LastStripePush(ctx, p.CustomerID, p.Meter, p.PeriodStart)
 	if err != nil {
 		return err
 	}
@@ -271,8 +271,8 @@ func cancel(ctx context.Context, b custody.Stripe, p schema.StripePush, r *ledge
 	if err != nil {
 		return false, fmt.Errorf("the voided push's value: %w", err)
 	}
-	last, ok, err := b.LastStripePush(ctx, p.CustomerID, p.Meter, p.PeriodStart)
-	if err != nil || !ok {
+	last, err := b.LastStripePush(ctx, p.CustomerID, p.Meter, p.PeriodStart)
+	if err != nil || last.ID == 0 {
 		return false, err
 	}
 	prevTotal, err := pricing.ParseDecimal(last.Total)

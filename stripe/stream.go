@@ -31,13 +31,14 @@ func keyOf(p schema.StripePush) pushKey { return pushKey{p.CustomerID, p.Meter, 
 type pushCache struct {
 	version schema.DataVersion
 	claims  int64
-	known   bool
 	// begun is set from a batch's Begin to its Committed: a batch that
 	// never committed (an op failed, or the storage) leaves it set, and
 	// the next batch reads afresh, so a cache that was ever wrong cannot
 	// fail every batch after it.
 	begun bool
-	at    map[pushKey]schema.StripePush // the latest push of each key (ID 0: none yet)
+	// at is the latest push of each key (ID 0: none yet); nil: nothing is
+	// known (PostgreSQL, or a batch that did not hold it).
+	at map[pushKey]schema.StripePush
 }
 
 // maxCachedPushes bounds the cache (a month of 100,000 customers' meters,
@@ -49,10 +50,10 @@ func (s *Sync) Begin(tx *custody.Tx) custody.Pushes {
 	sb := &streamBatch{s: s, tx: tx, seen: map[pushKey]*standing{}, claims: tx.Claims()}
 	v, ok := tx.DataVersion()
 	c := &s.cache
-	if ok && c.known && !c.begun && c.version == v && c.claims == sb.claims {
+	if ok && c.at != nil && !c.begun && c.version == v && c.claims == sb.claims {
 		sb.cached = c.at
 	} else {
-		c.at, c.known = nil, false
+		c.at = nil
 	}
 	c.begun = true
 	return sb
@@ -182,8 +183,7 @@ func (sb *streamBatch) where(ctx context.Context, k pushKey) (schema.StripePush,
 	if last, ok := sb.cached[k]; ok {
 		return last, nil
 	}
-	last, _, err := sb.tx.Stripe().LastStripePush(ctx, k.customer, k.meter, k.period)
-	return last, err
+	return sb.tx.Stripe().LastStripePush(ctx, k.customer, k.meter, k.period)
 }
 
 // set records where k stands after the batch wrote it (nil: read it again).
@@ -243,5 +243,5 @@ func (sb *streamBatch) Committed() {
 			c.at[k] = last.push
 		}
 	}
-	c.version, c.claims, c.known = v, now, true
+	c.version, c.claims = v, now
 }
